@@ -1,0 +1,199 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+
+export type DeploymentEnv = 'live' | 'test';
+
+export interface Config {
+  port: number;
+  host: string;
+  databaseUrl: string | null;
+  dataDir: string;
+  redisUrl: string | null;
+  publicBaseUrl: string;
+  errorsBaseUrl: string;
+  storefrontBaseUrl: string;
+  deploymentEnv: DeploymentEnv;
+  adminApiToken: string | null;
+  /** Raw SECRET_KEY; resolved (generated into DATA_DIR when embedded) by `resolveSecretKey`. */
+  secretKey: string | null;
+  webhook: {
+    retryScheduleMs: number[];
+    timeoutMs: number;
+    autopauseFailures: number;
+    autopauseWindowMs: number;
+    keyOverlapMs: number;
+    allowPrivateTargets: boolean;
+    caFile: string | null;
+  };
+  rateLimit: { burstPerSec: number; perMin: number; ipPerMin: number };
+  idempotencyTtlMs: number;
+  logLevel: string;
+  smtpUrl: string | null;
+}
+
+/** A bad environment variable: start-up stops with this one line. */
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+type Env = Record<string, string | undefined>;
+
+const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+export function parseDuration(name: string, value: string): number {
+  const match = /^(\d+)(ms|s|m|h)$/.exec(value.trim());
+  if (!match) {
+    throw new ConfigError(
+      `${name}: "${value}" is not a duration (a whole number followed by ms, s, m or h, e.g. 30s)`,
+    );
+  }
+  return Number(match[1]) * DURATION_UNITS[match[2]];
+}
+
+function parseInteger(name: string, value: string, min: number, max: number): number {
+  if (!/^\d+$/.test(value.trim()) || Number(value) < min || Number(value) > max) {
+    throw new ConfigError(`${name}: "${value}" is not an integer between ${min} and ${max}`);
+  }
+  return Number(value);
+}
+
+function parseBoolean(name: string, value: string): boolean {
+  if (value === 'true' || value === '1') return true;
+  if (value === 'false' || value === '0') return false;
+  throw new ConfigError(`${name}: "${value}" is not a boolean (true or false)`);
+}
+
+function parseHttpUrl(name: string, value: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ConfigError(`${name}: "${value}" is not a URL`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new ConfigError(`${name}: "${value}" must be an http or https URL`);
+  }
+  return value.replace(/\/+$/, '');
+}
+
+export function loadConfig(env: Env = process.env): Config {
+  const get = (name: string): string | undefined => {
+    const value = env[name];
+    return value === undefined || value === '' ? undefined : value;
+  };
+  const port = parseInteger('PORT', get('PORT') ?? '3000', 0, 65535);
+  const host = get('HOST') ?? '127.0.0.1';
+
+  const databaseUrl = get('DATABASE_URL') ?? null;
+  if (databaseUrl !== null && !/^postgres(ql)?:\/\/.+/.test(databaseUrl)) {
+    throw new ConfigError(
+      'DATABASE_URL: must be a postgres:// or postgresql:// URL (unset it to use the embedded database)',
+    );
+  }
+  const redisUrl = get('REDIS_URL') ?? null;
+  if (redisUrl !== null && !/^rediss?:\/\/.+/.test(redisUrl)) {
+    throw new ConfigError('REDIS_URL: must be a redis:// or rediss:// URL');
+  }
+  const publicBaseUrl = parseHttpUrl(
+    'PUBLIC_BASE_URL',
+    get('PUBLIC_BASE_URL') ?? `http://localhost:${port}`,
+  );
+  const errorsBaseUrl = parseHttpUrl(
+    'ERRORS_BASE_URL',
+    get('ERRORS_BASE_URL') ?? `${publicBaseUrl}/errors`,
+  );
+  const storefrontBaseUrl = parseHttpUrl(
+    'STOREFRONT_BASE_URL',
+    get('STOREFRONT_BASE_URL') ?? publicBaseUrl,
+  );
+  const deploymentEnv = get('DEPLOYMENT_ENV') ?? 'test';
+  if (deploymentEnv !== 'live' && deploymentEnv !== 'test') {
+    throw new ConfigError(`DEPLOYMENT_ENV: "${deploymentEnv}" must be live or test`);
+  }
+  const secretKey = get('SECRET_KEY') ?? null;
+  if (secretKey !== null && secretKey.length < 32) {
+    throw new ConfigError('SECRET_KEY: must be at least 32 characters');
+  }
+  if (databaseUrl !== null && secretKey === null) {
+    throw new ConfigError('SECRET_KEY: required when DATABASE_URL selects PostgreSQL');
+  }
+
+  const scheduleRaw = get('WEBHOOK_RETRY_SCHEDULE') ?? '1m,5m,30m,2h,12h';
+  const retryScheduleMs = scheduleRaw
+    .split(',')
+    .map((part) => parseDuration('WEBHOOK_RETRY_SCHEDULE', part));
+
+  const logLevel = get('LOG_LEVEL') ?? 'info';
+  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
+    throw new ConfigError(
+      `LOG_LEVEL: "${logLevel}" must be one of fatal, error, warn, info, debug, trace, silent`,
+    );
+  }
+
+  return {
+    port,
+    host,
+    databaseUrl,
+    dataDir: resolve(get('DATA_DIR') ?? './data'),
+    redisUrl,
+    publicBaseUrl,
+    errorsBaseUrl,
+    storefrontBaseUrl,
+    deploymentEnv,
+    adminApiToken: get('ADMIN_API_TOKEN') ?? null,
+    secretKey,
+    webhook: {
+      retryScheduleMs,
+      timeoutMs: parseInteger('WEBHOOK_TIMEOUT_MS', get('WEBHOOK_TIMEOUT_MS') ?? '10000', 1, 600_000),
+      autopauseFailures: parseInteger(
+        'WEBHOOK_AUTOPAUSE_FAILURES',
+        get('WEBHOOK_AUTOPAUSE_FAILURES') ?? '24',
+        1,
+        1_000_000,
+      ),
+      autopauseWindowMs: parseDuration(
+        'WEBHOOK_AUTOPAUSE_WINDOW',
+        get('WEBHOOK_AUTOPAUSE_WINDOW') ?? '24h',
+      ),
+      keyOverlapMs: parseDuration('WEBHOOK_KEY_OVERLAP', get('WEBHOOK_KEY_OVERLAP') ?? '24h'),
+      allowPrivateTargets: parseBoolean(
+        'WEBHOOK_ALLOW_PRIVATE_TARGETS',
+        get('WEBHOOK_ALLOW_PRIVATE_TARGETS') ?? 'false',
+      ),
+      caFile: get('WEBHOOK_CA_FILE') ?? null,
+    },
+    rateLimit: {
+      burstPerSec: parseInteger(
+        'RATE_LIMIT_BURST_PER_SEC',
+        get('RATE_LIMIT_BURST_PER_SEC') ?? '60',
+        1,
+        1_000_000,
+      ),
+      perMin: parseInteger('RATE_LIMIT_PER_MIN', get('RATE_LIMIT_PER_MIN') ?? '600', 1, 100_000_000),
+      ipPerMin: parseInteger(
+        'RATE_LIMIT_IP_PER_MIN',
+        get('RATE_LIMIT_IP_PER_MIN') ?? '2000',
+        1,
+        100_000_000,
+      ),
+    },
+    idempotencyTtlMs: parseDuration('IDEMPOTENCY_TTL', get('IDEMPOTENCY_TTL') ?? '24h'),
+    logLevel,
+    smtpUrl: get('SMTP_URL') ?? null,
+  };
+}
+
+/**
+ * The embedded database keeps a generated SECRET_KEY beside itself, so a laptop needs no setup
+ * and the key survives restarts. PostgreSQL deployments must bring their own (checked above).
+ */
+export function resolveSecretKey(config: Config): string {
+  if (config.secretKey) return config.secretKey;
+  const file = join(config.dataDir, 'secret.key');
+  if (existsSync(file)) return readFileSync(file, 'utf8').trim();
+  mkdirSync(config.dataDir, { recursive: true });
+  const key = randomBytes(32).toString('base64url');
+  writeFileSync(file, `${key}\n`, { mode: 0o600, flag: 'wx' });
+  return key;
+}

@@ -1,0 +1,125 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import {
+  CamelCasePlugin,
+  CompiledQuery,
+  type DatabaseConnection,
+  Kysely,
+  PostgresDialect,
+  SqliteDialect,
+  SqliteDriver,
+  type Transaction,
+} from 'kysely';
+import pg from 'pg';
+import type { DB } from './schema.ts';
+
+export type Dialect = 'sqlite' | 'postgres';
+
+/** Anything a repository can run a query on: the database itself or an open transaction. */
+export type Executor = Kysely<DB> | Transaction<DB>;
+
+/** The one database interface the rest of the code sees. */
+export interface Database {
+  readonly db: Kysely<DB>;
+  readonly dialect: Dialect;
+  /** The pg pool, for LISTEN/NOTIFY and benchmarks; null on SQLite. */
+  readonly pool: pg.Pool | null;
+  close(): Promise<void>;
+}
+
+export interface DatabaseOptions {
+  /** postgres:// URL; null selects the embedded SQLite database. */
+  databaseUrl: string | null;
+  /** Directory of the embedded database file (ignored for PostgreSQL). */
+  dataDir: string;
+  /** Pool size for PostgreSQL. */
+  poolSize?: number;
+}
+
+/**
+ * better-sqlite3 compiles a statement on every `prepare`; Kysely prepares per query. Caching by
+ * SQL text saves that work on every request (the hot reads are a handful of distinct statements).
+ */
+class CachingSqlite {
+  readonly #db: BetterSqlite3.Database;
+  readonly #statements = new Map<string, BetterSqlite3.Statement>();
+
+  constructor(db: BetterSqlite3.Database) {
+    this.#db = db;
+  }
+
+  prepare(sql: string): BetterSqlite3.Statement {
+    let statement = this.#statements.get(sql);
+    if (!statement) {
+      statement = this.#db.prepare(sql);
+      // Bounded: dynamic IN-lists could otherwise grow the cache without limit.
+      if (this.#statements.size >= 500) this.#statements.clear();
+      this.#statements.set(sql, statement);
+    }
+    return statement;
+  }
+
+  close(): void {
+    this.#db.close();
+  }
+}
+
+/**
+ * `BEGIN IMMEDIATE` takes the write lock up front, so two processes sharing the file (the server
+ * and the CLI) wait on busy_timeout instead of failing on a read-to-write upgrade.
+ */
+class ImmediateSqliteDriver extends SqliteDriver {
+  override async beginTransaction(connection: DatabaseConnection): Promise<void> {
+    await connection.executeQuery(CompiledQuery.raw('begin immediate'));
+  }
+}
+
+class ImmediateSqliteDialect extends SqliteDialect {
+  readonly #config: ConstructorParameters<typeof SqliteDialect>[0];
+  constructor(config: ConstructorParameters<typeof SqliteDialect>[0]) {
+    super(config);
+    this.#config = config;
+  }
+  override createDriver(): SqliteDriver {
+    return new ImmediateSqliteDriver(this.#config);
+  }
+}
+
+export function openSqlite(file: string): BetterSqlite3.Database {
+  const sqlite = new BetterSqlite3(file);
+  sqlite.pragma('journal_mode = WAL');
+  sqlite.pragma('synchronous = NORMAL');
+  sqlite.pragma('busy_timeout = 5000');
+  sqlite.pragma('foreign_keys = ON');
+  return sqlite;
+}
+
+export function createDatabase(options: DatabaseOptions): Database {
+  if (options.databaseUrl) {
+    // int8 (counts, sequences) as numbers: every value we store fits in 2^53.
+    const types = {
+      getTypeParser: (oid: number, format?: string) =>
+        oid === 20 ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format as 'text'),
+    };
+    const pool = new pg.Pool({
+      connectionString: options.databaseUrl,
+      max: options.poolSize ?? 10,
+      types,
+    });
+    const db = new Kysely<DB>({
+      dialect: new PostgresDialect({ pool }),
+      plugins: [new CamelCasePlugin()],
+    });
+    return { db, dialect: 'postgres', pool, close: () => db.destroy() };
+  }
+  mkdirSync(options.dataDir, { recursive: true });
+  const sqlite = openSqlite(join(options.dataDir, 'tourops.sqlite'));
+  const db = new Kysely<DB>({
+    dialect: new ImmediateSqliteDialect({
+      database: new CachingSqlite(sqlite) as unknown as BetterSqlite3.Database,
+    }),
+    plugins: [new CamelCasePlugin()],
+  });
+  return { db, dialect: 'sqlite', pool: null, close: () => db.destroy() };
+}

@@ -1,0 +1,47 @@
+import { type Kysely, sql } from 'kysely';
+import type { Database, Dialect } from './database.ts';
+import * as m0001 from './migrations/0001_init.ts';
+
+interface Migration {
+  id: string;
+  up(db: Kysely<unknown>, dialect: Dialect): Promise<void>;
+}
+
+/** Numbered, append-only. Each runs once, in order, inside the migration transaction. */
+export const migrations: Migration[] = [{ id: '0001_init', up: m0001.up }];
+
+/** Arbitrary constant naming our advisory lock on PostgreSQL. */
+const MIGRATION_LOCK_KEY = 727_001;
+
+/**
+ * Applies pending migrations in one transaction. Concurrent starters serialize on a lock taken
+ * before anything is read (pg advisory lock; SQLite's BEGIN IMMEDIATE write lock), so the second
+ * process sees the first one's work and applies nothing. Returns the ids applied.
+ */
+export async function migrate(database: Database): Promise<string[]> {
+  return database.db.transaction().execute(async (trx) => {
+    if (database.dialect === 'postgres') {
+      await sql`select pg_advisory_xact_lock(${MIGRATION_LOCK_KEY})`.execute(trx);
+    }
+    await trx.schema
+      .createTable('schema_migrations')
+      .ifNotExists()
+      .addColumn('id', 'varchar(100)', (c) => c.primaryKey())
+      .addColumn('applied_at', 'varchar(30)', (c) => c.notNull())
+      .execute();
+    const applied = new Set(
+      (await trx.selectFrom('schemaMigrations').select('id').execute()).map((row) => row.id),
+    );
+    const done: string[] = [];
+    for (const migration of migrations) {
+      if (applied.has(migration.id)) continue;
+      await migration.up(trx as unknown as Kysely<unknown>, database.dialect);
+      await trx
+        .insertInto('schemaMigrations')
+        .values({ id: migration.id, appliedAt: new Date().toISOString() })
+        .execute();
+      done.push(migration.id);
+    }
+    return done;
+  });
+}

@@ -1,0 +1,243 @@
+import type { Generated } from 'kysely';
+import type { Tier } from '../domain/plans.ts';
+import type {
+  BookingStatus,
+  CLIENT_KINDS,
+  MEMBER_ROLES,
+  PAYMENT_MODES,
+  PaymentStatus,
+  PRICING_DISPLAY_MODES,
+  TRANSPORT_MODES,
+  TripStatus,
+} from '../domain/states.ts';
+
+/**
+ * Row types as Kysely sees them through CamelCasePlugin (columns are snake_case in SQL).
+ * Timestamps are ISO 8601 UTC strings with milliseconds in both backends: one representation,
+ * lexicographic order equals time order, and rows serialize without conversion.
+ * Booleans are 0/1 integers and arrays are JSON text, for the same reason.
+ */
+export interface TenantsTable {
+  id: string;
+  name: string;
+  slug: string;
+  tier: Tier;
+  active: number;
+  tripQuota: number | null;
+  webhookEndpointCap: number | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface MembersTable {
+  id: string;
+  tenantId: string;
+  email: string;
+  role: (typeof MEMBER_ROLES)[number];
+  createdAt: string;
+}
+
+export interface ApiTokensTable {
+  id: string;
+  tenantId: string;
+  name: string | null;
+  tokenHash: string;
+  prefix: string;
+  env: 'live' | 'test';
+  /** JSON array of scope names. */
+  scopes: string;
+  createdBy: string | null;
+  expiresAt: string | null;
+  revokedAt: string | null;
+  lastUsedAt: string | null;
+  createdAt: string;
+}
+
+export interface CitiesTable {
+  id: string;
+  tenantId: string;
+  name: string;
+  countryIso: string | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface HotelsTable {
+  id: string;
+  tenantId: string;
+  name: string;
+  cityId: string | null;
+  stars: number | null;
+  address: string | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface ActivitiesTable {
+  id: string;
+  tenantId: string;
+  name: string;
+  cityId: string | null;
+  durationMinutes: number | null;
+  description: string | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface VehiclesTable {
+  id: string;
+  tenantId: string;
+  name: string;
+  kind: string | null;
+  seats: number | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface GuidesTable {
+  id: string;
+  tenantId: string;
+  name: string;
+  /** JSON array of language tags. */
+  languages: string;
+  email: string | null;
+  phone: string | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface TripsTable {
+  id: string;
+  tenantId: string;
+  tripNumber: string;
+  title: string;
+  status: TripStatus;
+  tripMode: 'tailor_made' | 'template';
+  dateMode: 'departure_based' | 'range_based';
+  publicSlug: string | null;
+  publishedAt: string | null;
+  unpublishedAt: string | null;
+  startDate: string | null;
+  endDate: string | null;
+  daysCount: number;
+  startCityId: string | null;
+  endCityId: string | null;
+  transportMode: (typeof TRANSPORT_MODES)[number];
+  pricingDisplayMode: (typeof PRICING_DISPLAY_MODES)[number];
+  shortDescription: string | null;
+  longDescription: string | null;
+  clientId: string | null;
+  notes: string | null;
+  version: number;
+  createdBy: string | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface BookingsTable {
+  id: string;
+  tenantId: string;
+  bookingNumber: string;
+  tripId: string;
+  tripVersion: number;
+  /** JSON of the trip as it was when booked. */
+  tripSnapshot: string;
+  status: BookingStatus;
+  totalRetailCents: number;
+  applicationFeeCents: number;
+  currency: string;
+  travelerName: string | null;
+  travelerEmail: string | null;
+  confirmedAt: string | null;
+  cancelledAt: string | null;
+  departureId: string | null;
+  departureStartDate: string | null;
+  departureEndDate: string | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface PaymentsTable {
+  id: string;
+  tenantId: string;
+  bookingId: string;
+  mode: (typeof PAYMENT_MODES)[number];
+  status: PaymentStatus;
+  label: string;
+  amountCents: number;
+  currency: string;
+  scheduledFor: string | null;
+  chargedAt: string | null;
+  isDeposit: number;
+  paymentRail: string | null;
+  kind: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface ClientsTable {
+  id: string;
+  tenantId: string;
+  kind: (typeof CLIENT_KINDS)[number];
+  displayName: string;
+  legalName: string | null;
+  email: string | null;
+  phone: string | null;
+  countryIso: string | null;
+  language: string | null;
+  currency: string | null;
+  vatId: string | null;
+  /** JSON array of tags. */
+  tags: string;
+  notes: string | null;
+  archivedAt: string | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** Transactional outbox: written in the same transaction as the state change it reports. */
+export interface EventsTable {
+  /** Sequence for relays that read the outbox in commit order. */
+  seq: Generated<number>;
+  id: string;
+  tenantId: string;
+  type: string;
+  /** JSON of the event's `data`. */
+  data: string;
+  createdAt: string;
+  dispatchedAt: string | null;
+}
+
+/** Notices to a tenant's owners and admins (auto-pause of a webhook endpoint). */
+export interface NotificationsTable {
+  id: string;
+  tenantId: string;
+  memberId: string | null;
+  recipient: string;
+  kind: string;
+  subscriptionId: string | null;
+  createdAt: string;
+}
+
+export interface SchemaMigrationsTable {
+  id: string;
+  appliedAt: string;
+}
+
+export interface DB {
+  tenants: TenantsTable;
+  members: MembersTable;
+  apiTokens: ApiTokensTable;
+  cities: CitiesTable;
+  hotels: HotelsTable;
+  activities: ActivitiesTable;
+  vehicles: VehiclesTable;
+  guides: GuidesTable;
+  trips: TripsTable;
+  bookings: BookingsTable;
+  payments: PaymentsTable;
+  clients: ClientsTable;
+  events: EventsTable;
+  notifications: NotificationsTable;
+  schemaMigrations: SchemaMigrationsTable;
+}

@@ -1,0 +1,92 @@
+/** Lifecycles and their allowed moves (api-spec section 3, contract section 4). */
+
+export const TRIP_STATUSES = ['draft', 'active', 'sent', 'accepted', 'rejected', 'archived'] as const;
+export type TripStatus = (typeof TRIP_STATUSES)[number];
+
+export const TRIP_TRANSITIONS: Record<TripStatus, readonly TripStatus[]> = {
+  draft: ['active', 'archived'],
+  active: ['sent', 'archived'],
+  sent: ['accepted', 'rejected', 'archived'],
+  accepted: ['active', 'archived'],
+  rejected: ['active', 'archived'],
+  archived: [],
+};
+
+export const BOOKING_STATUSES = [
+  'payment_pending',
+  'deposit_paid',
+  'confirmed',
+  'trip_in_progress',
+  'completed',
+  'cancelled',
+  'refunded',
+  'disputed',
+] as const;
+export type BookingStatus = (typeof BOOKING_STATUSES)[number];
+
+export const BOOKING_TRANSITIONS: Record<BookingStatus, readonly BookingStatus[]> = {
+  payment_pending: ['deposit_paid'],
+  deposit_paid: ['confirmed'],
+  confirmed: ['trip_in_progress', 'cancelled', 'refunded', 'disputed'],
+  trip_in_progress: ['completed'],
+  completed: [],
+  cancelled: [],
+  refunded: [],
+  disputed: ['confirmed', 'refunded'],
+};
+
+export const PAYMENT_STATUSES = [
+  'pending',
+  'scheduled',
+  'processing',
+  'succeeded',
+  'failed',
+  'cancelled',
+] as const;
+export type PaymentStatus = (typeof PAYMENT_STATUSES)[number];
+
+export const PAYMENT_TRANSITIONS: Record<PaymentStatus, readonly PaymentStatus[]> = {
+  pending: ['scheduled', 'processing', 'cancelled'],
+  scheduled: ['processing', 'cancelled'],
+  processing: ['succeeded', 'failed'],
+  failed: ['scheduled'],
+  succeeded: [],
+  cancelled: [],
+};
+
+export const PAYMENT_MODES = ['full', 'deposit_only', 'installment'] as const;
+export const CLIENT_KINDS = ['individual', 'company'] as const;
+export const TRANSPORT_MODES = ['own_fleet', 'outsourced'] as const;
+export const PRICING_DISPLAY_MODES = ['per_person', 'per_couple', 'total_group'] as const;
+export const MEMBER_ROLES = ['owner', 'admin', 'member'] as const;
+
+/** Narrows an untrusted string (a query filter) to one of the known values. */
+export function isOneOf<const T extends readonly string[]>(
+  values: T,
+  value: string | undefined,
+): value is T[number] {
+  return value !== undefined && (values as readonly string[]).includes(value);
+}
+
+export function canMove<S extends string>(
+  table: Record<S, readonly S[]>,
+  from: string,
+  to: string,
+): boolean {
+  return Object.hasOwn(table, from) && (table[from as S] as readonly string[]).includes(to);
+}
+
+export const EVENT_TYPES = [
+  'booking.confirmed',
+  'booking.cancelled',
+  'booking.refunded',
+  'payment.succeeded',
+  'payment.failed',
+  'dispute.opened',
+  'dispute.closed',
+  'trip.published',
+  'trip.unpublished',
+  'client.created',
+  'webhook.test',
+] as const;
+export type EventType = (typeof EVENT_TYPES)[number];

@@ -1,0 +1,99 @@
+import { randomUUID } from 'node:crypto';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import Ajv from 'ajv';
+import addFormats from 'ajv-formats';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
+import type { Config } from '../config.ts';
+import type { Database } from '../db/database.ts';
+import type { Clock } from '../lib/clock.ts';
+import type { Services } from '../services/index.ts';
+import { adminApi } from './admin/admin-api.ts';
+import { errorPages } from './error-pages.ts';
+import { healthRoutes } from './health-routes.ts';
+import { legacyRoutes } from './legacy-routes.ts';
+import { internalProblem, sendProblem, toProblem } from './problem-reply.ts';
+import { publicApi } from './public-api.ts';
+import { SHARED_SCHEMAS } from './schemas.ts';
+
+export interface AppDeps {
+  config: Config;
+  database: Database;
+  services: Services;
+  clock: Clock;
+  logger: FastifyBaseLogger;
+}
+
+const REQUEST_ID_PATTERN = /^[\x21-\x7e]{1,200}$/;
+
+/**
+ * Bodies are validated without type coercion (a string "5" is not the integer 5); query strings
+ * and paths are text, so there coercion is the point. Both report every error at once.
+ */
+function createValidators() {
+  const shared = { allErrors: true, removeAdditional: false, strict: false } as const;
+  const body = addFormats.default(new Ajv.default({ ...shared, coerceTypes: false, useDefaults: false }));
+  const query = addFormats.default(new Ajv.default({ ...shared, coerceTypes: 'array', useDefaults: true }));
+  for (const schema of SHARED_SCHEMAS) {
+    body.addSchema(schema);
+    query.addSchema(schema);
+  }
+  return { body, query };
+}
+
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const { config } = deps;
+  const app = Fastify({
+    loggerInstance: deps.logger,
+    bodyLimit: 262_144,
+    // One line per request, written by the onResponse hook below.
+    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
+    // Echo a sane caller-supplied id; otherwise mint one.
+    genReqId: (req) => {
+      const given = req.headers['service-request-id'];
+      return typeof given === 'string' && REQUEST_ID_PATTERN.test(given) ? given : randomUUID();
+    },
+    routerOptions: { ignoreTrailingSlash: false, maxParamLength: 200 },
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  const validators = createValidators();
+  app.setValidatorCompiler(({ schema, httpPart }) =>
+    httpPart === 'body' ? validators.body.compile(schema) : validators.query.compile(schema),
+  );
+  for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
+
+  // JSON only: without this, text/plain bodies would be accepted as strings.
+  app.removeContentTypeParser('text/plain');
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('Service-Request-Id', request.id);
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    request.log.info(
+      {
+        method: request.method,
+        url: request.routeOptions.url ?? request.url.split('?')[0],
+        statusCode: reply.statusCode,
+        ms: Math.round(reply.elapsedTime * 10) / 10,
+      },
+      'request',
+    );
+  });
+
+  app.setErrorHandler((error, request, reply) => {
+    const problem = toProblem(error as Error);
+    if (problem) return sendProblem(reply, problem, config.errorsBaseUrl);
+    request.log.error({ err: error }, 'unhandled error');
+    return sendProblem(reply, internalProblem(request), config.errorsBaseUrl);
+  });
+  app.setNotFoundHandler((request, reply) => {
+    const problem = toProblem(Object.assign(new Error('not found'), { statusCode: 404 }));
+    return sendProblem(reply, problem ?? internalProblem(request), config.errorsBaseUrl);
+  });
+
+  await app.register(healthRoutes, { database: deps.database });
+  await app.register(errorPages, { config });
+  await app.register(legacyRoutes, { config, clock: deps.clock });
+  await app.register(publicApi, { config, services: deps.services });
+  await app.register(adminApi, { config, services: deps.services });
+  return app;
+}

@@ -1,0 +1,47 @@
+import type { FastifyPluginAsync } from 'fastify';
+import type { Config } from '../config.ts';
+import { notFound, PROBLEM_TYPES, type ProblemSlug } from '../lib/problems.ts';
+
+/** What each problem type means and what the integrator should do about it. */
+const EXPLANATIONS: Record<ProblemSlug, string> = {
+  unauthorized:
+    'The bearer token is missing, malformed, unknown, revoked or expired (the detail says which), or its tenant is inactive. Send <code>Authorization: Bearer tk_live_…</code> with a valid token. Do not retry with the same token.',
+  'scope-required':
+    'The token is valid but lacks the scope this endpoint needs; <code>required_scope</code> names it. Mint a token with that scope.',
+  'plan-required':
+    'The tenant\'s plan has no API access. <code>required_plans</code> lists the plans that do; <code>current_plan</code> is the tenant\'s.',
+  forbidden:
+    'The request is understood but not allowed, usually because a per-plan quota is full; <code>code</code> says which (for example <code>trip_quota_exceeded</code>, <code>webhook_quota_exceeded</code>, <code>feature_off_for_tier</code>).',
+  'not-found':
+    'No such resource or route. Resources of another tenant are reported the same way, so ids cannot be probed.',
+  conflict:
+    'The resource is in a state that does not allow this operation; <code>code</code> names the clash (for example <code>invalid_transition</code>, <code>in_flight</code>, <code>subscription_inactive</code>).',
+  'idempotency-key-reuse':
+    'This Idempotency-Key was already used with a different method, path or body. Use a new key for a new operation.',
+  'idempotency-in-progress':
+    'A request with this Idempotency-Key is still running. Retry with the same key shortly.',
+  'validation-failed':
+    'The request was rejected before anything changed: bad JSON, a Content-Type other than application/json, a body over 256 KB, an unknown member, or a field failing its rule. <code>errors</code> maps each field path (<code>title</code>, <code>tags.3</code>) to messages. Fix the request; do not retry it unchanged.',
+  'rate-limited':
+    'Too many requests for this token (60 per second, 600 per minute) or from this address (<code>X-RateLimit-Scope: ip</code>). Wait <code>Retry-After</code> seconds, then back off exponentially on repeated hits.',
+  internal:
+    'An unexpected fault on our side; nothing you sent caused it. Retry with exponential backoff and jitter (capped at 60 s), with the same Idempotency-Key for writes, and quote the <code>Service-Request-Id</code> if you contact support.',
+  'booking-create-not-supported':
+    'Bookings cannot yet be created through the API. The request was valid; send the traveller to <code>next.checkoutUrl</code> to complete payment on the storefront.',
+};
+
+/** `GET /errors/<slug>`: the human page behind every problem `type` URL. */
+export const errorPages: FastifyPluginAsync<{ config: Config }> = async (app) => {
+  app.get<{ Params: { slug: string } }>('/errors/:slug', { schema: { hide: true } }, async (request, reply) => {
+    const slug = request.params.slug as ProblemSlug;
+    if (!Object.hasOwn(PROBLEM_TYPES, slug)) throw notFound('Problem type');
+    const { status, title } = PROBLEM_TYPES[slug];
+    return reply
+      .type('text/html; charset=utf-8')
+      .send(
+        `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${title}</title></head>` +
+          `<body><h1>${title}</h1><p>HTTP status ${status}. Problem type <code>${slug}</code>.</p>` +
+          `<p>${EXPLANATIONS[slug]}</p></body></html>\n`,
+      );
+  });
+};

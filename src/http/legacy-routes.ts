@@ -1,0 +1,45 @@
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import type { Config } from '../config.ts';
+import type { Clock } from '../lib/clock.ts';
+import { notFound } from '../lib/problems.ts';
+
+/** End of 2026-10-31 UTC. */
+export const LEGACY_SUNSET = new Date('2026-11-01T00:00:00.000Z');
+const SUNSET_HEADER = 'Sat, 31 Oct 2026 23:59:59 GMT';
+
+/** Legacy recipient-page prefixes and the `/dossier` path that replaces each. */
+const LEGACY_PREFIXES: Array<[string, string]> = [
+  ['/client/quotes', '/dossier'],
+  ['/client/bookings', '/dossier/bookings'],
+  ['/api/client/quotes', '/dossier'],
+  ['/api/client/bookings', '/dossier/bookings'],
+];
+
+/**
+ * Deprecated routes (api-spec 9): a 308 to the successor until the sunset, 404 after it; both
+ * carry Deprecation, Sunset and the successor Link. The clock is injected so tests see both sides.
+ */
+export const legacyRoutes: FastifyPluginAsync<{ config: Config; clock: Clock }> = async (
+  app,
+  { config, clock },
+) => {
+  for (const [prefix, successor] of LEGACY_PREFIXES) {
+    const handler = async (request: FastifyRequest, reply: FastifyReply) => {
+      const [path, query] = splitUrl(request.url);
+      const rest = path.slice(prefix.length);
+      const target = `${config.storefrontBaseUrl}${successor}${rest}${query}`;
+      reply.header('Deprecation', 'true');
+      reply.header('Sunset', SUNSET_HEADER);
+      reply.header('Link', `<${target}>; rel="successor-version"`);
+      if (clock.now() >= LEGACY_SUNSET) throw notFound('This deprecated route');
+      return reply.redirect(target, 308);
+    };
+    app.all(prefix, { schema: { hide: true } }, handler);
+    app.all(`${prefix}/*`, { schema: { hide: true } }, handler);
+  }
+};
+
+function splitUrl(url: string): [string, string] {
+  const index = url.indexOf('?');
+  return index < 0 ? [url, ''] : [url.slice(0, index), url.slice(index)];
+}

@@ -1,0 +1,109 @@
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import {
+  ApiProblem,
+  type FieldErrors,
+  notFound,
+  PROBLEM_TYPES,
+  validationFailed,
+} from '../lib/problems.ts';
+
+export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
+
+/** Renders a problem; serialized by hand because its extra members vary by type. */
+export function sendProblem(
+  reply: FastifyReply,
+  problem: ApiProblem,
+  errorsBaseUrl: string,
+): FastifyReply {
+  const body: Record<string, unknown> = {
+    type: `${errorsBaseUrl}/${problem.slug}`,
+    title: PROBLEM_TYPES[problem.slug].title,
+    status: problem.status,
+    detail: problem.detail,
+    ...problem.extra,
+  };
+  for (const [name, value] of Object.entries(problem.headers)) reply.header(name, value);
+  return reply.code(problem.status).type(PROBLEM_CONTENT_TYPE).send(JSON.stringify(body));
+}
+
+interface AjvError {
+  keyword: string;
+  instancePath: string;
+  message?: string;
+  params: Record<string, unknown>;
+}
+
+/** `/tags/3` → `tags.3`; the schema root of a body is reported as `body`. */
+function fieldPath(pointer: string, child?: unknown): string {
+  const parts = pointer
+    .split('/')
+    .slice(1)
+    .map((part) => part.replace(/~1/g, '/').replace(/~0/g, '~'));
+  if (typeof child === 'string') parts.push(child);
+  return parts.length === 0 ? 'body' : parts.join('.');
+}
+
+export function fieldErrorsFromAjv(errors: AjvError[]): FieldErrors {
+  const out: FieldErrors = {};
+  const add = (path: string, message: string) => {
+    if (!out[path]) out[path] = [];
+    if (!out[path].includes(message)) out[path].push(message);
+  };
+  for (const error of errors) {
+    if (error.keyword === 'required') {
+      add(fieldPath(error.instancePath, error.params.missingProperty), 'is required');
+    } else if (error.keyword === 'additionalProperties') {
+      add(fieldPath(error.instancePath, error.params.additionalProperty), 'is not an allowed member');
+    } else if (error.keyword === 'enum') {
+      const allowed = (error.params.allowedValues as unknown[]).join(', ');
+      add(fieldPath(error.instancePath), `must be one of: ${allowed}`);
+    } else {
+      add(fieldPath(error.instancePath), error.message ?? 'is invalid');
+    }
+  }
+  return out;
+}
+
+/**
+ * Maps Fastify's own errors (parsing, body size, content type, schema validation) to the one
+ * status the spec allows for bad input: 422. Anything else that is not an ApiProblem is a fault.
+ */
+export function toProblem(error: FastifyError | ApiProblem | Error): ApiProblem | null {
+  if (error instanceof ApiProblem) return error;
+  const fastifyError = error as FastifyError & { validation?: AjvError[] };
+  if (fastifyError.validation) {
+    return validationFailed(fieldErrorsFromAjv(fastifyError.validation));
+  }
+  switch (fastifyError.code) {
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+    case 'FST_ERR_CTP_INVALID_TYPE':
+      return validationFailed(
+        { body: ['Content-Type must be application/json'] },
+        'The request body must be sent as Content-Type: application/json.',
+      );
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return validationFailed(
+        { body: ['must be at most 262144 bytes'] },
+        'The request body is larger than 256 KB.',
+      );
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return validationFailed({ body: ['is empty'] }, 'The request body is empty.');
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return validationFailed({ body: ['is not valid JSON'] }, 'The request body is not valid JSON.');
+  }
+  const status = fastifyError.statusCode ?? 500;
+  if (status === 404) return notFound('The route');
+  if (status >= 400 && status < 500) {
+    // Bad JSON (SyntaxError), bad content length, proto poisoning and the like.
+    return validationFailed({ body: [error.message] }, error.message);
+  }
+  return null;
+}
+
+export function internalProblem(request: FastifyRequest): ApiProblem {
+  return new ApiProblem(
+    'internal',
+    `An unexpected error occurred. Quote request id ${request.id} when reporting it.`,
+    { requestId: request.id },
+  );
+}

@@ -1,0 +1,70 @@
+import swagger from '@fastify/swagger';
+import type { FastifyPluginAsync } from 'fastify';
+import type { Config } from '../config.ts';
+import type { Services } from '../services/index.ts';
+import { apiV1 } from './routes/index.ts';
+
+export const API_VERSION = '1.1.0';
+
+/**
+ * `$ref`s to shared schemas (`Trip`, `Problem`…) become `#/components/schemas/<$id>`, so the
+ * document names the same schemas that validate and serialize the traffic.
+ */
+export const refResolver = {
+  buildLocalReference(json: { $id?: unknown }, _base: unknown, _fragment: unknown, i: number) {
+    return typeof json.$id === 'string' ? json.$id : `def-${i}`;
+  },
+};
+
+/** The versioned public API and the OpenAPI document generated from its route schemas. */
+export const publicApi: FastifyPluginAsync<{ config: Config; services: Services }> = async (
+  app,
+  { config, services },
+) => {
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Tour-Operator Public API',
+        version: API_VERSION,
+        description:
+          'Server-to-server API for tour operators: trips, bookings, clients, payments, library ' +
+          'catalogs and webhooks. Every error is application/problem+json with a stable `type` ' +
+          `under ${config.errorsBaseUrl}. Lists use cursor pagination (\`meta.cursor\`, ` +
+          '`meta.hasMore`); trips, bookings, clients, payments and library items are ordered by id ' +
+          'ascending (creation order). Every response carries `Service-Request-Id`.',
+      },
+      servers: [{ url: config.publicBaseUrl }],
+      components: {
+        securitySchemes: {
+          bearerAuth: {
+            type: 'http',
+            scheme: 'bearer',
+            description: 'API token `tk_live_…` or `tk_test_…`.',
+          },
+        },
+      },
+      security: [{ bearerAuth: [] }],
+      tags: [
+        { name: 'Token' },
+        { name: 'Trips' },
+        { name: 'Bookings' },
+        { name: 'Clients' },
+        { name: 'Payments' },
+        { name: 'Libraries' },
+      ],
+    },
+    refResolver,
+  });
+
+  await app.register(apiV1, { prefix: '/api/v1', config, services });
+
+  let document: string | undefined;
+  const serveDocument = async (_request: unknown, reply: import('fastify').FastifyReply) => {
+    // Routes are fixed once the app is ready, so the document is built once.
+    document ??= JSON.stringify(app.swagger());
+    return reply.type('application/json').send(document);
+  };
+  app.get('/v1/openapi.json', { schema: { hide: true } }, serveDocument);
+  app.get('/openapi.json', { schema: { hide: true } }, serveDocument);
+};

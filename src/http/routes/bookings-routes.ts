@@ -1,0 +1,83 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import { callerOf } from '../auth.ts';
+import { Booking, DataOf, Email, IdParams, PageOf, PageQuery, Query, problems } from '../schemas.ts';
+import type { RouteOptions } from './index.ts';
+
+const ListBookingsQuery = Query({
+  ...PageQuery,
+  status: Type.String({ description: 'One lifecycle state; an unknown value is ignored.' }),
+  tripId: Type.String(),
+});
+
+const CreateBookingBody = Type.Object(
+  {
+    tripId: Type.String({ minLength: 1, description: 'A trip published in the tenant.' }),
+    travelerName: Type.String({ minLength: 1, maxLength: 200 }),
+    travelerEmail: Email,
+  },
+  { additionalProperties: false },
+);
+
+export const bookingRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app, { services }) => {
+  app.get(
+    '/bookings',
+    {
+      config: { scope: 'bookings:read' },
+      schema: {
+        operationId: 'listBookings',
+        tags: ['Bookings'],
+        summary: 'List bookings, by id ascending',
+        querystring: ListBookingsQuery,
+        response: { 200: PageOf(Type.Ref(Booking)), ...problems(401, 403, 422, 429) },
+      },
+    },
+    async (request) => {
+      const { limit, cursor, status, tripId } = request.query;
+      return services.bookings.list(callerOf(request).tenant.id, {
+        limit: limit ?? 50,
+        cursor,
+        status,
+        tripId,
+      });
+    },
+  );
+
+  app.post(
+    '/bookings',
+    {
+      config: { scope: 'bookings:write' },
+      schema: {
+        operationId: 'createBooking',
+        tags: ['Bookings'],
+        summary: 'Create a booking (not supported yet: 501 after validation)',
+        description:
+          'Validates the request (404 for an unknown trip, 422 when it is not published), then ' +
+          'always answers 501 `booking-create-not-supported` with `next.checkoutUrl`, the ' +
+          'storefront checkout where the traveller completes payment. No booking is created.',
+        body: CreateBookingBody,
+        response: problems(401, 403, 404, 422, 429, 501),
+      },
+    },
+    async (request) => {
+      await services.bookings.refuseApiCreation(callerOf(request).tenant.id, request.body.tripId);
+    },
+  );
+
+  app.get(
+    '/bookings/:id',
+    {
+      config: { scope: 'bookings:read' },
+      schema: {
+        operationId: 'getBooking',
+        tags: ['Bookings'],
+        summary: 'Get a booking',
+        params: IdParams,
+        response: { 200: DataOf(Type.Ref(Booking)), ...problems(401, 403, 404, 429) },
+      },
+    },
+    async (request) => ({
+      data: await services.bookings.get(callerOf(request).tenant.id, request.params.id),
+    }),
+  );
+};

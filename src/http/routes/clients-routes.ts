@@ -1,0 +1,104 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import { CLIENT_KINDS } from '../../domain/states.ts';
+import { callerOf } from '../auth.ts';
+import {
+  Client,
+  DataOf,
+  Email,
+  IdParams,
+  PageOf,
+  PageQuery,
+  Query,
+  StringEnum,
+  problems,
+} from '../schemas.ts';
+import type { RouteOptions } from './index.ts';
+
+const ListClientsQuery = Query({
+  ...PageQuery,
+  kind: Type.String({ description: 'individual or company; an unknown value is ignored.' }),
+  archived: StringEnum(['true', 'false'], {
+    description: 'true: only archived; false: only non-archived; omitted: both.',
+  }),
+});
+
+export const CreateClientBody = Type.Object(
+  {
+    kind: StringEnum(CLIENT_KINDS),
+    displayName: Type.String({ minLength: 1, maxLength: 200 }),
+    legalName: Type.Optional(Type.String({ maxLength: 200 })),
+    email: Type.Optional(Email),
+    phone: Type.Optional(Type.String({ maxLength: 40 })),
+    countryIso: Type.Optional(
+      Type.String({ pattern: '^[A-Za-z]{2}$', description: 'ISO 3166-1 alpha-2.' }),
+    ),
+    language: Type.Optional(Type.String({ maxLength: 20 })),
+    currency: Type.Optional(Type.String({ pattern: '^[A-Za-z]{3}$', description: 'ISO 4217.' })),
+    vatId: Type.Optional(Type.String({ maxLength: 40 })),
+    notes: Type.Optional(Type.String({ maxLength: 2000 })),
+    tags: Type.Optional(Type.Array(Type.String({ maxLength: 40 }), { maxItems: 20 })),
+  },
+  { additionalProperties: false },
+);
+
+export const clientRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app, { services }) => {
+  app.get(
+    '/clients',
+    {
+      config: { scope: 'clients:read' },
+      schema: {
+        operationId: 'listClients',
+        tags: ['Clients'],
+        summary: 'List clients, by id ascending',
+        querystring: ListClientsQuery,
+        response: { 200: PageOf(Type.Ref(Client)), ...problems(401, 403, 422, 429) },
+      },
+    },
+    async (request) => {
+      const { limit, cursor, kind, archived } = request.query;
+      return services.clients.list(callerOf(request).tenant.id, {
+        limit: limit ?? 50,
+        cursor,
+        kind,
+        archived: archived === undefined ? undefined : archived === 'true',
+      });
+    },
+  );
+
+  app.post(
+    '/clients',
+    {
+      config: { scope: 'clients:write' },
+      schema: {
+        operationId: 'createClient',
+        tags: ['Clients'],
+        summary: 'Create a client',
+        description: 'Emits `client.created` to the tenant\'s active subscriptions.',
+        body: CreateClientBody,
+        response: { 201: DataOf(Type.Ref(Client)), ...problems(401, 403, 422, 429) },
+      },
+    },
+    async (request, reply) => {
+      const client = await services.clients.create(callerOf(request).tenant.id, request.body);
+      return reply.code(201).send({ data: client });
+    },
+  );
+
+  app.get(
+    '/clients/:id',
+    {
+      config: { scope: 'clients:read' },
+      schema: {
+        operationId: 'getClient',
+        tags: ['Clients'],
+        summary: 'Get a client',
+        params: IdParams,
+        response: { 200: DataOf(Type.Ref(Client)), ...problems(401, 403, 404, 429) },
+      },
+    },
+    async (request) => ({
+      data: await services.clients.get(callerOf(request).tenant.id, request.params.id),
+    }),
+  );
+};

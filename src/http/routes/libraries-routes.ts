@@ -1,0 +1,49 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import { CITY_SCOPED_KINDS, LIBRARY_KINDS } from '../../repositories/library-repository.ts';
+import { callerOf } from '../auth.ts';
+import { LibraryItems, PageOf, PageQuery, Query, problems } from '../schemas.ts';
+import type { RouteOptions } from './index.ts';
+
+const OPERATION = {
+  cities: 'listCities',
+  hotels: 'listHotels',
+  activities: 'listActivities',
+  vehicles: 'listVehicles',
+  guides: 'listGuides',
+} as const;
+
+/** The four catalogs of the spec plus `cities`, the ids trips need (additive). */
+export const libraryRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app, { services }) => {
+  for (const kind of LIBRARY_KINDS) {
+    const filters = {
+      ...PageQuery,
+      q: Type.String({ minLength: 1, maxLength: 200, description: 'Name contains, case-insensitive.' }),
+      ...(CITY_SCOPED_KINDS.includes(kind) ? { cityId: Type.String() } : {}),
+    };
+    app.get(
+      `/libraries/${kind}`,
+      {
+        config: { scope: 'libraries:read' },
+        schema: {
+          operationId: OPERATION[kind],
+          tags: ['Libraries'],
+          summary: `List the tenant's ${kind} catalog, by id ascending`,
+          querystring: Query(filters),
+          response: { 200: PageOf(Type.Ref(LibraryItems[kind])), ...problems(401, 403, 422, 429) },
+        },
+      },
+      async (request) => {
+        const query = request.query as { limit?: number; cursor?: string; q?: string; cityId?: string };
+        const page = await services.library.list(kind, callerOf(request).tenant.id, {
+          limit: query.limit ?? 50,
+          cursor: query.cursor,
+          q: query.q,
+          cityId: query.cityId,
+        });
+        // Rows carry exactly the kind's columns; its schema (which serializes them) is the type.
+        return page as never;
+      },
+    );
+  }
+};

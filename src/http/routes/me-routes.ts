@@ -1,0 +1,53 @@
+import { Type } from '@sinclair/typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { toPublicToken } from '../../services/tokens-service.ts';
+import { callerOf } from '../auth.ts';
+import { DateTime, NullableDateTime, NullableString, Nullable, StringEnum, problems } from '../schemas.ts';
+import type { RouteOptions } from './index.ts';
+
+const Introspection = Type.Object(
+  {
+    tenant: Nullable(
+      Type.Object({ id: Type.String(), name: Type.String(), slug: Type.String(), active: Type.Boolean() }),
+    ),
+    token: Nullable(
+      Type.Object({
+        id: Type.String(),
+        name: NullableString,
+        prefix: Type.String({ description: 'Leading characters only, never the token.' }),
+        scopes: Type.Array(Type.String()),
+        lastUsedAt: NullableDateTime,
+        expiresAt: NullableDateTime,
+        createdAt: Nullable(DateTime),
+        revoked: Type.Boolean(),
+      }),
+    ),
+    tier: Type.String({ description: 'Plan tier: free, starter, pro or enterprise.' }),
+    env: StringEnum(['live', 'test']),
+  },
+  { additionalProperties: true },
+);
+
+export const meRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app) => {
+  app.get(
+    '/me',
+    {
+      schema: {
+        operationId: 'getMe',
+        tags: ['Token'],
+        summary: 'Introspect the calling token',
+        description: 'Not wrapped in `data`. Never returns the token value.',
+        response: { 200: Introspection, ...problems(401, 403, 429) },
+      },
+    },
+    async (request) => {
+      const { tenant, token } = callerOf(request);
+      return {
+        tenant: { id: tenant.id, name: tenant.name, slug: tenant.slug, active: tenant.active === 1 },
+        token: toPublicToken(token),
+        tier: tenant.tier,
+        env: token.env as 'live' | 'test',
+      };
+    },
+  );
+};

@@ -1,0 +1,36 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import { callerOf } from '../auth.ts';
+import { PageOf, PageQuery, Payment, Query, problems } from '../schemas.ts';
+import type { RouteOptions } from './index.ts';
+
+const ListPaymentsQuery = Query({
+  ...PageQuery,
+  status: Type.String({ description: 'One payment status; an unknown value is ignored.' }),
+  bookingId: Type.String(),
+});
+
+export const paymentRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app, { services }) => {
+  app.get(
+    '/payments',
+    {
+      config: { scope: 'payments:read' },
+      schema: {
+        operationId: 'listPayments',
+        tags: ['Payments'],
+        summary: 'List payments, by id ascending (read-only ledger)',
+        querystring: ListPaymentsQuery,
+        response: { 200: PageOf(Type.Ref(Payment)), ...problems(401, 403, 422, 429) },
+      },
+    },
+    async (request) => {
+      const { limit, cursor, status, bookingId } = request.query;
+      return services.payments.list(callerOf(request).tenant.id, {
+        limit: limit ?? 50,
+        cursor,
+        status,
+        bookingId,
+      });
+    },
+  );
+};

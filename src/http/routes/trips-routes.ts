@@ -1,0 +1,137 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import { PRICING_DISPLAY_MODES, TRANSPORT_MODES } from '../../domain/states.ts';
+import { callerOf } from '../auth.ts';
+import {
+  CalendarDate,
+  DataOf,
+  DateTime,
+  IdParams,
+  Nullable,
+  PageOf,
+  PageQuery,
+  Query,
+  StringEnum,
+  Trip,
+  problems,
+} from '../schemas.ts';
+import type { RouteOptions } from './index.ts';
+
+const ListTripsQuery = Query({
+  ...PageQuery,
+  status: Type.String({ description: 'One trip status; an unknown value is ignored.' }),
+  'publishedAt[gte]': { ...DateTime, description: 'Only trips published at or after it.' },
+});
+
+const CreateTripBody = Type.Object(
+  {
+    title: Type.String({ minLength: 1, maxLength: 200 }),
+    startDate: CalendarDate,
+    endDate: Type.Optional(CalendarDate),
+    daysCount: Type.Integer({ minimum: 1, maximum: 365 }),
+    startCityId: Type.String({ minLength: 1, description: 'Library city id.' }),
+    endCityId: Type.String({ minLength: 1, description: 'Library city id.' }),
+    transportMode: Type.Optional(StringEnum(TRANSPORT_MODES, { default: 'own_fleet' })),
+    pricingDisplayMode: Type.Optional(StringEnum(PRICING_DISPLAY_MODES, { default: 'per_person' })),
+    notes: Type.Optional(Type.String({ maxLength: 2000 })),
+    shortDescription: Type.Optional(Type.String({ maxLength: 500 })),
+    longDescription: Type.Optional(Type.String({ maxLength: 8000 })),
+    clientId: Type.Optional(Type.String({ description: 'Must belong to the tenant.' })),
+  },
+  { additionalProperties: false },
+);
+
+const PatchTripBody = Type.Object(
+  {
+    title: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    startDate: Type.Optional(CalendarDate),
+    endDate: Type.Optional(Nullable(CalendarDate)),
+    daysCount: Type.Optional(Type.Integer({ minimum: 1, maximum: 365 })),
+    notes: Type.Optional(Nullable(Type.String({ maxLength: 2000 }))),
+    shortDescription: Type.Optional(Nullable(Type.String({ maxLength: 500 }))),
+    longDescription: Type.Optional(Nullable(Type.String({ maxLength: 8000 }))),
+    clientId: Type.Optional(Nullable(Type.String())),
+  },
+  { additionalProperties: false },
+);
+
+export const tripRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app, { services }) => {
+  app.get(
+    '/trips',
+    {
+      config: { scope: 'trips:read' },
+      schema: {
+        operationId: 'listTrips',
+        tags: ['Trips'],
+        summary: 'List trips, by id ascending',
+        querystring: ListTripsQuery,
+        response: { 200: PageOf(Type.Ref(Trip)), ...problems(401, 403, 422, 429) },
+      },
+    },
+    async (request) => {
+      const { limit, cursor, status } = request.query;
+      return services.trips.list(callerOf(request).tenant.id, {
+        limit: limit ?? 50,
+        cursor,
+        status,
+        publishedAtGte: request.query['publishedAt[gte]'],
+      });
+    },
+  );
+
+  app.post(
+    '/trips',
+    {
+      config: { scope: 'trips:write' },
+      schema: {
+        operationId: 'createTrip',
+        tags: ['Trips'],
+        summary: 'Create a trip',
+        description:
+          'Created as `draft`. The token\'s creator is recorded as the audit actor. 403 `forbidden` with `code` `trip_quota_exceeded` when the plan\'s trip quota is full.',
+        body: CreateTripBody,
+        response: { 201: DataOf(Type.Ref(Trip)), ...problems(401, 403, 422, 429) },
+      },
+    },
+    async (request, reply) => {
+      const trip = await services.trips.create(callerOf(request), request.body);
+      return reply.code(201).send({ data: trip });
+    },
+  );
+
+  app.get(
+    '/trips/:id',
+    {
+      config: { scope: 'trips:read' },
+      schema: {
+        operationId: 'getTrip',
+        tags: ['Trips'],
+        summary: 'Get a trip',
+        params: IdParams,
+        response: { 200: DataOf(Type.Ref(Trip)), ...problems(401, 403, 404, 429) },
+      },
+    },
+    async (request) => ({
+      data: await services.trips.get(callerOf(request).tenant.id, request.params.id),
+    }),
+  );
+
+  app.patch(
+    '/trips/:id',
+    {
+      config: { scope: 'trips:write' },
+      schema: {
+        operationId: 'updateTrip',
+        tags: ['Trips'],
+        summary: 'Partially update a trip',
+        description: 'Omitted fields are unchanged; `null` clears a nullable field.',
+        params: IdParams,
+        body: PatchTripBody,
+        response: { 200: DataOf(Type.Ref(Trip)), ...problems(401, 403, 404, 422, 429) },
+      },
+    },
+    async (request) => ({
+      data: await services.trips.update(callerOf(request).tenant.id, request.params.id, request.body),
+    }),
+  );
+};

@@ -1,0 +1,262 @@
+import { type Static, type TProperties, type TSchema, Type, type TUnsafe } from '@sinclair/typebox';
+import {
+  BOOKING_STATUSES,
+  CLIENT_KINDS,
+  PAYMENT_MODES,
+  PAYMENT_STATUSES,
+  PRICING_DISPLAY_MODES,
+  TRANSPORT_MODES,
+  TRIP_STATUSES,
+} from '../domain/states.ts';
+
+/**
+ * `type: [T, "null"]` rather than anyOf: OpenAPI 3.1 reads it the same, and fast-json-stringify
+ * serializes it without trying alternatives at run time.
+ */
+export function Nullable<T extends TSchema>(schema: T): TUnsafe<Static<T> | null> {
+  const { type, ...rest } = schema as unknown as { type: string };
+  return Type.Unsafe<Static<T> | null>({ ...rest, type: [type, 'null'] });
+}
+
+/** A string enum as `{type: string, enum}` (TypeBox unions of literals become anyOf). */
+export function StringEnum<const T extends readonly string[]>(values: T, options: object = {}) {
+  return Type.Unsafe<T[number]>({ type: 'string', enum: [...values], ...options });
+}
+
+export const DateTime = Type.String({ format: 'date-time' });
+export const NullableDateTime = Nullable(DateTime);
+export const NullableString = Nullable(Type.String());
+export const CalendarDate = Type.String({
+  pattern: '^\\d{4}-\\d{2}-\\d{2}$',
+  description: 'Calendar date, YYYY-MM-DD.',
+  examples: ['2027-05-01'],
+});
+export const Email = Type.String({ format: 'email', maxLength: 320 });
+
+export const Meta = Type.Object(
+  {
+    cursor: Nullable(Type.String({ description: 'Pass as `cursor` to get the next page.' })),
+    hasMore: Type.Boolean(),
+  },
+  { $id: 'PageMeta', additionalProperties: false },
+);
+
+export const PageQuery = {
+  limit: Type.Integer({ minimum: 1, maximum: 100, default: 50, description: 'Page size, 1-100.' }),
+  cursor: Type.String({ description: '`meta.cursor` of the previous page.' }),
+};
+
+/** A query string schema: every member optional, unknown members rejected (422). */
+export function Query<T extends TProperties>(properties: T) {
+  return Type.Partial(Type.Object(properties), { additionalProperties: false });
+}
+
+export const IdParams = Type.Object({ id: Type.String({ maxLength: 100 }) });
+
+export const Trip = Type.Object(
+  {
+    id: Type.String(),
+    tripNumber: Type.String({ description: 'Per-tenant reference; not a counter.' }),
+    title: Type.String(),
+    status: StringEnum(TRIP_STATUSES),
+    tripMode: StringEnum(['tailor_made', 'template']),
+    dateMode: StringEnum(['departure_based', 'range_based']),
+    publicSlug: NullableString,
+    publishedAt: NullableDateTime,
+    unpublishedAt: NullableDateTime,
+    startDate: NullableDateTime,
+    endDate: NullableDateTime,
+    daysCount: Type.Integer(),
+    startCityId: NullableString,
+    endCityId: NullableString,
+    transportMode: StringEnum(TRANSPORT_MODES),
+    pricingDisplayMode: StringEnum(PRICING_DISPLAY_MODES),
+    shortDescription: NullableString,
+    longDescription: NullableString,
+    clientId: NullableString,
+    notes: NullableString,
+    createdAt: NullableDateTime,
+    updatedAt: NullableDateTime,
+  },
+  { $id: 'Trip', additionalProperties: false },
+);
+
+export const Booking = Type.Object(
+  {
+    id: Type.String(),
+    bookingNumber: Type.String({ description: 'Per-tenant reference; not a counter.' }),
+    tripId: Type.String(),
+    tripVersion: Type.Integer(),
+    status: StringEnum(BOOKING_STATUSES),
+    totalRetailCents: Type.Integer(),
+    applicationFeeCents: Type.Integer(),
+    currency: Type.String({ minLength: 3, maxLength: 3 }),
+    travelerName: NullableString,
+    travelerEmail: NullableString,
+    confirmedAt: NullableDateTime,
+    cancelledAt: NullableDateTime,
+    departureId: NullableString,
+    departureStartDate: NullableDateTime,
+    departureEndDate: NullableDateTime,
+    createdAt: NullableDateTime,
+    updatedAt: NullableDateTime,
+  },
+  { $id: 'Booking', additionalProperties: false },
+);
+
+export const Payment = Type.Object(
+  {
+    id: Type.String(),
+    bookingId: Type.String(),
+    mode: StringEnum(PAYMENT_MODES),
+    status: StringEnum(PAYMENT_STATUSES),
+    label: Type.String(),
+    amountCents: Type.Integer(),
+    currency: Type.String({ minLength: 3, maxLength: 3 }),
+    scheduledFor: NullableDateTime,
+    chargedAt: NullableDateTime,
+    isDeposit: Type.Boolean(),
+    paymentRail: NullableString,
+    kind: Type.String(),
+  },
+  { $id: 'Payment', additionalProperties: false },
+);
+
+export const Client = Type.Object(
+  {
+    id: Type.String(),
+    kind: StringEnum(CLIENT_KINDS),
+    displayName: Type.String(),
+    legalName: NullableString,
+    email: NullableString,
+    phone: NullableString,
+    countryIso: NullableString,
+    language: NullableString,
+    currency: NullableString,
+    vatId: NullableString,
+    tags: Type.Array(Type.String()),
+    notes: NullableString,
+    archivedAt: NullableDateTime,
+    createdAt: NullableDateTime,
+    updatedAt: NullableDateTime,
+  },
+  { $id: 'Client', additionalProperties: false },
+);
+
+const stamps = { createdAt: DateTime, updatedAt: DateTime };
+
+export const LibraryItems = {
+  cities: Type.Object(
+    { id: Type.String(), name: Type.String(), countryIso: NullableString, ...stamps },
+    { $id: 'City', additionalProperties: false },
+  ),
+  hotels: Type.Object(
+    {
+      id: Type.String(),
+      name: Type.String(),
+      cityId: NullableString,
+      stars: Nullable(Type.Integer()),
+      address: NullableString,
+      ...stamps,
+    },
+    { $id: 'Hotel', additionalProperties: false },
+  ),
+  activities: Type.Object(
+    {
+      id: Type.String(),
+      name: Type.String(),
+      cityId: NullableString,
+      durationMinutes: Nullable(Type.Integer()),
+      description: NullableString,
+      ...stamps,
+    },
+    { $id: 'Activity', additionalProperties: false },
+  ),
+  vehicles: Type.Object(
+    {
+      id: Type.String(),
+      name: Type.String(),
+      kind: NullableString,
+      seats: Nullable(Type.Integer()),
+      ...stamps,
+    },
+    { $id: 'Vehicle', additionalProperties: false },
+  ),
+  guides: Type.Object(
+    {
+      id: Type.String(),
+      name: Type.String(),
+      languages: Type.Array(Type.String()),
+      email: NullableString,
+      phone: NullableString,
+      ...stamps,
+    },
+    { $id: 'Guide', additionalProperties: false },
+  ),
+};
+
+export const Problem = Type.Object(
+  {
+    type: Type.String({ format: 'uri', description: 'Stable identifier; branch on this.' }),
+    title: Type.String(),
+    status: Type.Integer(),
+    detail: Type.String(),
+    code: Type.Optional(Type.String()),
+    errors: Type.Optional(
+      Type.Record(Type.String(), Type.Array(Type.String()), {
+        description: 'Field path (`title`, `tags.3`) to messages; on validation-failed.',
+      }),
+    ),
+    required_scope: Type.Optional(Type.String()),
+    required_plans: Type.Optional(Type.Array(Type.String())),
+    current_plan: Type.Optional(Type.String()),
+    next: Type.Optional(Type.Object({ checkoutUrl: Type.String({ format: 'uri' }) })),
+    requestId: Type.Optional(Type.String({ description: 'Quote it when reporting a 500.' })),
+  },
+  {
+    $id: 'Problem',
+    additionalProperties: true,
+    description: 'RFC 7807 problem document (application/problem+json).',
+  },
+);
+
+/** Shared schemas registered once on the app, so routes and the OpenAPI document `$ref` them. */
+export const SHARED_SCHEMAS = [
+  Meta,
+  Trip,
+  Booking,
+  Payment,
+  Client,
+  Problem,
+  ...Object.values(LibraryItems),
+];
+
+export const DataOf = <T extends TSchema>(schema: T) =>
+  Type.Object({ data: schema }, { additionalProperties: false });
+
+export const PageOf = <T extends TSchema>(schema: T) =>
+  Type.Object({ data: Type.Array(schema), meta: Type.Ref(Meta) }, { additionalProperties: false });
+
+const PROBLEM_DESCRIPTIONS: Record<number, string> = {
+  401: 'Token missing, malformed, unknown, revoked or expired (`unauthorized`).',
+  403: 'Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`).',
+  404: 'Not found, or owned by another tenant (`not-found`).',
+  409: 'State clash (`conflict`) or idempotency conflict.',
+  422: 'Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`).',
+  429: 'Rate limited (`rate-limited`); see `Retry-After`.',
+  500: 'Internal fault (`internal`); quote `Service-Request-Id`.',
+  501: 'Not implemented (`booking-create-not-supported`).',
+};
+
+/** Response entries for the problem statuses a route can answer. */
+export function problems(...statuses: number[]) {
+  return Object.fromEntries(
+    statuses.map((status) => [
+      status,
+      {
+        description: PROBLEM_DESCRIPTIONS[status] ?? 'Problem',
+        content: { 'application/problem+json': { schema: Type.Ref(Problem) } },
+      },
+    ]),
+  );
+}

@@ -1,0 +1,46 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { monotonicFactory } from 'ulid';
+
+export type IdPrefix =
+  | 'ntf'
+  | 'ten'
+  | 'mem'
+  | 'tok'
+  | 'trp'
+  | 'bkg'
+  | 'cli'
+  | 'pay'
+  | 'whs'
+  | 'dlv'
+  | 'cty'
+  | 'htl'
+  | 'act'
+  | 'veh'
+  | 'gde';
+
+// Monotonic within a millisecond, so ids from one process sort exactly in creation order.
+const nextUlid = monotonicFactory();
+
+/** Opaque, prefixed, time-ordered identifier, e.g. `trp_01JD3X…`. */
+export function newId(prefix: IdPrefix): string {
+  return `${prefix}_${nextUlid()}`;
+}
+
+export function newEventId(): string {
+  return randomUUID();
+}
+
+/** Crockford base32: no I, L, O, U, so codes read aloud and typed by hand stay unambiguous. */
+export const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
+
+export function randomCrockford(length: number): string {
+  const bytes = randomBytes(length);
+  let out = '';
+  for (let i = 0; i < length; i++) out += CROCKFORD[bytes[i] & 31];
+  return out;
+}
+
+/** Human reference such as `TR-7KX2M9`; uniqueness per tenant is enforced by the database. */
+export function humanCode(prefix: 'TR' | 'BK'): string {
+  return `${prefix}-${randomCrockford(6)}`;
+}

@@ -1,0 +1,81 @@
+/**
+ * Every non-2xx answer is one of these problem types (api-spec 7.2). The error handler renders an
+ * ApiProblem as application/problem+json with `type` under ERRORS_BASE_URL.
+ */
+export const PROBLEM_TYPES = {
+  unauthorized: { status: 401, title: 'Unauthorized' },
+  'scope-required': { status: 403, title: 'Scope required' },
+  'plan-required': { status: 403, title: 'Plan required' },
+  forbidden: { status: 403, title: 'Forbidden' },
+  'not-found': { status: 404, title: 'Not found' },
+  conflict: { status: 409, title: 'Conflict' },
+  'idempotency-key-reuse': { status: 409, title: 'Idempotency key reused' },
+  'idempotency-in-progress': { status: 409, title: 'Idempotent request in progress' },
+  'validation-failed': { status: 422, title: 'Validation failed' },
+  'rate-limited': { status: 429, title: 'Rate limited' },
+  internal: { status: 500, title: 'Internal error' },
+  'booking-create-not-supported': { status: 501, title: 'Booking creation not supported' },
+} as const;
+
+export type ProblemSlug = keyof typeof PROBLEM_TYPES;
+
+/** Field path (`title`, `tags.3`) to messages. */
+export type FieldErrors = Record<string, string[]>;
+
+export class ApiProblem extends Error {
+  readonly slug: ProblemSlug;
+  readonly status: number;
+  readonly detail: string;
+  readonly extra: Record<string, unknown>;
+  readonly headers: Record<string, string>;
+
+  constructor(
+    slug: ProblemSlug,
+    detail: string,
+    extra: Record<string, unknown> = {},
+    headers: Record<string, string> = {},
+  ) {
+    super(detail);
+    this.name = 'ApiProblem';
+    this.slug = slug;
+    this.status = PROBLEM_TYPES[slug].status;
+    this.detail = detail;
+    this.extra = extra;
+    this.headers = headers;
+  }
+}
+
+export const unauthorized = (detail: string) =>
+  new ApiProblem('unauthorized', detail, {}, { 'WWW-Authenticate': 'Bearer' });
+
+export const scopeRequired = (scope: string) =>
+  new ApiProblem('scope-required', `This token lacks the scope ${scope}.`, {
+    required_scope: scope,
+  });
+
+export const notFound = (what = 'The resource') =>
+  new ApiProblem('not-found', `${what} was not found.`);
+
+export const forbidden = (detail: string, code?: string) =>
+  new ApiProblem('forbidden', detail, code ? { code } : {});
+
+export const conflict = (detail: string, code?: string) =>
+  new ApiProblem('conflict', detail, code ? { code } : {});
+
+export const invalidTransition = (from: string, to: string) =>
+  conflict(`Cannot move from ${from} to ${to}.`, 'invalid_transition');
+
+export function validationFailed(errors: FieldErrors, detail?: string): ApiProblem {
+  const fields = Object.keys(errors);
+  return new ApiProblem(
+    'validation-failed',
+    detail ??
+      (fields.length === 1
+        ? `${fields[0]}: ${errors[fields[0]][0]}`
+        : `${fields.length} fields failed validation.`),
+    { errors },
+  );
+}
+
+export const fieldError = (field: string, message: string) =>
+  validationFailed({ [field]: [message] });

@@ -1,0 +1,177 @@
+import type { Insertable, Kysely, Selectable, Updateable } from 'kysely';
+import type { Executor } from '../db/database.ts';
+import type { ApiTokensTable, DB, MembersTable, TenantsTable } from '../db/schema.ts';
+import type { MEMBER_ROLES } from '../domain/states.ts';
+
+export type TenantRow = Selectable<TenantsTable>;
+export type MemberRow = Selectable<MembersTable>;
+export type TokenRow = Selectable<ApiTokensTable>;
+
+/** Tenants are the root of scoping, so these lookups are by their own id (admin and CLI only). */
+export class TenantsRepository {
+  constructor(private readonly db: Kysely<DB>) {}
+
+  findById(id: string, trx: Executor = this.db): Promise<TenantRow | undefined> {
+    return trx.selectFrom('tenants').selectAll().where('id', '=', id).executeTakeFirst();
+  }
+
+  findBySlug(slug: string, trx: Executor = this.db): Promise<TenantRow | undefined> {
+    return trx.selectFrom('tenants').selectAll().where('slug', '=', slug).executeTakeFirst();
+  }
+
+  /** Locks the tenant row on PostgreSQL for quota checks (SQLite transactions are already serial). */
+  lockForUpdate(id: string, trx: Executor, dialect: 'sqlite' | 'postgres') {
+    const query = trx.selectFrom('tenants').selectAll().where('id', '=', id);
+    return (dialect === 'postgres' ? query.forUpdate() : query).executeTakeFirst();
+  }
+
+  async insert(row: Insertable<TenantsTable>, trx: Executor = this.db): Promise<TenantRow> {
+    return trx.insertInto('tenants').values(row).returningAll().executeTakeFirstOrThrow();
+  }
+
+  update(id: string, patch: Updateable<TenantsTable>, trx: Executor = this.db) {
+    return trx
+      .updateTable('tenants')
+      .set(patch)
+      .where('id', '=', id)
+      .returningAll()
+      .executeTakeFirst();
+  }
+
+  count(trx: Executor = this.db): Promise<number> {
+    return trx
+      .selectFrom('tenants')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .executeTakeFirstOrThrow()
+      .then((row) => Number(row.n));
+  }
+}
+
+export class MembersRepository {
+  constructor(private readonly db: Kysely<DB>) {}
+
+  insert(row: Insertable<MembersTable>, trx: Executor = this.db): Promise<MemberRow> {
+    return trx.insertInto('members').values(row).returningAll().executeTakeFirstOrThrow();
+  }
+
+  findById(tenantId: string, id: string, trx: Executor = this.db) {
+    return trx
+      .selectFrom('members')
+      .selectAll()
+      .where('tenantId', '=', tenantId)
+      .where('id', '=', id)
+      .executeTakeFirst();
+  }
+
+  findByEmail(tenantId: string, email: string, trx: Executor = this.db) {
+    return trx
+      .selectFrom('members')
+      .selectAll()
+      .where('tenantId', '=', tenantId)
+      .where('email', '=', email)
+      .executeTakeFirst();
+  }
+
+  listByRoles(tenantId: string, roles: Array<(typeof MEMBER_ROLES)[number]>, trx: Executor = this.db) {
+    return trx
+      .selectFrom('members')
+      .selectAll()
+      .where('tenantId', '=', tenantId)
+      .where('role', 'in', roles)
+      .orderBy('id')
+      .execute();
+  }
+}
+
+export interface TokenWithTenant {
+  token: TokenRow;
+  tenant: TenantRow;
+}
+
+export class TokensRepository {
+  constructor(private readonly db: Kysely<DB>) {}
+
+  insert(row: Insertable<ApiTokensTable>, trx: Executor = this.db): Promise<TokenRow> {
+    return trx.insertInto('apiTokens').values(row).returningAll().executeTakeFirstOrThrow();
+  }
+
+  /** The authentication lookup: by hash (unique index), joined to its tenant in one round trip. */
+  async findByHash(tokenHash: string): Promise<TokenWithTenant | undefined> {
+    const row = await this.db
+      .selectFrom('apiTokens as k')
+      .innerJoin('tenants as t', 't.id', 'k.tenantId')
+      .select([
+        'k.id',
+        'k.tenantId',
+        'k.name',
+        'k.tokenHash',
+        'k.prefix',
+        'k.env',
+        'k.scopes',
+        'k.createdBy',
+        'k.expiresAt',
+        'k.revokedAt',
+        'k.lastUsedAt',
+        'k.createdAt',
+        't.name as tenantName',
+        't.slug as tenantSlug',
+        't.tier as tenantTier',
+        't.active as tenantActive',
+        't.tripQuota as tenantTripQuota',
+        't.webhookEndpointCap as tenantWebhookEndpointCap',
+        't.createdAt as tenantCreatedAt',
+        't.updatedAt as tenantUpdatedAt',
+      ])
+      .where('k.tokenHash', '=', tokenHash)
+      .executeTakeFirst();
+    if (!row) return undefined;
+    const {
+      tenantName,
+      tenantSlug,
+      tenantTier,
+      tenantActive,
+      tenantTripQuota,
+      tenantWebhookEndpointCap,
+      tenantCreatedAt,
+      tenantUpdatedAt,
+      ...token
+    } = row;
+    return {
+      token,
+      tenant: {
+        id: token.tenantId,
+        name: tenantName,
+        slug: tenantSlug,
+        tier: tenantTier,
+        active: tenantActive,
+        tripQuota: tenantTripQuota,
+        webhookEndpointCap: tenantWebhookEndpointCap,
+        createdAt: tenantCreatedAt,
+        updatedAt: tenantUpdatedAt,
+      },
+    };
+  }
+
+  findById(id: string, trx: Executor = this.db): Promise<TokenRow | undefined> {
+    return trx.selectFrom('apiTokens').selectAll().where('id', '=', id).executeTakeFirst();
+  }
+
+  revoke(id: string, at: string, trx: Executor = this.db) {
+    return trx
+      .updateTable('apiTokens')
+      .set((eb) => ({ revokedAt: eb.fn.coalesce('revokedAt', eb.val(at)) }))
+      .where('id', '=', id)
+      .returningAll()
+      .executeTakeFirst();
+  }
+
+  /** Conditional, so several processes together still write at most about once per interval. */
+  touchLastUsed(id: string, at: string, notAfter: string): Promise<unknown> {
+    return this.db
+      .updateTable('apiTokens')
+      .set({ lastUsedAt: at })
+      .where('id', '=', id)
+      .where((eb) => eb.or([eb('lastUsedAt', 'is', null), eb('lastUsedAt', '<', notAfter)]))
+      .execute();
+  }
+}

@@ -1,0 +1,36 @@
+import type { Config } from './config.ts';
+import { seedDemoIfEmpty } from './demo.ts';
+import { createHttpApp, createRuntime } from './runtime.ts';
+
+/** Runs the API until SIGINT/SIGTERM, then closes the listener and the database. */
+export async function serve(config: Config, options: { seedDemo: boolean }): Promise<void> {
+  const runtime = await createRuntime(config);
+  const demo = options.seedDemo ? await seedDemoIfEmpty(runtime) : null;
+  const app = await createHttpApp(runtime);
+  await app.listen({ port: config.port, host: config.host });
+  const backend = runtime.database.dialect === 'postgres' ? 'PostgreSQL' : `SQLite in ${config.dataDir}`;
+  process.stdout.write(`\nTour-operator API listening on ${config.publicBaseUrl} (${backend})\n`);
+  if (demo) {
+    process.stdout.write(
+      `\nDemo tenant "${demo.tenantSlug}" created. Its token (shown only now, every scope):\n\n  ${demo.token}\n\n` +
+        `Try:\n  curl -s -H "Authorization: Bearer ${demo.token}" ${config.publicBaseUrl}/api/v1/trips?limit=2\n\n`,
+    );
+  } else if (options.seedDemo) {
+    process.stdout.write(
+      'Mint a token with: npx tourops token create --tenant demo --scopes all\n',
+    );
+  }
+  process.stdout.write(`OpenAPI document: ${config.publicBaseUrl}/v1/openapi.json\n\n`);
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    runtime.logger.info({ signal }, 'shutting down');
+    await app.close();
+    await runtime.close();
+    process.exit(0);
+  };
+  process.on('SIGINT', () => void stop('SIGINT'));
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+}

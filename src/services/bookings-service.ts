@@ -1,0 +1,200 @@
+import type { Updateable } from 'kysely';
+import type { Database, Executor } from '../db/database.ts';
+import type { BookingsTable } from '../db/schema.ts';
+import {
+  BOOKING_STATUSES,
+  BOOKING_TRANSITIONS,
+  type BookingStatus,
+  canMove,
+  type EventType,
+  isOneOf,
+} from '../domain/states.ts';
+import { type Clock, nowIso } from '../lib/clock.ts';
+import { decodeCursor, type Page, toPage } from '../lib/cursor.ts';
+import { humanCode, newId } from '../lib/ids.ts';
+import { ApiProblem, fieldError, invalidTransition, notFound } from '../lib/problems.ts';
+import type { BookingRow, BookingsRepository } from '../repositories/bookings-repository.ts';
+import type { TripsRepository } from '../repositories/trips-repository.ts';
+import type { EventsService } from './events-service.ts';
+import { isPublished } from './trips-service.ts';
+import { calendarDate, FieldErrorCollector } from './validation.ts';
+
+export interface BookingListQuery {
+  limit: number;
+  cursor?: string;
+  status?: string;
+  tripId?: string;
+}
+
+export interface CreateBookingInput {
+  tripId: string;
+  totalRetailCents: number;
+  currency: string;
+  travelerName: string;
+  travelerEmail: string;
+  departureId?: string;
+  departureStartDate?: string;
+  departureEndDate?: string;
+}
+
+/** Platform fee: 2% of the retail total, capped at 4,000 minor units (40.00). */
+export function applicationFee(totalRetailCents: number): number {
+  return Math.min(Math.round(totalRetailCents * 0.02), 4000);
+}
+
+/** Events each move emits, in order (api-spec 3.1 plus the dispute exits of the contract). */
+const TRANSITION_EVENTS: Partial<Record<`${BookingStatus}>${BookingStatus}`, EventType[]>> = {
+  'deposit_paid>confirmed': ['booking.confirmed'],
+  'confirmed>cancelled': ['booking.cancelled'],
+  'confirmed>refunded': ['booking.refunded'],
+  'confirmed>disputed': ['dispute.opened'],
+  'disputed>confirmed': ['dispute.closed'],
+  'disputed>refunded': ['dispute.closed', 'booking.refunded'],
+};
+
+export class BookingsService {
+  constructor(
+    private readonly database: Database,
+    private readonly bookings: BookingsRepository,
+    private readonly trips: TripsRepository,
+    private readonly events: EventsService,
+    private readonly clock: Clock,
+    private readonly storefrontBaseUrl: string,
+  ) {}
+
+  async list(tenantId: string, query: BookingListQuery): Promise<Page<BookingRow>> {
+    const afterId = decodeCursor('bookings', query.cursor);
+    const status = isOneOf(BOOKING_STATUSES, query.status) ? query.status : undefined;
+    const rows = await this.bookings.list(tenantId, {
+      afterId,
+      limit: query.limit,
+      status,
+      tripId: query.tripId,
+    });
+    return toPage('bookings', rows, query.limit);
+  }
+
+  async get(tenantId: string, id: string): Promise<BookingRow> {
+    const booking = await this.bookings.findById(tenantId, id);
+    if (!booking) throw notFound('Booking');
+    return booking;
+  }
+
+  /**
+   * POST /api/v1/bookings: validates like a real creation would, then answers 501 with the
+   * storefront checkout where the traveller completes the purchase. Nothing is written.
+   */
+  async refuseApiCreation(tenantId: string, tripId: string): Promise<never> {
+    const trip = await this.trips.findById(tenantId, tripId);
+    if (!trip) throw notFound('Trip');
+    if (!isPublished(trip) || !trip.publicSlug) {
+      throw fieldError('tripId', 'trip is not published');
+    }
+    throw new ApiProblem(
+      'booking-create-not-supported',
+      'Bookings cannot be created through the API yet; send the traveller to next.checkoutUrl.',
+      { next: { checkoutUrl: `${this.storefrontBaseUrl}/checkout/${trip.publicSlug}` } },
+    );
+  }
+
+  /** Checkout's booking creation (admin API): only on a published trip, pinned to its version. */
+  async create(tenantId: string, input: CreateBookingInput): Promise<BookingRow> {
+    const errors = new FieldErrorCollector();
+    const departureStartDate = this.optionalDate(input.departureStartDate, 'departureStartDate', errors);
+    const departureEndDate = this.optionalDate(input.departureEndDate, 'departureEndDate', errors);
+    errors.throwIfAny();
+    return this.database.db.transaction().execute(async (trx) => {
+      const trip = await this.trips.findById(tenantId, input.tripId, trx);
+      if (!trip) throw fieldError('tripId', 'is not a trip of this tenant');
+      if (!isPublished(trip)) throw fieldError('tripId', 'trip is not published');
+      const now = nowIso(this.clock);
+      const { tenantId: _tenant, createdBy: _actor, ...snapshot } = trip;
+      return this.bookings.insert(
+        {
+          id: newId('bkg'),
+          tenantId,
+          bookingNumber: await this.uniqueBookingNumber(tenantId, trx),
+          tripId: trip.id,
+          tripVersion: trip.version,
+          tripSnapshot: JSON.stringify(snapshot),
+          status: 'payment_pending',
+          totalRetailCents: input.totalRetailCents,
+          applicationFeeCents: applicationFee(input.totalRetailCents),
+          currency: input.currency,
+          travelerName: input.travelerName,
+          travelerEmail: input.travelerEmail,
+          confirmedAt: null,
+          cancelledAt: null,
+          departureId: input.departureId ?? null,
+          departureStartDate,
+          departureEndDate,
+          createdAt: now,
+          updatedAt: now,
+        },
+        trx,
+      );
+    });
+  }
+
+  async transition(tenantId: string, id: string, to: BookingStatus): Promise<BookingRow> {
+    return this.database.db.transaction().execute(async (trx) => {
+      const booking = await this.bookings.findById(tenantId, id, trx);
+      if (!booking) throw notFound('Booking');
+      const from = booking.status;
+      if (!canMove(BOOKING_TRANSITIONS, from, to)) throw invalidTransition(from, to);
+      const now = nowIso(this.clock);
+      const patch: Updateable<BookingsTable> = { status: to, updatedAt: now };
+      if (to === 'confirmed' && booking.confirmedAt === null) patch.confirmedAt = now;
+      if (to === 'cancelled') patch.cancelledAt = now;
+      const updated = await this.bookings.transition(tenantId, id, from, patch, trx);
+      if (!updated) throw invalidTransition(from, to);
+      await this.emitTransitionEvents(trx, updated, `${from}>${to}` as `${BookingStatus}>${BookingStatus}`);
+      return updated;
+    });
+  }
+
+  private async emitTransitionEvents(
+    trx: Executor,
+    booking: BookingRow,
+    move: `${BookingStatus}>${BookingStatus}`,
+  ): Promise<void> {
+    const data = {
+      bookingId: booking.id,
+      tripId: booking.tripId,
+      status: booking.status,
+      totalRetailCents: booking.totalRetailCents,
+      currency: booking.currency,
+    };
+    for (const type of TRANSITION_EVENTS[move] ?? []) {
+      if (type === 'booking.confirmed') {
+        await this.events.emit(trx, booking.tenantId, type, { ...data, status: 'confirmed' });
+      } else {
+        await this.events.emit(trx, booking.tenantId, type as 'booking.cancelled', data);
+      }
+    }
+  }
+
+  private optionalDate(
+    value: string | undefined,
+    field: string,
+    errors: FieldErrorCollector,
+  ): string | null {
+    if (value === undefined) return null;
+    const date = value.length === 10 ? calendarDate(value) : isoDateTime(value);
+    if (!date) errors.add(field, 'must be a date (YYYY-MM-DD) or an ISO 8601 date-time');
+    return date;
+  }
+
+  private async uniqueBookingNumber(tenantId: string, trx: Executor): Promise<string> {
+    for (;;) {
+      const code = humanCode('BK');
+      if (!(await this.bookings.numberTaken(tenantId, code, trx))) return code;
+    }
+  }
+}
+
+export function isoDateTime(value: string): string | null {
+  if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/.test(value)) return null;
+  const date = new Date(value);
+  return Number.isNaN(date.getTime()) ? null : date.toISOString();
+}

@@ -1,0 +1,112 @@
+import type { Config } from '../config.ts';
+import type { Database } from '../db/database.ts';
+import type { Clock } from '../lib/clock.ts';
+import { BookingsRepository, PaymentsRepository } from '../repositories/bookings-repository.ts';
+import { ClientsRepository } from '../repositories/clients-repository.ts';
+import { EventsRepository } from '../repositories/events-repository.ts';
+import { LibraryRepository } from '../repositories/library-repository.ts';
+import { NotificationsRepository } from '../repositories/notifications-repository.ts';
+import {
+  MembersRepository,
+  TenantsRepository,
+  TokensRepository,
+} from '../repositories/tenants-repository.ts';
+import { TripsRepository } from '../repositories/trips-repository.ts';
+import { BookingsService } from './bookings-service.ts';
+import { ClientsService } from './clients-service.ts';
+import { EventsService } from './events-service.ts';
+import { LibraryService } from './library-service.ts';
+import { PaymentsService } from './payments-service.ts';
+import { TenantsService } from './tenants-service.ts';
+import { TokensService } from './tokens-service.ts';
+import { TripsService } from './trips-service.ts';
+
+export interface Services {
+  tenants: TenantsService;
+  tokens: TokensService;
+  trips: TripsService;
+  bookings: BookingsService;
+  payments: PaymentsService;
+  clients: ClientsService;
+  library: LibraryService;
+  events: EventsService;
+  repositories: {
+    tenants: TenantsRepository;
+    members: MembersRepository;
+    tokens: TokensRepository;
+    trips: TripsRepository;
+    bookings: BookingsRepository;
+    payments: PaymentsRepository;
+    clients: ClientsRepository;
+    library: LibraryRepository;
+    events: EventsRepository;
+    notifications: NotificationsRepository;
+  };
+}
+
+/** The one place that wires repositories into services; the HTTP app, CLI and tests share it. */
+export function createServices(
+  config: Config,
+  database: Database,
+  clock: Clock,
+  onBackgroundError: (error: unknown) => void,
+): Services {
+  const { db } = database;
+  const repositories = {
+    tenants: new TenantsRepository(db),
+    members: new MembersRepository(db),
+    tokens: new TokensRepository(db),
+    trips: new TripsRepository(db),
+    bookings: new BookingsRepository(db),
+    payments: new PaymentsRepository(db),
+    clients: new ClientsRepository(db),
+    library: new LibraryRepository(db),
+    events: new EventsRepository(db),
+    notifications: new NotificationsRepository(db),
+  };
+  const events = new EventsService(repositories.events, clock);
+  return {
+    repositories,
+    events,
+    tenants: new TenantsService(
+      repositories.tenants,
+      repositories.members,
+      repositories.notifications,
+      clock,
+    ),
+    tokens: new TokensService(
+      repositories.tokens,
+      repositories.tenants,
+      repositories.members,
+      clock,
+      config.deploymentEnv,
+      onBackgroundError,
+    ),
+    trips: new TripsService(
+      database,
+      repositories.trips,
+      repositories.tenants,
+      repositories.clients,
+      repositories.library,
+      events,
+      clock,
+    ),
+    bookings: new BookingsService(
+      database,
+      repositories.bookings,
+      repositories.trips,
+      events,
+      clock,
+      config.storefrontBaseUrl,
+    ),
+    payments: new PaymentsService(
+      database,
+      repositories.payments,
+      repositories.bookings,
+      events,
+      clock,
+    ),
+    clients: new ClientsService(database, repositories.clients, events, clock),
+    library: new LibraryService(repositories.library, clock),
+  };
+}

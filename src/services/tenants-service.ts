@@ -1,0 +1,124 @@
+import type { Updateable } from 'kysely';
+import type { Executor } from '../db/database.ts';
+import type { TenantsTable } from '../db/schema.ts';
+import { effectiveTripQuota, effectiveWebhookEndpointCap, type Tier } from '../domain/plans.ts';
+import type { MEMBER_ROLES } from '../domain/states.ts';
+import { type Clock, nowIso } from '../lib/clock.ts';
+import { newId } from '../lib/ids.ts';
+import { conflict, notFound } from '../lib/problems.ts';
+import type { NotificationsRepository } from '../repositories/notifications-repository.ts';
+import type {
+  MemberRow,
+  MembersRepository,
+  TenantRow,
+  TenantsRepository,
+} from '../repositories/tenants-repository.ts';
+
+/** A tenant as the admin API and CLI show it: quotas resolved against the plan. */
+export interface Tenant {
+  id: string;
+  name: string;
+  slug: string;
+  tier: Tier;
+  active: boolean;
+  tripQuota: number | null;
+  webhookEndpointCap: number;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export function toTenant(row: TenantRow): Tenant {
+  return {
+    ...row,
+    active: row.active === 1,
+    tripQuota: effectiveTripQuota(row),
+    webhookEndpointCap: effectiveWebhookEndpointCap(row),
+  };
+}
+
+export interface PatchTenantInput {
+  name?: string;
+  tier?: Tier;
+  active?: boolean;
+  tripQuota?: number | null;
+  webhookEndpointCap?: number | null;
+}
+
+export class TenantsService {
+  constructor(
+    private readonly tenants: TenantsRepository,
+    private readonly members: MembersRepository,
+    private readonly notifications: NotificationsRepository,
+    private readonly clock: Clock,
+  ) {}
+
+  async create(input: { name: string; slug: string; tier: Tier }, trx?: Executor): Promise<Tenant> {
+    if (await this.tenants.findBySlug(input.slug, trx)) {
+      throw conflict(`A tenant with slug ${input.slug} already exists.`, 'slug_taken');
+    }
+    const now = nowIso(this.clock);
+    const row = await this.tenants.insert(
+      {
+        id: newId('ten'),
+        name: input.name,
+        slug: input.slug,
+        tier: input.tier,
+        active: 1,
+        tripQuota: null,
+        webhookEndpointCap: null,
+        createdAt: now,
+        updatedAt: now,
+      },
+      trx,
+    );
+    return toTenant(row);
+  }
+
+  async get(id: string): Promise<Tenant> {
+    return toTenant(await this.getRow(id));
+  }
+
+  /** Accepts an id or a slug (the CLI lets operators type either). */
+  async resolve(idOrSlug: string): Promise<Tenant> {
+    const row =
+      (await this.tenants.findById(idOrSlug)) ?? (await this.tenants.findBySlug(idOrSlug));
+    if (!row) throw notFound('Tenant');
+    return toTenant(row);
+  }
+
+  async update(id: string, input: PatchTenantInput): Promise<Tenant> {
+    await this.getRow(id);
+    const patch: Updateable<TenantsTable> = { updatedAt: nowIso(this.clock) };
+    if (input.name !== undefined) patch.name = input.name;
+    if (input.tier !== undefined) patch.tier = input.tier;
+    if (input.active !== undefined) patch.active = input.active ? 1 : 0;
+    if (input.tripQuota !== undefined) patch.tripQuota = input.tripQuota;
+    if (input.webhookEndpointCap !== undefined) patch.webhookEndpointCap = input.webhookEndpointCap;
+    const row = await this.tenants.update(id, patch);
+    if (!row) throw notFound('Tenant');
+    return toTenant(row);
+  }
+
+  async addMember(tenantId: string, input: { email: string; role: (typeof MEMBER_ROLES)[number] }): Promise<MemberRow> {
+    await this.getRow(tenantId);
+    if (await this.members.findByEmail(tenantId, input.email)) throw conflict(`${input.email} is already a member.`, 'member_exists');
+    return this.members.insert({
+      id: newId('mem'),
+      tenantId,
+      email: input.email,
+      role: input.role,
+      createdAt: nowIso(this.clock),
+    });
+  }
+
+  async listNotifications(tenantId: string) {
+    await this.getRow(tenantId);
+    return this.notifications.list(tenantId);
+  }
+
+  private async getRow(id: string): Promise<TenantRow> {
+    const row = await this.tenants.findById(id);
+    if (!row) throw notFound('Tenant');
+    return row;
+  }
+}

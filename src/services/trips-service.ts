@@ -1,0 +1,296 @@
+import { randomBytes } from 'node:crypto';
+import type { Updateable } from 'kysely';
+import type { Database, Executor } from '../db/database.ts';
+import type { TripsTable } from '../db/schema.ts';
+import { effectiveTripQuota } from '../domain/plans.ts';
+import {
+  canMove,
+  isOneOf,
+  PRICING_DISPLAY_MODES,
+  TRANSPORT_MODES,
+  TRIP_STATUSES,
+  TRIP_TRANSITIONS,
+  type TripStatus,
+} from '../domain/states.ts';
+import { type Clock, nowIso } from '../lib/clock.ts';
+import { decodeCursor, type Page, toPage } from '../lib/cursor.ts';
+import { humanCode, newId } from '../lib/ids.ts';
+import { forbidden, invalidTransition, notFound } from '../lib/problems.ts';
+import type { ClientsRepository } from '../repositories/clients-repository.ts';
+import type { LibraryRepository } from '../repositories/library-repository.ts';
+import type { TenantsRepository } from '../repositories/tenants-repository.ts';
+import type { TripRow, TripsRepository } from '../repositories/trips-repository.ts';
+import type { AuthContext } from './context.ts';
+import type { EventsService } from './events-service.ts';
+import { calendarDate, FieldErrorCollector } from './validation.ts';
+
+export interface TripListQuery {
+  limit: number;
+  cursor?: string;
+  status?: string;
+  publishedAtGte?: string;
+}
+
+export interface CreateTripInput {
+  title: string;
+  startDate: string;
+  endDate?: string;
+  daysCount: number;
+  startCityId: string;
+  endCityId: string;
+  transportMode?: (typeof TRANSPORT_MODES)[number];
+  pricingDisplayMode?: (typeof PRICING_DISPLAY_MODES)[number];
+  notes?: string;
+  shortDescription?: string;
+  longDescription?: string;
+  clientId?: string;
+}
+
+export interface PatchTripInput {
+  title?: string;
+  startDate?: string;
+  endDate?: string | null;
+  daysCount?: number;
+  notes?: string | null;
+  shortDescription?: string | null;
+  longDescription?: string | null;
+  clientId?: string | null;
+}
+
+export function isPublished(trip: Pick<TripRow, 'publishedAt' | 'unpublishedAt'>): boolean {
+  return trip.publishedAt !== null && trip.unpublishedAt === null;
+}
+
+function slugify(title: string): string {
+  const base = title
+    .normalize('NFKD')
+    .replace(/[\u0300-\u036f]/g, '')
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+    .slice(0, 60);
+  return `${base || 'trip'}-${randomBytes(3).toString('hex')}`;
+}
+
+export class TripsService {
+  constructor(
+    private readonly database: Database,
+    private readonly trips: TripsRepository,
+    private readonly tenants: TenantsRepository,
+    private readonly clients: ClientsRepository,
+    private readonly library: LibraryRepository,
+    private readonly events: EventsService,
+    private readonly clock: Clock,
+  ) {}
+
+  async list(tenantId: string, query: TripListQuery): Promise<Page<TripRow>> {
+    const afterId = decodeCursor('trips', query.cursor);
+    // api-spec 4.1: an unknown status value is ignored, not an error.
+    const status = isOneOf(TRIP_STATUSES, query.status) ? query.status : undefined;
+    const rows = await this.trips.list(tenantId, {
+      afterId,
+      limit: query.limit,
+      status,
+      publishedAtGte: query.publishedAtGte,
+    });
+    return toPage('trips', rows, query.limit);
+  }
+
+  async get(tenantId: string, id: string): Promise<TripRow> {
+    const trip = await this.trips.findById(tenantId, id);
+    if (!trip) throw notFound('Trip');
+    return trip;
+  }
+
+  async create(ctx: AuthContext, input: CreateTripInput): Promise<TripRow> {
+    const tenantId = ctx.tenant.id;
+    const errors = new FieldErrorCollector();
+    const startDate = calendarDate(input.startDate);
+    if (!startDate) errors.add('startDate', 'must be a calendar date (YYYY-MM-DD)');
+    const endDate = input.endDate === undefined ? null : calendarDate(input.endDate);
+    if (input.endDate !== undefined && !endDate) {
+      errors.add('endDate', 'must be a calendar date (YYYY-MM-DD)');
+    }
+    if (startDate && endDate && endDate < startDate) {
+      errors.add('endDate', 'must be on or after startDate');
+    }
+    await this.checkReferences(tenantId, input, errors);
+    errors.throwIfAny();
+
+    return this.database.db.transaction().execute(async (trx) => {
+      const tenant = await this.tenants.lockForUpdate(tenantId, trx, this.database.dialect);
+      if (!tenant) throw notFound('Tenant');
+      const quota = effectiveTripQuota(tenant);
+      if (quota !== null && (await this.trips.count(tenantId, trx)) >= quota) {
+        throw forbidden(
+          `The trip quota of this plan (${quota}) is full.`,
+          'trip_quota_exceeded',
+        );
+      }
+      const now = nowIso(this.clock);
+      return this.trips.insert(
+        {
+          id: newId('trp'),
+          tenantId,
+          tripNumber: await this.uniqueTripNumber(tenantId, trx),
+          title: input.title,
+          status: 'draft',
+          tripMode: 'tailor_made',
+          dateMode: endDate ? 'range_based' : 'departure_based',
+          publicSlug: null,
+          publishedAt: null,
+          unpublishedAt: null,
+          startDate,
+          endDate,
+          daysCount: input.daysCount,
+          startCityId: input.startCityId,
+          endCityId: input.endCityId,
+          transportMode: input.transportMode ?? 'own_fleet',
+          pricingDisplayMode: input.pricingDisplayMode ?? 'per_person',
+          shortDescription: input.shortDescription ?? null,
+          longDescription: input.longDescription ?? null,
+          clientId: input.clientId ?? null,
+          notes: input.notes ?? null,
+          version: 1,
+          // The audit actor is the member who minted the token, else the token itself.
+          createdBy: ctx.token.createdBy ?? ctx.token.id,
+          createdAt: now,
+          updatedAt: now,
+        },
+        trx,
+      );
+    });
+  }
+
+  async update(tenantId: string, id: string, input: PatchTripInput): Promise<TripRow> {
+    const current = await this.get(tenantId, id);
+    const errors = new FieldErrorCollector();
+    const patch: Updateable<TripsTable> = {};
+    if (input.title !== undefined) patch.title = input.title;
+    if (input.daysCount !== undefined) patch.daysCount = input.daysCount;
+    for (const field of ['notes', 'shortDescription', 'longDescription'] as const) {
+      if (input[field] !== undefined) patch[field] = input[field];
+    }
+    if (input.startDate !== undefined) {
+      const startDate = calendarDate(input.startDate);
+      if (startDate) patch.startDate = startDate;
+      else errors.add('startDate', 'must be a calendar date (YYYY-MM-DD)');
+    }
+    if (input.endDate !== undefined) {
+      const endDate = input.endDate === null ? null : calendarDate(input.endDate);
+      if (input.endDate !== null && !endDate) {
+        errors.add('endDate', 'must be a calendar date (YYYY-MM-DD)');
+      } else {
+        patch.endDate = endDate;
+        patch.dateMode = endDate ? 'range_based' : 'departure_based';
+      }
+    }
+    const start = patch.startDate ?? current.startDate;
+    const end = patch.endDate === undefined ? current.endDate : patch.endDate;
+    if (start && end && end < start && (patch.startDate || patch.endDate)) {
+      errors.add('endDate', 'must be on or after startDate');
+    }
+    if (input.clientId !== undefined) {
+      if (input.clientId !== null && !(await this.clients.exists(tenantId, input.clientId))) {
+        errors.add('clientId', 'is not a client of this tenant');
+      }
+      patch.clientId = input.clientId;
+    }
+    errors.throwIfAny();
+    if (Object.keys(patch).length === 0) return current;
+
+    const updated = await this.trips.update(
+      tenantId,
+      id,
+      { ...patch, updatedAt: nowIso(this.clock) },
+      this.database.db,
+      { bumpVersion: true },
+    );
+    if (!updated) throw notFound('Trip');
+    return updated;
+  }
+
+  async publish(tenantId: string, id: string): Promise<TripRow> {
+    return this.database.db.transaction().execute(async (trx) => {
+      const trip = await this.trips.findById(tenantId, id, trx);
+      if (!trip) throw notFound('Trip');
+      if (isPublished(trip)) return trip;
+      const now = nowIso(this.clock);
+      const updated = await this.trips.update(
+        tenantId,
+        id,
+        {
+          publicSlug: trip.publicSlug ?? slugify(trip.title),
+          publishedAt: now,
+          unpublishedAt: null,
+          updatedAt: now,
+        },
+        trx,
+      );
+      if (!updated) throw notFound('Trip');
+      await this.events.emit(trx, tenantId, 'trip.published', tripEventData(updated));
+      return updated;
+    });
+  }
+
+  async unpublish(tenantId: string, id: string): Promise<TripRow> {
+    return this.database.db.transaction().execute(async (trx) => {
+      const trip = await this.trips.findById(tenantId, id, trx);
+      if (!trip) throw notFound('Trip');
+      if (!isPublished(trip)) return trip;
+      const now = nowIso(this.clock);
+      const updated = await this.trips.update(
+        tenantId,
+        id,
+        { unpublishedAt: now, updatedAt: now },
+        trx,
+      );
+      if (!updated) throw notFound('Trip');
+      await this.events.emit(trx, tenantId, 'trip.unpublished', tripEventData(updated));
+      return updated;
+    });
+  }
+
+  async setStatus(tenantId: string, id: string, to: TripStatus): Promise<TripRow> {
+    const trip = await this.get(tenantId, id);
+    if (!canMove(TRIP_TRANSITIONS, trip.status, to)) throw invalidTransition(trip.status, to);
+    const updated = await this.trips.update(tenantId, id, {
+      status: to,
+      updatedAt: nowIso(this.clock),
+    });
+    if (!updated) throw notFound('Trip');
+    return updated;
+  }
+
+  private async checkReferences(
+    tenantId: string,
+    input: Pick<CreateTripInput, 'startCityId' | 'endCityId' | 'clientId'>,
+    errors: FieldErrorCollector,
+  ): Promise<void> {
+    for (const field of ['startCityId', 'endCityId'] as const) {
+      if (!(await this.library.exists('cities', tenantId, input[field]))) {
+        errors.add(field, "is not a city of this tenant's library");
+      }
+    }
+    if (input.clientId !== undefined && !(await this.clients.exists(tenantId, input.clientId))) {
+      errors.add('clientId', 'is not a client of this tenant');
+    }
+  }
+
+  private async uniqueTripNumber(tenantId: string, trx: Executor): Promise<string> {
+    // 32^6 codes per tenant: a clash is rare, and checking first keeps the insert from failing.
+    for (;;) {
+      const code = humanCode('TR');
+      if (!(await this.trips.numberTaken(tenantId, code, trx))) return code;
+    }
+  }
+}
+
+export function tripEventData(trip: TripRow) {
+  return {
+    tripId: trip.id,
+    publicSlug: trip.publicSlug,
+    publishedAt: trip.publishedAt,
+    unpublishedAt: trip.unpublishedAt,
+  };
+}
