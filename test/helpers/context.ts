@@ -1,0 +1,140 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
+import pg from 'pg';
+import pino from 'pino';
+import { loadConfig } from '../../src/config.ts';
+import type { Clock } from '../../src/lib/clock.ts';
+import { createHttpApp, createRuntime, type Runtime } from '../../src/runtime.ts';
+import { OpenApiResponseValidator } from './openapi-validator.ts';
+
+export type Backend = 'sqlite' | 'postgres';
+
+/** SQLite always; PostgreSQL too when TEST_DATABASE_URL points at a server. */
+export const BACKENDS: Backend[] = process.env.TEST_DATABASE_URL ? ['sqlite', 'postgres'] : ['sqlite'];
+
+export const ADMIN_TOKEN = 'admin-test-token-0123456789';
+
+export interface TestDatabase {
+  env: Record<string, string>;
+  drop(): Promise<void>;
+}
+
+/** A fresh, empty database: a temp directory for SQLite, a new database on the PostgreSQL server. */
+export async function createTestDatabase(backend: Backend): Promise<TestDatabase> {
+  if (backend === 'sqlite') {
+    const dir = mkdtempSync(join(tmpdir(), 'tourops-test-'));
+    return { env: { DATA_DIR: dir }, drop: async () => rmSync(dir, { recursive: true, force: true }) };
+  }
+  const base = process.env.TEST_DATABASE_URL as string;
+  const name = `tourops_test_${Date.now()}_${randomBytes(4).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: base });
+  await admin.connect();
+  await admin.query(`create database ${name}`);
+  await admin.end();
+  const url = new URL(base);
+  url.pathname = `/${name}`;
+  const dir = mkdtempSync(join(tmpdir(), 'tourops-test-'));
+  return {
+    env: { DATABASE_URL: url.toString(), DATA_DIR: dir, SECRET_KEY: randomBytes(32).toString('hex') },
+    drop: async () => {
+      const client = new pg.Client({ connectionString: base });
+      await client.connect();
+      await client.query(`drop database if exists ${name} with (force)`);
+      await client.end();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface ApiRequest {
+  token?: string;
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
+export interface TestContext {
+  backend: Backend;
+  runtime: Runtime;
+  app: FastifyInstance;
+  /** Every public-API response has been checked against the OpenAPI document. */
+  api(method: InjectOptions['method'], url: string, request?: ApiRequest): Promise<LightMyRequestResponse>;
+  admin<T = Record<string, unknown>>(method: InjectOptions['method'], url: string, body?: unknown): Promise<T>;
+  close(): Promise<void>;
+}
+
+export async function createTestContext(
+  backend: Backend,
+  options: { clock?: Clock; env?: Record<string, string> } = {},
+): Promise<TestContext> {
+  const database = await createTestDatabase(backend);
+  const config = loadConfig({
+    ADMIN_API_TOKEN: ADMIN_TOKEN,
+    LOG_LEVEL: 'silent',
+    PUBLIC_BASE_URL: 'http://api.test',
+    ...database.env,
+    ...options.env,
+  });
+  const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
+  const runtime = await createRuntime(config, { clock: options.clock, logger });
+  const app = await createHttpApp(runtime, logger);
+  await app.ready();
+  const document = JSON.parse((await app.inject({ method: 'GET', url: '/v1/openapi.json' })).body);
+  const validator = new OpenApiResponseValidator(document);
+
+  const api: TestContext['api'] = async (method, url, request = {}) => {
+    const headers: Record<string, string> = { ...request.headers };
+    if (request.token) headers.authorization = `Bearer ${request.token}`;
+    const response = await app.inject({
+      method,
+      url,
+      headers,
+      ...(request.body === undefined
+        ? {}
+        : typeof request.body === 'string'
+          ? { payload: request.body }
+          : { payload: JSON.stringify(request.body), headers: { 'content-type': 'application/json', ...headers } }),
+    });
+    if (url.startsWith('/api/v1/')) {
+      const problems = validator.check(
+        String(method),
+        url,
+        response.statusCode,
+        response.headers['content-type'] as string | undefined,
+        response.body,
+      );
+      if (problems.length > 0) {
+        throw new Error(`response does not match the OpenAPI document:\n${problems.join('\n')}\nbody: ${response.body}`);
+      }
+    }
+    return response;
+  };
+
+  const admin: TestContext['admin'] = async (method, url, body) => {
+    const response = await app.inject({
+      method,
+      url,
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      ...(body === undefined ? {} : { payload: JSON.stringify(body) }),
+    });
+    if (response.statusCode >= 300) {
+      throw new Error(`admin ${method} ${url} answered ${response.statusCode}: ${response.body}`);
+    }
+    return response.json();
+  };
+
+  return {
+    backend,
+    runtime,
+    app,
+    api,
+    admin,
+    close: async () => {
+      await app.close();
+      await runtime.close();
+      await database.drop();
+    },
+  };
+}

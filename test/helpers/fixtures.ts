@@ -1,0 +1,108 @@
+import type { TestContext } from './context.ts';
+
+type Data<T> = { data: T };
+type Row = Record<string, unknown> & { id: string };
+
+export interface TenantFixture {
+  id: string;
+  slug: string;
+  token: string;
+  tokenId: string;
+  ownerId: string;
+  cityIds: string[];
+}
+
+let counter = 0;
+
+/** A tenant with an owner, two cities and a token holding every scope. */
+export async function createTenant(
+  ctx: TestContext,
+  options: { tier?: string; scopes?: string[] } = {},
+): Promise<TenantFixture> {
+  counter += 1;
+  const slug = `t${counter}-${Math.random().toString(36).slice(2, 8)}`;
+  const tenant = await ctx.admin<Data<Row>>('POST', '/admin/v1/tenants', {
+    name: `Tenant ${slug}`,
+    slug,
+    tier: options.tier ?? 'pro',
+  });
+  const id = tenant.data.id;
+  const owner = await ctx.admin<Data<Row>>('POST', `/admin/v1/tenants/${id}/members`, {
+    email: `owner@${slug}.example`,
+    role: 'owner',
+  });
+  const cityIds = [];
+  for (const name of ['Lisbon', 'Porto']) {
+    const city = await ctx.admin<Data<Row>>('POST', `/admin/v1/tenants/${id}/library/cities`, {
+      name,
+      countryIso: 'PT',
+    });
+    cityIds.push(city.data.id);
+  }
+  const minted = await mintToken(ctx, id, options.scopes ?? ['*'], owner.data.id);
+  return { id, slug, token: minted.token, tokenId: minted.id, ownerId: owner.data.id, cityIds };
+}
+
+export async function mintToken(
+  ctx: TestContext,
+  tenantId: string,
+  scopes: string[],
+  createdBy?: string,
+  expiresAt?: string,
+): Promise<{ token: string; id: string }> {
+  const minted = await ctx.admin<{ data: Row; token: string }>('POST', `/admin/v1/tenants/${tenantId}/tokens`, {
+    scopes,
+    name: 'test',
+    ...(createdBy ? { createdBy } : {}),
+    ...(expiresAt ? { expiresAt } : {}),
+  });
+  return { token: minted.token, id: minted.data.id };
+}
+
+export function tripBody(tenant: TenantFixture, overrides: Record<string, unknown> = {}) {
+  return {
+    title: 'Lisbon in spring',
+    startDate: '2027-04-01',
+    endDate: '2027-04-05',
+    daysCount: 5,
+    startCityId: tenant.cityIds[0],
+    endCityId: tenant.cityIds[1],
+    ...overrides,
+  };
+}
+
+export async function createTrip(ctx: TestContext, tenant: TenantFixture, overrides: Record<string, unknown> = {}) {
+  const response = await ctx.api('POST', '/api/v1/trips', { token: tenant.token, body: tripBody(tenant, overrides) });
+  if (response.statusCode !== 201) throw new Error(`trip not created: ${response.body}`);
+  return response.json().data as Row;
+}
+
+/** A published trip with a confirmed-path booking in payment_pending and one payment. */
+export async function createBooking(ctx: TestContext, tenant: TenantFixture) {
+  const trip = await createTrip(ctx, tenant);
+  await ctx.admin('POST', `/admin/v1/trips/${trip.id}/publish`);
+  const booking = await ctx.admin<Data<Row>>('POST', '/admin/v1/bookings', {
+    tripId: trip.id,
+    totalRetailCents: 150_000,
+    currency: 'EUR',
+    travelerName: 'Ada Lovelace',
+    travelerEmail: 'ada@example.com',
+  });
+  const payment = await ctx.admin<Data<Row>>('POST', `/admin/v1/bookings/${booking.data.id}/payments`, {
+    mode: 'deposit_only',
+    label: 'Deposit',
+    amountCents: 45_000,
+    currency: 'EUR',
+    kind: 'card',
+  });
+  return { trip, booking: booking.data, payment: payment.data };
+}
+
+export async function createClient(ctx: TestContext, tenant: TenantFixture, body: Record<string, unknown> = {}) {
+  const response = await ctx.api('POST', '/api/v1/clients', {
+    token: tenant.token,
+    body: { kind: 'individual', displayName: 'Grace Hopper', ...body },
+  });
+  if (response.statusCode !== 201) throw new Error(`client not created: ${response.body}`);
+  return response.json().data as Row;
+}
