@@ -51,7 +51,7 @@ export function Query<T extends TProperties>(properties: T) {
   return Type.Partial(Type.Object(properties), { additionalProperties: false });
 }
 
-export const IdParams = Type.Object({ id: Type.String({ maxLength: 100 }) });
+export const IdParams = Type.Object({ id: Type.String() });
 
 export const Trip = Type.Object(
   {
@@ -248,10 +248,10 @@ const PROBLEM_DESCRIPTIONS: Record<number, string> = {
   501: 'Not implemented (`booking-create-not-supported`).',
 };
 
-/** Response entries for the problem statuses a route can answer. */
+/** Response entries for the problem statuses a route can answer; any route can fault (500). */
 export function problems(...statuses: number[]) {
   return Object.fromEntries(
-    statuses.map((status) => [
+    [...statuses, 500].map((status) => [
       status,
       {
         description: PROBLEM_DESCRIPTIONS[status] ?? 'Problem',

@@ -171,7 +171,7 @@ export class TokensRepository {
       .updateTable('apiTokens')
       .set({ lastUsedAt: at })
       .where('id', '=', id)
-      .where((eb) => eb.or([eb('lastUsedAt', 'is', null), eb('lastUsedAt', '<', notAfter)]))
+      .where((eb) => eb.or([eb('lastUsedAt', 'is', null), eb('lastUsedAt', '<=', notAfter)]))
       .execute();
   }
 }

@@ -79,8 +79,8 @@ export async function createTrip(ctx: TestContext, tenant: TenantFixture, overri
 
 /** A published trip with a confirmed-path booking in payment_pending and one payment. */
 export async function createBooking(ctx: TestContext, tenant: TenantFixture) {
-  const trip = await createTrip(ctx, tenant);
-  await ctx.admin('POST', `/admin/v1/trips/${trip.id}/publish`);
+  const draft = await createTrip(ctx, tenant);
+  const trip = (await ctx.admin<Data<Row>>('POST', `/admin/v1/trips/${draft.id}/publish`)).data;
   const booking = await ctx.admin<Data<Row>>('POST', '/admin/v1/bookings', {
     tripId: trip.id,
     totalRetailCents: 150_000,

@@ -1,0 +1,117 @@
+import { parseArgs } from 'node:util';
+
+/** A command line the CLI cannot act on: one line on stderr, exit code 2. */
+export class UsageError extends Error {
+  override name = 'UsageError';
+
+  /** `command` names the command whose --help the message points to ('' for the top level). */
+  constructor(
+    message: string,
+    readonly command = '',
+  ) {
+    super(message);
+  }
+}
+
+export interface OptionSpec {
+  type: 'string' | 'boolean';
+  /** Placeholder shown in help, e.g. `<id|slug>`. */
+  value?: string;
+  required?: boolean;
+  description: string;
+}
+
+export interface PositionalSpec {
+  name: string;
+  description: string;
+}
+
+/** Options every command understands; `json` only where the command has JSON output. */
+export const COMMON_OPTIONS = {
+  json: { type: 'boolean', description: 'print machine-readable JSON on stdout' },
+  help: { type: 'boolean', description: 'show this help' },
+} as const satisfies Record<string, OptionSpec>;
+
+export interface ParsedArgs {
+  help: boolean;
+  json: boolean;
+  positionals: string[];
+  /** A string option's value; '' counts as absent. */
+  string(name: string): string | undefined;
+  /** A string option that must be present, else a UsageError naming it. */
+  required(name: string): string;
+  flag(name: string): boolean;
+}
+
+interface ParseSpec {
+  command: string;
+  options: Record<string, OptionSpec>;
+  positionals: PositionalSpec[];
+  json: boolean;
+}
+
+/**
+ * Strict parsing with Node's own parser; its errors become one-line UsageErrors. Required options
+ * and positionals are checked here too, but only when --help was not asked for.
+ */
+export function parseCommandArgs(spec: ParseSpec, argv: string[]): ParsedArgs {
+  const options: Record<string, { type: 'string' | 'boolean'; short?: string }> = {
+    help: { type: 'boolean', short: 'h' },
+  };
+  if (spec.json) options.json = { type: 'boolean' };
+  for (const [name, option] of Object.entries(spec.options)) options[name] = { type: option.type };
+
+  let parsed: ReturnType<typeof parseArgs>;
+  try {
+    parsed = parseArgs({ args: argv, options, strict: true, allowPositionals: true });
+  } catch (error) {
+    throw new UsageError(describeParseError(error, spec), spec.command);
+  }
+  const { values, positionals } = parsed;
+  const string = (name: string): string | undefined => {
+    const value = values[name];
+    return typeof value === 'string' && value !== '' ? value : undefined;
+  };
+  const args: ParsedArgs = {
+    help: values.help === true,
+    json: values.json === true,
+    positionals,
+    string,
+    required(name) {
+      const value = string(name);
+      if (value === undefined) throw new UsageError(`--${name} is required`, spec.command);
+      return value;
+    },
+    flag: (name) => values[name] === true,
+  };
+  if (args.help) return args;
+
+  for (const [name, option] of Object.entries(spec.options)) {
+    if (option.required) args.required(name);
+  }
+  if (positionals.length < spec.positionals.length) {
+    const missing = spec.positionals[positionals.length];
+    throw new UsageError(`missing <${missing.name}>`, spec.command);
+  }
+  if (positionals.length > spec.positionals.length) {
+    throw new UsageError(`unexpected argument "${positionals[spec.positionals.length]}"`, spec.command);
+  }
+  return args;
+}
+
+function describeParseError(error: unknown, spec: ParseSpec): string {
+  const code = (error as { code?: unknown }).code;
+  const message = error instanceof Error ? error.message : String(error);
+  const option = /'(-{1,2}[^' ]+)/.exec(message)?.[1];
+  if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && option) {
+    return option === '--json' && !spec.json
+      ? `--json is not available for this command`
+      : `unknown option ${option}`;
+  }
+  if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && option) {
+    return spec.options[option.replace(/^-+/, '')]?.type === 'string'
+      ? `${option} needs a value`
+      : `${option} does not take a value`;
+  }
+  return message.split('\n')[0];
+}

@@ -1,0 +1,224 @@
+import { createDatabase } from '../db/database.ts';
+import { migrate } from '../db/migrate.ts';
+import { seedDemo } from '../demo.ts';
+import { isTier, TIER_NAMES } from '../domain/plans.ts';
+import { serve } from '../serve.ts';
+import { type OptionSpec, type ParsedArgs, type PositionalSpec, UsageError } from './args.ts';
+import { type CommandContext, describeBackend } from './context.ts';
+import { checkSlug, checkTenantName, parseExpiry, parseScopes } from './values.ts';
+
+/** `serving`: the command keeps the process alive (the server) and exits on a signal. */
+export type CommandOutcome = 'done' | 'serving';
+
+export interface Command {
+  /** The words typed after `tourops`, e.g. `token create`. */
+  name: string;
+  summary: string;
+  /** Paragraphs of help text after the usage line. */
+  description: string[];
+  positionals: PositionalSpec[];
+  options: Record<string, OptionSpec>;
+  /** Whether `--json` is accepted. */
+  json: boolean;
+  run(ctx: CommandContext, args: ParsedArgs): Promise<CommandOutcome>;
+}
+
+const serveCommand: Command = {
+  name: 'serve',
+  summary: 'run the API (applies pending migrations first)',
+  description: [
+    'Serves the public API, the admin API and the OpenAPI document on HOST:PORT until SIGINT or ' +
+      'SIGTERM. Unlike `npm start` it never seeds the demo tenant; use `tourops demo` for that.',
+    'Its output is the start-up banner and JSON log lines, so it takes no --json.',
+  ],
+  positionals: [],
+  options: {
+    'no-worker': {
+      type: 'boolean',
+      description:
+        'run the API without the webhook delivery worker (reserved: this build has no worker yet, so serve runs the API only either way)',
+    },
+  },
+  json: false,
+  async run(ctx) {
+    await serve(ctx.config(), { seedDemo: false });
+    return 'serving';
+  },
+};
+
+const migrateCommand: Command = {
+  name: 'migrate',
+  summary: 'apply pending database migrations',
+  description: [
+    'Applies the pending migrations in one transaction; safe to run while other processes start. ' +
+      'Every other command (and `npm start`) migrates on its own too.',
+    'JSON: {"applied": [<migration id>, ...]}',
+  ],
+  positionals: [],
+  options: {},
+  json: true,
+  async run(ctx) {
+    const config = ctx.config();
+    // The database alone: migrating needs neither the services nor the SECRET_KEY.
+    const database = createDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+    let applied: string[];
+    try {
+      applied = await migrate(database);
+    } finally {
+      await database.close();
+    }
+    const where = describeBackend(config);
+    ctx.print(
+      applied.length === 0
+        ? `No pending migrations: ${where} is up to date.\n`
+        : `Applied ${applied.length} migration${applied.length === 1 ? '' : 's'} to ${where}: ${applied.join(', ')}\n`,
+      { applied },
+    );
+    return 'done';
+  },
+};
+
+const demoCommand: Command = {
+  name: 'demo',
+  summary: 'seed the demo tenant and print its token',
+  description: [
+    'Creates the tenant "demo" (tier pro) with a library, clients, trips, bookings and payments, ' +
+      'and a token with every scope, shown only now. Fails if a tenant "demo" already exists.',
+    'JSON: {"tenantId", "tenantSlug", "token"}',
+  ],
+  positionals: [],
+  options: {},
+  json: true,
+  async run(ctx) {
+    const demo = await ctx.withRuntime((runtime) => seedDemo(runtime));
+    const baseUrl = ctx.config().publicBaseUrl;
+    ctx.print(
+      `Demo tenant "${demo.tenantSlug}" created (${demo.tenantId}). Its token (shown only now, every scope):\n\n` +
+        `  ${demo.token}\n\n` +
+        `Try, with the API running (tourops serve):\n` +
+        `  curl -s -H "Authorization: Bearer ${demo.token}" ${baseUrl}/api/v1/trips?limit=2\n`,
+      demo,
+    );
+    return 'done';
+  },
+};
+
+const tenantCreateCommand: Command = {
+  name: 'tenant create',
+  summary: 'create a tenant',
+  description: ['JSON: the tenant {"id", "name", "slug", "tier", "active", "tripQuota", "webhookEndpointCap", ...}'],
+  positionals: [],
+  options: {
+    name: { type: 'string', value: '<name>', required: true, description: 'display name, 1-200 characters' },
+    slug: {
+      type: 'string',
+      value: '<slug>',
+      required: true,
+      description: 'unique handle: lower-case letters, digits and hyphens',
+    },
+    tier: {
+      type: 'string',
+      value: `<${TIER_NAMES.join('|')}>`,
+      required: true,
+      description: 'plan tier (free has no API access)',
+    },
+  },
+  json: true,
+  async run(ctx, args) {
+    const command = 'tenant create';
+    const name = checkTenantName(args.required('name'), command);
+    const slug = checkSlug(args.required('slug'), command);
+    const tier = args.required('tier');
+    if (!isTier(tier)) {
+      throw new UsageError(`--tier must be one of ${TIER_NAMES.join(', ')} (got "${tier}")`, command);
+    }
+    const tenant = await ctx.withRuntime((runtime) => runtime.services.tenants.create({ name, slug, tier }));
+    ctx.print(
+      `Tenant "${tenant.slug}" created: ${tenant.id} (tier ${tenant.tier}).\n` +
+        `Mint a token with: tourops token create --tenant ${tenant.slug} --scopes all\n`,
+      tenant,
+    );
+    return 'done';
+  },
+};
+
+const tokenCreateCommand: Command = {
+  name: 'token create',
+  summary: 'mint an API token for a tenant and print its value once',
+  description: [
+    'Only the SHA-256 of the token is stored: its value is printed now and never again.',
+    'JSON: the token object {"id", "name", "prefix", "scopes", "expiresAt", "createdAt", "revoked", ...} plus "token", the value.',
+  ],
+  positionals: [],
+  options: {
+    tenant: { type: 'string', value: '<id|slug>', required: true, description: 'tenant id (ten_…) or slug' },
+    scopes: {
+      type: 'string',
+      value: '<list|all>',
+      required: true,
+      description: 'comma-separated scopes, e.g. trips:read,clients:read, or all',
+    },
+    expires: {
+      type: 'string',
+      value: '<date>',
+      description:
+        'expiry: an ISO date (2027-12-31, midnight UTC) or date-time with a time zone (2027-12-31T18:00:00Z); default never',
+    },
+    name: { type: 'string', value: '<name>', description: 'a label for the token, e.g. "booking sync"' },
+  },
+  json: true,
+  async run(ctx, args) {
+    const command = 'token create';
+    const tenantRef = args.required('tenant');
+    const scopes = parseScopes(args.required('scopes'), command);
+    const expires = args.string('expires');
+    const expiresAt = expires === undefined ? null : parseExpiry(expires, new Date(), command);
+    const name = args.string('name') ?? null;
+    const { tenant, minted } = await ctx.withRuntime(async (runtime) => {
+      const tenant = await runtime.services.tenants.resolve(tenantRef);
+      const minted = await runtime.services.tokens.mint(tenant.id, { scopes, name, expiresAt });
+      return { tenant, minted };
+    });
+    const { token, value } = minted;
+    ctx.print(
+      `Token ${token.id} minted for tenant "${tenant.slug}" (${tenant.id}).\n` +
+        `  scopes:  ${token.scopes.join(', ')}\n` +
+        `  expires: ${token.expiresAt ?? 'never'}\n` +
+        (token.name === null ? '' : `  name:    ${token.name}\n`) +
+        `\nIts value, shown only now:\n\n  ${value}\n\n`,
+      { ...token, token: value },
+    );
+    return 'done';
+  },
+};
+
+const tokenRevokeCommand: Command = {
+  name: 'token revoke',
+  summary: 'revoke an API token',
+  description: [
+    'Requests with the token get 401 from now on. Revoking a revoked token changes nothing.',
+    'JSON: the token object, with "revoked": true.',
+  ],
+  positionals: [{ name: 'id', description: 'the token id (tok_…)' }],
+  options: {},
+  json: true,
+  async run(ctx, args) {
+    const [id] = args.positionals;
+    const token = await ctx.withRuntime((runtime) => runtime.services.tokens.revoke(id));
+    ctx.print(`Token ${token.id} (${token.prefix}…) revoked.\n`, token);
+    return 'done';
+  },
+};
+
+/**
+ * The command table, in help order. `tourops worker` and `tourops webhooks enable` (contract
+ * section 3) join it with webhook delivery.
+ */
+export const COMMANDS: Command[] = [
+  serveCommand,
+  migrateCommand,
+  demoCommand,
+  tenantCreateCommand,
+  tokenCreateCommand,
+  tokenRevokeCommand,
+];

@@ -1,0 +1,72 @@
+import pino from 'pino';
+import { type Config, loadConfig } from '../config.ts';
+import { createRuntime, type Runtime } from '../runtime.ts';
+
+interface Output {
+  write(chunk: string): unknown;
+}
+
+/** Where the CLI reads its environment and writes; the process's own in `main.ts`. */
+export interface CliIo {
+  stdout: Output;
+  stderr: Output;
+  env: Record<string, string | undefined>;
+}
+
+/** What a command handler gets: output helpers and lazy access to config and services. */
+export interface CommandContext {
+  io: CliIo;
+  json: boolean;
+  /** Parsed once, on first use, so `--help` and usage errors never need a valid environment. */
+  config(): Config;
+  /** Opens the runtime (migrating first, like `npm start`), runs `work`, always closes it. */
+  withRuntime<T>(work: (runtime: Runtime) => Promise<T>): Promise<T>;
+  /** The human text, or with --json the value as JSON. Both on stdout. */
+  print(human: string, json: unknown): void;
+}
+
+export function createCommandContext(io: CliIo, json: boolean): CommandContext {
+  let config: Config | undefined;
+  const context: CommandContext = {
+    io,
+    json,
+    config: () => {
+      config ??= loadConfig(io.env);
+      return config;
+    },
+    async withRuntime(work) {
+      const runtimeConfig = context.config();
+      const runtime = await createRuntime(runtimeConfig, { logger: cliLogger(runtimeConfig) });
+      try {
+        return await work(runtime);
+      } finally {
+        await runtime.close();
+      }
+    },
+    print(human, value) {
+      io.stdout.write(json ? `${JSON.stringify(value, null, 2)}\n` : human);
+    },
+  };
+  return context;
+}
+
+/**
+ * One-shot commands keep stdout for their result (it may be JSON): logs go to stderr, and the
+ * default `info` level is lowered to `warn` so a routine "migrations applied" does not clutter
+ * an operator's terminal. LOG_LEVEL=debug or trace still shows everything.
+ */
+function cliLogger(config: Config): pino.Logger {
+  const level = config.logLevel === 'info' ? 'warn' : config.logLevel;
+  return pino({ level }, pino.destination({ dest: 2, sync: true }));
+}
+
+/** "SQLite in /path" or "PostgreSQL at host/db", never the password. */
+export function describeBackend(config: Config): string {
+  if (!config.databaseUrl) return `SQLite in ${config.dataDir}`;
+  try {
+    const url = new URL(config.databaseUrl);
+    return `PostgreSQL at ${url.host}${url.pathname}`;
+  } catch {
+    return 'PostgreSQL';
+  }
+}

@@ -1,0 +1,126 @@
+import { ConfigError } from '../config.ts';
+import { ApiProblem, type FieldErrors } from '../lib/problems.ts';
+import { parseCommandArgs, UsageError } from './args.ts';
+import { type Command, COMMANDS } from './commands.ts';
+import { type CliIo, createCommandContext } from './context.ts';
+import { commandHelp, groupHelp, topHelp } from './help.ts';
+
+/** An exit code, or `serving` when a server now owns the process. */
+export type CliOutcome = number | 'serving';
+
+const HELP_FLAGS = new Set(['-h', '--help']);
+
+/**
+ * Runs one command line. Failures become a single `tourops: …` line on stderr: exit code 2 for a
+ * command line that cannot be acted on, 1 for everything else (configuration, domain problems,
+ * the database).
+ */
+export async function runCli(argv: string[], io: CliIo, commands: Command[] = COMMANDS): Promise<CliOutcome> {
+  try {
+    return await dispatch(argv, io, commands);
+  } catch (error) {
+    io.stderr.write(`tourops: ${describeError(error)}\n`);
+    if (!(error instanceof UsageError || error instanceof ConfigError || error instanceof ApiProblem)) {
+      if (isDebug(io.env) && error instanceof Error && error.stack) io.stderr.write(`${error.stack}\n`);
+    }
+    return error instanceof UsageError ? 2 : 1;
+  }
+}
+
+async function dispatch(argv: string[], io: CliIo, commands: Command[]): Promise<CliOutcome> {
+  // `tourops --json <command>` reads naturally too; other options belong after the command.
+  const leadingJson = argv[0] === '--json';
+  const words = leadingJson ? argv.slice(1) : argv;
+  const [first, ...rest] = words;
+  if (first === undefined) throw new UsageError('missing command');
+  if (HELP_FLAGS.has(first) || first === 'help') {
+    const target = first === 'help' && rest.length > 0 ? findCommand(rest, commands) : undefined;
+    if (first === 'help' && rest.length > 0 && !target) return dispatch([...rest, '--help'], io, commands);
+    io.stdout.write(target ? commandHelp(target.command) : topHelp(commands));
+    return 0;
+  }
+  if (first.startsWith('-')) throw new UsageError(`unknown option ${first} (options go after the command)`);
+
+  const found = findCommand(words, commands);
+  if (!found) {
+    const group = commands.filter((command) => command.name.startsWith(`${first} `));
+    if (group.length === 0) throw new UsageError(`unknown command "${first}"`);
+    const sub = rest[0];
+    if (sub !== undefined && HELP_FLAGS.has(sub)) {
+      io.stdout.write(groupHelp(first, group));
+      return 0;
+    }
+    const choices = group.map((command) => command.name.slice(first.length + 1)).join(', ');
+    throw new UsageError(
+      sub === undefined || sub.startsWith('-')
+        ? `${first}: missing command (${choices})`
+        : `unknown command "${first} ${sub}" (${first} commands: ${choices})`,
+    );
+  }
+
+  const { command, argv: commandArgv } = found;
+  const args = parseCommandArgs(
+    { command: command.name, options: command.options, positionals: command.positionals, json: command.json },
+    leadingJson ? ['--json', ...commandArgv] : commandArgv,
+  );
+  if (args.help) {
+    io.stdout.write(commandHelp(command));
+    return 0;
+  }
+  const outcome = await command.run(createCommandContext(io, args.json), args);
+  return outcome === 'serving' ? 'serving' : 0;
+}
+
+/** The longest command whose words start the command line. */
+function findCommand(words: string[], commands: Command[]): { command: Command; argv: string[] } | undefined {
+  let best: { command: Command; argv: string[] } | undefined;
+  for (const command of commands) {
+    const name = command.name.split(' ');
+    const matches = name.every((word, i) => words[i] === word);
+    if (matches && (!best || name.length > best.command.name.split(' ').length)) {
+      best = { command, argv: words.slice(name.length) };
+    }
+  }
+  return best;
+}
+
+export function describeError(error: unknown): string {
+  if (error instanceof UsageError) {
+    return `${error.message} (see: tourops${error.command ? ` ${error.command}` : ''} --help)`;
+  }
+  if (error instanceof ApiProblem) return oneLine(describeProblem(error));
+  if (error instanceof AggregateError && !error.message) {
+    // pg reports a refused connection as an AggregateError with one error per address tried.
+    return oneLine(error.errors.map((inner) => describeError(inner)).join('; '));
+  }
+  if (error instanceof Error) {
+    const code = (error as { code?: unknown }).code;
+    return oneLine(error.message || (typeof code === 'string' ? code : error.name));
+  }
+  return oneLine(String(error));
+}
+
+/** The problem's detail, with its field errors unless the detail already is the only one. */
+function describeProblem(problem: ApiProblem): string {
+  const errors = problem.extra.errors;
+  if (!isFieldErrors(errors)) return problem.detail;
+  const messages = Object.entries(errors).flatMap(([field, list]) => list.map((message) => `${field}: ${message}`));
+  if (messages.length === 0 || (messages.length === 1 && messages[0] === problem.detail)) return problem.detail;
+  return `${problem.detail} (${messages.join('; ')})`;
+}
+
+function isFieldErrors(value: unknown): value is FieldErrors {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    Object.values(value).every((list) => Array.isArray(list) && list.every((item) => typeof item === 'string'))
+  );
+}
+
+function oneLine(text: string): string {
+  return text.replace(/\s*\n\s*/g, ' ').trim();
+}
+
+function isDebug(env: CliIo['env']): boolean {
+  return env.LOG_LEVEL === 'debug' || env.LOG_LEVEL === 'trace';
+}

@@ -1,0 +1,96 @@
+import { isScope, SCOPES } from '../domain/plans.ts';
+import { UsageError } from './args.ts';
+
+/**
+ * Option values the CLI checks itself, so a typo is a usage error (exit 2) naming the option
+ * rather than a problem from deep in a service.
+ */
+
+/** Same rule as the admin API's `POST /admin/v1/tenants` body schema. */
+const SLUG_PATTERN = /^[a-z0-9][a-z0-9-]{0,99}$/;
+const NAME_MAX_LENGTH = 200;
+
+export function checkTenantName(name: string, command: string): string {
+  if (name.trim() === '' || name.length > NAME_MAX_LENGTH) {
+    throw new UsageError(`--name must be 1 to ${NAME_MAX_LENGTH} characters`, command);
+  }
+  return name;
+}
+
+export function checkSlug(slug: string, command: string): string {
+  if (!SLUG_PATTERN.test(slug)) {
+    throw new UsageError(
+      `--slug "${slug}" must be lower-case letters, digits and hyphens, starting with a letter or digit, at most 100 characters`,
+      command,
+    );
+  }
+  return slug;
+}
+
+/** `trips:read,clients:read` or `all`; `['*']` is how the tokens service spells every scope. */
+export function parseScopes(raw: string, command: string): string[] {
+  const items = raw
+    .split(',')
+    .map((item) => item.trim())
+    .filter((item) => item !== '');
+  if (items.length === 0) throw new UsageError('--scopes needs at least one scope, or all', command);
+  if (items.includes('all') || items.includes('*')) return ['*'];
+  const unknown = items.filter((item) => !isScope(item));
+  if (unknown.length > 0) {
+    throw new UsageError(
+      `--scopes: unknown scope ${unknown.map((item) => `"${item}"`).join(', ')}; use all or some of ${SCOPES.join(', ')}`,
+      command,
+    );
+  }
+  return [...new Set(items)];
+}
+
+const DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
+const DATE_TIME =
+  /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(Z|[+-](\d{2}):(\d{2}))$/i;
+
+/**
+ * An ISO 8601 date (midnight UTC at the start of that day) or a date-time with `Z` or an
+ * offset; a bare local time is refused because the machine's time zone would silently decide.
+ * Returns the instant as an ISO string, which must lie in the future.
+ */
+export function parseExpiry(raw: string, now: Date, command: string): string {
+  const invalid = () =>
+    new UsageError(
+      `--expires "${raw}" is not an ISO date (2027-12-31) or date-time with a time zone (2027-12-31T18:00:00Z)`,
+      command,
+    );
+  let iso: string;
+  const date = DATE.exec(raw);
+  const dateTime = DATE_TIME.exec(raw);
+  if (date) {
+    if (!isCalendarDate(date[1], date[2], date[3])) throw invalid();
+    iso = `${raw}T00:00:00.000Z`;
+  } else if (dateTime) {
+    const [, year, month, day, hour, minute, second = '00', zone, zoneHour = '00', zoneMinute = '00'] = dateTime;
+    const inRange = Number(hour) <= 23 && Number(minute) <= 59 && Number(second) <= 59;
+    const zoneInRange = zone.toUpperCase() === 'Z' || (Number(zoneHour) <= 23 && Number(zoneMinute) <= 59);
+    if (!isCalendarDate(year, month, day) || !inRange || !zoneInRange) throw invalid();
+    iso = new Date(raw).toISOString();
+  } else if (/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?$/.test(raw)) {
+    throw new UsageError(
+      `--expires "${raw}" needs a time zone, e.g. ${raw}Z (UTC) or ${raw}+02:00`,
+      command,
+    );
+  } else {
+    throw invalid();
+  }
+  if (Date.parse(iso) <= now.getTime()) {
+    throw new UsageError(`--expires ${iso} is not in the future`, command);
+  }
+  return iso;
+}
+
+function isCalendarDate(year: string, month: string, day: string): boolean {
+  const date = new Date(Date.UTC(Number(year), Number(month) - 1, Number(day)));
+  return (
+    date.getUTCFullYear() === Number(year) &&
+    date.getUTCMonth() === Number(month) - 1 &&
+    date.getUTCDate() === Number(day)
+  );
+}

@@ -1,0 +1,65 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { ConfigError, loadConfig, parseDuration } from '../src/config.ts';
+
+describe('configuration', () => {
+  it('has the documented defaults', () => {
+    const config = loadConfig({});
+    assert.equal(config.port, 3000);
+    assert.equal(config.host, '127.0.0.1');
+    assert.equal(config.databaseUrl, null);
+    assert.equal(config.publicBaseUrl, 'http://localhost:3000');
+    assert.equal(config.errorsBaseUrl, 'http://localhost:3000/errors');
+    assert.equal(config.storefrontBaseUrl, 'http://localhost:3000');
+    assert.equal(config.deploymentEnv, 'test');
+    assert.equal(config.adminApiToken, null);
+    assert.deepEqual(config.webhook.retryScheduleMs, [60_000, 300_000, 1_800_000, 7_200_000, 43_200_000]);
+    assert.equal(config.webhook.timeoutMs, 10_000);
+    assert.equal(config.webhook.autopauseFailures, 24);
+    assert.equal(config.webhook.autopauseWindowMs, 86_400_000);
+    assert.equal(config.webhook.keyOverlapMs, 86_400_000);
+    assert.equal(config.webhook.allowPrivateTargets, false);
+    assert.deepEqual(config.rateLimit, { burstPerSec: 60, perMin: 600, ipPerMin: 2000 });
+    assert.equal(config.idempotencyTtlMs, 86_400_000);
+    assert.equal(config.logLevel, 'info');
+  });
+
+  it('derives the base URLs from PORT and PUBLIC_BASE_URL', () => {
+    assert.equal(loadConfig({ PORT: '8080' }).publicBaseUrl, 'http://localhost:8080');
+    const config = loadConfig({ PUBLIC_BASE_URL: 'https://api.example.com/' });
+    assert.equal(config.errorsBaseUrl, 'https://api.example.com/errors');
+    assert.equal(config.storefrontBaseUrl, 'https://api.example.com');
+  });
+
+  it('stops on a bad value with one line naming the variable', () => {
+    const cases: Array<[Record<string, string>, RegExp]> = [
+      [{ PORT: 'abc' }, /^PORT:/],
+      [{ PORT: '70000' }, /^PORT:/],
+      [{ DATABASE_URL: 'mysql://x' }, /^DATABASE_URL:/],
+      [{ DATABASE_URL: 'postgres://localhost/db' }, /^SECRET_KEY:/],
+      [{ WEBHOOK_RETRY_SCHEDULE: '1m,5x' }, /^WEBHOOK_RETRY_SCHEDULE:/],
+      [{ IDEMPOTENCY_TTL: '24' }, /^IDEMPOTENCY_TTL:/],
+      [{ DEPLOYMENT_ENV: 'prod' }, /^DEPLOYMENT_ENV:/],
+      [{ WEBHOOK_ALLOW_PRIVATE_TARGETS: 'yes' }, /^WEBHOOK_ALLOW_PRIVATE_TARGETS:/],
+      [{ RATE_LIMIT_PER_MIN: '-1' }, /^RATE_LIMIT_PER_MIN:/],
+      [{ PUBLIC_BASE_URL: 'ftp://x' }, /^PUBLIC_BASE_URL:/],
+      [{ LOG_LEVEL: 'loud' }, /^LOG_LEVEL:/],
+      [{ REDIS_URL: 'http://x' }, /^REDIS_URL:/],
+    ];
+    for (const [env, pattern] of cases) {
+      assert.throws(() => loadConfig(env), (error: unknown) => {
+        assert.ok(error instanceof ConfigError);
+        assert.match(error.message, pattern);
+        assert.ok(!error.message.includes('\n'));
+        return true;
+      });
+    }
+  });
+
+  it('parses durations in ms, s, m and h', () => {
+    assert.equal(parseDuration('X', '250ms'), 250);
+    assert.equal(parseDuration('X', '30s'), 30_000);
+    assert.equal(parseDuration('X', '5m'), 300_000);
+    assert.equal(parseDuration('X', '2h'), 7_200_000);
+  });
+});
