@@ -145,7 +145,12 @@ export function loadConfig(env: Env = process.env): Config {
     secretKey,
     webhook: {
       retryScheduleMs,
-      timeoutMs: parseInteger('WEBHOOK_TIMEOUT_MS', get('WEBHOOK_TIMEOUT_MS') ?? '10000', 1, 600_000),
+      timeoutMs: parseInteger(
+        'WEBHOOK_TIMEOUT_MS',
+        get('WEBHOOK_TIMEOUT_MS') ?? '10000',
+        1,
+        600_000,
+      ),
       autopauseFailures: parseInteger(
         'WEBHOOK_AUTOPAUSE_FAILURES',
         get('WEBHOOK_AUTOPAUSE_FAILURES') ?? '24',
@@ -170,7 +175,12 @@ export function loadConfig(env: Env = process.env): Config {
         1,
         1_000_000,
       ),
-      perMin: parseInteger('RATE_LIMIT_PER_MIN', get('RATE_LIMIT_PER_MIN') ?? '600', 1, 100_000_000),
+      perMin: parseInteger(
+        'RATE_LIMIT_PER_MIN',
+        get('RATE_LIMIT_PER_MIN') ?? '600',
+        1,
+        100_000_000,
+      ),
       ipPerMin: parseInteger(
         'RATE_LIMIT_IP_PER_MIN',
         get('RATE_LIMIT_IP_PER_MIN') ?? '2000',

@@ -8,7 +8,8 @@ export async function serve(config: Config, options: { seedDemo: boolean }): Pro
   const demo = options.seedDemo ? await seedDemoIfEmpty(runtime) : null;
   const app = await createHttpApp(runtime);
   await app.listen({ port: config.port, host: config.host });
-  const backend = runtime.database.dialect === 'postgres' ? 'PostgreSQL' : `SQLite in ${config.dataDir}`;
+  const backend =
+    runtime.database.dialect === 'postgres' ? 'PostgreSQL' : `SQLite in ${config.dataDir}`;
   process.stdout.write(`\nTour-operator API listening on ${config.publicBaseUrl} (${backend})\n`);
   if (demo) {
     process.stdout.write(

@@ -35,10 +35,16 @@ for (const backend of BACKENDS) {
       assert.equal(body.tenant.id, tenant.id);
       assert.equal(body.tenant.slug, tenant.slug);
       assert.equal(body.tenant.active, true);
-      assert.deepEqual(
-        Object.keys(body.token).sort(),
-        ['createdAt', 'expiresAt', 'id', 'lastUsedAt', 'name', 'prefix', 'revoked', 'scopes'],
-      );
+      assert.deepEqual(Object.keys(body.token).sort(), [
+        'createdAt',
+        'expiresAt',
+        'id',
+        'lastUsedAt',
+        'name',
+        'prefix',
+        'revoked',
+        'scopes',
+      ]);
       assert.equal(body.token.prefix, tenant.token.slice(0, 12));
       assert.equal(body.token.scopes.length, 10);
       assert.equal(body.token.revoked, false);
@@ -78,7 +84,13 @@ for (const backend of BACKENDS) {
       await ctx.admin('POST', `/admin/v1/tokens/${revoked.id}/revoke`);
       await expect401(`Bearer ${revoked.token}`, /revoked/);
 
-      const expiring = await mintToken(ctx, tenant.id, ['*'], undefined, '2026-11-21T11:00:00.000Z');
+      const expiring = await mintToken(
+        ctx,
+        tenant.id,
+        ['*'],
+        undefined,
+        '2026-11-21T11:00:00.000Z',
+      );
       const fresh = await ctx.api('GET', '/api/v1/me', { token: expiring.token });
       assert.equal(fresh.json().token.expiresAt, '2026-11-21T11:00:00.000Z');
       clock.set('2026-11-21T11:00:00.000Z');
@@ -110,7 +122,10 @@ for (const backend of BACKENDS) {
       assert.equal(denied.json().required_scope, 'clients:read');
       const write = await ctx.api('POST', '/api/v1/trips', { token: narrow.token, body: {} });
       assert.equal(write.json().required_scope, 'trips:write', 'scope is checked before the body');
-      assert.equal((await ctx.api('GET', '/api/v1/trips', { token: narrow.token })).statusCode, 200);
+      assert.equal(
+        (await ctx.api('GET', '/api/v1/trips', { token: narrow.token })).statusCode,
+        200,
+      );
       assert.equal((await ctx.api('GET', '/api/v1/me', { token: narrow.token })).statusCode, 200);
     });
 
@@ -127,11 +142,18 @@ for (const backend of BACKENDS) {
       clock.set('2026-11-21T10:00:59.000Z');
       for (let i = 0; i < 5; i++) await ctx.api('GET', '/api/v1/trips', { token: minted.token });
       await new Promise((resolve) => setTimeout(resolve, 30));
-      assert.equal((await read())?.lastUsedAt, '2026-11-21T10:00:00.000Z', 'no write within the minute');
+      assert.equal(
+        (await read())?.lastUsedAt,
+        '2026-11-21T10:00:00.000Z',
+        'no write within the minute',
+      );
 
       clock.set('2026-11-21T10:01:00.000Z');
       await ctx.api('GET', '/api/v1/trips', { token: minted.token });
-      const second = await eventually(read, (row) => row?.lastUsedAt !== '2026-11-21T10:00:00.000Z');
+      const second = await eventually(
+        read,
+        (row) => row?.lastUsedAt !== '2026-11-21T10:00:00.000Z',
+      );
       assert.equal(second?.lastUsedAt, '2026-11-21T10:01:00.000Z');
       const me = await ctx.api('GET', '/api/v1/me', { token: minted.token });
       assert.equal(me.json().token.lastUsedAt, '2026-11-21T10:01:00.000Z');

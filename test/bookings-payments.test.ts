@@ -5,13 +5,37 @@ import { BACKENDS, createTestContext, type TestContext } from './helpers/context
 import { createBooking, createTenant, createTrip, type TenantFixture } from './helpers/fixtures.ts';
 
 const BOOKING_FIELDS = [
-  'id', 'bookingNumber', 'tripId', 'tripVersion', 'status', 'totalRetailCents', 'applicationFeeCents',
-  'currency', 'travelerName', 'travelerEmail', 'confirmedAt', 'cancelledAt', 'departureId',
-  'departureStartDate', 'departureEndDate', 'createdAt', 'updatedAt',
+  'id',
+  'bookingNumber',
+  'tripId',
+  'tripVersion',
+  'status',
+  'totalRetailCents',
+  'applicationFeeCents',
+  'currency',
+  'travelerName',
+  'travelerEmail',
+  'confirmedAt',
+  'cancelledAt',
+  'departureId',
+  'departureStartDate',
+  'departureEndDate',
+  'createdAt',
+  'updatedAt',
 ].sort();
 const PAYMENT_FIELDS = [
-  'id', 'bookingId', 'mode', 'status', 'label', 'amountCents', 'currency', 'scheduledFor', 'chargedAt',
-  'isDeposit', 'paymentRail', 'kind',
+  'id',
+  'bookingId',
+  'mode',
+  'status',
+  'label',
+  'amountCents',
+  'currency',
+  'scheduledFor',
+  'chargedAt',
+  'isDeposit',
+  'paymentRail',
+  'kind',
 ].sort();
 
 type Row = Record<string, unknown> & { id: string };
@@ -37,7 +61,10 @@ for (const backend of BACKENDS) {
       ctx.app.inject({
         method: 'POST',
         url: `/admin/v1/bookings/${id}/transition`,
-        headers: { authorization: 'Bearer admin-test-token-0123456789', 'content-type': 'application/json' },
+        headers: {
+          authorization: 'Bearer admin-test-token-0123456789',
+          'content-type': 'application/json',
+        },
         payload: JSON.stringify({ to }),
       });
 
@@ -46,13 +73,25 @@ for (const backend of BACKENDS) {
       const unpublished = await ctx.app.inject({
         method: 'POST',
         url: '/admin/v1/bookings',
-        headers: { authorization: 'Bearer admin-test-token-0123456789', 'content-type': 'application/json' },
-        payload: JSON.stringify({ tripId: trip.id, totalRetailCents: 1000, currency: 'EUR', travelerName: 'A', travelerEmail: 'a@example.com' }),
+        headers: {
+          authorization: 'Bearer admin-test-token-0123456789',
+          'content-type': 'application/json',
+        },
+        payload: JSON.stringify({
+          tripId: trip.id,
+          totalRetailCents: 1000,
+          currency: 'EUR',
+          travelerName: 'A',
+          travelerEmail: 'a@example.com',
+        }),
       });
       assert.equal(unpublished.statusCode, 422);
       assert.ok(unpublished.json().errors.tripId);
 
-      await ctx.api('PATCH', `/api/v1/trips/${trip.id}`, { token: tenant.token, body: { title: 'Version two' } });
+      await ctx.api('PATCH', `/api/v1/trips/${trip.id}`, {
+        token: tenant.token,
+        body: { title: 'Version two' },
+      });
       await ctx.admin('POST', `/admin/v1/trips/${trip.id}/publish`);
       const created = await ctx.admin<{ data: Row }>('POST', '/admin/v1/bookings', {
         tripId: trip.id,
@@ -71,7 +110,10 @@ for (const backend of BACKENDS) {
       assert.match(String(booking.bookingNumber), /^BK-[0-9A-HJKMNP-TV-Z]{6}$/);
 
       // Later edits of the trip do not reach the booking's frozen snapshot.
-      await ctx.api('PATCH', `/api/v1/trips/${trip.id}`, { token: tenant.token, body: { title: 'Version three' } });
+      await ctx.api('PATCH', `/api/v1/trips/${trip.id}`, {
+        token: tenant.token,
+        body: { title: 'Version three' },
+      });
       const row = await ctx.runtime.services.repositories.bookings.findById(tenant.id, booking.id);
       assert.equal(JSON.parse(row?.tripSnapshot ?? '{}').title, 'Version two');
 
@@ -91,7 +133,11 @@ for (const backend of BACKENDS) {
     it('moves bookings only along the documented flow, with the documented events', async () => {
       const { booking } = await createBooking(ctx, tenant);
       const before = (await events()).length;
-      assert.equal((await transition(booking.id, 'confirmed')).statusCode, 409, 'payment_pending cannot jump to confirmed');
+      assert.equal(
+        (await transition(booking.id, 'confirmed')).statusCode,
+        409,
+        'payment_pending cannot jump to confirmed',
+      );
       const conflict = await transition(booking.id, 'completed');
       assert.equal(conflict.json().code, 'invalid_transition');
       assert.equal(conflict.json().type, 'http://api.test/errors/conflict');
@@ -102,11 +148,21 @@ for (const backend of BACKENDS) {
       assert.ok(confirmed.confirmedAt);
       assert.equal((await transition(booking.id, 'disputed')).statusCode, 200);
       assert.equal((await transition(booking.id, 'confirmed')).statusCode, 200);
-      assert.equal((await transition(booking.id, 'cancelled')).json().data.cancelledAt !== null, true);
-      assert.equal((await transition(booking.id, 'confirmed')).statusCode, 409, 'cancelled is final');
+      assert.equal(
+        (await transition(booking.id, 'cancelled')).json().data.cancelledAt !== null,
+        true,
+      );
+      assert.equal(
+        (await transition(booking.id, 'confirmed')).statusCode,
+        409,
+        'cancelled is final',
+      );
 
       const emitted = (await events()).slice(before);
-      assert.deepEqual(emitted.map((e) => e.type), ['booking.confirmed', 'dispute.opened', 'dispute.closed', 'booking.cancelled']);
+      assert.deepEqual(
+        emitted.map((e) => e.type),
+        ['booking.confirmed', 'dispute.opened', 'dispute.closed', 'booking.cancelled'],
+      );
       assert.deepEqual(emitted[0].data, {
         bookingId: booking.id,
         tripId: booking.tripId,
@@ -123,10 +179,13 @@ for (const backend of BACKENDS) {
       for (const to of ['deposit_paid', 'confirmed', 'disputed']) await transition(booking.id, to);
       const before = (await events()).length;
       assert.equal((await transition(booking.id, 'refunded')).statusCode, 200);
-      assert.deepEqual((await events()).slice(before).map((e) => [e.type, e.data.status]), [
-        ['dispute.closed', 'refunded'],
-        ['booking.refunded', 'refunded'],
-      ]);
+      assert.deepEqual(
+        (await events()).slice(before).map((e) => [e.type, e.data.status]),
+        [
+          ['dispute.closed', 'refunded'],
+          ['booking.refunded', 'refunded'],
+        ],
+      );
     });
 
     it('runs a trip through its lifecycle and emits publish events', async () => {
@@ -135,7 +194,10 @@ for (const backend of BACKENDS) {
         ctx.app.inject({
           method: 'POST',
           url: `/admin/v1/trips/${trip.id}/status`,
-          headers: { authorization: 'Bearer admin-test-token-0123456789', 'content-type': 'application/json' },
+          headers: {
+            authorization: 'Bearer admin-test-token-0123456789',
+            'content-type': 'application/json',
+          },
           payload: JSON.stringify({ status: to }),
         });
       assert.equal((await status('sent')).statusCode, 409);
@@ -145,14 +207,21 @@ for (const backend of BACKENDS) {
       assert.equal((await status('active')).statusCode, 409, 'archived is final');
 
       const before = (await events()).length;
-      const published = (await ctx.admin<{ data: Row }>('POST', `/admin/v1/trips/${trip.id}/publish`)).data;
+      const published = (
+        await ctx.admin<{ data: Row }>('POST', `/admin/v1/trips/${trip.id}/publish`)
+      ).data;
       assert.ok(published.publicSlug);
       assert.ok(published.publishedAt);
-      const unpublished = (await ctx.admin<{ data: Row }>('POST', `/admin/v1/trips/${trip.id}/unpublish`)).data;
+      const unpublished = (
+        await ctx.admin<{ data: Row }>('POST', `/admin/v1/trips/${trip.id}/unpublish`)
+      ).data;
       assert.equal(unpublished.publicSlug, published.publicSlug, 'the slug is kept');
       assert.ok(unpublished.unpublishedAt);
       const emitted = (await events()).slice(before);
-      assert.deepEqual(emitted.map((e) => e.type), ['trip.published', 'trip.unpublished']);
+      assert.deepEqual(
+        emitted.map((e) => e.type),
+        ['trip.published', 'trip.unpublished'],
+      );
       assert.deepEqual(emitted[1].data, {
         tripId: trip.id,
         publicSlug: published.publicSlug,
@@ -164,9 +233,12 @@ for (const backend of BACKENDS) {
     it('POST /api/v1/bookings validates, then answers 501 with the checkout URL and creates nothing', async () => {
       const { trip } = await createBooking(ctx, tenant);
       const draft = await createTrip(ctx, tenant);
-      const count = async () => (await ctx.api('GET', '/api/v1/bookings?limit=100', { token: tenant.token })).json().data.length;
+      const count = async () =>
+        (await ctx.api('GET', '/api/v1/bookings?limit=100', { token: tenant.token })).json().data
+          .length;
       const before = await count();
-      const post = (body: unknown) => ctx.api('POST', '/api/v1/bookings', { token: tenant.token, body });
+      const post = (body: unknown) =>
+        ctx.api('POST', '/api/v1/bookings', { token: tenant.token, body });
       const valid = { tripId: trip.id, travelerName: 'Ada', travelerEmail: 'ada@example.com' };
 
       assert.equal((await post({ ...valid, tripId: 'trp_unknown' })).statusCode, 404);
@@ -191,14 +263,28 @@ for (const backend of BACKENDS) {
       const a = await createBooking(ctx, t);
       const b = await createBooking(ctx, t);
       await transition(b.booking.id, 'deposit_paid');
-      const all = (await ctx.api('GET', '/api/v1/bookings', { token: t.token })).json().data.map((x: Row) => x.id);
+      const all = (await ctx.api('GET', '/api/v1/bookings', { token: t.token }))
+        .json()
+        .data.map((x: Row) => x.id);
       assert.deepEqual(all, [a.booking.id, b.booking.id]);
-      const paid = (await ctx.api('GET', '/api/v1/bookings?status=deposit_paid', { token: t.token })).json().data;
-      assert.deepEqual(paid.map((x: Row) => x.id), [b.booking.id]);
-      const ignored = (await ctx.api('GET', '/api/v1/bookings?status=nonsense', { token: t.token })).json().data;
+      const paid = (
+        await ctx.api('GET', '/api/v1/bookings?status=deposit_paid', { token: t.token })
+      ).json().data;
+      assert.deepEqual(
+        paid.map((x: Row) => x.id),
+        [b.booking.id],
+      );
+      const ignored = (
+        await ctx.api('GET', '/api/v1/bookings?status=nonsense', { token: t.token })
+      ).json().data;
       assert.equal(ignored.length, 2);
-      const byTrip = (await ctx.api('GET', `/api/v1/bookings?tripId=${a.trip.id}`, { token: t.token })).json().data;
-      assert.deepEqual(byTrip.map((x: Row) => x.id), [a.booking.id]);
+      const byTrip = (
+        await ctx.api('GET', `/api/v1/bookings?tripId=${a.trip.id}`, { token: t.token })
+      ).json().data;
+      assert.deepEqual(
+        byTrip.map((x: Row) => x.id),
+        [a.booking.id],
+      );
     });
 
     it('records payments: the first is the deposit, transitions set chargedAt and emit events', async () => {
@@ -206,15 +292,19 @@ for (const backend of BACKENDS) {
       const { booking, payment } = await createBooking(ctx, t);
       assert.equal(payment.isDeposit, true);
       assert.equal(payment.status, 'pending');
-      const second = await ctx.admin<{ data: Row }>('POST', `/admin/v1/bookings/${booking.id}/payments`, {
-        mode: 'installment',
-        label: 'Balance',
-        amountCents: 105_000,
-        currency: 'EUR',
-        kind: 'sepa_debit',
-        paymentRail: 'bank',
-        scheduledFor: '2027-03-01T09:00:00Z',
-      });
+      const second = await ctx.admin<{ data: Row }>(
+        'POST',
+        `/admin/v1/bookings/${booking.id}/payments`,
+        {
+          mode: 'installment',
+          label: 'Balance',
+          amountCents: 105_000,
+          currency: 'EUR',
+          kind: 'sepa_debit',
+          paymentRail: 'bank',
+          scheduledFor: '2027-03-01T09:00:00Z',
+        },
+      );
       assert.equal(second.data.isDeposit, false);
       assert.equal(second.data.scheduledFor, '2027-03-01T09:00:00.000Z');
 
@@ -222,7 +312,10 @@ for (const backend of BACKENDS) {
         ctx.app.inject({
           method: 'POST',
           url: `/admin/v1/payments/${id}/transition`,
-          headers: { authorization: 'Bearer admin-test-token-0123456789', 'content-type': 'application/json' },
+          headers: {
+            authorization: 'Bearer admin-test-token-0123456789',
+            'content-type': 'application/json',
+          },
           payload: JSON.stringify({ to }),
         });
       assert.equal((await move(payment.id, 'succeeded')).statusCode, 409);
@@ -232,10 +325,17 @@ for (const backend of BACKENDS) {
       assert.equal((await move(second.data.id, 'scheduled')).statusCode, 200);
       assert.equal((await move(second.data.id, 'processing')).statusCode, 200);
       assert.equal((await move(second.data.id, 'failed')).json().data.chargedAt, null);
-      assert.equal((await move(second.data.id, 'scheduled')).statusCode, 200, 'failed can be rescheduled');
+      assert.equal(
+        (await move(second.data.id, 'scheduled')).statusCode,
+        200,
+        'failed can be rescheduled',
+      );
 
       const emitted = (await events(t.id)).filter((e) => e.type.startsWith('payment.'));
-      assert.deepEqual(emitted.map((e) => e.type), ['payment.succeeded', 'payment.failed']);
+      assert.deepEqual(
+        emitted.map((e) => e.type),
+        ['payment.succeeded', 'payment.failed'],
+      );
       assert.deepEqual(emitted[0].data, {
         paymentId: payment.id,
         bookingId: booking.id,
@@ -245,10 +345,20 @@ for (const backend of BACKENDS) {
       });
 
       const list = await ctx.api('GET', '/api/v1/payments', { token: t.token });
-      assert.deepEqual(list.json().data.map((p: Row) => p.id), [payment.id, second.data.id]);
+      assert.deepEqual(
+        list.json().data.map((p: Row) => p.id),
+        [payment.id, second.data.id],
+      );
       assert.deepEqual(Object.keys(list.json().data[0]).sort(), PAYMENT_FIELDS);
-      const filtered = await ctx.api('GET', `/api/v1/payments?status=succeeded&bookingId=${booking.id}`, { token: t.token });
-      assert.deepEqual(filtered.json().data.map((p: Row) => p.id), [payment.id]);
+      const filtered = await ctx.api(
+        'GET',
+        `/api/v1/payments?status=succeeded&bookingId=${booking.id}`,
+        { token: t.token },
+      );
+      assert.deepEqual(
+        filtered.json().data.map((p: Row) => p.id),
+        [payment.id],
+      );
       const unknown = await ctx.api('GET', '/api/v1/payments?status=whatever', { token: t.token });
       assert.equal(unknown.json().data.length, 2);
     });

@@ -4,8 +4,21 @@ import { BACKENDS, createTestContext, type TestContext } from './helpers/context
 import { createClient, createTenant, type TenantFixture } from './helpers/fixtures.ts';
 
 const CLIENT_FIELDS = [
-  'id', 'kind', 'displayName', 'legalName', 'email', 'phone', 'countryIso', 'language', 'currency', 'vatId',
-  'tags', 'notes', 'archivedAt', 'createdAt', 'updatedAt',
+  'id',
+  'kind',
+  'displayName',
+  'legalName',
+  'email',
+  'phone',
+  'countryIso',
+  'language',
+  'currency',
+  'vatId',
+  'tags',
+  'notes',
+  'archivedAt',
+  'createdAt',
+  'updatedAt',
 ].sort();
 
 type Row = Record<string, unknown> & { id: string };
@@ -47,8 +60,14 @@ for (const backend of BACKENDS) {
       assert.deepEqual(client.tags, ['corporate', 'incentive']);
       assert.equal(client.archivedAt, null);
       const events = await ctx.runtime.services.repositories.events.listForTenant(tenant.id);
-      const created = events.filter((e) => e.type === 'client.created').map((e) => JSON.parse(e.data));
-      assert.deepEqual(created.at(-1), { clientId: client.id, kind: 'company', displayName: 'Nordic Incentives' });
+      const created = events
+        .filter((e) => e.type === 'client.created')
+        .map((e) => JSON.parse(e.data));
+      assert.deepEqual(created.at(-1), {
+        clientId: client.id,
+        kind: 'company',
+        displayName: 'Nordic Incentives',
+      });
 
       const minimal = await createClient(ctx, tenant, { displayName: 'Solo' });
       assert.deepEqual(minimal.tags, []);
@@ -69,7 +88,12 @@ for (const backend of BACKENDS) {
       });
       assert.equal(response.statusCode, 422);
       assert.deepEqual(Object.keys(response.json().errors).sort(), [
-        'countryIso', 'currency', 'displayName', 'email', 'kind', 'tags',
+        'countryIso',
+        'currency',
+        'displayName',
+        'email',
+        'kind',
+        'tags',
       ]);
     });
 
@@ -77,10 +101,13 @@ for (const backend of BACKENDS) {
       const t = await createTenant(ctx);
       const a = await createClient(ctx, t, { kind: 'individual' });
       const b = await createClient(ctx, t, { kind: 'company', displayName: 'B' });
-      const archived = (await ctx.admin<{ data: Row }>('POST', `/admin/v1/clients/${a.id}/archive`)).data;
+      const archived = (await ctx.admin<{ data: Row }>('POST', `/admin/v1/clients/${a.id}/archive`))
+        .data;
       assert.ok(archived.archivedAt);
       const ids = async (query: string) =>
-        (await ctx.api('GET', `/api/v1/clients${query}`, { token: t.token })).json().data.map((c: Row) => c.id);
+        (await ctx.api('GET', `/api/v1/clients${query}`, { token: t.token }))
+          .json()
+          .data.map((c: Row) => c.id);
       assert.deepEqual(await ids(''), [a.id, b.id]);
       assert.deepEqual(await ids('?archived=true'), [a.id]);
       assert.deepEqual(await ids('?archived=false'), [b.id]);
@@ -89,7 +116,9 @@ for (const backend of BACKENDS) {
       const bad = await ctx.api('GET', '/api/v1/clients?archived=yes', { token: t.token });
       assert.equal(bad.statusCode, 422);
       assert.ok(bad.json().errors.archived);
-      const restored = (await ctx.admin<{ data: Row }>('POST', `/admin/v1/clients/${a.id}/unarchive`)).data;
+      const restored = (
+        await ctx.admin<{ data: Row }>('POST', `/admin/v1/clients/${a.id}/unarchive`)
+      ).data;
       assert.equal(restored.archivedAt, null);
       assert.deepEqual(await ids('?archived=true'), []);
     });
@@ -97,8 +126,11 @@ for (const backend of BACKENDS) {
     it('serves the five catalogs with their fields, cityId and q filters', async () => {
       const t = await createTenant(ctx);
       const [lisbon, porto] = t.cityIds;
-      const add = (kind: string, body: object) => ctx.admin<{ data: Row }>('POST', `/admin/v1/tenants/${t.id}/library/${kind}`, body);
-      const h1 = (await add('hotels', { name: 'Casa do Rio', cityId: lisbon, stars: 4, address: 'Rua 1' })).data;
+      const add = (kind: string, body: object) =>
+        ctx.admin<{ data: Row }>('POST', `/admin/v1/tenants/${t.id}/library/${kind}`, body);
+      const h1 = (
+        await add('hotels', { name: 'Casa do Rio', cityId: lisbon, stars: 4, address: 'Rua 1' })
+      ).data;
       const h2 = (await add('hotels', { name: 'Ribeira 100%_Inn', cityId: porto })).data;
       await add('activities', { name: 'Fado night', cityId: lisbon, durationMinutes: 120 });
       await add('vehicles', { name: 'Sprinter', kind: 'minibus', seats: 16 });
@@ -107,25 +139,61 @@ for (const backend of BACKENDS) {
 
       const get = async (url: string) => (await ctx.api('GET', url, { token: t.token })).json();
       const hotels = await get('/api/v1/libraries/hotels');
-      assert.deepEqual(hotels.data.map((h: Row) => h.id), [h1.id, h2.id]);
-      assert.deepEqual(Object.keys(hotels.data[0]).sort(), ['address', 'cityId', 'createdAt', 'id', 'name', 'stars', 'updatedAt']);
+      assert.deepEqual(
+        hotels.data.map((h: Row) => h.id),
+        [h1.id, h2.id],
+      );
+      assert.deepEqual(Object.keys(hotels.data[0]).sort(), [
+        'address',
+        'cityId',
+        'createdAt',
+        'id',
+        'name',
+        'stars',
+        'updatedAt',
+      ]);
       assert.equal(hotels.data[1].stars, null);
-      assert.deepEqual((await get(`/api/v1/libraries/hotels?cityId=${porto}`)).data.map((h: Row) => h.id), [h2.id]);
-      assert.deepEqual((await get('/api/v1/libraries/hotels?q=RIO')).data.map((h: Row) => h.id), [h1.id]);
-      assert.deepEqual((await get('/api/v1/libraries/hotels?q=100%25_')).data.map((h: Row) => h.id), [h2.id], 'wildcards are literal');
-      assert.deepEqual((await get('/api/v1/libraries/hotels?q=%25')).data.map((h: Row) => h.id), [h2.id]);
+      assert.deepEqual(
+        (await get(`/api/v1/libraries/hotels?cityId=${porto}`)).data.map((h: Row) => h.id),
+        [h2.id],
+      );
+      assert.deepEqual(
+        (await get('/api/v1/libraries/hotels?q=RIO')).data.map((h: Row) => h.id),
+        [h1.id],
+      );
+      assert.deepEqual(
+        (await get('/api/v1/libraries/hotels?q=100%25_')).data.map((h: Row) => h.id),
+        [h2.id],
+        'wildcards are literal',
+      );
+      assert.deepEqual(
+        (await get('/api/v1/libraries/hotels?q=%25')).data.map((h: Row) => h.id),
+        [h2.id],
+      );
       assert.equal((await get('/api/v1/libraries/cities')).data.length, 2);
-      assert.deepEqual(Object.keys((await get('/api/v1/libraries/guides')).data[0]).sort(), ['createdAt', 'email', 'id', 'languages', 'name', 'phone', 'updatedAt']);
+      assert.deepEqual(Object.keys((await get('/api/v1/libraries/guides')).data[0]).sort(), [
+        'createdAt',
+        'email',
+        'id',
+        'languages',
+        'name',
+        'phone',
+        'updatedAt',
+      ]);
       assert.equal((await get('/api/v1/libraries/vehicles')).data[0].seats, 16);
       assert.equal((await get('/api/v1/libraries/activities')).data[0].durationMinutes, 120);
-      const noCityFilter = await ctx.api('GET', `/api/v1/libraries/vehicles?cityId=${lisbon}`, { token: t.token });
+      const noCityFilter = await ctx.api('GET', `/api/v1/libraries/vehicles?cityId=${lisbon}`, {
+        token: t.token,
+      });
       assert.equal(noCityFilter.statusCode, 422, 'vehicles have no city');
 
       const page = await get('/api/v1/libraries/cities?limit=1');
       assert.equal(page.meta.hasMore, true);
       const next = await get(`/api/v1/libraries/cities?limit=1&cursor=${page.meta.cursor}`);
       assert.equal(next.data[0].id, porto);
-      const crossed = await ctx.api('GET', `/api/v1/libraries/hotels?cursor=${page.meta.cursor}`, { token: t.token });
+      const crossed = await ctx.api('GET', `/api/v1/libraries/hotels?cursor=${page.meta.cursor}`, {
+        token: t.token,
+      });
       assert.equal(crossed.statusCode, 422, 'a cities cursor is not a hotels cursor');
     });
 
@@ -134,7 +202,10 @@ for (const backend of BACKENDS) {
       const response = await ctx.app.inject({
         method: 'POST',
         url: `/admin/v1/tenants/${tenant.id}/library/hotels`,
-        headers: { authorization: 'Bearer admin-test-token-0123456789', 'content-type': 'application/json' },
+        headers: {
+          authorization: 'Bearer admin-test-token-0123456789',
+          'content-type': 'application/json',
+        },
         payload: JSON.stringify({ name: 'Elsewhere', cityId: other.cityIds[0] }),
       });
       assert.equal(response.statusCode, 422);

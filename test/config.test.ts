@@ -13,7 +13,10 @@ describe('configuration', () => {
     assert.equal(config.storefrontBaseUrl, 'http://localhost:3000');
     assert.equal(config.deploymentEnv, 'test');
     assert.equal(config.adminApiToken, null);
-    assert.deepEqual(config.webhook.retryScheduleMs, [60_000, 300_000, 1_800_000, 7_200_000, 43_200_000]);
+    assert.deepEqual(
+      config.webhook.retryScheduleMs,
+      [60_000, 300_000, 1_800_000, 7_200_000, 43_200_000],
+    );
     assert.equal(config.webhook.timeoutMs, 10_000);
     assert.equal(config.webhook.autopauseFailures, 24);
     assert.equal(config.webhook.autopauseWindowMs, 86_400_000);
@@ -47,12 +50,15 @@ describe('configuration', () => {
       [{ REDIS_URL: 'http://x' }, /^REDIS_URL:/],
     ];
     for (const [env, pattern] of cases) {
-      assert.throws(() => loadConfig(env), (error: unknown) => {
-        assert.ok(error instanceof ConfigError);
-        assert.match(error.message, pattern);
-        assert.ok(!error.message.includes('\n'));
-        return true;
-      });
+      assert.throws(
+        () => loadConfig(env),
+        (error: unknown) => {
+          assert.ok(error instanceof ConfigError);
+          assert.match(error.message, pattern);
+          assert.ok(!error.message.includes('\n'));
+          return true;
+        },
+      );
     }
   });
 

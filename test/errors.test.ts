@@ -16,17 +16,30 @@ for (const backend of BACKENDS) {
     after(() => ctx.close());
 
     const expect422 = async (
-      response: { statusCode: number; headers: Record<string, unknown>; json(): Record<string, unknown> },
+      response: {
+        statusCode: number;
+        headers: Record<string, unknown>;
+        json(): Record<string, unknown>;
+      },
       field: string,
     ) => {
       assert.equal(response.statusCode, 422);
       assert.match(String(response.headers['content-type']), /^application\/problem\+json/);
-      const problem = response.json() as { type: string; title: string; status: number; detail: string; errors: Record<string, string[]> };
+      const problem = response.json() as {
+        type: string;
+        title: string;
+        status: number;
+        detail: string;
+        errors: Record<string, string[]>;
+      };
       assert.equal(problem.type, 'http://api.test/errors/validation-failed');
       assert.equal(problem.status, 422);
       assert.equal(typeof problem.title, 'string');
       assert.equal(typeof problem.detail, 'string');
-      assert.ok(problem.errors[field]?.length, `errors.${field} in ${JSON.stringify(problem.errors)}`);
+      assert.ok(
+        problem.errors[field]?.length,
+        `errors.${field} in ${JSON.stringify(problem.errors)}`,
+      );
     };
 
     it('answers bad JSON with 422 and changes nothing', async () => {
@@ -62,20 +75,36 @@ for (const backend of BACKENDS) {
 
     it('answers a body over 256 KB with 422, and accepts one just under', async () => {
       const big = { ...tripBody(tenant), notes: 'x'.repeat(262_144) };
-      await expect422(await ctx.api('POST', '/api/v1/trips', { token: tenant.token, body: big }), 'body');
+      await expect422(
+        await ctx.api('POST', '/api/v1/trips', { token: tenant.token, body: big }),
+        'body',
+      );
       // Just under the limit, the body is read and fails only its field rule.
       const near = { ...tripBody(tenant), longDescription: 'y'.repeat(250_000) };
-      await expect422(await ctx.api('POST', '/api/v1/trips', { token: tenant.token, body: near }), 'longDescription');
+      await expect422(
+        await ctx.api('POST', '/api/v1/trips', { token: tenant.token, body: near }),
+        'longDescription',
+      );
     });
 
     it('rejects unknown members, non-object bodies and empty bodies', async () => {
       await expect422(
-        await ctx.api('POST', '/api/v1/trips', { token: tenant.token, body: { ...tripBody(tenant), colour: 'red' } }),
+        await ctx.api('POST', '/api/v1/trips', {
+          token: tenant.token,
+          body: { ...tripBody(tenant), colour: 'red' },
+        }),
         'colour',
       );
-      await expect422(await ctx.api('POST', '/api/v1/trips', { token: tenant.token, body: [tripBody(tenant)] }), 'body');
       await expect422(
-        await ctx.api('POST', '/api/v1/trips', { token: tenant.token, body: '', headers: { 'content-type': 'application/json' } }),
+        await ctx.api('POST', '/api/v1/trips', { token: tenant.token, body: [tripBody(tenant)] }),
+        'body',
+      );
+      await expect422(
+        await ctx.api('POST', '/api/v1/trips', {
+          token: tenant.token,
+          body: '',
+          headers: { 'content-type': 'application/json' },
+        }),
         'body',
       );
       await expect422(await ctx.api('POST', '/api/v1/trips', { token: tenant.token }), 'body');
@@ -91,9 +120,15 @@ for (const backend of BACKENDS) {
 
     it('rejects out-of-range or non-integer limit and unknown query parameters', async () => {
       for (const limit of ['0', '101', 'abc', '5.5', '-1']) {
-        await expect422(await ctx.api('GET', `/api/v1/trips?limit=${limit}`, { token: tenant.token }), 'limit');
+        await expect422(
+          await ctx.api('GET', `/api/v1/trips?limit=${limit}`, { token: tenant.token }),
+          'limit',
+        );
       }
-      await expect422(await ctx.api('GET', '/api/v1/trips?colour=red', { token: tenant.token }), 'colour');
+      await expect422(
+        await ctx.api('GET', '/api/v1/trips?colour=red', { token: tenant.token }),
+        'colour',
+      );
       const ok = await ctx.api('GET', '/api/v1/trips?limit=100', { token: tenant.token });
       assert.equal(ok.statusCode, 200);
     });
@@ -102,12 +137,20 @@ for (const backend of BACKENDS) {
       await createTrip(ctx, tenant);
       await createTrip(ctx, tenant);
       for (const cursor of ['garbage', '!!!', Buffer.from('trips:nope').toString('base64url')]) {
-        await expect422(await ctx.api('GET', `/api/v1/trips?cursor=${cursor}`, { token: tenant.token }), 'cursor');
+        await expect422(
+          await ctx.api('GET', `/api/v1/trips?cursor=${cursor}`, { token: tenant.token }),
+          'cursor',
+        );
       }
       const page = (await ctx.api('GET', '/api/v1/trips?limit=1', { token: tenant.token })).json();
       assert.ok(page.meta.cursor);
-      await expect422(await ctx.api('GET', `/api/v1/clients?cursor=${page.meta.cursor}`, { token: tenant.token }), 'cursor');
-      const next = await ctx.api('GET', `/api/v1/trips?limit=1&cursor=${page.meta.cursor}`, { token: tenant.token });
+      await expect422(
+        await ctx.api('GET', `/api/v1/clients?cursor=${page.meta.cursor}`, { token: tenant.token }),
+        'cursor',
+      );
+      const next = await ctx.api('GET', `/api/v1/trips?limit=1&cursor=${page.meta.cursor}`, {
+        token: tenant.token,
+      });
       assert.equal(next.statusCode, 200);
     });
 
@@ -119,7 +162,11 @@ for (const backend of BACKENDS) {
         ['GET', '/api/v2/trips'],
         ['GET', '/nothing-here'],
       ] as const) {
-        const response = await ctx.app.inject({ method, url, headers: { authorization: `Bearer ${tenant.token}` } });
+        const response = await ctx.app.inject({
+          method,
+          url,
+          headers: { authorization: `Bearer ${tenant.token}` },
+        });
         assert.equal(response.statusCode, 404, `${method} ${url}`);
         assert.match(String(response.headers['content-type']), /^application\/problem\+json/);
         assert.equal(response.json().type, 'http://api.test/errors/not-found');
@@ -149,7 +196,10 @@ for (const backend of BACKENDS) {
     });
 
     it('echoes Service-Request-Id or generates one, on success and on errors', async () => {
-      const echoed = await ctx.api('GET', '/api/v1/me', { token: tenant.token, headers: { 'service-request-id': 'abc-123' } });
+      const echoed = await ctx.api('GET', '/api/v1/me', {
+        token: tenant.token,
+        headers: { 'service-request-id': 'abc-123' },
+      });
       assert.equal(echoed.headers['service-request-id'], 'abc-123');
       const generated = await ctx.api('GET', '/api/v1/me', { token: tenant.token });
       assert.match(String(generated.headers['service-request-id']), /^[0-9a-f-]{36}$/);
@@ -164,7 +214,10 @@ for (const backend of BACKENDS) {
         const response = await ctx.app.inject({ method: 'GET', url: `/errors/${slug}` });
         assert.equal(response.statusCode, 200, slug);
         assert.match(String(response.headers['content-type']), /^text\/html/);
-        assert.match(response.body, new RegExp(PROBLEM_TYPES[slug as keyof typeof PROBLEM_TYPES].title));
+        assert.match(
+          response.body,
+          new RegExp(PROBLEM_TYPES[slug as keyof typeof PROBLEM_TYPES].title),
+        );
       }
       assert.equal((await ctx.app.inject({ method: 'GET', url: '/errors/nope' })).statusCode, 404);
     });

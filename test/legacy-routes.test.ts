@@ -8,7 +8,10 @@ describe('deprecated recipient routes around the 2026-10-31 sunset', () => {
   const clock = new ManualClock('2026-10-31T23:59:59.000Z');
 
   before(async () => {
-    ctx = await createTestContext('sqlite', { clock, env: { STOREFRONT_BASE_URL: 'https://shop.test' } });
+    ctx = await createTestContext('sqlite', {
+      clock,
+      env: { STOREFRONT_BASE_URL: 'https://shop.test' },
+    });
   });
   after(() => ctx.close());
 

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { describe, it } from 'node:test';
 import { createDatabase } from '../src/db/database.ts';
 import { migrate, migrations } from '../src/db/migrate.ts';
 import { BACKENDS, createTestDatabase } from './helpers/context.ts';
@@ -22,7 +22,10 @@ for (const backend of BACKENDS) {
         const applied = outputs.flatMap((output) => JSON.parse(output.stdout) as string[]);
         assert.deepEqual(applied.sort(), migrations.map((m) => m.id).sort());
 
-        const database = createDatabase({ databaseUrl: target.env.DATABASE_URL ?? null, dataDir: target.env.DATA_DIR });
+        const database = createDatabase({
+          databaseUrl: target.env.DATABASE_URL ?? null,
+          dataDir: target.env.DATA_DIR,
+        });
         try {
           assert.deepEqual(await migrate(database), [], 'nothing left to apply');
           const rows = await database.db.selectFrom('schemaMigrations').selectAll().execute();

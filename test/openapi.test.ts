@@ -27,7 +27,16 @@ describe('OpenAPI documents', () => {
   it('gives every operation an id, its parameters and a schema for each status it can answer', async () => {
     const document = (await ctx.app.inject({ method: 'GET', url: '/v1/openapi.json' })).json();
     const ids = new Set<string>();
-    for (const [path, methods] of Object.entries<Record<string, { operationId: string; responses: Record<string, { content?: Record<string, { schema?: unknown }> }>; parameters?: unknown[] }>>(document.paths)) {
+    for (const [path, methods] of Object.entries<
+      Record<
+        string,
+        {
+          operationId: string;
+          responses: Record<string, { content?: Record<string, { schema?: unknown }> }>;
+          parameters?: unknown[];
+        }
+      >
+    >(document.paths)) {
       assert.ok(path.startsWith('/api/v1/'), path);
       for (const [method, operation] of Object.entries(methods)) {
         assert.ok(operation.operationId, `${method} ${path} has an operationId`);
@@ -38,16 +47,26 @@ describe('OpenAPI documents', () => {
         }
         for (const [status, response] of Object.entries(operation.responses)) {
           const media = Object.values(response.content ?? {});
-          assert.ok(media.length > 0 && media.every((m) => m.schema), `${method} ${path} ${status} has a schema`);
+          assert.ok(
+            media.length > 0 && media.every((m) => m.schema),
+            `${method} ${path} ${status} has a schema`,
+          );
         }
         if (path.includes('{id}')) {
           assert.ok(operation.parameters?.length, `${method} ${path} documents its path parameter`);
         }
       }
     }
-    assert.equal(document.paths['/api/v1/trips'].post.requestBody.content['application/json'].schema.additionalProperties, false);
+    assert.equal(
+      document.paths['/api/v1/trips'].post.requestBody.content['application/json'].schema
+        .additionalProperties,
+      false,
+    );
     assert.ok(document.components.schemas.Problem);
-    assert.ok(!JSON.stringify(document).includes('/admin/'), 'the admin API is not in the public document');
+    assert.ok(
+      !JSON.stringify(document).includes('/admin/'),
+      'the admin API is not in the public document',
+    );
   });
 
   it('serves the admin API its own document', async () => {

@@ -5,7 +5,11 @@ import { BACKENDS, createTestContext, type TestContext } from './helpers/context
 import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
 
 /** Inserts trips straight through the repository: the walk, not the setup, is under test. */
-async function insertTrips(ctx: TestContext, tenant: TenantFixture, count: number): Promise<string[]> {
+async function insertTrips(
+  ctx: TestContext,
+  tenant: TenantFixture,
+  count: number,
+): Promise<string[]> {
   const ids: string[] = [];
   const now = new Date().toISOString();
   await ctx.runtime.database.db.transaction().execute(async (trx) => {
@@ -68,7 +72,10 @@ for (const backend of BACKENDS) {
         const url = `/api/v1/trips?limit=7${cursor ? `&cursor=${cursor}` : ''}`;
         const response = await ctx.api('GET', url, { token: tenant.token });
         assert.equal(response.statusCode, 200);
-        const page = response.json() as { data: Array<{ id: string }>; meta: { cursor: string | null; hasMore: boolean } };
+        const page = response.json() as {
+          data: Array<{ id: string }>;
+          meta: { cursor: string | null; hasMore: boolean };
+        };
         assert.ok(page.data.length <= 7);
         seen.push(...page.data.map((trip) => trip.id));
         assert.equal(page.meta.hasMore, page.meta.cursor !== null);
@@ -92,8 +99,12 @@ for (const backend of BACKENDS) {
 
       const counts = new Map<string, number>();
       for (const id of seen) counts.set(id, (counts.get(id) ?? 0) + 1);
-      for (const id of originals) assert.equal(counts.get(id), 1, `trip ${id} seen ${counts.get(id) ?? 0} times`);
-      assert.ok([...counts.values()].every((n) => n === 1), 'no row repeated');
+      for (const id of originals)
+        assert.equal(counts.get(id), 1, `trip ${id} seen ${counts.get(id) ?? 0} times`);
+      assert.ok(
+        [...counts.values()].every((n) => n === 1),
+        'no row repeated',
+      );
       assert.deepEqual(seen, [...seen].sort(), 'ids ascend across pages');
       assert.ok(pages >= Math.ceil(1000 / 7));
     });
@@ -102,15 +113,25 @@ for (const backend of BACKENDS) {
       const active: string[] = [];
       let cursor: string | null = null;
       do {
-        const response = await ctx.api('GET', `/api/v1/trips?status=active&limit=100${cursor ? `&cursor=${cursor}` : ''}`, {
-          token: tenant.token,
-        });
-        const page = response.json() as { data: Array<{ id: string; status: string }>; meta: { cursor: string | null } };
+        const response = await ctx.api(
+          'GET',
+          `/api/v1/trips?status=active&limit=100${cursor ? `&cursor=${cursor}` : ''}`,
+          {
+            token: tenant.token,
+          },
+        );
+        const page = response.json() as {
+          data: Array<{ id: string; status: string }>;
+          meta: { cursor: string | null };
+        };
         assert.ok(page.data.every((trip) => trip.status === 'active'));
         active.push(...page.data.map((trip) => trip.id));
         cursor = page.meta.cursor;
       } while (cursor);
-      assert.deepEqual(active, originals.filter((_, i) => i % 3 === 0));
+      assert.deepEqual(
+        active,
+        originals.filter((_, i) => i % 3 === 0),
+      );
     });
 
     it('ends with hasMore false and a null cursor on an exact last page', async () => {
@@ -118,10 +139,16 @@ for (const backend of BACKENDS) {
       await insertTrips(ctx, t, 4);
       const first = (await ctx.api('GET', '/api/v1/trips?limit=2', { token: t.token })).json();
       assert.equal(first.meta.hasMore, true);
-      const second = (await ctx.api('GET', `/api/v1/trips?limit=2&cursor=${first.meta.cursor}`, { token: t.token })).json();
+      const second = (
+        await ctx.api('GET', `/api/v1/trips?limit=2&cursor=${first.meta.cursor}`, {
+          token: t.token,
+        })
+      ).json();
       assert.equal(second.data.length, 2);
       assert.deepEqual(second.meta, { cursor: null, hasMore: false });
-      const empty = (await ctx.api('GET', '/api/v1/trips', { token: (await createTenant(ctx)).token })).json();
+      const empty = (
+        await ctx.api('GET', '/api/v1/trips', { token: (await createTenant(ctx)).token })
+      ).json();
       assert.deepEqual(empty, { data: [], meta: { cursor: null, hasMore: false } });
     });
   });

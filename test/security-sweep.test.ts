@@ -31,18 +31,110 @@ interface RouteCase {
 
 /** Every route of the public API. A route added to the API but not here fails the coverage test. */
 const ROUTES: RouteCase[] = [
-  { method: 'GET', template: '/api/v1/me', url: () => '/api/v1/me', scope: null, ownerStatus: 200, foreignStatus: 200 },
-  { method: 'GET', template: '/api/v1/trips', url: () => '/api/v1/trips', scope: 'trips:read', ownerStatus: 200, foreignStatus: 200 },
-  { method: 'POST', template: '/api/v1/trips', url: () => '/api/v1/trips', scope: 'trips:write', body: (t) => tripBody(t), ownerStatus: 201, foreignStatus: 201 },
-  { method: 'GET', template: '/api/v1/trips/{id}', url: (i) => `/api/v1/trips/${i.trip}`, scope: 'trips:read', ownerStatus: 200, foreignStatus: 404 },
-  { method: 'PATCH', template: '/api/v1/trips/{id}', url: (i) => `/api/v1/trips/${i.trip}`, scope: 'trips:write', body: () => ({ title: 'Renamed' }), ownerStatus: 200, foreignStatus: 404 },
-  { method: 'GET', template: '/api/v1/bookings', url: () => '/api/v1/bookings', scope: 'bookings:read', ownerStatus: 200, foreignStatus: 200 },
-  { method: 'POST', template: '/api/v1/bookings', url: () => '/api/v1/bookings', scope: 'bookings:write', body: (_t, i) => ({ tripId: i.publishedTrip, travelerName: 'Ada', travelerEmail: 'ada@example.com' }), ownerStatus: 501, foreignStatus: 404 },
-  { method: 'GET', template: '/api/v1/bookings/{id}', url: (i) => `/api/v1/bookings/${i.booking}`, scope: 'bookings:read', ownerStatus: 200, foreignStatus: 404 },
-  { method: 'GET', template: '/api/v1/clients', url: () => '/api/v1/clients', scope: 'clients:read', ownerStatus: 200, foreignStatus: 200 },
-  { method: 'POST', template: '/api/v1/clients', url: () => '/api/v1/clients', scope: 'clients:write', body: () => ({ kind: 'company', displayName: 'Acme' }), ownerStatus: 201, foreignStatus: 201 },
-  { method: 'GET', template: '/api/v1/clients/{id}', url: (i) => `/api/v1/clients/${i.client}`, scope: 'clients:read', ownerStatus: 200, foreignStatus: 404 },
-  { method: 'GET', template: '/api/v1/payments', url: () => '/api/v1/payments', scope: 'payments:read', ownerStatus: 200, foreignStatus: 200 },
+  {
+    method: 'GET',
+    template: '/api/v1/me',
+    url: () => '/api/v1/me',
+    scope: null,
+    ownerStatus: 200,
+    foreignStatus: 200,
+  },
+  {
+    method: 'GET',
+    template: '/api/v1/trips',
+    url: () => '/api/v1/trips',
+    scope: 'trips:read',
+    ownerStatus: 200,
+    foreignStatus: 200,
+  },
+  {
+    method: 'POST',
+    template: '/api/v1/trips',
+    url: () => '/api/v1/trips',
+    scope: 'trips:write',
+    body: (t) => tripBody(t),
+    ownerStatus: 201,
+    foreignStatus: 201,
+  },
+  {
+    method: 'GET',
+    template: '/api/v1/trips/{id}',
+    url: (i) => `/api/v1/trips/${i.trip}`,
+    scope: 'trips:read',
+    ownerStatus: 200,
+    foreignStatus: 404,
+  },
+  {
+    method: 'PATCH',
+    template: '/api/v1/trips/{id}',
+    url: (i) => `/api/v1/trips/${i.trip}`,
+    scope: 'trips:write',
+    body: () => ({ title: 'Renamed' }),
+    ownerStatus: 200,
+    foreignStatus: 404,
+  },
+  {
+    method: 'GET',
+    template: '/api/v1/bookings',
+    url: () => '/api/v1/bookings',
+    scope: 'bookings:read',
+    ownerStatus: 200,
+    foreignStatus: 200,
+  },
+  {
+    method: 'POST',
+    template: '/api/v1/bookings',
+    url: () => '/api/v1/bookings',
+    scope: 'bookings:write',
+    body: (_t, i) => ({
+      tripId: i.publishedTrip,
+      travelerName: 'Ada',
+      travelerEmail: 'ada@example.com',
+    }),
+    ownerStatus: 501,
+    foreignStatus: 404,
+  },
+  {
+    method: 'GET',
+    template: '/api/v1/bookings/{id}',
+    url: (i) => `/api/v1/bookings/${i.booking}`,
+    scope: 'bookings:read',
+    ownerStatus: 200,
+    foreignStatus: 404,
+  },
+  {
+    method: 'GET',
+    template: '/api/v1/clients',
+    url: () => '/api/v1/clients',
+    scope: 'clients:read',
+    ownerStatus: 200,
+    foreignStatus: 200,
+  },
+  {
+    method: 'POST',
+    template: '/api/v1/clients',
+    url: () => '/api/v1/clients',
+    scope: 'clients:write',
+    body: () => ({ kind: 'company', displayName: 'Acme' }),
+    ownerStatus: 201,
+    foreignStatus: 201,
+  },
+  {
+    method: 'GET',
+    template: '/api/v1/clients/{id}',
+    url: (i) => `/api/v1/clients/${i.client}`,
+    scope: 'clients:read',
+    ownerStatus: 200,
+    foreignStatus: 404,
+  },
+  {
+    method: 'GET',
+    template: '/api/v1/payments',
+    url: () => '/api/v1/payments',
+    scope: 'payments:read',
+    ownerStatus: 200,
+    foreignStatus: 200,
+  },
   ...(['cities', 'hotels', 'activities', 'vehicles', 'guides'] as const).map(
     (kind): RouteCase => ({
       method: 'GET',
@@ -68,28 +160,43 @@ for (const backend of BACKENDS) {
       owner = await createTenant(ctx);
       foreign = await createTenant(ctx);
       const { trip, booking } = await createBooking(ctx, owner);
-      const draft = await ctx.api('POST', '/api/v1/trips', { token: owner.token, body: tripBody(owner) });
+      const draft = await ctx.api('POST', '/api/v1/trips', {
+        token: owner.token,
+        body: tripBody(owner),
+      });
       const client = await createClient(ctx, owner);
-      ids = { trip: draft.json().data.id, publishedTrip: trip.id, booking: booking.id, client: client.id };
+      ids = {
+        trip: draft.json().data.id,
+        publishedTrip: trip.id,
+        booking: booking.id,
+        client: client.id,
+      };
 
       const revoked = await mintToken(ctx, owner.id, ['*']);
       await ctx.admin('POST', `/admin/v1/tokens/${revoked.id}/revoke`);
       tokens.revoked = revoked.token;
-      tokens.expired = (await mintToken(ctx, owner.id, ['*'], undefined, '2020-01-01T00:00:00.000Z')).token;
+      tokens.expired = (
+        await mintToken(ctx, owner.id, ['*'], undefined, '2020-01-01T00:00:00.000Z')
+      ).token;
       tokens.free = (await createTenant(ctx, { tier: 'free' })).token;
     });
     after(() => ctx.close());
 
     it('covers every operation of the OpenAPI document', async () => {
       const document = (await ctx.app.inject({ method: 'GET', url: '/v1/openapi.json' })).json();
-      const documented = Object.entries(document.paths as Record<string, object>).flatMap(([path, methods]) =>
-        Object.keys(methods).map((method) => `${method.toUpperCase()} ${path}`),
+      const documented = Object.entries(document.paths as Record<string, object>).flatMap(
+        ([path, methods]) =>
+          Object.keys(methods).map((method) => `${method.toUpperCase()} ${path}`),
       );
       const swept = ROUTES.map((route) => `${route.method} ${route.template}`);
       assert.deepEqual([...swept].sort(), [...documented].sort());
     });
 
-    const send = (route: RouteCase, headers: Record<string, string>, tenant: TenantFixture = owner) =>
+    const send = (
+      route: RouteCase,
+      headers: Record<string, string>,
+      tenant: TenantFixture = owner,
+    ) =>
       ctx.api(route.method, route.url(ids), {
         headers,
         ...(route.body ? { body: route.body(tenant, ids) } : {}),
@@ -122,7 +229,11 @@ for (const backend of BACKENDS) {
 
       if (route.scope) {
         it(`${name}: 403 scope-required without ${route.scope}`, async () => {
-          const others = await mintToken(ctx, owner.id, ['libraries:read', 'trips:read'].filter((s) => s !== route.scope).slice(0, 1));
+          const others = await mintToken(
+            ctx,
+            owner.id,
+            ['libraries:read', 'trips:read'].filter((s) => s !== route.scope).slice(0, 1),
+          );
           const response = await send(route, { authorization: `Bearer ${others.token}` });
           assert.equal(response.statusCode, 403);
           assert.equal(response.json().type, 'http://api.test/errors/scope-required');
@@ -138,12 +249,13 @@ for (const backend of BACKENDS) {
         if (route.method === 'GET' && other.statusCode === 200) {
           // Lists seen by another tenant never contain the owner's rows.
           const leaked = JSON.stringify(other.json());
-          for (const id of Object.values(ids)) assert.ok(!leaked.includes(id), `${name} leaked ${id}`);
+          for (const id of Object.values(ids))
+            assert.ok(!leaked.includes(id), `${name} leaked ${id}`);
         }
       });
     }
 
-    it('filters naming another tenant\'s ids find nothing', async () => {
+    it("filters naming another tenant's ids find nothing", async () => {
       for (const url of [
         `/api/v1/bookings?tripId=${ids.publishedTrip}`,
         `/api/v1/payments?bookingId=${ids.booking}`,

@@ -1,12 +1,37 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
-import { createClient, createTenant, createTrip, type TenantFixture, tripBody } from './helpers/fixtures.ts';
+import {
+  createClient,
+  createTenant,
+  createTrip,
+  type TenantFixture,
+  tripBody,
+} from './helpers/fixtures.ts';
 
 const TRIP_FIELDS = [
-  'id', 'tripNumber', 'title', 'status', 'tripMode', 'dateMode', 'publicSlug', 'publishedAt',
-  'unpublishedAt', 'startDate', 'endDate', 'daysCount', 'startCityId', 'endCityId', 'transportMode',
-  'pricingDisplayMode', 'shortDescription', 'longDescription', 'clientId', 'notes', 'createdAt', 'updatedAt',
+  'id',
+  'tripNumber',
+  'title',
+  'status',
+  'tripMode',
+  'dateMode',
+  'publicSlug',
+  'publishedAt',
+  'unpublishedAt',
+  'startDate',
+  'endDate',
+  'daysCount',
+  'startCityId',
+  'endCityId',
+  'transportMode',
+  'pricingDisplayMode',
+  'shortDescription',
+  'longDescription',
+  'clientId',
+  'notes',
+  'createdAt',
+  'updatedAt',
 ].sort();
 
 for (const backend of BACKENDS) {
@@ -23,7 +48,10 @@ for (const backend of BACKENDS) {
     after(() => ctx.close());
 
     it('creates a draft trip with every field, nullable ones present as null', async () => {
-      const response = await ctx.api('POST', '/api/v1/trips', { token: tenant.token, body: tripBody(tenant) });
+      const response = await ctx.api('POST', '/api/v1/trips', {
+        token: tenant.token,
+        body: tripBody(tenant),
+      });
       assert.equal(response.statusCode, 201);
       const trip = response.json().data;
       assert.deepEqual(Object.keys(trip).sort(), TRIP_FIELDS);
@@ -41,7 +69,7 @@ for (const backend of BACKENDS) {
       assert.equal(stored?.createdBy, tenant.ownerId, 'the token creator is the audit actor');
     });
 
-    it('gets a trip, and answers 404 for another tenant\'s trip', async () => {
+    it("gets a trip, and answers 404 for another tenant's trip", async () => {
       const trip = await createTrip(ctx, tenant);
       const own = await ctx.api('GET', `/api/v1/trips/${trip.id}`, { token: tenant.token });
       assert.equal(own.statusCode, 200);
@@ -55,13 +83,22 @@ for (const backend of BACKENDS) {
       const before = await ctx.runtime.services.repositories.trips.count(tenant.id);
       const response = await ctx.api('POST', '/api/v1/trips', {
         token: tenant.token,
-        body: { title: '', startDate: '2027-13-01', daysCount: 400, startCityId: tenant.cityIds[0], extra: 1 },
+        body: {
+          title: '',
+          startDate: '2027-13-01',
+          daysCount: 400,
+          startCityId: tenant.cityIds[0],
+          extra: 1,
+        },
       });
       assert.equal(response.statusCode, 422);
       assert.match(String(response.headers['content-type']), /^application\/problem\+json/);
       const problem = response.json();
       assert.equal(problem.type, 'http://api.test/errors/validation-failed');
-      assert.deepEqual(Object.keys(problem.errors).sort(), ['daysCount', 'endCityId', 'extra', 'title'].sort());
+      assert.deepEqual(
+        Object.keys(problem.errors).sort(),
+        ['daysCount', 'endCityId', 'extra', 'title'].sort(),
+      );
       assert.equal(await ctx.runtime.services.repositories.trips.count(tenant.id), before);
     });
 
@@ -76,7 +113,11 @@ for (const backend of BACKENDS) {
         }),
       });
       assert.equal(response.statusCode, 422);
-      assert.deepEqual(Object.keys(response.json().errors).sort(), ['clientId', 'startCityId', 'startDate']);
+      assert.deepEqual(Object.keys(response.json().errors).sort(), [
+        'clientId',
+        'startCityId',
+        'startDate',
+      ]);
       const order = await ctx.api('POST', '/api/v1/trips', {
         token: tenant.token,
         body: tripBody(tenant, { startDate: '2027-05-10', endDate: '2027-05-01' }),
@@ -122,7 +163,10 @@ for (const backend of BACKENDS) {
       });
       assert.equal(early.statusCode, 422);
       assert.deepEqual(early.json().errors, { endDate: ['must be on or after startDate'] });
-      const foreign = await ctx.api('PATCH', `/api/v1/trips/${trip.id}`, { token: other.token, body: { title: 'x' } });
+      const foreign = await ctx.api('PATCH', `/api/v1/trips/${trip.id}`, {
+        token: other.token,
+        body: { title: 'x' },
+      });
       assert.equal(foreign.statusCode, 404);
       const unchanged = await ctx.api('GET', `/api/v1/trips/${trip.id}`, { token: tenant.token });
       assert.equal(unchanged.json().data.title, trip.title);
@@ -133,10 +177,16 @@ for (const backend of BACKENDS) {
       const a = await createTrip(ctx, t);
       const b = await createTrip(ctx, t);
       await ctx.admin('POST', `/admin/v1/trips/${a.id}/status`, { status: 'active' });
-      const published = await ctx.admin<{ data: { publishedAt: string } }>('POST', `/admin/v1/trips/${b.id}/publish`);
+      const published = await ctx.admin<{ data: { publishedAt: string } }>(
+        'POST',
+        `/admin/v1/trips/${b.id}/publish`,
+      );
 
       const active = await ctx.api('GET', '/api/v1/trips?status=active', { token: t.token });
-      assert.deepEqual(active.json().data.map((trip: { id: string }) => trip.id), [a.id]);
+      assert.deepEqual(
+        active.json().data.map((trip: { id: string }) => trip.id),
+        [a.id],
+      );
       const unknown = await ctx.api('GET', '/api/v1/trips?status=bogus', { token: t.token });
       assert.equal(unknown.json().data.length, 2);
       const since = await ctx.api(
@@ -144,8 +194,13 @@ for (const backend of BACKENDS) {
         `/api/v1/trips?publishedAt[gte]=${encodeURIComponent(published.data.publishedAt)}`,
         { token: t.token },
       );
-      assert.deepEqual(since.json().data.map((trip: { id: string }) => trip.id), [b.id]);
-      const bad = await ctx.api('GET', '/api/v1/trips?publishedAt[gte]=yesterday', { token: t.token });
+      assert.deepEqual(
+        since.json().data.map((trip: { id: string }) => trip.id),
+        [b.id],
+      );
+      const bad = await ctx.api('GET', '/api/v1/trips?publishedAt[gte]=yesterday', {
+        token: t.token,
+      });
       assert.equal(bad.statusCode, 422);
       assert.ok(bad.json().errors['publishedAt[gte]']);
     });
@@ -155,7 +210,10 @@ for (const backend of BACKENDS) {
       await ctx.admin('PATCH', `/admin/v1/tenants/${t.id}`, { tripQuota: 2 });
       await createTrip(ctx, t);
       await createTrip(ctx, t);
-      const response = await ctx.api('POST', '/api/v1/trips', { token: t.token, body: tripBody(t) });
+      const response = await ctx.api('POST', '/api/v1/trips', {
+        token: t.token,
+        body: tripBody(t),
+      });
       assert.equal(response.statusCode, 403);
       assert.equal(response.json().type, 'http://api.test/errors/forbidden');
       assert.equal(response.json().code, 'trip_quota_exceeded');

@@ -105,7 +105,7 @@ function describeParseError(error: unknown, spec: ParseSpec): string {
   const option = /'(-{1,2}[^' ]+)/.exec(message)?.[1];
   if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && option) {
     return option === '--json' && !spec.json
-      ? `--json is not available for this command`
+      ? `--json is not available for ${spec.command}`
       : `unknown option ${option}`;
   }
   if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && option) {

@@ -1,8 +1,6 @@
-import { createDatabase } from '../db/database.ts';
-import { migrate } from '../db/migrate.ts';
 import { seedDemo } from '../demo.ts';
 import { isTier, TIER_NAMES } from '../domain/plans.ts';
-import { serve } from '../serve.ts';
+import { ApiProblem, notFound } from '../lib/problems.ts';
 import { type OptionSpec, type ParsedArgs, type PositionalSpec, UsageError } from './args.ts';
 import { type CommandContext, describeBackend } from './context.ts';
 import { checkSlug, checkTenantName, parseExpiry, parseScopes } from './values.ts';
@@ -41,7 +39,10 @@ const serveCommand: Command = {
   },
   json: false,
   async run(ctx) {
-    await serve(ctx.config(), { seedDemo: false });
+    const config = ctx.config();
+    // Heavy modules load only when a command needs them, so --help stays instant.
+    const { serve } = await import('../serve.ts');
+    await serve(config, { seedDemo: false });
     return 'serving';
   },
 };
@@ -60,6 +61,10 @@ const migrateCommand: Command = {
   async run(ctx) {
     const config = ctx.config();
     // The database alone: migrating needs neither the services nor the SECRET_KEY.
+    const [{ createDatabase }, { migrate }] = await Promise.all([
+      import('../db/database.ts'),
+      import('../db/migrate.ts'),
+    ]);
     const database = createDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
     let applied: string[];
     try {
@@ -175,7 +180,7 @@ const tokenCreateCommand: Command = {
     const expiresAt = expires === undefined ? null : parseExpiry(expires, new Date(), command);
     const name = args.string('name') ?? null;
     const { tenant, minted } = await ctx.withRuntime(async (runtime) => {
-      const tenant = await runtime.services.tenants.resolve(tenantRef);
+      const tenant = await namingNotFound(runtime.services.tenants.resolve(tenantRef), `Tenant "${tenantRef}"`);
       const minted = await runtime.services.tokens.mint(tenant.id, { scopes, name, expiresAt });
       return { tenant, minted };
     });
@@ -204,11 +209,23 @@ const tokenRevokeCommand: Command = {
   json: true,
   async run(ctx, args) {
     const [id] = args.positionals;
-    const token = await ctx.withRuntime((runtime) => runtime.services.tokens.revoke(id));
+    const token = await ctx.withRuntime((runtime) =>
+      namingNotFound(runtime.services.tokens.revoke(id), `Token "${id}"`),
+    );
     ctx.print(`Token ${token.id} (${token.prefix}…) revoked.\n`, token);
     return 'done';
   },
 };
+
+/** The services say "Tenant was not found."; on a command line, name what was typed. */
+async function namingNotFound<T>(work: Promise<T>, what: string): Promise<T> {
+  try {
+    return await work;
+  } catch (error) {
+    if (error instanceof ApiProblem && error.slug === 'not-found') throw notFound(what);
+    throw error;
+  }
+}
 
 /**
  * The command table, in help order. `tourops worker` and `tourops webhooks enable` (contract

@@ -1,6 +1,6 @@
-import pino from 'pino';
+import type pino from 'pino';
 import { type Config, loadConfig } from '../config.ts';
-import { createRuntime, type Runtime } from '../runtime.ts';
+import type { Runtime } from '../runtime.ts';
 
 interface Output {
   write(chunk: string): unknown;
@@ -36,7 +36,13 @@ export function createCommandContext(io: CliIo, json: boolean): CommandContext {
     },
     async withRuntime(work) {
       const runtimeConfig = context.config();
-      const runtime = await createRuntime(runtimeConfig, { logger: cliLogger(runtimeConfig) });
+      // Loaded on first use: --help and usage errors then answer without loading the database
+      // drivers, the services and Fastify (most of a second).
+      const [{ createRuntime }, { default: pino }] = await Promise.all([
+        import('../runtime.ts'),
+        import('pino'),
+      ]);
+      const runtime = await createRuntime(runtimeConfig, { logger: cliLogger(pino, runtimeConfig) });
       try {
         return await work(runtime);
       } finally {
@@ -55,9 +61,9 @@ export function createCommandContext(io: CliIo, json: boolean): CommandContext {
  * default `info` level is lowered to `warn` so a routine "migrations applied" does not clutter
  * an operator's terminal. LOG_LEVEL=debug or trace still shows everything.
  */
-function cliLogger(config: Config): pino.Logger {
+function cliLogger(create: typeof pino, config: Config): pino.Logger {
   const level = config.logLevel === 'info' ? 'warn' : config.logLevel;
-  return pino({ level }, pino.destination({ dest: 2, sync: true }));
+  return create({ level }, create.destination({ dest: 2, sync: true }));
 }
 
 /** "SQLite in /path" or "PostgreSQL at host/db", never the password. */

@@ -65,7 +65,13 @@ export function commandHelp(command: Command): string {
 
 export function topHelp(commands: Command[]): string {
   const rows: [string, string][] = commands.map((command) => [
-    [command.name, ...command.positionals.map((positional) => `<${positional.name}>`)].join(' '),
+    [
+      command.name,
+      ...command.positionals.map((positional) => `<${positional.name}>`),
+      ...Object.entries(command.options)
+        .filter(([, option]) => option.type === 'boolean')
+        .map(([name]) => `[--${name}]`),
+    ].join(' '),
     command.summary,
   ]);
   return (

@@ -50,11 +50,12 @@ async function dispatch(argv: string[], io: CliIo, commands: Command[]): Promise
       io.stdout.write(groupHelp(first, group));
       return 0;
     }
-    const choices = group.map((command) => command.name.slice(first.length + 1)).join(', ');
+    const choices = group.map((command) => command.name.slice(first.length + 1)).join(' or ');
     throw new UsageError(
       sub === undefined || sub.startsWith('-')
-        ? `${first}: missing command (${choices})`
-        : `unknown command "${first} ${sub}" (${first} commands: ${choices})`,
+        ? `${first} needs a command: ${choices}`
+        : `unknown command "${first} ${sub}"; try ${choices}`,
+      first,
     );
   }
 

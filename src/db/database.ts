@@ -100,7 +100,9 @@ export function createDatabase(options: DatabaseOptions): Database {
     // int8 (counts, sequences) as numbers: every value we store fits in 2^53.
     const types = {
       getTypeParser: (oid: number, format?: string) =>
-        oid === 20 ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format as 'text'),
+        oid === 20
+          ? (value: string) => Number(value)
+          : pg.types.getTypeParser(oid, format as 'text'),
     };
     const pool = new pg.Pool({
       connectionString: options.databaseUrl,

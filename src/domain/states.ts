@@ -1,6 +1,13 @@
 /** Lifecycles and their allowed moves (api-spec section 3, contract section 4). */
 
-export const TRIP_STATUSES = ['draft', 'active', 'sent', 'accepted', 'rejected', 'archived'] as const;
+export const TRIP_STATUSES = [
+  'draft',
+  'active',
+  'sent',
+  'accepted',
+  'rejected',
+  'archived',
+] as const;
 export type TripStatus = (typeof TRIP_STATUSES)[number];
 
 export const TRIP_TRANSITIONS: Record<TripStatus, readonly TripStatus[]> = {

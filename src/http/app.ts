@@ -31,8 +31,12 @@ const REQUEST_ID_PATTERN = /^[\x21-\x7e]{1,200}$/;
  */
 function createValidators() {
   const shared = { allErrors: true, removeAdditional: false, strict: false } as const;
-  const body = addFormats.default(new Ajv.default({ ...shared, coerceTypes: false, useDefaults: false }));
-  const query = addFormats.default(new Ajv.default({ ...shared, coerceTypes: 'array', useDefaults: true }));
+  const body = addFormats.default(
+    new Ajv.default({ ...shared, coerceTypes: false, useDefaults: false }),
+  );
+  const query = addFormats.default(
+    new Ajv.default({ ...shared, coerceTypes: 'array', useDefaults: true }),
+  );
   for (const schema of SHARED_SCHEMAS) {
     body.addSchema(schema);
     query.addSchema(schema);
@@ -46,7 +50,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     loggerInstance: deps.logger,
     bodyLimit: 262_144,
     // One line per request, written by the onResponse hook below.
-    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
+    logController: new LogController({
+      disableRequestLogging: true,
+      requestIdLogLabel: 'requestId',
+    }),
     // Echo a sane caller-supplied id; otherwise mint one.
     genReqId: (req) => {
       const given = req.headers['service-request-id'];

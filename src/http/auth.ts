@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify';
-import { PLANS_WITH_API, TIERS, isTier } from '../domain/plans.ts';
+import { isTier, PLANS_WITH_API, TIERS } from '../domain/plans.ts';
 import { ApiProblem, scopeRequired } from '../lib/problems.ts';
 import type { AuthContext } from '../services/context.ts';
 import type { TokensService } from '../services/tokens-service.ts';

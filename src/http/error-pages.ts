@@ -9,7 +9,7 @@ const EXPLANATIONS: Record<ProblemSlug, string> = {
   'scope-required':
     'The token is valid but lacks the scope this endpoint needs; <code>required_scope</code> names it. Mint a token with that scope.',
   'plan-required':
-    'The tenant\'s plan has no API access. <code>required_plans</code> lists the plans that do; <code>current_plan</code> is the tenant\'s.',
+    "The tenant's plan has no API access. <code>required_plans</code> lists the plans that do; <code>current_plan</code> is the tenant's.",
   forbidden:
     'The request is understood but not allowed, usually because a per-plan quota is full; <code>code</code> says which (for example <code>trip_quota_exceeded</code>, <code>webhook_quota_exceeded</code>, <code>feature_off_for_tier</code>).',
   'not-found':
@@ -32,16 +32,20 @@ const EXPLANATIONS: Record<ProblemSlug, string> = {
 
 /** `GET /errors/<slug>`: the human page behind every problem `type` URL. */
 export const errorPages: FastifyPluginAsync<{ config: Config }> = async (app) => {
-  app.get<{ Params: { slug: string } }>('/errors/:slug', { schema: { hide: true } }, async (request, reply) => {
-    const slug = request.params.slug as ProblemSlug;
-    if (!Object.hasOwn(PROBLEM_TYPES, slug)) throw notFound('Problem type');
-    const { status, title } = PROBLEM_TYPES[slug];
-    return reply
-      .type('text/html; charset=utf-8')
-      .send(
-        `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${title}</title></head>` +
-          `<body><h1>${title}</h1><p>HTTP status ${status}. Problem type <code>${slug}</code>.</p>` +
-          `<p>${EXPLANATIONS[slug]}</p></body></html>\n`,
-      );
-  });
+  app.get<{ Params: { slug: string } }>(
+    '/errors/:slug',
+    { schema: { hide: true } },
+    async (request, reply) => {
+      const slug = request.params.slug as ProblemSlug;
+      if (!Object.hasOwn(PROBLEM_TYPES, slug)) throw notFound('Problem type');
+      const { status, title } = PROBLEM_TYPES[slug];
+      return reply
+        .type('text/html; charset=utf-8')
+        .send(
+          `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${title}</title></head>` +
+            `<body><h1>${title}</h1><p>HTTP status ${status}. Problem type <code>${slug}</code>.</p>` +
+            `<p>${EXPLANATIONS[slug]}</p></body></html>\n`,
+        );
+    },
+  );
 };

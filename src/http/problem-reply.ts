@@ -53,7 +53,10 @@ export function fieldErrorsFromAjv(errors: AjvError[]): FieldErrors {
     if (error.keyword === 'required') {
       add(fieldPath(error.instancePath, error.params.missingProperty), 'is required');
     } else if (error.keyword === 'additionalProperties') {
-      add(fieldPath(error.instancePath, error.params.additionalProperty), 'is not an allowed member');
+      add(
+        fieldPath(error.instancePath, error.params.additionalProperty),
+        'is not an allowed member',
+      );
     } else if (error.keyword === 'enum') {
       const allowed = (error.params.allowedValues as unknown[]).join(', ');
       add(fieldPath(error.instancePath), `must be one of: ${allowed}`);
@@ -89,7 +92,10 @@ export function toProblem(error: FastifyError | ApiProblem | Error): ApiProblem 
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
       return validationFailed({ body: ['is empty'] }, 'The request body is empty.');
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
-      return validationFailed({ body: ['is not valid JSON'] }, 'The request body is not valid JSON.');
+      return validationFailed(
+        { body: ['is not valid JSON'] },
+        'The request body is not valid JSON.',
+      );
   }
   const status = fastifyError.statusCode ?? 500;
   if (status === 404) return notFound('The route');

@@ -1,4 +1,4 @@
-import { type Static, type TProperties, type TSchema, Type, type TUnsafe } from '@sinclair/typebox';
+import { type Static, type TProperties, type TSchema, type TUnsafe, Type } from '@sinclair/typebox';
 import {
   BOOKING_STATUSES,
   CLIENT_KINDS,

@@ -6,7 +6,9 @@ export class NotificationsRepository {
   constructor(private readonly db: Kysely<DB>) {}
 
   insertMany(rows: Insertable<NotificationsTable>[], trx: Executor = this.db): Promise<unknown> {
-    return rows.length === 0 ? Promise.resolve() : trx.insertInto('notifications').values(rows).execute();
+    return rows.length === 0
+      ? Promise.resolve()
+      : trx.insertInto('notifications').values(rows).execute();
   }
 
   /** Newest first. */

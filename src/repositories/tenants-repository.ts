@@ -72,7 +72,11 @@ export class MembersRepository {
       .executeTakeFirst();
   }
 
-  listByRoles(tenantId: string, roles: Array<(typeof MEMBER_ROLES)[number]>, trx: Executor = this.db) {
+  listByRoles(
+    tenantId: string,
+    roles: Array<(typeof MEMBER_ROLES)[number]>,
+    trx: Executor = this.db,
+  ) {
     return trx
       .selectFrom('members')
       .selectAll()

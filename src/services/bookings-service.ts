@@ -100,7 +100,11 @@ export class BookingsService {
   /** Checkout's booking creation (admin API): only on a published trip, pinned to its version. */
   async create(tenantId: string, input: CreateBookingInput): Promise<BookingRow> {
     const errors = new FieldErrorCollector();
-    const departureStartDate = this.optionalDate(input.departureStartDate, 'departureStartDate', errors);
+    const departureStartDate = this.optionalDate(
+      input.departureStartDate,
+      'departureStartDate',
+      errors,
+    );
     const departureEndDate = this.optionalDate(input.departureEndDate, 'departureEndDate', errors);
     errors.throwIfAny();
     return this.database.db.transaction().execute(async (trx) => {
@@ -148,7 +152,11 @@ export class BookingsService {
       if (to === 'cancelled') patch.cancelledAt = now;
       const updated = await this.bookings.transition(tenantId, id, from, patch, trx);
       if (!updated) throw invalidTransition(from, to);
-      await this.emitTransitionEvents(trx, updated, `${from}>${to}` as `${BookingStatus}>${BookingStatus}`);
+      await this.emitTransitionEvents(
+        trx,
+        updated,
+        `${from}>${to}` as `${BookingStatus}>${BookingStatus}`,
+      );
       return updated;
     });
   }
@@ -194,7 +202,8 @@ export class BookingsService {
 }
 
 export function isoDateTime(value: string): string | null {
-  if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/.test(value)) return null;
+  if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/.test(value))
+    return null;
   const date = new Date(value);
   return Number.isNaN(date.getTime()) ? null : date.toISOString();
 }

@@ -24,7 +24,14 @@ export class EventsService {
     assertEventData(type, data);
     const id = newEventId();
     await this.events.insert(
-      { id, tenantId, type, data: JSON.stringify(data), createdAt: nowIso(this.clock), dispatchedAt: null },
+      {
+        id,
+        tenantId,
+        type,
+        data: JSON.stringify(data),
+        createdAt: nowIso(this.clock),
+        dispatchedAt: null,
+      },
       trx,
     );
     return id;

@@ -36,7 +36,11 @@ export class LibraryService {
     private readonly clock: Clock,
   ) {}
 
-  async list(kind: LibraryKind, tenantId: string, query: LibraryListQuery): Promise<Page<LibraryRow>> {
+  async list(
+    kind: LibraryKind,
+    tenantId: string,
+    query: LibraryListQuery,
+  ): Promise<Page<LibraryRow>> {
     const afterId = decodeCursor(`library.${kind}`, query.cursor);
     const rows = await this.library.list(kind, tenantId, {
       afterId,

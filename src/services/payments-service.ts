@@ -4,7 +4,7 @@ import type { PaymentsTable } from '../db/schema.ts';
 import {
   canMove,
   isOneOf,
-  PAYMENT_MODES,
+  type PAYMENT_MODES,
   PAYMENT_STATUSES,
   PAYMENT_TRANSITIONS,
   type PaymentStatus,

@@ -99,9 +99,13 @@ export class TenantsService {
     return toTenant(row);
   }
 
-  async addMember(tenantId: string, input: { email: string; role: (typeof MEMBER_ROLES)[number] }): Promise<MemberRow> {
+  async addMember(
+    tenantId: string,
+    input: { email: string; role: (typeof MEMBER_ROLES)[number] },
+  ): Promise<MemberRow> {
     await this.getRow(tenantId);
-    if (await this.members.findByEmail(tenantId, input.email)) throw conflict(`${input.email} is already a member.`, 'member_exists');
+    if (await this.members.findByEmail(tenantId, input.email))
+      throw conflict(`${input.email} is already a member.`, 'member_exists');
     return this.members.insert({
       id: newId('mem'),
       tenantId,

@@ -2,8 +2,8 @@ import { createHash } from 'node:crypto';
 import type { DeploymentEnv } from '../config.ts';
 import { isScope, SCOPES } from '../domain/plans.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
-import { parseStoredJson } from '../lib/json.ts';
 import { newId, randomCrockford } from '../lib/ids.ts';
+import { parseStoredJson } from '../lib/json.ts';
 import { fieldError, notFound, unauthorized } from '../lib/problems.ts';
 import type {
   MembersRepository,
@@ -68,9 +68,13 @@ export class TokensService {
   ) {}
 
   /** Mints a token; the value is returned here once and only its SHA-256 is stored. */
-  async mint(tenantIdOrSlug: string, input: MintTokenInput): Promise<{ token: PublicToken; value: string }> {
+  async mint(
+    tenantIdOrSlug: string,
+    input: MintTokenInput,
+  ): Promise<{ token: PublicToken; value: string }> {
     const tenant =
-      (await this.tenants.findById(tenantIdOrSlug)) ?? (await this.tenants.findBySlug(tenantIdOrSlug));
+      (await this.tenants.findById(tenantIdOrSlug)) ??
+      (await this.tenants.findBySlug(tenantIdOrSlug));
     if (!tenant) throw notFound('Tenant');
     const scopes = input.scopes.includes('*') ? [...SCOPES] : [...new Set(input.scopes)];
     const unknown = scopes.filter((scope) => !isScope(scope));
@@ -79,7 +83,8 @@ export class TokensService {
     let expiresAt: string | null = null;
     if (input.expiresAt) {
       const date = new Date(input.expiresAt);
-      if (Number.isNaN(date.getTime())) throw fieldError('expiresAt', 'must be an ISO 8601 date-time');
+      if (Number.isNaN(date.getTime()))
+        throw fieldError('expiresAt', 'must be an ISO 8601 date-time');
       expiresAt = date.toISOString();
     }
     if (input.createdBy && !(await this.members.findById(tenant.id, input.createdBy))) {
@@ -111,10 +116,13 @@ export class TokensService {
 
   /** Resolves an Authorization header to the caller, or throws 401 naming the case. */
   async authenticate(header: string | undefined): Promise<AuthContext> {
-    if (header === undefined || header === '') throw unauthorized('The Authorization header is missing.');
+    if (header === undefined || header === '')
+      throw unauthorized('The Authorization header is missing.');
     const match = /^Bearer +(\S+)$/i.exec(header);
     if (!match || !TOKEN_PATTERN.test(match[1])) {
-      throw unauthorized('The token is malformed; expected "Bearer tk_live_…" or "Bearer tk_test_…".');
+      throw unauthorized(
+        'The token is malformed; expected "Bearer tk_live_…" or "Bearer tk_test_…".',
+      );
     }
     const found = await this.tokens.findByHash(hashToken(match[1]));
     if (!found) throw unauthorized('The token is unknown.');
@@ -130,7 +138,8 @@ export class TokensService {
   }
 
   private touch(token: TokenRow, nowMs: number): void {
-    const last = this.lastTouched.get(token.id) ?? (token.lastUsedAt ? Date.parse(token.lastUsedAt) : 0);
+    const last =
+      this.lastTouched.get(token.id) ?? (token.lastUsedAt ? Date.parse(token.lastUsedAt) : 0);
     if (nowMs - last < LAST_USED_INTERVAL_MS) return;
     this.lastTouched.set(token.id, nowMs);
     const at = new Date(nowMs).toISOString();

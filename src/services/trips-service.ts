@@ -6,8 +6,8 @@ import { effectiveTripQuota } from '../domain/plans.ts';
 import {
   canMove,
   isOneOf,
-  PRICING_DISPLAY_MODES,
-  TRANSPORT_MODES,
+  type PRICING_DISPLAY_MODES,
+  type TRANSPORT_MODES,
   TRIP_STATUSES,
   TRIP_TRANSITIONS,
   type TripStatus,
@@ -20,7 +20,6 @@ import type { ClientsRepository } from '../repositories/clients-repository.ts';
 import type { LibraryRepository } from '../repositories/library-repository.ts';
 import type { TenantsRepository } from '../repositories/tenants-repository.ts';
 import type { TripRow, TripsRepository } from '../repositories/trips-repository.ts';
-import type { AuthContext } from './context.ts';
 import type { EventsService } from './events-service.ts';
 import { calendarDate, FieldErrorCollector } from './validation.ts';
 
@@ -102,8 +101,8 @@ export class TripsService {
     return trip;
   }
 
-  async create(ctx: AuthContext, input: CreateTripInput): Promise<TripRow> {
-    const tenantId = ctx.tenant.id;
+  /** `actorId` is recorded as the trip's creator (audit). */
+  async create(tenantId: string, actorId: string, input: CreateTripInput): Promise<TripRow> {
     const errors = new FieldErrorCollector();
     const startDate = calendarDate(input.startDate);
     if (!startDate) errors.add('startDate', 'must be a calendar date (YYYY-MM-DD)');
@@ -122,10 +121,7 @@ export class TripsService {
       if (!tenant) throw notFound('Tenant');
       const quota = effectiveTripQuota(tenant);
       if (quota !== null && (await this.trips.count(tenantId, trx)) >= quota) {
-        throw forbidden(
-          `The trip quota of this plan (${quota}) is full.`,
-          'trip_quota_exceeded',
-        );
+        throw forbidden(`The trip quota of this plan (${quota}) is full.`, 'trip_quota_exceeded');
       }
       const now = nowIso(this.clock);
       return this.trips.insert(
@@ -152,8 +148,7 @@ export class TripsService {
           clientId: input.clientId ?? null,
           notes: input.notes ?? null,
           version: 1,
-          // The audit actor is the member who minted the token, else the token itself.
-          createdBy: ctx.token.createdBy ?? ctx.token.id,
+          createdBy: actorId,
           createdAt: now,
           updatedAt: now,
         },

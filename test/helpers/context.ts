@@ -13,7 +13,9 @@ import { OpenApiResponseValidator } from './openapi-validator.ts';
 export type Backend = 'sqlite' | 'postgres';
 
 /** SQLite always; PostgreSQL too when TEST_DATABASE_URL points at a server. */
-export const BACKENDS: Backend[] = process.env.TEST_DATABASE_URL ? ['sqlite', 'postgres'] : ['sqlite'];
+export const BACKENDS: Backend[] = process.env.TEST_DATABASE_URL
+  ? ['sqlite', 'postgres']
+  : ['sqlite'];
 
 export const ADMIN_TOKEN = 'admin-test-token-0123456789';
 
@@ -26,7 +28,10 @@ export interface TestDatabase {
 export async function createTestDatabase(backend: Backend): Promise<TestDatabase> {
   if (backend === 'sqlite') {
     const dir = mkdtempSync(join(tmpdir(), 'tourops-test-'));
-    return { env: { DATA_DIR: dir }, drop: async () => rmSync(dir, { recursive: true, force: true }) };
+    return {
+      env: { DATA_DIR: dir },
+      drop: async () => rmSync(dir, { recursive: true, force: true }),
+    };
   }
   const base = process.env.TEST_DATABASE_URL as string;
   const name = `tourops_test_${Date.now()}_${randomBytes(4).toString('hex')}`;
@@ -38,7 +43,11 @@ export async function createTestDatabase(backend: Backend): Promise<TestDatabase
   url.pathname = `/${name}`;
   const dir = mkdtempSync(join(tmpdir(), 'tourops-test-'));
   return {
-    env: { DATABASE_URL: url.toString(), DATA_DIR: dir, SECRET_KEY: randomBytes(32).toString('hex') },
+    env: {
+      DATABASE_URL: url.toString(),
+      DATA_DIR: dir,
+      SECRET_KEY: randomBytes(32).toString('hex'),
+    },
     drop: async () => {
       const client = new pg.Client({ connectionString: base });
       await client.connect();
@@ -60,8 +69,16 @@ export interface TestContext {
   runtime: Runtime;
   app: FastifyInstance;
   /** Every public-API response has been checked against the OpenAPI document. */
-  api(method: InjectOptions['method'], url: string, request?: ApiRequest): Promise<LightMyRequestResponse>;
-  admin<T = Record<string, unknown>>(method: InjectOptions['method'], url: string, body?: unknown): Promise<T>;
+  api(
+    method: InjectOptions['method'],
+    url: string,
+    request?: ApiRequest,
+  ): Promise<LightMyRequestResponse>;
+  admin<T = Record<string, unknown>>(
+    method: InjectOptions['method'],
+    url: string,
+    body?: unknown,
+  ): Promise<T>;
   close(): Promise<void>;
 }
 
@@ -95,7 +112,10 @@ export async function createTestContext(
         ? {}
         : typeof request.body === 'string'
           ? { payload: request.body }
-          : { payload: JSON.stringify(request.body), headers: { 'content-type': 'application/json', ...headers } }),
+          : {
+              payload: JSON.stringify(request.body),
+              headers: { 'content-type': 'application/json', ...headers },
+            }),
     });
     if (url.startsWith('/api/v1/')) {
       const problems = validator.check(
@@ -106,7 +126,9 @@ export async function createTestContext(
         response.body,
       );
       if (problems.length > 0) {
-        throw new Error(`response does not match the OpenAPI document:\n${problems.join('\n')}\nbody: ${response.body}`);
+        throw new Error(
+          `response does not match the OpenAPI document:\n${problems.join('\n')}\nbody: ${response.body}`,
+        );
       }
     }
     return response;
@@ -116,7 +138,10 @@ export async function createTestContext(
     const response = await app.inject({
       method,
       url,
-      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      headers: {
+        authorization: `Bearer ${ADMIN_TOKEN}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
       ...(body === undefined ? {} : { payload: JSON.stringify(body) }),
     });
     if (response.statusCode >= 300) {

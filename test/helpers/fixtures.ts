@@ -50,12 +50,16 @@ export async function mintToken(
   createdBy?: string,
   expiresAt?: string,
 ): Promise<{ token: string; id: string }> {
-  const minted = await ctx.admin<{ data: Row; token: string }>('POST', `/admin/v1/tenants/${tenantId}/tokens`, {
-    scopes,
-    name: 'test',
-    ...(createdBy ? { createdBy } : {}),
-    ...(expiresAt ? { expiresAt } : {}),
-  });
+  const minted = await ctx.admin<{ data: Row; token: string }>(
+    'POST',
+    `/admin/v1/tenants/${tenantId}/tokens`,
+    {
+      scopes,
+      name: 'test',
+      ...(createdBy ? { createdBy } : {}),
+      ...(expiresAt ? { expiresAt } : {}),
+    },
+  );
   return { token: minted.token, id: minted.data.id };
 }
 
@@ -71,8 +75,15 @@ export function tripBody(tenant: TenantFixture, overrides: Record<string, unknow
   };
 }
 
-export async function createTrip(ctx: TestContext, tenant: TenantFixture, overrides: Record<string, unknown> = {}) {
-  const response = await ctx.api('POST', '/api/v1/trips', { token: tenant.token, body: tripBody(tenant, overrides) });
+export async function createTrip(
+  ctx: TestContext,
+  tenant: TenantFixture,
+  overrides: Record<string, unknown> = {},
+) {
+  const response = await ctx.api('POST', '/api/v1/trips', {
+    token: tenant.token,
+    body: tripBody(tenant, overrides),
+  });
   if (response.statusCode !== 201) throw new Error(`trip not created: ${response.body}`);
   return response.json().data as Row;
 }
@@ -88,17 +99,25 @@ export async function createBooking(ctx: TestContext, tenant: TenantFixture) {
     travelerName: 'Ada Lovelace',
     travelerEmail: 'ada@example.com',
   });
-  const payment = await ctx.admin<Data<Row>>('POST', `/admin/v1/bookings/${booking.data.id}/payments`, {
-    mode: 'deposit_only',
-    label: 'Deposit',
-    amountCents: 45_000,
-    currency: 'EUR',
-    kind: 'card',
-  });
+  const payment = await ctx.admin<Data<Row>>(
+    'POST',
+    `/admin/v1/bookings/${booking.data.id}/payments`,
+    {
+      mode: 'deposit_only',
+      label: 'Deposit',
+      amountCents: 45_000,
+      currency: 'EUR',
+      kind: 'card',
+    },
+  );
   return { trip, booking: booking.data, payment: payment.data };
 }
 
-export async function createClient(ctx: TestContext, tenant: TenantFixture, body: Record<string, unknown> = {}) {
+export async function createClient(
+  ctx: TestContext,
+  tenant: TenantFixture,
+  body: Record<string, unknown> = {},
+) {
   const response = await ctx.api('POST', '/api/v1/clients', {
     token: tenant.token,
     body: { kind: 'individual', displayName: 'Grace Hopper', ...body },

@@ -1,6 +1,6 @@
+import type { ValidateFunction } from 'ajv';
 import Ajv2020 from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
-import type { ValidateFunction } from 'ajv';
 
 interface Operation {
   responses: Record<string, { content?: Record<string, { schema: unknown }> }>;
@@ -17,10 +17,15 @@ interface OpenApiDocument {
  */
 export class OpenApiResponseValidator {
   private readonly ajv: Ajv2020.default;
-  private readonly routes: Array<{ method: string; template: string; pattern: RegExp; operation: Operation }> = [];
+  private readonly routes: Array<{
+    method: string;
+    template: string;
+    pattern: RegExp;
+    operation: Operation;
+  }> = [];
   private readonly compiled = new Map<string, ValidateFunction>();
 
-  constructor(private readonly document: OpenApiDocument) {
+  constructor(document: OpenApiDocument) {
     this.ajv = new Ajv2020.default({ strict: false, allErrors: true });
     addFormats.default(this.ajv);
     this.ajv.addSchema(document as object, 'openapi.json');
@@ -35,16 +40,26 @@ export class OpenApiResponseValidator {
   }
 
   /** Returns a list of problems; empty when the response matches the document. */
-  check(method: string, url: string, status: number, contentType: string | undefined, body: string): string[] {
+  check(
+    method: string,
+    url: string,
+    status: number,
+    contentType: string | undefined,
+    body: string,
+  ): string[] {
     const path = url.split('?')[0];
     const route = this.routes.find((r) => r.method === method && r.pattern.test(path));
     if (!route) return [`${method} ${path} is not in the OpenAPI document`];
     const response = route.operation.responses[String(status)];
-    if (!response) return [`${method} ${route.template} answered ${status}, which is not documented`];
-    if (!response.content) return body.length === 0 ? [] : [`${status} has a body but documents none`];
+    if (!response)
+      return [`${method} ${route.template} answered ${status}, which is not documented`];
+    if (!response.content)
+      return body.length === 0 ? [] : [`${status} has a body but documents none`];
     const mediaType = (contentType ?? '').split(';')[0].trim();
     if (!response.content[mediaType]) {
-      return [`${method} ${route.template} ${status} answered ${mediaType}, documented: ${Object.keys(response.content)}`];
+      return [
+        `${method} ${route.template} ${status} answered ${mediaType}, documented: ${Object.keys(response.content)}`,
+      ];
     }
     const pointer = [
       'paths',
@@ -62,6 +77,8 @@ export class OpenApiResponseValidator {
       this.compiled.set(pointer, validate);
     }
     if (validate(JSON.parse(body))) return [];
-    return (validate.errors ?? []).map((e) => `${method} ${route.template} ${status}: ${e.instancePath} ${e.message}`);
+    return (validate.errors ?? []).map(
+      (e) => `${method} ${route.template} ${status}: ${e.instancePath} ${e.message}`,
+    );
   }
 }

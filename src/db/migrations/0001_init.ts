@@ -46,7 +46,11 @@ export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
     .addColumn('last_used_at', ts)
     .addColumn('created_at', ts, (c) => c.notNull())
     .execute();
-  await db.schema.createIndex('api_tokens_tenant_idx').on('api_tokens').columns(['tenant_id', 'id']).execute();
+  await db.schema
+    .createIndex('api_tokens_tenant_idx')
+    .on('api_tokens')
+    .columns(['tenant_id', 'id'])
+    .execute();
 
   const library = (name: string) =>
     db.schema
@@ -87,7 +91,11 @@ export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
     .addColumn('updated_at', ts, (c) => c.notNull())
     .execute();
   for (const table of ['cities', 'hotels', 'activities', 'vehicles', 'guides']) {
-    await db.schema.createIndex(`${table}_tenant_idx`).on(table).columns(['tenant_id', 'id']).execute();
+    await db.schema
+      .createIndex(`${table}_tenant_idx`)
+      .on(table)
+      .columns(['tenant_id', 'id'])
+      .execute();
   }
   for (const table of ['hotels', 'activities']) {
     await db.schema
@@ -116,7 +124,11 @@ export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
     .addColumn('created_at', ts, (c) => c.notNull())
     .addColumn('updated_at', ts, (c) => c.notNull())
     .execute();
-  await db.schema.createIndex('clients_tenant_idx').on('clients').columns(['tenant_id', 'id']).execute();
+  await db.schema
+    .createIndex('clients_tenant_idx')
+    .on('clients')
+    .columns(['tenant_id', 'id'])
+    .execute();
   await db.schema
     .createIndex('clients_tenant_kind_idx')
     .on('clients')
@@ -152,7 +164,11 @@ export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
     .addColumn('updated_at', ts, (c) => c.notNull())
     .addUniqueConstraint('trips_tenant_number_unique', ['tenant_id', 'trip_number'])
     .execute();
-  await db.schema.createIndex('trips_tenant_idx').on('trips').columns(['tenant_id', 'id']).execute();
+  await db.schema
+    .createIndex('trips_tenant_idx')
+    .on('trips')
+    .columns(['tenant_id', 'id'])
+    .execute();
   await db.schema
     .createIndex('trips_tenant_status_idx')
     .on('trips')
@@ -188,7 +204,11 @@ export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
     .addColumn('updated_at', ts, (c) => c.notNull())
     .addUniqueConstraint('bookings_tenant_number_unique', ['tenant_id', 'booking_number'])
     .execute();
-  await db.schema.createIndex('bookings_tenant_idx').on('bookings').columns(['tenant_id', 'id']).execute();
+  await db.schema
+    .createIndex('bookings_tenant_idx')
+    .on('bookings')
+    .columns(['tenant_id', 'id'])
+    .execute();
   await db.schema
     .createIndex('bookings_tenant_status_idx')
     .on('bookings')
@@ -218,7 +238,11 @@ export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
     .addColumn('created_at', ts, (c) => c.notNull())
     .addColumn('updated_at', ts, (c) => c.notNull())
     .execute();
-  await db.schema.createIndex('payments_tenant_idx').on('payments').columns(['tenant_id', 'id']).execute();
+  await db.schema
+    .createIndex('payments_tenant_idx')
+    .on('payments')
+    .columns(['tenant_id', 'id'])
+    .execute();
   await db.schema
     .createIndex('payments_tenant_booking_idx')
     .on('payments')
@@ -242,7 +266,11 @@ export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
     .addColumn('created_at', ts, (c) => c.notNull())
     .addColumn('dispatched_at', ts)
     .execute();
-  await db.schema.createIndex('events_tenant_idx').on('events').columns(['tenant_id', 'seq']).execute();
+  await db.schema
+    .createIndex('events_tenant_idx')
+    .on('events')
+    .columns(['tenant_id', 'seq'])
+    .execute();
 
   await db.schema
     .createTable('notifications')

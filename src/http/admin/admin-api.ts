@@ -2,9 +2,9 @@ import { timingSafeEqual } from 'node:crypto';
 import swagger from '@fastify/swagger';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../../config.ts';
-import type { Services } from '../../services/index.ts';
 import { notFound, unauthorized } from '../../lib/problems.ts';
-import { refResolver, API_VERSION } from '../public-api.ts';
+import type { Services } from '../../services/index.ts';
+import { API_VERSION, refResolver } from '../public-api.ts';
 import { adminRoutes } from './admin-routes.ts';
 
 function sameSecret(given: string, expected: string): boolean {
@@ -50,8 +50,12 @@ export const adminApi: FastifyPluginAsync<{ config: Config; services: Services }
   await app.register(adminRoutes, { prefix: '/admin/v1', services });
 
   let document: string | undefined;
-  app.get('/admin/v1/openapi.json', { schema: { hide: true } }, async (_request, reply: FastifyReply) => {
-    document ??= JSON.stringify(app.swagger());
-    return reply.type('application/json').send(document);
-  });
+  app.get(
+    '/admin/v1/openapi.json',
+    { schema: { hide: true } },
+    async (_request, reply: FastifyReply) => {
+      document ??= JSON.stringify(app.swagger());
+      return reply.type('application/json').send(document);
+    },
+  );
 };

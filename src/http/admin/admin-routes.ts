@@ -24,9 +24,9 @@ import {
   NullableDateTime,
   NullableString,
   Payment,
+  problems,
   StringEnum,
   Trip,
-  problems,
 } from '../schemas.ts';
 
 const Tenant = Type.Object(
@@ -124,13 +124,20 @@ const Transition = <T extends readonly string[]>(values: T) =>
   Type.Object({ to: StringEnum(values) }, { additionalProperties: false });
 
 /** Admin routes address resources by id alone; the owning tenant is looked up first. */
-async function tenantOf(find: (id: string) => Promise<string | undefined>, id: string, what: string) {
+async function tenantOf(
+  find: (id: string) => Promise<string | undefined>,
+  id: string,
+  what: string,
+) {
   const tenantId = await find(id);
   if (!tenantId) throw notFound(what);
   return tenantId;
 }
 
-export const adminRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = async (app, { services }) => {
+export const adminRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = async (
+  app,
+  { services },
+) => {
   const repos = services.repositories;
   const common = problems(401, 404, 409, 422);
 
@@ -150,12 +157,19 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = as
         response: { 201: DataOf(Tenant), ...common },
       },
     },
-    async (request, reply) => reply.code(201).send({ data: await services.tenants.create(request.body) }),
+    async (request, reply) =>
+      reply.code(201).send({ data: await services.tenants.create(request.body) }),
   );
 
   app.get(
     '/tenants/:id',
-    { schema: { operationId: 'adminGetTenant', params: IdParams, response: { 200: DataOf(Tenant), ...common } } },
+    {
+      schema: {
+        operationId: 'adminGetTenant',
+        params: IdParams,
+        response: { 200: DataOf(Tenant), ...common },
+      },
+    },
     async (request) => ({ data: await services.tenants.get(request.params.id) }),
   );
 
@@ -187,12 +201,17 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = as
       schema: {
         operationId: 'adminAddMember',
         params: IdParams,
-        body: Type.Object({ email: Email, role: StringEnum(MEMBER_ROLES) }, { additionalProperties: false }),
+        body: Type.Object(
+          { email: Email, role: StringEnum(MEMBER_ROLES) },
+          { additionalProperties: false },
+        ),
         response: { 201: DataOf(Member), ...common },
       },
     },
     async (request, reply) =>
-      reply.code(201).send({ data: await services.tenants.addMember(request.params.id, request.body) }),
+      reply
+        .code(201)
+        .send({ data: await services.tenants.addMember(request.params.id, request.body) }),
   );
 
   app.get(
@@ -240,7 +259,13 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = as
 
   app.post(
     '/tokens/:id/revoke',
-    { schema: { operationId: 'adminRevokeToken', params: IdParams, response: { 200: DataOf(TokenObject), ...common } } },
+    {
+      schema: {
+        operationId: 'adminRevokeToken',
+        params: IdParams,
+        response: { 200: DataOf(TokenObject), ...common },
+      },
+    },
     async (request) => ({ data: await services.tokens.revoke(request.params.id) }),
   );
 
@@ -257,7 +282,11 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = as
       },
       async (request, reply) => {
         const tenant = await services.tenants.get(request.params.id);
-        const item = await services.library.create(kind, tenant.id, request.body as Record<string, unknown>);
+        const item = await services.library.create(
+          kind,
+          tenant.id,
+          request.body as Record<string, unknown>,
+        );
         return reply.code(201).send({ data: item as never });
       },
     );
@@ -290,8 +319,18 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = as
         },
       },
       async (request) => {
-        const tenantId = await tenantOf((id) => repos.clients.findTenantOf(id), request.params.id, 'Client');
-        return { data: await services.clients.setArchived(tenantId, request.params.id, action === 'archive') };
+        const tenantId = await tenantOf(
+          (id) => repos.clients.findTenantOf(id),
+          request.params.id,
+          'Client',
+        );
+        return {
+          data: await services.clients.setArchived(
+            tenantId,
+            request.params.id,
+            action === 'archive',
+          ),
+        };
       },
     );
   }
@@ -307,7 +346,11 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = as
         },
       },
       async (request) => {
-        const tenantId = await tenantOf((id) => repos.trips.findTenantOf(id), request.params.id, 'Trip');
+        const tenantId = await tenantOf(
+          (id) => repos.trips.findTenantOf(id),
+          request.params.id,
+          'Trip',
+        );
         return { data: await services.trips[action](tenantId, request.params.id) };
       },
     );
@@ -324,8 +367,14 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = as
       },
     },
     async (request) => {
-      const tenantId = await tenantOf((id) => repos.trips.findTenantOf(id), request.params.id, 'Trip');
-      return { data: await services.trips.setStatus(tenantId, request.params.id, request.body.status) };
+      const tenantId = await tenantOf(
+        (id) => repos.trips.findTenantOf(id),
+        request.params.id,
+        'Trip',
+      );
+      return {
+        data: await services.trips.setStatus(tenantId, request.params.id, request.body.status),
+      };
     },
   );
 
@@ -368,8 +417,14 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = as
       },
     },
     async (request) => {
-      const tenantId = await tenantOf((id) => repos.bookings.findTenantOf(id), request.params.id, 'Booking');
-      return { data: await services.bookings.transition(tenantId, request.params.id, request.body.to) };
+      const tenantId = await tenantOf(
+        (id) => repos.bookings.findTenantOf(id),
+        request.params.id,
+        'Booking',
+      );
+      return {
+        data: await services.bookings.transition(tenantId, request.params.id, request.body.to),
+      };
     },
   );
 
@@ -395,7 +450,11 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = as
       },
     },
     async (request, reply) => {
-      const tenantId = await tenantOf((id) => repos.bookings.findTenantOf(id), request.params.id, 'Booking');
+      const tenantId = await tenantOf(
+        (id) => repos.bookings.findTenantOf(id),
+        request.params.id,
+        'Booking',
+      );
       const payment = await services.payments.create(tenantId, request.params.id, request.body);
       return reply.code(201).send({ data: payment });
     },
@@ -412,8 +471,14 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = as
       },
     },
     async (request) => {
-      const tenantId = await tenantOf((id) => repos.payments.findTenantOf(id), request.params.id, 'Payment');
-      return { data: await services.payments.transition(tenantId, request.params.id, request.body.to) };
+      const tenantId = await tenantOf(
+        (id) => repos.payments.findTenantOf(id),
+        request.params.id,
+        'Payment',
+      );
+      return {
+        data: await services.payments.transition(tenantId, request.params.id, request.body.to),
+      };
     },
   );
 };

@@ -1,7 +1,16 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { callerOf } from '../auth.ts';
-import { Booking, DataOf, Email, IdParams, PageOf, PageQuery, Query, problems } from '../schemas.ts';
+import {
+  Booking,
+  DataOf,
+  Email,
+  IdParams,
+  PageOf,
+  PageQuery,
+  problems,
+  Query,
+} from '../schemas.ts';
 import type { RouteOptions } from './index.ts';
 
 const ListBookingsQuery = Query({

@@ -9,9 +9,9 @@ import {
   IdParams,
   PageOf,
   PageQuery,
+  problems,
   Query,
   StringEnum,
-  problems,
 } from '../schemas.ts';
 import type { RouteOptions } from './index.ts';
 
@@ -74,7 +74,7 @@ export const clientRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app,
         operationId: 'createClient',
         tags: ['Clients'],
         summary: 'Create a client',
-        description: 'Emits `client.created` to the tenant\'s active subscriptions.',
+        description: "Emits `client.created` to the tenant's active subscriptions.",
         body: CreateClientBody,
         response: { 201: DataOf(Type.Ref(Client)), ...problems(401, 403, 422, 429) },
       },

@@ -18,7 +18,14 @@ export interface RouteOptions {
 export const apiV1: FastifyPluginAsync<RouteOptions> = async (app, options) => {
   app.decorateRequest('auth', null);
   app.addHook('onRequest', authenticateHook(options.services.tokens));
-  for (const routes of [meRoutes, tripRoutes, bookingRoutes, clientRoutes, paymentRoutes, libraryRoutes]) {
+  for (const routes of [
+    meRoutes,
+    tripRoutes,
+    bookingRoutes,
+    clientRoutes,
+    paymentRoutes,
+    libraryRoutes,
+  ]) {
     await app.register(routes, { config: options.config, services: options.services });
   }
 };

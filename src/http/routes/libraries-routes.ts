@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { CITY_SCOPED_KINDS, LIBRARY_KINDS } from '../../repositories/library-repository.ts';
 import { callerOf } from '../auth.ts';
-import { LibraryItems, PageOf, PageQuery, Query, problems } from '../schemas.ts';
+import { LibraryItems, PageOf, PageQuery, problems, Query } from '../schemas.ts';
 import type { RouteOptions } from './index.ts';
 
 const OPERATION = {
@@ -18,7 +18,11 @@ export const libraryRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app
   for (const kind of LIBRARY_KINDS) {
     const filters = {
       ...PageQuery,
-      q: Type.String({ minLength: 1, maxLength: 200, description: 'Name contains, case-insensitive.' }),
+      q: Type.String({
+        minLength: 1,
+        maxLength: 200,
+        description: 'Name contains, case-insensitive.',
+      }),
       ...(CITY_SCOPED_KINDS.includes(kind) ? { cityId: Type.String() } : {}),
     };
     app.get(
@@ -34,7 +38,12 @@ export const libraryRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app
         },
       },
       async (request) => {
-        const query = request.query as { limit?: number; cursor?: string; q?: string; cityId?: string };
+        const query = request.query as {
+          limit?: number;
+          cursor?: string;
+          q?: string;
+          cityId?: string;
+        };
         const page = await services.library.list(kind, callerOf(request).tenant.id, {
           limit: query.limit ?? 50,
           cursor: query.cursor,

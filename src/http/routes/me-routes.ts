@@ -1,14 +1,26 @@
-import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
 import { toPublicToken } from '../../services/tokens-service.ts';
 import { callerOf } from '../auth.ts';
-import { DateTime, NullableDateTime, NullableString, Nullable, StringEnum, problems } from '../schemas.ts';
+import {
+  DateTime,
+  Nullable,
+  NullableDateTime,
+  NullableString,
+  problems,
+  StringEnum,
+} from '../schemas.ts';
 import type { RouteOptions } from './index.ts';
 
 const Introspection = Type.Object(
   {
     tenant: Nullable(
-      Type.Object({ id: Type.String(), name: Type.String(), slug: Type.String(), active: Type.Boolean() }),
+      Type.Object({
+        id: Type.String(),
+        name: Type.String(),
+        slug: Type.String(),
+        active: Type.Boolean(),
+      }),
     ),
     token: Nullable(
       Type.Object({
@@ -43,7 +55,12 @@ export const meRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app) => 
     async (request) => {
       const { tenant, token } = callerOf(request);
       return {
-        tenant: { id: tenant.id, name: tenant.name, slug: tenant.slug, active: tenant.active === 1 },
+        tenant: {
+          id: tenant.id,
+          name: tenant.name,
+          slug: tenant.slug,
+          active: tenant.active === 1,
+        },
         token: toPublicToken(token),
         tier: tenant.tier,
         env: token.env as 'live' | 'test',

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { callerOf } from '../auth.ts';
-import { PageOf, PageQuery, Payment, Query, problems } from '../schemas.ts';
+import { PageOf, PageQuery, Payment, problems, Query } from '../schemas.ts';
 import type { RouteOptions } from './index.ts';
 
 const ListPaymentsQuery = Query({

@@ -10,10 +10,10 @@ import {
   Nullable,
   PageOf,
   PageQuery,
+  problems,
   Query,
   StringEnum,
   Trip,
-  problems,
 } from '../schemas.ts';
 import type { RouteOptions } from './index.ts';
 
@@ -88,13 +88,19 @@ export const tripRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app, {
         tags: ['Trips'],
         summary: 'Create a trip',
         description:
-          'Created as `draft`. The token\'s creator is recorded as the audit actor. 403 `forbidden` with `code` `trip_quota_exceeded` when the plan\'s trip quota is full.',
+          "Created as `draft`. The token's creator is recorded as the audit actor. 403 `forbidden` with `code` `trip_quota_exceeded` when the plan's trip quota is full.",
         body: CreateTripBody,
         response: { 201: DataOf(Type.Ref(Trip)), ...problems(401, 403, 422, 429) },
       },
     },
     async (request, reply) => {
-      const trip = await services.trips.create(callerOf(request), request.body);
+      const { tenant, token } = callerOf(request);
+      // The audit actor is the member who minted the token, else the token itself.
+      const trip = await services.trips.create(
+        tenant.id,
+        token.createdBy ?? token.id,
+        request.body,
+      );
       return reply.code(201).send({ data: trip });
     },
   );
@@ -131,7 +137,11 @@ export const tripRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app, {
       },
     },
     async (request) => ({
-      data: await services.trips.update(callerOf(request).tenant.id, request.params.id, request.body),
+      data: await services.trips.update(
+        callerOf(request).tenant.id,
+        request.params.id,
+        request.body,
+      ),
     }),
   );
 };
