@@ -242,6 +242,11 @@ for (const backend of BACKENDS) {
       const valid = { tripId: trip.id, travelerName: 'Ada', travelerEmail: 'ada@example.com' };
 
       assert.equal((await post({ ...valid, tripId: 'trp_unknown' })).statusCode, 404);
+      // Documented order: an unknown trip answers 404 even when other fields also fail.
+      assert.equal((await post({ tripId: 'trp_unknown', travelerEmail: 'nope' })).statusCode, 404);
+      const missingTrip = await post({ travelerName: 'Ada', travelerEmail: 'ada@example.com' });
+      assert.equal(missingTrip.statusCode, 422);
+      assert.deepEqual(missingTrip.json().errors, { tripId: ['is required'] });
       const notPublished = await post({ ...valid, tripId: draft.id });
       assert.equal(notPublished.statusCode, 422);
       assert.ok(notPublished.json().errors.tripId);

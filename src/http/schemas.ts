@@ -237,6 +237,19 @@ export const DataOf = <T extends TSchema>(schema: T) =>
 export const PageOf = <T extends TSchema>(schema: T) =>
   Type.Object({ data: Type.Array(schema), meta: Type.Ref(Meta) }, { additionalProperties: false });
 
+/** Headers on every response; @fastify/swagger lifts `headers` into the OpenAPI response. */
+const COMMON_HEADERS = {
+  'Service-Request-Id': {
+    type: 'string',
+    description: "The request's own Service-Request-Id, echoed, or one generated for it.",
+  },
+};
+
+/** A success response: its schema (which also serializes it), a description and its headers. */
+export function ok<T extends TSchema>(schema: T, description: string): T {
+  return { ...schema, description, headers: COMMON_HEADERS };
+}
+
 const PROBLEM_DESCRIPTIONS: Record<number, string> = {
   401: 'Token missing, malformed, unknown, revoked or expired (`unauthorized`).',
   403: 'Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`).',
@@ -255,6 +268,10 @@ export function problems(...statuses: number[]) {
       status,
       {
         description: PROBLEM_DESCRIPTIONS[status] ?? 'Problem',
+        headers:
+          status === 401
+            ? { ...COMMON_HEADERS, 'WWW-Authenticate': { type: 'string', const: 'Bearer' } }
+            : COMMON_HEADERS,
         content: { 'application/problem+json': { schema: Type.Ref(Problem) } },
       },
     ]),

@@ -80,6 +80,10 @@ export class BookingsService {
     return booking;
   }
 
+  async assertTripExists(tenantId: string, tripId: string): Promise<void> {
+    if (!(await this.trips.findById(tenantId, tripId))) throw notFound('Trip');
+  }
+
   /**
    * POST /api/v1/bookings: validates like a real creation would, then answers 501 with the
    * storefront checkout where the traveller completes the purchase. Nothing is written.

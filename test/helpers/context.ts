@@ -124,6 +124,7 @@ export async function createTestContext(
         response.statusCode,
         response.headers['content-type'] as string | undefined,
         response.body,
+        response.headers,
       );
       if (problems.length > 0) {
         throw new Error(

@@ -3,7 +3,10 @@ import Ajv2020 from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 
 interface Operation {
-  responses: Record<string, { content?: Record<string, { schema: unknown }> }>;
+  responses: Record<
+    string,
+    { content?: Record<string, { schema: unknown }>; headers?: Record<string, unknown> }
+  >;
 }
 
 interface OpenApiDocument {
@@ -46,6 +49,7 @@ export class OpenApiResponseValidator {
     status: number,
     contentType: string | undefined,
     body: string,
+    headers: Record<string, unknown> = {},
   ): string[] {
     const path = url.split('?')[0];
     const route = this.routes.find((r) => r.method === method && r.pattern.test(path));
@@ -53,6 +57,11 @@ export class OpenApiResponseValidator {
     const response = route.operation.responses[String(status)];
     if (!response)
       return [`${method} ${route.template} answered ${status}, which is not documented`];
+    const missing = Object.keys(response.headers ?? {}).filter(
+      (name) => headers[name.toLowerCase()] === undefined,
+    );
+    if (missing.length > 0)
+      return [`${method} ${route.template} ${status} lacks headers ${missing}`];
     if (!response.content)
       return body.length === 0 ? [] : [`${status} has a body but documents none`];
     const mediaType = (contentType ?? '').split(';')[0].trim();

@@ -6,6 +6,7 @@ import {
   DataOf,
   Email,
   IdParams,
+  ok,
   PageOf,
   PageQuery,
   problems,
@@ -38,7 +39,10 @@ export const bookingRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app
         tags: ['Bookings'],
         summary: 'List bookings, by id ascending',
         querystring: ListBookingsQuery,
-        response: { 200: PageOf(Type.Ref(Booking)), ...problems(401, 403, 422, 429) },
+        response: {
+          200: ok(PageOf(Type.Ref(Booking)), 'A page of bookings.'),
+          ...problems(401, 403, 422, 429),
+        },
       },
     },
     async (request) => {
@@ -67,9 +71,15 @@ export const bookingRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app
         body: CreateBookingBody,
         response: problems(401, 403, 404, 422, 429, 501),
       },
+      // The spec orders 404 (unknown trip) before 422, so schema failures wait for the trip lookup.
+      attachValidation: true,
     },
     async (request) => {
-      await services.bookings.refuseApiCreation(callerOf(request).tenant.id, request.body.tripId);
+      const tenantId = callerOf(request).tenant.id;
+      const tripId = (request.body as { tripId?: unknown } | undefined)?.tripId;
+      if (typeof tripId === 'string') await services.bookings.assertTripExists(tenantId, tripId);
+      if (request.validationError) throw request.validationError;
+      await services.bookings.refuseApiCreation(tenantId, request.body.tripId);
     },
   );
 
@@ -82,7 +92,10 @@ export const bookingRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app
         tags: ['Bookings'],
         summary: 'Get a booking',
         params: IdParams,
-        response: { 200: DataOf(Type.Ref(Booking)), ...problems(401, 403, 404, 429) },
+        response: {
+          200: ok(DataOf(Type.Ref(Booking)), 'The booking.'),
+          ...problems(401, 403, 404, 429),
+        },
       },
     },
     async (request) => ({

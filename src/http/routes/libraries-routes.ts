@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { CITY_SCOPED_KINDS, LIBRARY_KINDS } from '../../repositories/library-repository.ts';
 import { callerOf } from '../auth.ts';
-import { LibraryItems, PageOf, PageQuery, problems, Query } from '../schemas.ts';
+import { LibraryItems, ok, PageOf, PageQuery, problems, Query } from '../schemas.ts';
 import type { RouteOptions } from './index.ts';
 
 const OPERATION = {
@@ -34,7 +34,10 @@ export const libraryRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app
           tags: ['Libraries'],
           summary: `List the tenant's ${kind} catalog, by id ascending`,
           querystring: Query(filters),
-          response: { 200: PageOf(Type.Ref(LibraryItems[kind])), ...problems(401, 403, 422, 429) },
+          response: {
+            200: ok(PageOf(Type.Ref(LibraryItems[kind])), 'A page of catalog items.'),
+            ...problems(401, 403, 422, 429),
+          },
         },
       },
       async (request) => {

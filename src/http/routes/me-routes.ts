@@ -7,6 +7,7 @@ import {
   Nullable,
   NullableDateTime,
   NullableString,
+  ok,
   problems,
   StringEnum,
 } from '../schemas.ts';
@@ -49,7 +50,10 @@ export const meRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app) => 
         tags: ['Token'],
         summary: 'Introspect the calling token',
         description: 'Not wrapped in `data`. Never returns the token value.',
-        response: { 200: Introspection, ...problems(401, 403, 429) },
+        response: {
+          200: ok(Introspection, 'The token, its tenant, plan tier and environment.'),
+          ...problems(401, 403, 429),
+        },
       },
     },
     async (request) => {

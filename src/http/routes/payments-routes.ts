@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { callerOf } from '../auth.ts';
-import { PageOf, PageQuery, Payment, problems, Query } from '../schemas.ts';
+import { ok, PageOf, PageQuery, Payment, problems, Query } from '../schemas.ts';
 import type { RouteOptions } from './index.ts';
 
 const ListPaymentsQuery = Query({
@@ -20,7 +20,10 @@ export const paymentRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app
         tags: ['Payments'],
         summary: 'List payments, by id ascending (read-only ledger)',
         querystring: ListPaymentsQuery,
-        response: { 200: PageOf(Type.Ref(Payment)), ...problems(401, 403, 422, 429) },
+        response: {
+          200: ok(PageOf(Type.Ref(Payment)), 'A page of payments.'),
+          ...problems(401, 403, 422, 429),
+        },
       },
     },
     async (request) => {

@@ -8,6 +8,7 @@ import {
   DateTime,
   IdParams,
   Nullable,
+  ok,
   PageOf,
   PageQuery,
   problems,
@@ -65,7 +66,10 @@ export const tripRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app, {
         tags: ['Trips'],
         summary: 'List trips, by id ascending',
         querystring: ListTripsQuery,
-        response: { 200: PageOf(Type.Ref(Trip)), ...problems(401, 403, 422, 429) },
+        response: {
+          200: ok(PageOf(Type.Ref(Trip)), 'A page of trips.'),
+          ...problems(401, 403, 422, 429),
+        },
       },
     },
     async (request) => {
@@ -90,7 +94,10 @@ export const tripRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app, {
         description:
           "Created as `draft`. The token's creator is recorded as the audit actor. 403 `forbidden` with `code` `trip_quota_exceeded` when the plan's trip quota is full.",
         body: CreateTripBody,
-        response: { 201: DataOf(Type.Ref(Trip)), ...problems(401, 403, 422, 429) },
+        response: {
+          201: ok(DataOf(Type.Ref(Trip)), 'The created trip.'),
+          ...problems(401, 403, 422, 429),
+        },
       },
     },
     async (request, reply) => {
@@ -114,7 +121,7 @@ export const tripRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app, {
         tags: ['Trips'],
         summary: 'Get a trip',
         params: IdParams,
-        response: { 200: DataOf(Type.Ref(Trip)), ...problems(401, 403, 404, 429) },
+        response: { 200: ok(DataOf(Type.Ref(Trip)), 'The trip.'), ...problems(401, 403, 404, 429) },
       },
     },
     async (request) => ({
@@ -133,7 +140,10 @@ export const tripRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app, {
         description: 'Omitted fields are unchanged; `null` clears a nullable field.',
         params: IdParams,
         body: PatchTripBody,
-        response: { 200: DataOf(Type.Ref(Trip)), ...problems(401, 403, 404, 422, 429) },
+        response: {
+          200: ok(DataOf(Type.Ref(Trip)), 'The trip.'),
+          ...problems(401, 403, 404, 422, 429),
+        },
       },
     },
     async (request) => ({
