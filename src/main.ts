@@ -1,13 +1,13 @@
-import { ConfigError, loadConfig } from './config.ts';
+import { loadConfig } from './config.ts';
 import { serve } from './serve.ts';
+import { describeStartupError } from './startup-error.ts';
 
 /** `npm start`: migrate, seed the demo tenant on an empty database, serve. */
 try {
   await serve(loadConfig(), { seedDemo: true });
 } catch (error) {
-  if (error instanceof ConfigError) {
-    console.error(`tourops: ${error.message}`);
-    process.exit(1);
-  }
-  throw error;
+  const line = describeStartupError(error);
+  if (line === null) throw error;
+  console.error(`tourops: ${line}`);
+  process.exit(1);
 }
