@@ -207,3 +207,14 @@ export function resolveSecretKey(config: Config): string {
   writeFileSync(file, `${key}\n`, { mode: 0o600, flag: 'wx' });
   return key;
 }
+
+/** "SQLite in /path" or "PostgreSQL at host/db", never the password. */
+export function describeDatabase(config: Config): string {
+  if (!config.databaseUrl) return `SQLite in ${config.dataDir}`;
+  try {
+    const url = new URL(config.databaseUrl);
+    return `PostgreSQL at ${url.host}${url.pathname}`;
+  } catch {
+    return 'PostgreSQL';
+  }
+}

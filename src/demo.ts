@@ -224,6 +224,15 @@ export async function seedDemo(runtime: Runtime, slug = 'demo'): Promise<DemoRes
   return { tenantId: tenant.id, tenantSlug: slug, token: minted.value };
 }
 
+/** What to tell a person who just got the demo token: it is shown only once. */
+export function demoInstructions(demo: DemoResult, baseUrl: string): string {
+  return (
+    `Demo tenant "${demo.tenantSlug}" created (${demo.tenantId}). Its token (shown only now, every scope):\n\n` +
+    `  ${demo.token}\n\n` +
+    `Try:\n  curl -s -H "Authorization: Bearer ${demo.token}" ${baseUrl}/api/v1/trips?limit=2\n`
+  );
+}
+
 export async function seedDemoIfEmpty(runtime: Runtime): Promise<DemoResult | null> {
   if ((await runtime.services.repositories.tenants.count()) > 0) return null;
   return seedDemo(runtime);

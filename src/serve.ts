@@ -1,5 +1,5 @@
-import type { Config } from './config.ts';
-import { seedDemoIfEmpty } from './demo.ts';
+import { type Config, describeDatabase } from './config.ts';
+import { demoInstructions, seedDemoIfEmpty } from './demo.ts';
 import { createHttpApp, createRuntime } from './runtime.ts';
 
 /** Runs the API until SIGINT/SIGTERM, then closes the listener and the database. */
@@ -8,14 +8,11 @@ export async function serve(config: Config, options: { seedDemo: boolean }): Pro
   const demo = options.seedDemo ? await seedDemoIfEmpty(runtime) : null;
   const app = await createHttpApp(runtime);
   await app.listen({ port: config.port, host: config.host });
-  const backend =
-    runtime.database.dialect === 'postgres' ? 'PostgreSQL' : `SQLite in ${config.dataDir}`;
-  process.stdout.write(`\nTour-operator API listening on ${config.publicBaseUrl} (${backend})\n`);
+  process.stdout.write(
+    `\nTour-operator API listening on ${config.publicBaseUrl} (${describeDatabase(config)})\n`,
+  );
   if (demo) {
-    process.stdout.write(
-      `\nDemo tenant "${demo.tenantSlug}" created. Its token (shown only now, every scope):\n\n  ${demo.token}\n\n` +
-        `Try:\n  curl -s -H "Authorization: Bearer ${demo.token}" ${config.publicBaseUrl}/api/v1/trips?limit=2\n\n`,
-    );
+    process.stdout.write(`\n${demoInstructions(demo, config.publicBaseUrl)}\n`);
   } else if (options.seedDemo) {
     process.stdout.write(
       'Mint a token with: npx tourops token create --tenant demo --scopes all\n',

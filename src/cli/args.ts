@@ -40,7 +40,6 @@ export interface ParsedArgs {
   string(name: string): string | undefined;
   /** A string option that must be present, else a UsageError naming it. */
   required(name: string): string;
-  flag(name: string): boolean;
 }
 
 interface ParseSpec {
@@ -82,7 +81,6 @@ export function parseCommandArgs(spec: ParseSpec, argv: string[]): ParsedArgs {
       if (value === undefined) throw new UsageError(`--${name} is required`, spec.command);
       return value;
     },
-    flag: (name) => values[name] === true,
   };
   if (args.help) return args;
 
@@ -94,7 +92,10 @@ export function parseCommandArgs(spec: ParseSpec, argv: string[]): ParsedArgs {
     throw new UsageError(`missing <${missing.name}>`, spec.command);
   }
   if (positionals.length > spec.positionals.length) {
-    throw new UsageError(`unexpected argument "${positionals[spec.positionals.length]}"`, spec.command);
+    throw new UsageError(
+      `unexpected argument "${positionals[spec.positionals.length]}"`,
+      spec.command,
+    );
   }
   return args;
 }

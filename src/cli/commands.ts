@@ -1,8 +1,9 @@
-import { seedDemo } from '../demo.ts';
+import { describeDatabase } from '../config.ts';
+import { demoInstructions, seedDemo } from '../demo.ts';
 import { isTier, TIER_NAMES } from '../domain/plans.ts';
 import { ApiProblem, notFound } from '../lib/problems.ts';
 import { type OptionSpec, type ParsedArgs, type PositionalSpec, UsageError } from './args.ts';
-import { type CommandContext, describeBackend } from './context.ts';
+import type { CommandContext } from './context.ts';
 import { checkSlug, checkTenantName, parseExpiry, parseScopes } from './values.ts';
 
 /** `serving`: the command keeps the process alive (the server) and exits on a signal. */
@@ -72,7 +73,7 @@ const migrateCommand: Command = {
     } finally {
       await database.close();
     }
-    const where = describeBackend(config);
+    const where = describeDatabase(config);
     ctx.print(
       applied.length === 0
         ? `No pending migrations: ${where} is up to date.\n`
@@ -97,13 +98,7 @@ const demoCommand: Command = {
   async run(ctx) {
     const demo = await ctx.withRuntime((runtime) => seedDemo(runtime));
     const baseUrl = ctx.config().publicBaseUrl;
-    ctx.print(
-      `Demo tenant "${demo.tenantSlug}" created (${demo.tenantId}). Its token (shown only now, every scope):\n\n` +
-        `  ${demo.token}\n\n` +
-        `Try, with the API running (tourops serve):\n` +
-        `  curl -s -H "Authorization: Bearer ${demo.token}" ${baseUrl}/api/v1/trips?limit=2\n`,
-      demo,
-    );
+    ctx.print(`${demoInstructions(demo, baseUrl)}(with the API running: tourops serve)\n`, demo);
     return 'done';
   },
 };
@@ -111,10 +106,17 @@ const demoCommand: Command = {
 const tenantCreateCommand: Command = {
   name: 'tenant create',
   summary: 'create a tenant',
-  description: ['JSON: the tenant {"id", "name", "slug", "tier", "active", "tripQuota", "webhookEndpointCap", ...}'],
+  description: [
+    'JSON: the tenant {"id", "name", "slug", "tier", "active", "tripQuota", "webhookEndpointCap", ...}',
+  ],
   positionals: [],
   options: {
-    name: { type: 'string', value: '<name>', required: true, description: 'display name, 1-200 characters' },
+    name: {
+      type: 'string',
+      value: '<name>',
+      required: true,
+      description: 'display name, 1-200 characters',
+    },
     slug: {
       type: 'string',
       value: '<slug>',
@@ -135,9 +137,14 @@ const tenantCreateCommand: Command = {
     const slug = checkSlug(args.required('slug'), command);
     const tier = args.required('tier');
     if (!isTier(tier)) {
-      throw new UsageError(`--tier must be one of ${TIER_NAMES.join(', ')} (got "${tier}")`, command);
+      throw new UsageError(
+        `--tier must be one of ${TIER_NAMES.join(', ')} (got "${tier}")`,
+        command,
+      );
     }
-    const tenant = await ctx.withRuntime((runtime) => runtime.services.tenants.create({ name, slug, tier }));
+    const tenant = await ctx.withRuntime((runtime) =>
+      runtime.services.tenants.create({ name, slug, tier }),
+    );
     ctx.print(
       `Tenant "${tenant.slug}" created: ${tenant.id} (tier ${tenant.tier}).\n` +
         `Mint a token with: tourops token create --tenant ${tenant.slug} --scopes all\n`,
@@ -156,7 +163,12 @@ const tokenCreateCommand: Command = {
   ],
   positionals: [],
   options: {
-    tenant: { type: 'string', value: '<id|slug>', required: true, description: 'tenant id (ten_…) or slug' },
+    tenant: {
+      type: 'string',
+      value: '<id|slug>',
+      required: true,
+      description: 'tenant id (ten_…) or slug',
+    },
     scopes: {
       type: 'string',
       value: '<list|all>',
@@ -169,7 +181,11 @@ const tokenCreateCommand: Command = {
       description:
         'expiry: an ISO date (2027-12-31, midnight UTC) or date-time with a time zone (2027-12-31T18:00:00Z); default never',
     },
-    name: { type: 'string', value: '<name>', description: 'a label for the token, e.g. "booking sync"' },
+    name: {
+      type: 'string',
+      value: '<name>',
+      description: 'a label for the token, e.g. "booking sync"',
+    },
   },
   json: true,
   async run(ctx, args) {
@@ -180,7 +196,10 @@ const tokenCreateCommand: Command = {
     const expiresAt = expires === undefined ? null : parseExpiry(expires, new Date(), command);
     const name = args.string('name') ?? null;
     const { tenant, minted } = await ctx.withRuntime(async (runtime) => {
-      const tenant = await namingNotFound(runtime.services.tenants.resolve(tenantRef), `Tenant "${tenantRef}"`);
+      const tenant = await namingNotFound(
+        runtime.services.tenants.resolve(tenantRef),
+        `Tenant "${tenantRef}"`,
+      );
       const minted = await runtime.services.tokens.mint(tenant.id, { scopes, name, expiresAt });
       return { tenant, minted };
     });

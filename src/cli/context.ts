@@ -42,7 +42,9 @@ export function createCommandContext(io: CliIo, json: boolean): CommandContext {
         import('../runtime.ts'),
         import('pino'),
       ]);
-      const runtime = await createRuntime(runtimeConfig, { logger: cliLogger(pino, runtimeConfig) });
+      const runtime = await createRuntime(runtimeConfig, {
+        logger: cliLogger(pino, runtimeConfig),
+      });
       try {
         return await work(runtime);
       } finally {
@@ -64,15 +66,4 @@ export function createCommandContext(io: CliIo, json: boolean): CommandContext {
 function cliLogger(create: typeof pino, config: Config): pino.Logger {
   const level = config.logLevel === 'info' ? 'warn' : config.logLevel;
   return create({ level }, create.destination({ dest: 2, sync: true }));
-}
-
-/** "SQLite in /path" or "PostgreSQL at host/db", never the password. */
-export function describeBackend(config: Config): string {
-  if (!config.databaseUrl) return `SQLite in ${config.dataDir}`;
-  try {
-    const url = new URL(config.databaseUrl);
-    return `PostgreSQL at ${url.host}${url.pathname}`;
-  } catch {
-    return 'PostgreSQL';
-  }
 }

@@ -51,11 +51,16 @@ export function commandHelp(command: Command): string {
     positional.description,
   ]);
   for (const [name, option] of Object.entries(command.options)) {
-    rows.push([optionLabel(name, option), option.required ? `${option.description} (required)` : option.description]);
+    rows.push([
+      optionLabel(name, option),
+      option.required ? `${option.description} (required)` : option.description,
+    ]);
   }
-  if (command.json) rows.push([optionLabel('json', COMMON_OPTIONS.json), COMMON_OPTIONS.json.description]);
+  if (command.json)
+    rows.push([optionLabel('json', COMMON_OPTIONS.json), COMMON_OPTIONS.json.description]);
   rows.push([optionLabel('help', COMMON_OPTIONS.help), COMMON_OPTIONS.help.description]);
-  const paragraphs = [command.summary.charAt(0).toUpperCase() + command.summary.slice(1) + '.', ...command.description];
+  const summary = `${command.summary.charAt(0).toUpperCase()}${command.summary.slice(1)}.`;
+  const paragraphs = [summary, ...command.description];
   return (
     `Usage: ${usageLine(command)}\n\n` +
     paragraphs.map((paragraph) => wrap(paragraph, WIDTH).join('\n')).join('\n\n') +

@@ -1,7 +1,8 @@
 import { ConfigError } from '../config.ts';
 import { ApiProblem, type FieldErrors } from '../lib/problems.ts';
+import { describeStartupError } from '../startup-error.ts';
 import { parseCommandArgs, UsageError } from './args.ts';
-import { type Command, COMMANDS } from './commands.ts';
+import { COMMANDS, type Command } from './commands.ts';
 import { type CliIo, createCommandContext } from './context.ts';
 import { commandHelp, groupHelp, topHelp } from './help.ts';
 
@@ -15,13 +16,20 @@ const HELP_FLAGS = new Set(['-h', '--help']);
  * command line that cannot be acted on, 1 for everything else (configuration, domain problems,
  * the database).
  */
-export async function runCli(argv: string[], io: CliIo, commands: Command[] = COMMANDS): Promise<CliOutcome> {
+export async function runCli(
+  argv: string[],
+  io: CliIo,
+  commands: Command[] = COMMANDS,
+): Promise<CliOutcome> {
   try {
     return await dispatch(argv, io, commands);
   } catch (error) {
     io.stderr.write(`tourops: ${describeError(error)}\n`);
-    if (!(error instanceof UsageError || error instanceof ConfigError || error instanceof ApiProblem)) {
-      if (isDebug(io.env) && error instanceof Error && error.stack) io.stderr.write(`${error.stack}\n`);
+    const expected =
+      error instanceof UsageError || error instanceof ConfigError || error instanceof ApiProblem;
+    // A bug's stack on request only: operators get the one line.
+    if (!expected && isDebug(io.env) && error instanceof Error && error.stack) {
+      io.stderr.write(`${error.stack}\n`);
     }
     return error instanceof UsageError ? 2 : 1;
   }
@@ -33,13 +41,15 @@ async function dispatch(argv: string[], io: CliIo, commands: Command[]): Promise
   const words = leadingJson ? argv.slice(1) : argv;
   const [first, ...rest] = words;
   if (first === undefined) throw new UsageError('missing command');
+  // `tourops help token create` is `tourops token create --help`.
+  if (first === 'help' && rest.length > 0) return dispatch([...rest, '--help'], io, commands);
   if (HELP_FLAGS.has(first) || first === 'help') {
-    const target = first === 'help' && rest.length > 0 ? findCommand(rest, commands) : undefined;
-    if (first === 'help' && rest.length > 0 && !target) return dispatch([...rest, '--help'], io, commands);
-    io.stdout.write(target ? commandHelp(target.command) : topHelp(commands));
+    io.stdout.write(topHelp(commands));
     return 0;
   }
-  if (first.startsWith('-')) throw new UsageError(`unknown option ${first} (options go after the command)`);
+  if (first.startsWith('-')) {
+    throw new UsageError(`unknown option ${first} (options go after the command)`);
+  }
 
   const found = findCommand(words, commands);
   if (!found) {
@@ -61,7 +71,12 @@ async function dispatch(argv: string[], io: CliIo, commands: Command[]): Promise
 
   const { command, argv: commandArgv } = found;
   const args = parseCommandArgs(
-    { command: command.name, options: command.options, positionals: command.positionals, json: command.json },
+    {
+      command: command.name,
+      options: command.options,
+      positionals: command.positionals,
+      json: command.json,
+    },
     leadingJson ? ['--json', ...commandArgv] : commandArgv,
   );
   if (args.help) {
@@ -73,7 +88,10 @@ async function dispatch(argv: string[], io: CliIo, commands: Command[]): Promise
 }
 
 /** The longest command whose words start the command line. */
-function findCommand(words: string[], commands: Command[]): { command: Command; argv: string[] } | undefined {
+function findCommand(
+  words: string[],
+  commands: Command[],
+): { command: Command; argv: string[] } | undefined {
   let best: { command: Command; argv: string[] } | undefined;
   for (const command of commands) {
     const name = command.name.split(' ');
@@ -94,6 +112,8 @@ export function describeError(error: unknown): string {
     // pg reports a refused connection as an AggregateError with one error per address tried.
     return oneLine(error.errors.map((inner) => describeError(inner)).join('; '));
   }
+  const startup = describeStartupError(error);
+  if (startup !== null) return startup;
   if (error instanceof Error) {
     const code = (error as { code?: unknown }).code;
     return oneLine(error.message || (typeof code === 'string' ? code : error.name));
@@ -105,8 +125,12 @@ export function describeError(error: unknown): string {
 function describeProblem(problem: ApiProblem): string {
   const errors = problem.extra.errors;
   if (!isFieldErrors(errors)) return problem.detail;
-  const messages = Object.entries(errors).flatMap(([field, list]) => list.map((message) => `${field}: ${message}`));
-  if (messages.length === 0 || (messages.length === 1 && messages[0] === problem.detail)) return problem.detail;
+  const messages = Object.entries(errors).flatMap(([field, list]) =>
+    list.map((message) => `${field}: ${message}`),
+  );
+  if (messages.length === 0 || (messages.length === 1 && messages[0] === problem.detail)) {
+    return problem.detail;
+  }
   return `${problem.detail} (${messages.join('; ')})`;
 }
 
@@ -114,7 +138,9 @@ function isFieldErrors(value: unknown): value is FieldErrors {
   return (
     typeof value === 'object' &&
     value !== null &&
-    Object.values(value).every((list) => Array.isArray(list) && list.every((item) => typeof item === 'string'))
+    Object.values(value).every(
+      (list) => Array.isArray(list) && list.every((item) => typeof item === 'string'),
+    )
   );
 }
 

@@ -1,4 +1,9 @@
 import { isScope, SCOPES } from '../domain/plans.ts';
+import {
+  TENANT_NAME_MAX_LENGTH,
+  TENANT_SLUG_PATTERN,
+  TENANT_SLUG_RULE,
+} from '../domain/tenants.ts';
 import { UsageError } from './args.ts';
 
 /**
@@ -6,23 +11,16 @@ import { UsageError } from './args.ts';
  * rather than a problem from deep in a service.
  */
 
-/** Same rule as the admin API's `POST /admin/v1/tenants` body schema. */
-const SLUG_PATTERN = /^[a-z0-9][a-z0-9-]{0,99}$/;
-const NAME_MAX_LENGTH = 200;
-
 export function checkTenantName(name: string, command: string): string {
-  if (name.trim() === '' || name.length > NAME_MAX_LENGTH) {
-    throw new UsageError(`--name must be 1 to ${NAME_MAX_LENGTH} characters`, command);
+  if (name.trim() === '' || name.length > TENANT_NAME_MAX_LENGTH) {
+    throw new UsageError(`--name must be 1 to ${TENANT_NAME_MAX_LENGTH} characters`, command);
   }
   return name;
 }
 
 export function checkSlug(slug: string, command: string): string {
-  if (!SLUG_PATTERN.test(slug)) {
-    throw new UsageError(
-      `--slug "${slug}" must be lower-case letters, digits and hyphens, starting with a letter or digit, at most 100 characters`,
-      command,
-    );
+  if (!TENANT_SLUG_PATTERN.test(slug)) {
+    throw new UsageError(`--slug "${slug}" must be ${TENANT_SLUG_RULE}`, command);
   }
   return slug;
 }
@@ -33,7 +31,8 @@ export function parseScopes(raw: string, command: string): string[] {
     .split(',')
     .map((item) => item.trim())
     .filter((item) => item !== '');
-  if (items.length === 0) throw new UsageError('--scopes needs at least one scope, or all', command);
+  if (items.length === 0)
+    throw new UsageError('--scopes needs at least one scope, or all', command);
   if (items.includes('all') || items.includes('*')) return ['*'];
   const unknown = items.filter((item) => !isScope(item));
   if (unknown.length > 0) {
@@ -67,9 +66,21 @@ export function parseExpiry(raw: string, now: Date, command: string): string {
     if (!isCalendarDate(date[1], date[2], date[3])) throw invalid();
     iso = `${raw}T00:00:00.000Z`;
   } else if (dateTime) {
-    const [, year, month, day, hour, minute, second = '00', zone, zoneHour = '00', zoneMinute = '00'] = dateTime;
+    const [
+      ,
+      year,
+      month,
+      day,
+      hour,
+      minute,
+      second = '00',
+      zone,
+      zoneHour = '00',
+      zoneMinute = '00',
+    ] = dateTime;
     const inRange = Number(hour) <= 23 && Number(minute) <= 59 && Number(second) <= 59;
-    const zoneInRange = zone.toUpperCase() === 'Z' || (Number(zoneHour) <= 23 && Number(zoneMinute) <= 59);
+    const zoneInRange =
+      zone.toUpperCase() === 'Z' || (Number(zoneHour) <= 23 && Number(zoneMinute) <= 59);
     if (!isCalendarDate(year, month, day) || !inRange || !zoneInRange) throw invalid();
     iso = new Date(raw).toISOString();
   } else if (/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?$/.test(raw)) {

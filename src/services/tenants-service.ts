@@ -3,6 +3,11 @@ import type { Executor } from '../db/database.ts';
 import type { TenantsTable } from '../db/schema.ts';
 import { effectiveTripQuota, effectiveWebhookEndpointCap, type Tier } from '../domain/plans.ts';
 import type { MEMBER_ROLES } from '../domain/states.ts';
+import {
+  TENANT_NAME_MAX_LENGTH,
+  TENANT_SLUG_PATTERN,
+  TENANT_SLUG_RULE,
+} from '../domain/tenants.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
 import { newId } from '../lib/ids.ts';
 import { conflict, notFound } from '../lib/problems.ts';
@@ -13,6 +18,7 @@ import type {
   TenantRow,
   TenantsRepository,
 } from '../repositories/tenants-repository.ts';
+import { FieldErrorCollector } from './validation.ts';
 
 /** A tenant as the admin API and CLI show it: quotas resolved against the plan. */
 export interface Tenant {
@@ -53,6 +59,12 @@ export class TenantsService {
   ) {}
 
   async create(input: { name: string; slug: string; tier: Tier }, trx?: Executor): Promise<Tenant> {
+    const errors = new FieldErrorCollector();
+    if (!TENANT_SLUG_PATTERN.test(input.slug)) errors.add('slug', `must be ${TENANT_SLUG_RULE}`);
+    if (input.name.trim() === '' || input.name.length > TENANT_NAME_MAX_LENGTH) {
+      errors.add('name', `must be 1 to ${TENANT_NAME_MAX_LENGTH} characters`);
+    }
+    errors.throwIfAny();
     if (await this.tenants.findBySlug(input.slug, trx)) {
       throw conflict(`A tenant with slug ${input.slug} already exists.`, 'slug_taken');
     }

@@ -8,6 +8,11 @@ import {
   PAYMENT_STATUSES,
   TRIP_STATUSES,
 } from '../../domain/states.ts';
+import {
+  TENANT_NAME_MAX_LENGTH,
+  TENANT_SLUG_PATTERN,
+  TENANT_SLUG_RULE,
+} from '../../domain/tenants.ts';
 import { fieldError, notFound } from '../../lib/problems.ts';
 import { LIBRARY_KINDS, type LibraryKind } from '../../repositories/library-repository.ts';
 import type { Services } from '../../services/index.ts';
@@ -148,8 +153,11 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = as
         operationId: 'adminCreateTenant',
         body: Type.Object(
           {
-            name: Type.String({ minLength: 1, maxLength: 200 }),
-            slug: Type.String({ pattern: '^[a-z0-9][a-z0-9-]{0,99}$' }),
+            name: Type.String({ minLength: 1, maxLength: TENANT_NAME_MAX_LENGTH }),
+            slug: Type.String({
+              pattern: TENANT_SLUG_PATTERN.source,
+              description: TENANT_SLUG_RULE,
+            }),
             tier: StringEnum(TIER_NAMES),
           },
           { additionalProperties: false },

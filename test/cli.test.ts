@@ -1,0 +1,398 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { createServer } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import pino from 'pino';
+import { UsageError } from '../src/cli/args.ts';
+import { describeError } from '../src/cli/run.ts';
+import { parseExpiry, parseScopes } from '../src/cli/values.ts';
+import { ConfigError, loadConfig } from '../src/config.ts';
+import { SCOPES } from '../src/domain/plans.ts';
+import type { Clock } from '../src/lib/clock.ts';
+import { notFound, validationFailed } from '../src/lib/problems.ts';
+import { createRuntime, type Runtime } from '../src/runtime.ts';
+import type { AuthContext } from '../src/services/context.ts';
+import { BACKENDS, createTestDatabase, type TestDatabase } from './helpers/context.ts';
+
+/** The real CLI, as an operator runs it: bin/tourops.js in a child process. */
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const BIN = fileURLToPath(new URL('../bin/tourops.js', import.meta.url));
+
+interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Runs `tourops <args>` (a string is split on spaces). Only PATH is inherited, so no DATABASE_URL
+ * or DATA_DIR of the developer's shell leaks in.
+ */
+async function tourops(args: string | string[], env: Record<string, string>): Promise<CliResult> {
+  const argv = typeof args === 'string' ? args.split(' ').filter((arg) => arg !== '') : args;
+  const child = spawn(process.execPath, [BIN, ...argv], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    stdout += chunk;
+  });
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+    stderr += chunk;
+  });
+  const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+  const [code] = (await once(child, 'close')) as [number | null];
+  clearTimeout(timer);
+  return { code, stdout, stderr };
+}
+
+function assertOk(result: CliResult): void {
+  assert.equal(result.code, 0, `exit ${result.code}; stderr: ${result.stderr}`);
+}
+
+/** A failure is exactly one `tourops: …` line on stderr and nothing on stdout. */
+function assertFails(result: CliResult, code: 1 | 2, pattern: RegExp): void {
+  assert.equal(result.code, code, `stdout: ${result.stdout}\nstderr: ${result.stderr}`);
+  assert.equal(result.stdout, '');
+  assert.match(result.stderr, /^tourops: [^\n]+\n$/);
+  assert.match(result.stderr, pattern);
+}
+
+const TOKEN_VALUE = /tk_test_[0-9A-HJKMNP-TV-Z]{26}/;
+
+for (const backend of BACKENDS) {
+  describe(`tourops CLI (${backend})`, () => {
+    let database: TestDatabase;
+    let env: Record<string, string>;
+    let runtime: Runtime | undefined;
+    let tenantId: string;
+
+    /** Authenticates a token in this process, on the same database the CLI wrote to. */
+    async function authenticate(value: string, clock?: Clock): Promise<AuthContext> {
+      const config = loadConfig({ ...database.env, LOG_LEVEL: 'silent' });
+      const logger = pino({ level: 'silent' });
+      if (clock) {
+        const atThatTime = await createRuntime(config, { logger, clock });
+        try {
+          return await atThatTime.services.tokens.authenticate(`Bearer ${value}`);
+        } finally {
+          await atThatTime.close();
+        }
+      }
+      runtime ??= await createRuntime(config, { logger });
+      return runtime.services.tokens.authenticate(`Bearer ${value}`);
+    }
+
+    before(async () => {
+      database = await createTestDatabase(backend);
+      env = { ...database.env, LOG_LEVEL: 'warn' };
+    });
+    after(async () => {
+      await runtime?.close();
+      await database.drop();
+    });
+
+    it('migrate applies the migrations once, then nothing', async () => {
+      const first = await tourops('migrate', env);
+      assertOk(first);
+      assert.match(first.stdout, /^Applied 1 migration to .*: 0001_init\n$/);
+
+      const second = await tourops('migrate --json', env);
+      assertOk(second);
+      assert.deepEqual(JSON.parse(second.stdout), { applied: [] });
+    });
+
+    it('tenant create prints the tenant; a taken slug is a one-line conflict', async () => {
+      const created = await tourops(
+        ['tenant', 'create', '--name', 'Acme Tours', '--slug', 'acme', '--tier', 'pro', '--json'],
+        env,
+      );
+      assertOk(created);
+      const tenant = JSON.parse(created.stdout);
+      assert.match(tenant.id, /^ten_/);
+      assert.equal(tenant.name, 'Acme Tours');
+      assert.equal(tenant.slug, 'acme');
+      assert.equal(tenant.tier, 'pro');
+      assert.equal(tenant.active, true);
+      tenantId = tenant.id;
+
+      const again = await tourops('tenant create --name Other --slug acme --tier starter', env);
+      assertFails(again, 1, /slug acme already exists/);
+    });
+
+    it('tenant create rejects an unknown tier and a bad slug as usage errors', async () => {
+      const [tier, slug] = await Promise.all([
+        tourops('tenant create --name X --slug x --tier gold', env),
+        tourops('tenant create --name X --slug Not_a_slug --tier pro', env),
+      ]);
+      assertFails(tier, 2, /--tier must be one of free, starter, pro, enterprise/);
+      assertFails(slug, 2, /--slug "Not_a_slug"/);
+    });
+
+    it('token create by tenant id mints a token that authenticates with its scopes', async () => {
+      const result = await tourops(
+        ['token', 'create', '--tenant', tenantId, '--scopes', 'trips:read, clients:read', '--json'],
+        env,
+      );
+      assertOk(result);
+      const body = JSON.parse(result.stdout);
+      assert.match(body.token, TOKEN_VALUE);
+      assert.match(body.id, /^tok_/);
+      assert.equal(body.prefix, body.token.slice(0, 12));
+      assert.deepEqual(body.scopes, ['trips:read', 'clients:read']);
+      assert.equal(body.expiresAt, null);
+      assert.equal(body.revoked, false);
+
+      const auth = await authenticate(body.token);
+      assert.equal(auth.tenant.id, tenantId);
+      assert.equal(auth.token.id, body.id);
+      assert.deepEqual([...auth.scopes].sort(), ['clients:read', 'trips:read']);
+    });
+
+    it('token create by slug with --scopes all, --expires and --name (human output)', async () => {
+      const result = await tourops(
+        [
+          ...'token create --tenant acme --scopes all --expires 2099-01-31'.split(' '),
+          '--name',
+          'booking sync',
+        ],
+        env,
+      );
+      assertOk(result);
+      const value = TOKEN_VALUE.exec(result.stdout)?.[0];
+      assert.ok(value, result.stdout);
+      assert.match(result.stdout, /expires: 2099-01-31T00:00:00\.000Z/);
+      assert.match(result.stdout, /shown only now/);
+
+      const auth = await authenticate(value);
+      assert.equal(auth.tenant.id, tenantId);
+      assert.deepEqual([...auth.scopes].sort(), [...SCOPES].sort());
+      assert.equal(auth.token.name, 'booking sync');
+      assert.equal(auth.token.expiresAt, '2099-01-31T00:00:00.000Z');
+      // Past its expiry the same token is refused.
+      const later: Clock = { now: () => new Date('2099-02-01T00:00:00Z') };
+      await assert.rejects(authenticate(value, later), /expired/);
+    });
+
+    it('token create takes a date-time with an offset and stores it in UTC', async () => {
+      const result = await tourops(
+        'token create --tenant acme --scopes bookings:read --expires 2099-06-30T12:00:00+02:00 --json',
+        env,
+      );
+      assertOk(result);
+      assert.equal(JSON.parse(result.stdout).expiresAt, '2099-06-30T10:00:00.000Z');
+    });
+
+    it('token create: bad option values exit 2, an unknown tenant exits 1', async () => {
+      const [scope, expires, missing, tenant] = await Promise.all([
+        tourops('token create --tenant acme --scopes trips:read,trips:fly', env),
+        tourops('token create --tenant acme --scopes all --expires soon', env),
+        tourops('token create --tenant acme', env),
+        tourops('token create --tenant nobody --scopes all', env),
+      ]);
+      assertFails(scope, 2, /unknown scope "trips:fly"/);
+      assertFails(expires, 2, /--expires "soon"/);
+      assertFails(missing, 2, /--scopes is required/);
+      assertFails(tenant, 1, /Tenant "nobody" was not found/);
+    });
+
+    it('token revoke revokes, after which the token no longer authenticates', async () => {
+      const minted = await tourops('token create --tenant acme --scopes trips:read --json', env);
+      assertOk(minted);
+      const { id, token } = JSON.parse(minted.stdout);
+      await authenticate(token);
+
+      const revoked = await tourops(['token', 'revoke', id, '--json'], env);
+      assertOk(revoked);
+      const body = JSON.parse(revoked.stdout);
+      assert.equal(body.id, id);
+      assert.equal(body.revoked, true);
+      assert.equal('token' in body, false);
+      await assert.rejects(authenticate(token), /revoked/);
+
+      const unknown = await tourops('token revoke tok_nope', env);
+      assertFails(unknown, 1, /Token "tok_nope" was not found/);
+    });
+
+    it('demo seeds the demo tenant once; a second run fails with exit 1', async () => {
+      const first = await tourops('demo --json', env);
+      assertOk(first);
+      const demo = JSON.parse(first.stdout);
+      assert.deepEqual(Object.keys(demo).sort(), ['tenantId', 'tenantSlug', 'token']);
+      assert.equal(demo.tenantSlug, 'demo');
+      const auth = await authenticate(demo.token);
+      assert.equal(auth.tenant.id, demo.tenantId);
+      assert.equal(auth.scopes.size, SCOPES.length);
+
+      const second = await tourops('demo', env);
+      assertFails(second, 1, /slug demo already exists/);
+    });
+  });
+}
+
+/** What does not depend on the database backend runs once, on SQLite. */
+describe('tourops CLI (command line)', () => {
+  let database: TestDatabase;
+
+  before(async () => {
+    database = await createTestDatabase('sqlite');
+  });
+  after(() => database.drop());
+
+  it('--help on the top level and on every command exits 0 and lists the options', async () => {
+    const [top, tenant, token, revoke, serve, group] = await Promise.all([
+      tourops('--help', {}),
+      tourops('tenant create --help', {}),
+      tourops('token create -h', {}),
+      tourops('token revoke --help', {}),
+      tourops('serve --help', {}),
+      tourops('token --help', {}),
+    ]);
+    for (const result of [top, tenant, token, revoke, serve, group]) assertOk(result);
+    const commands = ['serve', 'migrate', 'demo', 'tenant create', 'token create', 'token revoke'];
+    for (const command of commands) assert.match(top.stdout, new RegExp(`^  ${command}\\b`, 'm'));
+    assert.doesNotMatch(top.stdout, /webhooks|worker /);
+    for (const option of ['--name', '--slug', '--tier', '--json', '--help']) {
+      assert.ok(tenant.stdout.includes(option), `tenant create --help lacks ${option}`);
+    }
+    for (const option of ['--tenant', '--scopes', '--expires', '--name', '--json']) {
+      assert.ok(token.stdout.includes(option), `token create --help lacks ${option}`);
+    }
+    assert.match(revoke.stdout, /<id>/);
+    assert.match(serve.stdout, /--no-worker/);
+    assert.match(group.stdout, /tourops token create/);
+    assert.match(group.stdout, /tourops token revoke/);
+  });
+
+  it('an unknown command, a missing command and an unknown option exit 2 with one line', async () => {
+    const [unknown, none, sub, option, json] = await Promise.all([
+      tourops('frobnicate', {}),
+      tourops('', {}),
+      tourops('token frob', {}),
+      tourops('migrate --verbose', {}),
+      tourops('serve --json', {}),
+    ]);
+    assertFails(unknown, 2, /unknown command "frobnicate"/);
+    assertFails(none, 2, /missing command/);
+    assertFails(sub, 2, /unknown command "token frob"/);
+    assertFails(option, 2, /unknown option --verbose/);
+    assertFails(json, 2, /--json is not available for serve/);
+  });
+
+  it('a bad environment variable stops with one line naming it, exit 1', async () => {
+    const result = await tourops('migrate', { ...database.env, PORT: 'abc' });
+    assertFails(result, 1, /^tourops: PORT: "abc"/);
+  });
+
+  it('demo prints the token and a ready curl line', async () => {
+    const result = await tourops('demo', {
+      ...database.env,
+      PUBLIC_BASE_URL: 'http://api.example.test',
+    });
+    assertOk(result);
+    const token = TOKEN_VALUE.exec(result.stdout)?.[0];
+    assert.ok(token, result.stdout);
+    const curl = `curl -s -H "Authorization: Bearer ${token}" http://api.example.test/api/v1/trips?limit=2`;
+    assert.ok(result.stdout.includes(curl), result.stdout);
+  });
+
+  it('serve --no-worker serves the API until SIGTERM, then exits 0', async () => {
+    const port = await freePort();
+    const child = spawn(process.execPath, [BIN, 'serve', '--no-worker'], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', ...database.env, PORT: String(port), LOG_LEVEL: 'warn' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const exited = once(child, 'close');
+    let stdout = '';
+    let stderr = '';
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+      stderr += chunk;
+    });
+    const listening = new Promise<void>((resolve, reject) => {
+      child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+        stdout += chunk;
+        if (stdout.includes('listening on')) resolve();
+      });
+      child.on('close', () => reject(new Error(`serve exited early: ${stderr}`)));
+    });
+    try {
+      await listening;
+      const response = await fetch(`http://127.0.0.1:${port}/healthz`);
+      assert.equal(response.status, 200);
+      assert.deepEqual(await response.json(), { status: 'ok' });
+    } finally {
+      child.kill('SIGTERM');
+    }
+    const [code] = (await exited) as [number | null];
+    assert.equal(code, 0, stderr);
+  });
+});
+
+/** The pieces behind those lines, in process (no spawn needed). */
+describe('tourops CLI (messages and values)', () => {
+  it('a domain problem is its detail, with field errors the detail does not already say', () => {
+    assert.equal(describeError(notFound('Tenant "x"')), 'Tenant "x" was not found.');
+    assert.equal(
+      describeError(validationFailed({ scopes: ['unknown scope: x'] })),
+      'scopes: unknown scope: x',
+    );
+    assert.equal(
+      describeError(validationFailed({ name: ['is too long'], slug: ['is taken', 'is odd'] })),
+      '2 fields failed validation. (name: is too long; slug: is taken; slug: is odd)',
+    );
+    assert.equal(
+      describeError(new ConfigError('PORT: "abc" is not an integer between 0 and 65535')),
+      'PORT: "abc" is not an integer between 0 and 65535',
+    );
+    assert.equal(
+      describeError(new UsageError('--tenant is required', 'token create')),
+      '--tenant is required (see: tourops token create --help)',
+    );
+    const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), {
+      code: 'ECONNREFUSED',
+    });
+    assert.equal(
+      describeError(new AggregateError([refused])),
+      'DATABASE_URL: cannot reach the database (connect ECONNREFUSED 127.0.0.1:1)',
+    );
+    assert.equal(describeError(new Error('two\nlines')), 'two lines');
+  });
+
+  it('--expires takes ISO dates and zoned date-times in the future, nothing else', () => {
+    const now = new Date('2030-01-01T00:00:00Z');
+    const parse = (raw: string) => parseExpiry(raw, now, 'token create');
+    assert.equal(parse('2030-02-28'), '2030-02-28T00:00:00.000Z');
+    assert.equal(parse('2030-01-01T10:30Z'), '2030-01-01T10:30:00.000Z');
+    assert.equal(parse('2030-01-01T10:30:15.5-05:00'), '2030-01-01T15:30:15.500Z');
+    for (const bad of ['2030-02-30', '2030-13-01', '2030-01-01T24:00:00Z', 'tomorrow', '']) {
+      assert.throws(() => parse(bad), /is not an ISO date/, bad);
+    }
+    assert.throws(() => parse('2030-06-01T10:00'), /needs a time zone/);
+    assert.throws(() => parse('2029-12-31'), /not in the future/);
+  });
+
+  it('--scopes takes a comma list or all', () => {
+    assert.deepEqual(parseScopes('all', 'token create'), ['*']);
+    assert.deepEqual(parseScopes(' trips:read,,trips:read ', 'token create'), ['trips:read']);
+    assert.throws(() => parseScopes('trips:fly', 'token create'), /unknown scope "trips:fly"/);
+    assert.throws(() => parseScopes(',', 'token create'), /at least one scope/);
+  });
+});
+
+/** A loopback port nobody listens on right now. */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const address = server.address();
+  server.close();
+  await once(server, 'close');
+  assert.ok(address && typeof address === 'object');
+  return address.port;
+}
