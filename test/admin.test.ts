@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { seedDemo } from '../src/demo.ts';
-import { ADMIN_TOKEN, BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
+import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
 
 type Row = Record<string, unknown> & { id: string };
 
@@ -14,21 +14,8 @@ for (const backend of BACKENDS) {
     });
     after(() => ctx.close());
 
-    const admin = (
-      method: 'GET' | 'POST' | 'PATCH',
-      url: string,
-      body?: unknown,
-      token = ADMIN_TOKEN,
-    ) =>
-      ctx.app.inject({
-        method,
-        url,
-        headers: {
-          authorization: `Bearer ${token}`,
-          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-        },
-        ...(body === undefined ? {} : { payload: JSON.stringify(body) }),
-      });
+    const admin = (method: 'GET' | 'POST' | 'PATCH', url: string, body?: unknown, token?: string) =>
+      ctx.adminRequest(method, url, body, token);
 
     it('rejects a wrong admin secret with 401', async () => {
       const response = await admin(

@@ -58,32 +58,16 @@ for (const backend of BACKENDS) {
         id: e.id,
       }));
     const transition = (id: string, to: string) =>
-      ctx.app.inject({
-        method: 'POST',
-        url: `/admin/v1/bookings/${id}/transition`,
-        headers: {
-          authorization: 'Bearer admin-test-token-0123456789',
-          'content-type': 'application/json',
-        },
-        payload: JSON.stringify({ to }),
-      });
+      ctx.adminRequest('POST', `/admin/v1/bookings/${id}/transition`, { to });
 
     it('creates bookings only on published trips, pinning version, snapshot and fee', async () => {
       const trip = await createTrip(ctx, tenant);
-      const unpublished = await ctx.app.inject({
-        method: 'POST',
-        url: '/admin/v1/bookings',
-        headers: {
-          authorization: 'Bearer admin-test-token-0123456789',
-          'content-type': 'application/json',
-        },
-        payload: JSON.stringify({
-          tripId: trip.id,
-          totalRetailCents: 1000,
-          currency: 'EUR',
-          travelerName: 'A',
-          travelerEmail: 'a@example.com',
-        }),
+      const unpublished = await ctx.adminRequest('POST', '/admin/v1/bookings', {
+        tripId: trip.id,
+        totalRetailCents: 1000,
+        currency: 'EUR',
+        travelerName: 'A',
+        travelerEmail: 'a@example.com',
       });
       assert.equal(unpublished.statusCode, 422);
       assert.ok(unpublished.json().errors.tripId);
@@ -191,15 +175,7 @@ for (const backend of BACKENDS) {
     it('runs a trip through its lifecycle and emits publish events', async () => {
       const trip = await createTrip(ctx, tenant);
       const status = (to: string) =>
-        ctx.app.inject({
-          method: 'POST',
-          url: `/admin/v1/trips/${trip.id}/status`,
-          headers: {
-            authorization: 'Bearer admin-test-token-0123456789',
-            'content-type': 'application/json',
-          },
-          payload: JSON.stringify({ status: to }),
-        });
+        ctx.adminRequest('POST', `/admin/v1/trips/${trip.id}/status`, { status: to });
       assert.equal((await status('sent')).statusCode, 409);
       for (const to of ['active', 'sent', 'rejected', 'active', 'sent', 'accepted', 'archived']) {
         assert.equal((await status(to)).statusCode, 200, to);
@@ -314,15 +290,7 @@ for (const backend of BACKENDS) {
       assert.equal(second.data.scheduledFor, '2027-03-01T09:00:00.000Z');
 
       const move = (id: string, to: string) =>
-        ctx.app.inject({
-          method: 'POST',
-          url: `/admin/v1/payments/${id}/transition`,
-          headers: {
-            authorization: 'Bearer admin-test-token-0123456789',
-            'content-type': 'application/json',
-          },
-          payload: JSON.stringify({ to }),
-        });
+        ctx.adminRequest('POST', `/admin/v1/payments/${id}/transition`, { to });
       assert.equal((await move(payment.id, 'succeeded')).statusCode, 409);
       assert.equal((await move(payment.id, 'processing')).statusCode, 200);
       const succeeded = (await move(payment.id, 'succeeded')).json().data;

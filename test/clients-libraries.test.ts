@@ -199,15 +199,11 @@ for (const backend of BACKENDS) {
 
     it('rejects a hotel in a city of another tenant', async () => {
       const other = await createTenant(ctx);
-      const response = await ctx.app.inject({
-        method: 'POST',
-        url: `/admin/v1/tenants/${tenant.id}/library/hotels`,
-        headers: {
-          authorization: 'Bearer admin-test-token-0123456789',
-          'content-type': 'application/json',
-        },
-        payload: JSON.stringify({ name: 'Elsewhere', cityId: other.cityIds[0] }),
-      });
+      const response = await ctx.adminRequest(
+        'POST',
+        `/admin/v1/tenants/${tenant.id}/library/hotels`,
+        { name: 'Elsewhere', cityId: other.cityIds[0] },
+      );
       assert.equal(response.statusCode, 422);
       assert.ok(response.json().errors.cityId);
     });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import SwaggerParser from '@apidevtools/swagger-parser';
-import { createTestContext, type TestContext } from './helpers/context.ts';
+import { ADMIN_TOKEN, createTestContext, type TestContext } from './helpers/context.ts';
 
 describe('OpenAPI documents', () => {
   let ctx: TestContext;
@@ -73,7 +73,7 @@ describe('OpenAPI documents', () => {
     const response = await ctx.app.inject({
       method: 'GET',
       url: '/admin/v1/openapi.json',
-      headers: { authorization: 'Bearer admin-test-token-0123456789' },
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
     });
     assert.equal(response.statusCode, 200);
     const document = response.json();

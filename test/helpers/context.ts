@@ -74,6 +74,14 @@ export interface TestContext {
     url: string,
     request?: ApiRequest,
   ): Promise<LightMyRequestResponse>;
+  /** The raw admin answer, for tests that expect a failure. */
+  adminRequest(
+    method: InjectOptions['method'],
+    url: string,
+    body?: unknown,
+    token?: string,
+  ): Promise<LightMyRequestResponse>;
+  /** An admin call that must succeed; its parsed body. */
   admin<T = Record<string, unknown>>(
     method: InjectOptions['method'],
     url: string,
@@ -135,16 +143,19 @@ export async function createTestContext(
     return response;
   };
 
-  const admin: TestContext['admin'] = async (method, url, body) => {
-    const response = await app.inject({
+  const adminRequest: TestContext['adminRequest'] = (method, url, body, token = ADMIN_TOKEN) =>
+    app.inject({
       method,
       url,
       headers: {
-        authorization: `Bearer ${ADMIN_TOKEN}`,
+        authorization: `Bearer ${token}`,
         ...(body === undefined ? {} : { 'content-type': 'application/json' }),
       },
       ...(body === undefined ? {} : { payload: JSON.stringify(body) }),
     });
+
+  const admin: TestContext['admin'] = async (method, url, body) => {
+    const response = await adminRequest(method, url, body);
     if (response.statusCode >= 300) {
       throw new Error(`admin ${method} ${url} answered ${response.statusCode}: ${response.body}`);
     }
@@ -156,6 +167,7 @@ export async function createTestContext(
     runtime,
     app,
     api,
+    adminRequest,
     admin,
     close: async () => {
       await app.close();
