@@ -159,6 +159,28 @@ for (const backend of BACKENDS) {
       assert.equal(me.json().token.lastUsedAt, '2026-11-21T10:01:00.000Z');
     });
 
+    it('applies revocation, deactivation and plan changes at once, even for a token just used', async () => {
+      const t = await createTenant(ctx);
+      const spare = await mintToken(ctx, t.id, ['*']);
+      assert.equal((await ctx.api('GET', '/api/v1/me', { token: t.token })).statusCode, 200);
+      await ctx.admin('POST', `/admin/v1/tokens/${t.tokenId}/revoke`);
+      const revoked = await ctx.api('GET', '/api/v1/me', { token: t.token });
+      assert.equal(revoked.statusCode, 401);
+      assert.match(revoked.json().detail, /revoked/);
+
+      assert.equal((await ctx.api('GET', '/api/v1/me', { token: spare.token })).statusCode, 200);
+      await ctx.admin('PATCH', `/admin/v1/tenants/${t.id}`, { tier: 'free' });
+      assert.equal(
+        (await ctx.api('GET', '/api/v1/me', { token: spare.token })).json().type,
+        'http://api.test/errors/plan-required',
+      );
+      await ctx.admin('PATCH', `/admin/v1/tenants/${t.id}`, { tier: 'pro', active: false });
+      assert.match(
+        (await ctx.api('GET', '/api/v1/me', { token: spare.token })).json().detail,
+        /inactive/,
+      );
+    });
+
     it('mints tokens in the documented format, prefixed with the deployment env', async () => {
       const minted = await mintToken(ctx, tenant.id, ['trips:read']);
       assert.match(minted.token, /^tk_test_[0-9A-HJKMNP-TV-Z]{26}$/);

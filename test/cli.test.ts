@@ -14,6 +14,8 @@ import type { Clock } from '../src/lib/clock.ts';
 import { notFound, validationFailed } from '../src/lib/problems.ts';
 import { createRuntime, type Runtime } from '../src/runtime.ts';
 import type { AuthContext } from '../src/services/context.ts';
+import { AUTH_CACHE_TTL_MS } from '../src/services/index.ts';
+import { ManualClock } from './helpers/clock.ts';
 import { BACKENDS, createTestDatabase, type TestDatabase } from './helpers/context.ts';
 
 /** The real CLI, as an operator runs it: bin/tourops.js in a child process. */
@@ -73,6 +75,9 @@ for (const backend of BACKENDS) {
     let tenantId: string;
 
     /** Authenticates a token in this process, on the same database the CLI wrote to. */
+    /** The in-process "server" the CLI runs beside; its clock moves past the auth cache's TTL. */
+    const serverClock = new ManualClock();
+
     async function authenticate(value: string, clock?: Clock): Promise<AuthContext> {
       const config = loadConfig({ ...database.env, LOG_LEVEL: 'silent' });
       const logger = pino({ level: 'silent' });
@@ -84,7 +89,7 @@ for (const backend of BACKENDS) {
           await atThatTime.close();
         }
       }
-      runtime ??= await createRuntime(config, { logger });
+      runtime ??= await createRuntime(config, { logger, clock: serverClock });
       return runtime.services.tokens.authenticate(`Bearer ${value}`);
     }
 
@@ -213,6 +218,8 @@ for (const backend of BACKENDS) {
       assert.equal(body.id, id);
       assert.equal(body.revoked, true);
       assert.equal('token' in body, false);
+      // Another process revoked it: a running process sees that within the auth cache's TTL.
+      serverClock.advance(AUTH_CACHE_TTL_MS);
       await assert.rejects(authenticate(token), /revoked/);
 
       const unknown = await tourops('token revoke tok_nope', env);

@@ -2,7 +2,6 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import {
-  CamelCasePlugin,
   CompiledQuery,
   type DatabaseConnection,
   Kysely,
@@ -12,6 +11,7 @@ import {
   type Transaction,
 } from 'kysely';
 import pg from 'pg';
+import { FlatCamelCasePlugin } from './camel-case.ts';
 import type { DB } from './schema.ts';
 
 export type Dialect = 'sqlite' | 'postgres';
@@ -111,7 +111,7 @@ export function createDatabase(options: DatabaseOptions): Database {
     });
     const db = new Kysely<DB>({
       dialect: new PostgresDialect({ pool }),
-      plugins: [new CamelCasePlugin()],
+      plugins: [new FlatCamelCasePlugin()],
     });
     return { db, dialect: 'postgres', pool, close: () => db.destroy() };
   }
@@ -121,7 +121,7 @@ export function createDatabase(options: DatabaseOptions): Database {
     dialect: new ImmediateSqliteDialect({
       database: new CachingSqlite(sqlite) as unknown as BetterSqlite3.Database,
     }),
-    plugins: [new CamelCasePlugin()],
+    plugins: [new FlatCamelCasePlugin()],
   });
   return { db, dialect: 'sqlite', pool: null, close: () => db.destroy() };
 }

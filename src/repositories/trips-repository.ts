@@ -1,5 +1,6 @@
 import type { Insertable, Kysely, Selectable, Updateable } from 'kysely';
 import type { Executor } from '../db/database.ts';
+import { prepare } from '../db/prepared.ts';
 import type { DB, TripsTable } from '../db/schema.ts';
 import type { TripStatus } from '../domain/states.ts';
 
@@ -13,29 +14,48 @@ export interface TripListFilter {
 }
 
 export class TripsRepository {
+  private readonly byId = prepare((tenantId: string, id: string) =>
+    this.db.selectFrom('trips').selectAll().where('tenantId', '=', tenantId).where('id', '=', id),
+  );
+  /** One compiled page query per combination of filters (at most eight). */
+  private readonly pages = new Map<string, ReturnType<typeof this.preparePage>>();
+
   constructor(private readonly db: Kysely<DB>) {}
 
-  findById(tenantId: string, id: string, trx: Executor = this.db): Promise<TripRow | undefined> {
-    return trx
-      .selectFrom('trips')
-      .selectAll()
-      .where('tenantId', '=', tenantId)
-      .where('id', '=', id)
-      .executeTakeFirst();
+  async findById(tenantId: string, id: string, trx: Executor = this.db) {
+    const [row] = await this.byId(trx, tenantId, id);
+    return row as TripRow | undefined;
   }
 
   /** Keyset page by id ascending; fetches `limit + 1` rows so the caller can tell `hasMore`. */
   list(tenantId: string, filter: TripListFilter, trx: Executor = this.db): Promise<TripRow[]> {
-    let query = trx.selectFrom('trips').selectAll().where('tenantId', '=', tenantId);
-    if (filter.status !== undefined) query = query.where('status', '=', filter.status);
-    if (filter.publishedAtGte !== undefined) {
-      query = query.where('publishedAt', '>=', filter.publishedAtGte);
+    const shape = {
+      status: filter.status !== undefined,
+      publishedAtGte: filter.publishedAtGte !== undefined,
+      afterId: filter.afterId !== null,
+    };
+    const key = `${+shape.status}${+shape.publishedAtGte}${+shape.afterId}`;
+    let page = this.pages.get(key);
+    if (!page) {
+      page = this.preparePage(shape);
+      this.pages.set(key, page);
     }
-    if (filter.afterId !== null) query = query.where('id', '>', filter.afterId);
-    return query
-      .orderBy('id')
-      .limit(filter.limit + 1)
-      .execute();
+    const params: [string, ...string[]] = [tenantId];
+    if (filter.status !== undefined) params.push(filter.status);
+    if (filter.publishedAtGte !== undefined) params.push(filter.publishedAtGte);
+    if (filter.afterId !== null) params.push(filter.afterId);
+    return page(trx, filter.limit + 1, ...params);
+  }
+
+  private preparePage(shape: { status: boolean; publishedAtGte: boolean; afterId: boolean }) {
+    return prepare((limit: number, tenantId: string, ...rest: string[]) => {
+      let query = this.db.selectFrom('trips').selectAll().where('tenantId', '=', tenantId);
+      const next = () => rest.shift() as string;
+      if (shape.status) query = query.where('status', '=', next() as TripStatus);
+      if (shape.publishedAtGte) query = query.where('publishedAt', '>=', next());
+      if (shape.afterId) query = query.where('id', '>', next());
+      return query.orderBy('id').limit(limit);
+    });
   }
 
   insert(row: Insertable<TripsTable>, trx: Executor = this.db): Promise<TripRow> {

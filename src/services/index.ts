@@ -12,6 +12,7 @@ import {
   TokensRepository,
 } from '../repositories/tenants-repository.ts';
 import { TripsRepository } from '../repositories/trips-repository.ts';
+import { AuthCache } from './auth-cache.ts';
 import { BookingsService } from './bookings-service.ts';
 import { ClientsService } from './clients-service.ts';
 import { EventsService } from './events-service.ts';
@@ -44,6 +45,12 @@ export interface Services {
   };
 }
 
+/**
+ * How long another process's revocation or tenant change can take to reach this one; changes
+ * made through this process apply at once.
+ */
+export const AUTH_CACHE_TTL_MS = 2_000;
+
 /** The one place that wires repositories into services; the HTTP app, CLI and tests share it. */
 export function createServices(
   config: Config,
@@ -65,6 +72,7 @@ export function createServices(
     notifications: new NotificationsRepository(db),
   };
   const events = new EventsService(repositories.events, clock);
+  const authCache = new AuthCache(AUTH_CACHE_TTL_MS);
   return {
     repositories,
     events,
@@ -72,6 +80,7 @@ export function createServices(
       repositories.tenants,
       repositories.members,
       repositories.notifications,
+      authCache,
       clock,
     ),
     tokens: new TokensService(
@@ -80,6 +89,7 @@ export function createServices(
       repositories.members,
       clock,
       config.deploymentEnv,
+      authCache,
       onBackgroundError,
     ),
     trips: new TripsService(

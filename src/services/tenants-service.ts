@@ -18,6 +18,7 @@ import type {
   TenantRow,
   TenantsRepository,
 } from '../repositories/tenants-repository.ts';
+import type { AuthCache } from './auth-cache.ts';
 import { FieldErrorCollector } from './validation.ts';
 
 /** A tenant as the admin API and CLI show it: quotas resolved against the plan. */
@@ -55,6 +56,7 @@ export class TenantsService {
     private readonly tenants: TenantsRepository,
     private readonly members: MembersRepository,
     private readonly notifications: NotificationsRepository,
+    private readonly authCache: AuthCache,
     private readonly clock: Clock,
   ) {}
 
@@ -108,6 +110,8 @@ export class TenantsService {
     if (input.webhookEndpointCap !== undefined) patch.webhookEndpointCap = input.webhookEndpointCap;
     const row = await this.tenants.update(id, patch);
     if (!row) throw notFound('Tenant');
+    // Plan, activity and quotas are read through authentication: drop what it remembers.
+    this.authCache.forgetTenant(id);
     return toTenant(row);
   }
 

@@ -11,6 +11,7 @@ import type {
   TokenRow,
   TokensRepository,
 } from '../repositories/tenants-repository.ts';
+import type { AuthCache } from './auth-cache.ts';
 import type { AuthContext } from './context.ts';
 
 const TOKEN_PATTERN = /^tk_(live|test)_[0-9A-HJKMNP-TV-Z]{26}$/;
@@ -64,6 +65,7 @@ export class TokensService {
     private readonly members: MembersRepository,
     private readonly clock: Clock,
     private readonly env: DeploymentEnv,
+    private readonly cache: AuthCache,
     private readonly onBackgroundError: (error: unknown) => void,
   ) {}
 
@@ -111,6 +113,7 @@ export class TokensService {
   async revoke(id: string): Promise<PublicToken> {
     const row = await this.tokens.revoke(id, nowIso(this.clock));
     if (!row) throw notFound('Token');
+    this.cache.forgetToken(id);
     return toPublicToken(row);
   }
 
@@ -124,17 +127,24 @@ export class TokensService {
         'The token is malformed; expected "Bearer tk_live_…" or "Bearer tk_test_…".',
       );
     }
-    const found = await this.tokens.findByHash(hashToken(match[1]));
-    if (!found) throw unauthorized('The token is unknown.');
-    const { token, tenant } = found;
-    if (token.revokedAt !== null) throw unauthorized('The token has been revoked.');
     const now = this.clock.now();
+    const hash = hashToken(match[1]);
+    let cached = this.cache.get(hash, now.getTime());
+    if (!cached) {
+      const found = await this.tokens.findByHash(hash);
+      if (!found) throw unauthorized('The token is unknown.');
+      const scopes = new Set(parseStoredJson<string[]>(found.token.scopes));
+      this.cache.set(hash, found, scopes, now.getTime());
+      cached = { found, scopes, loadedAt: now.getTime() };
+    }
+    const { token, tenant } = cached.found;
+    if (token.revokedAt !== null) throw unauthorized('The token has been revoked.');
     if (token.expiresAt !== null && token.expiresAt <= now.toISOString()) {
       throw unauthorized('The token has expired.');
     }
     if (tenant.active !== 1) throw unauthorized('The tenant of this token is inactive.');
     this.touch(token, now.getTime());
-    return { tenant, token, scopes: new Set(parseStoredJson<string[]>(token.scopes)) };
+    return { tenant, token, scopes: cached.scopes };
   }
 
   private touch(token: TokenRow, nowMs: number): void {
@@ -143,6 +153,8 @@ export class TokensService {
     if (nowMs - last < LAST_USED_INTERVAL_MS) return;
     this.lastTouched.set(token.id, nowMs);
     const at = new Date(nowMs).toISOString();
+    // The row may be the auth cache's copy: let it (and so /me) know about this use.
+    token.lastUsedAt = at;
     const notAfter = new Date(nowMs - LAST_USED_INTERVAL_MS).toISOString();
     // Off the request path: the answer does not wait for a bookkeeping write.
     this.tokens.touchLastUsed(token.id, at, notAfter).catch(this.onBackgroundError);
