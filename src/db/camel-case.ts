@@ -1,4 +1,9 @@
-import { CamelCasePlugin } from 'kysely';
+import {
+  CamelCasePlugin,
+  type PluginTransformResultArgs,
+  type QueryResult,
+  type UnknownRow,
+} from 'kysely';
 
 /**
  * CamelCasePlugin whose row mapping skips the nested-object checks: every value we store is a
@@ -9,5 +14,22 @@ export class FlatCamelCasePlugin extends CamelCasePlugin {
     const out: Record<string, unknown> = {};
     for (const key in row) out[this.camelCase(key)] = row[key];
     return out;
+  }
+}
+
+/**
+ * For SQLite: identifiers become snake_case in SQL as usual, but rows arrive from the driver
+ * already camelCased (see `CamelRowStatement`), so results pass through untouched.
+ */
+export class SnakeCaseQueriesPlugin extends CamelCasePlugin {
+  override async transformResult(
+    args: PluginTransformResultArgs,
+  ): Promise<QueryResult<UnknownRow>> {
+    return args.result;
+  }
+
+  /** The plugin's own column-name mapping, for the driver to apply. */
+  toCamelCase(name: string): string {
+    return this.camelCase(name);
   }
 }

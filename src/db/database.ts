@@ -11,7 +11,7 @@ import {
   type Transaction,
 } from 'kysely';
 import pg from 'pg';
-import { FlatCamelCasePlugin } from './camel-case.ts';
+import { FlatCamelCasePlugin, SnakeCaseQueriesPlugin } from './camel-case.ts';
 import type { DB } from './schema.ts';
 
 export type Dialect = 'sqlite' | 'postgres';
@@ -38,21 +38,60 @@ export interface DatabaseOptions {
 }
 
 /**
+ * A reading statement that returns camelCase row objects. better-sqlite3 builds an object one
+ * property at a time (about 5 µs a row for our tables); reading arrays and building each row with
+ * one generated object literal per statement is several times faster, and does the camelCase
+ * mapping at the same time.
+ */
+class CamelRowStatement {
+  readonly reader = true;
+  readonly #statement: BetterSqlite3.Statement;
+  readonly #build: (values: unknown[]) => Record<string, unknown>;
+
+  constructor(statement: BetterSqlite3.Statement, toCamelCase: (name: string) => string) {
+    this.#statement = statement.raw(true);
+    const fields = statement
+      .columns()
+      .map((column, i) => `${JSON.stringify(toCamelCase(column.name))}: v[${i}]`);
+    // Column names come from our own SQL; JSON.stringify makes each a safe property key.
+    this.#build = new Function('v', `return { ${fields.join(', ')} };`) as (
+      values: unknown[],
+    ) => Record<string, unknown>;
+  }
+
+  all(parameters: unknown[]): Record<string, unknown>[] {
+    const rows = this.#statement.all(parameters) as unknown[][];
+    const out = new Array<Record<string, unknown>>(rows.length);
+    for (let i = 0; i < rows.length; i++) out[i] = this.#build(rows[i]);
+    return out;
+  }
+
+  *iterate(parameters: unknown[]): IterableIterator<Record<string, unknown>> {
+    for (const values of this.#statement.iterate(parameters) as IterableIterator<unknown[]>) {
+      yield this.#build(values);
+    }
+  }
+}
+
+/**
  * better-sqlite3 compiles a statement on every `prepare`; Kysely prepares per query. Caching by
  * SQL text saves that work on every request (the hot reads are a handful of distinct statements).
  */
 class CachingSqlite {
   readonly #db: BetterSqlite3.Database;
-  readonly #statements = new Map<string, BetterSqlite3.Statement>();
+  readonly #toCamelCase: (name: string) => string;
+  readonly #statements = new Map<string, BetterSqlite3.Statement | CamelRowStatement>();
 
-  constructor(db: BetterSqlite3.Database) {
+  constructor(db: BetterSqlite3.Database, toCamelCase: (name: string) => string) {
     this.#db = db;
+    this.#toCamelCase = toCamelCase;
   }
 
-  prepare(sql: string): BetterSqlite3.Statement {
+  prepare(sql: string): BetterSqlite3.Statement | CamelRowStatement {
     let statement = this.#statements.get(sql);
     if (!statement) {
-      statement = this.#db.prepare(sql);
+      const prepared = this.#db.prepare(sql);
+      statement = prepared.reader ? new CamelRowStatement(prepared, this.#toCamelCase) : prepared;
       // Bounded: dynamic IN-lists could otherwise grow the cache without limit.
       if (this.#statements.size >= 500) this.#statements.clear();
       this.#statements.set(sql, statement);
@@ -117,11 +156,14 @@ export function createDatabase(options: DatabaseOptions): Database {
   }
   mkdirSync(options.dataDir, { recursive: true });
   const sqlite = openSqlite(join(options.dataDir, 'tourops.sqlite'));
+  const camelCase = new SnakeCaseQueriesPlugin();
   const db = new Kysely<DB>({
     dialect: new ImmediateSqliteDialect({
-      database: new CachingSqlite(sqlite) as unknown as BetterSqlite3.Database,
+      database: new CachingSqlite(sqlite, (name) =>
+        camelCase.toCamelCase(name),
+      ) as unknown as BetterSqlite3.Database,
     }),
-    plugins: [new FlatCamelCasePlugin()],
+    plugins: [camelCase],
   });
   return { db, dialect: 'sqlite', pool: null, close: () => db.destroy() };
 }

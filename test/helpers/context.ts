@@ -37,8 +37,20 @@ export async function createTestDatabase(backend: Backend): Promise<TestDatabase
   const name = `tourops_test_${Date.now()}_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Client({ connectionString: base });
   await admin.connect();
-  await admin.query(`create database ${name}`);
-  await admin.end();
+  try {
+    // Concurrent CREATE DATABASE (suites run in parallel) can find template1 busy: retry that.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await admin.query(`create database ${name}`);
+        break;
+      } catch (error) {
+        if ((error as { code?: string }).code !== '55006' || attempt === 20) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 50 * attempt));
+      }
+    }
+  } finally {
+    await admin.end();
+  }
   const url = new URL(base);
   url.pathname = `/${name}`;
   const dir = mkdtempSync(join(tmpdir(), 'tourops-test-'));
