@@ -1,0 +1,302 @@
+/**
+ * Load windows and the measurements made of them.
+ *
+ * A window is one autocannon run against one server child: a warm-up, then the measured part, on
+ * the same connections (so the measurement sees the steady state, not 50 connections being
+ * opened at once). Latencies are kept at sub-millisecond precision (autocannon's own histogram
+ * truncates to whole milliseconds), and the CPU used by the server, PostgreSQL, autocannon and
+ * the rest of the machine is sampled over exactly the measured part.
+ *
+ * A measurement combines the windows of one probe (the benchmark interleaves the probes it
+ * compares, round after round, so a slow minute of the machine hits both sides of a ratio).
+ */
+import { cpus } from 'node:os';
+import autocannon, { type Result } from 'autocannon';
+import { commandCpuDelta, commandCpuSeconds, type ServerProcess, systemCpu } from './processes.ts';
+
+export interface LoadOptions {
+  url: string;
+  headers?: Record<string, string>;
+  connections: number;
+  warmupSec: number;
+  durationSec: number;
+}
+
+/** The raw outcome of one window's measured part. */
+export interface Window {
+  wallSec: number;
+  /** 2xx responses. */
+  requests: number;
+  non2xx: number;
+  errors: number;
+  /** Timeouts of the whole run, warm-up included. */
+  timeouts: number;
+  statusCodes: Record<string, number>;
+  bytes: number;
+  /** Latencies of the 2xx responses, ms. */
+  latencies: Float64Array;
+  serverCpuSec: number | null;
+  dbCpuSec: number | null;
+  clientCpuSec: number;
+  systemBusy: number | null;
+  systemTotal: number | null;
+  /** Machine CPU used just before the window with the bench idle, percent of one core. */
+  backgroundCpuPct: number | null;
+}
+
+export interface Measurement {
+  label: string;
+  backend: string;
+  url: string;
+  /** Measured seconds, all windows together. */
+  durationSec: number;
+  /** req/s of each window, in order. */
+  windowRps: number[];
+  requests: number;
+  rps: number;
+  p50: number;
+  p90: number;
+  p99: number;
+  max: number;
+  /** Responses that were not 2xx, socket errors and timeouts: any of these voids the run. */
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+  statusCodes: Record<string, number>;
+  bytesPerResponse: number;
+  /** Server process CPU, percent of one core. */
+  serverCpuPct: number | null;
+  /** Server process CPU per answered request, microseconds. */
+  serverCpuUsPerRequest: number | null;
+  /** PostgreSQL processes' CPU, percent of one core (null when not measured). */
+  dbCpuPct: number | null;
+  /** Whole machine busy, percent of all cores. */
+  systemCpuPct: number | null;
+  /** This process (autocannon), percent of one core: near 100 means the client was the limit. */
+  clientCpuPct: number;
+  /**
+   * Machine CPU not used by the server, autocannon or PostgreSQL, percent of one core: kernel
+   * network work, and any other process on the machine (a busy neighbour depresses the numbers).
+   */
+  otherCpuPct: number | null;
+  /** Highest machine CPU seen just before a window with the bench idle, percent of one core. */
+  backgroundCpuPct: number | null;
+}
+
+/** Float64 samples that grow in chunks (a fast window answers several hundred thousand requests). */
+class Samples {
+  #data = new Float64Array(1 << 16);
+  #length = 0;
+  push(value: number): void {
+    if (this.#length === this.#data.length) {
+      const next = new Float64Array(this.#data.length * 2);
+      next.set(this.#data);
+      this.#data = next;
+    }
+    this.#data[this.#length++] = value;
+  }
+  values(): Float64Array {
+    return this.#data.slice(0, this.#length);
+  }
+}
+
+function percentile(sorted: Float64Array, p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[rank];
+}
+
+/** Machine CPU in use while nothing of the benchmark runs, percent of one core. */
+export async function backgroundCpu(sampleMs = 500): Promise<number | null> {
+  const before = systemCpu();
+  await new Promise((resolve) => setTimeout(resolve, sampleMs));
+  const after = systemCpu();
+  if (!before || !after || after.total <= before.total) return null;
+  return ((after.busy - before.busy) / (after.total - before.total)) * 100 * cpus().length;
+}
+
+interface CpuSnapshot {
+  at: number;
+  server: number | null;
+  db: Map<number, number> | null;
+  system: ReturnType<typeof systemCpu>;
+  client: NodeJS.CpuUsage;
+}
+
+function snapshot(server: ServerProcess, dbProcessName?: string): CpuSnapshot {
+  return {
+    at: performance.now(),
+    server: server.cpuSeconds(),
+    db: dbProcessName ? commandCpuSeconds(dbProcessName) : null,
+    system: systemCpu(),
+    client: process.cpuUsage(),
+  };
+}
+
+export interface WindowHooks {
+  dbProcessName?: string;
+  /** Called when the measured part opens (CPU profiling). */
+  onMeasureStart?: () => void;
+}
+
+export async function runWindow(
+  server: ServerProcess,
+  options: LoadOptions,
+  hooks: WindowHooks = {},
+): Promise<Window> {
+  const background = await backgroundCpu();
+  const samples = new Samples();
+  const statusCodes: Record<string, number> = {};
+  let recording = false;
+  let requests = 0;
+  let non2xx = 0;
+  let errors = 0;
+  let bytes = 0;
+  let start: CpuSnapshot | null = null;
+
+  const result = await new Promise<Result>((resolve, reject) => {
+    const instance = autocannon(
+      {
+        url: options.url,
+        connections: options.connections,
+        duration: options.warmupSec + options.durationSec,
+        pipelining: 1,
+        timeout: 10,
+        headers: options.headers,
+      },
+      (error, result) => {
+        clearTimeout(opener);
+        return error ? reject(error) : resolve(result);
+      },
+    );
+    const opener = setTimeout(() => {
+      start = snapshot(server, hooks.dbProcessName);
+      recording = true;
+      hooks.onMeasureStart?.();
+    }, options.warmupSec * 1000);
+    instance.on('response', (_client, statusCode, responseBytes, responseTimeMs) => {
+      if (!recording) return;
+      statusCodes[statusCode] = (statusCodes[statusCode] ?? 0) + 1;
+      if (statusCode >= 200 && statusCode < 300) {
+        samples.push(responseTimeMs);
+        requests++;
+        bytes += responseBytes;
+      } else {
+        non2xx++;
+      }
+    });
+    instance.on('reqError', () => {
+      if (recording) errors++;
+    });
+  });
+  recording = false;
+  const end = snapshot(server, hooks.dbProcessName);
+  const begin = start as CpuSnapshot | null;
+  if (!begin) throw new Error(`${options.url}: the run ended before its measured part began`);
+  const delta = (a: number | null, b: number | null) => (a !== null && b !== null ? b - a : null);
+  return {
+    wallSec: (end.at - begin.at) / 1000,
+    requests,
+    non2xx,
+    errors,
+    timeouts: result.timeouts,
+    statusCodes,
+    bytes,
+    latencies: samples.values(),
+    serverCpuSec: delta(begin.server, end.server),
+    dbCpuSec: hooks.dbProcessName ? commandCpuDelta(begin.db, end.db) : null,
+    clientCpuSec:
+      (end.client.user - begin.client.user + (end.client.system - begin.client.system)) / 1e6,
+    systemBusy: delta(begin.system?.busy ?? null, end.system?.busy ?? null),
+    systemTotal: delta(begin.system?.total ?? null, end.system?.total ?? null),
+    backgroundCpuPct: background,
+  };
+}
+
+function sumOrNull(values: Array<number | null>): number | null {
+  return values.some((v) => v === null) ? null : values.reduce<number>((a, b) => a + (b ?? 0), 0);
+}
+
+/** One measurement from the windows of one probe. */
+export function combine(
+  label: string,
+  backend: string,
+  url: string,
+  windows: Window[],
+): Measurement {
+  const wallSec = windows.reduce((a, w) => a + w.wallSec, 0);
+  const requests = windows.reduce((a, w) => a + w.requests, 0);
+  const all = new Float64Array(windows.reduce((a, w) => a + w.latencies.length, 0));
+  let offset = 0;
+  for (const w of windows) {
+    all.set(w.latencies, offset);
+    offset += w.latencies.length;
+  }
+  const sorted = all.sort();
+  const statusCodes: Record<string, number> = {};
+  for (const w of windows) {
+    for (const [code, count] of Object.entries(w.statusCodes)) {
+      statusCodes[code] = (statusCodes[code] ?? 0) + count;
+    }
+  }
+  const serverCpu = sumOrNull(windows.map((w) => w.serverCpuSec));
+  const dbCpu = sumOrNull(windows.map((w) => w.dbCpuSec));
+  const clientCpu = windows.reduce((a, w) => a + w.clientCpuSec, 0);
+  const busy = sumOrNull(windows.map((w) => w.systemBusy));
+  const total = sumOrNull(windows.map((w) => w.systemTotal));
+  const serverCpuPct = serverCpu === null ? null : (serverCpu / wallSec) * 100;
+  const dbCpuPct = dbCpu === null ? null : (dbCpu / wallSec) * 100;
+  const clientCpuPct = (clientCpu / wallSec) * 100;
+  const systemCpuPct = busy !== null && total !== null && total > 0 ? (busy / total) * 100 : null;
+  const backgrounds = windows.map((w) => w.backgroundCpuPct).filter((v): v is number => v !== null);
+  return {
+    label,
+    backend,
+    url,
+    durationSec: wallSec,
+    windowRps: windows.map((w) => w.requests / w.wallSec),
+    requests,
+    rps: requests / wallSec,
+    p50: percentile(sorted, 50),
+    p90: percentile(sorted, 90),
+    p99: percentile(sorted, 99),
+    max: sorted.length > 0 ? sorted[sorted.length - 1] : Number.NaN,
+    non2xx: windows.reduce((a, w) => a + w.non2xx, 0),
+    errors: windows.reduce((a, w) => a + w.errors, 0),
+    timeouts: windows.reduce((a, w) => a + w.timeouts, 0),
+    statusCodes,
+    bytesPerResponse: requests > 0 ? windows.reduce((a, w) => a + w.bytes, 0) / requests : 0,
+    serverCpuPct,
+    serverCpuUsPerRequest:
+      serverCpu === null || requests === 0 ? null : (serverCpu / requests) * 1e6,
+    dbCpuPct,
+    systemCpuPct,
+    clientCpuPct,
+    otherCpuPct:
+      systemCpuPct === null || serverCpuPct === null
+        ? null
+        : Math.max(0, systemCpuPct * cpus().length - serverCpuPct - clientCpuPct - (dbCpuPct ?? 0)),
+    backgroundCpuPct: backgrounds.length > 0 ? Math.max(...backgrounds) : null,
+  };
+}
+
+/** Another process's load on the machine (percent of one core) that voids a comparison. */
+export const DISTURBED_PCT = 30;
+
+/** A window during or just before which other processes took a noticeable share of the CPU. */
+export function windowDisturbed(w: Window): boolean {
+  const other =
+    w.systemBusy !== null && w.systemTotal !== null && w.systemTotal > 0 && w.serverCpuSec !== null
+      ? (w.systemBusy / w.systemTotal) * 100 * cpus().length -
+        ((w.serverCpuSec + w.clientCpuSec + (w.dbCpuSec ?? 0)) / w.wallSec) * 100
+      : 0;
+  return other > DISTURBED_PCT || (w.backgroundCpuPct ?? 0) > DISTURBED_PCT;
+}
+
+export function isDisturbed(m: Measurement): boolean {
+  return (m.otherCpuPct ?? 0) > DISTURBED_PCT || (m.backgroundCpuPct ?? 0) > DISTURBED_PCT;
+}
+
+export function isValid(m: Measurement): boolean {
+  return m.requests > 0 && m.non2xx === 0 && m.errors === 0 && m.timeouts === 0;
+}

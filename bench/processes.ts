@@ -1,0 +1,252 @@
+/**
+ * Child processes of the benchmark: every server under test runs in its own Node process, so
+ * autocannon (in the benchmark process) and the server never share an event loop or a core.
+ * Every child is tracked and killed when the benchmark ends, however it ends.
+ */
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+export const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+const AGENT = pathToFileURL(join(REPO_ROOT, 'bench', 'child-agent.ts')).href;
+
+const live = new Set<ChildProcess>();
+
+/** Last resort, synchronous: nothing may outlive the benchmark. */
+export function killAllChildrenNow(): void {
+  for (const child of live) {
+    try {
+      child.kill('SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+  live.clear();
+}
+process.on('exit', killAllChildrenNow);
+
+/** A free TCP port on the loopback interface (the OS picks it; we release it for the child). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+let clockTicks: number | null = null;
+function ticksPerSecond(): number {
+  if (clockTicks === null) {
+    try {
+      clockTicks = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+    } catch {
+      clockTicks = 100;
+    }
+  }
+  return clockTicks;
+}
+
+/** User + system CPU seconds a process has used so far (Linux /proc), or null elsewhere. */
+export function processCpuSeconds(pid: number): number | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / ticksPerSecond();
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * CPU seconds used so far by each process whose command name is `name` (e.g. the PostgreSQL
+ * backends), by pid: a sum alone would go down when a process exits.
+ */
+export function commandCpuSeconds(name: string): Map<number, number> | null {
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return null;
+  }
+  const byPid = new Map<number, number>();
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      if (comm !== name && !comm.startsWith(`${name}:`)) continue;
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      byPid.set(Number(entry), (Number(fields[11]) + Number(fields[12])) / ticksPerSecond());
+    } catch {
+      // the process ended between readdir and read
+    }
+  }
+  return byPid.size > 0 ? byPid : null;
+}
+
+/**
+ * CPU seconds the processes used between two `commandCpuSeconds` snapshots: processes that started
+ * in between count whole, processes that ended in between are lost (an undercount, never negative).
+ */
+export function commandCpuDelta(
+  before: Map<number, number> | null,
+  after: Map<number, number> | null,
+): number | null {
+  if (!after) return before ? 0 : null;
+  let total = 0;
+  for (const [pid, seconds] of after) total += Math.max(0, seconds - (before?.get(pid) ?? 0));
+  return total;
+}
+
+/** Whole-machine CPU: busy and total jiffies from /proc/stat. */
+export function systemCpu(): { busy: number; total: number } | null {
+  try {
+    const line = readFileSync('/proc/stat', 'utf8').split('\n')[0];
+    const values = line.trim().split(/\s+/).slice(1).map(Number);
+    const total = values.slice(0, 8).reduce((a, b) => a + b, 0);
+    const idle = values[3] + (values[4] ?? 0);
+    return { busy: total - idle, total };
+  } catch {
+    return null;
+  }
+}
+
+export interface ServerProcess {
+  name: string;
+  pid: number;
+  port: number;
+  baseUrl: string;
+  /** The tail of the child's stderr (start-up errors, warnings). */
+  stderrTail(): string;
+  cpuSeconds(): number | null;
+  /** Records a CPU profile of the child between these two calls (see child-agent.ts). */
+  startCpuProfile(): Promise<void>;
+  stopCpuProfile(file: string): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export interface StartOptions {
+  name: string;
+  /** Entry point, relative to the repository root. */
+  entry: string;
+  env: Record<string, string>;
+  /** Extra node flags. */
+  nodeArgs?: string[];
+  readyPath?: string;
+  readyTimeoutMs?: number;
+}
+
+/** Environment variables the children inherit; everything else comes from the benchmark. */
+const INHERITED = ['PATH', 'HOME', 'TMPDIR', 'LANG', 'TZ'];
+
+export async function startServer(options: StartOptions): Promise<ServerProcess> {
+  const port = await freePort();
+  const env: Record<string, string> = {};
+  for (const name of INHERITED) {
+    const value = process.env[name];
+    if (value !== undefined) env[name] = value;
+  }
+  Object.assign(env, options.env, { PORT: String(port), HOST: '127.0.0.1' });
+
+  const child = spawn(
+    process.execPath,
+    [...(options.nodeArgs ?? []), '--import', 'tsx', '--import', AGENT, options.entry],
+    { cwd: REPO_ROOT, env, stdio: ['ignore', 'ignore', 'pipe', 'ipc'] },
+  );
+  live.add(child);
+  let stderr = '';
+  child.stderr?.setEncoding('utf8');
+  child.stderr?.on('data', (chunk: string) => {
+    stderr = (stderr + chunk).slice(-4000);
+  });
+  let exited: { code: number | null; signal: string | null } | null = null;
+  const exitPromise = new Promise<void>((resolve) => {
+    child.once('exit', (code, signal) => {
+      exited = { code, signal };
+      live.delete(child);
+      resolve();
+    });
+  });
+  child.on('error', () => {
+    // reported through 'exit' / the readiness timeout
+  });
+
+  const baseUrl = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + (options.readyTimeoutMs ?? 60_000);
+  for (;;) {
+    if (exited) {
+      throw new Error(
+        `${options.name}: server exited during start-up (${JSON.stringify(exited)})\n${stderr}`,
+      );
+    }
+    try {
+      const response = await fetch(`${baseUrl}${options.readyPath ?? '/healthz'}`, {
+        signal: AbortSignal.timeout(1000),
+      });
+      await response.arrayBuffer();
+      if (response.ok) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(
+        `${options.name}: server not ready after ${options.readyTimeoutMs ?? 60_000} ms\n${stderr}`,
+      );
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+
+  const waitForMessage = (type: string, timeoutMs: number) =>
+    new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        child.off('message', onMessage);
+        reject(new Error(`${options.name}: no ${type} from the child within ${timeoutMs} ms`));
+      }, timeoutMs);
+      const onMessage = (message: { type?: string; message?: string }) => {
+        if (message?.type === 'cpu-profile-error') {
+          clearTimeout(timer);
+          child.off('message', onMessage);
+          reject(new Error(`${options.name}: ${message.message}`));
+        } else if (message?.type === type) {
+          clearTimeout(timer);
+          child.off('message', onMessage);
+          resolve();
+        }
+      };
+      child.on('message', onMessage);
+    });
+
+  return {
+    name: options.name,
+    pid: child.pid as number,
+    port,
+    baseUrl,
+    stderrTail: () => stderr,
+    cpuSeconds: () => processCpuSeconds(child.pid as number),
+    async startCpuProfile() {
+      const started = waitForMessage('cpu-profile-started', 10_000);
+      child.send({ type: 'cpu-profile-start', intervalUs: 200 });
+      await started;
+    },
+    async stopCpuProfile(file: string) {
+      const written = waitForMessage('cpu-profile-written', 30_000);
+      child.send({ type: 'cpu-profile-stop', file });
+      await written;
+    },
+    async stop() {
+      if (exited) return;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      await exitPromise;
+      clearTimeout(timer);
+    },
+  };
+}

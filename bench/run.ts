@@ -1,0 +1,715 @@
+/**
+ * `npm run bench`: HTTP benchmark of the API, bounded in time, loopback only.
+ *
+ * Every server under test is a child process started the way `npm start` starts the API
+ * (`node --import tsx src/main.ts`, configured through the environment), next to bare Fastify
+ * reference servers started the same way (bench/reference-server.ts). autocannon runs here, in
+ * this process. Data is seeded straight through Kysely before the servers start.
+ *
+ * What is compared is interleaved: all the servers of a backend run side by side (idle ones cost
+ * nothing) and every probe is measured in rounds, A B C … A B C …, each window one autocannon
+ * run whose first seconds (the warm-up: same connections, same load) are not counted. A slow
+ * stretch of the machine therefore lands on both sides of a ratio instead of on one.
+ *
+ * Nothing is written into the repository: databases live in a temporary directory (SQLite) or in
+ * throw-away databases (PostgreSQL), all removed at the end, and every child process is killed
+ * however the run ends.
+ *
+ *   npm run bench -- [--duration 10] [--warmup 5] [--rounds 2] [--connections 50]
+ *                    [--backend all|sqlite|postgres] [--log-level warn] [--profile]
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpus, platform, release, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import pg from 'pg';
+import {
+  backgroundCpu,
+  combine,
+  DISTURBED_PCT,
+  isDisturbed,
+  isValid,
+  type Measurement,
+  runWindow,
+  type Window,
+  windowDisturbed,
+} from './measure.ts';
+import { killAllChildrenNow, REPO_ROOT, type ServerProcess, startServer } from './processes.ts';
+import { type CpuProfile, formatProfileSummary, summarizeProfile } from './profile.ts';
+import { type SeededTenant, seedTenant } from './seed.ts';
+
+const USAGE = `usage: npm run bench -- [options]
+
+  --duration <s>       measured seconds per row, split over the rounds (default 10)
+  --warmup <s>         warm-up seconds before a row's first window (default 5; later windows 2)
+  --rounds <n>         windows per row, interleaved with the other rows of the backend (default 2)
+  --connections <n>    concurrent connections (default 50)
+  --backend <b>        all | sqlite | postgres (default all; PostgreSQL rows are skipped if unreachable)
+  --log-level <level>  LOG_LEVEL of the API under test (default warn; info logs one line per request)
+  --small-trips <n>    trips of the small tenant (default 1000)
+  --large-trips <n>    trips of the large tenant (default 100000)
+  --pg-url <url>       PostgreSQL server to create the bench databases on, 127.0.0.1 only
+                       (default $BENCH_PG_URL or postgres://postgres@127.0.0.1:5432/test)
+  --retries <n>        windows repeated, in all (0-10), because other processes took CPU during
+                       them (default 2)
+  --profile            record a CPU profile of every server during its last window and summarize
+                       it (slows the servers down: a profiled run is not the benchmark)
+`;
+
+const { values: args } = parseArgs({
+  options: {
+    duration: { type: 'string', default: '10' },
+    warmup: { type: 'string', default: '5' },
+    rounds: { type: 'string', default: '2' },
+    connections: { type: 'string', default: '50' },
+    backend: { type: 'string', default: 'all' },
+    'log-level': { type: 'string', default: 'warn' },
+    'small-trips': { type: 'string', default: '1000' },
+    'large-trips': { type: 'string', default: '100000' },
+    'pg-url': { type: 'string' },
+    retries: { type: 'string', default: '2' },
+    profile: { type: 'boolean', default: false },
+    help: { type: 'boolean', short: 'h', default: false },
+  },
+});
+
+if (args.help) {
+  process.stdout.write(USAGE);
+  process.exit(0);
+}
+
+function usageError(message: string): never {
+  process.stderr.write(`bench: ${message}\n\n${USAGE}`);
+  process.exit(2);
+}
+
+function integer(name: string, value: string, min: number, max: number): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < min || n > max) {
+    usageError(`--${name} must be an integer between ${min} and ${max}`);
+  }
+  return n;
+}
+
+const DURATION = integer('duration', args.duration, 1, 600);
+const WARMUP = integer('warmup', args.warmup, 1, 600);
+const ROUNDS = integer('rounds', args.rounds, 1, 10);
+const ROUND_WARMUP = Math.min(2, WARMUP);
+const CONNECTIONS = integer('connections', args.connections, 1, 1000);
+const SMALL_TRIPS = integer('small-trips', args['small-trips'], 1, 10_000_000);
+const LARGE_TRIPS = integer('large-trips', args['large-trips'], 1, 10_000_000);
+const RETRIES = integer('retries', args.retries, 0, 10);
+const PROFILE = args.profile;
+const LOG_LEVEL = args['log-level'];
+if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(LOG_LEVEL)) {
+  usageError('--log-level must be a pino level (warn, info, …)');
+}
+const BACKEND = args.backend;
+if (!['all', 'sqlite', 'postgres'].includes(BACKEND)) {
+  usageError('--backend must be all, sqlite or postgres');
+}
+const PG_URL =
+  args['pg-url'] ?? process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+if (!URL.canParse(PG_URL) || new URL(PG_URL).hostname !== '127.0.0.1') {
+  usageError('--pg-url must be a postgres:// URL on 127.0.0.1 (loopback only)');
+}
+
+const P99_TARGET_MS = 10;
+const LARGE_COST_TARGET = 1.2;
+/** Machine load (percent of one core) under which the machine counts as quiet. */
+const QUIET_PCT = 15;
+
+const log = (message: string) => process.stderr.write(`[bench] ${message}\n`);
+const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+
+// ---------------------------------------------------------------------------------------------
+// Lifetime: a hard deadline, signals, and clean-up that always runs.
+
+const cleanups: Array<() => Promise<void>> = [];
+const running = new Set<ServerProcess>();
+let cleaning: Promise<void> | null = null;
+
+async function stopServers(): Promise<void> {
+  for (const server of running) await server.stop().catch(() => undefined);
+  running.clear();
+}
+
+function cleanup(): Promise<void> {
+  cleaning ??= (async () => {
+    await stopServers();
+    killAllChildrenNow();
+    for (const step of cleanups.reverse()) {
+      try {
+        await step();
+      } catch (error) {
+        log(`clean-up step failed: ${(error as Error).message}`);
+      }
+    }
+  })();
+  return cleaning;
+}
+
+function abort(reason: string, code: number): void {
+  log(reason);
+  const hard = setTimeout(() => process.exit(code), 20_000);
+  hard.unref();
+  void cleanup().finally(() => process.exit(code));
+}
+
+process.on('SIGINT', () =>
+  abort('interrupted: stopping servers and removing bench databases', 130),
+);
+process.on('SIGTERM', () =>
+  abort('terminated: stopping servers and removing bench databases', 143),
+);
+
+// Rows per backend: a reference, the single read, two list pages (+ /healthz on SQLite).
+const rowsPlanned = (BACKEND !== 'postgres' ? 5 : 0) + (BACKEND !== 'sqlite' ? 4 : 0);
+const windowSec = DURATION / ROUNDS + ROUND_WARMUP + 1;
+const budgetSec = Math.ceil(
+  rowsPlanned * (WARMUP + ROUNDS * windowSec) + RETRIES * (windowSec + 10) + 180,
+);
+setTimeout(
+  () => abort(`time limit of ${budgetSec} s reached: giving up`, 1),
+  budgetSec * 1000,
+).unref();
+
+// ---------------------------------------------------------------------------------------------
+// Probes, rounds, windows.
+
+interface Probe {
+  label: string;
+  path: string;
+  headers?: Record<string, string>;
+  /** Checks one response before any load: a benchmark of errors measures nothing. */
+  check(status: number, body: string): string | null;
+}
+
+interface Job {
+  probe: Probe;
+  server: ServerProcess;
+  backend: string;
+  dbProcessName?: string;
+  windows: Window[];
+  profile?: string;
+}
+
+const measurements: Measurement[] = [];
+const profiles: string[] = [];
+const profileDir = PROFILE ? mkdtempSync(join(tmpdir(), 'tourops-bench-prof-')) : null;
+if (profileDir) cleanups.push(async () => rmSync(profileDir, { recursive: true, force: true }));
+let retriesLeft = RETRIES;
+let profileCount = 0;
+
+/** Waits (bounded) until the machine is nearly idle: other sessions' load skews every number. */
+async function waitForQuiet(maxMs: number): Promise<void> {
+  const deadline = Date.now() + maxMs;
+  while (Date.now() < deadline) {
+    const busy = await backgroundCpu(1000);
+    if (busy === null || busy < QUIET_PCT) return;
+  }
+  log(`  the machine is still busy after ${maxMs / 1000} s: measuring anyway`);
+}
+
+async function verify(job: Job): Promise<void> {
+  const response = await fetch(`${job.server.baseUrl}${job.probe.path}`, {
+    headers: job.probe.headers,
+    signal: AbortSignal.timeout(10_000),
+  });
+  const body = await response.text();
+  const problem = job.probe.check(response.status, body);
+  if (problem) {
+    throw new Error(
+      `${job.probe.label}: ${problem}\nGET ${job.probe.path} -> ${response.status} ${body.slice(0, 500)}`,
+    );
+  }
+}
+
+async function measureWindow(job: Job, round: number): Promise<void> {
+  const warmupSec = round === 0 ? WARMUP : ROUND_WARMUP;
+  const durationSec = DURATION / ROUNDS;
+  const profileThis = PROFILE && round === ROUNDS - 1;
+  for (;;) {
+    let profiling: Promise<void> | null = null;
+    const window = await runWindow(
+      job.server,
+      {
+        url: `${job.server.baseUrl}${job.probe.path}`,
+        headers: job.probe.headers,
+        connections: CONNECTIONS,
+        warmupSec,
+        durationSec,
+      },
+      {
+        dbProcessName: job.dbProcessName,
+        onMeasureStart: profileThis
+          ? () => {
+              profiling = job.server.startCpuProfile();
+            }
+          : undefined,
+      },
+    );
+    if (profiling && profileDir) {
+      await profiling;
+      const file = join(profileDir, `${profileCount++}.cpuprofile`);
+      await job.server.stopCpuProfile(file);
+      const profile = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile;
+      job.profile = formatProfileSummary(
+        `${job.probe.label} (${job.backend})`,
+        summarizeProfile(profile),
+        window.requests,
+      );
+    }
+    const disturbed = windowDisturbed(window);
+    log(
+      `  ${job.probe.label}: ${fmtInt(window.requests / window.wallSec)} req/s` +
+        (disturbed ? '  (other processes took CPU)' : ''),
+    );
+    if (!disturbed || retriesLeft <= 0) {
+      job.windows.push(window);
+      return;
+    }
+    retriesLeft--;
+    log('  waiting for a quiet machine, then measuring this window again');
+    await waitForQuiet(10_000);
+  }
+}
+
+/** Verifies every probe, then measures them in interleaved rounds. */
+async function measureJobs(jobs: Job[]): Promise<Measurement[]> {
+  for (const job of jobs) await verify(job);
+  for (let round = 0; round < ROUNDS; round++) {
+    log(
+      `${jobs[0].backend}: round ${round + 1}/${ROUNDS}: ${round === 0 ? WARMUP : ROUND_WARMUP} s warm-up + ` +
+        `${fmtSec(DURATION / ROUNDS)} s measured per row`,
+    );
+    for (const job of jobs) await measureWindow(job, round);
+  }
+  return jobs.map((job) => {
+    const m = combine(
+      job.probe.label,
+      job.backend,
+      `${job.server.baseUrl}${job.probe.path}`,
+      job.windows,
+    );
+    measurements.push(m);
+    if (job.profile) profiles.push(job.profile);
+    if (!isValid(m)) {
+      log(`  ${m.label}: INVALID: ${m.non2xx} non-2xx, ${m.errors} errors, ${m.timeouts} timeouts`);
+    }
+    return m;
+  });
+}
+
+function expectJson(check: (json: Record<string, unknown>) => string | null) {
+  return (status: number, body: string): string | null => {
+    if (status !== 200) return `expected 200, got ${status}`;
+    try {
+      return check(JSON.parse(body) as Record<string, unknown>);
+    } catch {
+      return 'the body is not JSON';
+    }
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The API and reference servers.
+
+function apiEnv(database: Record<string, string>): Record<string, string> {
+  return {
+    ...database,
+    LOG_LEVEL,
+    DEPLOYMENT_ENV: 'test',
+    // No limiter may turn the load into 429s (the limits are per token and per IP).
+    RATE_LIMIT_BURST_PER_SEC: '1000000',
+    RATE_LIMIT_PER_MIN: '100000000',
+    RATE_LIMIT_IP_PER_MIN: '100000000',
+  };
+}
+
+async function start(
+  name: string,
+  entry: 'src/main.ts' | 'bench/reference-server.ts',
+  env: Record<string, string>,
+): Promise<ServerProcess> {
+  const server = await startServer({ name, entry, env });
+  running.add(server);
+  return server;
+}
+
+function singleTripProbe(tenant: SeededTenant): Probe {
+  return {
+    label: 'GET /api/v1/trips/{id}',
+    path: `/api/v1/trips/${tenant.tripId}`,
+    headers: { authorization: `Bearer ${tenant.token}` },
+    check: expectJson((json) =>
+      (json.data as { id?: string } | undefined)?.id === tenant.tripId
+        ? null
+        : 'not the trip asked for',
+    ),
+  };
+}
+
+function listProbe(tenant: SeededTenant): Probe {
+  return {
+    label: `GET /api/v1/trips?limit=50 mid-list, ${fmtInt(tenant.trips)} trips`,
+    path: `/api/v1/trips?limit=50&cursor=${tenant.middleCursor}`,
+    headers: { authorization: `Bearer ${tenant.token}` },
+    check: expectJson((json) => {
+      const data = json.data as unknown[] | undefined;
+      const meta = json.meta as { hasMore?: boolean } | undefined;
+      const expected = Math.min(
+        50,
+        tenant.trips - Math.max(0, Math.floor(tenant.trips / 2) - 1) - 1,
+      );
+      if (!Array.isArray(data) || data.length !== expected) {
+        return `expected a page of ${expected} trips, got ${Array.isArray(data) ? data.length : 'none'}`;
+      }
+      return meta && typeof meta.hasMore === 'boolean' ? null : 'no meta.hasMore';
+    }),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Summary rows.
+
+interface Row {
+  scenario: string;
+  backend: string;
+  m: Measurement;
+  ref?: Measurement;
+  ratioTarget?: number;
+  targetText: string;
+}
+const rows: Row[] = [];
+
+async function benchBackend(
+  backend: 'SQLite' | 'PostgreSQL',
+  small: SeededTenant,
+  large: SeededTenant,
+  smallDb: Record<string, string>,
+  largeDb: Record<string, string>,
+): Promise<void> {
+  const dbProcessName = backend === 'PostgreSQL' ? 'postgres' : undefined;
+  try {
+    const reference =
+      backend === 'SQLite'
+        ? await start('reference-json', 'bench/reference-server.ts', { REFERENCE: 'json' })
+        : await start('reference-pg', 'bench/reference-server.ts', {
+            REFERENCE: 'pg',
+            DATABASE_URL: smallDb.DATABASE_URL,
+            POOL_SIZE: '10',
+          });
+    const apiSmall = await start(`api-${backend}-small`, 'src/main.ts', apiEnv(smallDb));
+    const apiLarge = await start(`api-${backend}-large`, 'src/main.ts', apiEnv(largeDb));
+    const job = (server: ServerProcess, probe: Probe): Job => ({
+      probe,
+      server,
+      backend,
+      dbProcessName,
+      windows: [],
+    });
+
+    const jobs: Job[] = [
+      job(
+        reference,
+        backend === 'SQLite'
+          ? {
+              label: 'reference: bare Fastify constant JSON',
+              path: '/',
+              check: expectJson((json) => (json.hello === 'world' ? null : 'unexpected body')),
+            }
+          : {
+              label: 'reference: bare Fastify + pg primary-key query',
+              path: `/trips/${small.tripId}`,
+              check: expectJson((json) =>
+                (json.data as { id?: string } | undefined)?.id === small.tripId
+                  ? null
+                  : 'not the trip',
+              ),
+            },
+      ),
+    ];
+    if (backend === 'SQLite') {
+      // Diagnostic (details table only): the API's own HTTP stack (hooks, request id, logger,
+      // router) on a route without authentication or database.
+      jobs.push(
+        job(apiSmall, {
+          label: 'diagnostic: API GET /healthz (no auth, no DB)',
+          path: '/healthz',
+          check: expectJson((json) => (json.status === 'ok' ? null : 'unexpected body')),
+        }),
+      );
+    }
+    jobs.push(
+      job(apiSmall, singleTripProbe(small)),
+      job(apiSmall, listProbe(small)),
+      job(apiLarge, listProbe(large)),
+    );
+
+    const results = await measureJobs(jobs);
+    const [refM] = results;
+    const [single, smallList, largeList] = results.slice(-3);
+
+    const targetRatio = backend === 'SQLite' ? 0.5 : 0.7;
+    rows.push(
+      {
+        scenario:
+          backend === 'SQLite'
+            ? 'Authenticated `GET /api/v1/trips/{id}` vs bare Fastify JSON route'
+            : 'Authenticated `GET /api/v1/trips/{id}` vs bare Fastify + one `pg` PK query',
+        backend,
+        m: single,
+        ref: refM,
+        ratioTarget: targetRatio,
+        targetText: `ratio ≥ ${targetRatio.toFixed(2)}, p99 < ${P99_TARGET_MS} ms`,
+      },
+      {
+        scenario: `\`GET /api/v1/trips?limit=50\` mid-list page, tenant with ${fmtInt(small.trips)} trips`,
+        backend,
+        m: smallList,
+        targetText: `p99 < ${P99_TARGET_MS} ms`,
+      },
+      {
+        scenario: `\`GET /api/v1/trips?limit=50\` mid-list page, tenant with ${fmtInt(large.trips)} trips (ref: the ${fmtInt(small.trips)}-trip page)`,
+        backend,
+        m: largeList,
+        ref: smallList,
+        ratioTarget: 1 / LARGE_COST_TARGET,
+        targetText: `ratio ≥ ${(1 / LARGE_COST_TARGET).toFixed(2)} (cost ≤ ${LARGE_COST_TARGET}×), p99 < ${P99_TARGET_MS} ms`,
+      },
+    );
+  } finally {
+    await stopServers();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backends.
+
+async function benchSqlite(): Promise<null> {
+  const root = mkdtempSync(join(tmpdir(), 'tourops-bench-'));
+  cleanups.push(async () => rmSync(root, { recursive: true, force: true }));
+  const smallDb = { DATA_DIR: join(root, 'small') };
+  const largeDb = { DATA_DIR: join(root, 'large') };
+  log(`SQLite: seeding ${fmtInt(SMALL_TRIPS)} and ${fmtInt(LARGE_TRIPS)} trips in ${root}`);
+  const small = await seedTenant(smallDb, SMALL_TRIPS);
+  const large = await seedTenant(largeDb, LARGE_TRIPS);
+  log(`SQLite: seeded in ${seconds(small.seedMs)} and ${seconds(large.seedMs)}`);
+  await benchBackend('SQLite', small, large, smallDb, largeDb);
+  return null;
+}
+
+async function adminQuery(text: string): Promise<void> {
+  const client = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 3000 });
+  await client.connect();
+  try {
+    await client.query(text);
+  } finally {
+    await client.end();
+  }
+}
+
+/** Returns a note when PostgreSQL is unreachable (its rows are skipped). */
+async function benchPostgres(): Promise<string | null> {
+  try {
+    await adminQuery('select 1');
+  } catch (error) {
+    return `PostgreSQL at ${new URL(PG_URL).host} is unreachable (${(error as Error).message}): PostgreSQL rows skipped.`;
+  }
+  const base = `tourops_bench_${Date.now()}_${randomBytes(3).toString('hex')}`;
+  const root = mkdtempSync(join(tmpdir(), 'tourops-bench-pg-'));
+  cleanups.push(async () => rmSync(root, { recursive: true, force: true }));
+  const secret = randomBytes(32).toString('hex');
+  const databases: Record<string, string>[] = [];
+  for (const suffix of ['small', 'large']) {
+    const name = `${base}_${suffix}`;
+    await adminQuery(`create database ${name}`);
+    cleanups.push(async () => {
+      await adminQuery(`drop database if exists ${name} with (force)`);
+      log(`PostgreSQL: dropped ${name}`);
+    });
+    const url = new URL(PG_URL);
+    url.pathname = `/${name}`;
+    databases.push({
+      DATABASE_URL: url.toString(),
+      SECRET_KEY: secret,
+      DATA_DIR: join(root, suffix),
+    });
+  }
+  const [smallDb, largeDb] = databases;
+  log(
+    `PostgreSQL: seeding ${fmtInt(SMALL_TRIPS)} and ${fmtInt(LARGE_TRIPS)} trips in ${base}_{small,large}`,
+  );
+  const small = await seedTenant(smallDb, SMALL_TRIPS);
+  const large = await seedTenant(largeDb, LARGE_TRIPS);
+  log(`PostgreSQL: seeded in ${seconds(small.seedMs)} and ${seconds(large.seedMs)}`);
+  await benchBackend('PostgreSQL', small, large, smallDb, largeDb);
+  return null;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output.
+
+function fmtInt(n: number): string {
+  return Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : '–';
+}
+function fmtMs(n: number): string {
+  return Number.isFinite(n) ? n.toFixed(2) : '–';
+}
+function fmtPct(n: number | null): string {
+  return n === null || !Number.isFinite(n) ? '–' : n.toFixed(0);
+}
+function fmtSec(n: number): string {
+  return Number.isInteger(n) ? String(n) : n.toFixed(1);
+}
+
+function verdict(row: Row): string {
+  const involved = [row.m, row.ref].filter((m): m is Measurement => m !== undefined);
+  const invalid = involved.filter((m) => !isValid(m));
+  if (invalid.length > 0) {
+    return `invalid run (${invalid.map((m) => `${m.non2xx} non-2xx, ${m.errors} errors, ${m.timeouts} timeouts`).join('; ')})`;
+  }
+  const misses: string[] = [];
+  if (row.ref && row.ratioTarget !== undefined && row.m.rps / row.ref.rps < row.ratioTarget) {
+    misses.push('ratio');
+  }
+  if (!(row.m.p99 < P99_TARGET_MS)) misses.push('p99');
+  const disturbed = involved.some(isDisturbed) ? ' ⚠ disturbed' : '';
+  return (misses.length === 0 ? '✅ yes' : `❌ no (${misses.join(', ')})`) + disturbed;
+}
+
+function cpuModel(): string {
+  const list = cpus();
+  return list.length > 0 ? `${list[0].model.trim()} × ${list.length}` : 'unknown CPU';
+}
+
+function printReport(notes: string[], startedAt: number): void {
+  const autocannonVersion = (
+    JSON.parse(
+      readFileSync(join(REPO_ROOT, 'node_modules', 'autocannon', 'package.json'), 'utf8'),
+    ) as { version: string }
+  ).version;
+  const out: string[] = [
+    '',
+    '### Benchmark',
+    '',
+    `${new Date().toISOString().slice(0, 10)} · ${cpuModel()} · ${platform()} ${release()} · Node ${process.version} · ` +
+      `autocannon ${autocannonVersion}, ${CONNECTIONS} connections, pipelining 1, 127.0.0.1 only; ` +
+      `${fmtSec(DURATION)} s measured per row in ${ROUNDS} window(s) interleaved with the other rows of the backend, ` +
+      `each after a warm-up on the same connections (${WARMUP} s, then ${ROUND_WARMUP} s). ` +
+      'Every server is its own child process; autocannon runs in the parent. ' +
+      `The API is \`node --import tsx src/main.ts\` (what \`npm start\` runs) with LOG_LEVEL=${LOG_LEVEL}` +
+      `${LOG_LEVEL === 'info' ? '' : ' (the default, info, writes one JSON log line per request)'} and stdout to /dev/null.`,
+    '',
+    '| scenario | backend | req/s | p50 ms | p99 ms | reference req/s | ratio | target | met |',
+    '|---|---|---:|---:|---:|---:|---:|---|---|',
+  ];
+  for (const row of rows) {
+    const ratio = row.ref ? (row.m.rps / row.ref.rps).toFixed(2) : '–';
+    out.push(
+      `| ${row.scenario} | ${row.backend} | ${fmtInt(row.m.rps)} | ${fmtMs(row.m.p50)} | ${fmtMs(row.m.p99)} | ` +
+        `${row.ref ? fmtInt(row.ref.rps) : '–'} | ${ratio} | ${row.targetText} | ${verdict(row)} |`,
+    );
+  }
+  for (const note of notes) out.push('', `> ${note}`);
+  const disturbed = measurements.filter(isDisturbed);
+  if (disturbed.length > 0) {
+    out.push(
+      '',
+      `> ⚠ Other processes took more than ${DISTURBED_PCT}% of a core during ${disturbed.length} measurement(s) ` +
+        `(${disturbed.map((m) => `${m.label}, ${m.backend}`).join('; ')}; see "other CPU %"): those numbers ` +
+        'are depressed and the rows marked "disturbed" are not comparable. Re-run on a quiet machine.',
+    );
+  }
+  out.push(
+    '',
+    'ratio = req/s ÷ reference req/s. References: a bare Fastify route answering a constant JSON object (SQLite row); ' +
+      "a bare Fastify route doing `select * from trips where id = $1` through a `pg.Pool` of 10, like the API's pool " +
+      '(PostgreSQL row); the same list page on a tenant with 100× fewer trips, in its own database (list rows; ' +
+      '"cost ≤ 1.2×" means req/s at least 1/1.2 of it). List pages start in the middle of the tenant\'s list ' +
+      '(keyset cursor at position n/2). Latency percentiles are exact, over every 2xx response of the measured windows.',
+    '',
+    '<details><summary>Every measurement</summary>',
+    '',
+    '| measurement | backend | req/s | req/s per window | p50 ms | p90 ms | p99 ms | max ms | server CPU % | server CPU µs/req | PostgreSQL CPU % | autocannon CPU % | other CPU % | machine CPU % before | bytes/resp | non-2xx / errors |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+  );
+  for (const m of measurements) {
+    out.push(
+      `| ${m.label} | ${m.backend} | ${fmtInt(m.rps)} | ${m.windowRps.map(fmtInt).join(' / ')} | ` +
+        `${fmtMs(m.p50)} | ${fmtMs(m.p90)} | ${fmtMs(m.p99)} | ${fmtMs(m.max)} | ` +
+        `${fmtPct(m.serverCpuPct)} | ${fmtInt(m.serverCpuUsPerRequest ?? Number.NaN)} | ${fmtPct(m.dbCpuPct)} | ` +
+        `${fmtPct(m.clientCpuPct)} | ${fmtPct(m.otherCpuPct)} | ${fmtPct(m.backgroundCpuPct)} | ` +
+        `${fmtInt(m.bytesPerResponse)} | ${m.non2xx} / ${m.errors + m.timeouts} |`,
+    );
+  }
+  out.push(
+    '',
+    'CPU % is of one core: the server process; all `postgres` processes on the machine; autocannon (this process: near ' +
+      '100 means the load generator, not the server, set the pace); "other" is the rest of the machine during the ' +
+      'measured windows (kernel network work, and any other process); "machine CPU % before" is the most the machine ' +
+      `used just before a window, every bench server idle. ${cpus().length} cores are shared by all of them.`,
+    '',
+    '</details>',
+    '',
+  );
+  if (profiles.length > 0) {
+    out.push(
+      '### CPU profiles (last window of each row)',
+      '',
+      ...profiles.flatMap((p) => [p, '']),
+      "> Profiled run: the numbers above include the profiler's overhead.",
+      '',
+    );
+  }
+  out.push(`Total bench time: ${seconds(performance.now() - startedAt)}.`, '');
+  process.stdout.write(out.join('\n'));
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/** Runs everything; returns false when a backend failed (its rows are missing from the report). */
+async function main(): Promise<boolean> {
+  const startedAt = performance.now();
+  log(
+    `${CONNECTIONS} connections, ${fmtSec(DURATION)} s measured per row in ${ROUNDS} round(s), ` +
+      `LOG_LEVEL=${LOG_LEVEL}, backend ${BACKEND}, hard limit ${budgetSec} s`,
+  );
+  const notes: string[] = [];
+  let ok = true;
+  // A failing backend (say, the API does not start) must not hide the other one's results.
+  const attempt = async (name: string, body: () => Promise<string | null>) => {
+    try {
+      const note = await body();
+      if (note) {
+        log(note);
+        notes.push(note);
+      }
+    } catch (error) {
+      ok = false;
+      const message = (error as Error).message.split('\n').slice(0, 6).join(' / ');
+      process.stderr.write(
+        `\n[bench] ${name} failed: ${(error as Error).stack ?? String(error)}\n\n`,
+      );
+      notes.push(`${name} rows missing: the run failed (${message}).`);
+      await stopServers();
+    }
+  };
+  await waitForQuiet(15_000);
+  if (BACKEND !== 'postgres') await attempt('SQLite', benchSqlite);
+  if (BACKEND !== 'sqlite') await attempt('PostgreSQL', benchPostgres);
+  printReport(notes, startedAt);
+  return ok;
+}
+
+try {
+  const ok = await main();
+  await cleanup();
+  process.exit(ok ? 0 : 1);
+} catch (error) {
+  process.stderr.write(`\nbench failed: ${(error as Error).stack ?? String(error)}\n`);
+  await cleanup();
+  process.exit(1);
+}
