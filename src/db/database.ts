@@ -6,12 +6,14 @@ import {
   type DatabaseConnection,
   Kysely,
   PostgresDialect,
+  type PostgresDialectConfig,
   SqliteDialect,
   SqliteDriver,
   type Transaction,
 } from 'kysely';
 import pg from 'pg';
-import { FlatCamelCasePlugin, SnakeCaseQueriesPlugin } from './camel-case.ts';
+import { SnakeCaseQueriesPlugin } from './camel-case.ts';
+import { RowBuilders } from './row-builder.ts';
 import type { DB } from './schema.ts';
 
 export type Dialect = 'sqlite' | 'postgres';
@@ -37,26 +39,15 @@ export interface DatabaseOptions {
   poolSize?: number;
 }
 
-/**
- * A reading statement that returns camelCase row objects. better-sqlite3 builds an object one
- * property at a time (about 5 µs a row for our tables); reading arrays and building each row with
- * one generated object literal per statement is several times faster, and does the camelCase
- * mapping at the same time.
- */
+/** A reading statement that returns camelCase row objects built from arrays (see RowBuilders). */
 class CamelRowStatement {
   readonly reader = true;
   readonly #statement: BetterSqlite3.Statement;
   readonly #build: (values: unknown[]) => Record<string, unknown>;
 
-  constructor(statement: BetterSqlite3.Statement, toCamelCase: (name: string) => string) {
+  constructor(statement: BetterSqlite3.Statement, rows: RowBuilders) {
     this.#statement = statement.raw(true);
-    const fields = statement
-      .columns()
-      .map((column, i) => `${JSON.stringify(toCamelCase(column.name))}: v[${i}]`);
-    // Column names come from our own SQL; JSON.stringify makes each a safe property key.
-    this.#build = new Function('v', `return { ${fields.join(', ')} };`) as (
-      values: unknown[],
-    ) => Record<string, unknown>;
+    this.#build = rows.for(statement.columns().map((column) => column.name));
   }
 
   all(parameters: unknown[]): Record<string, unknown>[] {
@@ -79,19 +70,19 @@ class CamelRowStatement {
  */
 class CachingSqlite {
   readonly #db: BetterSqlite3.Database;
-  readonly #toCamelCase: (name: string) => string;
+  readonly #rows: RowBuilders;
   readonly #statements = new Map<string, BetterSqlite3.Statement | CamelRowStatement>();
 
-  constructor(db: BetterSqlite3.Database, toCamelCase: (name: string) => string) {
+  constructor(db: BetterSqlite3.Database, rows: RowBuilders) {
     this.#db = db;
-    this.#toCamelCase = toCamelCase;
+    this.#rows = rows;
   }
 
   prepare(sql: string): BetterSqlite3.Statement | CamelRowStatement {
     let statement = this.#statements.get(sql);
     if (!statement) {
       const prepared = this.#db.prepare(sql);
-      statement = prepared.reader ? new CamelRowStatement(prepared, this.#toCamelCase) : prepared;
+      statement = prepared.reader ? new CamelRowStatement(prepared, this.#rows) : prepared;
       // Bounded: dynamic IN-lists could otherwise grow the cache without limit.
       if (this.#statements.size >= 500) this.#statements.clear();
       this.#statements.set(sql, statement);
@@ -101,6 +92,40 @@ class CachingSqlite {
 
   close(): void {
     this.#db.close();
+  }
+}
+
+/** pg clients that return camelCase row objects built from array rows (see RowBuilders). */
+class CamelRowPool {
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly rows: RowBuilders,
+  ) {}
+
+  async connect() {
+    const client = await this.pool.connect();
+    const rows = this.rows;
+    return {
+      query(sql: string | pg.Submittable, parameters?: unknown[]) {
+        // Cursors (streaming) pass through untouched.
+        if (typeof sql !== 'string') return client.query(sql);
+        return client
+          .query({ text: sql, values: parameters, rowMode: 'array' })
+          .then((result: pg.QueryArrayResult) => {
+            const build = rows.for(result.fields.map((field) => field.name));
+            return {
+              command: result.command,
+              rowCount: result.rowCount,
+              rows: result.rows.map(build),
+            };
+          });
+      },
+      release: () => client.release(),
+    };
+  }
+
+  end(): Promise<void> {
+    return this.pool.end();
   }
 }
 
@@ -148,20 +173,23 @@ export function createDatabase(options: DatabaseOptions): Database {
       max: options.poolSize ?? 10,
       types,
     });
+    const camelCase = new SnakeCaseQueriesPlugin();
+    const rows = new RowBuilders((name) => camelCase.toCamelCase(name));
     const db = new Kysely<DB>({
-      dialect: new PostgresDialect({ pool }),
-      plugins: [new FlatCamelCasePlugin()],
+      dialect: new PostgresDialect({
+        pool: new CamelRowPool(pool, rows) as unknown as PostgresDialectConfig['pool'],
+      }),
+      plugins: [camelCase],
     });
     return { db, dialect: 'postgres', pool, close: () => db.destroy() };
   }
   mkdirSync(options.dataDir, { recursive: true });
   const sqlite = openSqlite(join(options.dataDir, 'tourops.sqlite'));
   const camelCase = new SnakeCaseQueriesPlugin();
+  const rows = new RowBuilders((name) => camelCase.toCamelCase(name));
   const db = new Kysely<DB>({
     dialect: new ImmediateSqliteDialect({
-      database: new CachingSqlite(sqlite, (name) =>
-        camelCase.toCamelCase(name),
-      ) as unknown as BetterSqlite3.Database,
+      database: new CachingSqlite(sqlite, rows) as unknown as BetterSqlite3.Database,
     }),
     plugins: [camelCase],
   });
