@@ -1,4 +1,4 @@
-import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { type Config, resolveSecretKey } from './config.ts';
 import { createDatabase, type Database } from './db/database.ts';
@@ -51,10 +51,7 @@ export async function createRuntime(
   };
 }
 
-export function createHttpApp(
-  runtime: Runtime,
-  logger?: FastifyBaseLogger,
-): Promise<FastifyInstance> {
+export function createHttpApp(runtime: Runtime, logger?: pino.Logger): Promise<FastifyInstance> {
   return buildApp({
     config: runtime.config,
     database: runtime.database,

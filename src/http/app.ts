@@ -3,9 +3,11 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Ajv from 'ajv';
 import addFormats from 'ajv-formats';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
+import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import type { Database } from '../db/database.ts';
 import type { Clock } from '../lib/clock.ts';
+import { notFound } from '../lib/problems.ts';
 import type { Services } from '../services/index.ts';
 import { adminApi } from './admin/admin-api.ts';
 import { errorPages } from './error-pages.ts';
@@ -20,7 +22,7 @@ export interface AppDeps {
   database: Database;
   services: Services;
   clock: Clock;
-  logger: FastifyBaseLogger;
+  logger: Logger;
 }
 
 const REQUEST_ID_PATTERN = /^[\x21-\x7e]{1,200}$/;
@@ -47,7 +49,7 @@ function createValidators() {
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config } = deps;
   const app = Fastify({
-    loggerInstance: deps.logger,
+    loggerInstance: deps.logger as FastifyBaseLogger,
     bodyLimit: 262_144,
     // One line per request, written by the onResponse hook below.
     logController: new LogController({
@@ -71,19 +73,26 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // JSON only: without this, text/plain bodies would be accepted as strings.
   app.removeContentTypeParser('text/plain');
 
-  app.addHook('onRequest', async (request, reply) => {
+  // Callback-style hooks: they run on every request, and need no promise.
+  app.addHook('onRequest', (request, reply, done) => {
     reply.header('Service-Request-Id', request.id);
+    done();
   });
-  app.addHook('onResponse', async (request, reply) => {
-    request.log.info(
-      {
-        method: request.method,
-        url: request.routeOptions.url ?? request.url.split('?')[0],
-        statusCode: reply.statusCode,
-        ms: Math.round(reply.elapsedTime * 10) / 10,
-      },
-      'request',
-    );
+  const logRequests = deps.logger.isLevelEnabled('info');
+  app.addHook('onResponse', (request, reply, done) => {
+    if (logRequests) {
+      request.log.info(
+        {
+          method: request.method,
+          // The route template, or the path: never the query string, where a cursor may sit.
+          url: request.routeOptions.url ?? request.url.split('?')[0],
+          statusCode: reply.statusCode,
+          ms: Math.round(reply.elapsedTime * 10) / 10,
+        },
+        'request',
+      );
+    }
+    done();
   });
 
   app.setErrorHandler((error, request, reply) => {
@@ -92,10 +101,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     request.log.error({ err: error }, 'unhandled error');
     return sendProblem(reply, internalProblem(request), config.errorsBaseUrl);
   });
-  app.setNotFoundHandler((request, reply) => {
-    const problem = toProblem(Object.assign(new Error('not found'), { statusCode: 404 }));
-    return sendProblem(reply, problem ?? internalProblem(request), config.errorsBaseUrl);
-  });
+  app.setNotFoundHandler((_request, reply) =>
+    sendProblem(reply, notFound('The route'), config.errorsBaseUrl),
+  );
 
   await app.register(healthRoutes, { database: deps.database });
   await app.register(errorPages, { config });
