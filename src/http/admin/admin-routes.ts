@@ -130,11 +130,11 @@ const Transition = <T extends readonly string[]>(values: T) =>
 
 /** Admin routes address resources by id alone; the owning tenant is looked up first. */
 async function tenantOf(
-  find: (id: string) => Promise<string | undefined>,
+  owned: { findTenantOf(id: string): Promise<string | undefined> },
   id: string,
   what: string,
 ) {
-  const tenantId = await find(id);
+  const tenantId = await owned.findTenantOf(id);
   if (!tenantId) throw notFound(what);
   return tenantId;
 }
@@ -327,11 +327,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = as
         },
       },
       async (request) => {
-        const tenantId = await tenantOf(
-          (id) => repos.clients.findTenantOf(id),
-          request.params.id,
-          'Client',
-        );
+        const tenantId = await tenantOf(repos.clients, request.params.id, 'Client');
         return {
           data: await services.clients.setArchived(
             tenantId,
@@ -354,11 +350,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = as
         },
       },
       async (request) => {
-        const tenantId = await tenantOf(
-          (id) => repos.trips.findTenantOf(id),
-          request.params.id,
-          'Trip',
-        );
+        const tenantId = await tenantOf(repos.trips, request.params.id, 'Trip');
         return { data: await services.trips[action](tenantId, request.params.id) };
       },
     );
@@ -375,11 +367,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = as
       },
     },
     async (request) => {
-      const tenantId = await tenantOf(
-        (id) => repos.trips.findTenantOf(id),
-        request.params.id,
-        'Trip',
-      );
+      const tenantId = await tenantOf(repos.trips, request.params.id, 'Trip');
       return {
         data: await services.trips.setStatus(tenantId, request.params.id, request.body.status),
       };
@@ -425,11 +413,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = as
       },
     },
     async (request) => {
-      const tenantId = await tenantOf(
-        (id) => repos.bookings.findTenantOf(id),
-        request.params.id,
-        'Booking',
-      );
+      const tenantId = await tenantOf(repos.bookings, request.params.id, 'Booking');
       return {
         data: await services.bookings.transition(tenantId, request.params.id, request.body.to),
       };
@@ -458,11 +442,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = as
       },
     },
     async (request, reply) => {
-      const tenantId = await tenantOf(
-        (id) => repos.bookings.findTenantOf(id),
-        request.params.id,
-        'Booking',
-      );
+      const tenantId = await tenantOf(repos.bookings, request.params.id, 'Booking');
       const payment = await services.payments.create(tenantId, request.params.id, request.body);
       return reply.code(201).send({ data: payment });
     },
@@ -479,11 +459,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = as
       },
     },
     async (request) => {
-      const tenantId = await tenantOf(
-        (id) => repos.payments.findTenantOf(id),
-        request.params.id,
-        'Payment',
-      );
+      const tenantId = await tenantOf(repos.payments, request.params.id, 'Payment');
       return {
         data: await services.payments.transition(tenantId, request.params.id, request.body.to),
       };
