@@ -205,6 +205,21 @@ for (const backend of BACKENDS) {
       assert.ok(bad.json().errors['publishedAt[gte]']);
     });
 
+    it('lets exactly one of several concurrent creates take the last quota slot', async () => {
+      const t = await createTenant(ctx, { tier: 'starter' });
+      await ctx.admin('PATCH', `/admin/v1/tenants/${t.id}`, { tripQuota: 3 });
+      await createTrip(ctx, t);
+      await createTrip(ctx, t);
+      const responses = await Promise.all(
+        Array.from({ length: 6 }, () =>
+          ctx.api('POST', '/api/v1/trips', { token: t.token, body: tripBody(t) }),
+        ),
+      );
+      const statuses = responses.map((r) => r.statusCode).sort();
+      assert.deepEqual(statuses, [201, 403, 403, 403, 403, 403]);
+      assert.equal(await ctx.runtime.services.repositories.trips.count(t.id), 3);
+    });
+
     it('enforces the plan trip quota with 403 forbidden trip_quota_exceeded', async () => {
       const t = await createTenant(ctx, { tier: 'starter' });
       await ctx.admin('PATCH', `/admin/v1/tenants/${t.id}`, { tripQuota: 2 });
