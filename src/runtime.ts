@@ -1,8 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { type Config, resolveSecretKey } from './config.ts';
+import { AUTH_CHANGES_CHANNEL } from './db/change-feed.ts';
 import { createDatabase, type Database } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
+import { PgListener } from './db/pg-listener.ts';
 import { buildApp } from './http/app.ts';
 import { type Clock, systemClock } from './lib/clock.ts';
 import { createServices, type Services } from './services/index.ts';
@@ -23,7 +25,13 @@ export interface Runtime {
  */
 export async function createRuntime(
   config: Config,
-  options: { clock?: Clock; logger?: pino.Logger; migrate?: boolean } = {},
+  options: {
+    clock?: Clock;
+    logger?: pino.Logger;
+    migrate?: boolean;
+    /** Serving processes hear other processes' auth changes (PostgreSQL LISTEN). */
+    listen?: boolean;
+  } = {},
 ): Promise<Runtime> {
   const logger = options.logger ?? pino({ level: config.logLevel });
   const clock = options.clock ?? systemClock;
@@ -40,6 +48,18 @@ export async function createRuntime(
   const services = createServices(config, database, clock, (error) =>
     logger.warn({ err: error }, 'background write failed'),
   );
+  let listener: PgListener | null = null;
+  if (options.listen && config.databaseUrl) {
+    listener = new PgListener(config.databaseUrl, logger);
+    listener.on(AUTH_CHANGES_CHANNEL, (payload) => {
+      try {
+        services.authCache.forget(JSON.parse(payload));
+      } catch (error) {
+        logger.warn({ err: error }, 'ignored a malformed auth change notification');
+      }
+    });
+    await listener.start();
+  }
   return {
     config,
     database,
@@ -47,7 +67,10 @@ export async function createRuntime(
     clock,
     logger,
     secretKey: resolveSecretKey(config),
-    close: () => database.close(),
+    close: async () => {
+      await listener?.close();
+      await database.close();
+    },
   };
 }
 

@@ -4,7 +4,7 @@ import { createHttpApp, createRuntime } from './runtime.ts';
 
 /** Runs the API until SIGINT/SIGTERM, then closes the listener and the database. */
 export async function serve(config: Config, options: { seedDemo: boolean }): Promise<void> {
-  const runtime = await createRuntime(config);
+  const runtime = await createRuntime(config, { listen: true });
   const demo = options.seedDemo ? await seedDemoIfEmpty(runtime) : null;
   const app = await createHttpApp(runtime);
   await app.listen({ port: config.port, host: config.host });

@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import pino from 'pino';
+import { loadConfig } from '../src/config.ts';
+import { createRuntime, type Runtime } from '../src/runtime.ts';
 import { hashToken } from '../src/services/tokens-service.ts';
 import { ManualClock } from './helpers/clock.ts';
 import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
@@ -184,6 +187,67 @@ for (const backend of BACKENDS) {
     it('mints tokens in the documented format, prefixed with the deployment env', async () => {
       const minted = await mintToken(ctx, tenant.id, ['trips:read']);
       assert.match(minted.token, /^tk_test_[0-9A-HJKMNP-TV-Z]{26}$/);
+    });
+  });
+}
+
+if (BACKENDS.includes('postgres')) {
+  describe('auth changes across processes (postgres)', () => {
+    let serving: TestContext;
+    let other: Runtime;
+    // Frozen: the auth cache never expires here, so only a notification can evict it.
+    const frozen = new ManualClock('2026-11-21T10:00:00.000Z');
+
+    before(async () => {
+      serving = await createTestContext('postgres', { clock: frozen });
+      const config = loadConfig({
+        DATABASE_URL: serving.runtime.config.databaseUrl as string,
+        SECRET_KEY: serving.runtime.config.secretKey as string,
+        LOG_LEVEL: 'silent',
+      });
+      other = await createRuntime(config, { logger: pino({ level: 'silent' }) });
+    });
+    after(async () => {
+      await other.close();
+      await serving.close();
+    });
+
+    const until = async (check: () => Promise<boolean>) => {
+      for (let i = 0; i < 100 && !(await check()); i++) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      return check();
+    };
+
+    it('hears another process revoke a cached token, or deactivate its tenant', async () => {
+      const tenant = await createTenant(serving);
+      const spare = await mintToken(serving, tenant.id, ['*']);
+      assert.equal(
+        (await serving.api('GET', '/api/v1/me', { token: tenant.token })).statusCode,
+        200,
+      );
+      assert.equal(
+        (await serving.api('GET', '/api/v1/me', { token: spare.token })).statusCode,
+        200,
+      );
+
+      await other.services.tokens.revoke(tenant.tokenId);
+      assert.ok(
+        await until(
+          async () =>
+            (await serving.api('GET', '/api/v1/me', { token: tenant.token })).statusCode === 401,
+        ),
+        'the revocation reached the serving process',
+      );
+
+      await other.services.tenants.update(tenant.id, { active: false });
+      assert.ok(
+        await until(
+          async () =>
+            (await serving.api('GET', '/api/v1/me', { token: spare.token })).statusCode === 401,
+        ),
+        'the deactivation reached the serving process',
+      );
     });
   });
 }

@@ -42,6 +42,12 @@ export class AuthCache {
     }
   }
 
+  /** Applies a change announced by another process (see ChangeFeed). */
+  forget(change: { tokenId?: string; tenantId?: string }): void {
+    if (change.tokenId) this.forgetToken(change.tokenId);
+    if (change.tenantId) this.forgetTenant(change.tenantId);
+  }
+
   forgetTenant(tenantId: string): void {
     for (const [hash, entry] of this.entries) {
       if (entry.found.tenant.id === tenantId) this.entries.delete(hash);

@@ -1,4 +1,5 @@
 import type { Config } from '../config.ts';
+import { ChangeFeed } from '../db/change-feed.ts';
 import type { Database } from '../db/database.ts';
 import type { Clock } from '../lib/clock.ts';
 import { BookingsRepository, PaymentsRepository } from '../repositories/bookings-repository.ts';
@@ -23,6 +24,7 @@ import { TokensService } from './tokens-service.ts';
 import { TripsService } from './trips-service.ts';
 
 export interface Services {
+  authCache: AuthCache;
   tenants: TenantsService;
   tokens: TokensService;
   trips: TripsService;
@@ -46,8 +48,9 @@ export interface Services {
 }
 
 /**
- * How long another process's revocation or tenant change can take to reach this one; changes
- * made through this process apply at once.
+ * How long another process's revocation or tenant change can take to reach this one when no
+ * notification arrives (SQLite with the CLI, or a lost LISTEN connection); changes made through
+ * this process apply at once, and on PostgreSQL other serving processes hear of them at once.
  */
 export const AUTH_CACHE_TTL_MS = 2_000;
 
@@ -73,7 +76,9 @@ export function createServices(
   };
   const events = new EventsService(repositories.events, clock);
   const authCache = new AuthCache(AUTH_CACHE_TTL_MS);
+  const changes = new ChangeFeed(database);
   return {
+    authCache,
     repositories,
     events,
     tenants: new TenantsService(
@@ -81,6 +86,7 @@ export function createServices(
       repositories.members,
       repositories.notifications,
       authCache,
+      changes,
       clock,
     ),
     tokens: new TokensService(
@@ -90,6 +96,7 @@ export function createServices(
       clock,
       config.deploymentEnv,
       authCache,
+      changes,
       onBackgroundError,
     ),
     trips: new TripsService(

@@ -1,4 +1,5 @@
 import type { Updateable } from 'kysely';
+import { AUTH_CHANGES_CHANNEL, type ChangeFeed } from '../db/change-feed.ts';
 import type { Executor } from '../db/database.ts';
 import type { TenantsTable } from '../db/schema.ts';
 import { effectiveTripQuota, effectiveWebhookEndpointCap, type Tier } from '../domain/plans.ts';
@@ -57,6 +58,7 @@ export class TenantsService {
     private readonly members: MembersRepository,
     private readonly notifications: NotificationsRepository,
     private readonly authCache: AuthCache,
+    private readonly changes: ChangeFeed,
     private readonly clock: Clock,
   ) {}
 
@@ -112,6 +114,7 @@ export class TenantsService {
     if (!row) throw notFound('Tenant');
     // Plan, activity and quotas are read through authentication: drop what it remembers.
     this.authCache.forgetTenant(id);
+    await this.changes.publish(AUTH_CHANGES_CHANNEL, { tenantId: id });
     return toTenant(row);
   }
 

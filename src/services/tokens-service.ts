@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { DeploymentEnv } from '../config.ts';
+import { AUTH_CHANGES_CHANNEL, type ChangeFeed } from '../db/change-feed.ts';
 import { isScope, SCOPES } from '../domain/plans.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
 import { newId, randomCrockford } from '../lib/ids.ts';
@@ -66,6 +67,7 @@ export class TokensService {
     private readonly clock: Clock,
     private readonly env: DeploymentEnv,
     private readonly cache: AuthCache,
+    private readonly changes: ChangeFeed,
     private readonly onBackgroundError: (error: unknown) => void,
   ) {}
 
@@ -114,6 +116,7 @@ export class TokensService {
     const row = await this.tokens.revoke(id, nowIso(this.clock));
     if (!row) throw notFound('Token');
     this.cache.forgetToken(id);
+    await this.changes.publish(AUTH_CHANGES_CHANNEL, { tokenId: id });
     return toPublicToken(row);
   }
 

@@ -115,7 +115,7 @@ export async function createTestContext(
     ...options.env,
   });
   const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
-  const runtime = await createRuntime(config, { clock: options.clock, logger });
+  const runtime = await createRuntime(config, { clock: options.clock, logger, listen: true });
   const app = await createHttpApp(runtime, logger);
   await app.ready();
   const document = JSON.parse((await app.inject({ method: 'GET', url: '/v1/openapi.json' })).body);
