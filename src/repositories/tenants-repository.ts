@@ -15,6 +15,15 @@ export class TenantsRepository {
     return trx.selectFrom('tenants').selectAll().where('id', '=', id).executeTakeFirst();
   }
 
+  /** Operators type either; ids (`ten_…`) and slugs cannot collide. */
+  findByIdOrSlug(idOrSlug: string, trx: Executor = this.db): Promise<TenantRow | undefined> {
+    return trx
+      .selectFrom('tenants')
+      .selectAll()
+      .where((eb) => eb.or([eb('id', '=', idOrSlug), eb('slug', '=', idOrSlug)]))
+      .executeTakeFirst();
+  }
+
   findBySlug(slug: string, trx: Executor = this.db): Promise<TenantRow | undefined> {
     return trx.selectFrom('tenants').selectAll().where('slug', '=', slug).executeTakeFirst();
   }

@@ -27,13 +27,20 @@ export class AuthCache {
     return undefined;
   }
 
-  set(tokenHash: string, found: TokenWithTenant, scopes: ReadonlySet<string>, nowMs: number): void {
+  set(
+    tokenHash: string,
+    found: TokenWithTenant,
+    scopes: ReadonlySet<string>,
+    nowMs: number,
+  ): Entry {
     if (this.entries.size >= this.maxEntries) {
       // Oldest first: Map iterates in insertion order.
       const oldest = this.entries.keys().next();
       if (!oldest.done) this.entries.delete(oldest.value);
     }
-    this.entries.set(tokenHash, { found, scopes, loadedAt: nowMs });
+    const entry = { found, scopes, loadedAt: nowMs };
+    this.entries.set(tokenHash, entry);
+    return entry;
   }
 
   forgetToken(tokenId: string): void {

@@ -96,8 +96,7 @@ export class TenantsService {
 
   /** Accepts an id or a slug (the CLI lets operators type either). */
   async resolve(idOrSlug: string): Promise<Tenant> {
-    const row =
-      (await this.tenants.findById(idOrSlug)) ?? (await this.tenants.findBySlug(idOrSlug));
+    const row = await this.tenants.findByIdOrSlug(idOrSlug);
     if (!row) throw notFound('Tenant');
     return toTenant(row);
   }

@@ -76,9 +76,7 @@ export class TokensService {
     tenantIdOrSlug: string,
     input: MintTokenInput,
   ): Promise<{ token: PublicToken; value: string }> {
-    const tenant =
-      (await this.tenants.findById(tenantIdOrSlug)) ??
-      (await this.tenants.findBySlug(tenantIdOrSlug));
+    const tenant = await this.tenants.findByIdOrSlug(tenantIdOrSlug);
     if (!tenant) throw notFound('Tenant');
     const scopes = input.scopes.includes('*') ? [...SCOPES] : [...new Set(input.scopes)];
     const unknown = scopes.filter((scope) => !isScope(scope));
@@ -137,8 +135,7 @@ export class TokensService {
       const found = await this.tokens.findByHash(hash);
       if (!found) throw unauthorized('The token is unknown.');
       const scopes = new Set(parseStoredJson<string[]>(found.token.scopes));
-      this.cache.set(hash, found, scopes, now.getTime());
-      cached = { found, scopes, loadedAt: now.getTime() };
+      cached = this.cache.set(hash, found, scopes, now.getTime());
     }
     const { token, tenant } = cached.found;
     if (token.revokedAt !== null) throw unauthorized('The token has been revoked.');
