@@ -7,6 +7,7 @@ import { migrate } from './db/migrate.ts';
 import { PgListener } from './db/pg-listener.ts';
 import { buildApp } from './http/app.ts';
 import { type Clock, systemClock } from './lib/clock.ts';
+import { RateLimits } from './rate-limit/rate-limits.ts';
 import { createServices, type Services } from './services/index.ts';
 
 export interface Runtime {
@@ -74,11 +75,17 @@ export async function createRuntime(
   };
 }
 
-export function createHttpApp(runtime: Runtime, logger?: pino.Logger): Promise<FastifyInstance> {
+/** The HTTP app; its rate-limit store (a Redis connection) lives and closes with it. */
+export async function createHttpApp(
+  runtime: Runtime,
+  logger?: pino.Logger,
+): Promise<FastifyInstance> {
+  const rateLimits = await RateLimits.create(runtime.config, runtime.database, runtime.logger);
   return buildApp({
     config: runtime.config,
     database: runtime.database,
     services: runtime.services,
+    rateLimits,
     clock: runtime.clock,
     logger: logger ?? runtime.logger,
   });

@@ -1,6 +1,7 @@
 import { type Kysely, sql } from 'kysely';
 import type { Database, Dialect } from './database.ts';
 import * as m0001 from './migrations/0001_init.ts';
+import * as m0002 from './migrations/0002_rate_limits.ts';
 
 interface Migration {
   id: string;
@@ -8,7 +9,10 @@ interface Migration {
 }
 
 /** Numbered, append-only. Each runs once, in order, inside the migration transaction. */
-export const migrations: Migration[] = [{ id: '0001_init', up: m0001.up }];
+export const migrations: Migration[] = [
+  { id: '0001_init', up: m0001.up },
+  { id: '0002_rate_limits', up: m0002.up },
+];
 
 /** Arbitrary constant naming our advisory lock on PostgreSQL. */
 const MIGRATION_LOCK_KEY = 727_001;

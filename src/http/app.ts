@@ -8,6 +8,7 @@ import type { Config } from '../config.ts';
 import type { Database } from '../db/database.ts';
 import type { Clock } from '../lib/clock.ts';
 import { notFound } from '../lib/problems.ts';
+import type { RateLimits } from '../rate-limit/rate-limits.ts';
 import type { Services } from '../services/index.ts';
 import { adminApi } from './admin/admin-api.ts';
 import { errorPages } from './error-pages.ts';
@@ -21,6 +22,7 @@ export interface AppDeps {
   config: Config;
   database: Database;
   services: Services;
+  rateLimits: RateLimits;
   clock: Clock;
   logger: Logger;
 }
@@ -108,7 +110,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(healthRoutes, { database: deps.database });
   await app.register(errorPages, { config });
   await app.register(legacyRoutes, { config, clock: deps.clock });
-  await app.register(publicApi, { config, services: deps.services });
+  await app.register(publicApi, {
+    config,
+    services: deps.services,
+    rateLimits: deps.rateLimits,
+  });
+  app.addHook('onClose', () => deps.rateLimits.close());
   await app.register(adminApi, { config, services: deps.services });
   return app;
 }

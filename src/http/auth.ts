@@ -1,6 +1,7 @@
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { isTier, PLANS_WITH_API, TIERS } from '../domain/plans.ts';
-import { ApiProblem, scopeRequired } from '../lib/problems.ts';
+import { ApiProblem, rateLimited, scopeRequired } from '../lib/problems.ts';
+import type { RateLimits } from '../rate-limit/rate-limits.ts';
 import type { AuthContext } from '../services/context.ts';
 import type { TokensService } from '../services/tokens-service.ts';
 
@@ -14,13 +15,27 @@ declare module 'fastify' {
   }
 }
 
-/**
- * Runs at onRequest, before the body is read, so the documented order holds: 401, then 403
- * (plan, then scope), and only then 422 for the body.
- */
-export function authenticateHook(tokens: TokensService) {
+/** The per-IP guard: counts every request before authentication, so bad-token floods stop here. */
+export function ipGuardHook(limits: RateLimits) {
   return async (request: FastifyRequest): Promise<void> => {
+    const wait = await limits.checkIp(request.ip);
+    if (wait !== null) throw rateLimited(wait, 'ip');
+  };
+}
+
+/**
+ * Runs at onRequest, before the body is read, so the documented order holds: 401, then the
+ * token's rate limits (429; every later answer carries X-RateLimit-*), then 403 (plan, then
+ * scope), and only then 422 for the body.
+ */
+export function authenticateHook(tokens: TokensService, limits: RateLimits) {
+  return async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
     const auth = await tokens.authenticate(request.headers.authorization);
+    const verdict = await limits.checkToken(auth.token.id);
+    reply.header('X-RateLimit-Limit', verdict.state.limit);
+    reply.header('X-RateLimit-Remaining', verdict.state.remaining);
+    reply.header('X-RateLimit-Reset', verdict.state.resetSeconds);
+    if (!verdict.allowed) throw rateLimited(verdict.retryAfterSeconds, 'token');
     const tier = auth.tenant.tier;
     if (!isTier(tier) || !TIERS[tier].api) {
       throw new ApiProblem('plan-required', `The ${tier} plan does not include API access.`, {

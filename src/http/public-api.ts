@@ -1,6 +1,7 @@
 import swagger from '@fastify/swagger';
 import type { FastifyPluginAsync } from 'fastify';
 import type { Config } from '../config.ts';
+import type { RateLimits } from '../rate-limit/rate-limits.ts';
 import type { Services } from '../services/index.ts';
 import { apiV1 } from './routes/index.ts';
 
@@ -17,10 +18,11 @@ export const refResolver = {
 };
 
 /** The versioned public API and the OpenAPI document generated from its route schemas. */
-export const publicApi: FastifyPluginAsync<{ config: Config; services: Services }> = async (
-  app,
-  { config, services },
-) => {
+export const publicApi: FastifyPluginAsync<{
+  config: Config;
+  services: Services;
+  rateLimits: RateLimits;
+}> = async (app, { config, services, rateLimits }) => {
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
@@ -57,7 +59,7 @@ export const publicApi: FastifyPluginAsync<{ config: Config; services: Services 
     refResolver,
   });
 
-  await app.register(apiV1, { prefix: '/api/v1', config, services });
+  await app.register(apiV1, { prefix: '/api/v1', config, services, rateLimits });
 
   let document: string | undefined;
   const serveDocument = async (_request: unknown, reply: import('fastify').FastifyReply) => {

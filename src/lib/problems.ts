@@ -53,6 +53,20 @@ export const scopeRequired = (scope: string) =>
     required_scope: scope,
   });
 
+/** 429; `scope` ip marks the pre-authentication guard (api-spec 7.2). */
+export const rateLimited = (retryAfterSeconds: number, scope: 'token' | 'ip') =>
+  new ApiProblem(
+    'rate-limited',
+    scope === 'ip'
+      ? `Too many requests from this address; retry after ${retryAfterSeconds} s.`
+      : `Too many requests for this token; retry after ${retryAfterSeconds} s.`,
+    {},
+    {
+      'Retry-After': String(retryAfterSeconds),
+      ...(scope === 'ip' ? { 'X-RateLimit-Scope': 'ip' } : {}),
+    },
+  );
+
 export const notFound = (what = 'The resource') =>
   new ApiProblem('not-found', `${what} was not found.`);
 

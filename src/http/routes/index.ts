@@ -1,7 +1,8 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { Config } from '../../config.ts';
+import type { RateLimits } from '../../rate-limit/rate-limits.ts';
 import type { Services } from '../../services/index.ts';
-import { authenticateHook } from '../auth.ts';
+import { authenticateHook, ipGuardHook } from '../auth.ts';
 import { bookingRoutes } from './bookings-routes.ts';
 import { clientRoutes } from './clients-routes.ts';
 import { libraryRoutes } from './libraries-routes.ts';
@@ -14,10 +15,15 @@ export interface RouteOptions {
   services: Services;
 }
 
+export interface ApiOptions extends RouteOptions {
+  rateLimits: RateLimits;
+}
+
 /** Everything under /api/v1: authenticated, tenant-scoped. */
-export const apiV1: FastifyPluginAsync<RouteOptions> = async (app, options) => {
+export const apiV1: FastifyPluginAsync<ApiOptions> = async (app, options) => {
   app.decorateRequest('auth', null);
-  app.addHook('onRequest', authenticateHook(options.services.tokens));
+  app.addHook('onRequest', ipGuardHook(options.rateLimits));
+  app.addHook('onRequest', authenticateHook(options.services.tokens, options.rateLimits));
   for (const routes of [
     meRoutes,
     tripRoutes,

@@ -1,0 +1,159 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { FastifyInstance } from 'fastify';
+import { createHttpApp } from '../src/runtime.ts';
+import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
+import { createTenant, mintToken, type TenantFixture } from './helpers/fixtures.ts';
+
+const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+const get = (app: FastifyInstance, token?: string, url = '/api/v1/me') =>
+  app.inject({ method: 'GET', url, headers: token ? { authorization: `Bearer ${token}` } : {} });
+
+describe('rate limits in memory (embedded database)', () => {
+  let ctx: TestContext;
+  let tenant: TenantFixture;
+
+  before(async () => {
+    ctx = await createTestContext('sqlite', {
+      env: {
+        RATE_LIMIT_PER_MIN: '5',
+        RATE_LIMIT_BURST_PER_SEC: '100',
+        RATE_LIMIT_IP_PER_MIN: '1000',
+      },
+    });
+    tenant = await createTenant(ctx);
+  });
+  after(() => ctx.close());
+
+  it('sends the sustained window on every authenticated response, then 429 with Retry-After', async () => {
+    const remaining: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const response = await ctx.api('GET', '/api/v1/me', { token: tenant.token });
+      assert.equal(response.statusCode, 200);
+      assert.equal(response.headers['x-ratelimit-limit'], '5');
+      remaining.push(Number(response.headers['x-ratelimit-remaining']));
+      const reset = Number(response.headers['x-ratelimit-reset']);
+      assert.ok(Number.isInteger(reset) && reset >= 1 && reset <= 60, `reset ${reset}`);
+    }
+    assert.deepEqual(remaining, [4, 3, 2, 1, 0]);
+
+    const limited = await ctx.api('GET', '/api/v1/me', { token: tenant.token });
+    assert.equal(limited.statusCode, 429);
+    assert.equal(limited.json().type, 'http://api.test/errors/rate-limited');
+    const retryAfter = Number(limited.headers['retry-after']);
+    assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60);
+    assert.equal(limited.headers['x-ratelimit-remaining'], '0');
+    assert.equal(limited.headers['x-ratelimit-scope'], undefined);
+  });
+
+  it('counts per token, and errors after authentication carry the headers too', async () => {
+    const narrow = await mintToken(ctx, tenant.id, ['trips:read']);
+    const denied = await ctx.api('GET', '/api/v1/clients', { token: narrow.token });
+    assert.equal(denied.statusCode, 403);
+    assert.equal(denied.headers['x-ratelimit-limit'], '5');
+    assert.equal(denied.headers['x-ratelimit-remaining'], '4');
+  });
+
+  it('enforces the per-second burst on its own', async () => {
+    const burst = await createTestContext('sqlite', {
+      env: { RATE_LIMIT_BURST_PER_SEC: '3', RATE_LIMIT_PER_MIN: '1000' },
+    });
+    try {
+      const t = await createTenant(burst);
+      const statuses = [];
+      for (let i = 0; i < 4; i++) statuses.push((await get(burst.app, t.token)).statusCode);
+      assert.deepEqual(statuses, [200, 200, 200, 429]);
+      const limited = await get(burst.app, t.token);
+      assert.equal(limited.headers['retry-after'], '1');
+      assert.equal(limited.headers['x-ratelimit-limit'], '1000');
+    } finally {
+      await burst.close();
+    }
+  });
+
+  it('guards by IP before authentication, with X-RateLimit-Scope: ip', async () => {
+    const guarded = await createTestContext('sqlite', { env: { RATE_LIMIT_IP_PER_MIN: '4' } });
+    try {
+      const statuses = [];
+      for (const token of [undefined, 'tk_test_0000000000000000000000000Z', undefined, 'bad']) {
+        statuses.push((await get(guarded.app, token)).statusCode);
+      }
+      assert.deepEqual(statuses, [401, 401, 401, 401]);
+      const blocked = await get(guarded.app);
+      assert.equal(blocked.statusCode, 429);
+      assert.equal(blocked.headers['x-ratelimit-scope'], 'ip');
+      assert.ok(Number(blocked.headers['retry-after']) >= 1);
+      assert.equal(blocked.json().type, 'http://api.test/errors/rate-limited');
+      // Health checks are outside the API and its guard.
+      assert.equal((await guarded.app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200);
+    } finally {
+      await guarded.close();
+    }
+  });
+});
+
+/** Two app instances over one store stand in for two API processes. */
+async function sharedLimitRun(ctx: TestContext, limit: number): Promise<number> {
+  const second = await createHttpApp(ctx.runtime);
+  try {
+    const t = await createTenant(ctx);
+    let ok = 0;
+    for (let i = 0; i < limit * 2; i++) {
+      const response = await get(i % 2 === 0 ? ctx.app : second, t.token);
+      if (response.statusCode === 200) ok += 1;
+      else assert.equal(response.statusCode, 429);
+    }
+    return ok;
+  } finally {
+    await second.close();
+  }
+}
+
+describe('rate limits shared through Redis', () => {
+  let ctx: TestContext;
+  before(async () => {
+    ctx = await createTestContext('sqlite', {
+      env: { REDIS_URL, RATE_LIMIT_PER_MIN: '10', RATE_LIMIT_BURST_PER_SEC: '1000' },
+    });
+  });
+  after(() => ctx.close());
+
+  it('two API processes together allow one token exactly its limit', async () => {
+    assert.equal(await sharedLimitRun(ctx, 10), 10);
+  });
+});
+
+describe('rate limits when Redis is down', () => {
+  let ctx: TestContext;
+  before(async () => {
+    // Nothing listens there: the store fails and the in-memory insurance answers.
+    ctx = await createTestContext('sqlite', { env: { REDIS_URL: 'redis://127.0.0.1:6390' } });
+  });
+  after(() => ctx.close());
+
+  it('keeps answering, never 500', async () => {
+    const t = await createTenant(ctx);
+    for (let i = 0; i < 5; i++) {
+      const response = await get(ctx.app, t.token);
+      assert.equal(response.statusCode, 200);
+      assert.ok(response.headers['x-ratelimit-remaining']);
+    }
+  });
+});
+
+if (BACKENDS.includes('postgres')) {
+  describe('rate limits shared through PostgreSQL (no Redis)', () => {
+    let ctx: TestContext;
+    before(async () => {
+      ctx = await createTestContext('postgres', {
+        env: { RATE_LIMIT_PER_MIN: '10', RATE_LIMIT_BURST_PER_SEC: '1000' },
+      });
+    });
+    after(() => ctx.close());
+
+    it('two API processes together allow one token exactly its limit', async () => {
+      assert.equal(await sharedLimitRun(ctx, 10), 10);
+    });
+  });
+}
