@@ -36,7 +36,12 @@ export async function createRuntime(
 ): Promise<Runtime> {
   const logger = options.logger ?? pino({ level: config.logLevel });
   const clock = options.clock ?? systemClock;
-  const database = createDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const database = createDatabase({
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    onIdleConnectionError: (error) =>
+      logger.warn({ err: error }, 'an idle database connection failed; it will be replaced'),
+  });
   try {
     if (options.migrate !== false) {
       const applied = await migrate(database);

@@ -37,6 +37,11 @@ export interface DatabaseOptions {
   dataDir: string;
   /** Pool size for PostgreSQL. */
   poolSize?: number;
+  /**
+   * An idle pooled connection failed (PostgreSQL restarted, or terminated it). The pool drops it
+   * and connects anew on demand; without a listener, pg's 'error' event would end the process.
+   */
+  onIdleConnectionError?: (error: Error) => void;
 }
 
 /** A reading statement that returns camelCase row objects built from arrays (see RowBuilders). */
@@ -173,6 +178,7 @@ export function createDatabase(options: DatabaseOptions): Database {
       max: options.poolSize ?? 10,
       types,
     });
+    pool.on('error', (error) => options.onIdleConnectionError?.(error));
     const camelCase = new SnakeCaseQueriesPlugin();
     const rows = new RowBuilders((name) => camelCase.toCamelCase(name));
     const db = new Kysely<DB>({

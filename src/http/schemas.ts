@@ -245,9 +245,29 @@ const COMMON_HEADERS = {
   },
 };
 
+/** Sent on every authenticated answer: the token's sustained window (api-spec 8). */
+const RATE_LIMIT_HEADERS = {
+  'X-RateLimit-Limit': { type: 'integer', description: 'Requests allowed per minute (sustained).' },
+  'X-RateLimit-Remaining': { type: 'integer', description: 'Requests left in the current minute.' },
+  'X-RateLimit-Reset': { type: 'integer', description: 'Seconds until the window refreshes.' },
+};
+
 /** A success response: its schema (which also serializes it), a description and its headers. */
 export function ok<T extends TSchema>(schema: T, description: string): T {
-  return { ...schema, description, headers: COMMON_HEADERS };
+  return { ...schema, description, headers: { ...COMMON_HEADERS, ...RATE_LIMIT_HEADERS } };
+}
+
+function problemHeaders(status: number) {
+  if (status === 401) {
+    return { ...COMMON_HEADERS, 'WWW-Authenticate': { type: 'string', const: 'Bearer' } };
+  }
+  if (status === 429) {
+    return {
+      ...COMMON_HEADERS,
+      'Retry-After': { type: 'integer', minimum: 1, description: 'Seconds to wait.' },
+    };
+  }
+  return COMMON_HEADERS;
 }
 
 const PROBLEM_DESCRIPTIONS: Record<number, string> = {
@@ -256,7 +276,7 @@ const PROBLEM_DESCRIPTIONS: Record<number, string> = {
   404: 'Not found, or owned by another tenant (`not-found`).',
   409: 'State clash (`conflict`) or idempotency conflict.',
   422: 'Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`).',
-  429: 'Rate limited (`rate-limited`); see `Retry-After`.',
+  429: "Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds.",
   500: 'Internal fault (`internal`); quote `Service-Request-Id`.',
   501: 'Not implemented (`booking-create-not-supported`).',
 };
@@ -268,10 +288,7 @@ export function problems(...statuses: number[]) {
       status,
       {
         description: PROBLEM_DESCRIPTIONS[status] ?? 'Problem',
-        headers:
-          status === 401
-            ? { ...COMMON_HEADERS, 'WWW-Authenticate': { type: 'string', const: 'Bearer' } }
-            : COMMON_HEADERS,
+        headers: problemHeaders(status),
         content: { 'application/problem+json': { schema: Type.Ref(Problem) } },
       },
     ]),
