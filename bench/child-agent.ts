@@ -16,6 +16,16 @@ type Message =
   | { type: 'cpu-profile-start'; intervalUs?: number }
   | { type: 'cpu-profile-stop'; file: string };
 
+// The "rate limiting off" API child: the limiter's checks become no-ops (module instances are
+// shared, so src/main.ts sees the patched class). A measurement seam only; the product has no switch.
+if (process.env.BENCH_RATE_LIMITS === 'off') {
+  const { RateLimits } = await import('../src/rate-limit/rate-limits.ts');
+  RateLimits.prototype.checkIp = async () => null;
+  RateLimits.prototype.checkToken = async function (this: unknown) {
+    return { allowed: true, state: { limit: 0, remaining: 0, resetSeconds: 1 } };
+  };
+}
+
 if (process.send && process.channel) {
   process.channel.unref();
   process.on('disconnect', () => process.exit(0));

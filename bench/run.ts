@@ -165,7 +165,7 @@ process.on('SIGTERM', () =>
 );
 
 // Rows per backend: a reference, the single read, two list pages (+ /healthz on SQLite).
-const rowsPlanned = (BACKEND !== 'postgres' ? 5 : 0) + (BACKEND !== 'sqlite' ? 4 : 0);
+const rowsPlanned = (BACKEND !== 'postgres' ? 6 : 0) + (BACKEND !== 'sqlite' ? 4 : 0);
 const windowSec = DURATION / ROUNDS + ROUND_WARMUP + 1;
 const budgetSec = Math.ceil(
   rowsPlanned * (WARMUP + ROUNDS * windowSec) + RETRIES * (windowSec + 10) + 180,
@@ -442,6 +442,22 @@ async function benchBackend(
         }),
       );
     }
+    // Rate limiting's cost (memory store): the same read on a child whose limiter is stubbed out.
+    const apiNoLimits =
+      backend === 'SQLite'
+        ? await start(`api-${backend}-no-rate-limits`, 'src/main.ts', {
+            ...apiEnv(smallDb),
+            BENCH_RATE_LIMITS: 'off',
+          })
+        : null;
+    if (apiNoLimits) {
+      jobs.push(
+        job(apiNoLimits, {
+          ...singleTripProbe(small),
+          label: 'GET /api/v1/trips/{id}, rate limiting stubbed out',
+        }),
+      );
+    }
     jobs.push(
       job(apiSmall, singleTripProbe(small)),
       job(apiSmall, listProbe(small)),
@@ -451,6 +467,16 @@ async function benchBackend(
     const results = await measureJobs(jobs);
     const [refM] = results;
     const [single, smallList, largeList] = results.slice(-3);
+    if (apiNoLimits) {
+      rows.push({
+        scenario: 'Authenticated `GET /api/v1/trips/{id}`, rate limiting on (memory) vs off',
+        backend,
+        m: single,
+        ref: results[results.length - 4],
+        ratioTarget: 0.9,
+        targetText: 'ratio ≥ 0.90 (limiting costs < 10%)',
+      });
+    }
 
     const targetRatio = backend === 'SQLite' ? 0.5 : 0.7;
     rows.push(
