@@ -219,6 +219,19 @@ export interface NotificationsTable {
   createdAt: string;
 }
 
+export interface IdempotencyKeysTable {
+  tenantId: string;
+  key: string;
+  /** SHA-256 of method, path with query and body. */
+  fingerprint: string;
+  status: 'in_progress' | 'done';
+  responseStatus: number | null;
+  responseType: string | null;
+  responseBody: string | null;
+  createdAt: string;
+  expiresAt: string;
+}
+
 export interface SchemaMigrationsTable {
   id: string;
   appliedAt: string;
@@ -239,5 +252,6 @@ export interface DB {
   clients: ClientsTable;
   events: EventsTable;
   notifications: NotificationsTable;
+  idempotencyKeys: IdempotencyKeysTable;
   schemaMigrations: SchemaMigrationsTable;
 }

@@ -51,6 +51,18 @@ export function Query<T extends TProperties>(properties: T) {
   return Type.Partial(Type.Object(properties), { additionalProperties: false });
 }
 
+/** Documents the Idempotency-Key of writes (checked by the idempotency hook before validation). */
+export const IdempotencyHeaders = Type.Object({
+  'idempotency-key': Type.Optional(
+    Type.String({
+      minLength: 1,
+      maxLength: 255,
+      description:
+        'Makes the write safe to retry for 24 hours: the first answer (2xx or 4xx) is replayed byte for byte with `Idempotency-Replayed: true`. A UUID v4 per logical operation is recommended.',
+    }),
+  ),
+});
+
 export const IdParams = Type.Object({ id: Type.String() });
 
 export const Trip = Type.Object(
@@ -274,7 +286,7 @@ const PROBLEM_DESCRIPTIONS: Record<number, string> = {
   401: 'Token missing, malformed, unknown, revoked or expired (`unauthorized`).',
   403: 'Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`).',
   404: 'Not found, or owned by another tenant (`not-found`).',
-  409: 'State clash (`conflict`) or idempotency conflict.',
+  409: 'State clash (`conflict`), or the Idempotency-Key was used for another request (`idempotency-key-reuse`) or its first request is still running (`idempotency-in-progress`).',
   422: 'Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`).',
   429: "Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds.",
   500: 'Internal fault (`internal`); quote `Service-Request-Id`.',

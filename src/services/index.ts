@@ -5,6 +5,7 @@ import type { Clock } from '../lib/clock.ts';
 import { BookingsRepository, PaymentsRepository } from '../repositories/bookings-repository.ts';
 import { ClientsRepository } from '../repositories/clients-repository.ts';
 import { EventsRepository } from '../repositories/events-repository.ts';
+import { IdempotencyRepository } from '../repositories/idempotency-repository.ts';
 import { LibraryRepository } from '../repositories/library-repository.ts';
 import { NotificationsRepository } from '../repositories/notifications-repository.ts';
 import {
@@ -17,6 +18,7 @@ import { AuthCache } from './auth-cache.ts';
 import { BookingsService } from './bookings-service.ts';
 import { ClientsService } from './clients-service.ts';
 import { EventsService } from './events-service.ts';
+import { IdempotencyService } from './idempotency-service.ts';
 import { LibraryService } from './library-service.ts';
 import { PaymentsService } from './payments-service.ts';
 import { TenantsService } from './tenants-service.ts';
@@ -33,6 +35,7 @@ export interface Services {
   clients: ClientsService;
   library: LibraryService;
   events: EventsService;
+  idempotency: IdempotencyService;
   repositories: {
     tenants: TenantsRepository;
     members: MembersRepository;
@@ -44,6 +47,7 @@ export interface Services {
     library: LibraryRepository;
     events: EventsRepository;
     notifications: NotificationsRepository;
+    idempotency: IdempotencyRepository;
   };
 }
 
@@ -73,6 +77,7 @@ export function createServices(
     library: new LibraryRepository(db),
     events: new EventsRepository(db),
     notifications: new NotificationsRepository(db),
+    idempotency: new IdempotencyRepository(db),
   };
   const events = new EventsService(repositories.events, clock);
   const authCache = new AuthCache(AUTH_CACHE_TTL_MS);
@@ -125,5 +130,6 @@ export function createServices(
     ),
     clients: new ClientsService(database, repositories.clients, events, clock),
     library: new LibraryService(repositories.library, clock),
+    idempotency: new IdempotencyService(repositories.idempotency, clock, config.idempotencyTtlMs),
   };
 }

@@ -5,6 +5,7 @@ import {
   Booking,
   DataOf,
   Email,
+  IdempotencyHeaders,
   IdParams,
   ok,
   PageOf,
@@ -68,8 +69,9 @@ export const bookingRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app
           'Validates the request (404 for an unknown trip, 422 when it is not published), then ' +
           'always answers 501 `booking-create-not-supported` with `next.checkoutUrl`, the ' +
           'storefront checkout where the traveller completes payment. No booking is created.',
+        headers: IdempotencyHeaders,
         body: CreateBookingBody,
-        response: problems(401, 403, 404, 422, 429, 501),
+        response: problems(401, 403, 404, 409, 422, 429, 501),
       },
       // The spec orders 404 (unknown trip) before 422, so schema failures wait for the trip lookup.
       attachValidation: true,

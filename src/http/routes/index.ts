@@ -3,6 +3,7 @@ import type { Config } from '../../config.ts';
 import type { RateLimits } from '../../rate-limit/rate-limits.ts';
 import type { Services } from '../../services/index.ts';
 import { authenticateHook, ipGuardHook } from '../auth.ts';
+import { registerIdempotency } from '../idempotency.ts';
 import { bookingRoutes } from './bookings-routes.ts';
 import { clientRoutes } from './clients-routes.ts';
 import { libraryRoutes } from './libraries-routes.ts';
@@ -24,6 +25,7 @@ export const apiV1: FastifyPluginAsync<ApiOptions> = async (app, options) => {
   app.decorateRequest('auth', null);
   app.addHook('onRequest', ipGuardHook(options.rateLimits));
   app.addHook('onRequest', authenticateHook(options.services.tokens, options.rateLimits));
+  registerIdempotency(app, options.services.idempotency);
   for (const routes of [
     meRoutes,
     tripRoutes,

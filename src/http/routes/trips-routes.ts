@@ -6,6 +6,7 @@ import {
   CalendarDate,
   DataOf,
   DateTime,
+  IdempotencyHeaders,
   IdParams,
   Nullable,
   ok,
@@ -93,10 +94,11 @@ export const tripRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app, {
         summary: 'Create a trip',
         description:
           "Created as `draft`. The token's creator is recorded as the audit actor. 403 `forbidden` with `code` `trip_quota_exceeded` when the plan's trip quota is full.",
+        headers: IdempotencyHeaders,
         body: CreateTripBody,
         response: {
           201: ok(DataOf(Type.Ref(Trip)), 'The created trip.'),
-          ...problems(401, 403, 422, 429),
+          ...problems(401, 403, 409, 422, 429),
         },
       },
     },
@@ -139,10 +141,11 @@ export const tripRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app, {
         summary: 'Partially update a trip',
         description: 'Omitted fields are unchanged; `null` clears a nullable field.',
         params: IdParams,
+        headers: IdempotencyHeaders,
         body: PatchTripBody,
         response: {
           200: ok(DataOf(Type.Ref(Trip)), 'The trip.'),
-          ...problems(401, 403, 404, 422, 429),
+          ...problems(401, 403, 404, 409, 422, 429),
         },
       },
     },

@@ -1,0 +1,94 @@
+import { createHash } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { type Clock, nowIso } from '../lib/clock.ts';
+import { ApiProblem, fieldError } from '../lib/problems.ts';
+import type { IdempotencyRepository } from '../repositories/idempotency-repository.ts';
+
+export interface StoredResponse {
+  status: number;
+  type: string | null;
+  body: string;
+}
+
+export type IdempotencyStart = { kind: 'execute' } | { kind: 'replay'; response: StoredResponse };
+
+/** "Briefly" of api-spec 4.10: how long a duplicate waits for the first request's answer. */
+const WAIT_FOR_FIRST_MS = 2_000;
+const POLL_MS = 20;
+const KEY_PATTERN = /^[\x20-\x7e]{1,255}$/;
+
+/**
+ * Idempotency keys (api-spec 4.10, contract section 4): the first request claims the key with an
+ * atomic insert and executes; its final response is stored for IDEMPOTENCY_TTL; duplicates replay
+ * it byte for byte, or wait briefly while it runs. 5xx, 401 and 429 answers release the key.
+ */
+export class IdempotencyService {
+  constructor(
+    private readonly keys: IdempotencyRepository,
+    private readonly clock: Clock,
+    private readonly ttlMs: number,
+  ) {}
+
+  static fingerprint(method: string, pathWithQuery: string, body: string): string {
+    return createHash('sha256')
+      .update(`${method}\n${pathWithQuery}\n`)
+      .update(createHash('sha256').update(body).digest('hex'))
+      .digest('hex');
+  }
+
+  assertValidKey(key: string | string[]): asserts key is string {
+    if (typeof key !== 'string' || !KEY_PATTERN.test(key)) {
+      throw fieldError('Idempotency-Key', 'must be 1 to 255 printable ASCII characters');
+    }
+  }
+
+  async start(tenantId: string, key: string, fingerprint: string): Promise<IdempotencyStart> {
+    const now = this.clock.now();
+    const expiresAt = new Date(now.getTime() + this.ttlMs).toISOString();
+    if (await this.keys.claim(tenantId, key, fingerprint, now.toISOString(), expiresAt)) {
+      return { kind: 'execute' };
+    }
+    const deadline = Date.now() + WAIT_FOR_FIRST_MS;
+    for (;;) {
+      const row = await this.keys.find(tenantId, key);
+      if (!row) {
+        // Released (the first request failed with a 5xx) or purged: this one may execute.
+        return this.start(tenantId, key, fingerprint);
+      }
+      if (row.fingerprint !== fingerprint) {
+        throw new ApiProblem(
+          'idempotency-key-reuse',
+          'This Idempotency-Key was already used with a different method, path or body.',
+        );
+      }
+      if (row.status === 'done' && row.responseStatus !== null && row.responseBody !== null) {
+        return {
+          kind: 'replay',
+          response: { status: row.responseStatus, type: row.responseType, body: row.responseBody },
+        };
+      }
+      if (Date.now() >= deadline) {
+        throw new ApiProblem(
+          'idempotency-in-progress',
+          'A request with this Idempotency-Key is still running; retry with the same key.',
+        );
+      }
+      await sleep(POLL_MS);
+    }
+  }
+
+  /** Stores what the endpoint answered, or releases the key for answers that must not stick. */
+  async finish(tenantId: string, key: string, response: StoredResponse): Promise<void> {
+    const stored = response.status < 500 && response.status !== 401 && response.status !== 429;
+    if (stored) await this.keys.complete(tenantId, key, response);
+    else await this.keys.release(tenantId, key);
+  }
+
+  release(tenantId: string, key: string): Promise<unknown> {
+    return this.keys.release(tenantId, key);
+  }
+
+  purgeExpired(): Promise<number> {
+    return this.keys.purgeExpired(nowIso(this.clock));
+  }
+}

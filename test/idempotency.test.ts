@@ -1,0 +1,163 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { createHttpApp } from '../src/runtime.ts';
+import { ManualClock } from './helpers/clock.ts';
+import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
+import { createTenant, createTrip, type TenantFixture, tripBody } from './helpers/fixtures.ts';
+
+for (const backend of BACKENDS) {
+  describe(`idempotency keys (${backend})`, () => {
+    let ctx: TestContext;
+    let tenant: TenantFixture;
+    const clock = new ManualClock('2026-11-21T10:00:00.000Z');
+
+    before(async () => {
+      ctx = await createTestContext(backend, { clock, env: { IDEMPOTENCY_TTL: '1h' } });
+      tenant = await createTenant(ctx);
+    });
+    after(() => ctx.close());
+
+    const post = (key: string, body: unknown, token = tenant.token, url = '/api/v1/clients') =>
+      ctx.api('POST', url, { token, body, headers: { 'idempotency-key': key } });
+    const clientCount = async (t = tenant) =>
+      (await ctx.api('GET', '/api/v1/clients?limit=100', { token: t.token })).json().data.length;
+    const eventCount = async (t = tenant) =>
+      (await ctx.runtime.services.repositories.events.listForTenant(t.id)).length;
+
+    it('replays the first response byte for byte, with no second side effect', async () => {
+      const before = [await clientCount(), await eventCount()];
+      const first = await post('key-replay-1', { kind: 'individual', displayName: 'Once' });
+      assert.equal(first.statusCode, 201);
+      assert.equal(first.headers['idempotency-replayed'], undefined);
+      const second = await post('key-replay-1', { kind: 'individual', displayName: 'Once' });
+      assert.equal(second.statusCode, 201);
+      assert.equal(second.headers['idempotency-replayed'], 'true');
+      assert.equal(second.body, first.body);
+      assert.equal(second.headers['content-type'], first.headers['content-type']);
+      assert.notEqual(second.headers['service-request-id'], first.headers['service-request-id']);
+      assert.deepEqual([await clientCount(), await eventCount()], [before[0] + 1, before[1] + 1]);
+    });
+
+    it('answers 409 idempotency-key-reuse for another body, path or method', async () => {
+      await post('key-reuse', { kind: 'individual', displayName: 'A' });
+      const otherBody = await post('key-reuse', { kind: 'individual', displayName: 'B' });
+      assert.equal(otherBody.statusCode, 409);
+      assert.equal(otherBody.json().type, 'http://api.test/errors/idempotency-key-reuse');
+      const otherPath = await post('key-reuse', tripBody(tenant), tenant.token, '/api/v1/trips');
+      assert.equal(otherPath.statusCode, 409);
+      const trip = await createTrip(ctx, tenant);
+      const otherMethod = await ctx.api('PATCH', `/api/v1/trips/${trip.id}`, {
+        token: tenant.token,
+        body: { title: 'x' },
+        headers: { 'idempotency-key': 'key-reuse' },
+      });
+      assert.equal(otherMethod.statusCode, 409);
+    });
+
+    it('scopes keys per tenant', async () => {
+      const other = await createTenant(ctx);
+      const mine = await post('shared-key', { kind: 'company', displayName: 'Mine' });
+      const theirs = await post(
+        'shared-key',
+        { kind: 'company', displayName: 'Mine' },
+        other.token,
+      );
+      assert.equal(theirs.statusCode, 201);
+      assert.equal(theirs.headers['idempotency-replayed'], undefined);
+      assert.notEqual(theirs.json().data.id, mine.json().data.id);
+    });
+
+    it('stores 4xx answers and replays them; rejects malformed keys with 422', async () => {
+      const invalid = await post('key-422', { kind: 'robot', displayName: '' });
+      assert.equal(invalid.statusCode, 422);
+      const replay = await post('key-422', { kind: 'robot', displayName: '' });
+      assert.equal(replay.statusCode, 422);
+      assert.equal(replay.headers['idempotency-replayed'], 'true');
+      assert.equal(replay.body, invalid.body);
+
+      for (const key of ['', 'x'.repeat(256), 'naïve']) {
+        const response = await post(key, { kind: 'individual', displayName: 'K' });
+        assert.equal(response.statusCode, 422, JSON.stringify(key));
+        assert.ok(response.json().errors['Idempotency-Key']);
+      }
+    });
+
+    it('replays PATCH too', async () => {
+      const trip = await createTrip(ctx, tenant);
+      const patch = () =>
+        ctx.api('PATCH', `/api/v1/trips/${trip.id}`, {
+          token: tenant.token,
+          body: { title: 'Patched once' },
+          headers: { 'idempotency-key': 'key-patch' },
+        });
+      const first = await patch();
+      const second = await patch();
+      assert.equal(second.headers['idempotency-replayed'], 'true');
+      assert.equal(second.body, first.body);
+      const row = await ctx.runtime.services.repositories.trips.findById(tenant.id, trip.id);
+      assert.equal(row?.version, 2, 'one update, not two');
+    });
+
+    it('never stores a 5xx: the key is released and a retry executes', async () => {
+      const clients = ctx.runtime.services.clients;
+      const original = clients.create;
+      clients.create = async () => {
+        throw new Error('boom');
+      };
+      try {
+        const failed = await post('key-500', { kind: 'individual', displayName: 'Retry me' });
+        assert.equal(failed.statusCode, 500);
+      } finally {
+        clients.create = original;
+      }
+      const retried = await post('key-500', { kind: 'individual', displayName: 'Retry me' });
+      assert.equal(retried.statusCode, 201);
+      assert.equal(retried.headers['idempotency-replayed'], undefined);
+    });
+
+    it('lets exactly one of 16 concurrent duplicates execute', async () => {
+      const t = await createTenant(ctx);
+      const before = [await clientCount(t), await eventCount(t)];
+      const second = await createHttpApp(ctx.runtime);
+      try {
+        const responses = await Promise.all(
+          Array.from({ length: 16 }, (_, i) =>
+            (i % 2 === 0 ? ctx.app : second).inject({
+              method: 'POST',
+              url: '/api/v1/clients',
+              headers: {
+                authorization: `Bearer ${t.token}`,
+                'content-type': 'application/json',
+                'idempotency-key': 'key-concurrent',
+              },
+              payload: JSON.stringify({ kind: 'individual', displayName: 'Sixteen times' }),
+            }),
+          ),
+        );
+        const executed = responses.filter((r) => r.headers['idempotency-replayed'] === undefined);
+        assert.equal(executed.length, 1);
+        for (const response of responses) {
+          assert.ok([201, 409].includes(response.statusCode), String(response.statusCode));
+          if (response.statusCode === 201) assert.equal(response.body, executed[0].body);
+        }
+        assert.deepEqual(
+          [await clientCount(t), await eventCount(t)],
+          [before[0] + 1, before[1] + 1],
+        );
+      } finally {
+        await second.close();
+      }
+    });
+
+    it('forgets keys after IDEMPOTENCY_TTL: a reused expired key executes again', async () => {
+      const first = await post('key-ttl', { kind: 'individual', displayName: 'Twice' });
+      clock.advance(60 * 60_000);
+      const again = await post('key-ttl', { kind: 'individual', displayName: 'Twice' });
+      assert.equal(again.statusCode, 201);
+      assert.equal(again.headers['idempotency-replayed'], undefined);
+      assert.notEqual(again.json().data.id, first.json().data.id);
+      clock.advance(60 * 60_000);
+      assert.ok((await ctx.runtime.services.idempotency.purgeExpired()) >= 1);
+    });
+  });
+}
