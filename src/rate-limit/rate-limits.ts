@@ -24,6 +24,8 @@ export type RateVerdict =
 
 type Store = 'memory' | 'redis' | 'postgres';
 
+const REDIS_READY_WAIT_MS = 3_000;
+
 /**
  * Per-token burst and sustained limits and the per-IP guard (api-spec 8), counted by
  * rate-limiter-flexible: in memory for the embedded database, in Redis when REDIS_URL is set, else
@@ -66,6 +68,15 @@ export class RateLimits {
             'Redis unreachable: rate limits fall back to per-process memory',
           );
         }
+      });
+      // Start serving with the shared counters when Redis answers in time; otherwise the in-memory
+      // insurance limiters answer until it does (requests are never held up by Redis).
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, REDIS_READY_WAIT_MS);
+        redis.once('ready', () => {
+          clearTimeout(timer);
+          resolve();
+        });
       });
       const [burst, sustained, ip] = specs.map(
         (spec) =>
