@@ -10,7 +10,25 @@ declare module 'autocannon' {
     timeout?: number;
     method?: string;
     headers?: Record<string, string>;
+    body?: string;
+    /** Per-request customisation; `setupRequest` runs before every request it describes. */
+    requests?: RequestSpec[];
     title?: string;
+  }
+
+  interface RequestData {
+    method: string;
+    path: string;
+    headers: Record<string, string>;
+    body?: string | Buffer;
+  }
+
+  interface RequestSpec {
+    method?: string;
+    path?: string;
+    headers?: Record<string, string>;
+    body?: string;
+    setupRequest?: (request: RequestData) => RequestData;
   }
 
   interface Histogram {
@@ -58,6 +76,6 @@ declare module 'autocannon' {
     callback: (error: Error | null, result: Result) => void,
   ): Instance;
 
-  export type { Instance, Options, Result };
+  export type { Instance, Options, RequestData, RequestSpec, Result };
   export default autocannon;
 }

@@ -16,7 +16,13 @@ import { commandCpuDelta, commandCpuSeconds, type ServerProcess, systemCpu } fro
 
 export interface LoadOptions {
   url: string;
+  /** GET when omitted. */
+  method?: string;
   headers?: Record<string, string>;
+  /** Request body, sent as is (set its content-type in `headers`). */
+  body?: string;
+  /** Headers added to every single request, drawn anew each time (an Idempotency-Key). */
+  perRequestHeaders?: () => Record<string, string>;
   connections: number;
   warmupSec: number;
   durationSec: number;
@@ -153,6 +159,7 @@ export async function runWindow(
   let errors = 0;
   let bytes = 0;
   let start: CpuSnapshot | null = null;
+  const perRequest = options.perRequestHeaders;
 
   const result = await new Promise<Result>((resolve, reject) => {
     const instance = autocannon(
@@ -163,6 +170,22 @@ export async function runWindow(
         pipelining: 1,
         timeout: 10,
         headers: options.headers,
+        // Only what is set: an explicit undefined would override autocannon's defaults.
+        ...(options.method ? { method: options.method } : {}),
+        ...(options.body !== undefined ? { body: options.body } : {}),
+        ...(perRequest
+          ? {
+              requests: [
+                {
+                  setupRequest: (request) => {
+                    // autocannon hands every request its own copy of the headers.
+                    Object.assign(request.headers, perRequest());
+                    return request;
+                  },
+                },
+              ],
+            }
+          : {}),
       },
       (error, result) => {
         clearTimeout(opener);

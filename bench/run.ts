@@ -18,7 +18,7 @@
  *   npm run bench -- [--duration 10] [--warmup 5] [--rounds 2] [--connections 50]
  *                    [--backend all|sqlite|postgres] [--log-level warn] [--profile]
  */
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, platform, release, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -164,8 +164,9 @@ process.on('SIGTERM', () =>
   abort('terminated: stopping servers and removing bench databases', 143),
 );
 
-// Rows per backend: a reference, the single read, two list pages (+ /healthz on SQLite).
-const rowsPlanned = (BACKEND !== 'postgres' ? 6 : 0) + (BACKEND !== 'sqlite' ? 4 : 0);
+// Rows per backend: a reference, the single read, two list pages (+ on SQLite: /healthz, the read
+// with rate limiting stubbed out, and a POST without and with an Idempotency-Key).
+const rowsPlanned = (BACKEND !== 'postgres' ? 8 : 0) + (BACKEND !== 'sqlite' ? 4 : 0);
 const windowSec = DURATION / ROUNDS + ROUND_WARMUP + 1;
 const budgetSec = Math.ceil(
   rowsPlanned * (WARMUP + ROUNDS * windowSec) + RETRIES * (windowSec + 10) + 180,
@@ -180,8 +181,14 @@ setTimeout(
 
 interface Probe {
   label: string;
+  /** GET when omitted. */
+  method?: 'GET' | 'POST';
   path: string;
   headers?: Record<string, string>;
+  /** Request body, sent as is (its content-type goes in `headers`). */
+  body?: string;
+  /** Headers drawn anew for every request (a unique Idempotency-Key), the check's included. */
+  perRequestHeaders?: () => Record<string, string>;
   /** Checks one response before any load: a benchmark of errors measures nothing. */
   check(status: number, body: string): string | null;
 }
@@ -213,15 +220,18 @@ async function waitForQuiet(maxMs: number): Promise<void> {
 }
 
 async function verify(job: Job): Promise<void> {
+  const method = job.probe.method ?? 'GET';
   const response = await fetch(`${job.server.baseUrl}${job.probe.path}`, {
-    headers: job.probe.headers,
+    method,
+    headers: { ...job.probe.headers, ...job.probe.perRequestHeaders?.() },
+    body: job.probe.body,
     signal: AbortSignal.timeout(10_000),
   });
   const body = await response.text();
   const problem = job.probe.check(response.status, body);
   if (problem) {
     throw new Error(
-      `${job.probe.label}: ${problem}\nGET ${job.probe.path} -> ${response.status} ${body.slice(0, 500)}`,
+      `${job.probe.label}: ${problem}\n${method} ${job.probe.path} -> ${response.status} ${body.slice(0, 500)}`,
     );
   }
 }
@@ -236,7 +246,10 @@ async function measureWindow(job: Job, round: number): Promise<void> {
       job.server,
       {
         url: `${job.server.baseUrl}${job.probe.path}`,
+        method: job.probe.method,
         headers: job.probe.headers,
+        body: job.probe.body,
+        perRequestHeaders: job.probe.perRequestHeaders,
         connections: CONNECTIONS,
         warmupSec,
         durationSec,
@@ -302,9 +315,9 @@ async function measureJobs(jobs: Job[]): Promise<Measurement[]> {
   });
 }
 
-function expectJson(check: (json: Record<string, unknown>) => string | null) {
+function expectJson(check: (json: Record<string, unknown>) => string | null, expected = 200) {
   return (status: number, body: string): string | null => {
-    if (status !== 200) return `expected 200, got ${status}`;
+    if (status !== expected) return `expected ${expected}, got ${status}`;
     try {
       return check(JSON.parse(body) as Record<string, unknown>);
     } catch {
@@ -371,6 +384,30 @@ function listProbe(tenant: SeededTenant): Probe {
   };
 }
 
+const CLIENT_BODY = JSON.stringify({ kind: 'individual', displayName: 'Bench client' });
+
+/** `POST /api/v1/clients`, each request creating a client; with a fresh Idempotency-Key each time. */
+function createClientProbe(tenant: SeededTenant, idempotencyKey: boolean): Probe {
+  return {
+    label: `POST /api/v1/clients, ${idempotencyKey ? 'unique Idempotency-Key' : 'no Idempotency-Key'}`,
+    method: 'POST',
+    path: '/api/v1/clients',
+    headers: {
+      authorization: `Bearer ${tenant.token}`,
+      'content-type': 'application/json',
+    },
+    body: CLIENT_BODY,
+    perRequestHeaders: idempotencyKey ? () => ({ 'idempotency-key': randomUUID() }) : undefined,
+    check: expectJson(
+      (json) =>
+        (json.data as { displayName?: string } | undefined)?.displayName === 'Bench client'
+          ? null
+          : 'not the created client',
+      201,
+    ),
+  };
+}
+
 // ---------------------------------------------------------------------------------------------
 // Summary rows.
 
@@ -381,6 +418,8 @@ interface Row {
   ref?: Measurement;
   ratioTarget?: number;
   targetText: string;
+  /** No target: "met" shows only whether the run was valid (and disturbed). */
+  informational?: boolean;
 }
 const rows: Row[] = [];
 
@@ -458,21 +497,33 @@ async function benchBackend(
         }),
       );
     }
+    // Idempotency's cost: the same create without and with a unique key (each request inserts a
+    // client; enterprise tenants have no client quota).
+    const writes =
+      backend === 'SQLite'
+        ? [
+            job(apiSmall, createClientProbe(small, false)),
+            job(apiSmall, createClientProbe(small, true)),
+          ]
+        : [];
+    jobs.push(...writes);
     jobs.push(
       job(apiSmall, singleTripProbe(small)),
       job(apiSmall, listProbe(small)),
       job(apiLarge, listProbe(large)),
     );
 
+    const noLimitsIndex = jobs.findIndex((j) => j.server === apiNoLimits);
     const results = await measureJobs(jobs);
     const [refM] = results;
     const [single, smallList, largeList] = results.slice(-3);
+    const [postPlain, postKeyed] = results.slice(-3 - writes.length, -3);
     if (apiNoLimits) {
       rows.push({
         scenario: 'Authenticated `GET /api/v1/trips/{id}`, rate limiting on (memory) vs off',
         backend,
         m: single,
-        ref: results[results.length - 4],
+        ref: results[noLimitsIndex],
         ratioTarget: 0.9,
         targetText: 'ratio ≥ 0.90 (limiting costs < 10%)',
       });
@@ -506,6 +557,16 @@ async function benchBackend(
         targetText: `ratio ≥ ${(1 / LARGE_COST_TARGET).toFixed(2)} (cost ≤ ${LARGE_COST_TARGET}×), p99 < ${P99_TARGET_MS} ms`,
       },
     );
+    if (postPlain && postKeyed) {
+      rows.push({
+        scenario: '`POST /api/v1/clients` with a unique `Idempotency-Key` vs without',
+        backend,
+        m: postKeyed,
+        ref: postPlain,
+        targetText: 'informational (no target)',
+        informational: true,
+      });
+    }
   } finally {
     await stopServers();
   }
@@ -597,6 +658,8 @@ function verdict(row: Row): string {
   if (invalid.length > 0) {
     return `invalid run (${invalid.map((m) => `${m.non2xx} non-2xx, ${m.errors} errors, ${m.timeouts} timeouts`).join('; ')})`;
   }
+  const disturbedMark = involved.some(isDisturbed) ? ' ⚠ disturbed' : '';
+  if (row.informational) return `–${disturbedMark}`;
   const misses: string[] = [];
   if (row.ref && row.ratioTarget !== undefined && row.m.rps / row.ref.rps < row.ratioTarget) {
     misses.push('ratio');
@@ -655,7 +718,9 @@ function printReport(notes: string[], startedAt: number): void {
       "a bare Fastify route doing `select * from trips where id = $1` through a `pg.Pool` of 10, like the API's pool " +
       '(PostgreSQL row); the same list page on a tenant with 100× fewer trips, in its own database (list rows; ' +
       '"cost ≤ 1.2×" means req/s at least 1/1.2 of it). List pages start in the middle of the tenant\'s list ' +
-      '(keyset cursor at position n/2). Latency percentiles are exact, over every 2xx response of the measured windows.',
+      '(keyset cursor at position n/2). The idempotency row compares the same client creation with a fresh ' +
+      '`Idempotency-Key` per request against none (every request inserts a client; no target, so "met" shows –). ' +
+      'Latency percentiles are exact, over every 2xx response of the measured windows.',
     '',
     '<details><summary>Every measurement</summary>',
     '',
