@@ -8,7 +8,8 @@ export class IdempotencyRepository {
 
   /**
    * Claims the key with one insert that only one request can win (the primary key decides, in
-   * either backend and across processes). An expired row is removed first so the key is free again.
+   * either backend and across processes). Only when it is taken is an expired row removed, after
+   * which the key is claimed again.
    */
   async claim(
     tenantId: string,
@@ -17,12 +18,26 @@ export class IdempotencyRepository {
     now: string,
     expiresAt: string,
   ): Promise<boolean> {
-    await this.db
+    if (await this.insertClaim(tenantId, key, fingerprint, now, expiresAt)) return true;
+    const expired = await this.db
       .deleteFrom('idempotencyKeys')
       .where('tenantId', '=', tenantId)
       .where('key', '=', key)
       .where('expiresAt', '<=', now)
-      .execute();
+      .executeTakeFirst();
+    return (
+      Number(expired.numDeletedRows) > 0 &&
+      this.insertClaim(tenantId, key, fingerprint, now, expiresAt)
+    );
+  }
+
+  private async insertClaim(
+    tenantId: string,
+    key: string,
+    fingerprint: string,
+    now: string,
+    expiresAt: string,
+  ): Promise<boolean> {
     const inserted = await this.db
       .insertInto('idempotencyKeys')
       .values({
