@@ -329,9 +329,19 @@ function expectJson(check: (json: Record<string, unknown>) => string | null, exp
 // ---------------------------------------------------------------------------------------------
 // The API and reference servers.
 
+/**
+ * `BENCH_REDIS_URL` (e.g. redis://127.0.0.1:6379) runs the PostgreSQL API with its rate-limit
+ * counters in Redis, the scale-out configuration; unset, PostgreSQL holds them (the default).
+ */
+const BENCH_REDIS_URL = process.env.BENCH_REDIS_URL;
+if (BENCH_REDIS_URL && !/^redis:\/\/127\.0\.0\.1(:\d+)?\/?$/.test(BENCH_REDIS_URL)) {
+  throw new Error('BENCH_REDIS_URL must point at 127.0.0.1');
+}
+
 function apiEnv(database: Record<string, string>): Record<string, string> {
   return {
     ...database,
+    ...(BENCH_REDIS_URL && database.DATABASE_URL ? { REDIS_URL: BENCH_REDIS_URL } : {}),
     LOG_LEVEL,
     DEPLOYMENT_ENV: 'test',
     // No limiter may turn the load into 429s (the limits are per token and per IP).
