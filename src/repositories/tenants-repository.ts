@@ -1,7 +1,6 @@
 import type { Insertable, Kysely, Selectable, Updateable } from 'kysely';
 import type { Executor } from '../db/database.ts';
 import type { ApiTokensTable, DB, MembersTable, TenantsTable } from '../db/schema.ts';
-import type { MEMBER_ROLES } from '../domain/states.ts';
 
 export type TenantRow = Selectable<TenantsTable>;
 export type MemberRow = Selectable<MembersTable>;
@@ -79,20 +78,6 @@ export class MembersRepository {
       .where('tenantId', '=', tenantId)
       .where('email', '=', email)
       .executeTakeFirst();
-  }
-
-  listByRoles(
-    tenantId: string,
-    roles: Array<(typeof MEMBER_ROLES)[number]>,
-    trx: Executor = this.db,
-  ) {
-    return trx
-      .selectFrom('members')
-      .selectAll()
-      .where('tenantId', '=', tenantId)
-      .where('role', 'in', roles)
-      .orderBy('id')
-      .execute();
   }
 }
 
