@@ -44,3 +44,17 @@ export function randomCrockford(length: number): string {
 export function humanCode(prefix: 'TR' | 'BK'): string {
   return `${prefix}-${randomCrockford(6)}`;
 }
+
+/**
+ * A human code not yet taken. 32^6 codes per tenant make a clash rare; checking first keeps the
+ * insert (and its transaction) from failing on the unique index.
+ */
+export async function uniqueHumanCode(
+  prefix: 'TR' | 'BK',
+  isTaken: (code: string) => Promise<boolean>,
+): Promise<string> {
+  for (;;) {
+    const code = humanCode(prefix);
+    if (!(await isTaken(code))) return code;
+  }
+}

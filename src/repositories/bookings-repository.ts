@@ -2,6 +2,7 @@ import type { Insertable, Kysely, Selectable, Updateable } from 'kysely';
 import type { Executor } from '../db/database.ts';
 import type { BookingsTable, DB, PaymentsTable } from '../db/schema.ts';
 import type { BookingStatus, PaymentStatus } from '../domain/states.ts';
+import { findOwningTenant } from './owning-tenant.ts';
 
 export type BookingRow = Selectable<BookingsTable>;
 export type PaymentRow = Selectable<PaymentsTable>;
@@ -69,12 +70,7 @@ export class BookingsRepository {
   }
 
   findTenantOf(id: string, trx: Executor = this.db): Promise<string | undefined> {
-    return trx
-      .selectFrom('bookings')
-      .select('tenantId')
-      .where('id', '=', id)
-      .executeTakeFirst()
-      .then((row) => row?.tenantId);
+    return findOwningTenant(trx, 'bookings', id);
   }
 }
 
@@ -141,11 +137,6 @@ export class PaymentsRepository {
   }
 
   findTenantOf(id: string, trx: Executor = this.db): Promise<string | undefined> {
-    return trx
-      .selectFrom('payments')
-      .select('tenantId')
-      .where('id', '=', id)
-      .executeTakeFirst()
-      .then((row) => row?.tenantId);
+    return findOwningTenant(trx, 'payments', id);
   }
 }

@@ -2,6 +2,7 @@ import type { Insertable, Kysely, Selectable, Updateable } from 'kysely';
 import type { Executor } from '../db/database.ts';
 import type { ClientsTable, DB } from '../db/schema.ts';
 import type { CLIENT_KINDS } from '../domain/states.ts';
+import { findOwningTenant } from './owning-tenant.ts';
 
 export type ClientRow = Selectable<ClientsTable>;
 
@@ -61,11 +62,6 @@ export class ClientsRepository {
   }
 
   findTenantOf(id: string, trx: Executor = this.db): Promise<string | undefined> {
-    return trx
-      .selectFrom('clients')
-      .select('tenantId')
-      .where('id', '=', id)
-      .executeTakeFirst()
-      .then((row) => row?.tenantId);
+    return findOwningTenant(trx, 'clients', id);
   }
 }

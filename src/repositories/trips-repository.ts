@@ -3,6 +3,7 @@ import type { Executor } from '../db/database.ts';
 import { prepare } from '../db/prepared.ts';
 import type { DB, TripsTable } from '../db/schema.ts';
 import type { TripStatus } from '../domain/states.ts';
+import { findOwningTenant } from './owning-tenant.ts';
 
 export type TripRow = Selectable<TripsTable>;
 
@@ -100,11 +101,6 @@ export class TripsRepository {
 
   /** Trip ids are global, but admin routes address them without a tenant: resolve it first. */
   findTenantOf(id: string, trx: Executor = this.db): Promise<string | undefined> {
-    return trx
-      .selectFrom('trips')
-      .select('tenantId')
-      .where('id', '=', id)
-      .executeTakeFirst()
-      .then((row) => row?.tenantId);
+    return findOwningTenant(trx, 'trips', id);
   }
 }

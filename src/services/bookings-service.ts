@@ -11,7 +11,7 @@ import {
 } from '../domain/states.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
 import { decodeCursor, type Page, toPage } from '../lib/cursor.ts';
-import { humanCode, newId } from '../lib/ids.ts';
+import { newId, uniqueHumanCode } from '../lib/ids.ts';
 import { ApiProblem, fieldError, invalidTransition, notFound } from '../lib/problems.ts';
 import type { BookingRow, BookingsRepository } from '../repositories/bookings-repository.ts';
 import type { TripsRepository } from '../repositories/trips-repository.ts';
@@ -121,7 +121,9 @@ export class BookingsService {
         {
           id: newId('bkg'),
           tenantId,
-          bookingNumber: await this.uniqueBookingNumber(tenantId, trx),
+          bookingNumber: await uniqueHumanCode('BK', (code) =>
+            this.bookings.numberTaken(tenantId, code, trx),
+          ),
           tripId: trip.id,
           tripVersion: trip.version,
           tripSnapshot: JSON.stringify(snapshot),
@@ -195,13 +197,6 @@ export class BookingsService {
     const date = value.length === 10 ? calendarDate(value) : isoDateTime(value);
     if (!date) errors.add(field, 'must be a date (YYYY-MM-DD) or an ISO 8601 date-time');
     return date;
-  }
-
-  private async uniqueBookingNumber(tenantId: string, trx: Executor): Promise<string> {
-    for (;;) {
-      const code = humanCode('BK');
-      if (!(await this.bookings.numberTaken(tenantId, code, trx))) return code;
-    }
   }
 }
 

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Updateable } from 'kysely';
-import type { Database, Executor } from '../db/database.ts';
+import type { Database } from '../db/database.ts';
 import type { TripsTable } from '../db/schema.ts';
 import { effectiveTripQuota } from '../domain/plans.ts';
 import {
@@ -14,7 +14,7 @@ import {
 } from '../domain/states.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
 import { decodeCursor, type Page, toPage } from '../lib/cursor.ts';
-import { humanCode, newId } from '../lib/ids.ts';
+import { newId, uniqueHumanCode } from '../lib/ids.ts';
 import { forbidden, invalidTransition, notFound } from '../lib/problems.ts';
 import type { ClientsRepository } from '../repositories/clients-repository.ts';
 import type { LibraryRepository } from '../repositories/library-repository.ts';
@@ -128,7 +128,9 @@ export class TripsService {
         {
           id: newId('trp'),
           tenantId,
-          tripNumber: await this.uniqueTripNumber(tenantId, trx),
+          tripNumber: await uniqueHumanCode('TR', (code) =>
+            this.trips.numberTaken(tenantId, code, trx),
+          ),
           title: input.title,
           status: 'draft',
           tripMode: 'tailor_made',
@@ -269,14 +271,6 @@ export class TripsService {
     }
     if (input.clientId !== undefined && !(await this.clients.exists(tenantId, input.clientId))) {
       errors.add('clientId', 'is not a client of this tenant');
-    }
-  }
-
-  private async uniqueTripNumber(tenantId: string, trx: Executor): Promise<string> {
-    // 32^6 codes per tenant: a clash is rare, and checking first keeps the insert from failing.
-    for (;;) {
-      const code = humanCode('TR');
-      if (!(await this.trips.numberTaken(tenantId, code, trx))) return code;
     }
   }
 }
