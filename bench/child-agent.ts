@@ -20,10 +20,11 @@ type Message =
 // shared, so src/main.ts sees the patched class). A measurement seam only; the product has no switch.
 if (process.env.BENCH_RATE_LIMITS === 'off') {
   const { RateLimits } = await import('../src/rate-limit/rate-limits.ts');
-  RateLimits.prototype.checkIp = async () => null;
-  RateLimits.prototype.checkToken = async function (this: unknown) {
-    return { allowed: true, state: { limit: 0, remaining: 0, resetSeconds: 1 } };
-  };
+  RateLimits.prototype.checkIp = () => null;
+  RateLimits.prototype.checkToken = () => ({
+    allowed: true,
+    state: { limit: 0, remaining: 0, resetSeconds: 1 },
+  });
 }
 
 if (process.send && process.channel) {

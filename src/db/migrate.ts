@@ -3,6 +3,7 @@ import type { Database, Dialect } from './database.ts';
 import * as m0001 from './migrations/0001_init.ts';
 import * as m0002 from './migrations/0002_rate_limits.ts';
 import * as m0003 from './migrations/0003_idempotency.ts';
+import * as m0004 from './migrations/0004_rate_limits_unlogged.ts';
 
 interface Migration {
   id: string;
@@ -14,6 +15,7 @@ export const migrations: Migration[] = [
   { id: '0001_init', up: m0001.up },
   { id: '0002_rate_limits', up: m0002.up },
   { id: '0003_idempotency', up: m0003.up },
+  { id: '0004_rate_limits_unlogged', up: m0004.up },
 ];
 
 /** Arbitrary constant naming our advisory lock on PostgreSQL. */

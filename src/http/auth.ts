@@ -1,4 +1,4 @@
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import { isTier, PLANS_WITH_API, TIERS } from '../domain/plans.ts';
 import { ApiProblem, rateLimited, scopeRequired } from '../lib/problems.ts';
 import type { RateLimits } from '../rate-limit/rate-limits.ts';
@@ -15,11 +15,17 @@ declare module 'fastify' {
   }
 }
 
-/** The per-IP guard: counts every request before authentication, so bad-token floods stop here. */
+/**
+ * The per-IP guard: counts every request before authentication, so bad-token floods stop here.
+ * A callback hook, because the count is usually synchronous (see LeasedLimiter).
+ */
 export function ipGuardHook(limits: RateLimits) {
-  return async (request: FastifyRequest): Promise<void> => {
-    const wait = await limits.checkIp(request.ip);
-    if (wait !== null) throw rateLimited(wait, 'ip');
+  const answer = (wait: number | null, done: HookHandlerDoneFunction) =>
+    done(wait === null ? undefined : rateLimited(wait, 'ip'));
+  return (request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void => {
+    const wait = limits.checkIp(request.ip);
+    if (wait instanceof Promise) wait.then((w) => answer(w, done), done);
+    else answer(wait, done);
   };
 }
 
@@ -31,7 +37,8 @@ export function ipGuardHook(limits: RateLimits) {
 export function authenticateHook(tokens: TokensService, limits: RateLimits) {
   return async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
     const auth = await tokens.authenticate(request.headers.authorization);
-    const verdict = await limits.checkToken(auth.token.id);
+    const counted = limits.checkToken(auth.token.id);
+    const verdict = counted instanceof Promise ? await counted : counted;
     reply.header('X-RateLimit-Limit', verdict.state.limit);
     reply.header('X-RateLimit-Remaining', verdict.state.remaining);
     reply.header('X-RateLimit-Reset', verdict.state.resetSeconds);

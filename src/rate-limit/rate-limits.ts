@@ -6,10 +6,10 @@ import {
   RateLimiterMemory,
   RateLimiterPostgres,
   RateLimiterRedis,
-  RateLimiterRes,
 } from 'rate-limiter-flexible';
 import type { Config } from '../config.ts';
 import type { Database } from '../db/database.ts';
+import { LeasedLimiter, type Take } from './leased-limiter.ts';
 
 /** The sustained window's state, sent as X-RateLimit-* on every authenticated response. */
 export interface RateState {
@@ -31,14 +31,15 @@ const REDIS_READY_WAIT_MS = 3_000;
  * rate-limiter-flexible: in memory for the embedded database, in Redis when REDIS_URL is set, else
  * in PostgreSQL, so several API processes share one count. When the shared store fails, each
  * limiter falls back to an in-memory one (the API keeps answering, limited per process) and a
- * warning is logged.
+ * warning is logged. Each store is read through a LeasedLimiter, so most requests are counted
+ * synchronously, without a round trip to the store.
  */
 export class RateLimits {
   private constructor(
     readonly store: Store,
-    private readonly burst: RateLimiterAbstract,
-    private readonly sustained: RateLimiterAbstract,
-    private readonly ip: RateLimiterAbstract,
+    private readonly burst: LeasedLimiter,
+    private readonly sustained: LeasedLimiter,
+    private readonly ip: LeasedLimiter,
     private readonly perMin: number,
     private readonly onClose: () => Promise<void>,
   ) {}
@@ -78,7 +79,7 @@ export class RateLimits {
           resolve();
         });
       });
-      const [burst, sustained, ip] = specs.map(
+      const limiters = specs.map(
         (spec) =>
           new RateLimiterRedis({
             ...spec,
@@ -87,13 +88,13 @@ export class RateLimits {
             insuranceLimiter: memory(spec),
           }),
       );
-      return new RateLimits('redis', burst, sustained, ip, perMin, async () => {
+      return RateLimits.leased('redis', limiters, perMin, async () => {
         redis.disconnect();
       });
     }
     if (database.dialect === 'postgres' && database.pool) {
       const pool = database.pool as pg.Pool;
-      const [burst, sustained, ip] = specs.map(
+      const limiters = specs.map(
         (spec) =>
           new RateLimiterPostgres({
             ...spec,
@@ -104,61 +105,58 @@ export class RateLimits {
             insuranceLimiter: memory(spec),
           }),
       );
-      return new RateLimits('postgres', burst, sustained, ip, perMin, async () => undefined);
+      return RateLimits.leased('postgres', limiters, perMin, async () => undefined);
     }
-    const [burst, sustained, ip] = specs.map(memory);
-    return new RateLimits('memory', burst, sustained, ip, perMin, async () => undefined);
+    return RateLimits.leased('memory', specs.map(memory), perMin, async () => undefined);
+  }
+
+  private static leased(
+    store: Store,
+    limiters: RateLimiterAbstract[],
+    perMin: number,
+    onClose: () => Promise<void>,
+  ): RateLimits {
+    const [burst, sustained, ip] = limiters.map((limiter) => new LeasedLimiter(limiter));
+    return new RateLimits(store, burst, sustained, ip, perMin, onClose);
   }
 
   /** Counts a request from `address`; null when allowed, else seconds to wait. */
-  async checkIp(address: string): Promise<number | null> {
-    try {
-      await this.ip.consume(address);
-      return null;
-    } catch (rejection) {
-      return retryAfter(rejection);
-    }
+  checkIp(address: string): number | null | Promise<number | null> {
+    const take = this.ip.take(address);
+    return take instanceof Promise ? take.then(ipVerdict) : ipVerdict(take);
   }
 
   /** Counts a request of the token against the burst and the sustained window together. */
-  async checkToken(tokenId: string): Promise<RateVerdict> {
-    const [burst, sustained] = await Promise.all([
-      settle(this.burst.consume(tokenId)),
-      settle(this.sustained.consume(tokenId)),
-    ]);
+  checkToken(tokenId: string): RateVerdict | Promise<RateVerdict> {
+    const burst = this.burst.take(tokenId);
+    const sustained = this.sustained.take(tokenId);
+    if (burst instanceof Promise || sustained instanceof Promise) {
+      return Promise.all([burst, sustained]).then(([b, s]) => this.verdict(b, s));
+    }
+    return this.verdict(burst, sustained);
+  }
+
+  close(): Promise<void> {
+    for (const limiter of [this.burst, this.sustained, this.ip]) limiter.close();
+    return this.onClose();
+  }
+
+  private verdict(burst: Take, sustained: Take): RateVerdict {
     const state: RateState = {
       limit: this.perMin,
-      remaining: Math.max(0, sustained.result.remainingPoints),
-      resetSeconds: Math.max(1, Math.ceil(sustained.result.msBeforeNext / 1000)),
+      remaining: sustained.remaining,
+      resetSeconds: Math.max(1, Math.ceil(sustained.msBeforeNext / 1000)),
     };
     if (burst.allowed && sustained.allowed) return { allowed: true, state };
-    const waits = [burst, sustained].filter((r) => !r.allowed).map((r) => r.result.msBeforeNext);
+    const waits = [burst, sustained].filter((t) => !t.allowed).map((t) => t.msBeforeNext);
     return {
       allowed: false,
       state,
       retryAfterSeconds: Math.max(1, Math.ceil(Math.max(...waits) / 1000)),
     };
   }
-
-  close(): Promise<void> {
-    return this.onClose();
-  }
 }
 
-async function settle(
-  consumption: Promise<RateLimiterRes>,
-): Promise<{ allowed: boolean; result: RateLimiterRes }> {
-  try {
-    return { allowed: true, result: await consumption };
-  } catch (rejection) {
-    if (rejection instanceof RateLimiterRes) return { allowed: false, result: rejection };
-    // A store error the insurance limiter did not absorb: let the request through.
-    return { allowed: true, result: new RateLimiterRes(1, 0, 1, false) };
-  }
-}
-
-function retryAfter(rejection: unknown): number | null {
-  if (rejection instanceof RateLimiterRes)
-    return Math.max(1, Math.ceil(rejection.msBeforeNext / 1000));
-  return null;
+function ipVerdict(take: Take): number | null {
+  return take.allowed ? null : Math.max(1, Math.ceil(take.msBeforeNext / 1000));
 }

@@ -1,0 +1,117 @@
+import { type RateLimiterAbstract, RateLimiterRes } from 'rate-limiter-flexible';
+
+/** One request counted against one window. */
+export interface Take {
+  allowed: boolean;
+  /** Points left in the window as this process sees them. */
+  remaining: number;
+  msBeforeNext: number;
+}
+
+interface Lease {
+  /** Points taken from the store in advance and not spent yet. */
+  left: number;
+  /** The store's remaining points after the last take. */
+  remaining: number;
+  /** End of the store's window (ms since the epoch); the lease is void after it. */
+  resetAt: number;
+  /** The store refused: every request is refused here until resetAt. */
+  blocked: boolean;
+  refill: Promise<Take> | null;
+}
+
+/** A lease never holds more than this many points, nor more than 1/DIVISOR of what is left. */
+const MAX_CHUNK = 16;
+const CHUNK_DIVISOR = 8;
+const SWEEP_INTERVAL_MS = 60_000;
+
+/**
+ * Takes points from a rate-limiter-flexible store in small chunks and spends them locally, so most
+ * requests are counted without a round trip (and synchronously), while the shared store still
+ * bounds the total over every process: a point is always taken from the store before it is spent.
+ *
+ * The chunk is at most 1/8 of the window's remaining points (and 1 for the first request of a
+ * window), so near the limit every request goes to the store and the count is exact; points a
+ * process took and did not spend before the window ends are lost (at most 1/8 of what was left
+ * when it took them). After a refusal the key is refused locally until the window ends, so a flood
+ * of over-limit requests costs the store nothing.
+ */
+export class LeasedLimiter {
+  private readonly leases = new Map<string, Lease>();
+  private readonly sweeper: NodeJS.Timeout;
+
+  constructor(
+    private readonly store: RateLimiterAbstract,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.sweeper = setInterval(() => this.sweep(), SWEEP_INTERVAL_MS);
+    this.sweeper.unref();
+  }
+
+  /** Counts one request of `key`: synchronous when a lease covers it. */
+  take(key: string): Take | Promise<Take> {
+    const now = this.now();
+    let lease = this.leases.get(key);
+    if (lease === undefined) {
+      lease = { left: 0, remaining: 0, resetAt: 0, blocked: false, refill: null };
+      this.leases.set(key, lease);
+    }
+    if (lease.refill) return lease.refill.then(() => this.take(key));
+    if (now < lease.resetAt) {
+      if (lease.blocked) return { allowed: false, remaining: 0, msBeforeNext: lease.resetAt - now };
+      if (lease.left > 0) {
+        lease.left -= 1;
+        return {
+          allowed: true,
+          remaining: lease.remaining + lease.left,
+          msBeforeNext: lease.resetAt - now,
+        };
+      }
+    }
+    return this.refill(key, lease, now);
+  }
+
+  close(): void {
+    clearInterval(this.sweeper);
+  }
+
+  private refill(key: string, lease: Lease, now: number): Promise<Take> {
+    const chunk =
+      now < lease.resetAt
+        ? Math.max(1, Math.min(MAX_CHUNK, Math.floor(lease.remaining / CHUNK_DIVISOR)))
+        : 1;
+    const refill = this.store.consume(key, chunk).then(
+      (result) => {
+        const msBeforeNext = Math.max(1, result.msBeforeNext);
+        lease.left = chunk - 1;
+        lease.remaining = Math.max(0, result.remainingPoints);
+        lease.resetAt = this.now() + msBeforeNext;
+        lease.blocked = false;
+        return { allowed: true, remaining: lease.remaining + lease.left, msBeforeNext };
+      },
+      (rejection: unknown): Take => {
+        if (rejection instanceof RateLimiterRes) {
+          const msBeforeNext = Math.max(1, rejection.msBeforeNext);
+          lease.left = 0;
+          lease.remaining = 0;
+          lease.resetAt = this.now() + msBeforeNext;
+          lease.blocked = true;
+          return { allowed: false, remaining: 0, msBeforeNext };
+        }
+        // A store fault the insurance limiter did not absorb: let the request through, keep no lease.
+        return { allowed: true, remaining: lease.remaining, msBeforeNext: 1_000 };
+      },
+    );
+    lease.refill = refill.finally(() => {
+      lease.refill = null;
+    });
+    return refill;
+  }
+
+  private sweep(): void {
+    const now = this.now();
+    for (const [key, lease] of this.leases) {
+      if (lease.resetAt <= now && lease.refill === null) this.leases.delete(key);
+    }
+  }
+}

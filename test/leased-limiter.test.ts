@@ -1,0 +1,122 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { RateLimiterMemory } from 'rate-limiter-flexible';
+import { LeasedLimiter, type Take } from '../src/rate-limit/leased-limiter.ts';
+
+/** Counts the store's consume calls, so a test can see which takes went to it. */
+function countingStore(points: number, duration = 60) {
+  const store = new RateLimiterMemory({ points, duration });
+  const calls = { consume: 0, points: 0 };
+  const consume = store.consume.bind(store);
+  store.consume = (key, taken = 1, options) => {
+    calls.consume += 1;
+    calls.points += Number(taken);
+    return consume(key, taken, options);
+  };
+  return { store, calls };
+}
+
+const settle = (take: Take | Promise<Take>) => Promise.resolve(take);
+
+describe('LeasedLimiter', () => {
+  it('allows exactly the limit in one process, with Remaining counting down by one', async () => {
+    const { store, calls } = countingStore(200);
+    const limiter = new LeasedLimiter(store);
+    try {
+      const remaining: number[] = [];
+      let allowed = 0;
+      for (let i = 0; i < 260; i++) {
+        const take = await settle(limiter.take('t'));
+        if (take.allowed) {
+          allowed += 1;
+          remaining.push(take.remaining);
+        }
+      }
+      assert.equal(allowed, 200);
+      assert.deepEqual(
+        remaining,
+        Array.from({ length: 200 }, (_, i) => 199 - i),
+      );
+      // Leases spared the store most of the round trips, and refusals after the first cost none.
+      assert.ok(calls.consume < 60, `${calls.consume} store calls`);
+    } finally {
+      limiter.close();
+    }
+  });
+
+  it('answers from the lease synchronously', async () => {
+    const { store } = countingStore(1000);
+    const limiter = new LeasedLimiter(store);
+    try {
+      await settle(limiter.take('t'));
+      await settle(limiter.take('t')); // the second window take leases a chunk
+      assert.ok(!(limiter.take('t') instanceof Promise));
+    } finally {
+      limiter.close();
+    }
+  });
+
+  it('concurrent takes share one refill and still allow exactly the limit', async () => {
+    const { store } = countingStore(50);
+    const limiter = new LeasedLimiter(store);
+    try {
+      const takes = await Promise.all(Array.from({ length: 80 }, () => settle(limiter.take('t'))));
+      assert.equal(takes.filter((t) => t.allowed).length, 50);
+    } finally {
+      limiter.close();
+    }
+  });
+
+  it('two processes over one store never exceed the limit and lose little of it', async () => {
+    const { store } = countingStore(400);
+    const a = new LeasedLimiter(store);
+    const b = new LeasedLimiter(store);
+    try {
+      let allowed = 0;
+      for (let i = 0; i < 800; i++) {
+        const take = await settle((i % 3 === 0 ? a : b).take('t'));
+        if (take.allowed) allowed += 1;
+      }
+      assert.ok(allowed <= 400, `${allowed} allowed`);
+      // A process's unspent lease is at most 1/8 of what was left when it took it.
+      assert.ok(allowed >= 350, `${allowed} allowed`);
+    } finally {
+      a.close();
+      b.close();
+    }
+  });
+
+  it('refuses with the store window, then counts again in the next window', async () => {
+    let now = 1_000_000;
+    const { store } = countingStore(3, 1);
+    const limiter = new LeasedLimiter(store, () => now);
+    try {
+      for (let i = 0; i < 3; i++) assert.equal((await settle(limiter.take('t'))).allowed, true);
+      const refused = await settle(limiter.take('t'));
+      assert.equal(refused.allowed, false);
+      assert.ok(refused.msBeforeNext > 0 && refused.msBeforeNext <= 1000);
+      // Locally blocked until the window ends: synchronous refusals.
+      const again = limiter.take('t');
+      assert.ok(!(again instanceof Promise) && !again.allowed);
+      await new Promise((resolve) => setTimeout(resolve, 1_050));
+      now += 1_050;
+      assert.equal((await settle(limiter.take('t'))).allowed, true);
+    } finally {
+      limiter.close();
+    }
+  });
+
+  it('keeps keys apart', async () => {
+    const { store } = countingStore(2);
+    const limiter = new LeasedLimiter(store);
+    try {
+      for (const key of ['a', 'a', 'b', 'b']) {
+        assert.equal((await settle(limiter.take(key))).allowed, true);
+      }
+      assert.equal((await settle(limiter.take('a'))).allowed, false);
+      assert.equal((await settle(limiter.take('b'))).allowed, false);
+    } finally {
+      limiter.close();
+    }
+  });
+});
