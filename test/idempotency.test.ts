@@ -115,6 +115,53 @@ for (const backend of BACKENDS) {
       assert.equal(retried.headers['idempotency-replayed'], undefined);
     });
 
+    it('commits the side effect and the stored answer together: a failed record undoes both', async () => {
+      const keys = ctx.runtime.services.repositories.idempotency;
+      const original = keys.complete;
+      const before = [await clientCount(), await eventCount()];
+      keys.complete = async () => {
+        throw new Error('crash between the side effect and its record');
+      };
+      try {
+        const failed = await post('key-atomic', { kind: 'individual', displayName: 'Atomic' });
+        assert.equal(failed.statusCode, 500);
+      } finally {
+        keys.complete = original;
+      }
+      // No client, no event, and the key is free: the retry executes exactly once.
+      assert.deepEqual([await clientCount(), await eventCount()], before);
+      const retried = await post('key-atomic', { kind: 'individual', displayName: 'Atomic' });
+      assert.equal(retried.statusCode, 201);
+      assert.equal(retried.headers['idempotency-replayed'], undefined);
+      assert.deepEqual([await clientCount(), await eventCount()], [before[0] + 1, before[1] + 1]);
+    });
+
+    it('keeps a refused write out of the committed answer (service rollback is a savepoint)', async () => {
+      const small = await createTenant(ctx, { tier: 'starter' });
+      await ctx.admin('PATCH', `/admin/v1/tenants/${small.id}`, { tripQuota: 1 });
+      const first = await ctx.api('POST', '/api/v1/trips', {
+        token: small.token,
+        body: tripBody(small),
+        headers: { 'idempotency-key': 'quota-1' },
+      });
+      assert.equal(first.statusCode, 201);
+      const over = await ctx.api('POST', '/api/v1/trips', {
+        token: small.token,
+        body: tripBody(small),
+        headers: { 'idempotency-key': 'quota-2' },
+      });
+      assert.equal(over.statusCode, 403);
+      const replay = await ctx.api('POST', '/api/v1/trips', {
+        token: small.token,
+        body: tripBody(small),
+        headers: { 'idempotency-key': 'quota-2' },
+      });
+      assert.equal(replay.headers['idempotency-replayed'], 'true');
+      assert.equal(replay.body, over.body);
+      const trips = await ctx.api('GET', '/api/v1/trips', { token: small.token });
+      assert.equal(trips.json().data.length, 1);
+    });
+
     it('lets exactly one of 16 concurrent duplicates execute', async () => {
       const t = await createTenant(ctx);
       const before = [await clientCount(t), await eventCount(t)];

@@ -12,6 +12,7 @@ import {
   type Transaction,
 } from 'kysely';
 import pg from 'pg';
+import { AmbientDialect, type AmbientTransaction } from './ambient.ts';
 import { SnakeCaseQueriesPlugin } from './camel-case.ts';
 import { RowBuilders } from './row-builder.ts';
 import type { DB } from './schema.ts';
@@ -27,6 +28,11 @@ export interface Database {
   readonly dialect: Dialect;
   /** The pg pool, for LISTEN/NOTIFY and benchmarks; null on SQLite. */
   readonly pool: pg.Pool | null;
+  /**
+   * Opens a transaction that every query run inside its `run` joins, including transactions the
+   * services open (they become savepoints). See AmbientDriver.
+   */
+  beginAmbient(): Promise<AmbientTransaction>;
   close(): Promise<void>;
 }
 
@@ -181,23 +187,35 @@ export function createDatabase(options: DatabaseOptions): Database {
     pool.on('error', (error) => options.onIdleConnectionError?.(error));
     const camelCase = new SnakeCaseQueriesPlugin();
     const rows = new RowBuilders((name) => camelCase.toCamelCase(name));
-    const db = new Kysely<DB>({
-      dialect: new PostgresDialect({
+    const dialect = new AmbientDialect(
+      new PostgresDialect({
         pool: new CamelRowPool(pool, rows) as unknown as PostgresDialectConfig['pool'],
       }),
-      plugins: [camelCase],
-    });
-    return { db, dialect: 'postgres', pool, close: () => db.destroy() };
+    );
+    const db = new Kysely<DB>({ dialect, plugins: [camelCase] });
+    return {
+      db,
+      dialect: 'postgres',
+      pool,
+      beginAmbient: () => dialect.begin(),
+      close: () => db.destroy(),
+    };
   }
   mkdirSync(options.dataDir, { recursive: true });
   const sqlite = openSqlite(join(options.dataDir, 'tourops.sqlite'));
   const camelCase = new SnakeCaseQueriesPlugin();
   const rows = new RowBuilders((name) => camelCase.toCamelCase(name));
-  const db = new Kysely<DB>({
-    dialect: new ImmediateSqliteDialect({
+  const dialect = new AmbientDialect(
+    new ImmediateSqliteDialect({
       database: new CachingSqlite(sqlite, rows) as unknown as BetterSqlite3.Database,
     }),
-    plugins: [camelCase],
-  });
-  return { db, dialect: 'sqlite', pool: null, close: () => db.destroy() };
+  );
+  const db = new Kysely<DB>({ dialect, plugins: [camelCase] });
+  return {
+    db,
+    dialect: 'sqlite',
+    pool: null,
+    beginAmbient: () => dialect.begin(),
+    close: () => db.destroy(),
+  };
 }

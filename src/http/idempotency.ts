@@ -1,4 +1,5 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify';
+import type { AmbientTransaction } from '../db/ambient.ts';
 import { IdempotencyService } from '../services/idempotency-service.ts';
 import { callerOf } from './auth.ts';
 
@@ -6,6 +7,8 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** Set when this request claimed its Idempotency-Key and must record its answer. */
     idempotencyKey: string | null;
+    /** The transaction the claimed request's handler runs in (its answer commits with it). */
+    idempotencyTransaction: AmbientTransaction | null;
   }
 }
 
@@ -15,9 +18,40 @@ const PURGE_EVERY_MS = 10 * 60_000;
 /**
  * Idempotency-Key on every write under /api/v1. The claim happens once the body is parsed and
  * before it is validated, so a 422 is the endpoint's answer too and is replayed like any other.
+ * A claimed request's handler runs in one transaction that also stores its answer (onSend), so the
+ * side effect and its record commit together. Must be registered before the routes.
  */
 export function registerIdempotency(app: FastifyInstance, service: IdempotencyService): void {
   app.decorateRequest('idempotencyKey', null);
+  app.decorateRequest('idempotencyTransaction', null);
+
+  app.addHook('onRoute', (route) => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    if (!methods.some((method) => WRITE_METHODS.has(method))) return;
+    const handler = route.handler as RouteHandlerMethod;
+    route.handler = function inTransaction(request, reply) {
+      const transaction = request.idempotencyTransaction;
+      if (!transaction) return handler.call(this, request, reply);
+      return transaction.run(async () => handler.call(this, request, reply));
+    };
+  });
+
+  app.addHook('preHandler', async (request) => {
+    if (request.idempotencyKey !== null) request.idempotencyTransaction = await service.begin();
+  });
+
+  // Whatever ended the request without onSend (an aborted connection): undo and free the key.
+  const abandon = async (request: FastifyRequest) => {
+    const key = request.idempotencyKey;
+    if (key === null) return;
+    request.idempotencyKey = null;
+    const transaction = request.idempotencyTransaction;
+    request.idempotencyTransaction = null;
+    await transaction?.rollback();
+    await service.release(callerOf(request).tenant.id, key);
+  };
+  app.addHook('onResponse', abandon);
+  app.addHook('onRequestAbort', abandon);
 
   // Expired keys are purged in the background; a reused expired key is also freed by its claim.
   const purge = () =>
@@ -50,22 +84,29 @@ export function registerIdempotency(app: FastifyInstance, service: IdempotencySe
     const key = request.idempotencyKey;
     if (key === null) return payload;
     request.idempotencyKey = null;
+    const transaction = request.idempotencyTransaction;
+    request.idempotencyTransaction = null;
     const tenantId = callerOf(request).tenant.id;
     const body =
-      typeof payload === 'string'
-        ? payload
-        : Buffer.isBuffer(payload)
-          ? payload.toString('utf8')
-          : null;
+      payload === undefined || payload === null
+        ? '' // 204
+        : typeof payload === 'string'
+          ? payload
+          : Buffer.isBuffer(payload)
+            ? payload.toString('utf8')
+            : null;
     if (body === null) {
+      // A stream: nothing to store byte for byte.
+      await transaction?.rollback();
       await service.release(tenantId, key);
     } else {
       const type = reply.getHeader('content-type');
-      await service.finish(tenantId, key, {
+      const response = {
         status: reply.statusCode,
         type: typeof type === 'string' ? type : null,
         body,
-      });
+      };
+      await service.finish(tenantId, key, response, transaction);
     }
     return payload;
   });

@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { AmbientTransaction } from '../db/ambient.ts';
+import type { Database } from '../db/database.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
 import { ApiProblem, fieldError } from '../lib/problems.ts';
 import type { IdempotencyRepository } from '../repositories/idempotency-repository.ts';
@@ -25,6 +27,7 @@ const KEY_PATTERN = /^[\x20-\x7e]{1,255}$/;
 export class IdempotencyService {
   constructor(
     private readonly keys: IdempotencyRepository,
+    private readonly database: Database,
     private readonly clock: Clock,
     private readonly ttlMs: number,
   ) {}
@@ -77,11 +80,41 @@ export class IdempotencyService {
     }
   }
 
-  /** Stores what the endpoint answered, or releases the key for answers that must not stick. */
-  async finish(tenantId: string, key: string, response: StoredResponse): Promise<void> {
-    const stored = response.status < 500 && response.status !== 401 && response.status !== 429;
-    if (stored) await this.keys.complete(tenantId, key, response);
-    else await this.keys.release(tenantId, key);
+  /**
+   * The transaction a claimed request executes in: its side effects and, through `finish`, its
+   * stored answer commit together, so a crash cannot leave one without the other.
+   */
+  begin(): Promise<AmbientTransaction> {
+    return this.database.beginAmbient();
+  }
+
+  /**
+   * Stores what the endpoint answered, in `transaction` when the request ran in one (then
+   * commits it), or rolls the request back and releases the key for answers that must not stick.
+   */
+  async finish(
+    tenantId: string,
+    key: string,
+    response: StoredResponse,
+    transaction: AmbientTransaction | null,
+  ): Promise<void> {
+    if (!isStored(response.status)) {
+      await transaction?.rollback();
+      await this.keys.release(tenantId, key);
+      return;
+    }
+    if (!transaction) {
+      await this.keys.complete(tenantId, key, response);
+      return;
+    }
+    try {
+      await transaction.run(() => this.keys.complete(tenantId, key, response));
+      await transaction.commit();
+    } catch (error) {
+      await transaction.rollback();
+      await this.keys.release(tenantId, key);
+      throw error;
+    }
   }
 
   release(tenantId: string, key: string): Promise<unknown> {
@@ -91,4 +124,9 @@ export class IdempotencyService {
   purgeExpired(): Promise<number> {
     return this.keys.purgeExpired(nowIso(this.clock));
   }
+}
+
+/** Whether an answer is kept for replays (contract section 4); the others release the key. */
+function isStored(status: number): boolean {
+  return status < 500 && status !== 401 && status !== 429;
 }

@@ -130,6 +130,11 @@ export function createServices(
     ),
     clients: new ClientsService(database, repositories.clients, events, clock),
     library: new LibraryService(repositories.library, clock),
-    idempotency: new IdempotencyService(repositories.idempotency, clock, config.idempotencyTtlMs),
+    idempotency: new IdempotencyService(
+      repositories.idempotency,
+      database,
+      clock,
+      config.idempotencyTtlMs,
+    ),
   };
 }
