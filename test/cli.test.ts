@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { createServer } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import pino from 'pino';
@@ -18,6 +17,7 @@ import type { AuthContext } from '../src/services/context.ts';
 import { AUTH_CACHE_TTL_MS } from '../src/services/index.ts';
 import { ManualClock } from './helpers/clock.ts';
 import { BACKENDS, createTestDatabase, type TestDatabase } from './helpers/context.ts';
+import { freePort } from './helpers/processes.ts';
 
 /** The real CLI, as an operator runs it: bin/tourops.js in a child process. */
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -396,15 +396,3 @@ describe('tourops CLI (messages and values)', () => {
     assert.throws(() => parseScopes(',', 'token create'), /at least one scope/);
   });
 });
-
-/** A loopback port nobody listens on right now. */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const address = server.address();
-  server.close();
-  await once(server, 'close');
-  assert.ok(address && typeof address === 'object');
-  return address.port;
-}

@@ -1,0 +1,74 @@
+import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+export const BIN = fileURLToPath(new URL('../../bin/tourops.js', import.meta.url));
+
+/** A loopback port nobody listens on right now. */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const address = server.address();
+  server.close();
+  await once(server, 'close');
+  if (!address || typeof address !== 'object') throw new Error('no port');
+  return address.port;
+}
+
+/** A `tourops` child process (an API server or a worker), as an operator would run it. */
+export interface ChildService {
+  readonly child: ChildProcessWithoutNullStreams;
+  /** http://127.0.0.1:<port> for servers. */
+  readonly baseUrl: string;
+  output(): string;
+  /** SIGTERM (or `signal`), then the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/**
+ * Starts `tourops <args>` with `env` (plus PATH) and waits until its output contains `ready`
+ * (the server's "listening on"), failing if it exits first or takes longer than 20 s.
+ */
+export async function startTourops(
+  args: string[],
+  env: Record<string, string>,
+  ready = 'listening on',
+): Promise<ChildService> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [BIN, ...args], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', PORT: String(port), ...env },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let output = '';
+  const exited = once(child, 'close') as Promise<[number | null]>;
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`not ready in 20 s:\n${output}`)), 20_000);
+    const collect = (chunk: string) => {
+      output += chunk;
+      if (output.includes(ready)) {
+        clearTimeout(timer);
+        resolve();
+      }
+    };
+    child.stdout.setEncoding('utf8').on('data', collect);
+    child.stderr.setEncoding('utf8').on('data', collect);
+    child.on('close', () => {
+      clearTimeout(timer);
+      reject(new Error(`tourops ${args.join(' ')} exited early:\n${output}`));
+    });
+  });
+  return {
+    child,
+    baseUrl: `http://127.0.0.1:${port}`,
+    output: () => output,
+    async stop(signal = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      const [code] = await exited;
+      return code;
+    },
+  };
+}
