@@ -1,0 +1,160 @@
+import dns from 'node:dns';
+import { isIP, type LookupFunction } from 'node:net';
+import ipaddr from 'ipaddr.js';
+
+/** Every A/AAAA address of a host name. */
+export type Resolver = (hostname: string) => Promise<string[]>;
+
+export const systemResolver: Resolver = async (hostname) => {
+  const found = await dns.promises.lookup(hostname, { all: true, verbatim: true });
+  return found.map((entry) => entry.address);
+};
+
+export type UrlCheck = { ok: true; url: URL } | { ok: false; reason: string };
+
+export const MAX_URL_LENGTH = 2048;
+
+/** Resolver codes that mean "no such name", as opposed to a resolver that failed. */
+const NO_SUCH_NAME = new Set(['ENOTFOUND', 'ENODATA', 'EAI_NONAME', 'EAI_NODATA']);
+
+/**
+ * ::/96, the deprecated IPv4-compatible IPv6 addresses: ipaddr.js calls them unicast, but some
+ * stacks tunnel them to the embedded IPv4 address, so they are no public destination.
+ */
+const IPV4_COMPATIBLE = ipaddr.parseCIDR('::/96');
+
+/**
+ * Decides which addresses a webhook may reach: public unicast only, unless private targets are
+ * allowed (development, tests). It checks URLs when an endpoint is registered, and its `lookup`
+ * checks the addresses again when the connection is made, so a name that resolved to a public
+ * address at registration and to a private one later (DNS rebinding) is still refused.
+ */
+export class AddressGuard {
+  private readonly allowPrivate: boolean;
+  private readonly resolver: Resolver;
+
+  constructor(options: { allowPrivate: boolean; resolver?: Resolver }) {
+    this.allowPrivate = options.allowPrivate;
+    this.resolver = options.resolver ?? systemResolver;
+  }
+
+  /**
+   * Public unicast only (ipaddr.js `range() === 'unicast'`, an IPv4-mapped IPv6 address judged as
+   * its IPv4 address); anything unparsable is refused. With allowPrivate, every parsable address
+   * is allowed.
+   */
+  isAllowedAddress(address: string): boolean {
+    // net.isIP first: ipaddr.js also accepts forms like '127.1' that a socket would not take.
+    if (isIP(address) === 0 || !ipaddr.isValid(address)) return false;
+    if (this.allowPrivate) return true;
+    let parsed = ipaddr.parse(address);
+    if (parsed.kind() === 'ipv6') {
+      const v6 = parsed as ipaddr.IPv6;
+      if (v6.isIPv4MappedAddress()) parsed = v6.toIPv4Address();
+      else if (v6.match(IPV4_COMPATIBLE)) return false;
+    }
+    return parsed.range() === 'unicast';
+  }
+
+  /**
+   * Validates a webhook endpoint URL: https only, at most 2048 characters, no credentials, and a
+   * host whose every address is allowed. `reason` is fit for a 422 field error.
+   */
+  async checkUrl(url: string): Promise<UrlCheck> {
+    if (url.length > MAX_URL_LENGTH) {
+      return { ok: false, reason: `must be at most ${MAX_URL_LENGTH} characters` };
+    }
+    let parsed: URL;
+    try {
+      parsed = new URL(url);
+    } catch {
+      return { ok: false, reason: 'must be a valid URL' };
+    }
+    if (parsed.protocol !== 'https:') return { ok: false, reason: 'must use https' };
+    if (parsed.username !== '' || parsed.password !== '') {
+      return { ok: false, reason: 'must not contain credentials' };
+    }
+
+    const literal = literalAddress(parsed.hostname);
+    if (literal !== null) {
+      return this.isAllowedAddress(literal)
+        ? { ok: true, url: parsed }
+        : { ok: false, reason: `is a private or reserved address (${literal})` };
+    }
+
+    let addresses: string[];
+    try {
+      addresses = await this.resolver(parsed.hostname);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      return {
+        ok: false,
+        reason:
+          code !== undefined && NO_SUCH_NAME.has(code)
+            ? 'host name does not resolve'
+            : 'host name could not be resolved',
+      };
+    }
+    if (addresses.length === 0) return { ok: false, reason: 'host name does not resolve' };
+    for (const address of addresses) {
+      if (!this.isAllowedAddress(address)) {
+        return { ok: false, reason: `resolves to a private or reserved address (${address})` };
+      }
+    }
+    return { ok: true, url: parsed };
+  }
+
+  /**
+   * A `lookup` for net/tls connect options: resolves with the guard's resolver and hands the
+   * socket only the addresses allowed now, so the connection goes to an address checked at connect
+   * time. Node does not call `lookup` for an IP literal host, so whoever connects must check
+   * literal hosts with isAllowedAddress itself (WebhookSender does).
+   */
+  readonly lookup: LookupFunction = (hostname, options, callback) => {
+    const family = familyNumber(options.family);
+    this.resolver(hostname).then(
+      (addresses) => {
+        const candidates =
+          family === 0 ? addresses : addresses.filter((address) => isIP(address) === family);
+        if (candidates.length === 0) {
+          callback(lookupError('ENOTFOUND', `${hostname} does not resolve`, hostname), '');
+          return;
+        }
+        const allowed = candidates.filter((address) => this.isAllowedAddress(address));
+        if (allowed.length === 0) {
+          const message = `${hostname} resolves to a blocked address (${candidates.join(', ')})`;
+          callback(lookupError('EADDRBLOCKED', message, hostname), '');
+          return;
+        }
+        if (options.all) {
+          callback(
+            null,
+            allowed.map((address) => ({ address, family: isIP(address) })),
+          );
+        } else {
+          callback(null, allowed[0], isIP(allowed[0]));
+        }
+      },
+      (error: NodeJS.ErrnoException) => {
+        callback(error, '');
+      },
+    );
+  };
+}
+
+/** The IP address a URL host names literally (IPv6 without its brackets), else null. */
+export function literalAddress(hostname: string): string | null {
+  const host =
+    hostname.startsWith('[') && hostname.endsWith(']') ? hostname.slice(1, -1) : hostname;
+  return isIP(host) === 0 ? null : host;
+}
+
+function familyNumber(family: number | 'IPv4' | 'IPv6' | undefined): number {
+  if (family === 'IPv4') return 4;
+  if (family === 'IPv6') return 6;
+  return family ?? 0;
+}
+
+function lookupError(code: string, message: string, hostname: string): NodeJS.ErrnoException {
+  return Object.assign(new Error(message), { code, hostname });
+}

@@ -1,0 +1,182 @@
+import { readFileSync } from 'node:fs';
+import { rootCertificates } from 'node:tls';
+import { Agent } from 'undici';
+import { type AddressGuard, literalAddress } from './address-guard.ts';
+
+export interface SendResult {
+  /** The response status, once the response head arrived. */
+  status: number | null;
+  /**
+   * null when a whole HTTP answer arrived; else a short reason: 'timeout', 'blocked address',
+   * 'connection refused', 'connection reset', 'tls error', 'host name does not resolve',
+   * 'host unreachable', 'invalid url', 'invalid request', 'sender closed', 'request failed'. A
+   * response whose body stalls past the time-out has both a status and error 'timeout'.
+   */
+  error: string | null;
+}
+
+export interface SenderOptions {
+  guard: AddressGuard;
+  /** Budget of one attempt, from connecting to the last byte of the response. */
+  timeoutMs: number;
+  /** PEM file of an extra CA to trust besides the system roots (tests, private endpoints). */
+  caFile: string | null;
+  connectionsPerOrigin?: number;
+}
+
+/** Response bodies are read up to this and discarded; a longer one costs its connection. */
+const MAX_RESPONSE_BYTES = 64 * 1024;
+/** Parsed endpoint URLs kept; endpoints are few and each is posted to again and again. */
+const MAX_CACHED_TARGETS = 4096;
+
+type Target = { origin: string; path: string } | { invalid: SendResult };
+
+// Shared, so frozen: a caller that mutated one would change every later answer.
+const BLOCKED: SendResult = Object.freeze({ status: null, error: 'blocked address' });
+const INVALID_URL: SendResult = Object.freeze({ status: null, error: 'invalid url' });
+
+const TLS_VERIFY_CODES = new Set([
+  'EPROTO',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_DECRYPT_CERT_SIGNATURE',
+  'UNABLE_TO_DECODE_ISSUER_PUBLIC_KEY',
+  'CERT_SIGNATURE_FAILURE',
+  'CERT_NOT_YET_VALID',
+  'CERT_HAS_EXPIRED',
+  'CERT_REVOKED',
+  'CERT_UNTRUSTED',
+  'CERT_REJECTED',
+  'CERT_CHAIN_TOO_LONG',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'ERROR_IN_CERT_NOT_BEFORE_FIELD',
+  'ERROR_IN_CERT_NOT_AFTER_FIELD',
+  'HOSTNAME_MISMATCH',
+  'INVALID_CA',
+  'INVALID_PURPOSE',
+  'PATH_LENGTH_EXCEEDED',
+]);
+
+const ERROR_BY_CODE = new Map<string, string>(
+  Object.entries({
+    EADDRBLOCKED: 'blocked address',
+    ECONNREFUSED: 'connection refused',
+    ECONNRESET: 'connection reset',
+    EPIPE: 'connection reset',
+    UND_ERR_SOCKET: 'connection reset',
+    UND_ERR_CLOSED: 'sender closed',
+    UND_ERR_DESTROYED: 'sender closed',
+    ETIMEDOUT: 'timeout',
+    UND_ERR_CONNECT_TIMEOUT: 'timeout',
+    UND_ERR_HEADERS_TIMEOUT: 'timeout',
+    UND_ERR_BODY_TIMEOUT: 'timeout',
+    ENOTFOUND: 'host name does not resolve',
+    ENODATA: 'host name does not resolve',
+    EAI_AGAIN: 'host name does not resolve',
+    EHOSTUNREACH: 'host unreachable',
+    ENETUNREACH: 'host unreachable',
+    EHOSTDOWN: 'host unreachable',
+    ENETDOWN: 'host unreachable',
+    UND_ERR_INVALID_ARG: 'invalid request',
+    ERR_INVALID_CHAR: 'invalid request',
+  }),
+);
+
+/**
+ * Posts webhook payloads over one pooled undici Agent. Connections go only to addresses the
+ * guard allows at connect time (its `lookup`, plus a check here of literal IP hosts, for which
+ * Node never calls `lookup`); redirects are not followed, so a 3xx comes back as its status.
+ */
+export class WebhookSender {
+  private readonly agent: Agent;
+  private readonly guard: AddressGuard;
+  private readonly timeoutMs: number;
+  private readonly targets = new Map<string, Target>();
+
+  constructor(options: SenderOptions) {
+    this.guard = options.guard;
+    this.timeoutMs = options.timeoutMs;
+    const ca =
+      options.caFile === null
+        ? undefined
+        : [...rootCertificates, readFileSync(options.caFile, 'utf8')];
+    // undici 7 follows no redirects unless the redirect interceptor is composed in.
+    this.agent = new Agent({
+      connections: options.connectionsPerOrigin ?? 32,
+      headersTimeout: options.timeoutMs,
+      bodyTimeout: options.timeoutMs,
+      connect: { timeout: options.timeoutMs, lookup: options.guard.lookup, ca },
+    });
+  }
+
+  /** One HTTPS POST attempt. Never throws. */
+  async send(url: string, headers: Record<string, string>, body: string): Promise<SendResult> {
+    const target = this.target(url);
+    if ('invalid' in target) return target.invalid;
+
+    // headersTimeout/bodyTimeout bound each wait; this bounds the whole attempt.
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(), this.timeoutMs);
+    let status: number | null = null;
+    try {
+      const response = await this.agent.request({
+        origin: target.origin,
+        path: target.path,
+        method: 'POST',
+        headers,
+        body,
+        signal: controller.signal,
+      });
+      status = response.statusCode;
+      // dump() reads at most the limit, then destroys the stream; it rejects only on abort.
+      await response.body.dump({ limit: MAX_RESPONSE_BYTES, signal: controller.signal });
+      return { status, error: null };
+    } catch (error) {
+      return { status, error: controller.signal.aborted ? 'timeout' : describeError(error) };
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.agent.close();
+  }
+
+  private target(url: string): Target {
+    let target = this.targets.get(url);
+    if (target !== undefined) return target;
+    target = this.parseTarget(url);
+    if (this.targets.size >= MAX_CACHED_TARGETS) this.targets.clear();
+    this.targets.set(url, target);
+    return target;
+  }
+
+  private parseTarget(url: string): Target {
+    let parsed: URL;
+    try {
+      parsed = new URL(url);
+    } catch {
+      return { invalid: INVALID_URL };
+    }
+    if (parsed.protocol !== 'https:' || parsed.username !== '' || parsed.password !== '') {
+      return { invalid: INVALID_URL };
+    }
+    // Node connects to an IP literal without calling the guard's lookup: check it here.
+    const literal = literalAddress(parsed.hostname);
+    if (literal !== null && !this.guard.isAllowedAddress(literal)) return { invalid: BLOCKED };
+    return { origin: parsed.origin, path: parsed.pathname + parsed.search };
+  }
+}
+
+function describeError(error: unknown): string {
+  const code = (error as NodeJS.ErrnoException | null)?.code;
+  if (typeof code !== 'string') return 'request failed';
+  const known = ERROR_BY_CODE.get(code);
+  if (known !== undefined) return known;
+  if (code.startsWith('ERR_TLS_') || code.startsWith('ERR_SSL_') || TLS_VERIFY_CODES.has(code)) {
+    return 'tls error';
+  }
+  return 'request failed';
+}

@@ -1,0 +1,209 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:https';
+import type { Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+
+export interface TestCa {
+  /** PEM file of the CA, as WebhookSender's caFile. */
+  caFile: string;
+  /** PEM key and certificate of the server (SANs IP:127.0.0.1, DNS:localhost). */
+  key: string;
+  cert: string;
+}
+
+let ca: Promise<TestCa> | null = null;
+
+/** Generated once per process with the `openssl` CLI into a temp dir, removed at exit. */
+export function testCa(): Promise<TestCa> {
+  ca ??= generateCa();
+  return ca;
+}
+
+async function generateCa(): Promise<TestCa> {
+  const dir = mkdtempSync(join(tmpdir(), 'tourops-test-ca-'));
+  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  const file = (name: string) => join(dir, name);
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+  await run('openssl', [
+    'req',
+    '-x509',
+    ...ec,
+    '-keyout',
+    file('ca.key'),
+    '-out',
+    file('ca.pem'),
+    '-days',
+    '2',
+    '-subj',
+    '/CN=tourops test CA',
+    '-addext',
+    'basicConstraints=critical,CA:TRUE',
+    '-addext',
+    'keyUsage=critical,keyCertSign,cRLSign',
+  ]);
+  await run('openssl', [
+    'req',
+    ...ec,
+    '-keyout',
+    file('server.key'),
+    '-out',
+    file('server.csr'),
+    '-subj',
+    '/CN=localhost',
+  ]);
+  writeFileSync(
+    file('server.ext'),
+    [
+      'subjectAltName=IP:127.0.0.1,DNS:localhost',
+      'basicConstraints=CA:FALSE',
+      'keyUsage=critical,digitalSignature',
+      'extendedKeyUsage=serverAuth',
+    ].join('\n'),
+  );
+  await run('openssl', [
+    'x509',
+    '-req',
+    '-in',
+    file('server.csr'),
+    '-CA',
+    file('ca.pem'),
+    '-CAkey',
+    file('ca.key'),
+    '-CAcreateserial',
+    '-out',
+    file('server.pem'),
+    '-days',
+    '2',
+    '-extfile',
+    file('server.ext'),
+  ]);
+  return {
+    caFile: file('ca.pem'),
+    key: readFileSync(file('server.key'), 'utf8'),
+    cert: readFileSync(file('server.pem'), 'utf8'),
+  };
+}
+
+export interface ReceivedRequest {
+  method: string;
+  path: string;
+  headers: Record<string, string | string[] | undefined>;
+  body: string;
+  /** performance.now() when the whole body had arrived. */
+  receivedAt: number;
+}
+
+export type Responder = (
+  request: ReceivedRequest,
+) => { status: number; delayMs?: number; body?: string; headers?: Record<string, string> } | 'hang';
+
+const ok: Responder = () => ({ status: 200 });
+
+/** A real HTTPS endpoint on 127.0.0.1 with a certificate from testCa(). */
+export class HttpsReceiver {
+  readonly requests: ReceivedRequest[] = [];
+  private responder: Responder;
+  private readonly sockets = new Set<Socket>();
+  private readonly waiters = new Set<() => void>();
+  private connections = 0;
+
+  private constructor(
+    private readonly server: Server,
+    readonly port: number,
+    responder: Responder,
+  ) {
+    this.responder = responder;
+  }
+
+  static async start(options: { responder?: Responder } = {}): Promise<HttpsReceiver> {
+    const { key, cert } = await testCa();
+    let receiver: HttpsReceiver | null = null;
+    const server = createServer({ key, cert }, (req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      req.on('end', () => {
+        if (receiver === null) return;
+        const request: ReceivedRequest = {
+          method: req.method ?? '',
+          path: req.url ?? '',
+          headers: req.headers,
+          body: Buffer.concat(chunks).toString('utf8'),
+          receivedAt: performance.now(),
+        };
+        receiver.received(request);
+        const answer = receiver.responder(request);
+        if (answer === 'hang') return;
+        const reply = () => res.writeHead(answer.status, answer.headers).end(answer.body);
+        if (answer.delayMs) setTimeout(reply, answer.delayMs);
+        else reply();
+      });
+    });
+    // Every TCP connection, TLS or not yet: close() must be able to end the hung ones too.
+    server.on('connection', (socket: Socket) => {
+      receiver?.accepted(socket);
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(0, '127.0.0.1', () => resolve());
+    });
+    const address = server.address();
+    if (address === null || typeof address === 'string') throw new Error('no port');
+    receiver = new HttpsReceiver(server, address.port, options.responder ?? ok);
+    return receiver;
+  }
+
+  /** TCP connections accepted so far (a sender that keeps connections alive opens few). */
+  get connectionCount(): number {
+    return this.connections;
+  }
+
+  url(path = '/hook'): string {
+    return `https://127.0.0.1:${this.port}${path}`;
+  }
+
+  respond(responder: Responder): void {
+    this.responder = responder;
+  }
+
+  /** Resolves once `count` requests have arrived; rejects after timeoutMs. */
+  waitFor(count: number, timeoutMs = 2000): Promise<ReceivedRequest[]> {
+    if (this.requests.length >= count) return Promise.resolve(this.requests);
+    return new Promise((resolve, reject) => {
+      const check = () => {
+        if (this.requests.length < count) return;
+        this.waiters.delete(check);
+        clearTimeout(timer);
+        resolve(this.requests);
+      };
+      const timer = setTimeout(() => {
+        this.waiters.delete(check);
+        reject(
+          new Error(`received ${this.requests.length} of ${count} requests in ${timeoutMs} ms`),
+        );
+      }, timeoutMs);
+      this.waiters.add(check);
+    });
+  }
+
+  async close(): Promise<void> {
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    for (const socket of this.sockets) socket.destroy();
+    await closed;
+  }
+
+  private accepted(socket: Socket): void {
+    this.connections += 1;
+    this.sockets.add(socket);
+    socket.once('close', () => this.sockets.delete(socket));
+  }
+
+  private received(request: ReceivedRequest): void {
+    this.requests.push(request);
+    for (const waiter of this.waiters) waiter();
+  }
+}

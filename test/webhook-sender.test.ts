@@ -1,0 +1,237 @@
+import assert from 'node:assert/strict';
+import { createServer } from 'node:net';
+import { after, before, beforeEach, describe, it } from 'node:test';
+import { AddressGuard, type Resolver } from '../src/webhooks/address-guard.ts';
+import { type SenderOptions, WebhookSender } from '../src/webhooks/http-sender.ts';
+import { HttpsReceiver, testCa } from './helpers/https-receiver.ts';
+
+/** Only loopback answers: nothing in this file may reach another address. */
+const loopbackResolver: Resolver = async (hostname) => {
+  if (hostname === 'localhost') return ['127.0.0.1'];
+  throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' });
+};
+
+describe('WebhookSender', () => {
+  let receiver: HttpsReceiver;
+  let caFile: string;
+  const senders: WebhookSender[] = [];
+
+  function sender(options: Partial<SenderOptions> = {}): WebhookSender {
+    const created = new WebhookSender({
+      guard: new AddressGuard({ allowPrivate: true, resolver: loopbackResolver }),
+      timeoutMs: 5000,
+      caFile,
+      ...options,
+    });
+    senders.push(created);
+    return created;
+  }
+
+  before(async () => {
+    caFile = (await testCa()).caFile;
+    receiver = await HttpsReceiver.start();
+  });
+
+  beforeEach(() => {
+    receiver.requests.length = 0;
+    receiver.respond(() => ({ status: 200 }));
+  });
+
+  after(async () => {
+    await Promise.all(senders.map((created) => created.close()));
+    await receiver.close();
+  });
+
+  it('POSTs the exact body and headers', async () => {
+    const body = JSON.stringify({ type: 'booking.created', data: { guest: 'Zoë Ørsted ✈' } });
+    const headers = {
+      'content-type': 'application/json',
+      'webhook-id': 'msg_01J0000000000000000000000',
+      'webhook-timestamp': '1718000000',
+      'webhook-signature': 'v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=',
+    };
+    const result = await sender().send(receiver.url('/hooks/tourops?tenant=t1'), headers, body);
+    assert.deepEqual(result, { status: 200, error: null });
+    assert.equal(receiver.requests.length, 1);
+    const [received] = receiver.requests;
+    assert.equal(received.method, 'POST');
+    assert.equal(received.path, '/hooks/tourops?tenant=t1');
+    assert.equal(received.body, body);
+    for (const [name, value] of Object.entries(headers)) {
+      assert.equal(received.headers[name], value, name);
+    }
+    assert.equal(received.headers['content-length'], String(Buffer.byteLength(body)));
+    assert.equal(received.headers.host, `127.0.0.1:${receiver.port}`);
+  });
+
+  it('reaches a name through the lookup when private targets are allowed', async () => {
+    const result = await sender().send(`https://localhost:${receiver.port}/hook`, {}, 'x');
+    assert.deepEqual(result, { status: 200, error: null });
+    assert.equal(receiver.requests.length, 1);
+  });
+
+  it('reports the status of every answer', async () => {
+    receiver.respond((request) => ({ status: Number(request.path.slice('/status/'.length)) }));
+    const sending = sender();
+    for (const status of [200, 204, 500, 404, 410, 429]) {
+      const result = await sending.send(receiver.url(`/status/${status}`), {}, '{}');
+      assert.deepEqual(result, { status, error: null });
+    }
+  });
+
+  it('does not follow a redirect: the 3xx is the result', async () => {
+    for (const status of [301, 302, 307, 308]) {
+      receiver.requests.length = 0;
+      receiver.respond((request) =>
+        request.path === '/hook'
+          ? { status, headers: { location: receiver.url('/elsewhere') } }
+          : { status: 200 },
+      );
+      const result = await sender().send(receiver.url(), {}, '{}');
+      assert.deepEqual(result, { status, error: null });
+      assert.deepEqual(
+        receiver.requests.map((request) => request.path),
+        ['/hook'],
+      );
+    }
+  });
+
+  it('gives up on a receiver that never answers after about timeoutMs', async () => {
+    receiver.respond(() => 'hang');
+    const started = performance.now();
+    const result = await sender({ timeoutMs: 300 }).send(receiver.url(), {}, '{}');
+    const elapsed = performance.now() - started;
+    assert.deepEqual(result, { status: null, error: 'timeout' });
+    assert.equal((await receiver.waitFor(1)).length, 1, 'the request did arrive');
+    assert.ok(elapsed >= 280 && elapsed < 1500, `took ${elapsed} ms`);
+  });
+
+  it('waits for a slow answer inside the time-out', async () => {
+    receiver.respond(() => ({ status: 202, delayMs: 100 }));
+    const result = await sender({ timeoutMs: 2000 }).send(receiver.url(), {}, '{}');
+    assert.deepEqual(result, { status: 202, error: null });
+  });
+
+  it('discards a 1 MB response body and keeps working', async () => {
+    const big = 'x'.repeat(1024 * 1024);
+    receiver.respond(() => ({ status: 200, body: big }));
+    const sending = sender();
+    assert.deepEqual(await sending.send(receiver.url(), {}, '{}'), { status: 200, error: null });
+    receiver.respond(() => ({ status: 201, body: 'small' }));
+    assert.deepEqual(await sending.send(receiver.url(), {}, '{}'), { status: 201, error: null });
+    assert.equal(receiver.requests.length, 2);
+  });
+
+  it('reports a refused connection', async () => {
+    // A port that was just free on 127.0.0.1 and has nothing listening now.
+    const probe = createServer();
+    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+    const address = probe.address();
+    assert.ok(address !== null && typeof address === 'object');
+    await new Promise<void>((resolve) => probe.close(() => resolve()));
+    const result = await sender().send(`https://127.0.0.1:${address.port}/hook`, {}, '{}');
+    assert.deepEqual(result, { status: null, error: 'connection refused' });
+  });
+
+  it('reports a tls error for a certificate it does not trust', async () => {
+    const connectionsBefore = receiver.connectionCount;
+    const result = await sender({ caFile: null }).send(receiver.url(), {}, '{}');
+    assert.deepEqual(result, { status: null, error: 'tls error' });
+    assert.equal(receiver.requests.length, 0);
+    assert.equal(receiver.connectionCount, connectionsBefore + 1, 'it did try to connect');
+  });
+
+  it('refuses a name that rebinds to loopback between check and connect (DNS rebinding)', async () => {
+    const asked: string[] = [];
+    let checking = false;
+    const resolver: Resolver = async (hostname) => {
+      asked.push(hostname);
+      // The public answer goes to checkUrl only (it never connects), and only once.
+      const answer = checking ? ['93.184.215.14'] : ['127.0.0.1'];
+      checking = false;
+      return answer;
+    };
+    const guard = new AddressGuard({ allowPrivate: false, resolver });
+    const url = `https://rebind.test:${receiver.port}/hook`;
+
+    checking = true;
+    assert.equal((await guard.checkUrl(url)).ok, true, 'registration saw a public address');
+    assert.equal(checking, false);
+
+    const connectionsBefore = receiver.connectionCount;
+    const result = await sender({ guard }).send(url, {}, '{}');
+    assert.deepEqual(result, { status: null, error: 'blocked address' });
+    assert.deepEqual(
+      asked,
+      ['rebind.test', 'rebind.test'],
+      'the address was checked at connect time',
+    );
+    assert.equal(receiver.connectionCount, connectionsBefore);
+    assert.equal(receiver.requests.length, 0);
+  });
+
+  it('refuses literal private hosts before connecting', async () => {
+    const guard = new AddressGuard({ allowPrivate: false, resolver: loopbackResolver });
+    const sending = sender({ guard });
+    const connectionsBefore = receiver.connectionCount;
+    for (const url of [
+      receiver.url(),
+      `https://[::ffff:127.0.0.1]:${receiver.port}/hook`,
+      `https://[::1]:${receiver.port}/hook`,
+      `https://2130706433:${receiver.port}/hook`,
+    ]) {
+      assert.deepEqual(await sending.send(url, {}, '{}'), {
+        status: null,
+        error: 'blocked address',
+      });
+    }
+    assert.deepEqual(await sending.send(`https://localhost:${receiver.port}/`, {}, '{}'), {
+      status: null,
+      error: 'blocked address',
+    });
+    assert.equal(receiver.connectionCount, connectionsBefore);
+    assert.equal(receiver.requests.length, 0);
+  });
+
+  it('refuses anything but https without connecting', async () => {
+    const connectionsBefore = receiver.connectionCount;
+    const sending = sender();
+    for (const url of [
+      receiver.url().replace('https:', 'http:'),
+      `https://user:pass@127.0.0.1:${receiver.port}/hook`,
+      'not a url',
+    ]) {
+      assert.deepEqual(
+        await sending.send(url, {}, '{}'),
+        { status: null, error: 'invalid url' },
+        url,
+      );
+    }
+    assert.equal(receiver.connectionCount, connectionsBefore);
+  });
+
+  it('keeps connections alive: 50 sequential sends use at most 2', async () => {
+    const sending = sender();
+    const connectionsBefore = receiver.connectionCount;
+    for (let i = 0; i < 50; i++) {
+      assert.deepEqual(await sending.send(receiver.url(), {}, `{"n":${i}}`), {
+        status: 200,
+        error: null,
+      });
+    }
+    assert.equal(receiver.requests.length, 50);
+    const opened = receiver.connectionCount - connectionsBefore;
+    assert.ok(opened >= 1 && opened <= 2, `opened ${opened} connections`);
+  });
+
+  it('bounds connections per origin', async () => {
+    receiver.respond(() => ({ status: 200, delayMs: 50 }));
+    const sending = sender({ connectionsPerOrigin: 3 });
+    const connectionsBefore = receiver.connectionCount;
+    const results = await Promise.all(
+      Array.from({ length: 12 }, () => sending.send(receiver.url(), {}, '{}')),
+    );
+    assert.ok(results.every((result) => result.status === 200 && result.error === null));
+    assert.equal(receiver.connectionCount - connectionsBefore, 3);
+  });
+});
