@@ -8,7 +8,9 @@ import { PgListener } from './db/pg-listener.ts';
 import { buildApp } from './http/app.ts';
 import { type Clock, systemClock } from './lib/clock.ts';
 import { RateLimits } from './rate-limit/rate-limits.ts';
+import { DELIVERIES_CHANNEL } from './services/delivery-signal.ts';
 import { createServices, type Services } from './services/index.ts';
+import type { Resolver } from './webhooks/address-guard.ts';
 
 export interface Runtime {
   config: Config;
@@ -32,6 +34,8 @@ export async function createRuntime(
     migrate?: boolean;
     /** Serving processes hear other processes' auth changes (PostgreSQL LISTEN). */
     listen?: boolean;
+    /** DNS for the webhook address guard (tests inject answers). */
+    resolver?: Resolver;
   } = {},
 ): Promise<Runtime> {
   const logger = options.logger ?? pino({ level: config.logLevel });
@@ -51,8 +55,13 @@ export async function createRuntime(
     await database.close();
     throw error;
   }
-  const services = createServices(config, database, clock, (error) =>
-    logger.warn({ err: error }, 'background write failed'),
+  const secretKey = resolveSecretKey(config);
+  const services = createServices(
+    config,
+    database,
+    clock,
+    (error) => logger.warn({ err: error }, 'background write failed'),
+    { secretKey, resolver: options.resolver },
   );
   let listener: PgListener | null = null;
   if (options.listen && config.databaseUrl) {
@@ -64,6 +73,7 @@ export async function createRuntime(
         logger.warn({ err: error }, 'ignored a malformed auth change notification');
       }
     });
+    listener.on(DELIVERIES_CHANNEL, () => services.deliverySignal.heard());
     await listener.start();
   }
   return {
@@ -72,7 +82,7 @@ export async function createRuntime(
     services,
     clock,
     logger,
-    secretKey: resolveSecretKey(config),
+    secretKey,
     close: async () => {
       await listener?.close();
       await database.close();

@@ -1,12 +1,20 @@
 import { type Config, describeDatabase } from './config.ts';
 import { demoInstructions, seedDemoIfEmpty } from './demo.ts';
 import { createHttpApp, createRuntime } from './runtime.ts';
+import { startWorker } from './webhooks/start-worker.ts';
 
-/** Runs the API until SIGINT/SIGTERM, then closes the listener and the database. */
-export async function serve(config: Config, options: { seedDemo: boolean }): Promise<void> {
+/**
+ * Runs the API, and the webhook delivery worker unless `worker` is false, until SIGINT/SIGTERM;
+ * then stops taking requests and claims, lets running attempts finish, and closes the database.
+ */
+export async function serve(
+  config: Config,
+  options: { seedDemo: boolean; worker: boolean },
+): Promise<void> {
   const runtime = await createRuntime(config, { listen: true });
   const demo = options.seedDemo ? await seedDemoIfEmpty(runtime) : null;
   const app = await createHttpApp(runtime);
+  const worker = options.worker ? startWorker(runtime) : null;
   await app.listen({ port: config.port, host: config.host });
   process.stdout.write(
     `\nTour-operator API listening on ${config.publicBaseUrl} (${describeDatabase(config)})\n`,
@@ -25,7 +33,7 @@ export async function serve(config: Config, options: { seedDemo: boolean }): Pro
     if (stopping) return;
     stopping = true;
     runtime.logger.info({ signal }, 'shutting down');
-    await app.close();
+    await Promise.all([app.close(), worker?.stop()]);
     await runtime.close();
     process.exit(0);
   };

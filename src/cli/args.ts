@@ -40,6 +40,8 @@ export interface ParsedArgs {
   string(name: string): string | undefined;
   /** A string option that must be present, else a UsageError naming it. */
   required(name: string): string;
+  /** Whether a boolean option was given. */
+  flag(name: string): boolean;
 }
 
 interface ParseSpec {
@@ -76,6 +78,7 @@ export function parseCommandArgs(spec: ParseSpec, argv: string[]): ParsedArgs {
     json: values.json === true,
     positionals,
     string,
+    flag: (name) => values[name] === true,
     required(name) {
       const value = string(name);
       if (value === undefined) throw new UsageError(`--${name} is required`, spec.command);

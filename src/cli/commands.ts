@@ -35,16 +35,76 @@ const serveCommand: Command = {
     'no-worker': {
       type: 'boolean',
       description:
-        'run the API without the webhook delivery worker (reserved: this build has no worker yet, so serve runs the API only either way)',
+        'run the API without the webhook delivery worker (run `tourops worker` processes instead)',
     },
   },
   json: false,
-  async run(ctx) {
+  async run(ctx, args) {
     const config = ctx.config();
     // Heavy modules load only when a command needs them, so --help stays instant.
     const { serve } = await import('../serve.ts');
-    await serve(config, { seedDemo: false });
+    await serve(config, { seedDemo: false, worker: !args.flag('no-worker') });
     return 'serving';
+  },
+};
+
+const workerCommand: Command = {
+  name: 'worker',
+  summary: 'deliver webhooks only (run as many as you like)',
+  description: [
+    'Claims due webhook deliveries and sends them until SIGINT or SIGTERM; then it stops claiming, ' +
+      'lets running attempts finish within WEBHOOK_TIMEOUT_MS, records them and exits 0. Any number ' +
+      'of workers (and `tourops serve` processes with their own worker) may share one PostgreSQL ' +
+      "database: claims are atomic, and a killed worker's claims are taken over after " +
+      'WEBHOOK_TIMEOUT_MS + 60 s.',
+  ],
+  positionals: [],
+  options: {},
+  json: false,
+  async run(ctx) {
+    const config = ctx.config();
+    const [{ createRuntime }, { startWorker }] = await Promise.all([
+      import('../runtime.ts'),
+      import('../webhooks/start-worker.ts'),
+    ]);
+    const runtime = await createRuntime(config, { listen: true });
+    const worker = startWorker(runtime);
+    ctx.io.stdout.write(`Webhook delivery worker running (${describeDatabase(config)})\n`);
+    let stopping = false;
+    const stop = async () => {
+      if (stopping) return;
+      stopping = true;
+      await worker.stop();
+      await runtime.close();
+      process.exit(0);
+    };
+    process.on('SIGINT', () => void stop());
+    process.on('SIGTERM', () => void stop());
+    return 'serving';
+  },
+};
+
+const webhooksEnableCommand: Command = {
+  name: 'webhooks enable',
+  summary: 're-enable a paused webhook subscription',
+  description: [
+    'Makes the subscription active again and clears pausedAt and consecutiveFailures; its pending ' +
+      'deliveries resume. A deleted subscription cannot be re-enabled.',
+    'JSON: the subscription object.',
+  ],
+  positionals: [{ name: 'id', description: 'the subscription id (whs_…)' }],
+  options: {},
+  json: true,
+  async run(ctx, args) {
+    const [id] = args.positionals;
+    const subscription = await ctx.withRuntime((runtime) =>
+      namingNotFound(runtime.services.webhooks.enable(id), `Webhook subscription "${id}"`),
+    );
+    ctx.print(
+      `Webhook subscription ${subscription.id} enabled (${subscription.url}).\n`,
+      subscription,
+    );
+    return 'done';
   },
 };
 
@@ -246,15 +306,14 @@ async function namingNotFound<T>(work: Promise<T>, what: string): Promise<T> {
   }
 }
 
-/**
- * The command table, in help order. `tourops worker` and `tourops webhooks enable` (contract
- * section 3) join it with webhook delivery.
- */
+/** The command table, in help order. */
 export const COMMANDS: Command[] = [
   serveCommand,
+  workerCommand,
   migrateCommand,
   demoCommand,
   tenantCreateCommand,
   tokenCreateCommand,
   tokenRevokeCommand,
+  webhooksEnableCommand,
 ];

@@ -3,6 +3,7 @@ import type { Tier } from '../domain/plans.ts';
 import type {
   BookingStatus,
   CLIENT_KINDS,
+  DELIVERY_STATUSES,
   MEMBER_ROLES,
   PAYMENT_MODES,
   PaymentStatus,
@@ -219,6 +220,48 @@ export interface NotificationsTable {
   createdAt: string;
 }
 
+export interface WebhookSubscriptionsTable {
+  id: string;
+  tenantId: string;
+  url: string;
+  /** JSON array of event types. */
+  events: string;
+  /** 0/1: false after a delete or an auto-pause. */
+  active: number;
+  pausedAt: string | null;
+  /** Set by DELETE: the subscription is gone for every operation but listing. */
+  deletedAt: string | null;
+  consecutiveFailures: number;
+  /** Consecutive 4xx answers (auto-pause), and when that run began. */
+  clientErrorRun: number;
+  clientErrorRunSince: string | null;
+  lastSuccessAt: string | null;
+  lastFailureAt: string | null;
+  /** Sealed with SECRET_KEY (SecretBox, bound to the subscription id). */
+  signingKey: string;
+  legacySigningKey: string | null;
+  legacySigningKeyExpiresAt: string | null;
+  createdAt: string;
+}
+
+export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
+
+export interface WebhookDeliveriesTable {
+  id: string;
+  tenantId: string;
+  subscriptionId: string;
+  eventId: string;
+  eventType: string;
+  status: DeliveryStatus;
+  attempts: number;
+  lastResponseStatus: number | null;
+  nextAttemptAt: string | null;
+  deliveredAt: string | null;
+  claimedAt: string | null;
+  redeliveredFromId: string | null;
+  createdAt: string;
+}
+
 export interface IdempotencyKeysTable {
   tenantId: string;
   key: string;
@@ -253,5 +296,7 @@ export interface DB {
   events: EventsTable;
   notifications: NotificationsTable;
   idempotencyKeys: IdempotencyKeysTable;
+  webhookSubscriptions: WebhookSubscriptionsTable;
+  webhookDeliveries: WebhookDeliveriesTable;
   schemaMigrations: SchemaMigrationsTable;
 }

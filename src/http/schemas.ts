@@ -2,6 +2,7 @@ import { type Static, type TProperties, type TSchema, type TUnsafe, Type } from 
 import {
   BOOKING_STATUSES,
   CLIENT_KINDS,
+  DELIVERY_STATUSES,
   PAYMENT_MODES,
   PAYMENT_STATUSES,
   PRICING_DISPLAY_MODES,
@@ -232,6 +233,46 @@ export const Problem = Type.Object(
   },
 );
 
+export const WebhookSubscription = Type.Object(
+  {
+    id: Type.String(),
+    url: Type.String({ description: 'HTTPS endpoint that receives events.' }),
+    events: Type.Array(Type.String(), { description: 'Subscribed event types.' }),
+    active: Type.Boolean({ description: 'False after a delete or an auto-pause.' }),
+    pausedAt: NullableDateTime,
+    consecutiveFailures: Type.Integer({ description: 'Failed attempts in a row; 0 after a 2xx.' }),
+    lastSuccessAt: NullableDateTime,
+    lastFailureAt: NullableDateTime,
+    createdAt: NullableDateTime,
+  },
+  {
+    $id: 'WebhookSubscription',
+    additionalProperties: false,
+    description: 'The signing key is never part of this object on reads.',
+  },
+);
+
+export const WebhookDelivery = Type.Object(
+  {
+    id: Type.String({ description: 'First half of `Service-Request-Id`.' }),
+    eventId: Type.String({ description: 'The `Service-Event-Id`; shared by redeliveries.' }),
+    eventType: Type.String(),
+    status: StringEnum(DELIVERY_STATUSES, {
+      description: '`pending` also between attempts (see `nextAttemptAt`).',
+    }),
+    attempts: Type.Integer({ description: 'HTTP attempts made so far.' }),
+    lastResponseStatus: Nullable(
+      Type.Integer({ description: 'Last HTTP status answered; null after a time-out.' }),
+    ),
+    nextAttemptAt: NullableDateTime,
+    deliveredAt: NullableDateTime,
+    claimedAt: NullableDateTime,
+    redeliveredFromId: NullableString,
+    createdAt: NullableDateTime,
+  },
+  { $id: 'WebhookDelivery', additionalProperties: false },
+);
+
 /** Shared schemas registered once on the app, so routes and the OpenAPI document `$ref` them. */
 export const SHARED_SCHEMAS = [
   Meta,
@@ -239,6 +280,8 @@ export const SHARED_SCHEMAS = [
   Booking,
   Payment,
   Client,
+  WebhookSubscription,
+  WebhookDelivery,
   Problem,
   ...Object.values(LibraryItems),
 ];

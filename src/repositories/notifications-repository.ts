@@ -1,9 +1,14 @@
-import type { Kysely } from 'kysely';
+import type { Insertable, Kysely } from 'kysely';
 import type { Executor } from '../db/database.ts';
-import type { DB } from '../db/schema.ts';
+import type { DB, NotificationsTable } from '../db/schema.ts';
 
 export class NotificationsRepository {
   constructor(private readonly db: Kysely<DB>) {}
+
+  insertMany(rows: Insertable<NotificationsTable>[], trx: Executor = this.db): Promise<unknown> {
+    if (rows.length === 0) return Promise.resolve();
+    return trx.insertInto('notifications').values(rows).execute();
+  }
 
   /** Newest first. */
   list(tenantId: string, trx: Executor = this.db) {

@@ -71,6 +71,17 @@ export class MembersRepository {
       .executeTakeFirst();
   }
 
+  /** Who is told when a webhook endpoint is paused. */
+  ownersAndAdmins(tenantId: string, trx: Executor = this.db) {
+    return trx
+      .selectFrom('members')
+      .select(['id', 'email'])
+      .where('tenantId', '=', tenantId)
+      .where('role', 'in', ['owner', 'admin'])
+      .orderBy('id')
+      .execute();
+  }
+
   findByEmail(tenantId: string, email: string, trx: Executor = this.db) {
     return trx
       .selectFrom('members')

@@ -2,6 +2,7 @@ import type { Config } from '../config.ts';
 import { ChangeFeed } from '../db/change-feed.ts';
 import type { Database } from '../db/database.ts';
 import type { Clock } from '../lib/clock.ts';
+import { SecretBox } from '../lib/secret-box.ts';
 import { BookingsRepository, PaymentsRepository } from '../repositories/bookings-repository.ts';
 import { ClientsRepository } from '../repositories/clients-repository.ts';
 import { EventsRepository } from '../repositories/events-repository.ts';
@@ -14,9 +15,12 @@ import {
   TokensRepository,
 } from '../repositories/tenants-repository.ts';
 import { TripsRepository } from '../repositories/trips-repository.ts';
+import { WebhooksRepository } from '../repositories/webhooks-repository.ts';
+import { AddressGuard, type Resolver } from '../webhooks/address-guard.ts';
 import { AuthCache } from './auth-cache.ts';
 import { BookingsService } from './bookings-service.ts';
 import { ClientsService } from './clients-service.ts';
+import { DeliverySignal } from './delivery-signal.ts';
 import { EventsService } from './events-service.ts';
 import { IdempotencyService } from './idempotency-service.ts';
 import { LibraryService } from './library-service.ts';
@@ -24,6 +28,7 @@ import { PaymentsService } from './payments-service.ts';
 import { TenantsService } from './tenants-service.ts';
 import { TokensService } from './tokens-service.ts';
 import { TripsService } from './trips-service.ts';
+import { WebhooksService } from './webhooks-service.ts';
 
 export interface Services {
   authCache: AuthCache;
@@ -48,7 +53,14 @@ export interface Services {
     events: EventsRepository;
     notifications: NotificationsRepository;
     idempotency: IdempotencyRepository;
+    webhooks: WebhooksRepository;
   };
+  webhooks: WebhooksService;
+  deliverySignal: DeliverySignal;
+  /** Seals signing keys at rest (SECRET_KEY). */
+  secrets: SecretBox;
+  /** Decides which webhook endpoints may be registered and connected to. */
+  addressGuard: AddressGuard;
 }
 
 /**
@@ -64,6 +76,7 @@ export function createServices(
   database: Database,
   clock: Clock,
   onBackgroundError: (error: unknown) => void,
+  options: { secretKey: string; resolver?: Resolver },
 ): Services {
   const { db } = database;
   const repositories = {
@@ -78,8 +91,20 @@ export function createServices(
     events: new EventsRepository(db),
     notifications: new NotificationsRepository(db),
     idempotency: new IdempotencyRepository(db),
+    webhooks: new WebhooksRepository(db, database.dialect),
   };
-  const events = new EventsService(repositories.events, clock);
+  const deliverySignal = new DeliverySignal(database);
+  const events = new EventsService(
+    repositories.events,
+    repositories.webhooks,
+    deliverySignal,
+    clock,
+  );
+  const secrets = new SecretBox(options.secretKey);
+  const addressGuard = new AddressGuard({
+    allowPrivate: config.webhook.allowPrivateTargets,
+    resolver: options.resolver,
+  });
   const authCache = new AuthCache(AUTH_CACHE_TTL_MS);
   const changes = new ChangeFeed(database);
   return {
@@ -136,5 +161,19 @@ export function createServices(
       clock,
       config.idempotencyTtlMs,
     ),
+    webhooks: new WebhooksService(
+      database,
+      repositories.webhooks,
+      repositories.tenants,
+      events,
+      deliverySignal,
+      addressGuard,
+      secrets,
+      clock,
+      config.webhook.keyOverlapMs,
+    ),
+    deliverySignal,
+    secrets,
+    addressGuard,
   };
 }

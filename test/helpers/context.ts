@@ -8,6 +8,7 @@ import pino from 'pino';
 import { loadConfig } from '../../src/config.ts';
 import type { Clock } from '../../src/lib/clock.ts';
 import { createHttpApp, createRuntime, type Runtime } from '../../src/runtime.ts';
+import type { Resolver } from '../../src/webhooks/address-guard.ts';
 import { OpenApiResponseValidator } from './openapi-validator.ts';
 
 export type Backend = 'sqlite' | 'postgres';
@@ -104,7 +105,7 @@ export interface TestContext {
 
 export async function createTestContext(
   backend: Backend,
-  options: { clock?: Clock; env?: Record<string, string> } = {},
+  options: { clock?: Clock; env?: Record<string, string>; resolver?: Resolver } = {},
 ): Promise<TestContext> {
   const database = await createTestDatabase(backend);
   const config = loadConfig({
@@ -120,7 +121,12 @@ export async function createTestContext(
     ...options.env,
   });
   const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
-  const runtime = await createRuntime(config, { clock: options.clock, logger, listen: true });
+  const runtime = await createRuntime(config, {
+    clock: options.clock,
+    logger,
+    listen: true,
+    resolver: options.resolver,
+  });
   const app = await createHttpApp(runtime, logger);
   await app.ready();
   const document = JSON.parse((await app.inject({ method: 'GET', url: '/v1/openapi.json' })).body);

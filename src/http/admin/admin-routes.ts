@@ -32,6 +32,7 @@ import {
   problems,
   StringEnum,
   Trip,
+  WebhookSubscription,
 } from '../schemas.ts';
 
 const Tenant = Type.Object(
@@ -355,6 +356,18 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = as
       },
     );
   }
+
+  app.post(
+    '/webhooks/:id/enable',
+    {
+      schema: {
+        operationId: 'adminEnableWebhook',
+        params: IdParams,
+        response: { 200: DataOf(Type.Ref(WebhookSubscription)), ...common },
+      },
+    },
+    async (request) => ({ data: await services.webhooks.enable(request.params.id) }),
+  );
 
   app.post(
     '/trips/:id/status',

@@ -10,6 +10,7 @@ import { libraryRoutes } from './libraries-routes.ts';
 import { meRoutes } from './me-routes.ts';
 import { paymentRoutes } from './payments-routes.ts';
 import { tripRoutes } from './trips-routes.ts';
+import { webhookRoutes } from './webhooks-routes.ts';
 
 export interface RouteOptions {
   config: Config;
@@ -33,6 +34,7 @@ export const apiV1: FastifyPluginAsync<ApiOptions> = async (app, options) => {
     clientRoutes,
     paymentRoutes,
     libraryRoutes,
+    webhookRoutes,
   ]) {
     await app.register(routes, { config: options.config, services: options.services });
   }

@@ -1,0 +1,279 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import { DELIVERY_STATUSES, SUBSCRIBABLE_EVENT_TYPES } from '../../domain/states.ts';
+import { MAX_URL_LENGTH } from '../../webhooks/address-guard.ts';
+import { callerOf } from '../auth.ts';
+import {
+  DataOf,
+  DateTime,
+  IdempotencyHeaders,
+  IdParams,
+  ok,
+  PageOf,
+  PageQuery,
+  problems,
+  Query,
+  StringEnum,
+  WebhookDelivery,
+  WebhookSubscription,
+} from '../schemas.ts';
+import type { RouteOptions } from './index.ts';
+
+const SigningKey = Type.String({
+  pattern: '^whsec_[A-Za-z0-9_-]{32,}$',
+  description:
+    'Shown only in this response. `Service-Signature` v1 = hex HMAC-SHA256 keyed by this whole string over `<t>.<raw body>` (Stripe-compatible).',
+});
+
+const CreateWebhookBody = Type.Object(
+  {
+    url: Type.String({
+      maxLength: MAX_URL_LENGTH,
+      description:
+        'HTTPS only; every address the host resolves to must be public (private, loopback, link-local and CGNAT addresses are refused).',
+    }),
+    events: Type.Array(StringEnum(SUBSCRIBABLE_EVENT_TYPES), {
+      minItems: 1,
+      maxItems: SUBSCRIBABLE_EVENT_TYPES.length * 4,
+      description: 'Event types from the catalog; `webhook.test` is not subscribable.',
+    }),
+  },
+  { additionalProperties: false },
+);
+
+const DeliveriesQuery = Query({
+  ...PageQuery,
+  status: StringEnum(DELIVERY_STATUSES, { description: 'Only deliveries in this status.' }),
+});
+
+const DeliveryParams = Type.Object({ id: Type.String(), deliveryId: Type.String() });
+
+const TestBody = Type.Object(
+  {
+    subscriptionId: Type.Optional(
+      Type.String({ description: 'Only this subscription; omitted: every active one.' }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app, { services }) => {
+  app.get(
+    '/webhooks',
+    {
+      config: { scope: 'webhooks:read' },
+      schema: {
+        operationId: 'listWebhooks',
+        tags: ['Webhooks'],
+        summary: 'List webhook subscriptions, newest first (deleted ones included, inactive)',
+        querystring: Query({}),
+        response: {
+          200: ok(
+            Type.Object(
+              { data: Type.Array(Type.Ref(WebhookSubscription)) },
+              { additionalProperties: false },
+            ),
+            'Every subscription of the tenant.',
+          ),
+          ...problems(401, 403, 422, 429),
+        },
+      },
+    },
+    async (request) => ({ data: await services.webhooks.list(callerOf(request).tenant.id) }),
+  );
+
+  app.post(
+    '/webhooks',
+    {
+      config: { scope: 'webhooks:write' },
+      schema: {
+        operationId: 'createWebhook',
+        tags: ['Webhooks'],
+        summary: 'Subscribe an HTTPS endpoint to events',
+        description:
+          '403 `forbidden` with `code` `feature_off_for_tier` when the plan has no webhooks, `webhook_quota_exceeded` when the endpoint cap is full.',
+        headers: IdempotencyHeaders,
+        body: CreateWebhookBody,
+        response: {
+          201: ok(
+            Type.Object(
+              { data: Type.Ref(WebhookSubscription), signingKey: SigningKey },
+              { additionalProperties: false },
+            ),
+            'The subscription and its signing key (shown only here).',
+          ),
+          ...problems(401, 403, 409, 422, 429),
+        },
+      },
+    },
+    async (request, reply) => {
+      const created = await services.webhooks.create(callerOf(request).tenant.id, request.body);
+      return reply.code(201).send({ data: created.subscription, signingKey: created.signingKey });
+    },
+  );
+
+  app.delete(
+    '/webhooks/:id',
+    {
+      config: { scope: 'webhooks:write' },
+      schema: {
+        operationId: 'deleteWebhook',
+        tags: ['Webhooks'],
+        summary: 'Delete a subscription (soft: it stays listed, inactive, with its deliveries)',
+        headers: IdempotencyHeaders,
+        params: IdParams,
+        response: {
+          204: { type: 'null', description: 'Deleted.' },
+          ...problems(401, 403, 404, 409, 429),
+        },
+      },
+    },
+    async (request, reply) => {
+      await services.webhooks.remove(callerOf(request).tenant.id, request.params.id);
+      return reply.code(204).send();
+    },
+  );
+
+  app.post(
+    '/webhooks/:id/rotate-key',
+    {
+      config: { scope: 'webhooks:write' },
+      schema: {
+        operationId: 'rotateWebhookKey',
+        tags: ['Webhooks'],
+        summary: 'Replace the signing key; the old one keeps signing for 24 hours',
+        headers: IdempotencyHeaders,
+        params: IdParams,
+        response: {
+          200: ok(
+            Type.Object(
+              {
+                data: Type.Ref(WebhookSubscription),
+                signingKey: SigningKey,
+                legacySigningKeyExpiresAt: DateTime,
+              },
+              { additionalProperties: false },
+            ),
+            'The new key (shown only here); deliveries carry two `v1=` values until the old one expires.',
+          ),
+          ...problems(401, 403, 404, 409, 429),
+        },
+      },
+    },
+    async (request) => {
+      const rotated = await services.webhooks.rotateKey(
+        callerOf(request).tenant.id,
+        request.params.id,
+      );
+      return {
+        data: rotated.subscription,
+        signingKey: rotated.signingKey,
+        legacySigningKeyExpiresAt: rotated.legacySigningKeyExpiresAt,
+      };
+    },
+  );
+
+  app.get(
+    '/webhooks/:id/deliveries',
+    {
+      config: { scope: 'webhooks:read' },
+      schema: {
+        operationId: 'listWebhookDeliveries',
+        tags: ['Webhooks'],
+        summary: 'List deliveries of a subscription, newest first',
+        params: IdParams,
+        querystring: DeliveriesQuery,
+        response: {
+          200: ok(PageOf(Type.Ref(WebhookDelivery)), 'A page of deliveries.'),
+          ...problems(401, 403, 404, 422, 429),
+        },
+      },
+    },
+    async (request) => {
+      const { limit, cursor, status } = request.query;
+      return services.webhooks.listDeliveries(callerOf(request).tenant.id, request.params.id, {
+        limit: limit ?? 50,
+        cursor,
+        status,
+      });
+    },
+  );
+
+  app.post(
+    '/webhooks/:id/deliveries/:deliveryId/redeliver',
+    {
+      config: { scope: 'webhooks:write' },
+      schema: {
+        operationId: 'redeliverWebhook',
+        tags: ['Webhooks'],
+        summary: 'Send an event again: a new delivery row, same event id, attempts from 1',
+        description:
+          '409 `conflict` with `code` `in_flight` while an attempt runs, `subscription_inactive` when the subscription is paused or deleted.',
+        headers: IdempotencyHeaders,
+        params: DeliveryParams,
+        response: {
+          202: ok(
+            DataOf(
+              Type.Object(
+                {
+                  deliveryId: Type.String(),
+                  eventId: Type.String(),
+                  status: Type.Literal('pending'),
+                },
+                { additionalProperties: false },
+              ),
+            ),
+            'Queued.',
+          ),
+          ...problems(401, 403, 404, 409, 429),
+        },
+      },
+    },
+    async (request, reply) => {
+      const { id, deliveryId } = request.params;
+      const data = await services.webhooks.redeliver(callerOf(request).tenant.id, id, deliveryId);
+      return reply.code(202).send({ data });
+    },
+  );
+
+  app.post(
+    '/webhooks/test',
+    {
+      config: { scope: 'webhooks:write' },
+      // The body is optional: no body means "every active subscription".
+      preValidation: async (request) => {
+        request.body ??= {};
+      },
+      schema: {
+        operationId: 'testWebhooks',
+        tags: ['Webhooks'],
+        summary: 'Fire a synthetic webhook.test event',
+        description:
+          'To one subscription, or to every active one whatever its events list. 404 for an unknown or deleted subscription, 422 for a paused one.',
+        headers: IdempotencyHeaders,
+        body: TestBody,
+        response: {
+          200: ok(
+            DataOf(
+              Type.Object(
+                {
+                  eventId: Type.String({ format: 'uuid' }),
+                  deliveries: Type.Integer({ description: 'Delivery rows created.' }),
+                },
+                { additionalProperties: false },
+              ),
+            ),
+            'Fired.',
+          ),
+          ...problems(401, 403, 404, 409, 422, 429),
+        },
+      },
+    },
+    async (request) => ({
+      data: await services.webhooks.fireTest(
+        callerOf(request).tenant.id,
+        request.body.subscriptionId,
+      ),
+    }),
+  );
+};

@@ -1,0 +1,278 @@
+import type { Insertable, Kysely, Selectable, Updateable } from 'kysely';
+import type { Dialect, Executor } from '../db/database.ts';
+import type {
+  DB,
+  DeliveryStatus,
+  WebhookDeliveriesTable,
+  WebhookSubscriptionsTable,
+} from '../db/schema.ts';
+import { findOwningTenant } from './owning-tenant.ts';
+
+export type SubscriptionRow = Selectable<WebhookSubscriptionsTable>;
+export type DeliveryRow = Selectable<WebhookDeliveriesTable>;
+
+/** A claimed delivery with what sending it needs. */
+export interface ClaimedDelivery {
+  id: string;
+  tenantId: string;
+  subscriptionId: string;
+  eventId: string;
+  eventType: string;
+  attempts: number;
+  claimedAt: string;
+  data: string;
+  url: string;
+  signingKey: string;
+  legacySigningKey: string | null;
+  legacySigningKeyExpiresAt: string | null;
+}
+
+/** What one attempt changes on its delivery row (see WebhookWorker). */
+export interface DeliveryOutcome {
+  id: string;
+  /** The claim being settled: a row reclaimed by another worker since is left alone. */
+  claimedAt: string;
+  status: DeliveryStatus;
+  lastResponseStatus: number | null;
+  nextAttemptAt: string | null;
+  deliveredAt: string | null;
+}
+
+export class WebhooksRepository {
+  constructor(
+    private readonly db: Kysely<DB>,
+    private readonly dialect: Dialect,
+  ) {}
+
+  insertSubscription(row: Insertable<WebhookSubscriptionsTable>): Promise<SubscriptionRow> {
+    return this.db
+      .insertInto('webhookSubscriptions')
+      .values(row)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+  }
+
+  /** Newest first, deleted ones included (active false). */
+  listSubscriptions(tenantId: string): Promise<SubscriptionRow[]> {
+    return this.db
+      .selectFrom('webhookSubscriptions')
+      .selectAll()
+      .where('tenantId', '=', tenantId)
+      .orderBy('id', 'desc')
+      .execute();
+  }
+
+  findSubscription(
+    tenantId: string,
+    id: string,
+    trx: Executor = this.db,
+  ): Promise<SubscriptionRow | undefined> {
+    return trx
+      .selectFrom('webhookSubscriptions')
+      .selectAll()
+      .where('tenantId', '=', tenantId)
+      .where('id', '=', id)
+      .executeTakeFirst();
+  }
+
+  findSubscriptionTenant(id: string): Promise<string | undefined> {
+    return findOwningTenant(this.db, 'webhookSubscriptions', id);
+  }
+
+  /** Subscriptions that count against the endpoint cap: all but deleted ones. */
+  async countLive(tenantId: string, trx: Executor = this.db): Promise<number> {
+    const row = await trx
+      .selectFrom('webhookSubscriptions')
+      .select((eb) => eb.fn.countAll<number>().as('count'))
+      .where('tenantId', '=', tenantId)
+      .where('deletedAt', 'is', null)
+      .executeTakeFirstOrThrow();
+    return Number(row.count);
+  }
+
+  updateSubscription(
+    tenantId: string,
+    id: string,
+    patch: Updateable<WebhookSubscriptionsTable>,
+    trx: Executor = this.db,
+  ): Promise<SubscriptionRow | undefined> {
+    return trx
+      .updateTable('webhookSubscriptions')
+      .set(patch)
+      .where('tenantId', '=', tenantId)
+      .where('id', '=', id)
+      .returningAll()
+      .executeTakeFirst();
+  }
+
+  /** The tenant's active subscriptions with their events lists (JSON), for the fan-out. */
+  activeSubscriptions(tenantId: string, trx: Executor = this.db) {
+    return trx
+      .selectFrom('webhookSubscriptions')
+      .select(['id', 'events'])
+      .where('tenantId', '=', tenantId)
+      .where('active', '=', 1)
+      .execute();
+  }
+
+  insertDeliveries(rows: Insertable<WebhookDeliveriesTable>[], trx: Executor = this.db) {
+    return trx.insertInto('webhookDeliveries').values(rows).execute();
+  }
+
+  /** Newest first, keyset on id (descending). */
+  listDeliveries(
+    tenantId: string,
+    subscriptionId: string,
+    filter: { beforeId: string | null; limit: number; status?: DeliveryStatus },
+  ): Promise<DeliveryRow[]> {
+    let query = this.db
+      .selectFrom('webhookDeliveries')
+      .selectAll()
+      .where('tenantId', '=', tenantId)
+      .where('subscriptionId', '=', subscriptionId);
+    if (filter.beforeId !== null) query = query.where('id', '<', filter.beforeId);
+    if (filter.status !== undefined) query = query.where('status', '=', filter.status);
+    return query
+      .orderBy('id', 'desc')
+      .limit(filter.limit + 1)
+      .execute();
+  }
+
+  findDelivery(
+    tenantId: string,
+    subscriptionId: string,
+    id: string,
+  ): Promise<DeliveryRow | undefined> {
+    return this.db
+      .selectFrom('webhookDeliveries')
+      .selectAll()
+      .where('tenantId', '=', tenantId)
+      .where('subscriptionId', '=', subscriptionId)
+      .where('id', '=', id)
+      .executeTakeFirst();
+  }
+
+  /**
+   * Claims up to `limit` due deliveries in one statement: pending rows whose time has come and
+   * whose subscription is active, and in-flight rows whose claim is older than `staleBefore` (a
+   * worker died). Each claimed row gets `claimedAt` = now and its attempt counted. On PostgreSQL
+   * concurrent workers skip each other's locked rows; SQLite runs the statement under its write
+   * lock, so no row is claimed twice either way.
+   */
+  async claimDue(
+    now: string,
+    staleBefore: string,
+    limit: number,
+    /** Subscriptions this worker already has enough attempts running for. */
+    skipSubscriptions: string[] = [],
+  ): Promise<ClaimedDelivery[]> {
+    const claimed = await this.db
+      .updateTable('webhookDeliveries')
+      .set((eb) => ({
+        status: 'in_flight',
+        claimedAt: now,
+        attempts: eb('attempts', '+', 1),
+      }))
+      .where('id', 'in', (eb) => {
+        let due = eb
+          .selectFrom('webhookDeliveries as d')
+          .select('d.id')
+          .where((w) =>
+            w.or([
+              w.and([w('d.status', '=', 'pending'), w('d.nextAttemptAt', '<=', now)]),
+              w.and([w('d.status', '=', 'in_flight'), w('d.claimedAt', '<', staleBefore)]),
+            ]),
+          )
+          .where('d.subscriptionId', 'in', (s) =>
+            s.selectFrom('webhookSubscriptions').select('id').where('active', '=', 1),
+          )
+          .orderBy('d.nextAttemptAt')
+          .limit(limit);
+        if (skipSubscriptions.length > 0) {
+          due = due.where('d.subscriptionId', 'not in', skipSubscriptions);
+        }
+        if (this.dialect === 'postgres') due = due.forUpdate().skipLocked();
+        return due;
+      })
+      .returning(['id'])
+      .execute();
+    if (claimed.length === 0) return [];
+    return this.db
+      .selectFrom('webhookDeliveries as d')
+      .innerJoin('events as e', 'e.id', 'd.eventId')
+      .innerJoin('webhookSubscriptions as s', 's.id', 'd.subscriptionId')
+      .select([
+        'd.id',
+        'd.tenantId',
+        'd.subscriptionId',
+        'd.eventId',
+        'd.eventType',
+        'd.attempts',
+        'd.claimedAt',
+        'e.data',
+        's.url',
+        's.signingKey',
+        's.legacySigningKey',
+        's.legacySigningKeyExpiresAt',
+      ])
+      .where(
+        'd.id',
+        'in',
+        claimed.map((row) => row.id),
+      )
+      .where('d.claimedAt', '=', now)
+      .execute() as Promise<ClaimedDelivery[]>;
+  }
+
+  /** Settles attempts; each only if its row still holds the same claim. */
+  async recordOutcomes(outcomes: DeliveryOutcome[], trx: Executor): Promise<void> {
+    for (const outcome of outcomes) {
+      await trx
+        .updateTable('webhookDeliveries')
+        .set({
+          status: outcome.status,
+          lastResponseStatus: outcome.lastResponseStatus,
+          nextAttemptAt: outcome.nextAttemptAt,
+          deliveredAt: outcome.deliveredAt,
+          claimedAt: null,
+        })
+        .where('id', '=', outcome.id)
+        .where('status', '=', 'in_flight')
+        .where('claimedAt', '=', outcome.claimedAt)
+        .execute();
+    }
+  }
+
+  /** Returns claimed rows to pending without counting the attempt (graceful shutdown). */
+  async releaseClaims(ids: { id: string; claimedAt: string }[], now: string): Promise<void> {
+    for (const { id, claimedAt } of ids) {
+      await this.db
+        .updateTable('webhookDeliveries')
+        .set((eb) => ({
+          status: 'pending',
+          claimedAt: null,
+          nextAttemptAt: now,
+          attempts: eb('attempts', '-', 1),
+        }))
+        .where('id', '=', id)
+        .where('status', '=', 'in_flight')
+        .where('claimedAt', '=', claimedAt)
+        .execute();
+    }
+  }
+
+  /** Locks the subscriptions whose counters a batch of outcomes changes (PostgreSQL). */
+  lockSubscriptions(ids: string[], trx: Executor) {
+    let query = trx.selectFrom('webhookSubscriptions').selectAll().where('id', 'in', ids);
+    if (this.dialect === 'postgres') query = query.forUpdate();
+    return query.execute();
+  }
+
+  updateSubscriptionById(
+    id: string,
+    patch: Updateable<WebhookSubscriptionsTable>,
+    trx: Executor,
+  ): Promise<unknown> {
+    return trx.updateTable('webhookSubscriptions').set(patch).where('id', '=', id).execute();
+  }
+}

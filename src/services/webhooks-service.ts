@@ -1,0 +1,275 @@
+import type { Database } from '../db/database.ts';
+import type { DeliveryStatus } from '../db/schema.ts';
+import { effectiveWebhookEndpointCap, isTier, TIERS } from '../domain/plans.ts';
+import type { EventType } from '../domain/states.ts';
+import { type Clock, nowIso } from '../lib/clock.ts';
+import { decodeCursor, type Page, toPage } from '../lib/cursor.ts';
+import { newId } from '../lib/ids.ts';
+import { parseStoredJson } from '../lib/json.ts';
+import { conflict, fieldError, forbidden, notFound } from '../lib/problems.ts';
+import type { SecretBox } from '../lib/secret-box.ts';
+import type { TenantsRepository } from '../repositories/tenants-repository.ts';
+import type {
+  DeliveryRow,
+  SubscriptionRow,
+  WebhooksRepository,
+} from '../repositories/webhooks-repository.ts';
+import type { AddressGuard } from '../webhooks/address-guard.ts';
+import { newSigningKey } from '../webhooks/signing.ts';
+import type { DeliverySignal } from './delivery-signal.ts';
+import type { EventsService } from './events-service.ts';
+
+/** api-spec 2.5; the signing key is never part of it. */
+export interface Subscription {
+  id: string;
+  url: string;
+  events: string[];
+  active: boolean;
+  pausedAt: string | null;
+  consecutiveFailures: number;
+  lastSuccessAt: string | null;
+  lastFailureAt: string | null;
+  createdAt: string;
+}
+
+/** api-spec 2.6. */
+export type Delivery = Omit<DeliveryRow, 'tenantId' | 'subscriptionId'>;
+
+export interface CreateSubscriptionInput {
+  url: string;
+  events: string[];
+}
+
+const TEST_MESSAGE = 'This is a test event fired from POST /api/v1/webhooks/test.';
+
+function toSubscription(row: SubscriptionRow): Subscription {
+  return {
+    id: row.id,
+    url: row.url,
+    events: parseStoredJson<string[]>(row.events),
+    active: row.active === 1,
+    pausedAt: row.pausedAt,
+    consecutiveFailures: row.consecutiveFailures,
+    lastSuccessAt: row.lastSuccessAt,
+    lastFailureAt: row.lastFailureAt,
+    createdAt: row.createdAt,
+  };
+}
+
+function toDelivery(row: DeliveryRow): Delivery {
+  const { tenantId: _tenant, subscriptionId: _subscription, ...delivery } = row;
+  return delivery;
+}
+
+/** Subscriptions, their deliveries and their keys (api-spec 4.9, 3.4, 3.5, 5.3). */
+export class WebhooksService {
+  constructor(
+    private readonly database: Database,
+    private readonly webhooks: WebhooksRepository,
+    private readonly tenants: TenantsRepository,
+    private readonly events: EventsService,
+    private readonly signal: DeliverySignal,
+    private readonly guard: AddressGuard,
+    private readonly secrets: SecretBox,
+    private readonly clock: Clock,
+    private readonly keyOverlapMs: number,
+  ) {}
+
+  async list(tenantId: string): Promise<Subscription[]> {
+    return (await this.webhooks.listSubscriptions(tenantId)).map(toSubscription);
+  }
+
+  /**
+   * 403 when the plan has no webhooks or the endpoint cap is full (checked before the body's
+   * 422s, as everywhere); 422 when the URL is not a public HTTPS endpoint.
+   */
+  async create(
+    tenantId: string,
+    input: CreateSubscriptionInput,
+  ): Promise<{ subscription: Subscription; signingKey: string }> {
+    const tenant = await this.tenants.findById(tenantId);
+    if (!tenant) throw notFound('Tenant');
+    if (!isTier(tenant.tier) || !TIERS[tenant.tier].webhooks) {
+      throw forbidden(`The ${tenant.tier} plan does not include webhooks.`, 'feature_off_for_tier');
+    }
+    const cap = effectiveWebhookEndpointCap(tenant);
+    if ((await this.webhooks.countLive(tenantId)) >= cap) {
+      throw forbidden(
+        `The plan allows ${cap} webhook endpoints; delete one first.`,
+        'webhook_quota_exceeded',
+      );
+    }
+    const check = await this.guard.checkUrl(input.url);
+    if (!check.ok) throw fieldError('url', check.reason);
+    const id = newId('whs');
+    const signingKey = newSigningKey();
+    const row = await this.webhooks.insertSubscription({
+      id,
+      tenantId,
+      url: input.url,
+      events: JSON.stringify([...new Set(input.events)]),
+      active: 1,
+      pausedAt: null,
+      deletedAt: null,
+      consecutiveFailures: 0,
+      clientErrorRun: 0,
+      clientErrorRunSince: null,
+      lastSuccessAt: null,
+      lastFailureAt: null,
+      signingKey: this.secrets.encrypt(signingKey, id),
+      legacySigningKey: null,
+      legacySigningKeyExpiresAt: null,
+      createdAt: nowIso(this.clock),
+    });
+    return { subscription: toSubscription(row), signingKey };
+  }
+
+  /** Soft delete: inactive, `pausedAt` now; history kept. A deleted one is gone (404). */
+  async remove(tenantId: string, id: string): Promise<void> {
+    await this.live(tenantId, id);
+    const now = nowIso(this.clock);
+    await this.webhooks.updateSubscription(tenantId, id, {
+      active: 0,
+      pausedAt: now,
+      deletedAt: now,
+    });
+  }
+
+  /** A new key; the old one keeps signing (second v1) for the overlap. */
+  async rotateKey(
+    tenantId: string,
+    id: string,
+  ): Promise<{
+    subscription: Subscription;
+    signingKey: string;
+    legacySigningKeyExpiresAt: string;
+  }> {
+    const current = await this.live(tenantId, id);
+    const signingKey = newSigningKey();
+    const expiresAt = new Date(this.clock.now().getTime() + this.keyOverlapMs).toISOString();
+    const row = await this.webhooks.updateSubscription(tenantId, id, {
+      signingKey: this.secrets.encrypt(signingKey, id),
+      legacySigningKey: current.signingKey,
+      legacySigningKeyExpiresAt: expiresAt,
+    });
+    if (!row) throw notFound('Webhook subscription');
+    return { subscription: toSubscription(row), signingKey, legacySigningKeyExpiresAt: expiresAt };
+  }
+
+  /** Newest first; deleted subscriptions keep their history listable. */
+  async listDeliveries(
+    tenantId: string,
+    id: string,
+    query: { limit: number; cursor?: string; status?: DeliveryStatus },
+  ): Promise<Page<Delivery>> {
+    await this.existing(tenantId, id);
+    const beforeId = decodeCursor('deliveries', query.cursor);
+    const rows = await this.webhooks.listDeliveries(tenantId, id, {
+      beforeId,
+      limit: query.limit,
+      status: query.status,
+    });
+    const page = toPage('deliveries', rows, query.limit);
+    return { data: page.data.map(toDelivery), meta: page.meta };
+  }
+
+  /** A new pending row for the same event, attempts from 1; the original is untouched. */
+  async redeliver(
+    tenantId: string,
+    id: string,
+    deliveryId: string,
+  ): Promise<{ deliveryId: string; eventId: string; status: 'pending' }> {
+    const subscription = await this.existing(tenantId, id);
+    const original = await this.webhooks.findDelivery(tenantId, id, deliveryId);
+    if (!original) throw notFound('Delivery');
+    if (original.status === 'in_flight') {
+      throw conflict('An attempt of this delivery is running.', 'in_flight');
+    }
+    if (subscription.active !== 1) {
+      throw conflict('The subscription is paused or deleted.', 'subscription_inactive');
+    }
+    const [newDeliveryId] = await this.database.db
+      .transaction()
+      .execute((trx) =>
+        this.events.queue(
+          trx,
+          tenantId,
+          original.eventId,
+          original.eventType as EventType,
+          [id],
+          original.id,
+        ),
+      );
+    return { deliveryId: newDeliveryId, eventId: original.eventId, status: 'pending' };
+  }
+
+  /**
+   * A synthetic `webhook.test`: to one subscription (404 unknown or deleted, 422 paused), or to
+   * every active one whatever its events list. The subscriptions are not modified.
+   */
+  async fireTest(
+    tenantId: string,
+    subscriptionId: string | undefined,
+  ): Promise<{ eventId: string; deliveries: number }> {
+    let targets: string[];
+    if (subscriptionId !== undefined) {
+      const subscription = await this.existing(tenantId, subscriptionId).catch(() => null);
+      if (!subscription || subscription.deletedAt !== null) {
+        throw notFound('Webhook subscription');
+      }
+      if (subscription.active !== 1) {
+        throw fieldError('subscriptionId', 'the subscription is paused; re-enable it first');
+      }
+      targets = [subscription.id];
+    } else {
+      targets = (await this.webhooks.activeSubscriptions(tenantId)).map((s) => s.id);
+    }
+    return this.database.db.transaction().execute(async (trx) => {
+      const eventId = await this.events.record(trx, tenantId, 'webhook.test', {
+        subscriptionId: subscriptionId ?? null,
+        message: TEST_MESSAGE,
+      });
+      const queued = await this.events.queue(trx, tenantId, eventId, 'webhook.test', targets);
+      return { eventId, deliveries: queued.length };
+    });
+  }
+
+  /** Admin re-enable: active again, counters cleared; its pending deliveries resume. */
+  async enable(id: string): Promise<Subscription> {
+    const tenantId = await this.webhooks.findSubscriptionTenant(id);
+    if (!tenantId) throw notFound('Webhook subscription');
+    await this.live(tenantId, id);
+    const row = await this.database.db.transaction().execute(async (trx) => {
+      const updated = await this.webhooks.updateSubscription(
+        tenantId,
+        id,
+        {
+          active: 1,
+          pausedAt: null,
+          consecutiveFailures: 0,
+          clientErrorRun: 0,
+          clientErrorRunSince: null,
+        },
+        trx,
+      );
+      await this.signal.raise(trx);
+      return updated;
+    });
+    if (!row) throw notFound('Webhook subscription');
+    return toSubscription(row);
+  }
+
+  /** The tenant's subscription, deleted or not (listing history, redeliver). */
+  private async existing(tenantId: string, id: string): Promise<SubscriptionRow> {
+    const row = await this.webhooks.findSubscription(tenantId, id);
+    if (!row) throw notFound('Webhook subscription');
+    return row;
+  }
+
+  /** The tenant's subscription unless deleted (DELETE, rotate-key, enable answer 404 for those). */
+  private async live(tenantId: string, id: string): Promise<SubscriptionRow> {
+    const row = await this.existing(tenantId, id);
+    if (row.deletedAt !== null) throw notFound('Webhook subscription');
+    return row;
+  }
+}

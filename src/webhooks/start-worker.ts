@@ -1,0 +1,37 @@
+import type { Runtime } from '../runtime.ts';
+import { WebhookSender } from './http-sender.ts';
+import { DeliveryWorker, type WorkerOptions } from './worker.ts';
+
+/** A delivery worker over the runtime's services, with its own HTTP agent; started. */
+export function startWorker(runtime: Runtime, options: WorkerOptions = {}) {
+  const { config, services } = runtime;
+  const sender = new WebhookSender({
+    guard: services.addressGuard,
+    timeoutMs: config.webhook.timeoutMs,
+    caFile: config.webhook.caFile,
+  });
+  const worker = new DeliveryWorker(
+    {
+      config,
+      database: runtime.database,
+      webhooks: services.repositories.webhooks,
+      members: services.repositories.members,
+      notifications: services.repositories.notifications,
+      signal: services.deliverySignal,
+      secrets: services.secrets,
+      sender,
+      clock: runtime.clock,
+      logger: runtime.logger,
+    },
+    options,
+  );
+  worker.start();
+  return {
+    worker,
+    /** Graceful: running attempts finish (within the time-out) and are recorded. */
+    async stop() {
+      await worker.stop();
+      await sender.close();
+    },
+  };
+}

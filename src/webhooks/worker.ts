@@ -1,0 +1,389 @@
+import type { Logger } from 'pino';
+import type { Config } from '../config.ts';
+import type { Database, Executor } from '../db/database.ts';
+import type { Clock } from '../lib/clock.ts';
+import { newId } from '../lib/ids.ts';
+import type { SecretBox } from '../lib/secret-box.ts';
+import type { NotificationsRepository } from '../repositories/notifications-repository.ts';
+import type { MembersRepository } from '../repositories/tenants-repository.ts';
+import type {
+  ClaimedDelivery,
+  DeliveryOutcome,
+  WebhooksRepository,
+} from '../repositories/webhooks-repository.ts';
+import type { DeliverySignal } from '../services/delivery-signal.ts';
+import type { SendResult, WebhookSender } from './http-sender.ts';
+import { signatureHeader } from './signing.ts';
+
+export interface WorkerOptions {
+  /** Attempts running at once, over every endpoint. */
+  maxInFlight?: number;
+  /** Attempts running at once to one subscription, so a slow endpoint cannot take every slot. */
+  maxPerSubscription?: number;
+  /** Most rows one claim takes. */
+  batchSize?: number;
+  /** Fallback polling when no signal arrives (other processes' retries, lost notifications). */
+  pollIntervalMs?: number;
+}
+
+interface Dependencies {
+  config: Config;
+  database: Database;
+  webhooks: WebhooksRepository;
+  members: MembersRepository;
+  notifications: NotificationsRepository;
+  signal: DeliverySignal;
+  secrets: SecretBox;
+  sender: WebhookSender;
+  clock: Clock;
+  logger: Logger;
+}
+
+interface Settled {
+  delivery: ClaimedDelivery;
+  outcome: DeliveryOutcome;
+  /** The HTTP status, or null for a time-out or a connection failure. */
+  status: number | null;
+  at: string;
+}
+
+/** Flush settled attempts when this many wait, or after FLUSH_DELAY_MS. */
+const FLUSH_BATCH = 200;
+const FLUSH_DELAY_MS = 5;
+const KEY_CACHE_LIMIT = 10_000;
+
+/**
+ * The delivery worker (api-spec 3.4, 6.2): claims due rows in batches, POSTs each signed body,
+ * and records the outcomes in batches: one transaction per batch, with the subscriptions'
+ * counters and auto-pause. Any number of workers may run against one database: claims are atomic
+ * and every outcome is fenced by its claim, so a row reclaimed after a crash is never settled twice.
+ */
+export class DeliveryWorker {
+  private readonly maxInFlight: number;
+  private readonly maxPerSubscription: number;
+  private readonly batchSize: number;
+  private readonly pollIntervalMs: number;
+  private readonly attempts: number;
+  private readonly userAgent: string;
+
+  private running = false;
+  private loop: Promise<void> | null = null;
+  private readonly inFlight = new Set<Promise<void>>();
+  private readonly perSubscription = new Map<string, number>();
+  private settled: Settled[] = [];
+  private flushing: Promise<void> | null = null;
+  private flushTimer: NodeJS.Timeout | null = null;
+  /** Set by every signal; the loop claims again before it sleeps if one came meanwhile. */
+  private signalled = true;
+  private wake: (() => void) | null = null;
+  private wakeTimer: NodeJS.Timeout | null = null;
+  private wakeAt = Number.POSITIVE_INFINITY;
+  private readonly keys = new Map<string, string>();
+  private readonly onSignal = () => {
+    this.signalled = true;
+    this.wake?.();
+  };
+
+  constructor(
+    private readonly deps: Dependencies,
+    options: WorkerOptions = {},
+  ) {
+    this.maxInFlight = options.maxInFlight ?? 256;
+    this.maxPerSubscription = options.maxPerSubscription ?? 32;
+    this.batchSize = options.batchSize ?? 200;
+    this.pollIntervalMs = options.pollIntervalMs ?? 1_000;
+    this.attempts = deps.config.webhook.retryScheduleMs.length + 1;
+    this.userAgent = `Service-Webhooks/1.0 (+${deps.config.publicBaseUrl})`;
+  }
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.deps.signal.on('due', this.onSignal);
+    this.loop = this.run();
+  }
+
+  /**
+   * Stops claiming, lets running attempts finish (each is bounded by WEBHOOK_TIMEOUT_MS) and
+   * records them. Nothing claimed is left behind.
+   */
+  async stop(): Promise<void> {
+    if (!this.running) return;
+    this.running = false;
+    this.deps.signal.off('due', this.onSignal);
+    if (this.wakeTimer) clearTimeout(this.wakeTimer);
+    this.wake?.();
+    await this.loop;
+    await Promise.all(this.inFlight);
+    await this.flush();
+  }
+
+  private async run(): Promise<void> {
+    while (this.running) {
+      if (this.inFlight.size >= this.maxInFlight) {
+        await Promise.race(this.inFlight);
+        continue;
+      }
+      this.signalled = false;
+      let claimed: ClaimedDelivery[];
+      try {
+        claimed = await this.claim(Math.min(this.batchSize, this.maxInFlight - this.inFlight.size));
+      } catch (error) {
+        this.deps.logger.warn({ err: error }, 'claiming deliveries failed; retrying');
+        await this.sleep(this.pollIntervalMs);
+        continue;
+      }
+      for (const delivery of claimed) this.begin(delivery);
+      if (claimed.length === 0 && !this.signalled) await this.sleep(this.pollIntervalMs);
+    }
+  }
+
+  private claim(limit: number): Promise<ClaimedDelivery[]> {
+    const now = this.deps.clock.now().getTime();
+    const staleBefore = new Date(now - this.deps.config.webhook.timeoutMs - 60_000).toISOString();
+    const saturated = [...this.perSubscription]
+      .filter(([, count]) => count >= this.maxPerSubscription)
+      .map(([id]) => id);
+    return this.deps.webhooks.claimDue(new Date(now).toISOString(), staleBefore, limit, saturated);
+  }
+
+  /** Sleeps until a signal, a scheduled retry, `ms`, or stop. */
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      const self = this;
+      function done() {
+        clearTimeout(timer);
+        if (self.wake === done) self.wake = null;
+        resolve();
+      }
+      this.wake = done;
+      if (this.signalled || !this.running) done();
+    });
+  }
+
+  private begin(delivery: ClaimedDelivery): void {
+    const id = delivery.subscriptionId;
+    this.perSubscription.set(id, (this.perSubscription.get(id) ?? 0) + 1);
+    const attempt: Promise<void> = this.attempt(delivery)
+      .catch((error) => this.deps.logger.error({ err: error }, 'delivery attempt failed'))
+      .finally(() => {
+        this.inFlight.delete(attempt);
+        const left = (this.perSubscription.get(id) ?? 1) - 1;
+        if (left === 0) this.perSubscription.delete(id);
+        else this.perSubscription.set(id, left);
+        // A slot opened: a subscription at its cap may have rows waiting.
+        if (left + 1 >= this.maxPerSubscription) this.onSignal();
+      });
+    this.inFlight.add(attempt);
+  }
+
+  private async attempt(delivery: ClaimedDelivery): Promise<void> {
+    const now = this.deps.clock.now();
+    const created = Math.floor(now.getTime() / 1000);
+    // The stored data is the validated JSON text: spliced in, not parsed and re-serialized.
+    const body = `{"id":"${delivery.eventId}","type":"${delivery.eventType}","created":${created},"data":${delivery.data}}`;
+    const headers = {
+      'content-type': 'application/json',
+      'user-agent': this.userAgent,
+      'service-signature': signatureHeader(created, body, this.signingKeys(delivery, now)),
+      'service-event-type': delivery.eventType,
+      'service-event-id': delivery.eventId,
+      'service-request-id': `${delivery.id}.${delivery.attempts}`,
+      'service-delivery-attempt': String(delivery.attempts),
+    };
+    const result = await this.deps.sender.send(delivery.url, headers, body);
+    this.settle(delivery, result);
+  }
+
+  /** The current key, then the legacy one while its overlap lasts; decrypted once each. */
+  private signingKeys(delivery: ClaimedDelivery, now: Date): string[] {
+    const keys = [this.open(delivery.signingKey, delivery.subscriptionId)];
+    const legacy = delivery.legacySigningKey;
+    const until = delivery.legacySigningKeyExpiresAt;
+    if (legacy !== null && until !== null && until > now.toISOString()) {
+      keys.push(this.open(legacy, delivery.subscriptionId));
+    }
+    return keys;
+  }
+
+  private open(sealed: string, subscriptionId: string): string {
+    let key = this.keys.get(sealed);
+    if (key === undefined) {
+      key = this.deps.secrets.decrypt(sealed, subscriptionId);
+      if (this.keys.size >= KEY_CACHE_LIMIT) this.keys.clear();
+      this.keys.set(sealed, key);
+    }
+    return key;
+  }
+
+  private settle(delivery: ClaimedDelivery, result: SendResult): void {
+    const now = this.deps.clock.now();
+    const at = now.toISOString();
+    const ok = result.status !== null && result.status >= 200 && result.status < 300;
+    let outcome: DeliveryOutcome;
+    if (ok) {
+      outcome = {
+        id: delivery.id,
+        claimedAt: delivery.claimedAt,
+        status: 'success',
+        lastResponseStatus: result.status,
+        nextAttemptAt: null,
+        deliveredAt: at,
+      };
+    } else if (delivery.attempts >= this.attempts) {
+      outcome = {
+        id: delivery.id,
+        claimedAt: delivery.claimedAt,
+        status: 'dead_letter',
+        lastResponseStatus: result.status,
+        nextAttemptAt: null,
+        deliveredAt: null,
+      };
+    } else {
+      const wait = this.deps.config.webhook.retryScheduleMs[delivery.attempts - 1];
+      outcome = {
+        id: delivery.id,
+        claimedAt: delivery.claimedAt,
+        status: 'pending',
+        lastResponseStatus: result.status,
+        nextAttemptAt: new Date(now.getTime() + wait).toISOString(),
+        deliveredAt: null,
+      };
+    }
+    this.settled.push({ delivery, outcome, status: result.status, at });
+    if (this.settled.length >= FLUSH_BATCH) void this.flush();
+    else this.flushTimer ??= setTimeout(() => void this.flush(), FLUSH_DELAY_MS);
+  }
+
+  /** Records every settled attempt so far, in one transaction; one flush at a time. */
+  private async flush(): Promise<void> {
+    while (this.flushing) await this.flushing;
+    if (this.flushTimer) {
+      clearTimeout(this.flushTimer);
+      this.flushTimer = null;
+    }
+    const batch = this.settled;
+    if (batch.length === 0) return;
+    this.settled = [];
+    this.flushing = this.record(batch)
+      .catch((error) => {
+        // The claims stay in flight and are retried after the lease: nothing is lost.
+        this.deps.logger.error({ err: error }, 'recording delivery outcomes failed');
+      })
+      .finally(() => {
+        this.flushing = null;
+      });
+    await this.flushing;
+    this.scheduleRetries(batch);
+  }
+
+  private async record(batch: Settled[]): Promise<void> {
+    await this.deps.database.db.transaction().execute(async (trx) => {
+      await this.deps.webhooks.recordOutcomes(
+        batch.map((s) => s.outcome),
+        trx,
+      );
+      await this.updateSubscriptions(batch, trx);
+    });
+  }
+
+  /**
+   * consecutiveFailures counts every failed attempt and resets on a 2xx; the 4xx run (auto-pause)
+   * counts consecutive 4xx answers and is broken by a 2xx, a 5xx or a time-out. A run of at least
+   * WEBHOOK_AUTOPAUSE_FAILURES spanning at least WEBHOOK_AUTOPAUSE_WINDOW pauses the subscription
+   * and notifies the tenant's owners and admins.
+   */
+  private async updateSubscriptions(batch: Settled[], trx: Executor): Promise<void> {
+    const { autopauseFailures, autopauseWindowMs } = this.deps.config.webhook;
+    const ids = [...new Set(batch.map((s) => s.delivery.subscriptionId))];
+    const rows = await this.deps.webhooks.lockSubscriptions(ids, trx);
+    for (const row of rows) {
+      let {
+        consecutiveFailures,
+        clientErrorRun,
+        clientErrorRunSince,
+        lastSuccessAt,
+        lastFailureAt,
+      } = row;
+      for (const s of batch) {
+        if (s.delivery.subscriptionId !== row.id) continue;
+        if (s.outcome.status === 'success') {
+          consecutiveFailures = 0;
+          clientErrorRun = 0;
+          clientErrorRunSince = null;
+          lastSuccessAt = s.at;
+        } else {
+          consecutiveFailures += 1;
+          lastFailureAt = s.at;
+          if (s.status !== null && s.status >= 400 && s.status < 500) {
+            clientErrorRun += 1;
+            clientErrorRunSince ??= s.at;
+          } else {
+            clientErrorRun = 0;
+            clientErrorRunSince = null;
+          }
+        }
+      }
+      const pause =
+        row.active === 1 &&
+        clientErrorRunSince !== null &&
+        clientErrorRun >= autopauseFailures &&
+        Date.parse(lastFailureAt ?? clientErrorRunSince) - Date.parse(clientErrorRunSince) >=
+          autopauseWindowMs;
+      const now = this.deps.clock.now().toISOString();
+      await this.deps.webhooks.updateSubscriptionById(
+        row.id,
+        {
+          consecutiveFailures,
+          clientErrorRun,
+          clientErrorRunSince,
+          lastSuccessAt,
+          lastFailureAt,
+          ...(pause ? { active: 0, pausedAt: now } : {}),
+        },
+        trx,
+      );
+      if (pause) {
+        const recipients = await this.deps.members.ownersAndAdmins(row.tenantId, trx);
+        await this.deps.notifications.insertMany(
+          recipients.map((member) => ({
+            id: newId('ntf'),
+            tenantId: row.tenantId,
+            memberId: member.id,
+            recipient: member.email,
+            kind: 'webhook_paused',
+            subscriptionId: row.id,
+            createdAt: now,
+          })),
+          trx,
+        );
+        this.deps.logger.warn(
+          { subscriptionId: row.id, tenantId: row.tenantId, clientErrorRun },
+          'webhook subscription auto-paused',
+        );
+      }
+    }
+  }
+
+  /** Wakes this worker when the earliest retry of the batch is due. */
+  private scheduleRetries(batch: Settled[]): void {
+    let earliest = Number.POSITIVE_INFINITY;
+    for (const s of batch) {
+      if (s.outcome.nextAttemptAt !== null) {
+        earliest = Math.min(earliest, Date.parse(s.outcome.nextAttemptAt));
+      }
+    }
+    if (!Number.isFinite(earliest) || !this.running || earliest >= this.wakeAt) return;
+    const delay = Math.max(0, earliest - this.deps.clock.now().getTime());
+    if (delay >= this.pollIntervalMs) return;
+    if (this.wakeTimer) clearTimeout(this.wakeTimer);
+    this.wakeAt = earliest;
+    this.wakeTimer = setTimeout(() => {
+      this.wakeTimer = null;
+      this.wakeAt = Number.POSITIVE_INFINITY;
+      this.onSignal();
+    }, delay + 1);
+    this.wakeTimer.unref();
+  }
+}

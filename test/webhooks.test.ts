@@ -1,0 +1,420 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import Stripe from 'stripe';
+import { startWorker } from '../src/webhooks/start-worker.ts';
+import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
+import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
+import { HttpsReceiver, type Responder, testCa } from './helpers/https-receiver.ts';
+
+const stripe = new Stripe('sk_test_unused');
+
+async function until<T>(probe: () => Promise<T | undefined>, timeoutMs = 5_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error('condition not reached in time');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+for (const backend of BACKENDS) {
+  describe(`webhooks end to end (${backend})`, () => {
+    let ctx: TestContext;
+    let tenant: TenantFixture;
+    let receiver: HttpsReceiver;
+    let worker: ReturnType<typeof startWorker>;
+
+    before(async () => {
+      const ca = await testCa();
+      ctx = await createTestContext(backend, {
+        env: {
+          WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+          WEBHOOK_CA_FILE: ca.caFile,
+          WEBHOOK_RETRY_SCHEDULE: '30ms,30ms,30ms',
+          WEBHOOK_TIMEOUT_MS: '1000',
+          WEBHOOK_AUTOPAUSE_FAILURES: '3',
+          WEBHOOK_AUTOPAUSE_WINDOW: '1ms',
+        },
+      });
+      tenant = await createTenant(ctx, { tier: 'pro' });
+      receiver = await HttpsReceiver.start();
+      worker = startWorker(ctx.runtime, { pollIntervalMs: 50 });
+    });
+    after(async () => {
+      await worker.stop();
+      await receiver.close();
+      await ctx.close();
+    });
+
+    /** A subscription on its own receiver path, so tests do not see each other's requests. */
+    async function subscribe(path: string, events: string[], responder?: Responder) {
+      const response = await ctx.api('POST', '/api/v1/webhooks', {
+        token: tenant.token,
+        body: { url: receiver.url(path), events },
+      });
+      assert.equal(response.statusCode, 201, response.body);
+      if (responder) receiver.respond((r) => (r.path === path ? responder(r) : { status: 200 }));
+      return response.json() as { data: { id: string }; signingKey: string };
+    }
+    const received = (path: string) => receiver.requests.filter((r) => r.path === path);
+    const createClient = (displayName: string) =>
+      ctx.api('POST', '/api/v1/clients', {
+        token: tenant.token,
+        body: { kind: 'individual', displayName },
+      });
+    const deliveries = async (subscriptionId: string, query = '') =>
+      (
+        await ctx.api('GET', `/api/v1/webhooks/${subscriptionId}/deliveries${query}`, {
+          token: tenant.token,
+        })
+      ).json().data as Array<Record<string, unknown>>;
+
+    it('delivers a signed event exactly as documented', async () => {
+      const { data: subscription, signingKey } = await subscribe('/signed', ['client.created']);
+      assert.match(signingKey, /^whsec_[A-Za-z0-9_-]{32,}$/);
+      const client = (await createClient('Signed Ltd')).json().data;
+      const [request] = await until(async () =>
+        received('/signed').length > 0 ? received('/signed') : undefined,
+      );
+      const event = stripe.webhooks.constructEvent(
+        request.body,
+        String(request.headers['service-signature']),
+        signingKey,
+      ) as unknown as Record<string, unknown>;
+      assert.equal(request.method, 'POST');
+      assert.equal(request.headers['content-type'], 'application/json');
+      assert.match(String(request.headers['user-agent']), /^Service-Webhooks\/1\.0 /);
+      assert.equal(request.headers['service-event-type'], 'client.created');
+      assert.equal(request.headers['service-event-id'], event.id);
+      assert.match(String(event.id), /^[0-9a-f-]{36}$/);
+      assert.equal(request.headers['service-delivery-attempt'], '1');
+      assert.equal(event.type, 'client.created');
+      assert.ok(Math.abs(Number(event.created) - Date.now() / 1000) < 10);
+      assert.deepEqual(event.data, {
+        clientId: client.id,
+        kind: 'individual',
+        displayName: 'Signed Ltd',
+      });
+      const [row] = await until(async () => {
+        const rows = await deliveries(subscription.id);
+        return rows[0]?.status === 'success' ? rows : undefined;
+      });
+      assert.equal(request.headers['service-request-id'], `${row.id}.1`);
+      assert.equal(row.attempts, 1);
+      assert.equal(row.lastResponseStatus, 200);
+      assert.ok(row.deliveredAt);
+      assert.equal(row.eventId, event.id);
+      // The key is shown once, and stored only sealed.
+      const list = await ctx.api('GET', '/api/v1/webhooks', { token: tenant.token });
+      assert.ok(!list.body.includes(signingKey));
+      const stored = await ctx.runtime.services.repositories.webhooks.findSubscription(
+        tenant.id,
+        subscription.id,
+      );
+      assert.ok(stored && !stored.signingKey.includes(signingKey.slice(6)));
+    });
+
+    it('retries on the cascade until a 2xx, one request id per attempt', async () => {
+      let calls = 0;
+      const { data: subscription } = await subscribe('/flaky', ['client.created'], () => {
+        calls += 1;
+        return { status: calls <= 2 ? 503 : 204 };
+      });
+      await createClient('Flaky');
+      const [row] = await until(async () => {
+        const rows = await deliveries(subscription.id);
+        return rows[0]?.status === 'success' ? rows : undefined;
+      });
+      assert.equal(row.attempts, 3);
+      const requests = received('/flaky');
+      assert.deepEqual(
+        requests.map((r) => r.headers['service-request-id']),
+        [`${row.id}.1`, `${row.id}.2`, `${row.id}.3`],
+      );
+      assert.equal(new Set(requests.map((r) => r.headers['service-event-id'])).size, 1);
+      const sub = (await ctx.api('GET', '/api/v1/webhooks', { token: tenant.token }))
+        .json()
+        .data.find((s: { id: string }) => s.id === subscription.id);
+      assert.equal(sub.consecutiveFailures, 0);
+      assert.ok(sub.lastSuccessAt && sub.lastFailureAt);
+    });
+
+    it('dead-letters after the last attempt; redelivery sends the same event again', async () => {
+      let fail = true;
+      const { data: subscription } = await subscribe('/dead', ['client.created'], () => ({
+        status: fail ? 500 : 200,
+      }));
+      await createClient('Dead');
+      const [dead] = await until(async () => {
+        const rows = await deliveries(subscription.id);
+        return rows[0]?.status === 'dead_letter' ? rows : undefined;
+      });
+      assert.equal(dead.attempts, 4);
+      assert.equal(dead.lastResponseStatus, 500);
+      assert.equal(dead.nextAttemptAt, null);
+      assert.equal((await deliveries(subscription.id, '?status=dead_letter')).length, 1);
+      assert.equal((await deliveries(subscription.id, '?status=success')).length, 0);
+
+      fail = false;
+      const redelivered = await ctx.api(
+        'POST',
+        `/api/v1/webhooks/${subscription.id}/deliveries/${dead.id}/redeliver`,
+        { token: tenant.token },
+      );
+      assert.equal(redelivered.statusCode, 202);
+      const data = redelivered.json().data;
+      assert.equal(data.eventId, dead.eventId);
+      assert.equal(data.status, 'pending');
+      const rows = await until(async () => {
+        const all = await deliveries(subscription.id);
+        return all[0]?.status === 'success' ? all : undefined;
+      });
+      assert.equal(rows[0].id, data.deliveryId);
+      assert.equal(rows[0].redeliveredFromId, dead.id);
+      assert.equal(rows[0].attempts, 1);
+      assert.equal(rows[1].status, 'dead_letter'); // the original is unchanged
+      const last = received('/dead').at(-1);
+      assert.equal(last?.headers['service-event-id'], dead.eventId);
+      assert.equal(last?.headers['service-delivery-attempt'], '1');
+    });
+
+    it('signs with both keys for the overlap after a rotation', async () => {
+      const { data: subscription, signingKey: oldKey } = await subscribe('/rotated', [
+        'client.created',
+      ]);
+      const rotated = await ctx.api('POST', `/api/v1/webhooks/${subscription.id}/rotate-key`, {
+        token: tenant.token,
+      });
+      assert.equal(rotated.statusCode, 200);
+      const { signingKey: newKey, legacySigningKeyExpiresAt } = rotated.json();
+      assert.notEqual(newKey, oldKey);
+      assert.ok(Date.parse(legacySigningKeyExpiresAt) - Date.now() > 23 * 3600_000);
+      await createClient('Rotated');
+      const [request] = await until(async () =>
+        received('/rotated').length > 0 ? received('/rotated') : undefined,
+      );
+      const header = String(request.headers['service-signature']);
+      assert.equal(header.match(/v1=/g)?.length, 2);
+      for (const key of [newKey, oldKey]) {
+        assert.ok(stripe.webhooks.constructEvent(request.body, header, key));
+      }
+    });
+
+    it('fires test events to one or every active subscription, whatever their events', async () => {
+      const { data: one } = await subscribe('/test-one', ['trip.published']);
+      const single = await ctx.api('POST', '/api/v1/webhooks/test', {
+        token: tenant.token,
+        body: { subscriptionId: one.id },
+      });
+      assert.equal(single.statusCode, 200, single.body);
+      assert.equal(single.json().data.deliveries, 1);
+      const [request] = await until(async () =>
+        received('/test-one').length > 0 ? received('/test-one') : undefined,
+      );
+      const body = JSON.parse(request.body);
+      assert.equal(body.type, 'webhook.test');
+      assert.equal(body.id, single.json().data.eventId);
+      assert.equal(body.data.subscriptionId, one.id);
+
+      const active = (await ctx.api('GET', '/api/v1/webhooks', { token: tenant.token }))
+        .json()
+        .data.filter((s: { active: boolean }) => s.active).length;
+      const all = await ctx.api('POST', '/api/v1/webhooks/test', { token: tenant.token });
+      assert.equal(all.statusCode, 200, `${all.body}`);
+      assert.equal(all.json().data.deliveries, active);
+
+      const unknown = await ctx.api('POST', '/api/v1/webhooks/test', {
+        token: tenant.token,
+        body: { subscriptionId: 'whs_01JDZZZZZZZZZZZZZZZZZZZZZZ' },
+      });
+      assert.equal(unknown.statusCode, 404);
+    });
+
+    it('auto-pauses after consecutive 4xx, notifies owners and admins, resumes on enable', async () => {
+      const admin = await ctx.admin('POST', `/admin/v1/tenants/${tenant.id}/members`, {
+        email: 'ops@example.test',
+        role: 'admin',
+      });
+      let status = 410;
+      const { data: subscription } = await subscribe('/gone', ['client.created'], () => ({
+        status,
+      }));
+      await createClient('Gone 1');
+      const paused = await until(async () => {
+        const sub = (await ctx.api('GET', '/api/v1/webhooks', { token: tenant.token }))
+          .json()
+          .data.find((s: { id: string }) => s.id === subscription.id);
+        return sub.active ? undefined : sub;
+      });
+      assert.ok(paused.pausedAt);
+      assert.equal(paused.consecutiveFailures, 3);
+      const notices = (
+        await ctx.admin<{ data: Array<Record<string, unknown>> }>(
+          'GET',
+          `/admin/v1/tenants/${tenant.id}/notifications`,
+        )
+      ).data.filter((n) => n.subscriptionId === subscription.id);
+      assert.deepEqual(
+        notices.map((n) => n.recipient).sort(),
+        [
+          'ops@example.test',
+          ...notices.map((n) => n.recipient).filter((r) => r !== 'ops@example.test'),
+        ].sort(),
+      );
+      assert.ok(notices.length >= 2, 'the owner and the admin');
+      assert.ok(admin);
+      // Queued deliveries stay pending while paused, and nothing is sent.
+      const sentWhilePaused = received('/gone').length;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      assert.equal(received('/gone').length, sentWhilePaused);
+      const [row] = await deliveries(subscription.id);
+      assert.equal(row.status, 'pending');
+      // Test fire at a paused subscription: 422.
+      const test = await ctx.api('POST', '/api/v1/webhooks/test', {
+        token: tenant.token,
+        body: { subscriptionId: subscription.id },
+      });
+      assert.equal(test.statusCode, 422);
+
+      status = 200;
+      const enabled = await ctx.admin<{ data: Record<string, unknown> }>(
+        'POST',
+        `/admin/v1/webhooks/${subscription.id}/enable`,
+      );
+      assert.equal(enabled.data.active, true);
+      assert.equal(enabled.data.pausedAt, null);
+      assert.equal(enabled.data.consecutiveFailures, 0);
+      await until(async () => {
+        const rows = await deliveries(subscription.id);
+        return rows[0]?.status === 'success' ? rows : undefined;
+      });
+    });
+
+    it('soft-deletes: listed inactive with its history, then 404 for delete and rotate, 409 for redeliver', async () => {
+      const { data: subscription } = await subscribe('/deleted', ['client.created']);
+      await createClient('Before delete');
+      const [row] = await until(async () => {
+        const rows = await deliveries(subscription.id);
+        return rows[0]?.status === 'success' ? rows : undefined;
+      });
+      const headers = { 'idempotency-key': `delete-${subscription.id}` };
+      const url = `/api/v1/webhooks/${subscription.id}`;
+      const deleted = await ctx.api('DELETE', url, { token: tenant.token, headers });
+      assert.equal(deleted.statusCode, 204);
+      assert.equal(deleted.body, '');
+      const replay = await ctx.api('DELETE', url, { token: tenant.token, headers });
+      assert.equal(replay.statusCode, 204);
+      assert.equal(replay.headers['idempotency-replayed'], 'true');
+      assert.equal((await ctx.api('DELETE', url, { token: tenant.token })).statusCode, 404);
+      const rotate = await ctx.api('POST', `${url}/rotate-key`, { token: tenant.token });
+      assert.equal(rotate.statusCode, 404);
+      const listed = (await ctx.api('GET', '/api/v1/webhooks', { token: tenant.token }))
+        .json()
+        .data.find((s: { id: string }) => s.id === subscription.id);
+      assert.equal(listed.active, false);
+      assert.ok(listed.pausedAt);
+      assert.equal((await deliveries(subscription.id)).length, 1);
+      const redeliver = await ctx.api('POST', `${url}/deliveries/${row.id}/redeliver`, {
+        token: tenant.token,
+      });
+      assert.equal(redeliver.statusCode, 409);
+      assert.equal(redeliver.json().code, 'subscription_inactive');
+      const enable = await ctx.adminRequest('POST', `/admin/v1/webhooks/${subscription.id}/enable`);
+      assert.equal(enable.statusCode, 404);
+    });
+
+    it("hides another tenant's subscriptions and deliveries (404)", async () => {
+      const { data: subscription } = await subscribe('/private', ['client.created']);
+      const other = await createTenant(ctx, { tier: 'pro' });
+      const base = `/api/v1/webhooks/${subscription.id}`;
+      for (const [method, url] of [
+        ['GET', `${base}/deliveries`],
+        ['DELETE', base],
+        ['POST', `${base}/rotate-key`],
+        ['POST', `${base}/deliveries/dlv_01JDZZZZZZZZZZZZZZZZZZZZZZ/redeliver`],
+      ] as const) {
+        const response = await ctx.api(method, url, { token: other.token });
+        assert.equal(response.statusCode, 404, `${method} ${url}`);
+      }
+      const list = await ctx.api('GET', '/api/v1/webhooks', { token: other.token });
+      assert.deepEqual(list.json().data, []);
+    });
+
+    it('validates subscriptions: events, URL shape, plan and endpoint cap', async () => {
+      const post = (body: unknown, token = tenant.token) =>
+        ctx.api('POST', '/api/v1/webhooks', { token, body });
+      const url = receiver.url('/validated');
+      const cases: Array<[unknown, string]> = [
+        [{ url, events: ['webhook.test'] }, 'events.0'],
+        [{ url, events: ['booking.exploded'] }, 'events.0'],
+        [{ url, events: [] }, 'events'],
+        [{ url: url.replace('https:', 'http:'), events: ['client.created'] }, 'url'],
+        [{ url: `https://example.test/${'x'.repeat(2048)}`, events: ['client.created'] }, 'url'],
+      ];
+      for (const [body, field] of cases) {
+        const response = await post(body);
+        assert.equal(response.statusCode, 422, JSON.stringify(body).slice(0, 80));
+        assert.ok(response.json().errors[field], `${field}: ${response.body}`);
+      }
+      const starter = await createTenant(ctx, { tier: 'starter' });
+      const off = await post({ url, events: ['client.created'] }, starter.token);
+      assert.equal(off.statusCode, 403);
+      assert.equal(off.json().code, 'feature_off_for_tier');
+
+      const capped = await createTenant(ctx, { tier: 'pro' });
+      await ctx.admin('PATCH', `/admin/v1/tenants/${capped.id}`, { webhookEndpointCap: 1 });
+      assert.equal((await post({ url, events: ['client.created'] }, capped.token)).statusCode, 201);
+      const full = await post({ url, events: ['client.created'] }, capped.token);
+      assert.equal(full.statusCode, 403);
+      assert.equal(full.json().code, 'webhook_quota_exceeded');
+    });
+  });
+}
+
+describe('webhook address guard at registration', () => {
+  let ctx: TestContext;
+  before(async () => {
+    // Injected DNS answers; no connection is ever made by registering.
+    ctx = await createTestContext('sqlite', {
+      resolver: async (host) =>
+        ({
+          'public.example.test': ['93.184.216.34'],
+          'mixed.example.test': ['93.184.216.34', '10.1.2.3'],
+          'cgnat.example.test': ['100.64.0.7'],
+        })[host] ?? [],
+    });
+  });
+  after(() => ctx.close());
+
+  it('refuses private, loopback, link-local, CGNAT, IPv6 local and mapped addresses', async () => {
+    const tenant = await createTenant(ctx, { tier: 'pro' });
+    for (const host of [
+      '127.0.0.1',
+      '10.0.0.1',
+      '192.168.1.1',
+      '172.16.0.1',
+      '169.254.169.254',
+      '100.64.0.1',
+      '[::1]',
+      '[fe80::1]',
+      '[fd00::1]',
+      '[::ffff:127.0.0.1]',
+      'mixed.example.test',
+      'cgnat.example.test',
+      'nowhere.example.test',
+    ]) {
+      const response = await ctx.api('POST', '/api/v1/webhooks', {
+        token: tenant.token,
+        body: { url: `https://${host}/hook`, events: ['client.created'] },
+      });
+      assert.equal(response.statusCode, 422, host);
+      assert.ok(response.json().errors.url, host);
+    }
+    const ok = await ctx.api('POST', '/api/v1/webhooks', {
+      token: tenant.token,
+      body: { url: 'https://public.example.test/hook', events: ['trip.published'] },
+    });
+    assert.equal(ok.statusCode, 201, ok.body);
+  });
+});
