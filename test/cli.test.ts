@@ -266,9 +266,17 @@ describe('tourops CLI (command line)', () => {
       tourops('token --help', {}),
     ]);
     for (const result of [top, tenant, token, revoke, serve, group]) assertOk(result);
-    const commands = ['serve', 'migrate', 'demo', 'tenant create', 'token create', 'token revoke'];
+    const commands = [
+      'serve',
+      'worker',
+      'migrate',
+      'demo',
+      'tenant create',
+      'token create',
+      'token revoke',
+      'webhooks enable',
+    ];
     for (const command of commands) assert.match(top.stdout, new RegExp(`^  ${command}\\b`, 'm'));
-    assert.doesNotMatch(top.stdout, /webhooks|worker /);
     for (const option of ['--name', '--slug', '--tier', '--json', '--help']) {
       assert.ok(tenant.stdout.includes(option), `tenant create --help lacks ${option}`);
     }

@@ -15,7 +15,13 @@ interface Ids {
   publishedTrip: string;
   booking: string;
   client: string;
+  webhook: string;
+  deletableWebhook: string;
+  delivery: string;
 }
+
+/** Nothing listens there and no worker runs in this suite: no delivery is ever attempted. */
+const HOOK_URL = 'https://127.0.0.1:9/hook';
 
 interface RouteCase {
   method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
@@ -145,6 +151,63 @@ const ROUTES: RouteCase[] = [
       foreignStatus: 200,
     }),
   ),
+  {
+    method: 'GET',
+    template: '/api/v1/webhooks',
+    url: () => '/api/v1/webhooks',
+    scope: 'webhooks:read',
+    ownerStatus: 200,
+    foreignStatus: 200,
+  },
+  {
+    method: 'POST',
+    template: '/api/v1/webhooks',
+    url: () => '/api/v1/webhooks',
+    scope: 'webhooks:write',
+    body: () => ({ url: HOOK_URL, events: ['trip.published'] }),
+    ownerStatus: 201,
+    foreignStatus: 201,
+  },
+  {
+    method: 'DELETE',
+    template: '/api/v1/webhooks/{id}',
+    url: (i) => `/api/v1/webhooks/${i.deletableWebhook}`,
+    scope: 'webhooks:write',
+    ownerStatus: 204,
+    foreignStatus: 404,
+  },
+  {
+    method: 'POST',
+    template: '/api/v1/webhooks/{id}/rotate-key',
+    url: (i) => `/api/v1/webhooks/${i.webhook}/rotate-key`,
+    scope: 'webhooks:write',
+    ownerStatus: 200,
+    foreignStatus: 404,
+  },
+  {
+    method: 'GET',
+    template: '/api/v1/webhooks/{id}/deliveries',
+    url: (i) => `/api/v1/webhooks/${i.webhook}/deliveries`,
+    scope: 'webhooks:read',
+    ownerStatus: 200,
+    foreignStatus: 404,
+  },
+  {
+    method: 'POST',
+    template: '/api/v1/webhooks/{id}/deliveries/{deliveryId}/redeliver',
+    url: (i) => `/api/v1/webhooks/${i.webhook}/deliveries/${i.delivery}/redeliver`,
+    scope: 'webhooks:write',
+    ownerStatus: 202,
+    foreignStatus: 404,
+  },
+  {
+    method: 'POST',
+    template: '/api/v1/webhooks/test',
+    url: () => '/api/v1/webhooks/test',
+    scope: 'webhooks:write',
+    ownerStatus: 200,
+    foreignStatus: 200,
+  },
 ];
 
 for (const backend of BACKENDS) {
@@ -156,7 +219,7 @@ for (const backend of BACKENDS) {
     const tokens: Record<string, string> = {};
 
     before(async () => {
-      ctx = await createTestContext(backend);
+      ctx = await createTestContext(backend, { env: { WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true' } });
       owner = await createTenant(ctx);
       foreign = await createTenant(ctx);
       const { trip, booking } = await createBooking(ctx, owner);
@@ -165,11 +228,29 @@ for (const backend of BACKENDS) {
         body: tripBody(owner),
       });
       const client = await createClient(ctx, owner);
+      const subscribe = async () =>
+        (
+          await ctx.api('POST', '/api/v1/webhooks', {
+            token: owner.token,
+            body: { url: HOOK_URL, events: ['trip.published'] },
+          })
+        ).json().data.id as string;
+      const webhook = await subscribe();
+      await ctx.api('POST', '/api/v1/webhooks/test', {
+        token: owner.token,
+        body: { subscriptionId: webhook },
+      });
+      const deliveries = await ctx.api('GET', `/api/v1/webhooks/${webhook}/deliveries`, {
+        token: owner.token,
+      });
       ids = {
         trip: draft.json().data.id,
         publishedTrip: trip.id,
         booking: booking.id,
         client: client.id,
+        webhook,
+        deletableWebhook: await subscribe(),
+        delivery: deliveries.json().data[0].id,
       };
 
       const revoked = await mintToken(ctx, owner.id, ['*']);
