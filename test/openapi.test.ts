@@ -1,7 +1,120 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import SwaggerParser from '@apidevtools/swagger-parser';
+import { Type } from '@sinclair/typebox';
+import Ajv2020 from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
+import { assertEventData, type EventData } from '../src/domain/event-schemas.ts';
+import { EVENT_TYPES, type EventType } from '../src/domain/states.ts';
+import { Meta, Trip } from '../src/http/schemas.ts';
+import { toDocumentSchema, webhookDocs } from '../src/http/webhook-docs.ts';
+import { newSigningKey, signatureHeader } from '../src/webhooks/signing.ts';
 import { ADMIN_TOKEN, createTestContext, type TestContext } from './helpers/context.ts';
+
+interface WebhookOperation {
+  operationId: string;
+  parameters: Array<{ name: string; in: string; required?: boolean; schema: Schema }>;
+  requestBody: { required: boolean; content: Record<string, { schema: Schema }> };
+  responses: Record<string, { description: string }>;
+}
+interface Schema {
+  type?: string;
+  required?: string[];
+  properties?: Record<string, Schema>;
+  const?: unknown;
+  pattern?: string;
+  additionalProperties?: unknown;
+}
+
+const WEBHOOK_HEADERS = [
+  'Content-Type',
+  'User-Agent',
+  'Service-Signature',
+  'Service-Event-Type',
+  'Service-Event-Id',
+  'Service-Request-Id',
+  'Service-Delivery-Attempt',
+];
+
+/** Data the domain itself accepts for each type (checked with assertEventData below). */
+const SAMPLE_DATA: { [T in EventType]: EventData<T> } = {
+  'booking.confirmed': {
+    bookingId: 'bkg_01',
+    tripId: 'trp_01',
+    status: 'confirmed',
+    totalRetailCents: 125_000,
+    currency: 'EUR',
+  },
+  'booking.cancelled': {
+    bookingId: 'bkg_01',
+    tripId: 'trp_01',
+    status: 'cancelled',
+    totalRetailCents: 125_000,
+    currency: 'EUR',
+  },
+  'booking.refunded': {
+    bookingId: 'bkg_01',
+    tripId: 'trp_01',
+    status: 'refunded',
+    totalRetailCents: 0,
+    currency: 'EUR',
+  },
+  'dispute.opened': {
+    bookingId: 'bkg_01',
+    tripId: 'trp_01',
+    status: 'disputed',
+    totalRetailCents: 125_000,
+    currency: 'EUR',
+  },
+  'dispute.closed': {
+    bookingId: 'bkg_01',
+    tripId: 'trp_01',
+    status: 'confirmed',
+    totalRetailCents: 125_000,
+    currency: 'EUR',
+  },
+  'payment.succeeded': {
+    paymentId: 'pay_01',
+    bookingId: 'bkg_01',
+    status: 'succeeded',
+    amountCents: 40_000,
+    currency: 'EUR',
+  },
+  'payment.failed': {
+    paymentId: 'pay_01',
+    bookingId: 'bkg_01',
+    status: 'failed',
+    amountCents: 40_000,
+    currency: 'EUR',
+  },
+  'trip.published': {
+    tripId: 'trp_01',
+    publicSlug: 'iceland-in-winter',
+    publishedAt: '2027-01-05T10:00:00.000Z',
+    unpublishedAt: null,
+  },
+  'trip.unpublished': {
+    tripId: 'trp_01',
+    publicSlug: null,
+    publishedAt: '2027-01-05T10:00:00.000Z',
+    unpublishedAt: '2027-02-01T08:30:00.000Z',
+  },
+  'client.created': { clientId: 'cli_01', kind: 'individual', displayName: 'Ada Lovelace' },
+  'webhook.test': { subscriptionId: 'whs_01', message: 'Test event' },
+};
+
+function envelope(type: string, data: unknown) {
+  return { id: '0b6c7f3e-6a3c-4c8e-9d0a-2f1e5b7c9a11', type, created: 1_767_225_600, data };
+}
+
+/** Symbol keys anywhere in a value (TypeBox marks its schemas with them). */
+function symbolKeys(value: unknown): symbol[] {
+  if (typeof value !== 'object' || value === null) return [];
+  return [
+    ...Object.getOwnPropertySymbols(value),
+    ...Object.values(value).flatMap((child) => symbolKeys(child)),
+  ];
+}
 
 describe('OpenAPI documents', () => {
   let ctx: TestContext;
@@ -21,7 +134,21 @@ describe('OpenAPI documents', () => {
     assert.equal(document.info.version, '1.1.0');
     assert.deepEqual(document.servers, [{ url: 'http://api.test' }]);
     assert.equal(document.components.securitySchemes.bearerAuth.scheme, 'bearer');
+    assert.ok(document.webhooks, 'the document has a webhooks section');
     await SwaggerParser.validate(structuredClone(document));
+  });
+
+  it('has the external validator check the webhooks section too', async () => {
+    const document = (await ctx.app.inject({ method: 'GET', url: '/v1/openapi.json' })).json();
+    // A broken entry must fail validation, or the passing validation above proves nothing.
+    const badHeader = structuredClone(document);
+    badHeader.webhooks['booking.confirmed'].post.parameters[0].in = 'body';
+    await assert.rejects(SwaggerParser.validate(badHeader), /webhooks\/booking\.confirmed/);
+    const danglingRef = structuredClone(document);
+    danglingRef.webhooks['trip.published'].post.requestBody.content['application/json'].schema = {
+      $ref: '#/components/schemas/Nowhere',
+    };
+    await assert.rejects(SwaggerParser.validate(danglingRef), /Nowhere/);
   });
 
   it('gives every operation an id, its parameters and a schema for each status it can answer', async () => {
@@ -46,6 +173,11 @@ describe('OpenAPI documents', () => {
           assert.ok(operation.responses[status], `${method} ${path} documents ${status}`);
         }
         for (const [status, response] of Object.entries(operation.responses)) {
+          // 204 No Content has no body to describe.
+          if (status === '204') {
+            assert.equal(response.content, undefined, `${method} ${path} 204 has no body`);
+            continue;
+          }
           const media = Object.values(response.content ?? {});
           assert.ok(
             media.length > 0 && media.every((m) => m.schema),
@@ -67,6 +199,124 @@ describe('OpenAPI documents', () => {
       !JSON.stringify(document).includes('/admin/'),
       'the admin API is not in the public document',
     );
+  });
+
+  describe('webhooks', () => {
+    let webhooks: Record<string, { post: WebhookOperation }>;
+    let paths: Record<string, Record<string, { operationId: string }>>;
+    const bodySchema = (type: string) =>
+      webhooks[type].post.requestBody.content['application/json'].schema;
+
+    before(async () => {
+      const document = (await ctx.app.inject({ method: 'GET', url: '/v1/openapi.json' })).json();
+      webhooks = document.webhooks;
+      paths = document.paths;
+    });
+
+    it('has one entry per event type, an envelope around its data, with unique operation ids', () => {
+      assert.deepEqual(Object.keys(webhooks).sort(), [...EVENT_TYPES].sort());
+      const ids = new Set(
+        Object.values(paths).flatMap((methods) => Object.values(methods).map((o) => o.operationId)),
+      );
+      for (const [type, { post }] of Object.entries(webhooks)) {
+        assert.ok(post.operationId && !ids.has(post.operationId), `${type} has a unique id`);
+        ids.add(post.operationId);
+        assert.equal(post.requestBody.required, true);
+        assert.deepEqual(Object.keys(post.requestBody.content), ['application/json']);
+        const schema = bodySchema(type);
+        assert.deepEqual([...(schema.required ?? [])].sort(), ['created', 'data', 'id', 'type']);
+        assert.equal(schema.properties?.type.const, type);
+        assert.equal(schema.properties?.created.type, 'integer');
+        assert.equal(schema.properties?.data.type, 'object');
+        assert.ok(post.responses['2XX']?.description && post.responses.default?.description);
+      }
+    });
+
+    it('publishes the data schema of booking.confirmed', () => {
+      const data = bodySchema('booking.confirmed').properties?.data;
+      for (const field of ['bookingId', 'tripId', 'status', 'totalRetailCents', 'currency']) {
+        assert.ok(data?.required?.includes(field), `data requires ${field}`);
+      }
+      assert.equal(data?.properties?.status.const, 'confirmed');
+    });
+
+    it('lists the seven delivery headers, with patterns that match what is sent', () => {
+      const key = newSigningKey();
+      const oneKey = signatureHeader(1_767_225_600, '{}', [key]);
+      const twoKeys = signatureHeader(1_767_225_600, '{}', [key, newSigningKey()]);
+      for (const [type, { post }] of Object.entries(webhooks)) {
+        const headers = post.parameters.filter((p) => p.in === 'header');
+        assert.deepEqual(
+          headers.map((h) => h.name),
+          WEBHOOK_HEADERS,
+          `${type} lists the headers`,
+        );
+        assert.ok(headers.every((h) => h.required === true && h.schema));
+        const schema = Object.fromEntries(headers.map((h) => [h.name, h.schema]));
+        assert.equal(schema['Service-Event-Type'].const, type);
+        assert.equal(schema['Content-Type'].const, 'application/json');
+        const matches = (name: string, value: string) =>
+          new RegExp(schema[name].pattern as string).test(value);
+        assert.ok(matches('Service-Signature', oneKey));
+        assert.ok(matches('Service-Signature', twoKeys));
+        assert.ok(!matches('Service-Signature', `${oneKey.toUpperCase()}`));
+        assert.ok(matches('User-Agent', 'Service-Webhooks/1.0 (+http://api.test)'));
+        assert.ok(!matches('User-Agent', 'Service-Webhooks/2.0'));
+        assert.ok(matches('Service-Request-Id', 'dlv_01JQ4Z8K6M2VXNB7R3T5W9YCDE.3'));
+        assert.ok(!matches('Service-Request-Id', 'dlv_01JQ4Z8K6M2VXNB7R3T5W9YCDE'));
+      }
+    });
+
+    it('accepts the payloads the domain emits and rejects broken ones', () => {
+      const ajv = addFormats.default(new Ajv2020.default({ strict: false, allErrors: true }));
+      const validator = (type: string) => ajv.compile(structuredClone(bodySchema(type)));
+      for (const type of EVENT_TYPES) {
+        assert.doesNotThrow(() => assertEventData(type, SAMPLE_DATA[type]));
+        const validate = validator(type);
+        assert.ok(
+          validate(envelope(type, SAMPLE_DATA[type])),
+          `${type}: ${ajv.errorsText(validate.errors)}`,
+        );
+      }
+
+      const confirmed = validator('booking.confirmed');
+      const data = SAMPLE_DATA['booking.confirmed'];
+      const { currency: _, ...withoutCurrency } = data;
+      const broken: Array<[string, unknown]> = [
+        ['a status other than confirmed', envelope('booking.confirmed', { ...data, status: 'x' })],
+        ['no currency', envelope('booking.confirmed', withoutCurrency)],
+        ['cents as a string', envelope('booking.confirmed', { ...data, totalRetailCents: '1' })],
+        ['another type', envelope('booking.cancelled', data)],
+        ['an ISO created', { ...envelope('booking.confirmed', data), created: '2027-01-01' }],
+        ['an id that is no UUID', { ...envelope('booking.confirmed', data), id: 'evt_1' }],
+      ];
+      for (const [what, payload] of broken) {
+        assert.equal(confirmed(payload), false, `rejects ${what}`);
+      }
+      assert.throws(() => assertEventData('booking.confirmed', { ...data, status: 'x' }));
+
+      // We never send unknown fields, but consumers must ignore them: the doc lets them pass.
+      assert.ok(confirmed({ ...envelope('booking.confirmed', { ...data, extra: 1 }), more: 2 }));
+    });
+
+    it('leaks no TypeBox internals and inlines shared schemas', () => {
+      const docs = webhookDocs({
+        publicBaseUrl: 'http://api.test',
+        retryScheduleMs: [60_000],
+        timeoutMs: 10_000,
+      });
+      assert.deepEqual(symbolKeys(docs), []);
+      assert.ok(!/"\$(id|ref)"/.test(JSON.stringify(webhooks)), 'self-contained, no $id/$ref');
+
+      const converted = toDocumentSchema(Type.Object({ meta: Type.Ref(Meta), trip: Trip }));
+      assert.deepEqual(symbolKeys(converted), []);
+      const properties = converted.properties as Record<string, Schema>;
+      assert.deepEqual(properties.meta.required, Meta.required);
+      assert.equal(properties.trip.properties?.title.type, 'string');
+      assert.ok(!/"\$(id|ref)"/.test(JSON.stringify(converted)));
+      assert.throws(() => toDocumentSchema(Type.Object({ x: Type.Ref('Nowhere') })), /Nowhere/);
+      assert.throws(() => toDocumentSchema(Type.Object({ at: Type.Date() })), /JSON type/);
+    });
   });
 
   it('serves the admin API its own document', async () => {

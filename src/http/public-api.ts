@@ -4,6 +4,7 @@ import type { Config } from '../config.ts';
 import type { RateLimits } from '../rate-limit/rate-limits.ts';
 import type { Services } from '../services/index.ts';
 import { apiV1 } from './routes/index.ts';
+import { webhookDocs } from './webhook-docs.ts';
 
 export const API_VERSION = '1.1.0';
 
@@ -34,7 +35,8 @@ export const publicApi: FastifyPluginAsync<{
           'catalogs and webhooks. Every error is application/problem+json with a stable `type` ' +
           `under ${config.errorsBaseUrl}. Lists use cursor pagination (\`meta.cursor\`, ` +
           '`meta.hasMore`); trips, bookings, clients, payments and library items are ordered by id ' +
-          'ascending (creation order). Every response carries `Service-Request-Id`.',
+          'ascending (creation order). Every response carries `Service-Request-Id`. The events ' +
+          'posted to webhook subscriptions are described under `webhooks`.',
       },
       servers: [{ url: config.publicBaseUrl }],
       components: {
@@ -47,6 +49,12 @@ export const publicApi: FastifyPluginAsync<{
         },
       },
       security: [{ bearerAuth: [] }],
+      // Copied into the document as is (no $ref rewriting), so webhookDocs inlines its schemas.
+      webhooks: webhookDocs({
+        publicBaseUrl: config.publicBaseUrl,
+        retryScheduleMs: config.webhook.retryScheduleMs,
+        timeoutMs: config.webhook.timeoutMs,
+      }),
       tags: [
         { name: 'Token' },
         { name: 'Trips' },

@@ -1,0 +1,290 @@
+import type { TSchema } from '@sinclair/typebox';
+import { EVENT_DATA_SCHEMAS } from '../domain/event-schemas.ts';
+import { EVENT_TYPES, type EventType } from '../domain/states.ts';
+import { SHARED_SCHEMAS } from './schemas.ts';
+
+type Json = { [key: string]: unknown };
+
+export interface WebhookDocsOptions {
+  /** Named in the User-Agent we send. */
+  publicBaseUrl: string;
+  /** Delays before the retries (config WEBHOOK_RETRY_SCHEDULE). */
+  retryScheduleMs: readonly number[];
+  /** Budget of one attempt (config WEBHOOK_TIMEOUT_MS). */
+  timeoutMs: number;
+}
+
+/** Typed by EventType, so a new event type does not compile until it is documented here. */
+const EVENT_DOCS: Record<EventType, { summary: string; description: string }> = {
+  'booking.confirmed': {
+    summary: 'Booking confirmed',
+    description: 'A booking moved from `deposit_paid` to `confirmed`.',
+  },
+  'booking.cancelled': {
+    summary: 'Booking cancelled',
+    description: 'A confirmed booking was cancelled.',
+  },
+  'booking.refunded': {
+    summary: 'Booking refunded',
+    description:
+      'A booking was refunded: a confirmed one, or a disputed one whose dispute closed with a refund (then `dispute.closed` is sent too).',
+  },
+  'dispute.opened': {
+    summary: 'Dispute opened',
+    description: 'A confirmed booking was disputed.',
+  },
+  'dispute.closed': {
+    summary: 'Dispute closed',
+    description:
+      'A dispute ended: the booking is confirmed again, or refunded (then `booking.refunded` is sent too).',
+  },
+  'payment.succeeded': { summary: 'Payment succeeded', description: 'A payment succeeded.' },
+  'payment.failed': { summary: 'Payment failed', description: 'A payment failed.' },
+  'trip.published': {
+    summary: 'Trip published',
+    description: 'A trip was published on the storefront.',
+  },
+  'trip.unpublished': {
+    summary: 'Trip unpublished',
+    description: 'A trip was taken off the storefront.',
+  },
+  'client.created': { summary: 'Client created', description: 'A client was created.' },
+  'webhook.test': {
+    summary: 'Test event',
+    description:
+      'Sent only on request, to the one subscription under test (no subscription lists it), to check the endpoint and its signature verification.',
+  },
+};
+
+const JSON_TYPES = new Set(['string', 'number', 'integer', 'boolean', 'object', 'array', 'null']);
+/** Keywords whose value is a schema or an array of schemas. */
+const SCHEMA_KEYWORDS = new Set([
+  'items',
+  'prefixItems',
+  'additionalProperties',
+  'unevaluatedProperties',
+  'unevaluatedItems',
+  'contains',
+  'propertyNames',
+  'not',
+  'if',
+  'then',
+  'else',
+  'allOf',
+  'anyOf',
+  'oneOf',
+]);
+/** Keywords whose value maps names (data, not keywords) to schemas. */
+const SCHEMA_MAP_KEYWORDS = new Set([
+  'properties',
+  'patternProperties',
+  'dependentSchemas',
+  '$defs',
+  'definitions',
+]);
+
+/**
+ * A TypeBox schema as a self-contained OpenAPI 3.1 schema:
+ * - the JSON round trip drops TypeBox's symbol keys ([Kind], [OptionalKind]);
+ * - `$ref`s to shared schemas are inlined and `$id`s dropped, so each webhook schema resolves
+ *   on its own (also when a consumer copies it into its validator);
+ * - `additionalProperties: false` is dropped: it holds us to the fields we emit, but consumers
+ *   must ignore unknown fields, and one validating with it would fail deliveries once a field
+ *   is added.
+ * Other keywords (`const`, `enum`, `examples`…) are copied as they are.
+ */
+export function toDocumentSchema(
+  schema: TSchema,
+  shared: readonly TSchema[] = SHARED_SCHEMAS,
+): Json {
+  const byId = new Map(shared.map((s) => [s.$id, s]));
+  const convert = (node: unknown, inlining: readonly string[]): unknown => {
+    if (Array.isArray(node)) return node.map((item) => convert(item, inlining));
+    // Boolean schemas (`true`/`false`) stay as they are.
+    if (typeof node !== 'object' || node === null) return node;
+    const { $id: _id, $ref, ...rest } = node as Json;
+    if (typeof $ref === 'string') {
+      const target = byId.get($ref);
+      // A dangling or recursive reference cannot be inlined: fail at start-up, not in a consumer.
+      if (target === undefined || inlining.includes($ref)) {
+        throw new Error(`webhook docs: cannot inline $ref ${$ref}`);
+      }
+      return convert(JSON.parse(JSON.stringify(target)), [...inlining, $ref]);
+    }
+    // TypeBox's JavaScript-only types (Date, Uint8Array…) have no JSON form to publish.
+    for (const type of [rest.type ?? []].flat()) {
+      if (!JSON_TYPES.has(type as string)) {
+        throw new Error(`webhook docs: ${String(type)} is not a JSON type`);
+      }
+    }
+    if (rest.additionalProperties === false) delete rest.additionalProperties;
+    const out: Json = {};
+    for (const [key, value] of Object.entries(rest)) {
+      if (SCHEMA_KEYWORDS.has(key)) {
+        out[key] = convert(value, inlining);
+      } else if (SCHEMA_MAP_KEYWORDS.has(key) && typeof value === 'object' && value !== null) {
+        out[key] = Object.fromEntries(
+          Object.entries(value).map(([name, sub]) => [name, convert(sub, inlining)]),
+        );
+      } else {
+        out[key] = value;
+      }
+    }
+    return out;
+  };
+  return convert(JSON.parse(JSON.stringify(schema)), []) as Json;
+}
+
+/** `90000` → `90s`, in the syntax of WEBHOOK_RETRY_SCHEDULE. */
+function duration(ms: number): string {
+  for (const [unit, size] of [
+    ['h', 3_600_000],
+    ['m', 60_000],
+    ['s', 1000],
+  ] as const) {
+    if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
+  }
+  return `${ms}ms`;
+}
+
+function deliveryDescription(options: WebhookDocsOptions): string {
+  const attempts = options.retryScheduleMs.length + 1;
+  return [
+    'Each delivery is an HTTPS POST of the JSON envelope below.',
+    '**Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the ' +
+      'lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of ' +
+      '`<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old ' +
+      "`t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key " +
+      'rotation the header carries two `v1` values, the new key first.',
+    '**Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event ' +
+      'carries it. Ignore unknown fields: new ones may be added.',
+    `**Answer** any 2xx within ${duration(options.timeoutMs)}. Any other status, a redirect ` +
+      '(not followed) or a time-out is a failure, retried after ' +
+      `${options.retryScheduleMs.map(duration).join(', ')} (${attempts} attempts in all); ` +
+      'then the delivery is dead-lettered.',
+  ].join('\n\n');
+}
+
+function headers(type: EventType, options: WebhookDocsOptions) {
+  const userAgent = `Service-Webhooks/1.0 (+${options.publicBaseUrl})`;
+  const header = (name: string, description: string, schema: Json) => ({
+    name,
+    in: 'header' as const,
+    required: true,
+    description,
+    schema,
+  });
+  return [
+    header('Content-Type', 'The body is JSON (UTF-8).', {
+      type: 'string',
+      const: 'application/json',
+    }),
+    header('User-Agent', '`Service-Webhooks/1.0`, then an informational address.', {
+      type: 'string',
+      pattern: '^Service-Webhooks/1\\.0( .*)?$',
+      examples: [userAgent],
+    }),
+    header(
+      'Service-Signature',
+      '`t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first).',
+      {
+        type: 'string',
+        pattern: '^t=[0-9]+(,v1=[0-9a-f]{64}){1,2}$',
+        examples: [`t=1767225600,v1=${'5f2b'.repeat(16)}`],
+      },
+    ),
+    header('Service-Event-Type', 'The event type; equals the body `type`.', {
+      type: 'string',
+      const: type,
+    }),
+    header(
+      'Service-Event-Id',
+      'The event id; equals the body `id`, the same on every retry and redelivery.',
+      { type: 'string', format: 'uuid' },
+    ),
+    header(
+      'Service-Request-Id',
+      '`<delivery id>.<attempt>`: unique per HTTP attempt; quote it when contacting support.',
+      {
+        type: 'string',
+        pattern: '^[^.]+\\.[1-9][0-9]*$',
+        examples: ['dlv_01JQ4Z8K6M2VXNB7R3T5W9YCDE.1'],
+      },
+    ),
+    header(
+      'Service-Delivery-Attempt',
+      'Attempt number of this delivery, from 1; a redelivery starts again at 1.',
+      { type: 'integer', minimum: 1 },
+    ),
+  ];
+}
+
+/** The body: the event envelope around that event type's `data`. */
+function envelope(type: EventType): Json {
+  return {
+    type: 'object',
+    required: ['id', 'type', 'created', 'data'],
+    properties: {
+      id: {
+        type: 'string',
+        format: 'uuid',
+        description: 'Event id, the deduplication key; equals `Service-Event-Id`.',
+      },
+      type: { type: 'string', const: type, description: 'The event type.' },
+      created: {
+        type: 'integer',
+        minimum: 0,
+        description: 'Unix seconds when this attempt was sent.',
+      },
+      data: toDocumentSchema(EVENT_DATA_SCHEMAS[type]),
+    },
+  };
+}
+
+function operationId(type: EventType): string {
+  const words = type.split(/[._]/);
+  return `${words[0]}${words
+    .slice(1)
+    .map((w) => w[0].toUpperCase() + w.slice(1))
+    .join('')}Event`;
+}
+
+/**
+ * The OpenAPI 3.1 `webhooks` section: one entry per event type, its body built from the schema
+ * that validates the event at emit time, so the document cannot drift from what is sent.
+ */
+export function webhookDocs(options: WebhookDocsOptions) {
+  const delivery = deliveryDescription(options);
+  return Object.fromEntries(
+    EVENT_TYPES.map((type) => [
+      type,
+      {
+        post: {
+          operationId: operationId(type),
+          summary: EVENT_DOCS[type].summary,
+          description: [
+            EVENT_DOCS[type].description,
+            // webhook.test goes to the subscription under test only.
+            type === 'webhook.test' ? '' : ' Sent to every active subscription that lists it.',
+            `\n\n${delivery}`,
+          ].join(''),
+          parameters: headers(type, options),
+          requestBody: {
+            required: true,
+            content: {
+              'application/json': {
+                schema: envelope(type),
+              },
+            },
+          },
+          responses: {
+            '2XX': { description: 'Received; any 2xx acknowledges the delivery.' },
+            default: {
+              description: 'Any other answer, a redirect or a time-out: the attempt failed.',
+            },
+          },
+        },
+      },
+    ]),
+  );
+}
