@@ -179,6 +179,32 @@ for (const backend of BACKENDS) {
       assert.equal(last?.headers['service-delivery-attempt'], '1');
     });
 
+    it('refuses to redeliver a row while its attempt runs (409 in_flight)', async () => {
+      let hang = true;
+      const { data: subscription } = await subscribe('/slow', ['client.created'], () =>
+        hang ? 'hang' : { status: 200 },
+      );
+      await createClient('Slow');
+      const [row] = await until(async () => {
+        const rows = await deliveries(subscription.id);
+        return rows[0]?.status === 'in_flight' ? rows : undefined;
+      });
+      assert.ok(row.claimedAt);
+      const refused = await ctx.api(
+        'POST',
+        `/api/v1/webhooks/${subscription.id}/deliveries/${row.id}/redeliver`,
+        { token: tenant.token },
+      );
+      assert.equal(refused.statusCode, 409);
+      assert.equal(refused.json().code, 'in_flight');
+      hang = false;
+      // The hung attempt times out (1 s), and the retry succeeds.
+      await until(async () => {
+        const rows = await deliveries(subscription.id);
+        return rows[0]?.status === 'success' ? rows : undefined;
+      });
+    });
+
     it('signs with both keys for the overlap after a rotation', async () => {
       const { data: subscription, signingKey: oldKey } = await subscribe('/rotated', [
         'client.created',
