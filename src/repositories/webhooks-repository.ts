@@ -243,36 +243,10 @@ export class WebhooksRepository {
     }
   }
 
-  /** Returns claimed rows to pending without counting the attempt (graceful shutdown). */
-  async releaseClaims(ids: { id: string; claimedAt: string }[], now: string): Promise<void> {
-    for (const { id, claimedAt } of ids) {
-      await this.db
-        .updateTable('webhookDeliveries')
-        .set((eb) => ({
-          status: 'pending',
-          claimedAt: null,
-          nextAttemptAt: now,
-          attempts: eb('attempts', '-', 1),
-        }))
-        .where('id', '=', id)
-        .where('status', '=', 'in_flight')
-        .where('claimedAt', '=', claimedAt)
-        .execute();
-    }
-  }
-
   /** Locks the subscriptions whose counters a batch of outcomes changes (PostgreSQL). */
   lockSubscriptions(ids: string[], trx: Executor) {
     let query = trx.selectFrom('webhookSubscriptions').selectAll().where('id', 'in', ids);
     if (this.dialect === 'postgres') query = query.forUpdate();
     return query.execute();
-  }
-
-  updateSubscriptionById(
-    id: string,
-    patch: Updateable<WebhookSubscriptionsTable>,
-    trx: Executor,
-  ): Promise<unknown> {
-    return trx.updateTable('webhookSubscriptions').set(patch).where('id', '=', id).execute();
   }
 }

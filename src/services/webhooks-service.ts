@@ -213,10 +213,7 @@ export class WebhooksService {
   ): Promise<{ eventId: string; deliveries: number }> {
     let targets: string[];
     if (subscriptionId !== undefined) {
-      const subscription = await this.existing(tenantId, subscriptionId).catch(() => null);
-      if (!subscription || subscription.deletedAt !== null) {
-        throw notFound('Webhook subscription');
-      }
+      const subscription = await this.live(tenantId, subscriptionId);
       if (subscription.active !== 1) {
         throw fieldError('subscriptionId', 'the subscription is paused; re-enable it first');
       }

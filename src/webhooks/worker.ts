@@ -332,7 +332,8 @@ export class DeliveryWorker {
         Date.parse(lastFailureAt ?? clientErrorRunSince) - Date.parse(clientErrorRunSince) >=
           autopauseWindowMs;
       const now = this.deps.clock.now().toISOString();
-      await this.deps.webhooks.updateSubscriptionById(
+      await this.deps.webhooks.updateSubscription(
+        row.tenantId,
         row.id,
         {
           consecutiveFailures,
