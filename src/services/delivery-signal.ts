@@ -5,9 +5,10 @@ import type { Database, Executor } from '../db/database.ts';
 export const DELIVERIES_CHANNEL = 'tourops_deliveries';
 
 /**
- * Wakes delivery workers when new deliveries are due: at once in this process, and on PostgreSQL
- * in every process through NOTIFY, which PostgreSQL sends when the transaction commits. Workers
- * also poll, so a lost signal only costs latency.
+ * Wakes delivery workers when new deliveries are due. On PostgreSQL through NOTIFY alone, which is
+ * sent when the transaction commits and heard by every process, this one included (its runtime
+ * LISTENs): a wake before the commit would only claim rows not yet visible. On SQLite through an
+ * in-process event. Workers also poll, so a lost signal only costs latency.
  */
 export class DeliverySignal extends EventEmitter {
   constructor(private readonly database: Database) {
@@ -19,6 +20,7 @@ export class DeliverySignal extends EventEmitter {
   async raise(trx: Executor): Promise<void> {
     if (this.database.dialect === 'postgres') {
       await sql`select pg_notify(${DELIVERIES_CHANNEL}, '')`.execute(trx);
+      return;
     }
     // SQLite: the worker's claim waits for this transaction's lock, then sees its rows.
     this.emit('due');

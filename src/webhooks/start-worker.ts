@@ -2,7 +2,11 @@ import type { Runtime } from '../runtime.ts';
 import { WebhookSender } from './http-sender.ts';
 import { DeliveryWorker, type WorkerOptions } from './worker.ts';
 
-/** A delivery worker over the runtime's services, with its own HTTP agent; started. */
+/**
+ * A delivery worker over the runtime's services, with its own HTTP agent; started. On PostgreSQL it
+ * is woken by NOTIFY, so the runtime should LISTEN (`createRuntime(config, { listen: true })`);
+ * without it new deliveries wait for the next poll.
+ */
 export function startWorker(runtime: Runtime, options: WorkerOptions = {}) {
   const { config, services } = runtime;
   const sender = new WebhookSender({
