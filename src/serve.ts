@@ -1,6 +1,6 @@
 import { type Config, describeDatabase } from './config.ts';
 import { demoInstructions, seedDemoIfEmpty } from './demo.ts';
-import { createHttpApp, createRuntime } from './runtime.ts';
+import { createHttpApp, createRuntime, type Runtime } from './runtime.ts';
 import { startWorker } from './webhooks/start-worker.ts';
 
 /**
@@ -28,12 +28,20 @@ export async function serve(
   }
   process.stdout.write(`OpenAPI document: ${config.publicBaseUrl}/v1/openapi.json\n\n`);
 
+  stopOnSignals(runtime, () => Promise.all([app.close(), worker?.stop()]));
+}
+
+/**
+ * On the first SIGINT or SIGTERM: `drain` (stop taking work, finish what runs), close the
+ * database, exit 0. Shared by `serve` and `tourops worker`.
+ */
+export function stopOnSignals(runtime: Runtime, drain: () => Promise<unknown>): void {
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
     runtime.logger.info({ signal }, 'shutting down');
-    await Promise.all([app.close(), worker?.stop()]);
+    await drain();
     await runtime.close();
     process.exit(0);
   };

@@ -63,23 +63,15 @@ const workerCommand: Command = {
   json: false,
   async run(ctx) {
     const config = ctx.config();
-    const [{ createRuntime }, { startWorker }] = await Promise.all([
+    const [{ createRuntime }, { startWorker }, { stopOnSignals }] = await Promise.all([
       import('../runtime.ts'),
       import('../webhooks/start-worker.ts'),
+      import('../serve.ts'),
     ]);
     const runtime = await createRuntime(config, { listen: true });
     const worker = startWorker(runtime);
     ctx.io.stdout.write(`Webhook delivery worker running (${describeDatabase(config)})\n`);
-    let stopping = false;
-    const stop = async () => {
-      if (stopping) return;
-      stopping = true;
-      await worker.stop();
-      await runtime.close();
-      process.exit(0);
-    };
-    process.on('SIGINT', () => void stop());
-    process.on('SIGTERM', () => void stop());
+    stopOnSignals(runtime, () => worker.stop());
     return 'serving';
   },
 };
