@@ -42,13 +42,8 @@ export function registerIdempotency(app: FastifyInstance, service: IdempotencySe
 
   // Whatever ended the request without onSend (an aborted connection): undo and free the key.
   const abandon = async (request: FastifyRequest) => {
-    const key = request.idempotencyKey;
-    if (key === null) return;
-    request.idempotencyKey = null;
-    const transaction = request.idempotencyTransaction;
-    request.idempotencyTransaction = null;
-    await transaction?.rollback();
-    await service.release(callerOf(request).tenant.id, key);
+    const claim = takeClaim(request);
+    if (claim) await service.abandon(claim.tenantId, claim.key, claim.transaction);
   };
   app.addHook('onResponse', abandon);
   app.addHook('onRequestAbort', abandon);
@@ -81,12 +76,9 @@ export function registerIdempotency(app: FastifyInstance, service: IdempotencySe
   });
 
   app.addHook('onSend', async (request, reply, payload) => {
-    const key = request.idempotencyKey;
-    if (key === null) return payload;
-    request.idempotencyKey = null;
-    const transaction = request.idempotencyTransaction;
-    request.idempotencyTransaction = null;
-    const tenantId = callerOf(request).tenant.id;
+    const claim = takeClaim(request);
+    if (!claim) return payload;
+    const { tenantId, key, transaction } = claim;
     const body =
       payload === undefined || payload === null
         ? '' // 204
@@ -97,8 +89,7 @@ export function registerIdempotency(app: FastifyInstance, service: IdempotencySe
             : null;
     if (body === null) {
       // A stream: nothing to store byte for byte.
-      await transaction?.rollback();
-      await service.release(tenantId, key);
+      await service.abandon(tenantId, key, transaction);
     } else {
       const type = reply.getHeader('content-type');
       const response = {
@@ -110,4 +101,14 @@ export function registerIdempotency(app: FastifyInstance, service: IdempotencySe
     }
     return payload;
   });
+}
+
+/** The request's claim, taken off it so that exactly one hook settles it. */
+function takeClaim(request: FastifyRequest) {
+  const key = request.idempotencyKey;
+  if (key === null) return null;
+  const transaction = request.idempotencyTransaction;
+  request.idempotencyKey = null;
+  request.idempotencyTransaction = null;
+  return { tenantId: callerOf(request).tenant.id, key, transaction };
 }

@@ -98,11 +98,7 @@ export class IdempotencyService {
     response: StoredResponse,
     transaction: AmbientTransaction | null,
   ): Promise<void> {
-    if (!isStored(response.status)) {
-      await transaction?.rollback();
-      await this.keys.release(tenantId, key);
-      return;
-    }
+    if (!isStored(response.status)) return this.abandon(tenantId, key, transaction);
     if (!transaction) {
       await this.keys.complete(tenantId, key, response);
       return;
@@ -111,14 +107,19 @@ export class IdempotencyService {
       await transaction.run(() => this.keys.complete(tenantId, key, response));
       await transaction.commit();
     } catch (error) {
-      await transaction.rollback();
-      await this.keys.release(tenantId, key);
+      await this.abandon(tenantId, key, transaction);
       throw error;
     }
   }
 
-  release(tenantId: string, key: string): Promise<unknown> {
-    return this.keys.release(tenantId, key);
+  /** Undoes the request's writes, if it ran in a transaction, and frees the key for a retry. */
+  async abandon(
+    tenantId: string,
+    key: string,
+    transaction: AmbientTransaction | null,
+  ): Promise<void> {
+    await transaction?.rollback();
+    await this.keys.release(tenantId, key);
   }
 
   purgeExpired(): Promise<number> {
