@@ -2,7 +2,6 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { after, before, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import pino from 'pino';
 import { UsageError } from '../src/cli/args.ts';
 import { describeError } from '../src/cli/run.ts';
@@ -17,12 +16,9 @@ import type { AuthContext } from '../src/services/context.ts';
 import { AUTH_CACHE_TTL_MS } from '../src/services/index.ts';
 import { ManualClock } from './helpers/clock.ts';
 import { BACKENDS, createTestDatabase, type TestDatabase } from './helpers/context.ts';
-import { freePort } from './helpers/processes.ts';
+import { BIN, ROOT, startTourops } from './helpers/processes.ts';
 
-/** The real CLI, as an operator runs it: bin/tourops.js in a child process. */
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const BIN = fileURLToPath(new URL('../bin/tourops.js', import.meta.url));
-
+/** The real CLI, as an operator runs it: bin/tourops.js in a child process (ROOT, BIN). */
 interface CliResult {
   code: number | null;
   stdout: string;
@@ -322,35 +318,19 @@ describe('tourops CLI (command line)', () => {
   });
 
   it('serve --no-worker serves the API until SIGTERM, then exits 0', async () => {
-    const port = await freePort();
-    const child = spawn(process.execPath, [BIN, 'serve', '--no-worker'], {
-      cwd: ROOT,
-      env: { PATH: process.env.PATH ?? '', ...database.env, PORT: String(port), LOG_LEVEL: 'warn' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    const exited = once(child, 'close');
-    let stdout = '';
-    let stderr = '';
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
-      stderr += chunk;
-    });
-    const listening = new Promise<void>((resolve, reject) => {
-      child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-        stdout += chunk;
-        if (stdout.includes('listening on')) resolve();
-      });
-      child.on('close', () => reject(new Error(`serve exited early: ${stderr}`)));
-    });
+    const server = await startTourops(['serve', '--no-worker'], database.env);
     try {
-      await listening;
-      const response = await fetch(`http://127.0.0.1:${port}/healthz`);
+      const response = await fetch(`${server.baseUrl}/healthz`);
       assert.equal(response.status, 200);
       assert.deepEqual(await response.json(), { status: 'ok' });
     } finally {
-      child.kill('SIGTERM');
+      assert.equal(await server.stop(), 0, server.output());
     }
-    const [code] = (await exited) as [number | null];
-    assert.equal(code, 0, stderr);
+  });
+
+  it('worker runs until SIGTERM, then exits 0', async () => {
+    const worker = await startTourops(['worker'], database.env, 'Webhook delivery worker running');
+    assert.equal(await worker.stop(), 0, worker.output());
   });
 });
 
