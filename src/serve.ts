@@ -15,6 +15,8 @@ export async function serve(
   const demo = options.seedDemo ? await seedDemoIfEmpty(runtime) : null;
   const app = await createHttpApp(runtime);
   const worker = options.worker ? startWorker(runtime) : null;
+  // Before the banner: whoever waits for it may signal at once.
+  stopOnSignals(runtime, () => Promise.all([app.close(), worker?.stop()]));
   await app.listen({ port: config.port, host: config.host });
   process.stdout.write(
     `\nTour-operator API listening on ${config.publicBaseUrl} (${describeDatabase(config)})\n`,
@@ -27,8 +29,6 @@ export async function serve(
     );
   }
   process.stdout.write(`OpenAPI document: ${config.publicBaseUrl}/v1/openapi.json\n\n`);
-
-  stopOnSignals(runtime, () => Promise.all([app.close(), worker?.stop()]));
 }
 
 /**

@@ -70,8 +70,9 @@ const workerCommand: Command = {
     ]);
     const runtime = await createRuntime(config, { listen: true });
     const worker = startWorker(runtime);
-    ctx.io.stdout.write(`Webhook delivery worker running (${describeDatabase(config)})\n`);
+    // Before the announcement: whoever waits for it may signal at once.
     stopOnSignals(runtime, () => worker.stop());
+    ctx.io.stdout.write(`Webhook delivery worker running (${describeDatabase(config)})\n`);
     return 'serving';
   },
 };
