@@ -1,4 +1,4 @@
-import type { Insertable, Kysely, Selectable, Updateable } from 'kysely';
+import { type Insertable, type Kysely, type Selectable, sql, type Updateable } from 'kysely';
 import type { Dialect, Executor } from '../db/database.ts';
 import type {
   DB,
@@ -7,6 +7,9 @@ import type {
   WebhookSubscriptionsTable,
 } from '../db/schema.ts';
 import { findOwningTenant } from './owning-tenant.ts';
+
+/** Six bind parameters a row: far under both backends' limits. */
+const OUTCOMES_PER_STATEMENT = 500;
 
 export type SubscriptionRow = Selectable<WebhookSubscriptionsTable>;
 export type DeliveryRow = Selectable<WebhookDeliveriesTable>;
@@ -224,22 +227,31 @@ export class WebhooksRepository {
       .execute() as Promise<ClaimedDelivery[]>;
   }
 
-  /** Settles attempts; each only if its row still holds the same claim. */
+  /**
+   * Settles a batch of attempts in one statement (both backends run UPDATE … FROM a VALUES list);
+   * each row only if it still holds the same claim.
+   */
   async recordOutcomes(outcomes: DeliveryOutcome[], trx: Executor): Promise<void> {
-    for (const outcome of outcomes) {
-      await trx
-        .updateTable('webhookDeliveries')
-        .set({
-          status: outcome.status,
-          lastResponseStatus: outcome.lastResponseStatus,
-          nextAttemptAt: outcome.nextAttemptAt,
-          deliveredAt: outcome.deliveredAt,
-          claimedAt: null,
-        })
-        .where('id', '=', outcome.id)
-        .where('status', '=', 'in_flight')
-        .where('claimedAt', '=', outcome.claimedAt)
-        .execute();
+    for (let start = 0; start < outcomes.length; start += OUTCOMES_PER_STATEMENT) {
+      const rows = outcomes
+        .slice(start, start + OUTCOMES_PER_STATEMENT)
+        .map(
+          (o) =>
+            sql`(${o.id}, ${o.claimedAt}, ${o.status}, cast(${o.lastResponseStatus} as integer), ${o.nextAttemptAt}, ${o.deliveredAt})`,
+        );
+      await sql`
+        with v (id, claimed_at, status, last_response_status, next_attempt_at, delivered_at)
+          as (values ${sql.join(rows)})
+        update webhook_deliveries
+        set status = v.status,
+            last_response_status = v.last_response_status,
+            next_attempt_at = v.next_attempt_at,
+            delivered_at = v.delivered_at,
+            claimed_at = null
+        from v
+        where webhook_deliveries.id = v.id
+          and webhook_deliveries.status = 'in_flight'
+          and webhook_deliveries.claimed_at = v.claimed_at`.execute(trx);
     }
   }
 

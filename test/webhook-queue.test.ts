@@ -1,0 +1,178 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { DeliveryOutcome } from '../src/repositories/webhooks-repository.ts';
+import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
+import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
+
+// The delivery queue's own statements: claims and fenced outcomes, on both backends.
+
+const at = (ms: number) => new Date(Date.UTC(2030, 0, 1) + ms).toISOString();
+
+for (const backend of BACKENDS) {
+  describe(`delivery queue (${backend})`, () => {
+    let ctx: TestContext;
+    let tenant: TenantFixture;
+    let subscriptionId: string;
+
+    before(async () => {
+      ctx = await createTestContext(backend, { env: { WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true' } });
+      tenant = await createTenant(ctx, { tier: 'pro' });
+      // No worker runs in this suite: the rows stay where the test puts them.
+      const created = await ctx.api('POST', '/api/v1/webhooks', {
+        token: tenant.token,
+        body: { url: 'https://127.0.0.1:9/queue', events: ['client.created'] },
+      });
+      assert.equal(created.statusCode, 201, created.body);
+      subscriptionId = created.json().data.id;
+    });
+    after(() => ctx.close());
+
+    const repo = () => ctx.runtime.services.repositories.webhooks;
+    const db = () => ctx.runtime.database.db;
+    async function queued(count: number): Promise<void> {
+      for (let i = 0; i < count; i++) {
+        const response = await ctx.api('POST', '/api/v1/clients', {
+          token: tenant.token,
+          body: { kind: 'individual', displayName: `Q${i}` },
+        });
+        assert.equal(response.statusCode, 201);
+      }
+    }
+    const rows = () =>
+      db()
+        .selectFrom('webhookDeliveries')
+        .selectAll()
+        .where('subscriptionId', '=', subscriptionId)
+        .orderBy('id')
+        .execute();
+    async function reset(): Promise<void> {
+      await db().deleteFrom('webhookDeliveries').execute();
+    }
+
+    it('claims each due row once, counting the attempt, with what sending needs', async () => {
+      await reset();
+      await queued(5);
+      const now = at(0);
+      const [a, b] = await Promise.all([
+        repo().claimDue(now, at(-60_000), 3),
+        repo().claimDue(now, at(-60_000), 3),
+      ]);
+      const ids = [...a, ...b].map((d) => d.id);
+      assert.equal(ids.length, 5);
+      assert.equal(new Set(ids).size, 5, 'no row claimed twice');
+      for (const d of [...a, ...b]) {
+        assert.equal(d.attempts, 1);
+        assert.equal(d.claimedAt, now);
+        assert.equal(d.url, 'https://127.0.0.1:9/queue');
+        assert.equal(JSON.parse(d.data).displayName.startsWith('Q'), true);
+      }
+      assert.deepEqual(await repo().claimDue(now, at(-60_000), 10), [], 'nothing left');
+    });
+
+    it('takes a claim over only once it is stale, and fences the old claim out', async () => {
+      await reset();
+      await queued(1);
+      const [first] = await repo().claimDue(at(0), at(-62_000), 10);
+      assert.deepEqual(await repo().claimDue(at(61_000), at(-1_000), 10), [], 'still leased');
+      const [second] = await repo().claimDue(at(63_000), at(1_000), 10);
+      assert.equal(second.id, first.id);
+      assert.equal(second.attempts, 2);
+
+      const outcome = (claimedAt: string, status: number): DeliveryOutcome => ({
+        id: first.id,
+        claimedAt,
+        status: 'success',
+        lastResponseStatus: status,
+        nextAttemptAt: null,
+        deliveredAt: at(64_000),
+      });
+      // The dead worker's late answer changes nothing; the live claim's settles the row.
+      await db()
+        .transaction()
+        .execute((trx) => repo().recordOutcomes([outcome(first.claimedAt, 201)], trx));
+      let [row] = await rows();
+      assert.equal(row.status, 'in_flight');
+      assert.equal(row.lastResponseStatus, null);
+      await db()
+        .transaction()
+        .execute((trx) => repo().recordOutcomes([outcome(second.claimedAt, 202)], trx));
+      [row] = await rows();
+      assert.equal(row.status, 'success');
+      assert.equal(row.lastResponseStatus, 202);
+      assert.equal(row.claimedAt, null);
+      assert.equal(row.deliveredAt, at(64_000));
+    });
+
+    it('records a mixed batch in one go: retries, dead letters, successes', async () => {
+      await reset();
+      await queued(3);
+      const claimed = await repo().claimDue(at(0), at(-62_000), 10);
+      const [retry, dead, ok] = claimed.sort((x, y) => x.id.localeCompare(y.id));
+      await db()
+        .transaction()
+        .execute((trx) =>
+          repo().recordOutcomes(
+            [
+              {
+                id: retry.id,
+                claimedAt: retry.claimedAt,
+                status: 'pending',
+                lastResponseStatus: null,
+                nextAttemptAt: at(60_000),
+                deliveredAt: null,
+              },
+              {
+                id: dead.id,
+                claimedAt: dead.claimedAt,
+                status: 'dead_letter',
+                lastResponseStatus: 500,
+                nextAttemptAt: null,
+                deliveredAt: null,
+              },
+              {
+                id: ok.id,
+                claimedAt: ok.claimedAt,
+                status: 'success',
+                lastResponseStatus: 200,
+                nextAttemptAt: null,
+                deliveredAt: at(1),
+              },
+            ],
+            trx,
+          ),
+        );
+      const after = await rows();
+      assert.deepEqual(
+        after.map((r) => [r.status, r.lastResponseStatus, r.nextAttemptAt, r.claimedAt]),
+        [
+          ['pending', null, at(60_000), null],
+          ['dead_letter', 500, null, null],
+          ['success', 200, null, null],
+        ],
+      );
+      // The retry is due again at its time, not before.
+      assert.deepEqual(await repo().claimDue(at(59_000), at(-62_000), 10), []);
+      const [again] = await repo().claimDue(at(60_000), at(-62_000), 10);
+      assert.equal(again.id, retry.id);
+      assert.equal(again.attempts, 2);
+    });
+
+    it('skips paused subscriptions and the ones the worker has enough of', async () => {
+      await reset();
+      await queued(2);
+      assert.deepEqual(await repo().claimDue(at(0), at(-62_000), 10, [subscriptionId]), []);
+      await db()
+        .updateTable('webhookSubscriptions')
+        .set({ active: 0 })
+        .where('id', '=', subscriptionId)
+        .execute();
+      assert.deepEqual(await repo().claimDue(at(0), at(-62_000), 10), []);
+      await db()
+        .updateTable('webhookSubscriptions')
+        .set({ active: 1 })
+        .where('id', '=', subscriptionId)
+        .execute();
+      assert.equal((await repo().claimDue(at(0), at(-62_000), 10)).length, 2);
+    });
+  });
+}
