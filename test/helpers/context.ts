@@ -79,6 +79,8 @@ export interface ApiRequest {
 
 export interface TestContext {
   backend: Backend;
+  /** The database's and the options' environment: a child `tourops` process on the same data. */
+  env: Record<string, string>;
   runtime: Runtime;
   app: FastifyInstance;
   /** Every public-API response has been checked against the OpenAPI document. */
@@ -187,6 +189,7 @@ export async function createTestContext(
 
   return {
     backend,
+    env: { ADMIN_API_TOKEN: ADMIN_TOKEN, ...database.env, ...options.env },
     runtime,
     app,
     api,

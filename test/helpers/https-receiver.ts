@@ -94,6 +94,8 @@ export interface ReceivedRequest {
   path: string;
   headers: Record<string, string | string[] | undefined>;
   body: string;
+  /** The sender's port: which connection (and so which process) it came on. */
+  remotePort: number;
   /** performance.now() when the whole body had arrived. */
   receivedAt: number;
 }
@@ -133,6 +135,7 @@ export class HttpsReceiver {
           path: req.url ?? '',
           headers: req.headers,
           body: Buffer.concat(chunks).toString('utf8'),
+          remotePort: req.socket.remotePort ?? 0,
           receivedAt: performance.now(),
         };
         receiver.received(request);

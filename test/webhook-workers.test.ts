@@ -1,0 +1,254 @@
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { after, before, describe, it } from 'node:test';
+import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
+import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
+import { HttpsReceiver, testCa } from './helpers/https-receiver.ts';
+import { type ChildService, startTourops } from './helpers/processes.ts';
+
+// `tourops worker` as operators run it: real OS processes, killed and stopped for real.
+
+const WORKER_READY = 'Webhook delivery worker running';
+const TIMEOUT_MS = 2_000;
+/** A claim is taken over once it is older than the time-out plus 60 s (api-spec 3.4). */
+const LEASE_MS = TIMEOUT_MS + 60_000;
+
+async function until<T>(
+  probe: () => Promise<T | undefined> | T | undefined,
+  timeoutMs: number,
+  what: string,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`${what}: not reached in ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+/** Local TCP ports of a process's sockets (Linux /proc), or null where /proc is missing. */
+function localPorts(pid: number): Set<number> | null {
+  let fds: string[];
+  try {
+    fds = readdirSync(`/proc/${pid}/fd`);
+  } catch {
+    return null;
+  }
+  const inodes = new Set<string>();
+  for (const fd of fds) {
+    try {
+      const match = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
+      if (match) inodes.add(match[1]);
+    } catch {
+      // closed meanwhile
+    }
+  }
+  const ports = new Set<number>();
+  for (const table of ['tcp', 'tcp6']) {
+    for (const line of readFileSync(`/proc/${pid}/net/${table}`, 'utf8').split('\n').slice(1)) {
+      const columns = line.trim().split(/\s+/);
+      if (columns.length > 9 && inodes.has(columns[9])) {
+        ports.add(Number.parseInt(columns[1].split(':')[1], 16));
+      }
+    }
+  }
+  return ports;
+}
+
+interface Setup {
+  ctx: TestContext;
+  tenant: TenantFixture;
+  receiver: HttpsReceiver;
+  env: Record<string, string>;
+  subscribe(path: string): Promise<string>;
+  createClient(name: string): Promise<void>;
+  delivery(subscriptionId: string): Promise<Record<string, unknown>>;
+  close(): Promise<void>;
+}
+
+async function setUp(backend: (typeof BACKENDS)[number]): Promise<Setup> {
+  const ca = await testCa();
+  const webhookEnv = {
+    WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+    WEBHOOK_CA_FILE: ca.caFile,
+    WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS),
+  };
+  const ctx = await createTestContext(backend, { env: webhookEnv });
+  const tenant = await createTenant(ctx, { tier: 'enterprise' });
+  const receiver = await HttpsReceiver.start();
+  return {
+    ctx,
+    tenant,
+    receiver,
+    env: { ...ctx.env, LOG_LEVEL: 'warn' },
+    async subscribe(path) {
+      const response = await ctx.api('POST', '/api/v1/webhooks', {
+        token: tenant.token,
+        body: { url: receiver.url(path), events: ['client.created'] },
+      });
+      assert.equal(response.statusCode, 201, response.body);
+      return response.json().data.id;
+    },
+    async createClient(displayName) {
+      const response = await ctx.api('POST', '/api/v1/clients', {
+        token: tenant.token,
+        body: { kind: 'individual', displayName },
+      });
+      assert.equal(response.statusCode, 201, response.body);
+    },
+    async delivery(subscriptionId) {
+      const response = await ctx.api('GET', `/api/v1/webhooks/${subscriptionId}/deliveries`, {
+        token: tenant.token,
+      });
+      const [row] = response.json().data as Array<Record<string, unknown>>;
+      return row;
+    },
+    async close() {
+      await receiver.close();
+      await ctx.close();
+    },
+  };
+}
+
+describe('tourops worker processes', { concurrency: true }, () => {
+  for (const backend of BACKENDS) {
+    it(`a killed worker's attempt is sent again once its lease has passed (${backend})`, async (t) => {
+      const s = await setUp(backend);
+      t.after(() => s.close());
+      const subscriptionId = await s.subscribe('/crash');
+      // The first attempt never gets an answer: the worker is killed while it waits.
+      s.receiver.respond((r) =>
+        r.headers['service-delivery-attempt'] === '1' ? 'hang' : { status: 204 },
+      );
+      const first = await startTourops(['worker'], s.env, WORKER_READY);
+      await s.createClient('Crash');
+      const [hung] = await s.receiver.waitFor(1, 5_000);
+      const claimed = await s.delivery(subscriptionId);
+      assert.equal(claimed.status, 'in_flight');
+      assert.equal(claimed.attempts, 1);
+      const killedAt = performance.now();
+      assert.equal(await first.stop('SIGKILL'), null, 'killed, no exit code');
+
+      const second = await startTourops(['worker'], s.env, WORKER_READY);
+      try {
+        const [, retried] = await s.receiver.waitFor(2, LEASE_MS + 15_000);
+        // Not before the lease: a live worker's attempt is never sent twice.
+        assert.ok(
+          retried.receivedAt - hung.receivedAt >= LEASE_MS - 1_000,
+          `taken over after ${Math.round(retried.receivedAt - killedAt)} ms`,
+        );
+        assert.equal(retried.headers['service-event-id'], hung.headers['service-event-id']);
+        assert.equal(retried.headers['service-delivery-attempt'], '2');
+        assert.equal(retried.body.slice(0, 60), hung.body.slice(0, 60));
+        const done = await until(
+          async () => {
+            const row = await s.delivery(subscriptionId);
+            return row.status === 'success' ? row : undefined;
+          },
+          5_000,
+          'the retried delivery recorded',
+        );
+        assert.equal(done.attempts, 2);
+        assert.equal(done.lastResponseStatus, 204);
+        assert.equal(s.receiver.requests.length, 2);
+      } finally {
+        assert.equal(await second.stop(), 0);
+      }
+    });
+
+    it(`SIGTERM lets the running attempt finish and records it, then exits 0 (${backend})`, async (t) => {
+      const s = await setUp(backend);
+      t.after(() => s.close());
+      const subscriptionId = await s.subscribe('/slow');
+      s.receiver.respond(() => ({ status: 200, delayMs: 1_000 }));
+      const worker = await startTourops(['worker'], s.env, WORKER_READY);
+      await s.createClient('Slow');
+      const [request] = await s.receiver.waitFor(1, 5_000);
+      assert.equal((await s.delivery(subscriptionId)).status, 'in_flight');
+      assert.equal(await worker.stop('SIGTERM'), 0, worker.output());
+      const stoppedAfter = performance.now() - request.receivedAt;
+      assert.ok(stoppedAfter >= 900, `exited ${Math.round(stoppedAfter)} ms after the request`);
+      const row = await s.delivery(subscriptionId);
+      assert.equal(row.status, 'success');
+      assert.equal(row.attempts, 1);
+      assert.equal(row.lastResponseStatus, 200);
+    });
+  }
+});
+
+if (BACKENDS.includes('postgres')) {
+  describe('two tourops worker processes on one PostgreSQL', () => {
+    const EVENTS = 2_000;
+    let s: Setup;
+    let workers: ChildService[];
+
+    before(async () => {
+      s = await setUp('postgres');
+      workers = await Promise.all([
+        startTourops(['worker'], s.env, WORKER_READY),
+        startTourops(['worker'], s.env, WORKER_READY),
+      ]);
+    });
+    after(async () => {
+      for (const worker of workers) await worker.stop();
+      await s.close();
+    });
+
+    it(`deliver ${EVENTS} events to two subscriptions: every delivery arrives once`, async () => {
+      const paths = ['/a', '/b'];
+      for (const path of paths) await s.subscribe(path);
+      // Receivers answer after a little work, as real ones do; the workers claim side by side.
+      s.receiver.respond(() => ({ status: 200, delayMs: 2 }));
+      const writers = 8;
+      await Promise.all(
+        Array.from({ length: writers }, async (_, w) => {
+          for (let i = w; i < EVENTS; i += writers) await s.createClient(`Client ${i}`);
+        }),
+      );
+      await s.receiver.waitFor(EVENTS * paths.length, 60_000);
+      // A little longer: a duplicate would arrive now.
+      await new Promise((resolve) => setTimeout(resolve, 500));
+
+      const events = await s.ctx.runtime.database.db
+        .selectFrom('events')
+        .select('id')
+        .where('tenantId', '=', s.tenant.id)
+        .where('type', '=', 'client.created')
+        .execute();
+      assert.equal(events.length, EVENTS);
+      const expected = events.map((e) => e.id).sort();
+      for (const path of paths) {
+        const ids = s.receiver.requests
+          .filter((r) => r.path === path)
+          .map((r) => String(r.headers['service-event-id']));
+        assert.equal(ids.length, EVENTS, `${path}: ${ids.length} requests`);
+        assert.deepEqual(ids.sort(), expected, `${path}: each event exactly once`);
+      }
+      assert.ok(
+        s.receiver.requests.every((r) => r.headers['service-delivery-attempt'] === '1'),
+        'every delivery on its first attempt',
+      );
+
+      // Both processes did part of the work (their connections carried requests).
+      const ports = workers.map((w) => localPorts(w.child.pid as number));
+      if (ports.every((p) => p !== null)) {
+        for (const [index, mine] of ports.entries()) {
+          const served = s.receiver.requests.filter((r) => mine?.has(r.remotePort)).length;
+          assert.ok(served > 0, `worker ${index + 1} delivered nothing`);
+        }
+      }
+      const counts = await s.ctx.runtime.database.db
+        .selectFrom('webhookDeliveries')
+        .select(['status'])
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .where('tenantId', '=', s.tenant.id)
+        .groupBy('status')
+        .execute();
+      assert.deepEqual(
+        counts.map((c) => [c.status, Number(c.n)]),
+        [['success', EVENTS * paths.length]],
+      );
+    });
+  });
+}
