@@ -5,6 +5,7 @@ import { startWorker } from '../src/webhooks/start-worker.ts';
 import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
 import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
 import { HttpsReceiver, type Responder, testCa } from './helpers/https-receiver.ts';
+import { SmtpReceiver } from './helpers/smtp-receiver.ts';
 
 const stripe = new Stripe('sk_test_unused');
 
@@ -24,9 +25,11 @@ for (const backend of BACKENDS) {
     let tenant: TenantFixture;
     let receiver: HttpsReceiver;
     let worker: ReturnType<typeof startWorker>;
+    let smtp: SmtpReceiver;
 
     before(async () => {
       const ca = await testCa();
+      smtp = await SmtpReceiver.start();
       ctx = await createTestContext(backend, {
         env: {
           WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
@@ -35,6 +38,7 @@ for (const backend of BACKENDS) {
           WEBHOOK_TIMEOUT_MS: '1000',
           WEBHOOK_AUTOPAUSE_FAILURES: '3',
           WEBHOOK_AUTOPAUSE_WINDOW: '1ms',
+          SMTP_URL: smtp.url,
         },
       });
       tenant = await createTenant(ctx, { tier: 'pro' });
@@ -44,6 +48,7 @@ for (const backend of BACKENDS) {
     after(async () => {
       await worker.stop();
       await receiver.close();
+      await smtp.close();
       await ctx.close();
     });
 
@@ -290,6 +295,13 @@ for (const backend of BACKENDS) {
       );
       assert.ok(notices.length >= 2, 'the owner and the admin');
       assert.ok(admin);
+      // SMTP_URL is set: one email to all of them, naming the subscription and how to resume.
+      const mail = await until(async () =>
+        smtp.messages.find((m) => m.raw.includes(subscription.id)),
+      );
+      assert.deepEqual(mail.rcptTo.sort(), notices.map((n) => n.recipient).sort());
+      assert.match(mail.raw, /Subject: Webhook endpoint paused: https:\/\/127\.0\.0\.1:\d+\/gone/);
+      assert.match(mail.raw, /tourops webhooks enable/);
       // Queued deliveries stay pending while paused, and nothing is sent.
       const sentWhilePaused = received('/gone').length;
       await new Promise((resolve) => setTimeout(resolve, 200));

@@ -1,3 +1,4 @@
+import { createMailer } from '../notifications/mailer.ts';
 import type { Runtime } from '../runtime.ts';
 import { WebhookSender } from './http-sender.ts';
 import { DeliveryWorker, type WorkerOptions } from './worker.ts';
@@ -14,6 +15,7 @@ export function startWorker(runtime: Runtime, options: WorkerOptions = {}) {
     timeoutMs: config.webhook.timeoutMs,
     caFile: config.webhook.caFile,
   });
+  const mailer = createMailer(config.smtpUrl, { publicBaseUrl: config.publicBaseUrl });
   const worker = new DeliveryWorker(
     {
       config,
@@ -26,6 +28,7 @@ export function startWorker(runtime: Runtime, options: WorkerOptions = {}) {
       sender,
       clock: runtime.clock,
       logger: runtime.logger,
+      mailer,
     },
     options,
   );
@@ -36,6 +39,7 @@ export function startWorker(runtime: Runtime, options: WorkerOptions = {}) {
     async stop() {
       await worker.stop();
       await sender.close();
+      mailer?.close();
     },
   };
 }

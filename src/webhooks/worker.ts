@@ -4,6 +4,7 @@ import type { Database, Executor } from '../db/database.ts';
 import type { Clock } from '../lib/clock.ts';
 import { newId } from '../lib/ids.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
+import type { Mailer, PausedNotice } from '../notifications/mailer.ts';
 import type { NotificationsRepository } from '../repositories/notifications-repository.ts';
 import type { MembersRepository } from '../repositories/tenants-repository.ts';
 import type {
@@ -37,6 +38,8 @@ interface Dependencies {
   sender: WebhookSender;
   clock: Clock;
   logger: Logger;
+  /** Emails auto-pause notices when SMTP_URL is set. */
+  mailer: Mailer | null;
 }
 
 interface Settled {
@@ -79,6 +82,7 @@ export class DeliveryWorker {
   private wakeTimer: NodeJS.Timeout | null = null;
   private wakeAt = Number.POSITIVE_INFINITY;
   private readonly keys = new Map<string, string>();
+  private readonly mailing = new Set<Promise<void>>();
   private readonly onSignal = () => {
     this.signalled = true;
     this.wake?.();
@@ -116,6 +120,7 @@ export class DeliveryWorker {
     await this.loop;
     await Promise.all(this.inFlight);
     await this.flush();
+    await Promise.all(this.mailing);
   }
 
   private async run(): Promise<void> {
@@ -279,13 +284,33 @@ export class DeliveryWorker {
   }
 
   private async record(batch: Settled[]): Promise<void> {
-    await this.deps.database.db.transaction().execute(async (trx) => {
+    const paused = await this.deps.database.db.transaction().execute(async (trx) => {
       await this.deps.webhooks.recordOutcomes(
         batch.map((s) => s.outcome),
         trx,
       );
-      await this.updateSubscriptions(batch, trx);
+      return this.updateSubscriptions(batch, trx);
     });
+    for (const notice of paused) this.mail(notice);
+  }
+
+  /**
+   * Emails a pause notice once its notification rows are committed. A mail that fails is logged:
+   * the notification rows (admin API) remain the record.
+   */
+  private mail(notice: PausedNotice): void {
+    const { mailer, logger } = this.deps;
+    if (mailer === null || notice.to.length === 0) return;
+    const sending: Promise<void> = mailer
+      .webhookPaused(notice)
+      .catch((error) =>
+        logger.warn(
+          { err: error, subscriptionId: notice.subscriptionId },
+          'auto-pause email not sent',
+        ),
+      )
+      .finally(() => this.mailing.delete(sending));
+    this.mailing.add(sending);
   }
 
   /**
@@ -294,8 +319,9 @@ export class DeliveryWorker {
    * WEBHOOK_AUTOPAUSE_FAILURES spanning at least WEBHOOK_AUTOPAUSE_WINDOW pauses the subscription
    * and notifies the tenant's owners and admins.
    */
-  private async updateSubscriptions(batch: Settled[], trx: Executor): Promise<void> {
+  private async updateSubscriptions(batch: Settled[], trx: Executor): Promise<PausedNotice[]> {
     const { autopauseFailures, autopauseWindowMs } = this.deps.config.webhook;
+    const paused: PausedNotice[] = [];
     const ids = [...new Set(batch.map((s) => s.delivery.subscriptionId))];
     const rows = await this.deps.webhooks.lockSubscriptions(ids, trx);
     for (const row of rows) {
@@ -359,12 +385,21 @@ export class DeliveryWorker {
           })),
           trx,
         );
+        paused.push({
+          to: recipients.map((member) => member.email),
+          tenantId: row.tenantId,
+          subscriptionId: row.id,
+          url: row.url,
+          pausedAt: now,
+          clientErrorRun,
+        });
         this.deps.logger.warn(
           { subscriptionId: row.id, tenantId: row.tenantId, clientErrorRun },
           'webhook subscription auto-paused',
         );
       }
     }
+    return paused;
   }
 
   /** Wakes this worker when the earliest retry of the batch is due. */
