@@ -4,6 +4,7 @@ import type { Config } from '../config.ts';
 import type { RateLimits } from '../rate-limit/rate-limits.ts';
 import type { Services } from '../services/index.ts';
 import { apiV1 } from './routes/index.ts';
+import { markOptionalBodies } from './schemas.ts';
 import { webhookDocs } from './webhook-docs.ts';
 
 export const API_VERSION = '1.1.0';
@@ -65,6 +66,10 @@ export const publicApi: FastifyPluginAsync<{
       ],
     },
     refResolver,
+    transformObject: (documentObject) =>
+      'openapiObject' in documentObject
+        ? markOptionalBodies(documentObject.openapiObject)
+        : documentObject.swaggerObject,
   });
 
   await app.register(apiV1, { prefix: '/api/v1', config, services, rateLimits });

@@ -349,3 +349,25 @@ export function problems(...statuses: number[]) {
     ]),
   );
 }
+
+/**
+ * Marks a route whose body may be left out (Fastify itself needs a body schema to validate one
+ * that is sent); `markOptionalBodies` turns it into `requestBody.required: false`.
+ */
+export const OPTIONAL_BODY = 'x-optional-body';
+
+type OpenApiOperation = Record<string, unknown> & { requestBody?: { required?: boolean } };
+
+/** @fastify/swagger's transformObject: @fastify/swagger marks every request body required. */
+export function markOptionalBodies<T extends { paths?: object }>(document: T): T {
+  for (const item of Object.values(document.paths ?? {}) as Array<object | undefined>) {
+    for (const operation of Object.values(item ?? {}) as OpenApiOperation[]) {
+      if (typeof operation !== 'object' || operation === null || !(OPTIONAL_BODY in operation)) {
+        continue;
+      }
+      delete operation[OPTIONAL_BODY];
+      if (operation.requestBody) operation.requestBody.required = false;
+    }
+  }
+  return document;
+}

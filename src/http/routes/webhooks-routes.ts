@@ -8,6 +8,7 @@ import {
   DateTime,
   IdempotencyHeaders,
   IdParams,
+  OPTIONAL_BODY,
   ok,
   PageOf,
   PageQuery,
@@ -252,6 +253,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app
           'To one subscription, or to every active one whatever its events list. 404 for an unknown or deleted subscription, 422 for a paused one.',
         headers: IdempotencyHeaders,
         body: TestBody,
+        [OPTIONAL_BODY]: true,
         response: {
           200: ok(
             DataOf(
