@@ -160,7 +160,13 @@ for (const backend of BACKENDS) {
     it('skips paused subscriptions and the ones the worker has enough of', async () => {
       await reset();
       await queued(2);
-      assert.deepEqual(await repo().claimDue(at(0), at(-62_000), 10, [subscriptionId]), []);
+      assert.deepEqual(
+        await repo().claimDue(at(0), at(-62_000), 10, {
+          perSubscription: 10,
+          skip: [subscriptionId],
+        }),
+        [],
+      );
       await db()
         .updateTable('webhookSubscriptions')
         .set({ active: 0 })

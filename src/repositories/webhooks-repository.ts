@@ -156,50 +156,68 @@ export class WebhooksRepository {
   }
 
   /**
-   * Claims up to `limit` due deliveries in one statement: pending rows whose time has come and
-   * whose subscription is active, and in-flight rows whose claim is older than `staleBefore` (a
-   * worker died). Each claimed row gets `claimedAt` = now and its attempt counted. On PostgreSQL
-   * concurrent workers skip each other's locked rows; SQLite runs the statement under its write
-   * lock, so no row is claimed twice either way.
+   * Claims up to `limit` due deliveries in one statement: for every active subscription not in
+   * `skip`, its earliest due pending rows (at most `perSubscription`, walked through
+   * webhook_deliveries_queue_idx, so one endpoint's backlog costs the others nothing), the
+   * earliest `limit` of them overall; and in-flight rows whose claim is older than `staleBefore`
+   * (their worker died). Each claimed row gets `claimedAt` = now and its attempt counted. On
+   * PostgreSQL concurrent workers skip each other's locked rows; SQLite runs the statement under
+   * its write lock, so no row is claimed twice either way.
    */
   async claimDue(
     now: string,
     staleBefore: string,
     limit: number,
-    /** Subscriptions this worker already has enough attempts running for. */
-    skipSubscriptions: string[] = [],
+    options: { perSubscription: number; skip?: string[] } = { perSubscription: limit },
   ): Promise<ClaimedDelivery[]> {
-    const claimed = await this.db
-      .updateTable('webhookDeliveries')
-      .set((eb) => ({
-        status: 'in_flight',
-        claimedAt: now,
-        attempts: eb('attempts', '+', 1),
-      }))
-      .where('id', 'in', (eb) => {
-        let due = eb
-          .selectFrom('webhookDeliveries as d')
-          .select('d.id')
-          .where((w) =>
-            w.or([
-              w.and([w('d.status', '=', 'pending'), w('d.nextAttemptAt', '<=', now)]),
-              w.and([w('d.status', '=', 'in_flight'), w('d.claimedAt', '<', staleBefore)]),
-            ]),
+    const skip = options.skip ?? [];
+    const notSkipped = (column: string) =>
+      skip.length === 0 ? sql`` : sql`and ${sql.ref(column)} not in (${sql.join(skip)})`;
+    const perSubscription = Math.min(limit, options.perSubscription);
+    // Per subscription: LATERAL on PostgreSQL; on SQLite (no LATERAL) a correlated IN, with
+    // CROSS JOIN keeping subscriptions the outer loop (else SQLite scans every delivery).
+    const due =
+      this.dialect === 'postgres'
+        ? sql`
+          select q.id from webhook_subscriptions s
+          cross join lateral (
+            select d.id, d.next_attempt_at from webhook_deliveries d
+            where d.subscription_id = s.id and d.status = 'pending' and d.next_attempt_at <= ${now}
+            order by d.next_attempt_at
+            limit ${perSubscription}
+            for update of d skip locked
+          ) q
+          where s.active = 1 ${notSkipped('s.id')}
+          order by q.next_attempt_at
+          limit ${limit}`
+        : sql`
+          select d.id from webhook_subscriptions s
+          cross join webhook_deliveries d
+          where d.id in (
+            select d2.id from webhook_deliveries d2
+            where d2.subscription_id = s.id and d2.status = 'pending' and d2.next_attempt_at <= ${now}
+            order by d2.next_attempt_at
+            limit ${perSubscription}
           )
-          .where('d.subscriptionId', 'in', (s) =>
-            s.selectFrom('webhookSubscriptions').select('id').where('active', '=', 1),
-          )
-          .orderBy('d.nextAttemptAt')
-          .limit(limit);
-        if (skipSubscriptions.length > 0) {
-          due = due.where('d.subscriptionId', 'not in', skipSubscriptions);
-        }
-        if (this.dialect === 'postgres') due = due.forUpdate().skipLocked();
-        return due;
-      })
-      .returning(['id'])
-      .execute();
-    if (claimed.length === 0) return [];
+          and s.active = 1 ${notSkipped('s.id')}
+          order by d.next_attempt_at
+          limit ${limit}`;
+    const stale = sql`
+      select d.id from webhook_deliveries d
+      join webhook_subscriptions s on s.id = d.subscription_id
+      where d.status = 'in_flight' and d.claimed_at < ${staleBefore}
+        and s.active = 1 ${notSkipped('d.subscription_id')}
+      order by d.claimed_at
+      limit ${limit}
+      ${this.dialect === 'postgres' ? sql`for update of d skip locked` : sql``}`;
+    const claimed = await sql<{ id: string }>`
+      update webhook_deliveries
+      set status = 'in_flight', claimed_at = ${now}, attempts = attempts + 1
+      where id in (select id from (${due}) as due_rows)
+         or id in (select id from (${stale}) as stale_rows)
+      returning id`.execute(this.db);
+    const ids = claimed.rows.map((row) => row.id);
+    if (ids.length === 0) return [];
     return this.db
       .selectFrom('webhookDeliveries as d')
       .innerJoin('events as e', 'e.id', 'd.eventId')
@@ -218,11 +236,7 @@ export class WebhooksRepository {
         's.legacySigningKey',
         's.legacySigningKeyExpiresAt',
       ])
-      .where(
-        'd.id',
-        'in',
-        claimed.map((row) => row.id),
-      )
+      .where('d.id', 'in', ids)
       .where('d.claimedAt', '=', now)
       .execute() as Promise<ClaimedDelivery[]>;
   }
@@ -255,10 +269,19 @@ export class WebhooksRepository {
     }
   }
 
-  /** Locks the subscriptions whose counters a batch of outcomes changes (PostgreSQL). */
+  /**
+   * Locks the subscriptions whose counters a batch of outcomes changes (PostgreSQL), in id order
+   * so two workers cannot deadlock. NO KEY UPDATE: an event's transaction inserting delivery rows
+   * holds KEY SHARE locks on these rows (the foreign key), which FOR UPDATE would wait for, and
+   * the two orders of locking would deadlock.
+   */
   lockSubscriptions(ids: string[], trx: Executor) {
-    let query = trx.selectFrom('webhookSubscriptions').selectAll().where('id', 'in', ids);
-    if (this.dialect === 'postgres') query = query.forUpdate();
+    let query = trx
+      .selectFrom('webhookSubscriptions')
+      .selectAll()
+      .where('id', 'in', ids)
+      .orderBy('id');
+    if (this.dialect === 'postgres') query = query.forNoKeyUpdate();
     return query.execute();
   }
 }

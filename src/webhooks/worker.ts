@@ -50,6 +50,8 @@ interface Settled {
   at: string;
 }
 
+export const DEFAULT_MAX_IN_FLIGHT = 256;
+
 /** Flush settled attempts when this many wait, or after FLUSH_DELAY_MS. */
 const FLUSH_BATCH = 200;
 const FLUSH_DELAY_MS = 5;
@@ -92,7 +94,7 @@ export class DeliveryWorker {
     private readonly deps: Dependencies,
     options: WorkerOptions = {},
   ) {
-    this.maxInFlight = options.maxInFlight ?? 256;
+    this.maxInFlight = options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
     this.maxPerSubscription = options.maxPerSubscription ?? 32;
     this.batchSize = options.batchSize ?? 200;
     this.pollIntervalMs = options.pollIntervalMs ?? 1_000;
@@ -143,13 +145,21 @@ export class DeliveryWorker {
     }
   }
 
+  /**
+   * A claim takes at most half the per-subscription cap from each subscription and none from one
+   * already past the other half, so no subscription ever has more than the cap in flight here.
+   */
   private claim(limit: number): Promise<ClaimedDelivery[]> {
     const now = this.deps.clock.now().getTime();
     const staleBefore = new Date(now - this.deps.config.webhook.timeoutMs - 60_000).toISOString();
-    const saturated = [...this.perSubscription]
-      .filter(([, count]) => count >= this.maxPerSubscription)
+    const perSubscription = Math.ceil(this.maxPerSubscription / 2);
+    const skip = [...this.perSubscription]
+      .filter(([, count]) => count > this.maxPerSubscription - perSubscription)
       .map(([id]) => id);
-    return this.deps.webhooks.claimDue(new Date(now).toISOString(), staleBefore, limit, saturated);
+    return this.deps.webhooks.claimDue(new Date(now).toISOString(), staleBefore, limit, {
+      perSubscription,
+      skip,
+    });
   }
 
   /** Sleeps until a signal, a scheduled retry, `ms`, or stop. */
@@ -177,8 +187,10 @@ export class DeliveryWorker {
         const left = (this.perSubscription.get(id) ?? 1) - 1;
         if (left === 0) this.perSubscription.delete(id);
         else this.perSubscription.set(id, left);
-        // A slot opened: a subscription at its cap may have rows waiting.
-        if (left + 1 >= this.maxPerSubscription) this.onSignal();
+        // The subscription became claimable again: it may have rows waiting.
+        if (left === this.maxPerSubscription - Math.ceil(this.maxPerSubscription / 2)) {
+          this.onSignal();
+        }
       });
     this.inFlight.add(attempt);
   }
