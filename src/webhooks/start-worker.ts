@@ -1,7 +1,7 @@
 import { createMailer } from '../notifications/mailer.ts';
 import type { Runtime } from '../runtime.ts';
 import { WebhookSender } from './http-sender.ts';
-import { DeliveryWorker, type WorkerOptions } from './worker.ts';
+import { DEFAULT_MAX_IN_FLIGHT, DeliveryWorker, type WorkerOptions } from './worker.ts';
 
 /**
  * A delivery worker over the runtime's services, with its own HTTP agent; started. On PostgreSQL it
@@ -14,6 +14,9 @@ export function startWorker(runtime: Runtime, options: WorkerOptions = {}) {
     guard: services.addressGuard,
     timeoutMs: config.webhook.timeoutMs,
     caFile: config.webhook.caFile,
+    // As many connections to one origin as attempts may run: the worker's caps decide
+    // concurrency, and no attempt waits in the pool behind another subscription's hung one.
+    connectionsPerOrigin: options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT,
   });
   const mailer = createMailer(config.smtpUrl, { publicBaseUrl: config.publicBaseUrl });
   const worker = new DeliveryWorker(
