@@ -157,6 +157,28 @@ for (const backend of BACKENDS) {
       assert.equal(again.attempts, 2);
     });
 
+    it("takes at most perSubscription rows of each subscription: one's backlog cannot starve another", async () => {
+      await reset();
+      await queued(12);
+      // A second subscription, created after the twelve: only the last two events reach it.
+      const other = await ctx.api('POST', '/api/v1/webhooks', {
+        token: tenant.token,
+        body: { url: 'https://127.0.0.1:9/other', events: ['client.created'] },
+      });
+      assert.equal(other.statusCode, 201, other.body);
+      const otherId = other.json().data.id;
+      await queued(2);
+      const claimed = await repo().claimDue(at(0), at(-62_000), 10, { perSubscription: 4 });
+      const count = (id: string) => claimed.filter((d) => d.subscriptionId === id).length;
+      assert.equal(count(subscriptionId), 4);
+      assert.equal(count(otherId), 2, 'the later rows of the other subscription are claimed too');
+      assert.equal(claimed.length, 6);
+      const removed = await ctx.api('DELETE', `/api/v1/webhooks/${otherId}`, {
+        token: tenant.token,
+      });
+      assert.equal(removed.statusCode, 204);
+    });
+
     it('skips paused subscriptions and the ones the worker has enough of', async () => {
       await reset();
       await queued(2);
