@@ -24,6 +24,7 @@ import { cpus, platform, release, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
+import { benchDeliveries, type DeliveryResult } from './deliveries.ts';
 import {
   backgroundCpu,
   combine,
@@ -53,6 +54,9 @@ const USAGE = `usage: npm run bench -- [options]
                        (default $BENCH_PG_URL or postgres://postgres@127.0.0.1:5432/test)
   --retries <n>        windows repeated, in all (0-10), because other processes took CPU during
                        them (default 2)
+  --only <what>        all | http | deliveries (default all)
+  --deliveries <n>     events per webhook delivery run, each delivered to 4 subscriptions
+                       (default 5000)
   --profile            record a CPU profile of every server during its last window and summarize
                        it (slows the servers down: a profiled run is not the benchmark)
 `;
@@ -70,6 +74,8 @@ const { values: args } = parseArgs({
     'pg-url': { type: 'string' },
     retries: { type: 'string', default: '2' },
     profile: { type: 'boolean', default: false },
+    only: { type: 'string', default: 'all' },
+    deliveries: { type: 'string', default: '5000' },
     help: { type: 'boolean', short: 'h', default: false },
   },
 });
@@ -105,6 +111,12 @@ const LOG_LEVEL = args['log-level'];
 if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(LOG_LEVEL)) {
   usageError('--log-level must be a pino level (warn, info, …)');
 }
+const ONLY = args.only;
+if (!['all', 'http', 'deliveries'].includes(ONLY))
+  usageError('--only must be all, http or deliveries');
+const HTTP_ROWS = ONLY !== 'deliveries';
+const DELIVERY_ROWS = ONLY !== 'http';
+const DELIVERY_EVENTS = integer('deliveries', args.deliveries, 100, 1_000_000);
 const BACKEND = args.backend;
 if (!['all', 'sqlite', 'postgres'].includes(BACKEND)) {
   usageError('--backend must be all, sqlite or postgres');
@@ -166,10 +178,17 @@ process.on('SIGTERM', () =>
 
 // Rows per backend: a reference, the single read, two list pages (+ on SQLite: /healthz, the read
 // with rate limiting stubbed out, and a POST without and with an Idempotency-Key).
-const rowsPlanned = (BACKEND !== 'postgres' ? 8 : 0) + (BACKEND !== 'sqlite' ? 4 : 0);
+const backendsPlanned = (BACKEND !== 'postgres' ? 1 : 0) + (BACKEND !== 'sqlite' ? 1 : 0);
+const rowsPlanned = HTTP_ROWS
+  ? (BACKEND !== 'postgres' ? 8 : 0) + (BACKEND !== 'sqlite' ? 4 : 0)
+  : 0;
+// Per backend and round: the ceiling and two drains (backlog write, start-up, drain, stop).
+const deliverySec = DELIVERY_ROWS
+  ? backendsPlanned * (ROUNDS * 3 * ((DELIVERY_EVENTS * 4) / 500 + 15) + 60)
+  : 0;
 const windowSec = DURATION / ROUNDS + ROUND_WARMUP + 1;
 const budgetSec = Math.ceil(
-  rowsPlanned * (WARMUP + ROUNDS * windowSec) + RETRIES * (windowSec + 10) + 180,
+  rowsPlanned * (WARMUP + ROUNDS * windowSec) + RETRIES * (windowSec + 10) + deliverySec + 180,
 );
 setTimeout(
   () => abort(`time limit of ${budgetSec} s reached: giving up`, 1),
@@ -203,6 +222,7 @@ interface Job {
 }
 
 const measurements: Measurement[] = [];
+const deliveryResults: DeliveryResult[] = [];
 const profiles: string[] = [];
 const profileDir = PROFILE ? mkdtempSync(join(tmpdir(), 'tourops-bench-prof-')) : null;
 if (profileDir) cleanups.push(async () => rmSync(profileDir, { recursive: true, force: true }));
@@ -588,14 +608,37 @@ async function benchBackend(
 async function benchSqlite(): Promise<null> {
   const root = mkdtempSync(join(tmpdir(), 'tourops-bench-'));
   cleanups.push(async () => rmSync(root, { recursive: true, force: true }));
-  const smallDb = { DATA_DIR: join(root, 'small') };
-  const largeDb = { DATA_DIR: join(root, 'large') };
-  log(`SQLite: seeding ${fmtInt(SMALL_TRIPS)} and ${fmtInt(LARGE_TRIPS)} trips in ${root}`);
-  const small = await seedTenant(smallDb, SMALL_TRIPS);
-  const large = await seedTenant(largeDb, LARGE_TRIPS);
-  log(`SQLite: seeded in ${seconds(small.seedMs)} and ${seconds(large.seedMs)}`);
-  await benchBackend('SQLite', small, large, smallDb, largeDb);
+  if (HTTP_ROWS) {
+    const smallDb = { DATA_DIR: join(root, 'small') };
+    const largeDb = { DATA_DIR: join(root, 'large') };
+    log(`SQLite: seeding ${fmtInt(SMALL_TRIPS)} and ${fmtInt(LARGE_TRIPS)} trips in ${root}`);
+    const small = await seedTenant(smallDb, SMALL_TRIPS);
+    const large = await seedTenant(largeDb, LARGE_TRIPS);
+    log(`SQLite: seeded in ${seconds(small.seedMs)} and ${seconds(large.seedMs)}`);
+    await benchBackend('SQLite', small, large, smallDb, largeDb);
+  }
+  if (DELIVERY_ROWS) await deliveryRows('SQLite', { DATA_DIR: join(root, 'deliveries') });
   return null;
+}
+
+async function deliveryRows(backend: string, dbEnv: Record<string, string>): Promise<void> {
+  await waitForQuiet(10_000);
+  log(`${backend}: webhook deliveries, ${fmtInt(DELIVERY_EVENTS)} events × 4 subscriptions a run`);
+  deliveryResults.push(
+    await benchDeliveries({
+      backend,
+      dbEnv,
+      events: DELIVERY_EVENTS,
+      rounds: ROUNDS,
+      logLevel: LOG_LEVEL,
+      profileDir,
+      log,
+      track: (server, live) => {
+        if (live) running.add(server);
+        else running.delete(server);
+      },
+    }),
+  );
 }
 
 async function adminQuery(text: string): Promise<void> {
@@ -620,7 +663,11 @@ async function benchPostgres(): Promise<string | null> {
   cleanups.push(async () => rmSync(root, { recursive: true, force: true }));
   const secret = randomBytes(32).toString('hex');
   const databases: Record<string, string>[] = [];
-  for (const suffix of ['small', 'large']) {
+  const suffixes = [
+    ...(HTTP_ROWS ? ['small', 'large'] : []),
+    ...(DELIVERY_ROWS ? ['deliveries'] : []),
+  ];
+  for (const suffix of suffixes) {
     const name = `${base}_${suffix}`;
     await adminQuery(`create database ${name}`);
     cleanups.push(async () => {
@@ -635,14 +682,17 @@ async function benchPostgres(): Promise<string | null> {
       DATA_DIR: join(root, suffix),
     });
   }
-  const [smallDb, largeDb] = databases;
-  log(
-    `PostgreSQL: seeding ${fmtInt(SMALL_TRIPS)} and ${fmtInt(LARGE_TRIPS)} trips in ${base}_{small,large}`,
-  );
-  const small = await seedTenant(smallDb, SMALL_TRIPS);
-  const large = await seedTenant(largeDb, LARGE_TRIPS);
-  log(`PostgreSQL: seeded in ${seconds(small.seedMs)} and ${seconds(large.seedMs)}`);
-  await benchBackend('PostgreSQL', small, large, smallDb, largeDb);
+  if (HTTP_ROWS) {
+    const [smallDb, largeDb] = databases;
+    log(
+      `PostgreSQL: seeding ${fmtInt(SMALL_TRIPS)} and ${fmtInt(LARGE_TRIPS)} trips in ${base}_{small,large}`,
+    );
+    const small = await seedTenant(smallDb, SMALL_TRIPS);
+    const large = await seedTenant(largeDb, LARGE_TRIPS);
+    log(`PostgreSQL: seeded in ${seconds(small.seedMs)} and ${seconds(large.seedMs)}`);
+    await benchBackend('PostgreSQL', small, large, smallDb, largeDb);
+  }
+  if (DELIVERY_ROWS) await deliveryRows('PostgreSQL', databases.at(-1) as Record<string, string>);
   return null;
 }
 
@@ -684,7 +734,7 @@ function cpuModel(): string {
   return list.length > 0 ? `${list[0].model.trim()} × ${list.length}` : 'unknown CPU';
 }
 
-function printReport(notes: string[], startedAt: number): void {
+function httpReport(notes: string[]): string[] {
   const autocannonVersion = (
     JSON.parse(
       readFileSync(join(REPO_ROOT, 'node_modules', 'autocannon', 'package.json'), 'utf8'),
@@ -765,7 +815,70 @@ function printReport(notes: string[], startedAt: number): void {
       '',
     );
   }
-  out.push(`Total bench time: ${seconds(performance.now() - startedAt)}.`, '');
+  return out;
+}
+
+function deliveryReport(): string[] {
+  if (deliveryResults.length === 0) return [];
+  const out = [
+    '',
+    '### Webhook deliveries',
+    '',
+    `One API process with its worker (\`node --import tsx src/main.ts\`, default worker settings: 256 attempts in flight, ` +
+      '32 per subscription, claims and outcomes in batches of 200) delivering to an HTTPS receiver in the benchmark ' +
+      'process (its own CA, answers 200 at once). Throughput: a backlog of ' +
+      `${fmtInt(DELIVERY_EVENTS)} \`client.created\` events for 4 subscriptions (${fmtInt(DELIVERY_EVENTS * 4)} deliveries), ` +
+      'written through the events service while no worker runs, then drained; deliveries/s at the receiver between ' +
+      `the 5th and 95th percentile arrival, median of ${ROUNDS} run(s), interleaved. Ceiling: the same number of bare ` +
+      'undici `request()` POSTs of the same size from a child process, 256 at once, to the same receiver. Latency: ' +
+      'clients created through the admin API at 20 a second (80 deliveries a second), from sending the request to the ' +
+      "delivery's first byte at the receiver.",
+    '',
+    '| scenario | backend | deliveries/s (runs) | ceiling POSTs/s | ratio | p50 ms | p99 ms | API CPU µs/delivery | target | met |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---|---|',
+  ];
+  const mark = (ok: boolean) => (ok ? '✅ yes' : '❌ no');
+  for (const r of deliveryResults) {
+    const runs = (values: number[]) => values.map(fmtInt).join(' / ');
+    const cpu = (value: number | null) => (value === null ? '–' : fmtInt(value));
+    out.push(
+      `| Backlog drained, 4 subscriptions | ${r.backend} | ${fmtInt(r.plain.perSec)} (${runs(r.plain.runs)}) | ` +
+        `${fmtInt(r.ceiling.perSec)} (${runs(r.ceiling.runs)}) | ${(r.plain.perSec / r.ceiling.perSec).toFixed(2)} | – | – | ` +
+        `${cpu(r.plain.cpuUsPerDelivery)} | ≥ 2,000/s | ${mark(r.plain.perSec >= 2000)} |`,
+      `| The same with a 5th endpoint timing out every attempt (${fmtSec(r.timeoutMs / 1000)} s): the 4 others' rate | ${r.backend} | ` +
+        `${fmtInt(r.withTimeouts.perSec)} (${runs(r.withTimeouts.runs)}) | ref ${fmtInt(r.plain.perSec)} | ` +
+        `${(r.withTimeouts.perSec / r.plain.perSec).toFixed(2)} | – | – | ${cpu(r.withTimeouts.cpuUsPerDelivery)} | ` +
+        `ratio ≥ 0.90 | ${mark(r.withTimeouts.perSec / r.plain.perSec >= 0.9)} |`,
+      `| Event commit to first byte at the receiver, ${r.latency.perSec} deliveries/s | ${r.backend} | – | – | – | ` +
+        `${fmtMs(r.latency.p50)} | ${fmtMs(r.latency.p99)} | – | p50 < 50 ms | ${mark(r.latency.p50 < 50)} |`,
+    );
+  }
+  out.push(
+    '',
+    'ratio: the drain against the ceiling (first row), the drain with a timing-out endpoint against the drain ' +
+      "without (second row). API CPU: the process's CPU time from the first delivery to the last, per delivery " +
+      '(the receiver, the ceiling sender and PostgreSQL run in other processes on the same 2 cores). Latency samples: ' +
+      deliveryResults
+        .map(
+          (r) =>
+            `${r.backend} ${r.latency.samples} (p90 ${fmtMs(r.latency.p90)}, max ${fmtMs(r.latency.max)} ms)`,
+        )
+        .join(', ') +
+      '.',
+    '',
+  );
+  return out;
+}
+
+function printReport(notes: string[], startedAt: number): void {
+  const deliveryProfiles = deliveryResults.flatMap((r) => (r.profile ? [r.profile, ''] : []));
+  const out = [
+    ...(HTTP_ROWS ? httpReport(notes) : ['', ...notes.map((note) => `> ${note}`)]),
+    ...deliveryReport(),
+    ...deliveryProfiles,
+    `Total bench time: ${seconds(performance.now() - startedAt)}.`,
+    '',
+  ];
   process.stdout.write(out.join('\n'));
 }
 

@@ -1,0 +1,430 @@
+/**
+ * The delivery rows of `npm run bench`: webhook deliveries to a local HTTPS receiver (this
+ * process, its own CA), made by one API process with its worker (`src/main.ts`, what `npm start`
+ * runs), on SQLite and on PostgreSQL.
+ *
+ * - Throughput: a backlog of `events` events (through the service layer, in this process) for four
+ *   subscriptions is written while no worker runs; then the API process starts and its worker
+ *   drains it. Deliveries per second are counted at the receiver over the steady part (the 5th to
+ *   the 95th percentile of arrivals), so start-up and the tail are not counted.
+ * - A timing-out endpoint: the same, with a fifth subscription whose receiver never answers
+ *   (every attempt runs into WEBHOOK_TIMEOUT_MS); the row is the other four's deliveries/s.
+ * - The ceiling: bare undici `request()` POSTs from a child process (bench/raw-sender.ts) to the
+ *   same receiver, the same number, at the worker's concurrency.
+ * - Latency: with the worker idle, clients created through the admin API at a light, steady rate;
+ *   each delivery's time from sending the admin request (which commits the event) to its first
+ *   byte at the receiver.
+ *
+ * The three throughput runs are interleaved round by round, like the HTTP rows.
+ */
+
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:https';
+import type { Socket } from 'node:net';
+import { join } from 'node:path';
+import pino from 'pino';
+import { loadConfig } from '../src/config.ts';
+import { newId } from '../src/lib/ids.ts';
+import { createRuntime, type Runtime } from '../src/runtime.ts';
+import { testCa } from '../test/helpers/https-receiver.ts';
+import { REPO_ROOT, type ServerProcess, startServer } from './processes.ts';
+import { type CpuProfile, formatProfileSummary, summarizeProfile } from './profile.ts';
+
+export interface DeliveryBenchOptions {
+  backend: string;
+  /** DATA_DIR, or DATABASE_URL + SECRET_KEY + DATA_DIR, of an empty database. */
+  dbEnv: Record<string, string>;
+  /** Events per throughput run; each is delivered to HEALTHY subscriptions. */
+  events: number;
+  rounds: number;
+  logLevel: string;
+  log(message: string): void;
+  /** A directory to write a CPU profile of the first plain drain to (its summary is returned). */
+  profileDir: string | null;
+  /** Registers a started server so the benchmark stops it however it ends. */
+  track(server: ServerProcess, running: boolean): void;
+}
+
+export interface Rate {
+  /** Deliveries (or POSTs) per second over the steady part, each run. */
+  runs: number[];
+  /** Median over the runs. */
+  perSec: number;
+  /** API process CPU per delivery, µs (null for the ceiling, or where /proc is missing). */
+  cpuUsPerDelivery: number | null;
+}
+
+export interface DeliveryResult {
+  backend: string;
+  deliveriesPerRun: number;
+  ceiling: Rate;
+  plain: Rate;
+  withTimeouts: Rate;
+  latency: { p50: number; p90: number; p99: number; max: number; samples: number; perSec: number };
+  timeoutMs: number;
+  /** Summary of the API process's CPU profile during the first plain drain (--profile). */
+  profile: string | null;
+}
+
+const HEALTHY = 4;
+const LATENCY_EVENTS_PER_SEC = 20;
+const LATENCY_SECONDS = 5;
+/** The worker's default maxInFlight: the raw sender runs as many requests at once. */
+const CONCURRENCY = 256;
+const EMIT_BATCH = 500;
+const ADMIN_TOKEN = 'bench-admin-token-0123456789abcdef';
+
+const now = () => performance.now();
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
+}
+
+function median(values: number[]): number {
+  return percentile(
+    [...values].sort((a, b) => a - b),
+    50,
+  );
+}
+
+/** Arrivals per second between the 5th and the 95th percentile arrival. */
+function steadyRate(arrivals: number[]): number {
+  const sorted = [...arrivals].sort((a, b) => a - b);
+  const first = Math.floor(sorted.length * 0.05);
+  const last = Math.ceil(sorted.length * 0.95) - 1;
+  if (last <= first) return Number.NaN;
+  return ((last - first) / (sorted[last] - sorted[first])) * 1000;
+}
+
+/** An HTTPS endpoint that answers 200 at once, or (`hang`) never answers. */
+class Receiver {
+  /** Arrival times (performance.now()) of requests to answered paths, this run. */
+  arrivals: number[] = [];
+  /** Event bodies by arrival, while `keepBodies` is on (latency run). */
+  bodies: Array<{ at: number; body: string }> = [];
+  keepBodies = false;
+  hung = 0;
+  private onArrival: (() => void) | null = null;
+  private readonly hanging = new Set<Socket>();
+
+  private constructor(
+    private readonly server: Server,
+    readonly port: number,
+  ) {}
+
+  static async start(key: string, cert: string, hang = false): Promise<Receiver> {
+    let receiver: Receiver | null = null;
+    const server = createServer({ key, cert, keepAliveTimeout: 30_000 }, (req, res) => {
+      // 'request' fires once the headers are in: the delivery's first bytes.
+      const at = now();
+      const self = receiver as Receiver;
+      if (hang) {
+        self.hung += 1;
+        self.hanging.add(req.socket);
+        req.resume();
+        return;
+      }
+      self.arrivals.push(at);
+      self.onArrival?.();
+      if (self.keepBodies) {
+        const chunks: Buffer[] = [];
+        req.on('data', (chunk: Buffer) => chunks.push(chunk));
+        req.on('end', () => {
+          self.bodies.push({ at, body: Buffer.concat(chunks).toString('utf8') });
+          res.writeHead(200).end();
+        });
+      } else {
+        req.resume();
+        req.on('end', () => res.writeHead(200).end());
+      }
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const address = server.address();
+    if (address === null || typeof address === 'string') throw new Error('no port');
+    receiver = new Receiver(server, address.port);
+    return receiver;
+  }
+
+  url(path: string): string {
+    return `https://127.0.0.1:${this.port}${path}`;
+  }
+
+  reset(): void {
+    this.arrivals = [];
+    this.bodies = [];
+    this.hung = 0;
+  }
+
+  /** Resolves when `count` answered requests have arrived this run. */
+  waitFor(count: number, timeoutMs: number): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.onArrival = null;
+        reject(new Error(`receiver: ${this.arrivals.length} of ${count} in ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.onArrival = () => {
+        if (this.arrivals.length < count) return;
+        clearTimeout(timer);
+        this.onArrival = null;
+        resolve();
+      };
+      this.onArrival();
+    });
+  }
+
+  /** Ends the connections of unanswered requests, so the worker's attempts end now. */
+  dropHung(): void {
+    for (const socket of this.hanging) socket.destroy();
+    this.hanging.clear();
+  }
+
+  close(): Promise<void> {
+    this.dropHung();
+    this.server.closeAllConnections();
+    return new Promise((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+export async function benchDeliveries(options: DeliveryBenchOptions): Promise<DeliveryResult> {
+  const { backend, log } = options;
+  const ca = await testCa();
+  const receiver = await Receiver.start(ca.key, ca.cert);
+  // Its own origin, as a customer's broken endpoint would be.
+  const blackHole = await Receiver.start(ca.key, ca.cert, true);
+  const serverEnv = {
+    ...options.dbEnv,
+    ADMIN_API_TOKEN: ADMIN_TOKEN,
+    LOG_LEVEL: options.logLevel,
+    WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+    WEBHOOK_CA_FILE: ca.caFile,
+  };
+  const config = loadConfig({ ...serverEnv, LOG_LEVEL: 'silent' });
+  const runtime = await createRuntime(config, { logger: pino({ level: 'silent' }) });
+  try {
+    const { services } = runtime;
+    const tenant = await services.tenants.create({
+      name: 'Bench Deliveries',
+      slug: 'bench-deliveries',
+      tier: 'enterprise',
+    });
+    const healthyPaths = Array.from({ length: HEALTHY }, (_, i) => `/ok/${i + 1}`);
+    for (const path of healthyPaths) {
+      await services.webhooks.create(tenant.id, {
+        url: receiver.url(path),
+        events: ['client.created'],
+      });
+    }
+    const { subscription: timingOut } = await services.webhooks.create(tenant.id, {
+      url: blackHole.url('/hook'),
+      events: ['client.created'],
+    });
+    const setTimingOut = (active: boolean) =>
+      services.repositories.webhooks.updateSubscription(tenant.id, timingOut.id, {
+        active: active ? 1 : 0,
+      });
+
+    const expected = options.events * HEALTHY;
+    const runs = { ceiling: [] as number[], plain: [] as number[], withTimeouts: [] as number[] };
+    const cpu = { plain: [] as number[], withTimeouts: [] as number[] };
+    // The size of a delivered body (see worker.ts), for the ceiling's requests.
+    const bodyBytes = JSON.stringify({
+      id: randomUUID(),
+      type: 'client.created',
+      created: 1_700_000_000,
+      data: backlogEvent(options.events),
+    }).length;
+    let profile: string | null = null;
+
+    /** Bare undici from a child process; the receiver's steady rate. */
+    const rawRun = async (count: number): Promise<number> => {
+      receiver.reset();
+      const child = spawn(process.execPath, ['--import', 'tsx', 'bench/raw-sender.ts'], {
+        cwd: REPO_ROOT,
+        env: {
+          PATH: process.env.PATH ?? '',
+          BENCH_RAW_URLS: healthyPaths.map((p) => receiver.url(p)).join(','),
+          BENCH_RAW_COUNT: String(count),
+          BENCH_RAW_CONCURRENCY: String(CONCURRENCY),
+          BENCH_RAW_CA: ca.caFile,
+          BENCH_RAW_BODY_BYTES: String(bodyBytes),
+        },
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
+      let out = '';
+      child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+        out += chunk;
+      });
+      const [code] = (await once(child, 'exit')) as [number | null];
+      const raw = JSON.parse(out || '{}') as { sent?: number; failed?: number };
+      if (code !== 0 || raw.failed !== 0) throw new Error(`raw sender failed: ${code} ${out}`);
+      return steadyRate(receiver.arrivals);
+    };
+    // Warms the receiver (JIT, TLS session code) before anything is counted.
+    await rawRun(Math.min(expected, 5_000));
+
+    for (let round = 1; round <= options.rounds; round++) {
+      const started = now();
+      runs.ceiling.push(await rawRun(expected));
+      log(
+        `${backend} deliveries round ${round}: ceiling ${Math.round(runs.ceiling.at(-1) ?? 0)}/s ` +
+          `(${expected} POSTs in ${((now() - started) / 1000).toFixed(1)} s)`,
+      );
+
+      for (const scenario of ['plain', 'withTimeouts'] as const) {
+        await runtime.database.db.deleteFrom('webhookDeliveries').execute();
+        await setTimingOut(scenario === 'withTimeouts');
+        const written = now();
+        await emitBacklog(runtime, tenant.id, options.events);
+        const writeSec = (now() - written) / 1000;
+        receiver.reset();
+        blackHole.reset();
+        const server = await startServer({
+          name: `api-${backend}-deliveries`,
+          entry: 'src/main.ts',
+          env: serverEnv,
+        });
+        options.track(server, true);
+        const profileThis = options.profileDir !== null && round === 1 && scenario === 'plain';
+        if (profileThis) await server.startCpuProfile();
+        try {
+          let cpuAtFirst: number | null = null;
+          const first = receiver.waitFor(1, 60_000).then(() => {
+            cpuAtFirst = server.cpuSeconds();
+          });
+          await receiver.waitFor(expected, Math.max(60_000, expected * 5));
+          await first;
+          const cpuAtEnd = server.cpuSeconds();
+          const rate = steadyRate(receiver.arrivals);
+          runs[scenario].push(rate);
+          if (cpuAtFirst !== null && cpuAtEnd !== null) {
+            cpu[scenario].push((((cpuAtEnd - cpuAtFirst) as number) * 1e6) / (expected - 1));
+          }
+          log(
+            `${backend} deliveries round ${round}: ${scenario} ${Math.round(rate)}/s ` +
+              `(backlog of ${expected} written in ${writeSec.toFixed(1)} s` +
+              `${scenario === 'withTimeouts' ? `; ${blackHole.hung} attempts left hanging` : ''})`,
+          );
+          if (profileThis && options.profileDir) {
+            const file = join(options.profileDir, `deliveries-${backend}.cpuprofile`);
+            await server.stopCpuProfile(file);
+            profile = formatProfileSummary(
+              `webhook delivery drain (${backend})`,
+              summarizeProfile(JSON.parse(readFileSync(file, 'utf8')) as CpuProfile),
+              expected,
+            );
+          }
+        } finally {
+          blackHole.dropHung();
+          await server.stop();
+          options.track(server, false);
+        }
+      }
+    }
+
+    // Latency at light load: events through the admin API while the worker idles.
+    await runtime.database.db.deleteFrom('webhookDeliveries').execute();
+    await setTimingOut(false);
+    receiver.reset();
+    receiver.keepBodies = true;
+    const server = await startServer({
+      name: `api-${backend}-latency`,
+      entry: 'src/main.ts',
+      env: serverEnv,
+    });
+    options.track(server, true);
+    const sentAt = new Map<string, number>();
+    const total = LATENCY_EVENTS_PER_SEC * LATENCY_SECONDS;
+    try {
+      const interval = 1000 / LATENCY_EVENTS_PER_SEC;
+      const begin = now();
+      for (let i = 0; i < total; i++) {
+        const due = begin + i * interval;
+        if (due > now()) await new Promise((resolve) => setTimeout(resolve, due - now()));
+        const sent = now();
+        const response = await fetch(`${server.baseUrl}/admin/v1/tenants/${tenant.id}/clients`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ kind: 'individual', displayName: `Latency ${i}` }),
+        });
+        const created = (await response.json()) as { data?: { id: string } };
+        if (response.status !== 201 || !created.data) {
+          throw new Error(`admin client create answered ${response.status}`);
+        }
+        sentAt.set(created.data.id, sent);
+      }
+      await receiver.waitFor(total * HEALTHY, 30_000);
+      // Bodies are complete shortly after their first bytes.
+      const deadline = now() + 5_000;
+      while (receiver.bodies.length < total * HEALTHY && now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+    } finally {
+      receiver.keepBodies = false;
+      await server.stop();
+      options.track(server, false);
+    }
+    const latencies = receiver.bodies
+      .map(({ at, body }) => {
+        const clientId = (JSON.parse(body) as { data: { clientId: string } }).data.clientId;
+        const sent = sentAt.get(clientId);
+        return sent === undefined ? Number.NaN : at - sent;
+      })
+      .filter(Number.isFinite)
+      .sort((a, b) => a - b);
+    log(
+      `${backend} deliveries: latency p50 ${percentile(latencies, 50).toFixed(1)} ms, ` +
+        `p99 ${percentile(latencies, 99).toFixed(1)} ms over ${latencies.length} deliveries`,
+    );
+
+    const rate = (values: number[], cpuValues: number[] | null): Rate => ({
+      runs: values,
+      perSec: median(values),
+      cpuUsPerDelivery: cpuValues && cpuValues.length > 0 ? median(cpuValues) : null,
+    });
+    return {
+      backend,
+      deliveriesPerRun: expected,
+      ceiling: rate(runs.ceiling, null),
+      plain: rate(runs.plain, cpu.plain),
+      withTimeouts: rate(runs.withTimeouts, cpu.withTimeouts),
+      latency: {
+        p50: percentile(latencies, 50),
+        p90: percentile(latencies, 90),
+        p99: percentile(latencies, 99),
+        max: latencies.at(-1) ?? Number.NaN,
+        samples: latencies.length,
+        perSec: LATENCY_EVENTS_PER_SEC * HEALTHY,
+      },
+      timeoutMs: config.webhook.timeoutMs,
+      profile,
+    };
+  } finally {
+    await runtime.close();
+    await receiver.close();
+    await blackHole.close();
+  }
+}
+
+function backlogEvent(index: number) {
+  return {
+    clientId: newId('cli'),
+    kind: 'individual' as const,
+    displayName: `Backlog client ${index}`,
+  };
+}
+
+/** `count` client.created events through the events service, EMIT_BATCH per transaction. */
+async function emitBacklog(runtime: Runtime, tenantId: string, count: number): Promise<void> {
+  const { database, services } = runtime;
+  for (let done = 0; done < count; done += EMIT_BATCH) {
+    await database.db.transaction().execute(async (trx) => {
+      for (let i = done; i < Math.min(count, done + EMIT_BATCH); i++) {
+        await services.events.emit(trx, tenantId, 'client.created', backlogEvent(i));
+      }
+    });
+  }
+}
