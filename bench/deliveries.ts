@@ -85,10 +85,9 @@ function percentile(sorted: number[], p: number): number {
 }
 
 function median(values: number[]): number {
-  return percentile(
-    [...values].sort((a, b) => a - b),
-    50,
-  );
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
 }
 
 /** Arrivals per second between the 5th and the 95th percentile arrival. */
