@@ -210,11 +210,13 @@ export class WebhooksRepository {
       order by d.claimed_at
       limit ${limit}
       ${this.dialect === 'postgres' ? sql`for update of d skip locked` : sql``}`;
+    const chosen = sql`select id from (${due}) as due_rows union all select id from (${stale}) as stale_rows`;
+    // The chosen ids are found by primary key: on PostgreSQL an array computed once (with an IN
+    // or an OR the planner may scan the whole table, history included).
     const claimed = await sql<{ id: string }>`
       update webhook_deliveries
       set status = 'in_flight', claimed_at = ${now}, attempts = attempts + 1
-      where id in (select id from (${due}) as due_rows)
-         or id in (select id from (${stale}) as stale_rows)
+      where ${this.dialect === 'postgres' ? sql`id = any(array(${chosen}))` : sql`id in (${chosen})`}
       returning id`.execute(this.db);
     const ids = claimed.rows.map((row) => row.id);
     if (ids.length === 0) return [];
