@@ -856,7 +856,7 @@ function deliveryReport(): string[] {
   out.push(
     '',
     'ratio: the drain against the ceiling (first row), the drain with a timing-out endpoint against the drain ' +
-      "without (second row). API CPU: the process's CPU time from the first delivery to the last, per delivery " +
+      "without (second row). API CPU: the process's CPU time from its health check answering to the last delivery, per delivery in that span " +
       '(the receiver, the ceiling sender and PostgreSQL run in other processes on the same 2 cores). Latency samples: ' +
       deliveryResults
         .map(

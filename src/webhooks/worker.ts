@@ -66,6 +66,8 @@ const KEY_CACHE_LIMIT = 10_000;
 export class DeliveryWorker {
   private readonly maxInFlight: number;
   private readonly maxPerSubscription: number;
+  /** Most rows one claim takes of a subscription: half the cap (see claim). */
+  private readonly claimPerSubscription: number;
   private readonly batchSize: number;
   private readonly pollIntervalMs: number;
   private readonly attempts: number;
@@ -96,6 +98,7 @@ export class DeliveryWorker {
   ) {
     this.maxInFlight = options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
     this.maxPerSubscription = options.maxPerSubscription ?? 32;
+    this.claimPerSubscription = Math.ceil(this.maxPerSubscription / 2);
     this.batchSize = options.batchSize ?? 200;
     this.pollIntervalMs = options.pollIntervalMs ?? 1_000;
     this.attempts = deps.config.webhook.retryScheduleMs.length + 1;
@@ -152,12 +155,11 @@ export class DeliveryWorker {
   private claim(limit: number): Promise<ClaimedDelivery[]> {
     const now = this.deps.clock.now().getTime();
     const staleBefore = new Date(now - this.deps.config.webhook.timeoutMs - 60_000).toISOString();
-    const perSubscription = Math.ceil(this.maxPerSubscription / 2);
     const skip = [...this.perSubscription]
-      .filter(([, count]) => count > this.maxPerSubscription - perSubscription)
+      .filter(([, count]) => count > this.maxPerSubscription - this.claimPerSubscription)
       .map(([id]) => id);
     return this.deps.webhooks.claimDue(new Date(now).toISOString(), staleBefore, limit, {
-      perSubscription,
+      perSubscription: this.claimPerSubscription,
       skip,
     });
   }
@@ -188,9 +190,7 @@ export class DeliveryWorker {
         if (left === 0) this.perSubscription.delete(id);
         else this.perSubscription.set(id, left);
         // The subscription became claimable again: it may have rows waiting.
-        if (left === this.maxPerSubscription - Math.ceil(this.maxPerSubscription / 2)) {
-          this.onSignal();
-        }
+        if (left === this.maxPerSubscription - this.claimPerSubscription) this.onSignal();
       });
     this.inFlight.add(attempt);
   }
