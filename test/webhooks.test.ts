@@ -184,6 +184,25 @@ for (const backend of BACKENDS) {
       assert.equal(last?.headers['service-delivery-attempt'], '1');
     });
 
+    it('runs at most 32 attempts at once to one subscription, and delivers the rest after', async () => {
+      let open = 0;
+      let most = 0;
+      await subscribe('/busy', ['client.created'], () => {
+        open += 1;
+        most = Math.max(most, open);
+        setTimeout(() => {
+          open -= 1;
+        }, 400);
+        return { status: 200, delayMs: 400 };
+      });
+      const count = 48;
+      await Promise.all(Array.from({ length: count }, (_, i) => createClient(`Busy ${i}`)));
+      await until(async () => (received('/busy').length >= count ? true : undefined), 10_000);
+      assert.equal(received('/busy').length, count);
+      assert.ok(most <= 32, `${most} attempts ran at once`);
+      assert.ok(most > 16, `${most} attempts ran at once: more than one claim's share`);
+    });
+
     it('refuses to redeliver a row while its attempt runs (409 in_flight)', async () => {
       let hang = true;
       const { data: subscription } = await subscribe('/slow', ['client.created'], () =>
