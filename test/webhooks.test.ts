@@ -42,6 +42,8 @@ for (const backend of BACKENDS) {
         },
       });
       tenant = await createTenant(ctx, { tier: 'pro' });
+      // Every test subscribes on its own path: more than the plan's 10 endpoints.
+      await ctx.admin('PATCH', `/admin/v1/tenants/${tenant.id}`, { webhookEndpointCap: 50 });
       receiver = await HttpsReceiver.start();
       worker = startWorker(ctx.runtime, { pollIntervalMs: 50 });
     });
@@ -279,6 +281,44 @@ for (const backend of BACKENDS) {
         body: { subscriptionId: 'whs_01JDZZZZZZZZZZZZZZZZZZZZZZ' },
       });
       assert.equal(unknown.statusCode, 404);
+    });
+
+    it('counts a 2xx whose body stalls past the time-out as a failed attempt', async () => {
+      const { data: subscription } = await subscribe('/stall', ['client.created'], (r) =>
+        r.headers['service-delivery-attempt'] === '1' ? 'stall' : { status: 200 },
+      );
+      await createClient('Stall');
+      const [row] = await until(async () => {
+        const rows = await deliveries(subscription.id);
+        return rows[0]?.status === 'success' ? rows : undefined;
+      });
+      assert.equal(row.attempts, 2);
+      assert.equal(received('/stall').length, 2);
+    });
+
+    it('leaves the subscription as it was after a test fire, whatever the outcome', async () => {
+      const { data: subscription } = await subscribe('/test-gone', ['trip.published'], () => ({
+        status: 410,
+      }));
+      const fired = await ctx.api('POST', '/api/v1/webhooks/test', {
+        token: tenant.token,
+        body: { subscriptionId: subscription.id },
+      });
+      assert.equal(fired.statusCode, 200);
+      // Four 410s: enough to pause (3) if a test counted.
+      const [row] = await until(async () => {
+        const rows = await deliveries(subscription.id);
+        return rows[0]?.status === 'dead_letter' ? rows : undefined;
+      });
+      assert.equal(row.attempts, 4);
+      assert.equal(row.lastResponseStatus, 410);
+      const after = (await ctx.api('GET', '/api/v1/webhooks', { token: tenant.token }))
+        .json()
+        .data.find((s: { id: string }) => s.id === subscription.id);
+      assert.equal(after.active, true);
+      assert.equal(after.pausedAt, null);
+      assert.equal(after.consecutiveFailures, 0);
+      assert.equal(after.lastFailureAt, null);
     });
 
     it('auto-pauses after consecutive 4xx, notifies owners and admins, resumes on enable', async () => {

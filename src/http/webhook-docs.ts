@@ -52,7 +52,7 @@ const EVENT_DOCS: Record<EventType, { summary: string; description: string }> = 
   'webhook.test': {
     summary: 'Test event',
     description:
-      'Sent only on request, to the one subscription under test (no subscription lists it), to check the endpoint and its signature verification.',
+      'Sent only on request (`POST /api/v1/webhooks/test`): to the subscription named, or to every active subscription whatever its events list (no subscription can list it), to check the endpoint and its signature verification. Its outcome changes none of the subscription\'s counters.',
   },
 };
 
@@ -264,7 +264,7 @@ export function webhookDocs(options: WebhookDocsOptions) {
           summary: EVENT_DOCS[type].summary,
           description: [
             EVENT_DOCS[type].description,
-            // webhook.test goes to the subscription under test only.
+            // webhook.test is sent on request only, whatever the events lists.
             type === 'webhook.test' ? '' : ' Sent to every active subscription that lists it.',
             `\n\n${delivery}`,
           ].join(''),

@@ -237,14 +237,17 @@ export class DeliveryWorker {
   private settle(delivery: ClaimedDelivery, result: SendResult): void {
     const now = this.deps.clock.now();
     const at = now.toISOString();
-    const ok = result.status !== null && result.status >= 200 && result.status < 300;
+    // An answer counts only when it arrived whole: a 2xx whose body stalls past the time-out is a
+    // time-out (null), like one that never answered.
+    const status = result.error === null ? result.status : null;
+    const ok = status !== null && status >= 200 && status < 300;
     let outcome: DeliveryOutcome;
     if (ok) {
       outcome = {
         id: delivery.id,
         claimedAt: delivery.claimedAt,
         status: 'success',
-        lastResponseStatus: result.status,
+        lastResponseStatus: status,
         nextAttemptAt: null,
         deliveredAt: at,
       };
@@ -253,7 +256,7 @@ export class DeliveryWorker {
         id: delivery.id,
         claimedAt: delivery.claimedAt,
         status: 'dead_letter',
-        lastResponseStatus: result.status,
+        lastResponseStatus: status,
         nextAttemptAt: null,
         deliveredAt: null,
       };
@@ -263,12 +266,12 @@ export class DeliveryWorker {
         id: delivery.id,
         claimedAt: delivery.claimedAt,
         status: 'pending',
-        lastResponseStatus: result.status,
+        lastResponseStatus: status,
         nextAttemptAt: new Date(now.getTime() + wait).toISOString(),
         deliveredAt: null,
       };
     }
-    this.settled.push({ delivery, outcome, status: result.status, at });
+    this.settled.push({ delivery, outcome, status, at });
     if (this.settled.length >= FLUSH_BATCH) void this.flush();
     else this.flushTimer ??= setTimeout(() => void this.flush(), FLUSH_DELAY_MS);
   }
@@ -329,11 +332,14 @@ export class DeliveryWorker {
    * consecutiveFailures counts every failed attempt and resets on a 2xx; the 4xx run (auto-pause)
    * counts consecutive 4xx answers and is broken by a 2xx, a 5xx or a time-out. A run of at least
    * WEBHOOK_AUTOPAUSE_FAILURES spanning at least WEBHOOK_AUTOPAUSE_WINDOW pauses the subscription
-   * and notifies the tenant's owners and admins.
+   * and notifies the tenant's owners and admins. Test events change nothing: a test fire leaves
+   * the subscription as it was (api-spec 4.9).
    */
-  private async updateSubscriptions(batch: Settled[], trx: Executor): Promise<PausedNotice[]> {
+  private async updateSubscriptions(all: Settled[], trx: Executor): Promise<PausedNotice[]> {
     const { autopauseFailures, autopauseWindowMs } = this.deps.config.webhook;
     const paused: PausedNotice[] = [];
+    const batch = all.filter((s) => s.delivery.eventType !== 'webhook.test');
+    if (batch.length === 0) return paused;
     const ids = [...new Set(batch.map((s) => s.delivery.subscriptionId))];
     const rows = await this.deps.webhooks.lockSubscriptions(ids, trx);
     for (const row of rows) {

@@ -100,9 +100,11 @@ export interface ReceivedRequest {
   receivedAt: number;
 }
 
-export type Responder = (
-  request: ReceivedRequest,
-) => { status: number; delayMs?: number; body?: string; headers?: Record<string, string> } | 'hang';
+export type Responder = (request: ReceivedRequest) =>
+  | { status: number; delayMs?: number; body?: string; headers?: Record<string, string> }
+  | 'hang'
+  /** 200 with a content-length of 100, then one byte and nothing more. */
+  | 'stall';
 
 const ok: Responder = () => ({ status: 200 });
 
@@ -141,6 +143,10 @@ export class HttpsReceiver {
         receiver.received(request);
         const answer = receiver.responder(request);
         if (answer === 'hang') return;
+        if (answer === 'stall') {
+          res.writeHead(200, { 'content-length': '100' }).write('{');
+          return;
+        }
         const reply = () => res.writeHead(answer.status, answer.headers).end(answer.body);
         if (answer.delayMs) setTimeout(reply, answer.delayMs);
         else reply();
