@@ -103,6 +103,32 @@ for (const backend of BACKENDS) {
       assert.equal(row.deliveredAt, at(64_000));
     });
 
+    it('dead-letters a stale claim on its last attempt instead of sending it again', async () => {
+      await reset();
+      await queued(2);
+      const [last, other] = await repo().claimDue(at(0), at(-62_000), 10);
+      await db()
+        .updateTable('webhookDeliveries')
+        .set({ attempts: 6 })
+        .where('id', '=', last.id)
+        .execute();
+      // Past the lease: only the row with attempts left is taken over.
+      const taken = await repo().claimDue(at(63_000), at(1_000), 10, {
+        perSubscription: 10,
+        maxAttempts: 6,
+      });
+      assert.deepEqual(
+        taken.map((d) => d.id),
+        [other.id],
+      );
+      assert.equal(await repo().deadLetterStale(at(1_000), 6), 1);
+      const row = (await rows()).find((r) => r.id === last.id);
+      assert.equal(row?.status, 'dead_letter');
+      assert.equal(row?.attempts, 6);
+      assert.equal(row?.claimedAt, null);
+      assert.equal(await repo().deadLetterStale(at(1_000), 6), 0);
+    });
+
     it('records a mixed batch in one go: retries, dead letters, successes', async () => {
       await reset();
       await queued(3);

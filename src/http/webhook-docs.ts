@@ -52,7 +52,7 @@ const EVENT_DOCS: Record<EventType, { summary: string; description: string }> = 
   'webhook.test': {
     summary: 'Test event',
     description:
-      'Sent only on request (`POST /api/v1/webhooks/test`): to the subscription named, or to every active subscription whatever its events list (no subscription can list it), to check the endpoint and its signature verification. Its outcome changes none of the subscription\'s counters.',
+      "Sent only on request (`POST /api/v1/webhooks/test`): to the subscription named, or to every active subscription whatever its events list (no subscription can list it), to check the endpoint and its signature verification. Its outcome changes none of the subscription's counters.",
   },
 };
 

@@ -160,7 +160,7 @@ export class WebhooksRepository {
    * `skip`, its earliest due pending rows (at most `perSubscription`, walked through
    * webhook_deliveries_queue_idx, so one endpoint's backlog costs the others nothing), the
    * earliest `limit` of them overall; and in-flight rows whose claim is older than `staleBefore`
-   * (their worker died). Each claimed row gets `claimedAt` = now and its attempt counted. On
+   * (their worker died) and that have attempts left (see deadLetterStale). Each claimed row gets `claimedAt` = now and its attempt counted. On
    * PostgreSQL concurrent workers skip each other's locked rows; SQLite runs the statement under
    * its write lock, so no row is claimed twice either way.
    */
@@ -168,7 +168,9 @@ export class WebhooksRepository {
     now: string,
     staleBefore: string,
     limit: number,
-    options: { perSubscription: number; skip?: string[] } = { perSubscription: limit },
+    options: { perSubscription: number; skip?: string[]; maxAttempts?: number } = {
+      perSubscription: limit,
+    },
   ): Promise<ClaimedDelivery[]> {
     const skip = options.skip ?? [];
     const notSkipped = (column: string) =>
@@ -206,6 +208,7 @@ export class WebhooksRepository {
       select d.id from webhook_deliveries d
       join webhook_subscriptions s on s.id = d.subscription_id
       where d.status = 'in_flight' and d.claimed_at < ${staleBefore}
+        ${options.maxAttempts === undefined ? sql`` : sql`and d.attempts < ${options.maxAttempts}`}
         and s.active = 1 ${notSkipped('d.subscription_id')}
       order by d.claimed_at
       limit ${limit}
@@ -241,6 +244,26 @@ export class WebhooksRepository {
       .where('d.id', 'in', ids)
       .where('d.claimedAt', '=', now)
       .execute() as Promise<ClaimedDelivery[]>;
+  }
+
+  /**
+   * Dead-letters the stale claims of rows whose last attempt was the one interrupted: it counted
+   * (it may well have reached the endpoint), and there are `maxAttempts` in all.
+   */
+  async deadLetterStale(staleBefore: string, maxAttempts: number): Promise<number> {
+    const result = await this.db
+      .updateTable('webhookDeliveries')
+      .set({
+        status: 'dead_letter',
+        claimedAt: null,
+        nextAttemptAt: null,
+        lastResponseStatus: null,
+      })
+      .where('status', '=', 'in_flight')
+      .where('claimedAt', '<', staleBefore)
+      .where('attempts', '>=', maxAttempts)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows);
   }
 
   /**

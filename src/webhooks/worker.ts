@@ -87,6 +87,7 @@ export class DeliveryWorker {
   private wakeAt = Number.POSITIVE_INFINITY;
   private readonly keys = new Map<string, string>();
   private readonly mailing = new Set<Promise<void>>();
+  private lastStaleSweep = Number.NEGATIVE_INFINITY;
   private readonly onSignal = () => {
     this.signalled = true;
     this.wake?.();
@@ -151,16 +152,29 @@ export class DeliveryWorker {
   /**
    * A claim takes at most half the per-subscription cap from each subscription and none from one
    * already past the other half, so no subscription ever has more than the cap in flight here.
+   * Once per poll interval, stale claims of rows on their last attempt are dead-lettered first
+   * (never sent a seventh time).
    */
-  private claim(limit: number): Promise<ClaimedDelivery[]> {
+  private async claim(limit: number): Promise<ClaimedDelivery[]> {
     const now = this.deps.clock.now().getTime();
     const staleBefore = new Date(now - this.deps.config.webhook.timeoutMs - 60_000).toISOString();
+    if (now - this.lastStaleSweep >= this.pollIntervalMs) {
+      this.lastStaleSweep = now;
+      const expired = await this.deps.webhooks.deadLetterStale(staleBefore, this.attempts);
+      if (expired > 0) {
+        this.deps.logger.warn(
+          { expired },
+          'dead-lettered deliveries whose last attempt was cut off',
+        );
+      }
+    }
     const skip = [...this.perSubscription]
       .filter(([, count]) => count > this.maxPerSubscription - this.claimPerSubscription)
       .map(([id]) => id);
     return this.deps.webhooks.claimDue(new Date(now).toISOString(), staleBefore, limit, {
       perSubscription: this.claimPerSubscription,
       skip,
+      maxAttempts: this.attempts,
     });
   }
 
