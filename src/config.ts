@@ -77,10 +77,36 @@ function parseHttpUrl(name: string, value: string): string {
   return value.replace(/\/+$/, '');
 }
 
+function parseSmtpUrl(name: string, value: string): string {
+  if (!URL.canParse(value) || !['smtp:', 'smtps:'].includes(new URL(value).protocol)) {
+    throw new ConfigError(`${name}: "${value}" is not an smtp:// or smtps:// URL`);
+  }
+  return value;
+}
+
+/** Read now, so a wrong path stops start-up naming the variable, not at the first delivery. */
+function parseCaFile(name: string, value: string): string {
+  let pem: string;
+  try {
+    pem = readFileSync(value, 'utf8');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? 'unreadable';
+    throw new ConfigError(`${name}: cannot read "${value}" (${code})`);
+  }
+  if (!pem.includes('-----BEGIN CERTIFICATE-----')) {
+    throw new ConfigError(`${name}: "${value}" holds no PEM certificate`);
+  }
+  return value;
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const get = (name: string): string | undefined => {
     const value = env[name];
     return value === undefined || value === '' ? undefined : value;
+  };
+  const optional = (name: string, parse: (name: string, value: string) => string) => {
+    const value = get(name);
+    return value === undefined ? null : parse(name, value);
   };
   const port = parseInteger('PORT', get('PORT') ?? '3000', 0, 65535);
   const host = get('HOST') ?? '127.0.0.1';
@@ -166,7 +192,7 @@ export function loadConfig(env: Env = process.env): Config {
         'WEBHOOK_ALLOW_PRIVATE_TARGETS',
         get('WEBHOOK_ALLOW_PRIVATE_TARGETS') ?? 'false',
       ),
-      caFile: get('WEBHOOK_CA_FILE') ?? null,
+      caFile: optional('WEBHOOK_CA_FILE', parseCaFile),
     },
     rateLimit: {
       burstPerSec: parseInteger(
@@ -190,7 +216,7 @@ export function loadConfig(env: Env = process.env): Config {
     },
     idempotencyTtlMs: parseDuration('IDEMPOTENCY_TTL', get('IDEMPOTENCY_TTL') ?? '24h'),
     logLevel,
-    smtpUrl: get('SMTP_URL') ?? null,
+    smtpUrl: optional('SMTP_URL', parseSmtpUrl),
   };
 }
 

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { ConfigError, loadConfig, parseDuration } from '../src/config.ts';
 
 describe('configuration', () => {
@@ -25,6 +26,12 @@ describe('configuration', () => {
     assert.deepEqual(config.rateLimit, { burstPerSec: 60, perMin: 600, ipPerMin: 2000 });
     assert.equal(config.idempotencyTtlMs, 86_400_000);
     assert.equal(config.logLevel, 'info');
+    assert.equal(config.webhook.caFile, null);
+    assert.equal(config.smtpUrl, null);
+    assert.equal(
+      loadConfig({ SMTP_URL: 'smtps://u:p@127.0.0.1:465' }).smtpUrl,
+      'smtps://u:p@127.0.0.1:465',
+    );
   });
 
   it('derives the base URLs from PORT and PUBLIC_BASE_URL', () => {
@@ -48,6 +55,10 @@ describe('configuration', () => {
       [{ PUBLIC_BASE_URL: 'ftp://x' }, /^PUBLIC_BASE_URL:/],
       [{ LOG_LEVEL: 'loud' }, /^LOG_LEVEL:/],
       [{ REDIS_URL: 'http://x' }, /^REDIS_URL:/],
+      [{ WEBHOOK_CA_FILE: '/nonexistent/ca.pem' }, /^WEBHOOK_CA_FILE: cannot read .*ENOENT/],
+      [{ WEBHOOK_CA_FILE: fileURLToPath(import.meta.url) }, /^WEBHOOK_CA_FILE: .* no PEM/],
+      [{ SMTP_URL: 'notaurl' }, /^SMTP_URL:/],
+      [{ SMTP_URL: 'https://mail.example.com' }, /^SMTP_URL:/],
     ];
     for (const [env, pattern] of cases) {
       assert.throws(
