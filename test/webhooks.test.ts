@@ -253,6 +253,27 @@ for (const backend of BACKENDS) {
       }
     });
 
+    it('takes an empty JSON body as no body where none is needed', async () => {
+      const { data: subscription } = await subscribe('/empty-body', ['client.created']);
+      const empty = {
+        token: tenant.token,
+        body: '',
+        headers: { 'content-type': 'application/json' },
+      };
+      const rotated = await ctx.api(
+        'POST',
+        `/api/v1/webhooks/${subscription.id}/rotate-key`,
+        empty,
+      );
+      assert.equal(rotated.statusCode, 200, rotated.body);
+      const fired = await ctx.api('POST', '/api/v1/webhooks/test', empty);
+      assert.equal(fired.statusCode, 200, fired.body);
+      // A body that is needed is still refused when empty.
+      const create = await ctx.api('POST', '/api/v1/webhooks', empty);
+      assert.equal(create.statusCode, 422);
+      assert.match(create.json().detail, /body is empty/);
+    });
+
     it('fires test events to one or every active subscription, whatever their events', async () => {
       const { data: one } = await subscribe('/test-one', ['trip.published']);
       const single = await ctx.api('POST', '/api/v1/webhooks/test', {

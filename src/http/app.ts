@@ -16,7 +16,7 @@ import { healthRoutes } from './health-routes.ts';
 import { legacyRoutes } from './legacy-routes.ts';
 import { internalProblem, sendProblem, toProblem } from './problem-reply.ts';
 import { publicApi } from './public-api.ts';
-import { SHARED_SCHEMAS } from './schemas.ts';
+import { OPTIONAL_BODY, SHARED_SCHEMAS } from './schemas.ts';
 
 export interface AppDeps {
   config: Config;
@@ -74,6 +74,19 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   // JSON only: without this, text/plain bodies would be accepted as strings.
   app.removeContentTypeParser('text/plain');
+  // An empty JSON body is no body where none is needed (rotate-key, redeliver, the optional
+  // body of the test fire; many HTTP clients send the Content-Type regardless). A route that
+  // needs a body still answers 422 "The request body is empty."
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const schema = request.routeOptions.schema as Record<string, unknown> | undefined;
+    if (body === '' && (schema?.body === undefined || schema[OPTIONAL_BODY] === true)) {
+      done(null, undefined);
+      return;
+    }
+    parseJson(request, body as string, done);
+  });
 
   // Callback-style hooks: they run on every request, and need no promise.
   app.addHook('onRequest', (request, reply, done) => {
