@@ -160,9 +160,10 @@ export class WebhooksRepository {
    * `skip`, its earliest due pending rows (at most `perSubscription`, walked through
    * webhook_deliveries_queue_idx, so one endpoint's backlog costs the others nothing), the
    * earliest `limit` of them overall; and in-flight rows whose claim is older than `staleBefore`
-   * (their worker died) and that have attempts left (see deadLetterStale). Each claimed row gets `claimedAt` = now and its attempt counted. On
-   * PostgreSQL concurrent workers skip each other's locked rows; SQLite runs the statement under
-   * its write lock, so no row is claimed twice either way.
+   * (their worker died) and that have attempts left (see deadLetterStale). Each claimed row gets
+   * `claimedAt` = now and its attempt counted. On PostgreSQL concurrent workers skip each other's
+   * locked rows; SQLite runs the statement under its write lock, so no row is claimed twice
+   * either way.
    */
   async claimDue(
     now: string,
