@@ -205,6 +205,38 @@ for (const backend of BACKENDS) {
       assert.equal(removed.statusCode, 204);
     });
 
+    it('keeps the last status the endpoint answered with through attempts that got no answer', async () => {
+      await reset();
+      await queued(1);
+      const settle = async (at0: number, lastResponseStatus: number | null) => {
+        const [claim] = await repo().claimDue(at(at0), at(-62_000), 10);
+        await db()
+          .transaction()
+          .execute((trx) =>
+            repo().recordOutcomes(
+              [
+                {
+                  id: claim.id,
+                  claimedAt: claim.claimedAt,
+                  status: 'pending',
+                  lastResponseStatus,
+                  nextAttemptAt: at(at0 + 1),
+                  deliveredAt: null,
+                },
+              ],
+              trx,
+            ),
+          );
+      };
+      await settle(0, null);
+      assert.equal((await rows())[0].lastResponseStatus, null, 'no answer yet');
+      await settle(10, 503);
+      await settle(20, null);
+      assert.equal((await rows())[0].lastResponseStatus, 503);
+      await settle(30, 429);
+      assert.equal((await rows())[0].lastResponseStatus, 429);
+    });
+
     it('skips paused subscriptions and the ones the worker has enough of', async () => {
       await reset();
       await queued(2);

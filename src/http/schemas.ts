@@ -262,7 +262,10 @@ export const WebhookDelivery = Type.Object(
     }),
     attempts: Type.Integer({ description: 'HTTP attempts made so far.' }),
     lastResponseStatus: Nullable(
-      Type.Integer({ description: 'Last HTTP status answered; null after a time-out.' }),
+      Type.Integer({
+        description:
+          'Last HTTP status the endpoint answered with (the body is not kept); an attempt that got no answer (time-out, connection failure) leaves it as it was; null until the first answer.',
+      }),
     ),
     nextAttemptAt: NullableDateTime,
     deliveredAt: NullableDateTime,

@@ -36,6 +36,7 @@ export interface DeliveryOutcome {
   /** The claim being settled: a row reclaimed by another worker since is left alone. */
   claimedAt: string;
   status: DeliveryStatus;
+  /** The endpoint's answer; null when it gave none (the last answer is then kept). */
   lastResponseStatus: number | null;
   nextAttemptAt: string | null;
   deliveredAt: string | null;
@@ -254,12 +255,7 @@ export class WebhooksRepository {
   async deadLetterStale(staleBefore: string, maxAttempts: number): Promise<number> {
     const result = await this.db
       .updateTable('webhookDeliveries')
-      .set({
-        status: 'dead_letter',
-        claimedAt: null,
-        nextAttemptAt: null,
-        lastResponseStatus: null,
-      })
+      .set({ status: 'dead_letter', claimedAt: null, nextAttemptAt: null })
       .where('status', '=', 'in_flight')
       .where('claimedAt', '<', staleBefore)
       .where('attempts', '>=', maxAttempts)
@@ -269,7 +265,8 @@ export class WebhooksRepository {
 
   /**
    * Settles a batch of attempts in one statement (both backends run UPDATE … FROM a VALUES list);
-   * each row only if it still holds the same claim.
+   * each row only if it still holds the same claim. A null lastResponseStatus (no answer) keeps
+   * the last one the endpoint gave.
    */
   async recordOutcomes(outcomes: DeliveryOutcome[], trx: Executor): Promise<void> {
     for (let start = 0; start < outcomes.length; start += OUTCOMES_PER_STATEMENT) {
@@ -284,7 +281,7 @@ export class WebhooksRepository {
           as (values ${sql.join(rows)})
         update webhook_deliveries
         set status = v.status,
-            last_response_status = v.last_response_status,
+            last_response_status = coalesce(v.last_response_status, webhook_deliveries.last_response_status),
             next_attempt_at = v.next_attempt_at,
             delivered_at = v.delivered_at,
             claimed_at = null
