@@ -67,12 +67,13 @@ interface Setup {
   close(): Promise<void>;
 }
 
-async function setUp(backend: (typeof BACKENDS)[number]): Promise<Setup> {
+/** `timeoutMs`: short where a test waits out a lease, the default where none should expire. */
+async function setUp(backend: (typeof BACKENDS)[number], timeoutMs = 10_000): Promise<Setup> {
   const ca = await testCa();
   const webhookEnv = {
     WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
     WEBHOOK_CA_FILE: ca.caFile,
-    WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS),
+    WEBHOOK_TIMEOUT_MS: String(timeoutMs),
   };
   const ctx = await createTestContext(backend, { env: webhookEnv });
   const tenant = await createTenant(ctx, { tier: 'enterprise' });
@@ -114,7 +115,7 @@ async function setUp(backend: (typeof BACKENDS)[number]): Promise<Setup> {
 describe('tourops worker processes', { concurrency: true }, () => {
   for (const backend of BACKENDS) {
     it(`a killed worker's attempt is sent again once its lease has passed (${backend})`, async (t) => {
-      const s = await setUp(backend);
+      const s = await setUp(backend, TIMEOUT_MS);
       t.after(() => s.close());
       const subscriptionId = await s.subscribe('/crash');
       // The first attempt never gets an answer: the worker is killed while it waits.

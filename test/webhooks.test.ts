@@ -199,8 +199,10 @@ for (const backend of BACKENDS) {
       });
       const count = 48;
       await Promise.all(Array.from({ length: count }, (_, i) => createClient(`Busy ${i}`)));
-      await until(async () => (received('/busy').length >= count ? true : undefined), 10_000);
-      assert.equal(received('/busy').length, count);
+      // Every event arrives (a slow machine may time an attempt out and send it again).
+      const events = () => new Set(received('/busy').map((r) => r.headers['service-event-id']));
+      await until(async () => (events().size >= count ? true : undefined), 10_000);
+      assert.equal(events().size, count);
       assert.ok(most <= 32, `${most} attempts ran at once`);
       assert.ok(most > 16, `${most} attempts ran at once: more than one claim's share`);
     });
