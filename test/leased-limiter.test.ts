@@ -89,7 +89,7 @@ describe('LeasedLimiter', () => {
   it('refuses with the store window, then counts again in the next window', async () => {
     let now = 1_000_000;
     const { store } = countingStore(3, 1);
-    const limiter = new LeasedLimiter(store, () => now);
+    const limiter = new LeasedLimiter(store, { now: () => now });
     try {
       for (let i = 0; i < 3; i++) assert.equal((await settle(limiter.take('t'))).allowed, true);
       const refused = await settle(limiter.take('t'));
@@ -101,6 +101,28 @@ describe('LeasedLimiter', () => {
       await new Promise((resolve) => setTimeout(resolve, 1_050));
       now += 1_050;
       assert.equal((await settle(limiter.take('t'))).allowed, true);
+    } finally {
+      limiter.close();
+    }
+  });
+
+  it("leases the whole rest of the window when the store is the process's own, still exact", async () => {
+    const { store, calls } = countingStore(1000);
+    const limiter = new LeasedLimiter(store, { exclusive: true });
+    try {
+      let allowed = 0;
+      let last = Number.POSITIVE_INFINITY;
+      for (let i = 0; i < 1100; i++) {
+        const take = await settle(limiter.take('t'));
+        if (!take.allowed) continue;
+        allowed += 1;
+        assert.equal(take.remaining, last === Number.POSITIVE_INFINITY ? 999 : last - 1);
+        last = take.remaining;
+      }
+      assert.equal(allowed, 1000);
+      // The first take, the rest of the window, the refusal: then refusals are local.
+      assert.equal(calls.consume, 3);
+      assert.ok(!(limiter.take('t') instanceof Promise));
     } finally {
       limiter.close();
     }

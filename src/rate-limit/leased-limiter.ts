@@ -35,15 +35,24 @@ const SWEEP_INTERVAL_MS = 60_000;
  * process took and did not spend before the window ends are lost (at most 1/8 of what was left
  * when it took them). After a refusal the key is refused locally until the window ends, so a flood
  * of over-limit requests costs the store nothing.
+ *
+ * `exclusive`: the store is this process's own (the in-memory store of the embedded setup), so
+ * nobody else can need the points: the second take of a window leases all that is left, and the
+ * rest of the window is counted here, synchronously, still exactly.
  */
 export class LeasedLimiter {
   private readonly leases = new Map<string, Lease>();
   private readonly sweeper: NodeJS.Timeout;
 
+  private readonly now: () => number;
+  private readonly exclusive: boolean;
+
   constructor(
     private readonly store: RateLimiterAbstract,
-    private readonly now: () => number = Date.now,
+    options: { now?: () => number; exclusive?: boolean } = {},
   ) {
+    this.now = options.now ?? Date.now;
+    this.exclusive = options.exclusive ?? false;
     this.sweeper = setInterval(() => this.sweep(), SWEEP_INTERVAL_MS);
     this.sweeper.unref();
   }
@@ -76,10 +85,12 @@ export class LeasedLimiter {
   }
 
   private refill(key: string, lease: Lease, now: number): Promise<Take> {
-    const chunk =
-      now < lease.resetAt
-        ? Math.max(1, Math.min(MAX_CHUNK, Math.floor(lease.remaining / CHUNK_DIVISOR)))
-        : 1;
+    let chunk = 1;
+    if (now < lease.resetAt) {
+      chunk = this.exclusive
+        ? Math.max(1, lease.remaining)
+        : Math.max(1, Math.min(MAX_CHUNK, Math.floor(lease.remaining / CHUNK_DIVISOR)));
+    }
     const refill = this.store.consume(key, chunk).then(
       (result) => {
         const msBeforeNext = Math.max(1, result.msBeforeNext);

@@ -116,7 +116,10 @@ export class RateLimits {
     perMin: number,
     onClose: () => Promise<void>,
   ): RateLimits {
-    const [burst, sustained, ip] = limiters.map((limiter) => new LeasedLimiter(limiter));
+    const exclusive = store === 'memory';
+    const [burst, sustained, ip] = limiters.map(
+      (limiter) => new LeasedLimiter(limiter, { exclusive }),
+    );
     return new RateLimits(store, burst, sustained, ip, perMin, onClose);
   }
 
