@@ -30,6 +30,7 @@ import { loadConfig } from '../src/config.ts';
 import { newId } from '../src/lib/ids.ts';
 import { createRuntime, type Runtime } from '../src/runtime.ts';
 import { testCa } from '../test/helpers/https-receiver.ts';
+import { percentile } from './measure.ts';
 import { REPO_ROOT, type ServerProcess, startServer } from './processes.ts';
 import { type CpuProfile, formatProfileSummary, summarizeProfile } from './profile.ts';
 
@@ -78,11 +79,6 @@ const EMIT_BATCH = 500;
 const ADMIN_TOKEN = 'bench-admin-token-0123456789abcdef';
 
 const now = () => performance.now();
-
-function percentile(sorted: number[], p: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
-}
 
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);

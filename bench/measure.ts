@@ -106,7 +106,8 @@ class Samples {
   }
 }
 
-function percentile(sorted: Float64Array, p: number): number {
+/** Nearest-rank percentile of values sorted ascending. */
+export function percentile(sorted: ArrayLike<number>, p: number): number {
   if (sorted.length === 0) return Number.NaN;
   const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
   return sorted[rank];
