@@ -5,6 +5,7 @@ import { BACKENDS, createTestContext, type TestContext } from './helpers/context
 import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
 import { HttpsReceiver, testCa } from './helpers/https-receiver.ts';
 import { type ChildService, startTourops } from './helpers/processes.ts';
+import { until } from './helpers/until.ts';
 
 // `tourops worker` as operators run it: real OS processes, killed and stopped for real.
 
@@ -12,20 +13,6 @@ const WORKER_READY = 'Webhook delivery worker running';
 const TIMEOUT_MS = 2_000;
 /** A claim is taken over once it is older than the time-out plus 60 s (api-spec 3.4). */
 const LEASE_MS = TIMEOUT_MS + 60_000;
-
-async function until<T>(
-  probe: () => Promise<T | undefined> | T | undefined,
-  timeoutMs: number,
-  what: string,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`${what}: not reached in ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
 
 /** Local TCP ports of a process's sockets (Linux /proc), or null where /proc is missing. */
 function localPorts(pid: number): Set<number> | null {

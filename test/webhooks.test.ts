@@ -6,18 +6,9 @@ import { BACKENDS, createTestContext, type TestContext } from './helpers/context
 import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
 import { HttpsReceiver, type Responder, testCa } from './helpers/https-receiver.ts';
 import { SmtpReceiver } from './helpers/smtp-receiver.ts';
+import { until } from './helpers/until.ts';
 
 const stripe = new Stripe('sk_test_unused');
-
-async function until<T>(probe: () => Promise<T | undefined>, timeoutMs = 5_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error('condition not reached in time');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 for (const backend of BACKENDS) {
   describe(`webhooks end to end (${backend})`, () => {

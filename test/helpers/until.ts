@@ -1,0 +1,14 @@
+/** Polls `probe` until it returns something other than undefined; fails after `timeoutMs`. */
+export async function until<T>(
+  probe: () => Promise<T | undefined> | T | undefined,
+  timeoutMs = 5_000,
+  what = 'condition',
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`${what}: not reached in ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
