@@ -1,22 +1,10 @@
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
+import { freePort } from '../../bench/processes.ts';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const BIN = fileURLToPath(new URL('../../bin/tourops.js', import.meta.url));
-
-/** A loopback port nobody listens on right now. */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const address = server.address();
-  server.close();
-  await once(server, 'close');
-  if (!address || typeof address !== 'object') throw new Error('no port');
-  return address.port;
-}
 
 /** A `tourops` child process (an API server or a worker), as an operator would run it. */
 export interface ChildService {
