@@ -2,17 +2,25 @@ import { randomUUID } from 'node:crypto';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Ajv from 'ajv';
 import addFormats from 'ajv-formats';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifySchemaValidationError,
+  LogController,
+} from 'fastify';
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import type { Database } from '../db/database.ts';
+import { CODE_FORMATS } from '../domain/codes.ts';
 import type { Clock } from '../lib/clock.ts';
-import { notFound } from '../lib/problems.ts';
+import { type ApiProblem, type FieldErrors, notFound, validationFailed } from '../lib/problems.ts';
 import type { RateLimits } from '../rate-limit/rate-limits.ts';
 import type { Services } from '../services/index.ts';
 import { adminApi } from './admin/admin-api.ts';
+import { answerClientError } from './client-errors.ts';
 import { errorPages } from './error-pages.ts';
 import { healthRoutes } from './health-routes.ts';
+import { exceedsDepth, NUL_MESSAGE, nulProblem, tooDeepProblem } from './json-body.ts';
 import { legacyRoutes } from './legacy-routes.ts';
 import { internalProblem, sendProblem, toProblem } from './problem-reply.ts';
 import { publicApi } from './public-api.ts';
@@ -41,11 +49,64 @@ function createValidators() {
   const query = addFormats.default(
     new Ajv.default({ ...shared, coerceTypes: 'array', useDefaults: true }),
   );
-  for (const schema of SHARED_SCHEMAS) {
-    body.addSchema(schema);
-    query.addSchema(schema);
+  for (const validator of [body, query]) {
+    for (const schema of SHARED_SCHEMAS) validator.addSchema(schema);
+    for (const [name, format] of Object.entries(CODE_FORMATS)) {
+      validator.addFormat(name, { type: 'string', validate: format.validate });
+    }
   }
   return { body, query };
+}
+
+function holdsNul(value: unknown): boolean {
+  if (typeof value === 'string') return value.includes('\0');
+  return Array.isArray(value) && value.some(holdsNul);
+}
+
+type QueryValidator = ((data: unknown) => boolean) & {
+  errors?: FastifySchemaValidationError[] | null;
+};
+
+const DECIMAL = { integer: /^-?\d{1,15}$/, number: /^-?\d{1,15}(\.\d{1,15})?$/ };
+
+/**
+ * Ajv coerces query text with `Number()`, which also reads `0x5`, `1e1`, ` 5` and `` as numbers.
+ * Numeric query parameters take plain decimals only; the others are reported together with Ajv's.
+ */
+function decimalNumbersOnly(schema: unknown, validate: QueryValidator): QueryValidator {
+  const properties = (schema as { properties?: Record<string, { type?: unknown }> }).properties;
+  const numeric = Object.entries(properties ?? {}).flatMap(([name, property]) =>
+    property.type === 'integer' || property.type === 'number'
+      ? [[name, property.type] as const]
+      : [],
+  );
+  if (numeric.length === 0) return validate;
+  const checked: QueryValidator = (data) => {
+    const query = data as Record<string, unknown>;
+    const bad = numeric.filter(([name, type]) => {
+      const value = query[name];
+      return typeof value === 'string' && !DECIMAL[type].test(value);
+    });
+    const valid = validate(data);
+    if (bad.length === 0) {
+      checked.errors = validate.errors;
+      return valid;
+    }
+    const own = bad.map(([name, type]) => ({
+      keyword: 'type',
+      instancePath: `/${name}`,
+      schemaPath: `#/properties/${name}/type`,
+      params: {},
+      message: type === 'integer' ? 'must be a decimal integer' : 'must be a decimal number',
+    }));
+    // Ajv may also have coerced and accepted the value: only its other findings are kept.
+    const others = (validate.errors ?? []).filter(
+      (error) => !bad.some(([name]) => error.instancePath === `/${name}`),
+    );
+    checked.errors = [...own, ...others];
+    return false;
+  };
+  return checked;
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
@@ -64,11 +125,22 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       return typeof given === 'string' && REQUEST_ID_PATTERN.test(given) ? given : randomUUID();
     },
     routerOptions: { ignoreTrailingSlash: false, maxParamLength: 200 },
+    // A path that does not decode, or a segment longer than any id: no such resource (the
+    // versioned API has no 400 or 414), as problem+json with the request id.
+    frameworkErrors: (_error, request, reply) => {
+      reply.header('Service-Request-Id', request.id);
+      return sendProblem(reply, notFound('The route'), config.errorsBaseUrl);
+    },
+    // What the HTTP parser rejects before any route (unknown method, head over 16 KB, …).
+    clientErrorHandler: (error, socket) =>
+      answerClientError(error as NodeJS.ErrnoException, socket, config.errorsBaseUrl),
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   const validators = createValidators();
   app.setValidatorCompiler(({ schema, httpPart }) =>
-    httpPart === 'body' ? validators.body.compile(schema) : validators.query.compile(schema),
+    httpPart === 'body'
+      ? validators.body.compile(schema)
+      : decimalNumbersOnly(schema, validators.query.compile(schema)),
   );
   for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
 
@@ -85,13 +157,34 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       done(null, undefined);
       return;
     }
-    parseJson(request, body as string, done);
+    const text = body as string;
+    if (exceedsDepth(text)) {
+      done(tooDeepProblem(), undefined);
+      return;
+    }
+    parseJson(request, text, (error, value) => {
+      if (error) done(error, undefined);
+      else done(nulProblem(text, value), value);
+    });
   });
 
   // Callback-style hooks: they run on every request, and need no promise.
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('Service-Request-Id', request.id);
     done();
+  });
+  // A NUL character cannot be stored by PostgreSQL (and no id or filter holds one): in a path
+  // it names no resource (404), in a query it is a bad value (422), the same on both backends.
+  // Bodies are checked where they are parsed. A raw NUL cannot reach here, only `%00`.
+  app.addHook('preValidation', (request, _reply, done) => {
+    if (!request.url.includes('%00')) return done();
+    const params = request.params as Record<string, unknown> | undefined;
+    if (params && Object.values(params).some(holdsNul)) return done(notFound('The resource'));
+    const errors: FieldErrors = Object.create(null);
+    for (const [name, value] of Object.entries((request.query ?? {}) as object)) {
+      if (holdsNul(name) || holdsNul(value)) errors[name.replace(/\0/g, '\\u0000')] = [NUL_MESSAGE];
+    }
+    done(Object.keys(errors).length > 0 ? validationFailed(errors) : undefined);
   });
   const logRequests = deps.logger.isLevelEnabled('info');
   app.addHook('onResponse', (request, reply, done) => {
@@ -111,7 +204,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   app.setErrorHandler((error, request, reply) => {
-    const problem = toProblem(error as Error);
+    let problem: ApiProblem | null = null;
+    try {
+      problem = toProblem(error as Error);
+    } catch (mappingError) {
+      // Never Fastify's default body: a fault while mapping is a fault like any other.
+      request.log.error({ err: mappingError }, 'mapping an error to a problem failed');
+    }
     if (problem) return sendProblem(reply, problem, config.errorsBaseUrl);
     request.log.error({ err: error }, 'unhandled error');
     return sendProblem(reply, internalProblem(request), config.errorsBaseUrl);
@@ -129,6 +228,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     rateLimits: deps.rateLimits,
   });
   app.addHook('onClose', () => deps.rateLimits.close());
-  await app.register(adminApi, { config, services: deps.services });
+  await app.register(adminApi, {
+    config,
+    services: deps.services,
+    rateLimits: deps.rateLimits,
+  });
   return app;
 }

@@ -14,6 +14,10 @@ const EXPLANATIONS: Record<ProblemSlug, string> = {
     'The request is understood but not allowed, usually because a per-plan quota is full; <code>code</code> says which (for example <code>trip_quota_exceeded</code>, <code>webhook_quota_exceeded</code>, <code>feature_off_for_tier</code>).',
   'not-found':
     'No such resource or route. Resources of another tenant are reported the same way, so ids cannot be probed.',
+  'request-timeout':
+    'The request line, headers or body did not arrive in time, so the connection was closed. Send the request again.',
+  'headers-too-large':
+    'The request line and headers together exceed 16 KB (a very long URL or cookie, usually). The connection was closed. Shorten them; do not retry unchanged.',
   conflict:
     'The resource is in a state that does not allow this operation; <code>code</code> names the clash (for example <code>invalid_transition</code>, <code>in_flight</code>, <code>subscription_inactive</code>).',
   'idempotency-key-reuse':

@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { CODE_FORMATS } from '../domain/codes.ts';
 import {
   ApiProblem,
   type FieldErrors,
@@ -9,21 +10,28 @@ import {
 
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
 
-/** Renders a problem; serialized by hand because its extra members vary by type. */
-export function sendProblem(
-  reply: FastifyReply,
-  problem: ApiProblem,
-  errorsBaseUrl: string,
-): FastifyReply {
-  const body: Record<string, unknown> = {
+/** A problem's JSON text; serialized by hand because its extra members vary by type. */
+export function problemBody(problem: ApiProblem, errorsBaseUrl: string): string {
+  return JSON.stringify({
     type: `${errorsBaseUrl}/${problem.slug}`,
     title: PROBLEM_TYPES[problem.slug].title,
     status: problem.status,
     detail: problem.detail,
     ...problem.extra,
-  };
+  });
+}
+
+/** Renders a problem. */
+export function sendProblem(
+  reply: FastifyReply,
+  problem: ApiProblem,
+  errorsBaseUrl: string,
+): FastifyReply {
   for (const [name, value] of Object.entries(problem.headers)) reply.header(name, value);
-  return reply.code(problem.status).type(PROBLEM_CONTENT_TYPE).send(JSON.stringify(body));
+  return reply
+    .code(problem.status)
+    .type(PROBLEM_CONTENT_TYPE)
+    .send(problemBody(problem, errorsBaseUrl));
 }
 
 interface AjvError {
@@ -44,7 +52,8 @@ function fieldPath(pointer: string, child?: unknown): string {
 }
 
 export function fieldErrorsFromAjv(errors: AjvError[]): FieldErrors {
-  const out: FieldErrors = {};
+  // No prototype: a member named `toString` or `constructor` is a field like any other.
+  const out: FieldErrors = Object.create(null);
   const add = (path: string, message: string) => {
     if (!out[path]) out[path] = [];
     if (!out[path].includes(message)) out[path].push(message);
@@ -56,6 +65,14 @@ export function fieldErrorsFromAjv(errors: AjvError[]): FieldErrors {
       add(
         fieldPath(error.instancePath, error.params.additionalProperty),
         'is not an allowed member',
+      );
+    } else if (
+      error.keyword === 'format' &&
+      Object.hasOwn(CODE_FORMATS, String(error.params.format))
+    ) {
+      add(
+        fieldPath(error.instancePath),
+        CODE_FORMATS[error.params.format as keyof typeof CODE_FORMATS].message,
       );
     } else if (error.keyword === 'enum') {
       const allowed = (error.params.allowedValues as unknown[]).join(', ');

@@ -8,11 +8,13 @@ export const PROBLEM_TYPES = {
   'plan-required': { status: 403, title: 'Plan required' },
   forbidden: { status: 403, title: 'Forbidden' },
   'not-found': { status: 404, title: 'Not found' },
+  'request-timeout': { status: 408, title: 'Request timeout' },
   conflict: { status: 409, title: 'Conflict' },
   'idempotency-key-reuse': { status: 409, title: 'Idempotency key reused' },
   'idempotency-in-progress': { status: 409, title: 'Idempotent request in progress' },
   'validation-failed': { status: 422, title: 'Validation failed' },
   'rate-limited': { status: 429, title: 'Rate limited' },
+  'headers-too-large': { status: 431, title: 'Request headers too large' },
   internal: { status: 500, title: 'Internal error' },
   'booking-create-not-supported': { status: 501, title: 'Booking creation not supported' },
 } as const;

@@ -2,7 +2,7 @@ import { type FieldErrors, validationFailed } from '../lib/problems.ts';
 
 /** Collects domain-rule failures (beyond the request schema) into one 422 with every field. */
 export class FieldErrorCollector {
-  private readonly errors: FieldErrors = {};
+  private readonly errors: FieldErrors = Object.create(null);
 
   add(field: string, message: string): void {
     if (!this.errors[field]) this.errors[field] = [];
