@@ -15,6 +15,7 @@ import {
 import { type Clock, nowIso } from '../lib/clock.ts';
 import { decodeCursor, type Page, toPage } from '../lib/cursor.ts';
 import { newId, uniqueHumanCode } from '../lib/ids.ts';
+import { canonicalInstant } from '../lib/instant.ts';
 import { forbidden, invalidTransition, notFound } from '../lib/problems.ts';
 import type { ClientsRepository } from '../repositories/clients-repository.ts';
 import type { LibraryRepository } from '../repositories/library-repository.ts';
@@ -90,7 +91,10 @@ export class TripsService {
       afterId,
       limit: query.limit,
       status,
-      publishedAtGte: query.publishedAtGte,
+      publishedAtGte:
+        query.publishedAtGte === undefined
+          ? undefined
+          : canonicalInstant('publishedAt[gte]', query.publishedAtGte),
     });
     return toPage('trips', rows, query.limit);
   }
