@@ -83,7 +83,7 @@ const LIBRARY_BODIES = {
   cities: Type.Object(
     {
       name: Type.String({ minLength: 1, maxLength: 200 }),
-      countryIso: Type.Optional(Type.String({ pattern: '^[A-Z]{2}$' })),
+      countryIso: Type.Optional(Type.String({ format: 'country-code', pattern: '^[A-Z]{2}$' })),
     },
     { additionalProperties: false },
   ),
@@ -125,7 +125,7 @@ const LIBRARY_BODIES = {
 } satisfies Record<LibraryKind, unknown>;
 
 const Money = Type.Integer({ minimum: 0, maximum: 2_000_000_000 });
-const Currency = Type.String({ pattern: '^[A-Z]{3}$' });
+const Currency = Type.String({ format: 'currency-code', pattern: '^[A-Z]{3}$' });
 const Transition = <T extends readonly string[]>(values: T) =>
   Type.Object({ to: StringEnum(values) }, { additionalProperties: false });
 
@@ -193,8 +193,25 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = as
             name: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
             tier: Type.Optional(StringEnum(TIER_NAMES)),
             active: Type.Optional(Type.Boolean()),
-            tripQuota: Type.Optional(Nullable(Type.Integer({ minimum: 0 }))),
-            webhookEndpointCap: Type.Optional(Nullable(Type.Integer({ minimum: 0 }))),
+            // Bounded like every integer: the columns are 32-bit, and JSON's 1e309 is Infinity.
+            tripQuota: Type.Optional(
+              Nullable(
+                Type.Integer({
+                  minimum: 0,
+                  maximum: 10_000_000,
+                  description: 'null: the plan default.',
+                }),
+              ),
+            ),
+            webhookEndpointCap: Type.Optional(
+              Nullable(
+                Type.Integer({
+                  minimum: 0,
+                  maximum: 100_000,
+                  description: 'null: the plan default.',
+                }),
+              ),
+            ),
           },
           { additionalProperties: false },
         ),

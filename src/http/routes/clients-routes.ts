@@ -33,10 +33,20 @@ export const CreateClientBody = Type.Object(
     email: Type.Optional(Email),
     phone: Type.Optional(Type.String({ maxLength: 40 })),
     countryIso: Type.Optional(
-      Type.String({ pattern: '^[A-Za-z]{2}$', description: 'ISO 3166-1 alpha-2.' }),
+      Type.String({
+        format: 'country-code',
+        pattern: '^[A-Za-z]{2}$',
+        description: 'ISO 3166-1 alpha-2, either case; stored upper-case.',
+      }),
     ),
     language: Type.Optional(Type.String({ maxLength: 20 })),
-    currency: Type.Optional(Type.String({ pattern: '^[A-Za-z]{3}$', description: 'ISO 4217.' })),
+    currency: Type.Optional(
+      Type.String({
+        format: 'currency-code',
+        pattern: '^[A-Za-z]{3}$',
+        description: 'ISO 4217, either case; stored upper-case.',
+      }),
+    ),
     vatId: Type.Optional(Type.String({ maxLength: 40 })),
     notes: Type.Optional(Type.String({ maxLength: 2000 })),
     tags: Type.Optional(Type.Array(Type.String({ maxLength: 40 }), { maxItems: 20 })),
