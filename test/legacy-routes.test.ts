@@ -33,6 +33,34 @@ describe('deprecated recipient routes around the 2026-10-31 sunset', () => {
     }
   });
 
+  // Whatever the method, Content-Type or body (the answer comes before the body is read).
+  const requests = [
+    {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      payload: 'a=b',
+    },
+    { method: 'PUT', headers: { 'content-type': 'text/xml' }, payload: '<a/>' },
+    { method: 'PATCH', headers: { 'content-type': 'application/json' }, payload: '{not json' },
+    {
+      method: 'DELETE',
+      headers: { 'content-type': 'application/octet-stream' },
+      payload: 'x'.repeat(300_000),
+    },
+    { method: 'OPTIONS', headers: {}, payload: undefined },
+  ] as const;
+
+  it('redirects every method and body, never a 422', async () => {
+    for (const [url, target] of cases) {
+      for (const request of requests) {
+        const response = await ctx.app.inject({ url, ...request });
+        assert.equal(response.statusCode, 308, `${request.method} ${url}`);
+        assert.equal(response.headers.location, target);
+        assert.equal(response.headers.deprecation, 'true');
+      }
+    }
+  });
+
   it('answers 404 with the same headers from the sunset on', async () => {
     clock.set('2026-11-01T00:00:00.000Z');
     for (const [url, target] of cases) {
@@ -42,6 +70,11 @@ describe('deprecated recipient routes around the 2026-10-31 sunset', () => {
       assert.equal(response.headers.deprecation, 'true');
       assert.equal(response.headers.sunset, 'Sat, 31 Oct 2026 23:59:59 GMT');
       assert.equal(response.headers.link, `<${target}>; rel="successor-version"`);
+      for (const request of requests) {
+        const other = await ctx.app.inject({ url, ...request });
+        assert.equal(other.statusCode, 404, `${request.method} ${url}`);
+        assert.equal(other.headers.sunset, 'Sat, 31 Oct 2026 23:59:59 GMT');
+      }
     }
   });
 });

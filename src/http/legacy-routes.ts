@@ -34,8 +34,12 @@ export const legacyRoutes: FastifyPluginAsync<{ config: Config; clock: Clock }> 
       if (clock.now() >= LEGACY_SUNSET) throw notFound('This deprecated route');
       return reply.redirect(target, 308);
     };
-    app.all(prefix, { schema: { hide: true } }, handler);
-    app.all(`${prefix}/*`, { schema: { hide: true } }, handler);
+    // Answered at onRequest, before any body is read: whatever the method, Content-Type or body,
+    // the answer is the redirect or the 404 with the deprecation headers, never a 422.
+    const options = { schema: { hide: true }, onRequest: handler };
+    const unreachable = async () => undefined;
+    app.all(prefix, options, unreachable);
+    app.all(`${prefix}/*`, options, unreachable);
   }
 };
 
