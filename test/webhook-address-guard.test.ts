@@ -117,7 +117,27 @@ describe('AddressGuard.checkUrl', () => {
 
   it('rejects other schemes and unparsable URLs', async () => {
     assert.equal(reasonOf(await guard.checkUrl('ftp://hooks.example.com/')), 'must use https');
-    assert.equal(reasonOf(await guard.checkUrl('not a url')), 'must be a valid URL');
+    assert.equal(reasonOf(await guard.checkUrl('not-a-url')), 'must be a valid URL');
+  });
+
+  it('refuses what another URL parser would read another host from', async () => {
+    // User information (even empty), backslashes, whitespace and control characters: WHATWG
+    // reads `https://1.1.1.1\@127.0.0.1/` as host 1.1.1.1, other parsers as 127.0.0.1.
+    for (const url of [
+      'https://user:pass@hooks.example.com/',
+      'https://user@hooks.example.com/',
+      'https://@hooks.example.com/',
+      'https://1.1.1.1\\@127.0.0.1:8443/hook',
+      'https://hooks.example.com\\@127.0.0.1/',
+      'https://hooks.exa\tmple.com/',
+      'https://hooks.example.com/a\nb',
+      'https://hooks.example.com/\u0000',
+      'https://hooks.example.com /',
+    ]) {
+      assert.match(reasonOf(await guard.checkUrl(url)), /credentials|backslashes/, url);
+    }
+    // An `@` after the authority is part of the path or query, not user information.
+    assert.equal((await guard.checkUrl('https://hooks.example.com/a@b?c=d@e')).ok, true);
   });
 
   it('rejects a URL over 2048 characters, and accepts one of exactly 2048', async () => {

@@ -64,6 +64,11 @@ export class AddressGuard {
     if (url.length > MAX_URL_LENGTH) {
       return { ok: false, reason: `must be at most ${MAX_URL_LENGTH} characters` };
     }
+    // The WHATWG parser drops tabs and newlines and reads `\` as `/`, where other parsers do
+    // not: a URL they would read another host from is refused, not stored.
+    if (hasUnsafeCharacter(url)) {
+      return { ok: false, reason: 'must not contain spaces, control characters or backslashes' };
+    }
     let parsed: URL;
     try {
       parsed = new URL(url);
@@ -71,7 +76,7 @@ export class AddressGuard {
       return { ok: false, reason: 'must be a valid URL' };
     }
     if (parsed.protocol !== 'https:') return { ok: false, reason: 'must use https' };
-    if (parsed.username !== '' || parsed.password !== '') {
+    if (parsed.username !== '' || parsed.password !== '' || authorityOf(url).includes('@')) {
       return { ok: false, reason: 'must not contain credentials' };
     }
 
@@ -157,4 +162,20 @@ function familyNumber(family: number | 'IPv4' | 'IPv6' | undefined): number {
 
 function lookupError(code: string, message: string, hostname: string): NodeJS.ErrnoException {
   return Object.assign(new Error(message), { code, hostname });
+}
+
+/** The raw authority (`user@host:port`) of an absolute URL, as written. */
+function authorityOf(url: string): string {
+  const start = url.indexOf('//');
+  return start < 0 ? '' : url.slice(start + 2).split(/[/?#]/, 1)[0];
+}
+
+/** Whitespace, a control character or a backslash: never part of a URL written as sent. */
+function hasUnsafeCharacter(url: string): boolean {
+  if (/[\s\\]/.test(url)) return true;
+  for (let i = 0; i < url.length; i++) {
+    const code = url.charCodeAt(i);
+    if (code < 0x20 || code === 0x7f) return true;
+  }
+  return false;
 }
