@@ -1,33 +1,43 @@
-import { timingSafeEqual } from 'node:crypto';
+import { createHash, timingSafeEqual } from 'node:crypto';
 import swagger from '@fastify/swagger';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../../config.ts';
 import { notFound, unauthorized } from '../../lib/problems.ts';
+import type { RateLimits } from '../../rate-limit/rate-limits.ts';
 import type { Services } from '../../services/index.ts';
+import { ipGuardHook } from '../auth.ts';
 import { API_VERSION, refResolver } from '../public-api.ts';
 import { adminRoutes } from './admin-routes.ts';
 
-function sameSecret(given: string, expected: string): boolean {
-  const a = Buffer.from(given);
-  const b = Buffer.from(expected);
-  return a.length === b.length && timingSafeEqual(a, b);
-}
+const sha256 = (value: string) => createHash('sha256').update(value).digest();
 
 /**
  * The operator console's surface (contract section 2). With ADMIN_API_TOKEN unset it does not
  * exist: every /admin route answers 404, like an unknown route.
  */
-export const adminApi: FastifyPluginAsync<{ config: Config; services: Services }> = async (
-  app,
-  { config, services },
-) => {
-  const secret = config.adminApiToken;
-  app.addHook('onRequest', async (request: FastifyRequest) => {
-    if (secret === null) throw notFound('The route');
-    const match = /^Bearer +(\S+)$/i.exec(request.headers.authorization ?? '');
-    if (!match) throw unauthorized('The admin bearer token is missing.');
-    if (!sameSecret(match[1], secret)) throw unauthorized('The admin bearer token is wrong.');
-  });
+export const adminApi: FastifyPluginAsync<{
+  config: Config;
+  services: Services;
+  rateLimits: RateLimits;
+}> = async (app, { config, services, rateLimits }) => {
+  if (config.adminApiToken === null) {
+    app.addHook('onRequest', async () => {
+      throw notFound('The route');
+    });
+  } else {
+    // Compared as digests: equal lengths whatever was sent, so the time taken tells nothing of
+    // the secret's length or content.
+    const secret = sha256(config.adminApiToken);
+    // The per-IP guard of the public API counts here too, so guessing is as slow as there.
+    app.addHook('onRequest', ipGuardHook(rateLimits));
+    app.addHook('onRequest', async (request: FastifyRequest) => {
+      const match = /^Bearer +(\S+)$/i.exec(request.headers.authorization ?? '');
+      if (!match) throw unauthorized('The admin bearer token is missing.');
+      if (!timingSafeEqual(sha256(match[1]), secret)) {
+        throw unauthorized('The admin bearer token is wrong.');
+      }
+    });
+  }
 
   await app.register(swagger, {
     openapi: {
