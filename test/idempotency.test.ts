@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { createHttpApp } from '../src/runtime.ts';
 import { ManualClock } from './helpers/clock.ts';
@@ -12,7 +15,11 @@ for (const backend of BACKENDS) {
     const clock = new ManualClock('2026-11-21T10:00:00.000Z');
 
     before(async () => {
-      ctx = await createTestContext(backend, { clock, env: { IDEMPOTENCY_TTL: '1h' } });
+      ctx = await createTestContext(backend, {
+        clock,
+        // A subscription to a loopback URL (no worker runs here, nothing is sent).
+        env: { IDEMPOTENCY_TTL: '1h', WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true' },
+      });
       tenant = await createTenant(ctx);
     });
     after(() => ctx.close());
@@ -23,6 +30,49 @@ for (const backend of BACKENDS) {
       (await ctx.api('GET', '/api/v1/clients?limit=100', { token: t.token })).json().data.length;
     const eventCount = async (t = tenant) =>
       (await ctx.runtime.services.repositories.events.listForTenant(t.id)).length;
+
+    /** Every byte the database holds: the SQLite file with its WAL, or a pg_dump. */
+    const databaseBytes = (): string => {
+      if (backend === 'postgres') {
+        return execFileSync('pg_dump', ['--data-only', ctx.env.DATABASE_URL], {
+          encoding: 'latin1',
+          maxBuffer: 256 * 1024 * 1024,
+        });
+      }
+      return readdirSync(ctx.env.DATA_DIR)
+        .filter((name) => name.startsWith('tourops.sqlite'))
+        .map((name) => readFileSync(join(ctx.env.DATA_DIR, name)).toString('latin1'))
+        .join('');
+    };
+
+    it('keeps no secret at rest: stored answers are sealed, replays are still byte for byte', async () => {
+      const body = { url: 'https://127.0.0.1:9/hook', events: ['dispute.opened'] };
+      const created = await post('key-secret-create', body, tenant.token, '/api/v1/webhooks');
+      assert.equal(created.statusCode, 201, created.body);
+      const { data, signingKey } = created.json();
+      const rotateKey = { 'idempotency-key': 'key-secret-rotate' };
+      const rotate = () =>
+        ctx.api('POST', `/api/v1/webhooks/${data.id}/rotate-key`, {
+          token: tenant.token,
+          headers: rotateKey,
+        });
+      const rotated = await rotate();
+      assert.equal(rotated.statusCode, 200, rotated.body);
+      const newKey = rotated.json().signingKey;
+      assert.match(newKey, /^whsec_/);
+
+      const bytes = databaseBytes();
+      assert.ok(bytes.includes(data.id), 'the dump holds the rows');
+      for (const secret of [signingKey, newKey]) {
+        assert.ok(!bytes.includes(secret), 'a signing key is stored in plaintext');
+      }
+      const replayCreate = await post('key-secret-create', body, tenant.token, '/api/v1/webhooks');
+      assert.equal(replayCreate.headers['idempotency-replayed'], 'true');
+      assert.equal(replayCreate.body, created.body);
+      const replayRotate = await rotate();
+      assert.equal(replayRotate.headers['idempotency-replayed'], 'true');
+      assert.equal(replayRotate.body, rotated.body);
+    });
 
     it('replays the first response byte for byte, with no second side effect', async () => {
       const before = [await clientCount(), await eventCount()];

@@ -18,8 +18,8 @@ const PURGE_EVERY_MS = 10 * 60_000;
 /**
  * Idempotency-Key on every write under /api/v1. The claim happens once the body is parsed and
  * before it is validated, so a 422 is the endpoint's answer too and is replayed like any other.
- * A claimed request's handler runs in one transaction that also stores its answer (onSend), so the
- * side effect and its record commit together. Must be registered before the routes.
+ * The claim opens the transaction the handler runs in and that also stores its answer (onSend),
+ * so claim, side effect and record commit together. Must be registered before the routes.
  */
 export function registerIdempotency(app: FastifyInstance, service: IdempotencyService): void {
   app.decorateRequest('idempotencyKey', null);
@@ -34,10 +34,6 @@ export function registerIdempotency(app: FastifyInstance, service: IdempotencySe
       if (!transaction) return handler.call(this, request, reply);
       return transaction.run(async () => handler.call(this, request, reply));
     };
-  });
-
-  app.addHook('preHandler', async (request) => {
-    if (request.idempotencyKey !== null) request.idempotencyTransaction = await service.begin();
   });
 
   // Whatever ended the request without onSend (an aborted connection): undo and free the key.
@@ -67,6 +63,7 @@ export function registerIdempotency(app: FastifyInstance, service: IdempotencySe
     const start = await service.start(tenantId, header, fingerprint);
     if (start.kind === 'execute') {
       request.idempotencyKey = header;
+      request.idempotencyTransaction = start.transaction;
       return;
     }
     const { status, type, body: stored } = start.response;

@@ -1,15 +1,27 @@
-import type { Kysely, Selectable } from 'kysely';
+import { type Kysely, type Selectable, sql } from 'kysely';
+import type { Dialect } from '../db/database.ts';
 import type { DB, IdempotencyKeysTable } from '../db/schema.ts';
 
 export type IdempotencyRow = Selectable<IdempotencyKeysTable>;
 
+/**
+ * `claimed`: this transaction holds the key. `taken`: a committed answer holds it. `busy`: another
+ * live transaction holds it (PostgreSQL only; on SQLite the write lock serializes them).
+ */
+export type ClaimOutcome = 'claimed' | 'taken' | 'busy';
+
 export class IdempotencyRepository {
-  constructor(private readonly db: Kysely<DB>) {}
+  constructor(
+    private readonly db: Kysely<DB>,
+    private readonly dialect: Dialect,
+  ) {}
 
   /**
-   * Claims the key with one insert that only one request can win (the primary key decides, in
-   * either backend and across processes). Only when it is taken is an expired row removed, after
-   * which the key is claimed again.
+   * Claims the key inside the caller's transaction, so that the claim commits with the request's
+   * side effects and its stored answer, or not at all: a process killed mid-request leaves no
+   * claim behind, and the key is usable again at once. A committed row is always a finished
+   * answer; one still `in_progress` was left by an earlier version and, like an expired one, is
+   * replaced.
    */
   async claim(
     tenantId: string,
@@ -17,18 +29,17 @@ export class IdempotencyRepository {
     fingerprint: string,
     now: string,
     expiresAt: string,
-  ): Promise<boolean> {
-    if (await this.insertClaim(tenantId, key, fingerprint, now, expiresAt)) return true;
-    const expired = await this.db
+  ): Promise<ClaimOutcome> {
+    const first = await this.insertClaim(tenantId, key, fingerprint, now, expiresAt);
+    if (first !== 'taken') return first;
+    const stale = await this.db
       .deleteFrom('idempotencyKeys')
       .where('tenantId', '=', tenantId)
       .where('key', '=', key)
-      .where('expiresAt', '<=', now)
+      .where((eb) => eb.or([eb('expiresAt', '<=', now), eb('status', '=', 'in_progress')]))
       .executeTakeFirst();
-    return (
-      Number(expired.numDeletedRows) > 0 &&
-      this.insertClaim(tenantId, key, fingerprint, now, expiresAt)
-    );
+    if (Number(stale.numDeletedRows) === 0) return 'taken';
+    return this.insertClaim(tenantId, key, fingerprint, now, expiresAt);
   }
 
   private async insertClaim(
@@ -37,7 +48,26 @@ export class IdempotencyRepository {
     fingerprint: string,
     now: string,
     expiresAt: string,
-  ): Promise<boolean> {
+  ): Promise<ClaimOutcome> {
+    if (this.dialect === 'postgres') {
+      // A transaction-scoped advisory lock on the key, taken without waiting, decides between
+      // live duplicates (an insert would wait, unbounded, on the other's uncommitted row); the
+      // server drops it with the connection of a crashed process. One round trip for both.
+      const { rows } = await sql<{ held: boolean; inserted: number }>`
+        with lock as (
+          select pg_try_advisory_xact_lock(hashtextextended(${tenantId}::text || ' ' || ${key}::text, 0)) as held
+        ), claimed as (
+          insert into idempotency_keys (tenant_id, key, fingerprint, status, created_at, expires_at)
+          select ${tenantId}::text, ${key}::text, ${fingerprint}::text, 'in_progress', ${now}::text, ${expiresAt}::text
+          from lock where held
+          on conflict (tenant_id, key) do nothing
+          returning 1
+        )
+        select (select held from lock) as held, (select count(*) from claimed)::int as inserted
+      `.execute(this.db);
+      const [row] = rows;
+      return !row.held ? 'busy' : row.inserted > 0 ? 'claimed' : 'taken';
+    }
     const inserted = await this.db
       .insertInto('idempotencyKeys')
       .values({
@@ -54,7 +84,7 @@ export class IdempotencyRepository {
       .onConflict((oc) => oc.columns(['tenantId', 'key']).doNothing())
       .returning('key')
       .executeTakeFirst();
-    return inserted !== undefined;
+    return inserted === undefined ? 'taken' : 'claimed';
   }
 
   find(tenantId: string, key: string): Promise<IdempotencyRow | undefined> {

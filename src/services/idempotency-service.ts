@@ -4,7 +4,11 @@ import type { AmbientTransaction } from '../db/ambient.ts';
 import type { Database } from '../db/database.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
 import { ApiProblem, fieldError } from '../lib/problems.ts';
-import type { IdempotencyRepository } from '../repositories/idempotency-repository.ts';
+import type { SecretBox } from '../lib/secret-box.ts';
+import type {
+  IdempotencyRepository,
+  IdempotencyRow,
+} from '../repositories/idempotency-repository.ts';
 
 export interface StoredResponse {
   status: number;
@@ -12,7 +16,9 @@ export interface StoredResponse {
   body: string;
 }
 
-export type IdempotencyStart = { kind: 'execute' } | { kind: 'replay'; response: StoredResponse };
+export type IdempotencyStart =
+  | { kind: 'execute'; transaction: AmbientTransaction }
+  | { kind: 'replay'; response: StoredResponse };
 
 /** "Briefly" of api-spec 4.10: how long a duplicate waits for the first request's answer. */
 const WAIT_FOR_FIRST_MS = 2_000;
@@ -20,9 +26,11 @@ const POLL_MS = 20;
 const KEY_PATTERN = /^[\x20-\x7e]{1,255}$/;
 
 /**
- * Idempotency keys (api-spec 4.10, contract section 4): the first request claims the key with an
- * atomic insert and executes; its final response is stored for IDEMPOTENCY_TTL; duplicates replay
- * it byte for byte, or wait briefly while it runs. 5xx, 401 and 429 answers release the key.
+ * Idempotency keys (api-spec 4.10, contract section 4): the first request claims the key inside
+ * the transaction it then executes in, so the claim, the side effects and the stored answer
+ * commit together or not at all (a crash frees the key at once); its final response is stored,
+ * sealed, for IDEMPOTENCY_TTL; duplicates replay it byte for byte, or wait briefly while it runs.
+ * 5xx, 401 and 429 answers release the key.
  */
 export class IdempotencyService {
   constructor(
@@ -30,6 +38,8 @@ export class IdempotencyService {
     private readonly database: Database,
     private readonly clock: Clock,
     private readonly ttlMs: number,
+    /** Stored answers can carry secrets (a new subscription's signing key) and personal data. */
+    private readonly secrets: SecretBox,
   ) {}
 
   static fingerprint(method: string, pathWithQuery: string, body: string): string {
@@ -46,30 +56,40 @@ export class IdempotencyService {
   }
 
   async start(tenantId: string, key: string, fingerprint: string): Promise<IdempotencyStart> {
-    const now = this.clock.now();
-    const expiresAt = new Date(now.getTime() + this.ttlMs).toISOString();
-    if (await this.keys.claim(tenantId, key, fingerprint, now.toISOString(), expiresAt)) {
-      return { kind: 'execute' };
-    }
     const deadline = Date.now() + WAIT_FOR_FIRST_MS;
     for (;;) {
-      const row = await this.keys.find(tenantId, key);
-      if (!row) {
-        // Released (the first request failed with a 5xx) or purged: this one may execute.
-        return this.start(tenantId, key, fingerprint);
+      const now = this.clock.now();
+      const expiresAt = new Date(now.getTime() + this.ttlMs).toISOString();
+      const transaction = await this.database.beginAmbient();
+      let row: IdempotencyRow | undefined;
+      try {
+        const outcome = await transaction.run(() =>
+          this.keys.claim(tenantId, key, fingerprint, now.toISOString(), expiresAt),
+        );
+        if (outcome === 'claimed') return { kind: 'execute', transaction };
+        if (outcome === 'taken') row = await transaction.run(() => this.keys.find(tenantId, key));
+      } catch (error) {
+        await transaction.rollback();
+        throw error;
       }
-      if (row.fingerprint !== fingerprint) {
+      await transaction.rollback();
+      if (row && row.fingerprint !== fingerprint) {
         throw new ApiProblem(
           'idempotency-key-reuse',
           'This Idempotency-Key was already used with a different method, path or body.',
         );
       }
-      if (row.status === 'done' && row.responseStatus !== null && row.responseBody !== null) {
+      if (row?.responseStatus != null && row.responseBody !== null) {
         return {
           kind: 'replay',
-          response: { status: row.responseStatus, type: row.responseType, body: row.responseBody },
+          response: {
+            status: row.responseStatus,
+            type: row.responseType,
+            body: this.unseal(row.responseBody, tenantId, key),
+          },
         };
       }
+      // Another live request holds the key (or its row was just purged): wait for its answer.
       if (Date.now() >= deadline) {
         throw new ApiProblem(
           'idempotency-in-progress',
@@ -78,14 +98,6 @@ export class IdempotencyService {
       }
       await sleep(POLL_MS);
     }
-  }
-
-  /**
-   * The transaction a claimed request executes in: its side effects and, through `finish`, its
-   * stored answer commit together, so a crash cannot leave one without the other.
-   */
-  begin(): Promise<AmbientTransaction> {
-    return this.database.beginAmbient();
   }
 
   /**
@@ -99,12 +111,16 @@ export class IdempotencyService {
     transaction: AmbientTransaction | null,
   ): Promise<void> {
     if (!isStored(response.status)) return this.abandon(tenantId, key, transaction);
+    const sealed = {
+      ...response,
+      body: this.secrets.encrypt(response.body, sealContext(tenantId, key)),
+    };
     if (!transaction) {
-      await this.keys.complete(tenantId, key, response);
+      await this.keys.complete(tenantId, key, sealed);
       return;
     }
     try {
-      await transaction.run(() => this.keys.complete(tenantId, key, response));
+      await transaction.run(() => this.keys.complete(tenantId, key, sealed));
       await transaction.commit();
     } catch (error) {
       await this.abandon(tenantId, key, transaction);
@@ -122,9 +138,21 @@ export class IdempotencyService {
     await this.keys.release(tenantId, key);
   }
 
+  /** Answers stored before they were sealed are JSON text (`{…}`) or empty, never `v1.…`. */
+  private unseal(stored: string, tenantId: string, key: string): string {
+    return stored.startsWith('v1.')
+      ? this.secrets.decrypt(stored, sealContext(tenantId, key))
+      : stored;
+  }
+
   purgeExpired(): Promise<number> {
     return this.keys.purgeExpired(nowIso(this.clock));
   }
+}
+
+/** Binds a sealed answer to its key: copied to another row, it no longer decrypts. */
+function sealContext(tenantId: string, key: string): string {
+  return `idempotency ${tenantId} ${key}`;
 }
 
 /** Whether an answer is kept for replays (contract section 4); the others release the key. */

@@ -90,7 +90,7 @@ export function createServices(
     library: new LibraryRepository(db),
     events: new EventsRepository(db),
     notifications: new NotificationsRepository(db),
-    idempotency: new IdempotencyRepository(db),
+    idempotency: new IdempotencyRepository(db, database.dialect),
     webhooks: new WebhooksRepository(db, database.dialect),
   };
   const deliverySignal = new DeliverySignal(database);
@@ -160,6 +160,7 @@ export function createServices(
       database,
       clock,
       config.idempotencyTtlMs,
+      secrets,
     ),
     webhooks: new WebhooksService(
       database,
