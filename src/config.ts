@@ -8,6 +8,12 @@ export interface Config {
   port: number;
   host: string;
   databaseUrl: string | null;
+  database: {
+    /** Longest a statement may run (PostgreSQL statement_timeout; SQLite's wait for the lock). */
+    statementTimeoutMs: number;
+    /** Longest to wait for a connection (PostgreSQL). */
+    connectTimeoutMs: number;
+  };
   dataDir: string;
   redisUrl: string | null;
   publicBaseUrl: string;
@@ -30,6 +36,8 @@ export interface Config {
   idempotencyTtlMs: number;
   logLevel: string;
   smtpUrl: string | null;
+  /** Bound on a graceful stop: what is still running then is cut off. */
+  shutdownTimeoutMs: number;
 }
 
 /** A bad environment variable: start-up stops with this one line. */
@@ -117,6 +125,22 @@ export function loadConfig(env: Env = process.env): Config {
       'DATABASE_URL: must be a postgres:// or postgresql:// URL (unset it to use the embedded database)',
     );
   }
+  const statementTimeoutMs = parseDuration(
+    'DATABASE_STATEMENT_TIMEOUT',
+    get('DATABASE_STATEMENT_TIMEOUT') ?? '5s',
+  );
+  const connectTimeoutMs = parseDuration(
+    'DATABASE_CONNECT_TIMEOUT',
+    get('DATABASE_CONNECT_TIMEOUT') ?? '2s',
+  );
+  for (const [name, value] of [
+    ['DATABASE_STATEMENT_TIMEOUT', statementTimeoutMs],
+    ['DATABASE_CONNECT_TIMEOUT', connectTimeoutMs],
+  ] as const) {
+    if (value < 100 || value > 3_600_000) {
+      throw new ConfigError(`${name}: must be between 100ms and 1h`);
+    }
+  }
   const redisUrl = get('REDIS_URL') ?? null;
   if (redisUrl !== null && !/^rediss?:\/\/.+/.test(redisUrl)) {
     throw new ConfigError('REDIS_URL: must be a redis:// or rediss:// URL');
@@ -136,6 +160,12 @@ export function loadConfig(env: Env = process.env): Config {
   const deploymentEnv = get('DEPLOYMENT_ENV') ?? 'test';
   if (deploymentEnv !== 'live' && deploymentEnv !== 'test') {
     throw new ConfigError(`DEPLOYMENT_ENV: "${deploymentEnv}" must be live or test`);
+  }
+  const adminApiToken = get('ADMIN_API_TOKEN') ?? null;
+  if (adminApiToken !== null && !/^\S{32,}$/.test(adminApiToken)) {
+    throw new ConfigError(
+      'ADMIN_API_TOKEN: must be at least 32 characters without whitespace (e.g. openssl rand -hex 32)',
+    );
   }
   const secretKey = get('SECRET_KEY') ?? null;
   if (secretKey !== null && secretKey.length < 32) {
@@ -161,13 +191,14 @@ export function loadConfig(env: Env = process.env): Config {
     port,
     host,
     databaseUrl,
+    database: { statementTimeoutMs, connectTimeoutMs },
     dataDir: resolve(get('DATA_DIR') ?? './data'),
     redisUrl,
     publicBaseUrl,
     errorsBaseUrl,
     storefrontBaseUrl,
     deploymentEnv,
-    adminApiToken: get('ADMIN_API_TOKEN') ?? null,
+    adminApiToken,
     secretKey,
     webhook: {
       retryScheduleMs,
@@ -217,6 +248,7 @@ export function loadConfig(env: Env = process.env): Config {
     idempotencyTtlMs: parseDuration('IDEMPOTENCY_TTL', get('IDEMPOTENCY_TTL') ?? '24h'),
     logLevel,
     smtpUrl: optional('SMTP_URL', parseSmtpUrl),
+    shutdownTimeoutMs: parseDuration('SHUTDOWN_TIMEOUT', get('SHUTDOWN_TIMEOUT') ?? '10s'),
   };
 }
 

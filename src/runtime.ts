@@ -43,13 +43,30 @@ export async function createRuntime(
   const database = createDatabase({
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
+    statementTimeoutMs: config.database.statementTimeoutMs,
+    connectTimeoutMs: config.database.connectTimeoutMs,
     onIdleConnectionError: (error) =>
       logger.warn({ err: error }, 'an idle database connection failed; it will be replaced'),
   });
   try {
     if (options.migrate !== false) {
-      const applied = await migrate(database);
-      if (applied.length > 0) logger.info({ applied }, 'migrations applied');
+      // On PostgreSQL through a connection of its own without the statement time-out: a migration
+      // may rewrite a large table.
+      const migrator = config.databaseUrl
+        ? createDatabase({
+            databaseUrl: config.databaseUrl,
+            dataDir: config.dataDir,
+            poolSize: 1,
+            statementTimeoutMs: 0,
+            connectTimeoutMs: config.database.connectTimeoutMs,
+          })
+        : database;
+      try {
+        const applied = await migrate(migrator);
+        if (applied.length > 0) logger.info({ applied }, 'migrations applied');
+      } finally {
+        if (migrator !== database) await migrator.close();
+      }
     }
   } catch (error) {
     await database.close();

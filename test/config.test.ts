@@ -59,6 +59,13 @@ describe('configuration', () => {
       [{ WEBHOOK_CA_FILE: fileURLToPath(import.meta.url) }, /^WEBHOOK_CA_FILE: .* no PEM/],
       [{ SMTP_URL: 'notaurl' }, /^SMTP_URL:/],
       [{ SMTP_URL: 'https://mail.example.com' }, /^SMTP_URL:/],
+      [{ ADMIN_API_TOKEN: 'a' }, /^ADMIN_API_TOKEN: must be at least 32/],
+      [{ ADMIN_API_TOKEN: `${'a'.repeat(31)}` }, /^ADMIN_API_TOKEN:/],
+      [{ ADMIN_API_TOKEN: `${'a'.repeat(20)} ${'b'.repeat(20)}` }, /^ADMIN_API_TOKEN:/],
+      [{ DATABASE_STATEMENT_TIMEOUT: '5' }, /^DATABASE_STATEMENT_TIMEOUT:/],
+      [{ DATABASE_STATEMENT_TIMEOUT: '10ms' }, /^DATABASE_STATEMENT_TIMEOUT:/],
+      [{ DATABASE_CONNECT_TIMEOUT: 'soon' }, /^DATABASE_CONNECT_TIMEOUT:/],
+      [{ SHUTDOWN_TIMEOUT: '10' }, /^SHUTDOWN_TIMEOUT:/],
     ];
     for (const [env, pattern] of cases) {
       assert.throws(
@@ -71,6 +78,14 @@ describe('configuration', () => {
         },
       );
     }
+  });
+
+  it('takes an admin token of 32 or more characters, and the time-outs with their defaults', () => {
+    assert.equal(loadConfig({ ADMIN_API_TOKEN: 'x'.repeat(32) }).adminApiToken, 'x'.repeat(32));
+    const config = loadConfig({});
+    assert.deepEqual(config.database, { statementTimeoutMs: 5_000, connectTimeoutMs: 2_000 });
+    assert.equal(config.shutdownTimeoutMs, 10_000);
+    assert.equal(loadConfig({ SHUTDOWN_TIMEOUT: '2s' }).shutdownTimeoutMs, 2_000);
   });
 
   it('parses durations in ms, s, m and h', () => {

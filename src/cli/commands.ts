@@ -119,7 +119,13 @@ const migrateCommand: Command = {
       import('../db/database.ts'),
       import('../db/migrate.ts'),
     ]);
-    const database = createDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+    // No statement time-out: a migration may rewrite a large table.
+    const database = createDatabase({
+      databaseUrl: config.databaseUrl,
+      dataDir: config.dataDir,
+      statementTimeoutMs: 0,
+      connectTimeoutMs: config.database.connectTimeoutMs,
+    });
     let applied: string[];
     try {
       applied = await migrate(database);

@@ -16,6 +16,7 @@ import { AmbientDialect, type AmbientTransaction } from './ambient.ts';
 import { SnakeCaseQueriesPlugin } from './camel-case.ts';
 import { RowBuilders } from './row-builder.ts';
 import type { DB } from './schema.ts';
+import { isDatabaseUnavailable } from './unavailable.ts';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -43,6 +44,14 @@ export interface DatabaseOptions {
   dataDir: string;
   /** Pool size for PostgreSQL. */
   poolSize?: number;
+  /**
+   * Longest a statement runs (PostgreSQL `statement_timeout`, and the client-side read time-out
+   * a frozen server needs, since it cannot even cancel; 0 for none), and SQLite's wait for its
+   * write lock.
+   */
+  statementTimeoutMs?: number;
+  /** Longest to wait for a PostgreSQL connection, new or from the pool. */
+  connectTimeoutMs?: number;
   /**
    * An idle pooled connection failed (PostgreSQL restarted, or terminated it). The pool drops it
    * and connects anew on demand; without a listener, pg's 'error' event would end the process.
@@ -116,22 +125,38 @@ class CamelRowPool {
   async connect() {
     const client = await this.pool.connect();
     const rows = this.rows;
+    let broken = false;
+    // pg-pool listens for errors on idle clients only: a connection cut while checked out (the
+    // server stopped mid-transaction) would otherwise be an uncaught 'error' that ends the process.
+    const onError = () => {
+      broken = true;
+    };
+    client.on('error', onError);
     return {
       query(sql: string | pg.Submittable, parameters?: unknown[]) {
         // Cursors (streaming) pass through untouched.
         if (typeof sql !== 'string') return client.query(sql);
-        return client
-          .query({ text: sql, values: parameters, rowMode: 'array' })
-          .then((result: pg.QueryArrayResult) => {
+        return client.query({ text: sql, values: parameters, rowMode: 'array' }).then(
+          (result: pg.QueryArrayResult) => {
             const build = rows.for(result.fields.map((field) => field.name));
             return {
               command: result.command,
               rowCount: result.rowCount,
               rows: result.rows.map(build),
             };
-          });
+          },
+          (error: unknown) => {
+            if (isDatabaseUnavailable(error)) broken = true;
+            throw error;
+          },
+        );
       },
-      release: () => client.release(),
+      // A connection that timed out or broke is dropped, not handed to the next request with a
+      // query still pending on it.
+      release: () => {
+        client.removeListener('error', onError);
+        client.release(broken ? true : undefined);
+      },
     };
   }
 
@@ -161,11 +186,11 @@ class ImmediateSqliteDialect extends SqliteDialect {
   }
 }
 
-export function openSqlite(file: string): BetterSqlite3.Database {
+export function openSqlite(file: string, busyTimeoutMs = 5_000): BetterSqlite3.Database {
   const sqlite = new BetterSqlite3(file);
   sqlite.pragma('journal_mode = WAL');
   sqlite.pragma('synchronous = NORMAL');
-  sqlite.pragma('busy_timeout = 5000');
+  sqlite.pragma(`busy_timeout = ${Math.round(busyTimeoutMs)}`);
   sqlite.pragma('foreign_keys = ON');
   return sqlite;
 }
@@ -179,10 +204,17 @@ export function createDatabase(options: DatabaseOptions): Database {
           ? (value: string) => Number(value)
           : pg.types.getTypeParser(oid, format as 'text'),
     };
+    const statementTimeoutMs = options.statementTimeoutMs ?? 5_000;
     const pool = new pg.Pool({
       connectionString: options.databaseUrl,
       max: options.poolSize ?? 10,
       types,
+      connectionTimeoutMillis: options.connectTimeoutMs ?? 2_000,
+      // 0: no time-out (migrations). The server cancels at statement_timeout; a frozen or
+      // unreachable one cannot, so the client gives up a little later on its own.
+      ...(statementTimeoutMs > 0
+        ? { statement_timeout: statementTimeoutMs, query_timeout: statementTimeoutMs + 1_000 }
+        : {}),
     });
     pool.on('error', (error) => options.onIdleConnectionError?.(error));
     const camelCase = new SnakeCaseQueriesPlugin();
@@ -202,7 +234,11 @@ export function createDatabase(options: DatabaseOptions): Database {
     };
   }
   mkdirSync(options.dataDir, { recursive: true });
-  const sqlite = openSqlite(join(options.dataDir, 'tourops.sqlite'));
+  // Never 0 (SQLite would then fail at once on a lock instead of waiting).
+  const sqlite = openSqlite(
+    join(options.dataDir, 'tourops.sqlite'),
+    options.statementTimeoutMs || 5_000,
+  );
   const camelCase = new SnakeCaseQueriesPlugin();
   const rows = new RowBuilders((name) => camelCase.toCamelCase(name));
   const dialect = new AmbientDialect(

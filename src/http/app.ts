@@ -11,9 +11,16 @@ import Fastify, {
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import type { Database } from '../db/database.ts';
+import { isDatabaseUnavailable } from '../db/unavailable.ts';
 import { CODE_FORMATS } from '../domain/codes.ts';
 import type { Clock } from '../lib/clock.ts';
-import { type ApiProblem, type FieldErrors, notFound, validationFailed } from '../lib/problems.ts';
+import {
+  type ApiProblem,
+  type FieldErrors,
+  notFound,
+  serviceUnavailable,
+  validationFailed,
+} from '../lib/problems.ts';
 import type { RateLimits } from '../rate-limit/rate-limits.ts';
 import type { Services } from '../services/index.ts';
 import { adminApi } from './admin/admin-api.ts';
@@ -22,6 +29,7 @@ import { errorPages } from './error-pages.ts';
 import { healthRoutes } from './health-routes.ts';
 import { exceedsDepth, NUL_MESSAGE, nulProblem, tooDeepProblem } from './json-body.ts';
 import { legacyRoutes } from './legacy-routes.ts';
+import { OutageLog } from './outage-log.ts';
 import { internalProblem, sendProblem, toProblem } from './problem-reply.ts';
 import { publicApi } from './public-api.ts';
 import { OPTIONAL_BODY, SHARED_SCHEMAS } from './schemas.ts';
@@ -186,8 +194,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     }
     done(Object.keys(errors).length > 0 ? validationFailed(errors) : undefined);
   });
+  const outage = new OutageLog(app.log);
   const logRequests = deps.logger.isLevelEnabled('info');
   app.addHook('onResponse', (request, reply, done) => {
+    if (reply.statusCode < 300 && request.routeOptions.url !== '/healthz') outage.succeeded();
     if (logRequests) {
       request.log.info(
         {
@@ -212,6 +222,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       request.log.error({ err: mappingError }, 'mapping an error to a problem failed');
     }
     if (problem) return sendProblem(reply, problem, config.errorsBaseUrl);
+    if (isDatabaseUnavailable(error)) {
+      outage.failed(error);
+      return sendProblem(reply, serviceUnavailable(), config.errorsBaseUrl);
+    }
     request.log.error({ err: error }, 'unhandled error');
     return sendProblem(reply, internalProblem(request), config.errorsBaseUrl);
   });
@@ -219,7 +233,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     sendProblem(reply, notFound('The route'), config.errorsBaseUrl),
   );
 
-  await app.register(healthRoutes, { database: deps.database });
+  await app.register(healthRoutes, { database: deps.database, config, outage });
   await app.register(errorPages, { config });
   await app.register(legacyRoutes, { config, clock: deps.clock });
   await app.register(publicApi, {

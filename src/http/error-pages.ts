@@ -30,6 +30,8 @@ const EXPLANATIONS: Record<ProblemSlug, string> = {
     'Too many requests for this token (60 per second, 600 per minute) or from this address (<code>X-RateLimit-Scope: ip</code>). Wait <code>Retry-After</code> seconds, then back off exponentially on repeated hits.',
   internal:
     'An unexpected fault on our side; nothing you sent caused it. Retry with exponential backoff and jitter (capped at 60 s), with the same Idempotency-Key for writes, and quote the <code>Service-Request-Id</code> if you contact support.',
+  'service-unavailable':
+    'The database behind the API is unreachable or did not answer in time. Retry after <code>Retry-After</code> seconds with exponential backoff and jitter, with the same Idempotency-Key for writes.',
   'booking-create-not-supported':
     'Bookings cannot yet be created through the API. The request was valid; send the traveller to <code>next.checkoutUrl</code> to complete payment on the storefront.',
 };

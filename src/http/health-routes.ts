@@ -1,30 +1,34 @@
 import type { FastifyPluginAsync } from 'fastify';
 import { sql } from 'kysely';
+import type { Config } from '../config.ts';
 import type { Database } from '../db/database.ts';
+import { serviceUnavailable } from '../lib/problems.ts';
+import type { OutageLog } from './outage-log.ts';
+import { sendProblem } from './problem-reply.ts';
+
+/** A readiness probe answers within this, whatever the database does. */
+const READY_PROBE_MS = 1_000;
 
 /** Liveness and readiness, outside /api/v1 and without authentication. */
-export const healthRoutes: FastifyPluginAsync<{ database: Database }> = async (
-  app,
-  { database },
-) => {
+export const healthRoutes: FastifyPluginAsync<{
+  database: Database;
+  config: Config;
+  outage: OutageLog;
+}> = async (app, { database, config, outage }) => {
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
-  app.get('/readyz', { schema: { hide: true } }, async (request, reply) => {
+  app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error('readiness probe timed out')), READY_PROBE_MS);
+    });
     try {
-      await sql`select 1`.execute(database.db);
+      await Promise.race([sql`select 1`.execute(database.db), timedOut]);
       return { status: 'ok' };
     } catch (error) {
-      request.log.warn({ err: error }, 'readiness check failed');
-      return reply
-        .code(503)
-        .type('application/problem+json')
-        .send(
-          JSON.stringify({
-            type: 'about:blank',
-            title: 'Not ready',
-            status: 503,
-            detail: 'The database is unreachable.',
-          }),
-        );
+      outage.failed(error);
+      return sendProblem(reply, serviceUnavailable(), config.errorsBaseUrl);
+    } finally {
+      clearTimeout(timer);
     }
   });
 };

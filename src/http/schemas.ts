@@ -319,7 +319,7 @@ function problemHeaders(status: number) {
   if (status === 401) {
     return { ...COMMON_HEADERS, 'WWW-Authenticate': { type: 'string', const: 'Bearer' } };
   }
-  if (status === 429) {
+  if (status === 429 || status === 503) {
     return {
       ...COMMON_HEADERS,
       'Retry-After': { type: 'integer', minimum: 1, description: 'Seconds to wait.' },
@@ -337,12 +337,16 @@ const PROBLEM_DESCRIPTIONS: Record<number, string> = {
   429: "Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds.",
   500: 'Internal fault (`internal`); quote `Service-Request-Id`.',
   501: 'Not implemented (`booking-create-not-supported`).',
+  503: 'A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes.',
 };
 
-/** Response entries for the problem statuses a route can answer; any route can fault (500). */
+/**
+ * Response entries for the problem statuses a route can answer; any route can fault (500) or
+ * find its database unavailable (503).
+ */
 export function problems(...statuses: number[]) {
   return Object.fromEntries(
-    [...statuses, 500].map((status) => [
+    [...statuses, 500, 503].map((status) => [
       status,
       {
         description: PROBLEM_DESCRIPTIONS[status] ?? 'Problem',

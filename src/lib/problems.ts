@@ -17,6 +17,7 @@ export const PROBLEM_TYPES = {
   'headers-too-large': { status: 431, title: 'Request headers too large' },
   internal: { status: 500, title: 'Internal error' },
   'booking-create-not-supported': { status: 501, title: 'Booking creation not supported' },
+  'service-unavailable': { status: 503, title: 'Service unavailable' },
 } as const;
 
 export type ProblemSlug = keyof typeof PROBLEM_TYPES;
@@ -95,3 +96,12 @@ export function validationFailed(errors: FieldErrors, detail?: string): ApiProbl
 
 export const fieldError = (field: string, message: string) =>
   validationFailed({ [field]: [message] });
+
+/** 503: a dependency is down or did not answer in time; about one connect time-out to wait. */
+export const serviceUnavailable = (retryAfterSeconds = 2) =>
+  new ApiProblem(
+    'service-unavailable',
+    `The database is unavailable. Retry after ${retryAfterSeconds} s, with the same Idempotency-Key for a write.`,
+    {},
+    { 'Retry-After': String(retryAfterSeconds) },
+  );

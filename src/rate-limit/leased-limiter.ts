@@ -24,6 +24,7 @@ interface Lease {
 const MAX_CHUNK = 16;
 const CHUNK_DIVISOR = 8;
 const SWEEP_INTERVAL_MS = 60_000;
+const STORE_AVOID_MS = 1_000;
 
 /**
  * Takes points from a rate-limiter-flexible store in small chunks and spends them locally, so most
@@ -46,13 +47,28 @@ export class LeasedLimiter {
 
   private readonly now: () => number;
   private readonly exclusive: boolean;
+  private readonly fallback: RateLimiterAbstract | null;
+  private readonly storeTimeoutMs: number;
+  /** The store timed out: until then the fallback counts, so no request waits on the store. */
+  private storeAvoidedUntil = 0;
 
   constructor(
     private readonly store: RateLimiterAbstract,
-    options: { now?: () => number; exclusive?: boolean } = {},
+    options: {
+      now?: () => number;
+      exclusive?: boolean;
+      /**
+       * Counts in process when the shared store does not answer within `storeTimeoutMs` (a frozen
+       * Redis or PostgreSQL accepts the request and never replies), and for a second after.
+       */
+      fallback?: RateLimiterAbstract;
+      storeTimeoutMs?: number;
+    } = {},
   ) {
     this.now = options.now ?? Date.now;
     this.exclusive = options.exclusive ?? false;
+    this.fallback = options.fallback ?? null;
+    this.storeTimeoutMs = options.storeTimeoutMs ?? 50;
     this.sweeper = setInterval(() => this.sweep(), SWEEP_INTERVAL_MS);
     this.sweeper.unref();
   }
@@ -91,7 +107,7 @@ export class LeasedLimiter {
         ? Math.max(1, lease.remaining)
         : Math.max(1, Math.min(MAX_CHUNK, Math.floor(lease.remaining / CHUNK_DIVISOR)));
     }
-    const refill = this.store.consume(key, chunk).then(
+    const refill = this.consume(key, chunk, now).then(
       (result) => {
         const msBeforeNext = Math.max(1, result.msBeforeNext);
         lease.left = chunk - 1;
@@ -117,6 +133,31 @@ export class LeasedLimiter {
       lease.refill = null;
     });
     return refill;
+  }
+
+  /** The store's answer, or the fallback's when the store is slow or avoided. */
+  private consume(key: string, points: number, now: number): Promise<RateLimiterRes> {
+    const fallback = this.fallback;
+    if (fallback === null) return this.store.consume(key, points);
+    if (now < this.storeAvoidedUntil) return fallback.consume(key, points);
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      const timer = setTimeout(() => {
+        settled = true;
+        this.storeAvoidedUntil = this.now() + STORE_AVOID_MS;
+        fallback.consume(key, points).then(resolve, reject);
+      }, this.storeTimeoutMs);
+      this.store.consume(key, points).then(
+        (result) => {
+          clearTimeout(timer);
+          if (!settled) resolve(result);
+        },
+        (rejection: unknown) => {
+          clearTimeout(timer);
+          if (!settled) reject(rejection);
+        },
+      );
+    });
   }
 
   private sweep(): void {

@@ -25,6 +25,11 @@ export type RateVerdict =
 type Store = 'memory' | 'redis' | 'postgres';
 
 const REDIS_READY_WAIT_MS = 3_000;
+/**
+ * A shared store slower than this is skipped for a second (counted in process meanwhile): a
+ * frozen store never holds a request longer. A live one on loopback answers in a few ms.
+ */
+const STORE_TIMEOUT_MS = 100;
 
 /**
  * Per-token burst and sustained limits and the per-IP guard (api-spec 8), counted by
@@ -59,6 +64,10 @@ export class RateLimits {
         enableOfflineQueue: false,
         maxRetriesPerRequest: 1,
         lazyConnect: false,
+        // A frozen server accepts commands and never answers: they fail instead of piling up
+        // (requests themselves never wait this long, see LeasedLimiter's store time-out).
+        commandTimeout: 1_000,
+        connectTimeout: 2_000,
       });
       let lastWarning = 0;
       redis.on('error', (error) => {
@@ -94,6 +103,9 @@ export class RateLimits {
     }
     if (database.dialect === 'postgres' && database.pool) {
       const pool = database.pool as pg.Pool;
+      // A first connection now, so the first requests' counts do not wait for a connect (and
+      // time out into per-process counting).
+      await pool.query('select 1').catch(() => undefined);
       const limiters = specs.map(
         (spec) =>
           new RateLimiterPostgres({
@@ -118,7 +130,18 @@ export class RateLimits {
   ): RateLimits {
     const exclusive = store === 'memory';
     const [burst, sustained, ip] = limiters.map(
-      (limiter) => new LeasedLimiter(limiter, { exclusive }),
+      (limiter) =>
+        new LeasedLimiter(limiter, {
+          exclusive,
+          fallback: exclusive
+            ? undefined
+            : new RateLimiterMemory({
+                points: limiter.points,
+                duration: limiter.duration,
+                keyPrefix: limiter.keyPrefix,
+              }),
+          storeTimeoutMs: STORE_TIMEOUT_MS,
+        }),
     );
     return new RateLimits(store, burst, sustained, ip, perMin, onClose);
   }

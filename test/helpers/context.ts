@@ -18,7 +18,7 @@ export const BACKENDS: Backend[] = process.env.TEST_DATABASE_URL
   ? ['sqlite', 'postgres']
   : ['sqlite'];
 
-export const ADMIN_TOKEN = 'admin-test-token-0123456789';
+export const ADMIN_TOKEN = 'admin-test-token-0123456789abcdefghijkl';
 
 export interface TestDatabase {
   env: Record<string, string>;

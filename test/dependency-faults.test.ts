@@ -1,0 +1,284 @@
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { FastifyInstance } from 'fastify';
+import pino from 'pino';
+import { loadConfig } from '../src/config.ts';
+import { createHttpApp, createRuntime, type Runtime } from '../src/runtime.ts';
+import { ADMIN_TOKEN } from './helpers/context.ts';
+import { PgCluster, postgresBin, RedisServer } from './helpers/dependencies.ts';
+
+interface Harness {
+  app: FastifyInstance;
+  runtime: Runtime;
+  logs: Array<Record<string, unknown>>;
+  dataDir: string;
+}
+
+/** An in-process API (real HTTP app, real database) whose log lines the test can read. */
+async function startApi(env: Record<string, string>): Promise<Harness> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'tourops-faults-'));
+  const logs: Array<Record<string, unknown>> = [];
+  const logger = pino({ level: 'info' }, { write: (line: string) => logs.push(JSON.parse(line)) });
+  const config = loadConfig({
+    ADMIN_API_TOKEN: ADMIN_TOKEN,
+    DATA_DIR: dataDir,
+    PUBLIC_BASE_URL: 'http://api.test',
+    RATE_LIMIT_BURST_PER_SEC: '100000',
+    RATE_LIMIT_PER_MIN: '1000000',
+    RATE_LIMIT_IP_PER_MIN: '1000000',
+    ...env,
+  });
+  const runtime = await createRuntime(config, { logger });
+  const app = await createHttpApp(runtime, logger);
+  await app.ready();
+  return { app, runtime, logs, dataDir };
+}
+
+async function stopApi(harness: Harness | undefined): Promise<void> {
+  if (!harness) return;
+  await harness.app.close().catch(() => undefined);
+  await harness.runtime.close().catch(() => undefined);
+  rmSync(harness.dataDir, { recursive: true, force: true });
+}
+
+/** A pro tenant's all-scopes token, made through the admin API. */
+async function mint(
+  app: FastifyInstance,
+  tenantId?: string,
+): Promise<{ token: string; tenantId: string }> {
+  const admin = { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' };
+  let id = tenantId;
+  if (!id) {
+    const tenant = await app.inject({
+      method: 'POST',
+      url: '/admin/v1/tenants',
+      headers: admin,
+      payload: JSON.stringify({
+        name: 'Faults',
+        slug: `faults-${randomBytes(3).toString('hex')}`,
+        tier: 'pro',
+      }),
+    });
+    assert.equal(tenant.statusCode, 201, tenant.body);
+    id = tenant.json().data.id as string;
+  }
+  const minted = await app.inject({
+    method: 'POST',
+    url: `/admin/v1/tenants/${id}/tokens`,
+    headers: admin,
+    payload: JSON.stringify({ scopes: ['*'], name: 'faults' }),
+  });
+  assert.equal(minted.statusCode, 201, minted.body);
+  return { token: minted.json().token, tenantId: id };
+}
+
+/** The answer and how long it took. */
+async function timed(
+  app: FastifyInstance,
+  method: 'GET' | 'POST',
+  url: string,
+  token?: string,
+  payload?: unknown,
+) {
+  const started = performance.now();
+  const response = await app.inject({
+    method,
+    url,
+    headers: {
+      ...(token ? { authorization: `Bearer ${token}` } : {}),
+      ...(payload === undefined
+        ? {}
+        : {
+            'content-type': 'application/json',
+            'idempotency-key': randomBytes(8).toString('hex'),
+          }),
+    },
+    payload: payload === undefined ? undefined : JSON.stringify(payload),
+  });
+  return { response, ms: performance.now() - started };
+}
+
+function assertUnavailable(
+  answer: Awaited<ReturnType<typeof timed>>,
+  boundMs: number,
+  label: string,
+) {
+  const { response, ms } = answer;
+  assert.equal(response.statusCode, 503, `${label}: ${response.body}`);
+  assert.match(String(response.headers['content-type']), /^application\/problem\+json/);
+  assert.equal(response.json().type, 'http://api.test/errors/service-unavailable', label);
+  assert.ok(Number(response.headers['retry-after']) >= 1, `${label}: Retry-After`);
+  assert.ok(ms < boundMs, `${label}: answered after ${Math.round(ms)} ms (bound ${boundMs})`);
+}
+
+async function eventually(check: () => Promise<boolean>, what: string, timeoutMs = 15_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await sleep(100);
+  }
+  assert.fail(`not within ${timeoutMs} ms: ${what}`);
+}
+
+const logCount = (harness: Harness, pattern: RegExp) =>
+  harness.logs.filter((line) => pattern.test(String(line.msg))).length;
+
+describe('PostgreSQL frozen and stopped (a throwaway cluster)', {
+  skip: postgresBin() === null,
+}, () => {
+  let cluster: PgCluster;
+  let api: Harness | undefined;
+
+  before(async () => {
+    cluster = await PgCluster.start();
+    api = await startApi({
+      DATABASE_URL: cluster.url,
+      SECRET_KEY: randomBytes(32).toString('hex'),
+      DATABASE_STATEMENT_TIMEOUT: '1s',
+      DATABASE_CONNECT_TIMEOUT: '500ms',
+    });
+  });
+  after(async () => {
+    cluster?.thaw();
+    await stopApi(api);
+    cluster?.destroy();
+  });
+
+  it('answers 503 service-unavailable with Retry-After, bounded, while frozen; recovers when thawed', async () => {
+    const harness = api as Harness;
+    const { token, tenantId } = await mint(harness.app);
+    assert.equal(
+      (await timed(harness.app, 'GET', '/api/v1/trips', token)).response.statusCode,
+      200,
+    );
+
+    cluster.freeze();
+    try {
+      const bound = 4_000; // statement time-out + 1 s client read time-out + connect, with slack
+      const answers = await Promise.all([
+        timed(harness.app, 'GET', '/api/v1/trips', token),
+        timed(harness.app, 'GET', '/api/v1/clients', token),
+        timed(harness.app, 'POST', '/api/v1/clients', token, {
+          kind: 'individual',
+          displayName: 'Frozen',
+        }),
+        timed(harness.app, 'GET', '/api/v1/me', `tk_test_${'0'.repeat(26)}`), // unknown token: a lookup
+        timed(harness.app, 'GET', `/admin/v1/tenants/${tenantId}`, ADMIN_TOKEN),
+      ]);
+      for (const [i, answer] of answers.entries()) assertUnavailable(answer, bound, `request ${i}`);
+      const ready = await timed(harness.app, 'GET', '/readyz');
+      assertUnavailable(ready, 1_800, '/readyz');
+    } finally {
+      cluster.thaw();
+    }
+    assert.equal(logCount(harness, /database unavailable/), 1, 'one warning for the outage');
+    assert.equal(logCount(harness, /unhandled error/), 0, 'no error and stack per request');
+
+    await eventually(
+      async () =>
+        (await timed(harness.app, 'GET', '/api/v1/trips', token)).response.statusCode === 200,
+      'reads succeed again after SIGCONT, without a restart',
+    );
+    assert.equal((await timed(harness.app, 'GET', '/readyz')).response.statusCode, 200);
+    assert.equal(logCount(harness, /database available again/), 1);
+  });
+
+  it('answers 503 at once while stopped for real, and recovers when it is started again', async () => {
+    const harness = api as Harness;
+    const { token } = await mint(harness.app);
+    const before = logCount(harness, /database unavailable/);
+    cluster.stopServer();
+    try {
+      for (const url of ['/api/v1/trips', '/api/v1/clients']) {
+        assertUnavailable(await timed(harness.app, 'GET', url, token), 2_000, url);
+      }
+      assertUnavailable(
+        await timed(harness.app, 'POST', '/api/v1/clients', token, {
+          kind: 'company',
+          displayName: 'Down',
+        }),
+        2_000,
+        'keyed write',
+      );
+      assertUnavailable(await timed(harness.app, 'GET', '/readyz'), 1_800, '/readyz');
+    } finally {
+      cluster.startServer();
+    }
+    assert.equal(logCount(harness, /database unavailable/), before + 1);
+    await eventually(
+      async () =>
+        (await timed(harness.app, 'GET', '/api/v1/clients', token)).response.statusCode === 200,
+      'reads succeed again once the server is back, without a restart',
+    );
+    const created = await timed(harness.app, 'POST', '/api/v1/clients', token, {
+      kind: 'company',
+      displayName: 'Up',
+    });
+    assert.equal(created.response.statusCode, 201, created.response.body);
+  });
+});
+
+describe('Redis killed and frozen (rate-limit counters)', () => {
+  let redis: RedisServer;
+  let api: Harness | undefined;
+
+  before(async () => {
+    redis = await RedisServer.start();
+    api = await startApi({ REDIS_URL: redis.url });
+  });
+  after(async () => {
+    redis?.kill();
+    await stopApi(api);
+  });
+
+  const burst = async (harness: Harness, token: string, count: number) => {
+    const answers = await Promise.all(
+      Array.from({ length: count }, () => timed(harness.app, 'GET', '/api/v1/me', token)),
+    );
+    for (const { response, ms } of answers) {
+      assert.equal(response.statusCode, 200, response.body);
+      assert.ok(ms < 1_000, `answered after ${Math.round(ms)} ms`);
+    }
+  };
+
+  it('keeps answering promptly while Redis is frozen, and shares counters again once it is back', async () => {
+    const harness = api as Harness;
+    const recent = await mint(harness.app);
+    await burst(harness, recent.token, 5);
+    assert.ok(redis.keys('rl_min*').length > 0, 'counters are in Redis');
+
+    redis.freeze();
+    try {
+      const fresh = await mint(harness.app, recent.tenantId);
+      await burst(harness, recent.token, 40);
+      await burst(harness, fresh.token, 40);
+    } finally {
+      redis.thaw();
+    }
+    // After the second in which the store is skipped, a new token's counter lands in Redis again.
+    await sleep(1_200);
+    const later = await mint(harness.app, recent.tenantId);
+    await burst(harness, later.token, 3);
+    const tokenId = (await timed(harness.app, 'GET', '/api/v1/me', later.token)).response.json()
+      .token.id;
+    await eventually(
+      async () => redis.keys(`*${tokenId}*`).length > 0,
+      'the new token is counted in Redis',
+    );
+  });
+
+  it('keeps answering promptly when Redis is killed', async () => {
+    const harness = api as Harness;
+    const { token } = await mint(harness.app);
+    redis.kill();
+    await sleep(100);
+    await burst(harness, token, 40);
+    const fresh = await mint(harness.app);
+    await burst(harness, fresh.token, 10);
+  });
+});
