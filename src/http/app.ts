@@ -188,6 +188,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     if (!request.url.includes('%00')) return done();
     const params = request.params as Record<string, unknown> | undefined;
     if (params && Object.values(params).some(holdsNul)) return done(notFound('The resource'));
+    // A route without a query schema ignores its query string, NUL or not.
+    if (!request.routeOptions.schema?.querystring) return done();
     const errors: FieldErrors = Object.create(null);
     for (const [name, value] of Object.entries((request.query ?? {}) as object)) {
       if (holdsNul(name) || holdsNul(value)) errors[name.replace(/\0/g, '\\u0000')] = [NUL_MESSAGE];
