@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { makePrivateDirectory } from './lib/private-dir.ts';
 
 export type DeploymentEnv = 'live' | 'test';
 
@@ -260,7 +261,7 @@ export function resolveSecretKey(config: Config): string {
   if (config.secretKey) return config.secretKey;
   const file = join(config.dataDir, 'secret.key');
   if (existsSync(file)) return readFileSync(file, 'utf8').trim();
-  mkdirSync(config.dataDir, { recursive: true });
+  makePrivateDirectory(config.dataDir);
   const key = randomBytes(32).toString('base64url');
   writeFileSync(file, `${key}\n`, { mode: 0o600, flag: 'wx' });
   return key;

@@ -1,4 +1,6 @@
-import { type Config, describeDatabase } from './config.ts';
+import { lookup } from 'node:dns/promises';
+import { isIP } from 'node:net';
+import { type Config, ConfigError, describeDatabase } from './config.ts';
 import { demoInstructions, seedDemoIfEmpty } from './demo.ts';
 import { createHttpApp, createRuntime, type Runtime } from './runtime.ts';
 import { startWorker } from './webhooks/start-worker.ts';
@@ -11,13 +13,26 @@ export async function serve(
   config: Config,
   options: { seedDemo: boolean; worker: boolean },
 ): Promise<void> {
+  await checkListenAddress(config);
   const runtime = await createRuntime(config, { listen: true });
   const demo = options.seedDemo ? await seedDemoIfEmpty(runtime) : null;
   const app = await createHttpApp(runtime);
+  const graceful = app.gracefulClose;
   const worker = options.worker ? startWorker(runtime) : null;
   // Before the banner: whoever waits for it may signal at once.
-  stopOnSignals(runtime, () => Promise.all([app.close(), worker?.stop()]));
-  await app.listen({ port: config.port, host: config.host });
+  stopOnSignals(runtime, config.shutdownTimeoutMs, async () => {
+    // Leave a moment of the bound for closing the database and the rest.
+    const window = Math.max(100, config.shutdownTimeoutMs - 500);
+    const [drained] = await Promise.all([graceful.close(window), worker?.stop()]);
+    await app.close();
+    return drained;
+  });
+  try {
+    await app.listen({ port: config.port, host: config.host });
+  } catch (error) {
+    await Promise.allSettled([worker?.stop(), app.close(), runtime.close()]);
+    throw listenError(error, config);
+  }
   process.stdout.write(
     `\nTour-operator API listening on ${config.publicBaseUrl} (${describeDatabase(config)})\n`,
   );
@@ -33,18 +48,66 @@ export async function serve(
 
 /**
  * On the first SIGINT or SIGTERM: `drain` (stop taking work, finish what runs), close the
- * database, exit 0. Shared by `serve` and `tourops worker`.
+ * database, exit 0; all of it within `timeoutMs` (SHUTDOWN_TIMEOUT), after which the process
+ * exits 1 with what still ran cut off. Shared by `serve` and `tourops worker`.
  */
-export function stopOnSignals(runtime: Runtime, drain: () => Promise<unknown>): void {
+export function stopOnSignals(
+  runtime: Runtime,
+  timeoutMs: number,
+  drain: () => Promise<unknown>,
+): void {
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
-    runtime.logger.info({ signal }, 'shutting down');
-    await drain();
-    await runtime.close();
-    process.exit(0);
+    runtime.logger.info({ signal, timeoutMs }, 'shutting down');
+    setTimeout(() => {
+      runtime.logger.warn({ timeoutMs }, 'SHUTDOWN_TIMEOUT reached: exiting with work cut off');
+      process.exit(1);
+    }, timeoutMs);
+    let clean = true;
+    try {
+      clean = (await drain()) !== false;
+      await runtime.close();
+    } catch (error) {
+      clean = false;
+      runtime.logger.error({ err: error }, 'shutdown failed');
+    }
+    process.exit(clean ? 0 : 1);
   };
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('SIGTERM', () => void stop('SIGTERM'));
+}
+
+/**
+ * HOST is resolved before anything else runs (migrations included), so a name that does not
+ * resolve stops start-up naming HOST, not the database.
+ */
+async function checkListenAddress(config: Config): Promise<void> {
+  if (isIP(config.host) !== 0) return;
+  try {
+    await lookup(config.host);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? 'unknown';
+    throw new ConfigError(`HOST: "${config.host}" does not resolve (${code})`);
+  }
+}
+
+/** A failed listen, as one line naming the variable to change. */
+function listenError(error: unknown, config: Config): unknown {
+  const code = (error as NodeJS.ErrnoException).code;
+  const where = `${config.host}:${config.port}`;
+  switch (code) {
+    case 'EADDRINUSE':
+      return new ConfigError(`PORT: ${where} is already in use`);
+    case 'EACCES':
+      return new ConfigError(`PORT: no permission to listen on ${where}`);
+    case 'EADDRNOTAVAIL':
+      return new ConfigError(`HOST: ${config.host} is not an address of this machine`);
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+      return new ConfigError(`HOST: "${config.host}" does not resolve (${code})`);
+    default:
+      return error;
+  }
 }

@@ -71,7 +71,7 @@ const workerCommand: Command = {
     const runtime = await createRuntime(config, { listen: true });
     const worker = startWorker(runtime);
     // Before the announcement: whoever waits for it may signal at once.
-    stopOnSignals(runtime, () => worker.stop());
+    stopOnSignals(runtime, config.shutdownTimeoutMs, () => worker.stop());
     ctx.io.stdout.write(`Webhook delivery worker running (${describeDatabase(config)})\n`);
     return 'serving';
   },

@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { closeSync, openSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import {
@@ -12,6 +12,8 @@ import {
   type Transaction,
 } from 'kysely';
 import pg from 'pg';
+import { ConfigError } from '../config.ts';
+import { makePrivateDirectory } from '../lib/private-dir.ts';
 import { AmbientDialect, type AmbientTransaction } from './ambient.ts';
 import { SnakeCaseQueriesPlugin } from './camel-case.ts';
 import { RowBuilders } from './row-builder.ts';
@@ -195,6 +197,29 @@ export function openSqlite(file: string, busyTimeoutMs = 5_000): BetterSqlite3.D
   return sqlite;
 }
 
+/**
+ * Checks that DATA_DIR is a directory this process can write (else one line naming it, instead of
+ * an SQLite error or a hang on a path such as /proc), creating it private (0700), and creates the
+ * database file private (0600) before SQLite opens it: its WAL and SHM files take the same mode.
+ */
+export function prepareDataDir(dataDir: string): string {
+  const file = join(dataDir, 'tourops.sqlite');
+  try {
+    makePrivateDirectory(dataDir);
+    if (!statSync(dataDir).isDirectory()) {
+      throw Object.assign(new Error('not a directory'), { code: 'ENOTDIR' });
+    }
+    const probe = join(dataDir, `.tourops-probe-${process.pid}`);
+    writeFileSync(probe, '', { flag: 'wx', mode: 0o600 });
+    unlinkSync(probe);
+    closeSync(openSync(file, 'a', 0o600));
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? 'unusable';
+    throw new ConfigError(`DATA_DIR: "${dataDir}" is not a writable directory (${code})`);
+  }
+  return file;
+}
+
 export function createDatabase(options: DatabaseOptions): Database {
   if (options.databaseUrl) {
     // int8 (counts, sequences) as numbers: every value we store fits in 2^53.
@@ -233,12 +258,9 @@ export function createDatabase(options: DatabaseOptions): Database {
       close: () => db.destroy(),
     };
   }
-  mkdirSync(options.dataDir, { recursive: true });
+  const file = prepareDataDir(options.dataDir);
   // Never 0 (SQLite would then fail at once on a lock instead of waiting).
-  const sqlite = openSqlite(
-    join(options.dataDir, 'tourops.sqlite'),
-    options.statementTimeoutMs || 5_000,
-  );
+  const sqlite = openSqlite(file, options.statementTimeoutMs || 5_000);
   const camelCase = new SnakeCaseQueriesPlugin();
   const rows = new RowBuilders((name) => camelCase.toCamelCase(name));
   const dialect = new AmbientDialect(

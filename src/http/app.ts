@@ -26,6 +26,7 @@ import type { Services } from '../services/index.ts';
 import { adminApi } from './admin/admin-api.ts';
 import { answerClientError } from './client-errors.ts';
 import { errorPages } from './error-pages.ts';
+import { GracefulClose } from './graceful-close.ts';
 import { healthRoutes } from './health-routes.ts';
 import { exceedsDepth, NUL_MESSAGE, nulProblem, tooDeepProblem } from './json-body.ts';
 import { legacyRoutes } from './legacy-routes.ts';
@@ -33,6 +34,13 @@ import { OutageLog } from './outage-log.ts';
 import { internalProblem, sendProblem, toProblem } from './problem-reply.ts';
 import { publicApi } from './public-api.ts';
 import { OPTIONAL_BODY, SHARED_SCHEMAS } from './schemas.ts';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The stop `serve` runs on SIGTERM (see GracefulClose). */
+    gracefulClose: GracefulClose;
+  }
+}
 
 export interface AppDeps {
   config: Config;
@@ -133,6 +141,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       return typeof given === 'string' && REQUEST_ID_PATTERN.test(given) ? given : randomUUID();
     },
     routerOptions: { ignoreTrailingSlash: false, maxParamLength: 200 },
+    // A graceful stop answers every request that reaches an open connection (see GracefulClose).
+    return503OnClosing: false,
+    forceCloseConnections: false,
     // A path that does not decode, or a segment longer than any id: no such resource (the
     // versioned API has no 400 or 414), as problem+json with the request id.
     frameworkErrors: (_error, request, reply) => {
@@ -196,6 +207,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     }
     done(Object.keys(errors).length > 0 ? validationFailed(errors) : undefined);
   });
+  app.decorate('gracefulClose', new GracefulClose(app));
   const outage = new OutageLog(app.log);
   const logRequests = deps.logger.isLevelEnabled('info');
   app.addHook('onResponse', (request, reply, done) => {
