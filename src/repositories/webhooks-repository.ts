@@ -170,20 +170,35 @@ export class WebhooksRepository {
     now: string,
     staleBefore: string,
     limit: number,
-    options: { perSubscription: number; skip?: string[]; maxAttempts?: number } = {
+    options: {
+      perSubscription: number;
+      skip?: string[];
+      /** Most rows of one tenant, over all its subscriptions. */
+      perTenant?: number;
+      skipTenants?: string[];
+      maxAttempts?: number;
+    } = {
       perSubscription: limit,
     },
   ): Promise<ClaimedDelivery[]> {
     const skip = options.skip ?? [];
+    const skipTenants = options.skipTenants ?? [];
     const notSkipped = (column: string) =>
       skip.length === 0 ? sql`` : sql`and ${sql.ref(column)} not in (${sql.join(skip)})`;
+    const tenantNotSkipped = (column: string) =>
+      skipTenants.length === 0
+        ? sql``
+        : sql`and ${sql.ref(column)} not in (${sql.join(skipTenants)})`;
     const perSubscription = Math.min(limit, options.perSubscription);
+    const perTenant = Math.min(limit, options.perTenant ?? limit);
     // Per subscription: LATERAL on PostgreSQL; on SQLite (no LATERAL) a correlated IN, with
     // CROSS JOIN keeping subscriptions the outer loop (else SQLite scans every delivery).
-    const due =
+    // Then at most perTenant of a tenant's rows (ranked over its subscriptions), the earliest due.
+    const candidates =
       this.dialect === 'postgres'
         ? sql`
-          select q.id from webhook_subscriptions s
+          select q.id, q.next_attempt_at, row_number() over (partition by s.tenant_id order by q.next_attempt_at) as rank
+          from webhook_subscriptions s
           cross join lateral (
             select d.id, d.next_attempt_at from webhook_deliveries d
             where d.subscription_id = s.id and d.status = 'pending' and d.next_attempt_at <= ${now}
@@ -191,11 +206,10 @@ export class WebhooksRepository {
             limit ${perSubscription}
             for update of d skip locked
           ) q
-          where s.active = 1 ${notSkipped('s.id')}
-          order by q.next_attempt_at
-          limit ${limit}`
+          where s.active = 1 ${notSkipped('s.id')} ${tenantNotSkipped('s.tenant_id')}`
         : sql`
-          select d.id from webhook_subscriptions s
+          select d.id, d.next_attempt_at, row_number() over (partition by s.tenant_id order by d.next_attempt_at) as rank
+          from webhook_subscriptions s
           cross join webhook_deliveries d
           where d.id in (
             select d2.id from webhook_deliveries d2
@@ -203,9 +217,12 @@ export class WebhooksRepository {
             order by d2.next_attempt_at
             limit ${perSubscription}
           )
-          and s.active = 1 ${notSkipped('s.id')}
-          order by d.next_attempt_at
-          limit ${limit}`;
+          and s.active = 1 ${notSkipped('s.id')} ${tenantNotSkipped('s.tenant_id')}`;
+    const due = sql`
+      select id from (${candidates}) as ranked
+      where rank <= ${perTenant}
+      order by next_attempt_at
+      limit ${limit}`;
     const stale = sql`
       select d.id from webhook_deliveries d
       join webhook_subscriptions s on s.id = d.subscription_id

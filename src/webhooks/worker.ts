@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import type { Database, Executor } from '../db/database.ts';
+import { tenantClaimPlan } from '../domain/worker-slots.ts';
 import type { Clock } from '../lib/clock.ts';
 import { newId } from '../lib/ids.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
@@ -19,7 +20,10 @@ import { signatureHeader } from './signing.ts';
 export interface WorkerOptions {
   /** Attempts running at once, over every endpoint. */
   maxInFlight?: number;
-  /** Attempts running at once to one subscription, so a slow endpoint cannot take every slot. */
+  /**
+   * Attempts running at once to one subscription, so a slow endpoint cannot take every slot (and
+   * to one tenant: see tenantSlotCap).
+   */
   maxPerSubscription?: number;
   /** Most rows one claim takes. */
   batchSize?: number;
@@ -77,6 +81,7 @@ export class DeliveryWorker {
   private loop: Promise<void> | null = null;
   private readonly inFlight = new Set<Promise<void>>();
   private readonly perSubscription = new Map<string, number>();
+  private readonly perTenant = new Map<string, number>();
   private settled: Settled[] = [];
   private flushing: Promise<void> | null = null;
   private flushTimer: NodeJS.Timeout | null = null;
@@ -171,9 +176,13 @@ export class DeliveryWorker {
     const skip = [...this.perSubscription]
       .filter(([, count]) => count > this.maxPerSubscription - this.claimPerSubscription)
       .map(([id]) => id);
+    // The same one level up: one tenant's hung endpoints cannot hold another tenant's slots.
+    const tenants = tenantClaimPlan(this.perTenant, this.maxInFlight, this.maxPerSubscription);
     return this.deps.webhooks.claimDue(new Date(now).toISOString(), staleBefore, limit, {
       perSubscription: this.claimPerSubscription,
       skip,
+      perTenant: tenants.perTenant,
+      skipTenants: tenants.skip,
       maxAttempts: this.attempts,
     });
   }
@@ -195,7 +204,9 @@ export class DeliveryWorker {
 
   private begin(delivery: ClaimedDelivery): void {
     const id = delivery.subscriptionId;
+    const tenant = delivery.tenantId;
     this.perSubscription.set(id, (this.perSubscription.get(id) ?? 0) + 1);
+    this.perTenant.set(tenant, (this.perTenant.get(tenant) ?? 0) + 1);
     const attempt: Promise<void> = this.attempt(delivery)
       .catch((error) => this.deps.logger.error({ err: error }, 'delivery attempt failed'))
       .finally(() => {
@@ -203,6 +214,9 @@ export class DeliveryWorker {
         const left = (this.perSubscription.get(id) ?? 1) - 1;
         if (left === 0) this.perSubscription.delete(id);
         else this.perSubscription.set(id, left);
+        const tenantLeft = (this.perTenant.get(tenant) ?? 1) - 1;
+        if (tenantLeft === 0) this.perTenant.delete(tenant);
+        else this.perTenant.set(tenant, tenantLeft);
         // The subscription became claimable again: it may have rows waiting.
         if (left === this.maxPerSubscription - this.claimPerSubscription) this.onSignal();
       });

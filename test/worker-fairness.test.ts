@@ -1,0 +1,131 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { tenantClaimPlan, tenantSlotCap } from '../src/domain/worker-slots.ts';
+import { startWorker } from '../src/webhooks/start-worker.ts';
+import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
+import { createTenant } from './helpers/fixtures.ts';
+import { HttpsReceiver, testCa } from './helpers/https-receiver.ts';
+
+describe('tenant slot caps (pure)', () => {
+  it('gives a lone tenant half the slots, shares them as tenants come, never below one subscription', () => {
+    assert.equal(tenantSlotCap(256, 32, 0), 128);
+    assert.equal(tenantSlotCap(256, 32, 1), 85);
+    assert.equal(tenantSlotCap(256, 32, 2), 64);
+    assert.equal(tenantSlotCap(256, 32, 20), 32);
+  });
+
+  it('leaves out of a claim the tenants its share could take past their cap', () => {
+    assert.deepEqual(tenantClaimPlan(new Map(), 256, 32), { perTenant: 64, skip: [] });
+    // Alone at 128 of 256: at its cap.
+    assert.deepEqual(tenantClaimPlan(new Map([['a', 128]]), 256, 32), {
+      perTenant: 43,
+      skip: ['a'],
+    });
+    assert.deepEqual(tenantClaimPlan(new Map([['a', 80]]), 256, 32), { perTenant: 43, skip: [] });
+    // Two holders: each capped at 85, a newcomer may take 32 (half of 64) at once.
+    assert.deepEqual(
+      tenantClaimPlan(
+        new Map([
+          ['a', 60],
+          ['b', 10],
+        ]),
+        256,
+        32,
+      ),
+      {
+        perTenant: 32,
+        skip: ['a'],
+      },
+    );
+  });
+});
+
+// Real hanging receivers: one tenant's ten endpoints accept and never answer; another tenant's
+// endpoint answers at once. Without a tenant cap the first would hold every slot (10 × 8 > 40)
+// and the second would wait for the time-out.
+for (const backend of BACKENDS) {
+  describe(`one tenant's hung endpoints never delay another tenant (${backend})`, () => {
+    let ctx: TestContext;
+    let receiver: HttpsReceiver;
+    let worker: ReturnType<typeof startWorker>;
+    let hanging = 0;
+    let mostHanging = 0;
+
+    before(async () => {
+      const ca = await testCa();
+      ctx = await createTestContext(backend, {
+        env: {
+          WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+          WEBHOOK_CA_FILE: ca.caFile,
+          WEBHOOK_TIMEOUT_MS: '60000',
+        },
+      });
+      receiver = await HttpsReceiver.start({
+        responder: (request) => {
+          if (!request.path.startsWith('/dead')) return { status: 204 };
+          hanging += 1;
+          mostHanging = Math.max(mostHanging, hanging);
+          return 'hang';
+        },
+      });
+      worker = startWorker(ctx.runtime, {
+        pollIntervalMs: 50,
+        maxInFlight: 40,
+        maxPerSubscription: 8,
+      });
+    });
+    after(async () => {
+      // The hung attempts end when their connections do.
+      await receiver.close();
+      await worker.stop();
+      await ctx.close();
+    });
+
+    it('delivers the other tenant promptly while the first holds only its share', async () => {
+      const dead = await createTenant(ctx, { tier: 'pro' });
+      for (let i = 0; i < 10; i++) {
+        const created = await ctx.api('POST', '/api/v1/webhooks', {
+          token: dead.token,
+          body: { url: receiver.url(`/dead/${i}`), events: ['client.created'] },
+        });
+        assert.equal(created.statusCode, 201, created.body);
+      }
+      for (let i = 0; i < 20; i++) {
+        await ctx.api('POST', '/api/v1/clients', {
+          token: dead.token,
+          body: { kind: 'individual', displayName: `Dead ${i}` },
+        });
+      }
+      // The first tenant's attempts fill its share of the slots and hang there (a claim takes at
+      // most half a share, so it settles between half its cap and its cap).
+      await receiver.waitFor(10, 10_000);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      assert.ok(mostHanging <= tenantSlotCap(40, 8, 0), `${mostHanging} hung attempts at once`);
+
+      const live = await createTenant(ctx, { tier: 'pro' });
+      const subscribed = await ctx.api('POST', '/api/v1/webhooks', {
+        token: live.token,
+        body: { url: receiver.url('/live'), events: ['client.created'] },
+      });
+      assert.equal(subscribed.statusCode, 201, subscribed.body);
+      const started = Date.now();
+      for (let i = 0; i < 5; i++) {
+        await ctx.api('POST', '/api/v1/clients', {
+          token: live.token,
+          body: { kind: 'individual', displayName: `Live ${i}` },
+        });
+      }
+      const deadline = Date.now() + 10_000;
+      while (
+        receiver.requests.filter((r) => r.path === '/live').length < 5 &&
+        Date.now() < deadline
+      ) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      const delivered = receiver.requests.filter((r) => r.path === '/live').length;
+      assert.equal(delivered, 5, 'the other tenant was delivered');
+      assert.ok(Date.now() - started < 5_000, `after ${Date.now() - started} ms`);
+      assert.ok(mostHanging <= tenantSlotCap(40, 8, 0), `${mostHanging} hung attempts at once`);
+    });
+  });
+}
