@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { tenantClaimPlan, tenantSlotCap } from '../src/domain/worker-slots.ts';
+import { tenantClaimPlan, tenantReopened, tenantSlotCap } from '../src/domain/worker-slots.ts';
 import { startWorker } from '../src/webhooks/start-worker.ts';
 import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
 import { createTenant } from './helpers/fixtures.ts';
@@ -14,29 +14,30 @@ describe('tenant slot caps (pure)', () => {
     assert.equal(tenantSlotCap(256, 32, 20), 32);
   });
 
-  it('leaves out of a claim the tenants its share could take past their cap', () => {
-    assert.deepEqual(tenantClaimPlan(new Map(), 256, 32), { perTenant: 64, skip: [] });
-    // Alone at 128 of 256: at its cap.
-    assert.deepEqual(tenantClaimPlan(new Map([['a', 128]]), 256, 32), {
-      perTenant: 43,
-      skip: ['a'],
-    });
-    assert.deepEqual(tenantClaimPlan(new Map([['a', 80]]), 256, 32), { perTenant: 43, skip: [] });
-    // Two holders: each capped at 85, a newcomer may take 32 (half of 64) at once.
+  it('lets a claim take of each tenant what its cap leaves, and nothing of one at its cap', () => {
+    const plan = (entries: Array<[string, number]>) => {
+      const { room, skip, newcomerRoom } = tenantClaimPlan(new Map(entries), 256, 32);
+      return { room: Object.fromEntries(room), skip, newcomerRoom };
+    };
+    assert.deepEqual(plan([]), { room: {}, skip: [], newcomerRoom: 128 });
+    // Alone at 128 of 256: at its cap; a newcomer may take 85.
+    assert.deepEqual(plan([['a', 128]]), { room: {}, skip: ['a'], newcomerRoom: 85 });
+    assert.deepEqual(plan([['a', 80]]), { room: { a: 48 }, skip: [], newcomerRoom: 85 });
+    // Two holders: each capped at 85.
     assert.deepEqual(
-      tenantClaimPlan(
-        new Map([
-          ['a', 60],
-          ['b', 10],
-        ]),
-        256,
-        32,
-      ),
-      {
-        perTenant: 32,
-        skip: ['a'],
-      },
+      plan([
+        ['a', 90],
+        ['b', 10],
+      ]),
+      { room: { b: 75 }, skip: ['a'], newcomerRoom: 64 },
     );
+  });
+
+  it('wakes the claim loop once a held-back tenant has a quarter of its cap free', () => {
+    assert.equal(tenantReopened(96, 0, 256, 32), true);
+    assert.equal(tenantReopened(97, 0, 256, 32), false);
+    assert.equal(tenantReopened(95, 0, 256, 32), false);
+    assert.equal(tenantReopened(63, 1, 256, 32), true); // cap 85
   });
 });
 
@@ -96,9 +97,8 @@ for (const backend of BACKENDS) {
           body: { kind: 'individual', displayName: `Dead ${i}` },
         });
       }
-      // The first tenant's attempts fill its share of the slots and hang there (a claim takes at
-      // most half a share, so it settles between half its cap and its cap).
-      await receiver.waitFor(10, 10_000);
+      // The first tenant's attempts fill its share of the slots and hang there.
+      await receiver.waitFor(tenantSlotCap(40, 8, 0), 10_000);
       await new Promise((resolve) => setTimeout(resolve, 500));
       assert.ok(mostHanging <= tenantSlotCap(40, 8, 0), `${mostHanging} hung attempts at once`);
 

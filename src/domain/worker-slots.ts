@@ -2,8 +2,8 @@
  * How many of a worker's attempt slots one tenant may hold: an equal share among the tenants
  * holding slots now plus one more, so there is always room for a tenant that has none yet, but
  * never less than one subscription's cap. Alone, a tenant gets half the slots: a tenant whose
- * endpoints all hang leaves the other half to everyone else, and one with many subscriptions
- * still drains at full speed (4 subscriptions × 32 = 128 of 256).
+ * endpoints all hang leaves the other half to everyone else, and one with four subscriptions
+ * still drains at full speed (4 × 32 = 128 of 256).
  */
 export function tenantSlotCap(
   maxInFlight: number,
@@ -13,24 +13,47 @@ export function tenantSlotCap(
   return Math.max(maxPerSubscription, Math.floor(maxInFlight / (otherTenantsInFlight + 2)));
 }
 
-/**
- * The rows one claim may take of each tenant, and the tenants to leave out of it, given the
- * attempts each tenant has in flight: a tenant is left out when the claim's share could take it
- * past its cap, so no tenant ever holds more than its cap here.
- */
+export interface TenantClaimPlan {
+  /** Rows a claim may take of each tenant with attempts in flight (its cap less those). */
+  room: Map<string, number>;
+  /** Tenants at or past their cap: left out of the claim. */
+  skip: string[];
+  /** Rows a claim may take of a tenant with nothing in flight. */
+  newcomerRoom: number;
+}
+
+/** What a claim may take of each tenant, given the attempts each has in flight. */
 export function tenantClaimPlan(
   inFlightByTenant: ReadonlyMap<string, number>,
   maxInFlight: number,
   maxPerSubscription: number,
-): { perTenant: number; skip: string[] } {
+): TenantClaimPlan {
   const holders = inFlightByTenant.size;
-  // The share of a tenant that holds nothing yet: the smallest cap any tenant has right now.
-  const newcomerCap = tenantSlotCap(maxInFlight, maxPerSubscription, holders);
-  const perTenant = Math.max(1, Math.ceil(newcomerCap / 2));
+  const cap = tenantSlotCap(maxInFlight, maxPerSubscription, holders - 1);
+  const room = new Map<string, number>();
   const skip: string[] = [];
   for (const [tenant, count] of inFlightByTenant) {
-    const cap = tenantSlotCap(maxInFlight, maxPerSubscription, holders - 1);
-    if (count + perTenant > cap) skip.push(tenant);
+    if (count >= cap) skip.push(tenant);
+    else room.set(tenant, cap - count);
   }
-  return { perTenant, skip };
+  return {
+    room,
+    skip,
+    newcomerRoom: tenantSlotCap(maxInFlight, maxPerSubscription, holders),
+  };
+}
+
+/**
+ * Whether an attempt that just ended (the tenant now has `left` in flight) should wake the claim
+ * loop for that tenant: once it has a quarter of its cap free again after being held back, not
+ * after every single attempt (a claim per attempt would load the database for nothing).
+ */
+export function tenantReopened(
+  left: number,
+  otherTenantsInFlight: number,
+  maxInFlight: number,
+  maxPerSubscription: number,
+): boolean {
+  const cap = tenantSlotCap(maxInFlight, maxPerSubscription, otherTenantsInFlight);
+  return left === cap - Math.ceil(cap / 4);
 }

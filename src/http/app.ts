@@ -2,25 +2,14 @@ import { randomUUID } from 'node:crypto';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Ajv from 'ajv';
 import addFormats from 'ajv-formats';
-import Fastify, {
-  type FastifyBaseLogger,
-  type FastifyInstance,
-  type FastifySchemaValidationError,
-  LogController,
-} from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import type { Database } from '../db/database.ts';
 import { isDatabaseUnavailable } from '../db/unavailable.ts';
 import { CODE_FORMATS } from '../domain/codes.ts';
 import type { Clock } from '../lib/clock.ts';
-import {
-  type ApiProblem,
-  type FieldErrors,
-  notFound,
-  serviceUnavailable,
-  validationFailed,
-} from '../lib/problems.ts';
+import { type ApiProblem, notFound, serviceUnavailable } from '../lib/problems.ts';
 import type { RateLimits } from '../rate-limit/rate-limits.ts';
 import type { Services } from '../services/index.ts';
 import { adminApi } from './admin/admin-api.ts';
@@ -28,7 +17,8 @@ import { answerClientError } from './client-errors.ts';
 import { errorPages } from './error-pages.ts';
 import { GracefulClose } from './graceful-close.ts';
 import { healthRoutes } from './health-routes.ts';
-import { exceedsDepth, NUL_MESSAGE, nulProblem, tooDeepProblem } from './json-body.ts';
+import { decimalNumbersOnly, refuseNul } from './input-guards.ts';
+import { exceedsDepth, nulProblem, tooDeepProblem } from './json-body.ts';
 import { legacyRoutes } from './legacy-routes.ts';
 import { OutageLog } from './outage-log.ts';
 import { internalProblem, sendProblem, toProblem } from './problem-reply.ts';
@@ -72,57 +62,6 @@ function createValidators() {
     }
   }
   return { body, query };
-}
-
-function holdsNul(value: unknown): boolean {
-  if (typeof value === 'string') return value.includes('\0');
-  return Array.isArray(value) && value.some(holdsNul);
-}
-
-type QueryValidator = ((data: unknown) => boolean) & {
-  errors?: FastifySchemaValidationError[] | null;
-};
-
-const DECIMAL = { integer: /^-?\d{1,15}$/, number: /^-?\d{1,15}(\.\d{1,15})?$/ };
-
-/**
- * Ajv coerces query text with `Number()`, which also reads `0x5`, `1e1`, ` 5` and `` as numbers.
- * Numeric query parameters take plain decimals only; the others are reported together with Ajv's.
- */
-function decimalNumbersOnly(schema: unknown, validate: QueryValidator): QueryValidator {
-  const properties = (schema as { properties?: Record<string, { type?: unknown }> }).properties;
-  const numeric = Object.entries(properties ?? {}).flatMap(([name, property]) =>
-    property.type === 'integer' || property.type === 'number'
-      ? [[name, property.type] as const]
-      : [],
-  );
-  if (numeric.length === 0) return validate;
-  const checked: QueryValidator = (data) => {
-    const query = data as Record<string, unknown>;
-    const bad = numeric.filter(([name, type]) => {
-      const value = query[name];
-      return typeof value === 'string' && !DECIMAL[type].test(value);
-    });
-    const valid = validate(data);
-    if (bad.length === 0) {
-      checked.errors = validate.errors;
-      return valid;
-    }
-    const own = bad.map(([name, type]) => ({
-      keyword: 'type',
-      instancePath: `/${name}`,
-      schemaPath: `#/properties/${name}/type`,
-      params: {},
-      message: type === 'integer' ? 'must be a decimal integer' : 'must be a decimal number',
-    }));
-    // Ajv may also have coerced and accepted the value: only its other findings are kept.
-    const others = (validate.errors ?? []).filter(
-      (error) => !bad.some(([name]) => error.instancePath === `/${name}`),
-    );
-    checked.errors = [...own, ...others];
-    return false;
-  };
-  return checked;
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
@@ -192,21 +131,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     reply.header('Service-Request-Id', request.id);
     done();
   });
-  // A NUL character cannot be stored by PostgreSQL (and no id or filter holds one): in a path
-  // it names no resource (404), in a query it is a bad value (422), the same on both backends.
-  // Bodies are checked where they are parsed. A raw NUL cannot reach here, only `%00`.
-  app.addHook('preValidation', (request, _reply, done) => {
-    if (!request.url.includes('%00')) return done();
-    const params = request.params as Record<string, unknown> | undefined;
-    if (params && Object.values(params).some(holdsNul)) return done(notFound('The resource'));
-    // A route without a query schema ignores its query string, NUL or not.
-    if (!request.routeOptions.schema?.querystring) return done();
-    const errors: FieldErrors = Object.create(null);
-    for (const [name, value] of Object.entries((request.query ?? {}) as object)) {
-      if (holdsNul(name) || holdsNul(value)) errors[name.replace(/\0/g, '\\u0000')] = [NUL_MESSAGE];
-    }
-    done(Object.keys(errors).length > 0 ? validationFailed(errors) : undefined);
-  });
+  app.addHook('preValidation', refuseNul);
   app.decorate('gracefulClose', new GracefulClose(app));
   const outage = new OutageLog(app.log);
   const logRequests = deps.logger.isLevelEnabled('info');

@@ -173,8 +173,10 @@ export class WebhooksRepository {
     options: {
       perSubscription: number;
       skip?: string[];
-      /** Most rows of one tenant, over all its subscriptions. */
-      perTenant?: number;
+      /** Most rows of each tenant listed, over all its subscriptions. */
+      tenantRoom?: ReadonlyMap<string, number>;
+      /** Most rows of a tenant not listed. */
+      newcomerRoom?: number;
       skipTenants?: string[];
       maxAttempts?: number;
     } = {
@@ -190,14 +192,22 @@ export class WebhooksRepository {
         ? sql``
         : sql`and ${sql.ref(column)} not in (${sql.join(skipTenants)})`;
     const perSubscription = Math.min(limit, options.perSubscription);
-    const perTenant = Math.min(limit, options.perTenant ?? limit);
+    const newcomerRoom = Math.min(limit, options.newcomerRoom ?? limit);
+    const rooms = [...(options.tenantRoom ?? new Map<string, number>())];
+    // Each tenant's room, as a table the ranked rows are joined to.
+    const roomOf =
+      rooms.length === 0
+        ? sql`${newcomerRoom}`
+        : sql`coalesce((select room.n from (select column1 as tenant_id, column2 as n from (values ${sql.join(
+            rooms.map(([tenant, n]) => sql`(cast(${tenant} as text), cast(${n} as integer))`),
+          )}) as v) as room where room.tenant_id = ranked.tenant_id), ${newcomerRoom})`;
     // Per subscription: LATERAL on PostgreSQL; on SQLite (no LATERAL) a correlated IN, with
     // CROSS JOIN keeping subscriptions the outer loop (else SQLite scans every delivery).
-    // Then at most perTenant of a tenant's rows (ranked over its subscriptions), the earliest due.
+    // Then at most a tenant's room of its rows (ranked over its subscriptions), the earliest due.
     const candidates =
       this.dialect === 'postgres'
         ? sql`
-          select q.id, q.next_attempt_at, row_number() over (partition by s.tenant_id order by q.next_attempt_at) as rank
+          select q.id, q.next_attempt_at, s.tenant_id, row_number() over (partition by s.tenant_id order by q.next_attempt_at) as rank
           from webhook_subscriptions s
           cross join lateral (
             select d.id, d.next_attempt_at from webhook_deliveries d
@@ -208,7 +218,7 @@ export class WebhooksRepository {
           ) q
           where s.active = 1 ${notSkipped('s.id')} ${tenantNotSkipped('s.tenant_id')}`
         : sql`
-          select d.id, d.next_attempt_at, row_number() over (partition by s.tenant_id order by d.next_attempt_at) as rank
+          select d.id, d.next_attempt_at, s.tenant_id, row_number() over (partition by s.tenant_id order by d.next_attempt_at) as rank
           from webhook_subscriptions s
           cross join webhook_deliveries d
           where d.id in (
@@ -220,7 +230,7 @@ export class WebhooksRepository {
           and s.active = 1 ${notSkipped('s.id')} ${tenantNotSkipped('s.tenant_id')}`;
     const due = sql`
       select id from (${candidates}) as ranked
-      where rank <= ${perTenant}
+      where rank <= ${roomOf}
       order by next_attempt_at
       limit ${limit}`;
     const stale = sql`

@@ -134,8 +134,9 @@ export class IdempotencyService {
     key: string,
     transaction: AmbientTransaction | null,
   ): Promise<void> {
-    await transaction?.rollback();
-    await this.keys.release(tenantId, key);
+    // The claim was made in the transaction: rolling it back frees the key.
+    if (transaction) await transaction.rollback();
+    else await this.keys.release(tenantId, key);
   }
 
   /** Answers stored before they were sealed are JSON text (`{…}`) or empty, never `v1.…`. */

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import type { Database, Executor } from '../db/database.ts';
-import { tenantClaimPlan } from '../domain/worker-slots.ts';
+import { tenantClaimPlan, tenantReopened } from '../domain/worker-slots.ts';
 import type { Clock } from '../lib/clock.ts';
 import { newId } from '../lib/ids.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
@@ -181,7 +181,8 @@ export class DeliveryWorker {
     return this.deps.webhooks.claimDue(new Date(now).toISOString(), staleBefore, limit, {
       perSubscription: this.claimPerSubscription,
       skip,
-      perTenant: tenants.perTenant,
+      tenantRoom: tenants.room,
+      newcomerRoom: tenants.newcomerRoom,
       skipTenants: tenants.skip,
       maxAttempts: this.attempts,
     });
@@ -217,6 +218,10 @@ export class DeliveryWorker {
         const tenantLeft = (this.perTenant.get(tenant) ?? 1) - 1;
         if (tenantLeft === 0) this.perTenant.delete(tenant);
         else this.perTenant.set(tenant, tenantLeft);
+        const others = this.perTenant.size - (tenantLeft === 0 ? 0 : 1);
+        if (tenantReopened(tenantLeft, others, this.maxInFlight, this.maxPerSubscription)) {
+          this.onSignal();
+        }
         // The subscription became claimable again: it may have rows waiting.
         if (left === this.maxPerSubscription - this.claimPerSubscription) this.onSignal();
       });
