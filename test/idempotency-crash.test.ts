@@ -1,29 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ADMIN_TOKEN, BACKENDS, createTestDatabase, type TestDatabase } from './helpers/context.ts';
-import { type ChildService, startTourops } from './helpers/processes.ts';
+import { type ChildService, callService, startTourops } from './helpers/processes.ts';
 
 const WRITES = 120;
-
-async function call(
-  server: ChildService,
-  method: string,
-  path: string,
-  token: string,
-  body?: unknown,
-  headers: Record<string, string> = {},
-) {
-  const response = await fetch(`${server.baseUrl}${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${token}`,
-      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      ...headers,
-    },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  return { status: response.status, headers: response.headers, text: await response.text() };
-}
 
 // A real `tourops serve` killed with SIGKILL while keyed writes are in flight, then restarted on
 // the same database: every key must be usable at once, and every write must have happened once.
@@ -50,13 +30,13 @@ for (const backend of BACKENDS) {
 
     it('frees the key of every write that did not commit, and runs each write once', async () => {
       server = await startTourops(['serve', '--no-worker'], env);
-      const tenant = await call(server, 'POST', '/admin/v1/tenants', ADMIN_TOKEN, {
+      const tenant = await callService(server, 'POST', '/admin/v1/tenants', ADMIN_TOKEN, {
         name: 'Crash',
         slug: `crash-${Math.random().toString(36).slice(2, 8)}`,
         tier: 'pro',
       });
       const tenantId = JSON.parse(tenant.text).data.id;
-      const minted = await call(
+      const minted = await callService(
         server,
         'POST',
         `/admin/v1/tenants/${tenantId}/tokens`,
@@ -70,7 +50,7 @@ for (const backend of BACKENDS) {
 
       const keys = Array.from({ length: WRITES }, (_, i) => `crash-${i}-${Math.random()}`);
       const create = (target: ChildService, key: string) =>
-        call(
+        callService(
           target,
           'POST',
           '/api/v1/clients',
@@ -125,7 +105,7 @@ for (const backend of BACKENDS) {
       const names: string[] = [];
       let cursor: string | null = null;
       do {
-        const page = await call(
+        const page = await callService(
           restarted,
           'GET',
           `/api/v1/clients?limit=100${cursor ? `&cursor=${cursor}` : ''}`,

@@ -1,41 +1,21 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ADMIN_TOKEN, BACKENDS, createTestDatabase, type TestDatabase } from './helpers/context.ts';
-import { type ChildService, startTourops } from './helpers/processes.ts';
+import { type ChildService, callService, startTourops } from './helpers/processes.ts';
 
 const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
-
-async function call(
-  server: ChildService,
-  method: string,
-  path: string,
-  token: string,
-  body?: unknown,
-  headers: Record<string, string> = {},
-) {
-  const response = await fetch(`${server.baseUrl}${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${token}`,
-      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      ...headers,
-    },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  return { status: response.status, headers: response.headers, text: await response.text() };
-}
 
 /** A pro tenant with an all-scopes token, made through the admin API of `server`. */
 async function tenantToken(server: ChildService): Promise<string> {
   const slug = `scale-${Math.random().toString(36).slice(2, 8)}`;
-  const tenant = await call(server, 'POST', '/admin/v1/tenants', ADMIN_TOKEN, {
+  const tenant = await callService(server, 'POST', '/admin/v1/tenants', ADMIN_TOKEN, {
     name: 'Scale out',
     slug,
     tier: 'pro',
   });
   assert.equal(tenant.status, 201, tenant.text);
   const id = JSON.parse(tenant.text).data.id;
-  const token = await call(server, 'POST', `/admin/v1/tenants/${id}/tokens`, ADMIN_TOKEN, {
+  const token = await callService(server, 'POST', `/admin/v1/tenants/${id}/tokens`, ADMIN_TOKEN, {
     scopes: ['*'],
     name: 'scale-out test',
   });
@@ -72,7 +52,7 @@ if (BACKENDS.includes('postgres')) {
         const token = await tenantToken(servers[0]);
         const statuses: number[] = [];
         for (let i = 0; i < 40; i++) {
-          statuses.push((await call(servers[i % 2], 'GET', '/api/v1/me', token)).status);
+          statuses.push((await callService(servers[i % 2], 'GET', '/api/v1/me', token)).status);
         }
         assert.equal(statuses.filter((status) => status === 200).length, 20, `${statuses}`);
         assert.ok(
@@ -87,7 +67,7 @@ if (BACKENDS.includes('postgres')) {
           const body = { kind: 'company', displayName: 'Exactly once' };
           const answers = await Promise.all(
             Array.from({ length: 16 }, (_, i) =>
-              call(servers[i % 2], 'POST', '/api/v1/clients', token, body, {
+              callService(servers[i % 2], 'POST', '/api/v1/clients', token, body, {
                 'idempotency-key': 'scale-out-once',
               }),
             ),
@@ -100,7 +80,7 @@ if (BACKENDS.includes('postgres')) {
             if (answer.status === 201) assert.equal(answer.text, executed[0].text);
             else assert.equal(answer.status, 409); // still running after 2 s: in progress
           }
-          const list = await call(servers[0], 'GET', '/api/v1/clients', token);
+          const list = await callService(servers[0], 'GET', '/api/v1/clients', token);
           const names = JSON.parse(list.text).data.map(
             (c: { displayName: string }) => c.displayName,
           );

@@ -60,3 +60,24 @@ export async function startTourops(
     },
   };
 }
+
+/** One HTTP request to a child server: status, headers and body text. */
+export async function callService(
+  server: ChildService,
+  method: string,
+  path: string,
+  token: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+) {
+  const response = await fetch(`${server.baseUrl}${path}`, {
+    method,
+    headers: {
+      authorization: `Bearer ${token}`,
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      ...headers,
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: response.status, headers: response.headers, text: await response.text() };
+}
