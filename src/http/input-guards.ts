@@ -69,11 +69,20 @@ export function refuseNul(
   _reply: FastifyReply,
   done: HookHandlerDoneFunction,
 ): void {
-  if (!request.url.includes('%00')) return done();
+  if (!request.url.includes('%00')) {
+    done();
+    return;
+  }
   const params = request.params as Record<string, unknown> | undefined;
-  if (params && Object.values(params).some(holdsNul)) return done(notFound('The resource'));
+  if (params && Object.values(params).some(holdsNul)) {
+    done(notFound('The resource'));
+    return;
+  }
   // A route without a query schema ignores its query string, NUL or not.
-  if (!request.routeOptions.schema?.querystring) return done();
+  if (!request.routeOptions.schema?.querystring) {
+    done();
+    return;
+  }
   const errors: FieldErrors = Object.create(null);
   for (const [name, value] of Object.entries((request.query ?? {}) as object)) {
     if (holdsNul(name) || holdsNul(value)) errors[name.replace(/\0/g, '\\u0000')] = [NUL_MESSAGE];
