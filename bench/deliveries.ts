@@ -218,9 +218,7 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
       events: ['client.created'],
     });
     const setTimingOut = (active: boolean) =>
-      services.repositories.webhooks.updateSubscription(tenant.id, timingOut.id, {
-        active: active ? 1 : 0,
-      });
+      runtime.repositories.webhooks.updateSubscription(tenant.id, timingOut.id, { active });
 
     const expected = options.events * HEALTHY;
     const runs = { ceiling: [] as number[], plain: [] as number[], withTimeouts: [] as number[] };
@@ -416,9 +414,9 @@ function backlogEvent(index: number) {
 async function emitBacklog(runtime: Runtime, tenantId: string, count: number): Promise<void> {
   const { database, services } = runtime;
   for (let done = 0; done < count; done += EMIT_BATCH) {
-    await database.db.transaction().execute(async (trx) => {
+    await database.withTransaction(async () => {
       for (let i = done; i < Math.min(count, done + EMIT_BATCH); i++) {
-        await services.events.emit(trx, tenantId, 'client.created', backlogEvent(i));
+        await services.events.emit(tenantId, 'client.created', backlogEvent(i));
       }
     });
   }

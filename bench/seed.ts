@@ -89,7 +89,7 @@ export async function seedTenant(
     let index = 0;
     while (index < trips) {
       const transactionEnd = Math.min(trips, index + TRANSACTION_ROWS);
-      await database.db.transaction().execute(async (trx) => {
+      await database.withTransaction(async () => {
         while (index < transactionEnd) {
           const batchEnd = Math.min(transactionEnd, index + BATCH_ROWS);
           const rows: Insertable<TripsTable>[] = [];
@@ -123,7 +123,7 @@ export async function seedTenant(
               updatedAt: now,
             });
           }
-          await trx.insertInto('trips').values(rows).execute();
+          await database.db.insertInto('trips').values(rows).execute();
         }
       });
     }

@@ -30,6 +30,11 @@ export interface Config {
     autopauseFailures: number;
     autopauseWindowMs: number;
     keyOverlapMs: number;
+    /**
+     * How long past the attempt time-out a claim is held before other workers take it over (its
+     * worker is presumed dead): long enough for a live worker to record what it sent.
+     */
+    leaseGraceMs: number;
     allowPrivateTargets: boolean;
     caFile: string | null;
   };
@@ -220,6 +225,7 @@ export function loadConfig(env: Env = process.env): Config {
         get('WEBHOOK_AUTOPAUSE_WINDOW') ?? '24h',
       ),
       keyOverlapMs: parseDuration('WEBHOOK_KEY_OVERLAP', get('WEBHOOK_KEY_OVERLAP') ?? '24h'),
+      leaseGraceMs: parseDuration('WEBHOOK_LEASE_GRACE', get('WEBHOOK_LEASE_GRACE') ?? '60s'),
       allowPrivateTargets: parseBoolean(
         'WEBHOOK_ALLOW_PRIVATE_TARGETS',
         get('WEBHOOK_ALLOW_PRIVATE_TARGETS') ?? 'false',

@@ -1,5 +1,4 @@
 import { SCOPES } from './domain/plans.ts';
-import { conflict } from './lib/problems.ts';
 import type { Runtime } from './runtime.ts';
 import type { CreateTripInput } from './services/trips-service.ts';
 
@@ -23,9 +22,7 @@ const CITIES = [
  */
 export async function seedDemo(runtime: Runtime, slug = 'demo'): Promise<DemoResult> {
   const { services } = runtime;
-  if (await services.repositories.tenants.findBySlug(slug)) {
-    throw conflict(`A tenant with slug ${slug} already exists.`, 'slug_taken');
-  }
+  // Refuses a taken slug (409 slug_taken) before anything is written.
   const tenant = await services.tenants.create({ name: 'Demo Tours', slug, tier: 'pro' });
   const owner = await services.tenants.addMember(tenant.id, {
     email: 'owner@demo-tours.example',
@@ -234,6 +231,6 @@ export function demoInstructions(demo: DemoResult, baseUrl: string): string {
 }
 
 export async function seedDemoIfEmpty(runtime: Runtime): Promise<DemoResult | null> {
-  if ((await runtime.services.repositories.tenants.count()) > 0) return null;
+  if ((await runtime.services.tenants.count()) > 0) return null;
   return seedDemo(runtime);
 }

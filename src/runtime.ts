@@ -1,21 +1,22 @@
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { type Config, resolveSecretKey } from './config.ts';
-import { AUTH_CHANGES_CHANNEL } from './db/change-feed.ts';
 import { createDatabase, type Database } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
+import { AUTH_CHANGES_CHANNEL, DELIVERIES_CHANNEL } from './db/notifier.ts';
 import { PgListener } from './db/pg-listener.ts';
+import type { Resolver } from './domain/address-guard.ts';
 import { buildApp } from './http/app.ts';
 import { type Clock, systemClock } from './lib/clock.ts';
 import { RateLimits } from './rate-limit/rate-limits.ts';
-import { DELIVERIES_CHANNEL } from './services/delivery-signal.ts';
-import { createServices, type Services } from './services/index.ts';
-import type { Resolver } from './webhooks/address-guard.ts';
+import { createServices, type Repositories, type Services } from './services/index.ts';
 
 export interface Runtime {
   config: Config;
   database: Database;
   services: Services;
+  /** For tests and benchmarks that inspect or seed rows; the app and the CLI use services. */
+  repositories: Repositories;
   clock: Clock;
   logger: pino.Logger;
   secretKey: string;
@@ -73,7 +74,7 @@ export async function createRuntime(
     throw error;
   }
   const secretKey = resolveSecretKey(config);
-  const services = createServices(
+  const { services, repositories } = createServices(
     config,
     database,
     clock,
@@ -82,21 +83,26 @@ export async function createRuntime(
   );
   let listener: PgListener | null = null;
   if (options.listen && config.databaseUrl) {
-    listener = new PgListener(config.databaseUrl, logger);
-    listener.on(AUTH_CHANGES_CHANNEL, (payload) => {
+    const { notifier, authCache } = services;
+    // Changes made through this process reach its cache at once; these are other processes'.
+    notifier.on(AUTH_CHANGES_CHANNEL, (payload: string) => {
       try {
-        services.authCache.forget(JSON.parse(payload));
+        authCache.forget(JSON.parse(payload));
       } catch (error) {
         logger.warn({ err: error }, 'ignored a malformed auth change notification');
       }
     });
-    listener.on(DELIVERIES_CHANNEL, () => services.deliverySignal.heard());
+    listener = new PgListener(config.databaseUrl, logger);
+    for (const channel of [AUTH_CHANGES_CHANNEL, DELIVERIES_CHANNEL] as const) {
+      listener.on(channel, (payload) => notifier.heard(channel, payload));
+    }
     await listener.start();
   }
   return {
     config,
     database,
     services,
+    repositories,
     clock,
     logger,
     secretKey,

@@ -57,7 +57,7 @@ for (const backend of BACKENDS) {
     });
 
     it('stores only a SHA-256 of the token', async () => {
-      const row = await ctx.runtime.services.repositories.tokens.findById(tenant.tokenId);
+      const row = await ctx.runtime.repositories.tokens.findById(tenant.tokenId);
       assert.equal(row?.tokenHash, hashToken(tenant.token));
       assert.ok(!JSON.stringify(row).includes(tenant.token));
     });
@@ -134,7 +134,7 @@ for (const backend of BACKENDS) {
 
     it('writes lastUsedAt at most once a minute per token', async () => {
       const minted = await mintToken(ctx, tenant.id, ['trips:read']);
-      const read = () => ctx.runtime.services.repositories.tokens.findById(minted.id);
+      const read = () => ctx.runtime.repositories.tokens.findById(minted.id);
       assert.equal((await read())?.lastUsedAt, null);
 
       clock.set('2026-11-21T10:00:00.000Z');

@@ -52,7 +52,7 @@ for (const backend of BACKENDS) {
     after(() => ctx.close());
 
     const events = async (tenantId = tenant.id) =>
-      (await ctx.runtime.services.repositories.events.listForTenant(tenantId)).map((e) => ({
+      (await ctx.runtime.repositories.events.listForTenant(tenantId)).map((e) => ({
         type: e.type,
         data: JSON.parse(e.data),
         id: e.id,
@@ -98,7 +98,7 @@ for (const backend of BACKENDS) {
         token: tenant.token,
         body: { title: 'Version three' },
       });
-      const row = await ctx.runtime.services.repositories.bookings.findById(tenant.id, booking.id);
+      const row = await ctx.runtime.repositories.bookings.findById(tenant.id, booking.id);
       assert.equal(JSON.parse(row?.tripSnapshot ?? '{}').title, 'Version two');
 
       const read = await ctx.api('GET', `/api/v1/bookings/${booking.id}`, { token: tenant.token });

@@ -59,7 +59,7 @@ for (const backend of BACKENDS) {
       assert.equal(client.currency, 'SEK');
       assert.deepEqual(client.tags, ['corporate', 'incentive']);
       assert.equal(client.archivedAt, null);
-      const events = await ctx.runtime.services.repositories.events.listForTenant(tenant.id);
+      const events = await ctx.runtime.repositories.events.listForTenant(tenant.id);
       const created = events
         .filter((e) => e.type === 'client.created')
         .map((e) => JSON.parse(e.data));

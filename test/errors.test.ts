@@ -43,14 +43,14 @@ for (const backend of BACKENDS) {
     };
 
     it('answers bad JSON with 422 and changes nothing', async () => {
-      const before = await ctx.runtime.services.repositories.trips.count(tenant.id);
+      const before = await ctx.runtime.repositories.trips.count(tenant.id);
       const response = await ctx.api('POST', '/api/v1/trips', {
         token: tenant.token,
         body: '{"title": "x",',
         headers: { 'content-type': 'application/json' },
       });
       await expect422(response, 'body');
-      assert.equal(await ctx.runtime.services.repositories.trips.count(tenant.id), before);
+      assert.equal(await ctx.runtime.repositories.trips.count(tenant.id), before);
     });
 
     it('answers a wrong Content-Type with 422, not 415', async () => {

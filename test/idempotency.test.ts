@@ -29,7 +29,7 @@ for (const backend of BACKENDS) {
     const clientCount = async (t = tenant) =>
       (await ctx.api('GET', '/api/v1/clients?limit=100', { token: t.token })).json().data.length;
     const eventCount = async (t = tenant) =>
-      (await ctx.runtime.services.repositories.events.listForTenant(t.id)).length;
+      (await ctx.runtime.repositories.events.listForTenant(t.id)).length;
 
     /** Every byte the database holds: the SQLite file with its WAL, or a pg_dump. */
     const databaseBytes = (): string => {
@@ -144,7 +144,7 @@ for (const backend of BACKENDS) {
       const second = await patch();
       assert.equal(second.headers['idempotency-replayed'], 'true');
       assert.equal(second.body, first.body);
-      const row = await ctx.runtime.services.repositories.trips.findById(tenant.id, trip.id);
+      const row = await ctx.runtime.repositories.trips.findById(tenant.id, trip.id);
       assert.equal(row?.version, 2, 'one update, not two');
     });
 
@@ -166,7 +166,7 @@ for (const backend of BACKENDS) {
     });
 
     it('commits the side effect and the stored answer together: a failed record undoes both', async () => {
-      const keys = ctx.runtime.services.repositories.idempotency;
+      const keys = ctx.runtime.repositories.idempotency;
       const original = keys.complete;
       const before = [await clientCount(), await eventCount()];
       keys.complete = async () => {

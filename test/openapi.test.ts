@@ -5,10 +5,10 @@ import { Type } from '@sinclair/typebox';
 import Ajv2020 from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { assertEventData, type EventData } from '../src/domain/event-schemas.ts';
+import { newSigningKey, signatureHeader } from '../src/domain/signing.ts';
 import { EVENT_TYPES, type EventType } from '../src/domain/states.ts';
 import { Meta, Trip } from '../src/http/schemas.ts';
 import { toDocumentSchema, webhookDocs } from '../src/http/webhook-docs.ts';
-import { newSigningKey, signatureHeader } from '../src/webhooks/signing.ts';
 import { ADMIN_TOKEN, createTestContext, type TestContext } from './helpers/context.ts';
 
 interface WebhookOperation {

@@ -12,40 +12,37 @@ async function insertTrips(
 ): Promise<string[]> {
   const ids: string[] = [];
   const now = new Date().toISOString();
-  await ctx.runtime.database.db.transaction().execute(async (trx) => {
+  await ctx.runtime.database.withTransaction(async () => {
     for (let i = 0; i < count; i++) {
       const id = newId('trp');
       ids.push(id);
-      await ctx.runtime.services.repositories.trips.insert(
-        {
-          id,
-          tenantId: tenant.id,
-          tripNumber: `TR-${id.slice(-8)}`,
-          title: `Trip ${i}`,
-          status: i % 3 === 0 ? 'active' : 'draft',
-          tripMode: 'tailor_made',
-          dateMode: 'departure_based',
-          publicSlug: null,
-          publishedAt: null,
-          unpublishedAt: null,
-          startDate: null,
-          endDate: null,
-          daysCount: 3,
-          startCityId: tenant.cityIds[0],
-          endCityId: tenant.cityIds[1],
-          transportMode: 'own_fleet',
-          pricingDisplayMode: 'per_person',
-          shortDescription: null,
-          longDescription: null,
-          clientId: null,
-          notes: null,
-          version: 1,
-          createdBy: null,
-          createdAt: now,
-          updatedAt: now,
-        },
-        trx,
-      );
+      await ctx.runtime.repositories.trips.insert({
+        id,
+        tenantId: tenant.id,
+        tripNumber: `TR-${id.slice(-8)}`,
+        title: `Trip ${i}`,
+        status: i % 3 === 0 ? 'active' : 'draft',
+        tripMode: 'tailor_made',
+        dateMode: 'departure_based',
+        publicSlug: null,
+        publishedAt: null,
+        unpublishedAt: null,
+        startDate: null,
+        endDate: null,
+        daysCount: 3,
+        startCityId: tenant.cityIds[0],
+        endCityId: tenant.cityIds[1],
+        transportMode: 'own_fleet',
+        pricingDisplayMode: 'per_person',
+        shortDescription: null,
+        longDescription: null,
+        clientId: null,
+        notes: null,
+        version: 1,
+        createdBy: null,
+        createdAt: now,
+        updatedAt: now,
+      });
     }
   });
   return ids;

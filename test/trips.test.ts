@@ -65,7 +65,7 @@ for (const backend of BACKENDS) {
       assert.equal(trip.pricingDisplayMode, 'per_person');
       assert.equal(trip.publicSlug, null);
       assert.equal(trip.notes, null);
-      const stored = await ctx.runtime.services.repositories.trips.findById(tenant.id, trip.id);
+      const stored = await ctx.runtime.repositories.trips.findById(tenant.id, trip.id);
       assert.equal(stored?.createdBy, tenant.ownerId, 'the token creator is the audit actor');
     });
 
@@ -80,7 +80,7 @@ for (const backend of BACKENDS) {
     });
 
     it('rejects schema failures with every field path in errors, and creates nothing', async () => {
-      const before = await ctx.runtime.services.repositories.trips.count(tenant.id);
+      const before = await ctx.runtime.repositories.trips.count(tenant.id);
       const response = await ctx.api('POST', '/api/v1/trips', {
         token: tenant.token,
         body: {
@@ -99,7 +99,7 @@ for (const backend of BACKENDS) {
         Object.keys(problem.errors).sort(),
         ['daysCount', 'endCityId', 'extra', 'title'].sort(),
       );
-      assert.equal(await ctx.runtime.services.repositories.trips.count(tenant.id), before);
+      assert.equal(await ctx.runtime.repositories.trips.count(tenant.id), before);
     });
 
     it('rejects impossible dates, endDate before startDate, foreign cities and clients', async () => {
@@ -151,7 +151,7 @@ for (const backend of BACKENDS) {
       assert.equal(patched.notes, 'keep me');
       assert.equal(patched.clientId, client.id);
       assert.equal(patched.startDate, trip.startDate);
-      const stored = await ctx.runtime.services.repositories.trips.findById(tenant.id, trip.id);
+      const stored = await ctx.runtime.repositories.trips.findById(tenant.id, trip.id);
       assert.equal(stored?.version, 2);
     });
 
@@ -217,7 +217,7 @@ for (const backend of BACKENDS) {
       );
       const statuses = responses.map((r) => r.statusCode).sort();
       assert.deepEqual(statuses, [201, 403, 403, 403, 403, 403]);
-      assert.equal(await ctx.runtime.services.repositories.trips.count(t.id), 3);
+      assert.equal(await ctx.runtime.repositories.trips.count(t.id), 3);
     });
 
     it('enforces the plan trip quota with 403 forbidden trip_quota_exceeded', async () => {
@@ -232,7 +232,7 @@ for (const backend of BACKENDS) {
       assert.equal(response.statusCode, 403);
       assert.equal(response.json().type, 'http://api.test/errors/forbidden');
       assert.equal(response.json().code, 'trip_quota_exceeded');
-      assert.equal(await ctx.runtime.services.repositories.trips.count(t.id), 2);
+      assert.equal(await ctx.runtime.repositories.trips.count(t.id), 2);
     });
   });
 }

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import type { LookupAddress } from 'node:dns';
 import { describe, it } from 'node:test';
-import { AddressGuard, type Resolver, type UrlCheck } from '../src/webhooks/address-guard.ts';
+import { AddressGuard, type Resolver, type UrlCheck } from '../src/domain/address-guard.ts';
 
 /** A resolver from a fixed table; checkUrl only resolves, it never connects. */
 function tableResolver(table: Record<string, string[]>): Resolver {

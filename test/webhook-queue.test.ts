@@ -27,7 +27,7 @@ for (const backend of BACKENDS) {
     });
     after(() => ctx.close());
 
-    const repo = () => ctx.runtime.services.repositories.webhooks;
+    const repo = () => ctx.runtime.repositories.webhooks;
     const db = () => ctx.runtime.database.db;
     async function queued(count: number): Promise<void> {
       for (let i = 0; i < count; i++) {
@@ -87,15 +87,15 @@ for (const backend of BACKENDS) {
         deliveredAt: at(64_000),
       });
       // The dead worker's late answer changes nothing; the live claim's settles the row.
-      await db()
-        .transaction()
-        .execute((trx) => repo().recordOutcomes([outcome(first.claimedAt, 201)], trx));
+      await ctx.runtime.database.withTransaction(() =>
+        repo().recordOutcomes([outcome(first.claimedAt, 201)]),
+      );
       let [row] = await rows();
       assert.equal(row.status, 'in_flight');
       assert.equal(row.lastResponseStatus, null);
-      await db()
-        .transaction()
-        .execute((trx) => repo().recordOutcomes([outcome(second.claimedAt, 202)], trx));
+      await ctx.runtime.database.withTransaction(() =>
+        repo().recordOutcomes([outcome(second.claimedAt, 202)]),
+      );
       [row] = await rows();
       assert.equal(row.status, 'success');
       assert.equal(row.lastResponseStatus, 202);
@@ -134,39 +134,34 @@ for (const backend of BACKENDS) {
       await queued(3);
       const claimed = await repo().claimDue(at(0), at(-62_000), 10);
       const [retry, dead, ok] = claimed.sort((x, y) => x.id.localeCompare(y.id));
-      await db()
-        .transaction()
-        .execute((trx) =>
-          repo().recordOutcomes(
-            [
-              {
-                id: retry.id,
-                claimedAt: retry.claimedAt,
-                status: 'pending',
-                lastResponseStatus: null,
-                nextAttemptAt: at(60_000),
-                deliveredAt: null,
-              },
-              {
-                id: dead.id,
-                claimedAt: dead.claimedAt,
-                status: 'dead_letter',
-                lastResponseStatus: 500,
-                nextAttemptAt: null,
-                deliveredAt: null,
-              },
-              {
-                id: ok.id,
-                claimedAt: ok.claimedAt,
-                status: 'success',
-                lastResponseStatus: 200,
-                nextAttemptAt: null,
-                deliveredAt: at(1),
-              },
-            ],
-            trx,
-          ),
-        );
+      await ctx.runtime.database.withTransaction(() =>
+        repo().recordOutcomes([
+          {
+            id: retry.id,
+            claimedAt: retry.claimedAt,
+            status: 'pending',
+            lastResponseStatus: null,
+            nextAttemptAt: at(60_000),
+            deliveredAt: null,
+          },
+          {
+            id: dead.id,
+            claimedAt: dead.claimedAt,
+            status: 'dead_letter',
+            lastResponseStatus: 500,
+            nextAttemptAt: null,
+            deliveredAt: null,
+          },
+          {
+            id: ok.id,
+            claimedAt: ok.claimedAt,
+            status: 'success',
+            lastResponseStatus: 200,
+            nextAttemptAt: null,
+            deliveredAt: at(1),
+          },
+        ]),
+      );
       const after = await rows();
       assert.deepEqual(
         after.map((r) => [r.status, r.lastResponseStatus, r.nextAttemptAt, r.claimedAt]),
@@ -210,23 +205,18 @@ for (const backend of BACKENDS) {
       await queued(1);
       const settle = async (at0: number, lastResponseStatus: number | null) => {
         const [claim] = await repo().claimDue(at(at0), at(-62_000), 10);
-        await db()
-          .transaction()
-          .execute((trx) =>
-            repo().recordOutcomes(
-              [
-                {
-                  id: claim.id,
-                  claimedAt: claim.claimedAt,
-                  status: 'pending',
-                  lastResponseStatus,
-                  nextAttemptAt: at(at0 + 1),
-                  deliveredAt: null,
-                },
-              ],
-              trx,
-            ),
-          );
+        await ctx.runtime.database.withTransaction(() =>
+          repo().recordOutcomes([
+            {
+              id: claim.id,
+              claimedAt: claim.claimedAt,
+              status: 'pending',
+              lastResponseStatus,
+              nextAttemptAt: at(at0 + 1),
+              deliveredAt: null,
+            },
+          ]),
+        );
       };
       await settle(0, null);
       assert.equal((await rows())[0].lastResponseStatus, null, 'no answer yet');
@@ -249,13 +239,13 @@ for (const backend of BACKENDS) {
       );
       await db()
         .updateTable('webhookSubscriptions')
-        .set({ active: 0 })
+        .set({ active: false })
         .where('id', '=', subscriptionId)
         .execute();
       assert.deepEqual(await repo().claimDue(at(0), at(-62_000), 10), []);
       await db()
         .updateTable('webhookSubscriptions')
-        .set({ active: 1 })
+        .set({ active: true })
         .where('id', '=', subscriptionId)
         .execute();
       assert.equal((await repo().claimDue(at(0), at(-62_000), 10)).length, 2);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { createServer } from 'node:net';
 import { after, before, beforeEach, describe, it } from 'node:test';
-import { AddressGuard, type Resolver } from '../src/webhooks/address-guard.ts';
+import { AddressGuard, type Resolver } from '../src/domain/address-guard.ts';
 import { type SenderOptions, WebhookSender } from '../src/webhooks/http-sender.ts';
 import { HttpsReceiver, testCa } from './helpers/https-receiver.ts';
 

@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { createDecipheriv, createHmac, hkdfSync, randomBytes } from 'node:crypto';
 import { describe, it } from 'node:test';
 import Stripe from 'stripe';
+import { newSigningKey, signatureHeader } from '../src/domain/signing.ts';
 import { SecretBox } from '../src/lib/secret-box.ts';
-import { newSigningKey, signatureHeader } from '../src/webhooks/signing.ts';
 
 // constructEvent only verifies and parses locally; the client never makes a request here.
 const stripe = new Stripe('sk_test_x');

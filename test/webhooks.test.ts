@@ -7,6 +7,7 @@ import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
 import { HttpsReceiver, type Responder, testCa } from './helpers/https-receiver.ts';
 import { SmtpReceiver } from './helpers/smtp-receiver.ts';
 import { until } from './helpers/until.ts';
+import { WorkerMonitor } from './helpers/worker-monitor.ts';
 
 const stripe = new Stripe('sk_test_unused');
 
@@ -16,6 +17,7 @@ for (const backend of BACKENDS) {
     let tenant: TenantFixture;
     let receiver: HttpsReceiver;
     let worker: ReturnType<typeof startWorker>;
+    let monitor: WorkerMonitor;
     let smtp: SmtpReceiver;
 
     before(async () => {
@@ -37,6 +39,7 @@ for (const backend of BACKENDS) {
       await ctx.admin('PATCH', `/admin/v1/tenants/${tenant.id}`, { webhookEndpointCap: 50 });
       receiver = await HttpsReceiver.start();
       worker = startWorker(ctx.runtime, { pollIntervalMs: 50 });
+      monitor = new WorkerMonitor(worker.worker);
     });
     after(async () => {
       await worker.stop();
@@ -94,10 +97,8 @@ for (const backend of BACKENDS) {
         kind: 'individual',
         displayName: 'Signed Ltd',
       });
-      const [row] = await until(async () => {
-        const rows = await deliveries(subscription.id);
-        return rows[0]?.status === 'success' ? rows : undefined;
-      });
+      await monitor.recorded(subscription.id, 'success');
+      const [row] = await deliveries(subscription.id);
       assert.equal(request.headers['service-request-id'], `${row.id}.1`);
       assert.equal(row.attempts, 1);
       assert.equal(row.lastResponseStatus, 200);
@@ -106,7 +107,7 @@ for (const backend of BACKENDS) {
       // The key is shown once, and stored only sealed.
       const list = await ctx.api('GET', '/api/v1/webhooks', { token: tenant.token });
       assert.ok(!list.body.includes(signingKey));
-      const stored = await ctx.runtime.services.repositories.webhooks.findSubscription(
+      const stored = await ctx.runtime.repositories.webhooks.findSubscription(
         tenant.id,
         subscription.id,
       );
@@ -120,10 +121,8 @@ for (const backend of BACKENDS) {
         return { status: calls <= 2 ? 503 : 204 };
       });
       await createClient('Flaky');
-      const [row] = await until(async () => {
-        const rows = await deliveries(subscription.id);
-        return rows[0]?.status === 'success' ? rows : undefined;
-      });
+      await monitor.recorded(subscription.id, 'success');
+      const [row] = await deliveries(subscription.id);
       assert.equal(row.attempts, 3);
       const requests = received('/flaky');
       assert.deepEqual(
@@ -144,10 +143,8 @@ for (const backend of BACKENDS) {
         status: fail ? 500 : 200,
       }));
       await createClient('Dead');
-      const [dead] = await until(async () => {
-        const rows = await deliveries(subscription.id);
-        return rows[0]?.status === 'dead_letter' ? rows : undefined;
-      });
+      await monitor.recorded(subscription.id, 'dead_letter');
+      const [dead] = await deliveries(subscription.id);
       assert.equal(dead.attempts, 4);
       assert.equal(dead.lastResponseStatus, 500);
       assert.equal(dead.nextAttemptAt, null);
@@ -164,10 +161,8 @@ for (const backend of BACKENDS) {
       const data = redelivered.json().data;
       assert.equal(data.eventId, dead.eventId);
       assert.equal(data.status, 'pending');
-      const rows = await until(async () => {
-        const all = await deliveries(subscription.id);
-        return all[0]?.status === 'success' ? all : undefined;
-      });
+      await monitor.recorded(subscription.id, 'success');
+      const rows = await deliveries(subscription.id);
       assert.equal(rows[0].id, data.deliveryId);
       assert.equal(rows[0].redeliveredFromId, dead.id);
       assert.equal(rows[0].attempts, 1);
@@ -183,10 +178,8 @@ for (const backend of BACKENDS) {
         hang ? 'hang' : { status: 200 },
       );
       await createClient('Slow');
-      const [row] = await until(async () => {
-        const rows = await deliveries(subscription.id);
-        return rows[0]?.status === 'in_flight' ? rows : undefined;
-      });
+      await monitor.claimed(subscription.id);
+      const [row] = await deliveries(subscription.id);
       assert.ok(row.claimedAt);
       const refused = await ctx.api(
         'POST',
@@ -197,10 +190,7 @@ for (const backend of BACKENDS) {
       assert.equal(refused.json().code, 'in_flight');
       hang = false;
       // The hung attempt times out (1 s), and the retry succeeds.
-      await until(async () => {
-        const rows = await deliveries(subscription.id);
-        return rows[0]?.status === 'success' ? rows : undefined;
-      });
+      await monitor.recorded(subscription.id, 'success');
     });
 
     it('signs with both keys for the overlap after a rotation', async () => {
@@ -281,10 +271,8 @@ for (const backend of BACKENDS) {
         r.headers['service-delivery-attempt'] === '1' ? 'stall' : { status: 200 },
       );
       await createClient('Stall');
-      const [row] = await until(async () => {
-        const rows = await deliveries(subscription.id);
-        return rows[0]?.status === 'success' ? rows : undefined;
-      });
+      await monitor.recorded(subscription.id, 'success');
+      const [row] = await deliveries(subscription.id);
       assert.equal(row.attempts, 2);
       assert.equal(received('/stall').length, 2);
     });
@@ -299,10 +287,8 @@ for (const backend of BACKENDS) {
       });
       assert.equal(fired.statusCode, 200);
       // Four 410s: enough to pause (3) if a test counted.
-      const [row] = await until(async () => {
-        const rows = await deliveries(subscription.id);
-        return rows[0]?.status === 'dead_letter' ? rows : undefined;
-      });
+      await monitor.recorded(subscription.id, 'dead_letter');
+      const [row] = await deliveries(subscription.id);
       assert.equal(row.attempts, 4);
       assert.equal(row.lastResponseStatus, 410);
       const after = (await ctx.api('GET', '/api/v1/webhooks', { token: tenant.token }))
@@ -324,12 +310,11 @@ for (const backend of BACKENDS) {
         status,
       }));
       await createClient('Gone 1');
-      const paused = await until(async () => {
-        const sub = (await ctx.api('GET', '/api/v1/webhooks', { token: tenant.token }))
-          .json()
-          .data.find((s: { id: string }) => s.id === subscription.id);
-        return sub.active ? undefined : sub;
-      });
+      await monitor.paused(subscription.id);
+      const paused = (await ctx.api('GET', '/api/v1/webhooks', { token: tenant.token }))
+        .json()
+        .data.find((s: { id: string }) => s.id === subscription.id);
+      assert.equal(paused.active, false);
       assert.ok(paused.pausedAt);
       assert.equal(paused.consecutiveFailures, 3);
       const notices = (
@@ -375,19 +360,14 @@ for (const backend of BACKENDS) {
       assert.equal(enabled.data.active, true);
       assert.equal(enabled.data.pausedAt, null);
       assert.equal(enabled.data.consecutiveFailures, 0);
-      await until(async () => {
-        const rows = await deliveries(subscription.id);
-        return rows[0]?.status === 'success' ? rows : undefined;
-      });
+      await monitor.recorded(subscription.id, 'success');
     });
 
     it('soft-deletes: listed inactive with its history, then 404 for delete and rotate, 409 for redeliver', async () => {
       const { data: subscription } = await subscribe('/deleted', ['client.created']);
       await createClient('Before delete');
-      const [row] = await until(async () => {
-        const rows = await deliveries(subscription.id);
-        return rows[0]?.status === 'success' ? rows : undefined;
-      });
+      await monitor.recorded(subscription.id, 'success');
+      const [row] = await deliveries(subscription.id);
       const headers = { 'idempotency-key': `delete-${subscription.id}` };
       const url = `/api/v1/webhooks/${subscription.id}`;
       const deleted = await ctx.api('DELETE', url, { token: tenant.token, headers });

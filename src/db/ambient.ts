@@ -29,9 +29,10 @@ interface Scope {
 /**
  * A driver whose connections can be bound to an async context: inside `AmbientTransaction.run`,
  * every query gets the context's connection (so repositories need no transaction argument, and
- * SQLite's single connection cannot deadlock against itself), and a nested
- * `db.transaction()` becomes a savepoint, so its rollback still undoes only its own writes.
- * Used to write an idempotent request's stored answer in the transaction of its side effect.
+ * SQLite's single connection cannot deadlock against itself), and a nested transaction
+ * (`transaction`, or Kysely's `db.transaction()`) becomes a savepoint, so its rollback still
+ * undoes only its own writes. The one unit of work: `Database.withTransaction` runs here, and an
+ * idempotent request's stored answer is written in the transaction of its side effect.
  */
 class AmbientDriver implements Driver {
   private initialized: Promise<void> | null = null;
@@ -84,6 +85,47 @@ class AmbientDriver implements Driver {
 
   destroy(): Promise<void> {
     return this.inner.destroy();
+  }
+
+  /**
+   * Runs `fn` in the context's transaction as a savepoint, or else in a new transaction of its
+   * own that its queries join. Savepoints of one context nest; they must not run concurrently.
+   */
+  async transaction<T>(fn: () => Promise<T>): Promise<T> {
+    const scope = this.scopes.getStore();
+    const connection = scope?.connection;
+    if (!scope || !connection) {
+      const outer = await this.begin();
+      let result: T;
+      try {
+        result = await outer.run(fn);
+      } catch (error) {
+        // The first failure is the one worth reporting; a failed rollback drops the connection.
+        await outer.rollback().catch(() => undefined);
+        throw error;
+      }
+      await outer.commit();
+      return result;
+    }
+    scope.depth += 1;
+    const name = `ambient_${scope.depth}`;
+    try {
+      await connection.executeQuery(CompiledQuery.raw(`savepoint ${name}`));
+      let result: T;
+      try {
+        result = await fn();
+      } catch (error) {
+        await connection
+          .executeQuery(CompiledQuery.raw(`rollback to savepoint ${name}`))
+          .then(() => connection.executeQuery(CompiledQuery.raw(`release savepoint ${name}`)))
+          .catch(() => undefined);
+        throw error;
+      }
+      await connection.executeQuery(CompiledQuery.raw(`release savepoint ${name}`));
+      return result;
+    } finally {
+      scope.depth -= 1;
+    }
   }
 
   /** Opens the outer transaction on a connection of its own. */
@@ -145,7 +187,15 @@ export class AmbientDialect implements Dialect {
   }
 
   begin(): Promise<AmbientTransaction> {
+    return this.initialized().begin();
+  }
+
+  transaction<T>(fn: () => Promise<T>): Promise<T> {
+    return this.initialized().transaction(fn);
+  }
+
+  private initialized(): AmbientDriver {
     if (!this.driver) throw new Error('the database is not initialized');
-    return this.driver.begin();
+    return this.driver;
   }
 }

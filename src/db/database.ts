@@ -9,31 +9,37 @@ import {
   type PostgresDialectConfig,
   SqliteDialect,
   SqliteDriver,
-  type Transaction,
 } from 'kysely';
 import pg from 'pg';
 import { ConfigError } from '../config.ts';
 import { makePrivateDirectory } from '../lib/private-dir.ts';
 import { AmbientDialect, type AmbientTransaction } from './ambient.ts';
 import { SnakeCaseQueriesPlugin } from './camel-case.ts';
-import { RowBuilders } from './row-builder.ts';
+import { RowBuilders, storedParameters } from './row-builder.ts';
 import type { DB } from './schema.ts';
 import { isDatabaseUnavailable } from './unavailable.ts';
 
 export type Dialect = 'sqlite' | 'postgres';
 
-/** Anything a repository can run a query on: the database itself or an open transaction. */
-export type Executor = Kysely<DB> | Transaction<DB>;
-
-/** The one database interface the rest of the code sees. */
+/**
+ * The one database interface the rest of the code sees. Repositories hold `db`; a statement they
+ * run inside `withTransaction` (or an ambient transaction) joins that transaction whatever the
+ * repository, so no transaction is passed around and none can be forgotten.
+ */
 export interface Database {
   readonly db: Kysely<DB>;
   readonly dialect: Dialect;
-  /** The pg pool, for LISTEN/NOTIFY and benchmarks; null on SQLite. */
+  /** The pg pool (the PostgreSQL rate-limit store runs its own queries on it); null on SQLite. */
   readonly pool: pg.Pool | null;
   /**
-   * Opens a transaction that every query run inside its `run` joins, including transactions the
-   * services open (they become savepoints). See AmbientDriver.
+   * Runs `fn` in a transaction that every query it issues joins: committed when `fn` resolves,
+   * rolled back when it throws. Inside another one it is a savepoint, so its rollback undoes only
+   * its own writes.
+   */
+  withTransaction<T>(fn: () => Promise<T>): Promise<T>;
+  /**
+   * Opens a transaction that every query run inside its `run` joins, including `withTransaction`
+   * calls (they become savepoints); for work that spans several steps of a request (idempotency).
    */
   beginAmbient(): Promise<AmbientTransaction>;
   close(): Promise<void>;
@@ -73,16 +79,28 @@ class CamelRowStatement {
   }
 
   all(parameters: unknown[]): Record<string, unknown>[] {
-    const rows = this.#statement.all(parameters) as unknown[][];
+    const rows = this.#statement.all(storedParameters(parameters)) as unknown[][];
     const out = new Array<Record<string, unknown>>(rows.length);
     for (let i = 0; i < rows.length; i++) out[i] = this.#build(rows[i]);
     return out;
   }
 
   *iterate(parameters: unknown[]): IterableIterator<Record<string, unknown>> {
-    for (const values of this.#statement.iterate(parameters) as IterableIterator<unknown[]>) {
+    for (const values of this.#statement.iterate(storedParameters(parameters)) as IterableIterator<
+      unknown[]
+    >) {
       yield this.#build(values);
     }
+  }
+}
+
+/** A writing statement whose boolean parameters are bound as 0/1. */
+class WriteStatement {
+  readonly reader = false;
+  constructor(readonly statement: BetterSqlite3.Statement) {}
+
+  run(parameters: unknown[]): BetterSqlite3.RunResult {
+    return this.statement.run(storedParameters(parameters));
   }
 }
 
@@ -93,18 +111,20 @@ class CamelRowStatement {
 class CachingSqlite {
   readonly #db: BetterSqlite3.Database;
   readonly #rows: RowBuilders;
-  readonly #statements = new Map<string, BetterSqlite3.Statement | CamelRowStatement>();
+  readonly #statements = new Map<string, WriteStatement | CamelRowStatement>();
 
   constructor(db: BetterSqlite3.Database, rows: RowBuilders) {
     this.#db = db;
     this.#rows = rows;
   }
 
-  prepare(sql: string): BetterSqlite3.Statement | CamelRowStatement {
+  prepare(sql: string): WriteStatement | CamelRowStatement {
     let statement = this.#statements.get(sql);
     if (!statement) {
       const prepared = this.#db.prepare(sql);
-      statement = prepared.reader ? new CamelRowStatement(prepared, this.#rows) : prepared;
+      statement = prepared.reader
+        ? new CamelRowStatement(prepared, this.#rows)
+        : new WriteStatement(prepared);
       // Bounded: dynamic IN-lists could otherwise grow the cache without limit.
       if (this.#statements.size >= 500) this.#statements.clear();
       this.#statements.set(sql, statement);
@@ -138,7 +158,8 @@ class CamelRowPool {
       query(sql: string | pg.Submittable, parameters?: unknown[]) {
         // Cursors (streaming) pass through untouched.
         if (typeof sql !== 'string') return client.query(sql);
-        return client.query({ text: sql, values: parameters, rowMode: 'array' }).then(
+        const values = parameters && storedParameters(parameters);
+        return client.query({ text: sql, values, rowMode: 'array' }).then(
           (result: pg.QueryArrayResult) => {
             const build = rows.for(result.fields.map((field) => field.name));
             return {
@@ -254,6 +275,7 @@ export function createDatabase(options: DatabaseOptions): Database {
       db,
       dialect: 'postgres',
       pool,
+      withTransaction: (fn) => dialect.transaction(fn),
       beginAmbient: () => dialect.begin(),
       close: () => db.destroy(),
     };
@@ -273,6 +295,7 @@ export function createDatabase(options: DatabaseOptions): Database {
     db,
     dialect: 'sqlite',
     pool: null,
+    withTransaction: (fn) => dialect.transaction(fn),
     beginAmbient: () => dialect.begin(),
     close: () => db.destroy(),
   };

@@ -31,24 +31,25 @@ const MIGRATION_LOCK_KEY = 727_001;
  * process sees the first one's work and applies nothing. Returns the ids applied.
  */
 export async function migrate(database: Database): Promise<string[]> {
-  return database.db.transaction().execute(async (trx) => {
+  return database.withTransaction(async () => {
+    const db = database.db;
     if (database.dialect === 'postgres') {
-      await sql`select pg_advisory_xact_lock(${MIGRATION_LOCK_KEY})`.execute(trx);
+      await sql`select pg_advisory_xact_lock(${MIGRATION_LOCK_KEY})`.execute(db);
     }
-    await trx.schema
+    await db.schema
       .createTable('schema_migrations')
       .ifNotExists()
       .addColumn('id', 'varchar(100)', (c) => c.primaryKey())
       .addColumn('applied_at', 'varchar(30)', (c) => c.notNull())
       .execute();
     const applied = new Set(
-      (await trx.selectFrom('schemaMigrations').select('id').execute()).map((row) => row.id),
+      (await db.selectFrom('schemaMigrations').select('id').execute()).map((row) => row.id),
     );
     const done: string[] = [];
     for (const migration of migrations) {
       if (applied.has(migration.id)) continue;
-      await migration.up(trx as unknown as Kysely<unknown>, database.dialect);
-      await trx
+      await migration.up(db as unknown as Kysely<unknown>, database.dialect);
+      await db
         .insertInto('schemaMigrations')
         .values({ id: migration.id, appliedAt: new Date().toISOString() })
         .execute();

@@ -1,9 +1,30 @@
 type RowBuilder = (values: unknown[]) => Record<string, unknown>;
 
 /**
+ * Columns stored as 0/1 integers (one representation on both backends) that the code sees as
+ * booleans: converted here, where rows are built, and back in `storedParameters`. Names as in SQL
+ * (`tenant_active` is the token lookup's alias of `tenants.active`).
+ */
+const BOOLEAN_COLUMNS = new Set(['active', 'is_deposit', 'tenant_active']);
+
+/** Query parameters as the backends store them: booleans as 0/1 (neither driver binds them so). */
+export function storedParameters(parameters: readonly unknown[]): unknown[] {
+  let out: unknown[] | null = null;
+  for (let i = 0; i < parameters.length; i++) {
+    const value = parameters[i];
+    if (typeof value === 'boolean') {
+      out ??= parameters.slice();
+      out[i] = value ? 1 : 0;
+    }
+  }
+  return out ?? (parameters as unknown[]);
+}
+
+/**
  * Builds camelCase row objects from arrays of column values. Both drivers create an object one
  * property at a time (about 5 µs a row for our tables) and the camelCase plugin then copied it
- * again; one generated object literal per column list does both jobs several times faster.
+ * again; one generated object literal per column list does both jobs several times faster, and
+ * turns the 0/1 columns into booleans on the way.
  */
 export class RowBuilders {
   private readonly cache = new Map<string, RowBuilder>();
@@ -15,7 +36,10 @@ export class RowBuilders {
     let build = this.cache.get(key);
     if (!build) {
       // Column names come from our own SQL; JSON.stringify makes each a safe property key.
-      const fields = columns.map((name, i) => `${JSON.stringify(this.toCamelCase(name))}: v[${i}]`);
+      const fields = columns.map((name, i) => {
+        const value = BOOLEAN_COLUMNS.has(name) ? `v[${i}] === 1` : `v[${i}]`;
+        return `${JSON.stringify(this.toCamelCase(name))}: ${value}`;
+      });
       build = new Function('v', `return { ${fields.join(', ')} };`) as RowBuilder;
       if (this.cache.size >= 500) this.cache.clear();
       this.cache.set(key, build);

@@ -16,14 +16,15 @@ import type {
  * Row types as Kysely sees them through CamelCasePlugin (columns are snake_case in SQL).
  * Timestamps are ISO 8601 UTC strings with milliseconds in both backends: one representation,
  * lexicographic order equals time order, and rows serialize without conversion.
- * Booleans are 0/1 integers and arrays are JSON text, for the same reason.
+ * Booleans are stored as 0/1 integers (the row builders and the drivers' parameters convert, see
+ * row-builder.ts) and arrays as JSON text, for the same reason.
  */
 export interface TenantsTable {
   id: string;
   name: string;
   slug: string;
   tier: Tier;
-  active: number;
+  active: boolean;
   tripQuota: number | null;
   webhookEndpointCap: number | null;
   createdAt: string;
@@ -169,7 +170,7 @@ export interface PaymentsTable {
   currency: string;
   scheduledFor: string | null;
   chargedAt: string | null;
-  isDeposit: number;
+  isDeposit: boolean;
   paymentRail: string | null;
   kind: string;
   createdAt: string;
@@ -226,8 +227,8 @@ export interface WebhookSubscriptionsTable {
   url: string;
   /** JSON array of event types. */
   events: string;
-  /** 0/1: false after a delete or an auto-pause. */
-  active: number;
+  /** False after a delete or an auto-pause. */
+  active: boolean;
   pausedAt: string | null;
   /** Set by DELETE: the subscription is gone for every operation but listing. */
   deletedAt: string | null;

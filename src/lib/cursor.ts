@@ -36,3 +36,25 @@ export function toPage<T extends { id: string }>(list: string, rows: T[], limit:
     meta: { cursor: hasMore ? encodeCursor(list, data[data.length - 1].id) : null, hasMore },
   };
 }
+
+/** What a list endpoint is asked for; `limit` defaults to DEFAULT_PAGE_SIZE (api-spec 3.2). */
+export interface PageRequest {
+  limit?: number;
+  cursor?: string;
+}
+
+export const DEFAULT_PAGE_SIZE = 50;
+
+/**
+ * One keyset page of the list `list`: decodes the cursor (422 when it is not one of this list's),
+ * fetches `limit + 1` rows from the position it names (null: the start) and builds the page.
+ */
+export async function keysetPage<T extends { id: string }>(
+  list: string,
+  request: PageRequest,
+  fetch: (position: string | null, limit: number) => Promise<T[]>,
+): Promise<Page<T>> {
+  const limit = request.limit ?? DEFAULT_PAGE_SIZE;
+  const position = decodeCursor(list, request.cursor);
+  return toPage(list, await fetch(position, limit), limit);
+}

@@ -1,8 +1,7 @@
-import type { Insertable, Kysely, Selectable, Updateable } from 'kysely';
-import type { Executor } from '../db/database.ts';
-import type { ClientsTable, DB } from '../db/schema.ts';
+import type { Insertable, Selectable, Updateable } from 'kysely';
+import type { ClientsTable } from '../db/schema.ts';
 import type { CLIENT_KINDS } from '../domain/states.ts';
-import { findOwningTenant } from './owning-tenant.ts';
+import { Repository } from './repository.ts';
 
 export type ClientRow = Selectable<ClientsTable>;
 
@@ -13,11 +12,9 @@ export interface ClientListFilter {
   archived?: boolean;
 }
 
-export class ClientsRepository {
-  constructor(private readonly db: Kysely<DB>) {}
-
-  findById(tenantId: string, id: string, trx: Executor = this.db): Promise<ClientRow | undefined> {
-    return trx
+export class ClientsRepository extends Repository {
+  findById(tenantId: string, id: string): Promise<ClientRow | undefined> {
+    return this.db
       .selectFrom('clients')
       .selectAll()
       .where('tenantId', '=', tenantId)
@@ -25,8 +22,8 @@ export class ClientsRepository {
       .executeTakeFirst();
   }
 
-  async exists(tenantId: string, id: string, trx: Executor = this.db): Promise<boolean> {
-    const row = await trx
+  async exists(tenantId: string, id: string): Promise<boolean> {
+    const row = await this.db
       .selectFrom('clients')
       .select('id')
       .where('tenantId', '=', tenantId)
@@ -35,8 +32,8 @@ export class ClientsRepository {
     return row !== undefined;
   }
 
-  list(tenantId: string, filter: ClientListFilter, trx: Executor = this.db) {
-    let query = trx.selectFrom('clients').selectAll().where('tenantId', '=', tenantId);
+  list(tenantId: string, filter: ClientListFilter) {
+    let query = this.db.selectFrom('clients').selectAll().where('tenantId', '=', tenantId);
     if (filter.kind !== undefined) query = query.where('kind', '=', filter.kind);
     if (filter.archived === true) query = query.where('archivedAt', 'is not', null);
     if (filter.archived === false) query = query.where('archivedAt', 'is', null);
@@ -47,12 +44,12 @@ export class ClientsRepository {
       .execute();
   }
 
-  insert(row: Insertable<ClientsTable>, trx: Executor = this.db): Promise<ClientRow> {
-    return trx.insertInto('clients').values(row).returningAll().executeTakeFirstOrThrow();
+  insert(row: Insertable<ClientsTable>): Promise<ClientRow> {
+    return this.db.insertInto('clients').values(row).returningAll().executeTakeFirstOrThrow();
   }
 
-  update(tenantId: string, id: string, patch: Updateable<ClientsTable>, trx: Executor = this.db) {
-    return trx
+  update(tenantId: string, id: string, patch: Updateable<ClientsTable>) {
+    return this.db
       .updateTable('clients')
       .set(patch)
       .where('tenantId', '=', tenantId)
@@ -61,7 +58,7 @@ export class ClientsRepository {
       .executeTakeFirst();
   }
 
-  findTenantOf(id: string, trx: Executor = this.db): Promise<string | undefined> {
-    return findOwningTenant(trx, 'clients', id);
+  findTenantOf(id: string): Promise<string | undefined> {
+    return this.owningTenant('clients', id);
   }
 }

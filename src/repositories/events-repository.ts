@@ -1,16 +1,14 @@
-import type { Insertable, Kysely } from 'kysely';
-import type { Executor } from '../db/database.ts';
-import type { DB, EventsTable } from '../db/schema.ts';
+import type { Insertable } from 'kysely';
+import type { EventsTable } from '../db/schema.ts';
+import { Repository } from './repository.ts';
 
-export class EventsRepository {
-  constructor(private readonly db: Kysely<DB>) {}
-
-  insert(row: Insertable<EventsTable>, trx: Executor = this.db): Promise<unknown> {
-    return trx.insertInto('events').values(row).execute();
+export class EventsRepository extends Repository {
+  insert(row: Insertable<EventsTable>): Promise<unknown> {
+    return this.db.insertInto('events').values(row).execute();
   }
 
-  listForTenant(tenantId: string, trx: Executor = this.db) {
-    return trx
+  listForTenant(tenantId: string) {
+    return this.db
       .selectFrom('events')
       .selectAll()
       .where('tenantId', '=', tenantId)

@@ -1,6 +1,6 @@
-import { type Kysely, type Selectable, sql } from 'kysely';
-import type { Dialect } from '../db/database.ts';
-import type { DB, IdempotencyKeysTable } from '../db/schema.ts';
+import { type Selectable, sql } from 'kysely';
+import type { IdempotencyKeysTable } from '../db/schema.ts';
+import { Repository } from './repository.ts';
 
 export type IdempotencyRow = Selectable<IdempotencyKeysTable>;
 
@@ -10,12 +10,7 @@ export type IdempotencyRow = Selectable<IdempotencyKeysTable>;
  */
 export type ClaimOutcome = 'claimed' | 'taken' | 'busy';
 
-export class IdempotencyRepository {
-  constructor(
-    private readonly db: Kysely<DB>,
-    private readonly dialect: Dialect,
-  ) {}
-
+export class IdempotencyRepository extends Repository {
   /**
    * Claims the key inside the caller's transaction, so that the claim commits with the request's
    * side effects and its stored answer, or not at all: a process killed mid-request leaves no

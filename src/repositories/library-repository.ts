@@ -1,12 +1,6 @@
-import { type Kysely, sql } from 'kysely';
-import type { Executor } from '../db/database.ts';
-import type { DB } from '../db/schema.ts';
-
-export const LIBRARY_KINDS = ['cities', 'hotels', 'activities', 'vehicles', 'guides'] as const;
-export type LibraryKind = (typeof LIBRARY_KINDS)[number];
-
-/** Kinds whose items belong to a city and can be filtered by `cityId`. */
-export const CITY_SCOPED_KINDS: readonly LibraryKind[] = ['hotels', 'activities'];
+import { sql } from 'kysely';
+import type { LibraryKind } from '../domain/library.ts';
+import { Repository } from './repository.ts';
 
 export interface LibraryListFilter {
   afterId: string | null;
@@ -26,17 +20,10 @@ function likeContains(text: string): string {
  * The five catalogs share one shape of query (tenant, keyset by id, optional city and name
  * filters); only their columns differ, and the response schemas pick those.
  */
-export class LibraryRepository {
-  constructor(private readonly db: Kysely<DB>) {}
-
-  list(
-    kind: LibraryKind,
-    tenantId: string,
-    filter: LibraryListFilter,
-    trx: Executor = this.db,
-  ): Promise<LibraryRow[]> {
+export class LibraryRepository extends Repository {
+  list(kind: LibraryKind, tenantId: string, filter: LibraryListFilter): Promise<LibraryRow[]> {
     // One concrete table type keeps Kysely's builder typed; every kind has the columns used here.
-    let query = trx
+    let query = this.db
       .selectFrom(kind as 'hotels')
       .selectAll()
       .where('tenantId', '=', tenantId);
@@ -52,21 +39,16 @@ export class LibraryRepository {
       .execute() as Promise<LibraryRow[]>;
   }
 
-  insert(kind: LibraryKind, row: LibraryRow, trx: Executor = this.db): Promise<LibraryRow> {
-    return trx
+  insert(kind: LibraryKind, row: LibraryRow): Promise<LibraryRow> {
+    return this.db
       .insertInto(kind as 'hotels')
       .values(row as never)
       .returningAll()
       .executeTakeFirstOrThrow() as Promise<LibraryRow>;
   }
 
-  async exists(
-    kind: LibraryKind,
-    tenantId: string,
-    id: string,
-    trx: Executor = this.db,
-  ): Promise<boolean> {
-    const row = await trx
+  async exists(kind: LibraryKind, tenantId: string, id: string): Promise<boolean> {
+    const row = await this.db
       .selectFrom(kind as 'hotels')
       .select('id')
       .where('tenantId', '=', tenantId)

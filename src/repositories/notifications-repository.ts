@@ -1,18 +1,16 @@
-import type { Insertable, Kysely } from 'kysely';
-import type { Executor } from '../db/database.ts';
-import type { DB, NotificationsTable } from '../db/schema.ts';
+import type { Insertable } from 'kysely';
+import type { NotificationsTable } from '../db/schema.ts';
+import { Repository } from './repository.ts';
 
-export class NotificationsRepository {
-  constructor(private readonly db: Kysely<DB>) {}
-
-  insertMany(rows: Insertable<NotificationsTable>[], trx: Executor = this.db): Promise<unknown> {
+export class NotificationsRepository extends Repository {
+  insertMany(rows: Insertable<NotificationsTable>[]): Promise<unknown> {
     if (rows.length === 0) return Promise.resolve();
-    return trx.insertInto('notifications').values(rows).execute();
+    return this.db.insertInto('notifications').values(rows).execute();
   }
 
   /** Newest first. */
-  list(tenantId: string, trx: Executor = this.db) {
-    return trx
+  list(tenantId: string) {
+    return this.db
       .selectFrom('notifications')
       .select(['id', 'recipient', 'memberId', 'kind', 'subscriptionId', 'createdAt'])
       .where('tenantId', '=', tenantId)

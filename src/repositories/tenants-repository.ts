@@ -1,44 +1,42 @@
-import type { Insertable, Kysely, Selectable, Updateable } from 'kysely';
-import type { Executor } from '../db/database.ts';
-import type { ApiTokensTable, DB, MembersTable, TenantsTable } from '../db/schema.ts';
+import type { Insertable, Selectable, Updateable } from 'kysely';
+import type { ApiTokensTable, MembersTable, TenantsTable } from '../db/schema.ts';
+import { Repository } from './repository.ts';
 
 export type TenantRow = Selectable<TenantsTable>;
 export type MemberRow = Selectable<MembersTable>;
 export type TokenRow = Selectable<ApiTokensTable>;
 
 /** Tenants are the root of scoping, so these lookups are by their own id (admin and CLI only). */
-export class TenantsRepository {
-  constructor(private readonly db: Kysely<DB>) {}
-
-  findById(id: string, trx: Executor = this.db): Promise<TenantRow | undefined> {
-    return trx.selectFrom('tenants').selectAll().where('id', '=', id).executeTakeFirst();
+export class TenantsRepository extends Repository {
+  findById(id: string): Promise<TenantRow | undefined> {
+    return this.db.selectFrom('tenants').selectAll().where('id', '=', id).executeTakeFirst();
   }
 
   /** Operators type either; ids (`ten_…`) and slugs cannot collide. */
-  findByIdOrSlug(idOrSlug: string, trx: Executor = this.db): Promise<TenantRow | undefined> {
-    return trx
+  findByIdOrSlug(idOrSlug: string): Promise<TenantRow | undefined> {
+    return this.db
       .selectFrom('tenants')
       .selectAll()
       .where((eb) => eb.or([eb('id', '=', idOrSlug), eb('slug', '=', idOrSlug)]))
       .executeTakeFirst();
   }
 
-  findBySlug(slug: string, trx: Executor = this.db): Promise<TenantRow | undefined> {
-    return trx.selectFrom('tenants').selectAll().where('slug', '=', slug).executeTakeFirst();
+  findBySlug(slug: string): Promise<TenantRow | undefined> {
+    return this.db.selectFrom('tenants').selectAll().where('slug', '=', slug).executeTakeFirst();
   }
 
   /** Locks the tenant row on PostgreSQL for quota checks (SQLite transactions are already serial). */
-  lockForUpdate(id: string, trx: Executor, dialect: 'sqlite' | 'postgres') {
-    const query = trx.selectFrom('tenants').selectAll().where('id', '=', id);
-    return (dialect === 'postgres' ? query.forUpdate() : query).executeTakeFirst();
+  lockForUpdate(id: string) {
+    const query = this.db.selectFrom('tenants').selectAll().where('id', '=', id);
+    return (this.dialect === 'postgres' ? query.forUpdate() : query).executeTakeFirst();
   }
 
-  async insert(row: Insertable<TenantsTable>, trx: Executor = this.db): Promise<TenantRow> {
-    return trx.insertInto('tenants').values(row).returningAll().executeTakeFirstOrThrow();
+  async insert(row: Insertable<TenantsTable>): Promise<TenantRow> {
+    return this.db.insertInto('tenants').values(row).returningAll().executeTakeFirstOrThrow();
   }
 
-  update(id: string, patch: Updateable<TenantsTable>, trx: Executor = this.db) {
-    return trx
+  update(id: string, patch: Updateable<TenantsTable>) {
+    return this.db
       .updateTable('tenants')
       .set(patch)
       .where('id', '=', id)
@@ -46,8 +44,8 @@ export class TenantsRepository {
       .executeTakeFirst();
   }
 
-  count(trx: Executor = this.db): Promise<number> {
-    return trx
+  count(): Promise<number> {
+    return this.db
       .selectFrom('tenants')
       .select((eb) => eb.fn.countAll<number>().as('n'))
       .executeTakeFirstOrThrow()
@@ -55,15 +53,13 @@ export class TenantsRepository {
   }
 }
 
-export class MembersRepository {
-  constructor(private readonly db: Kysely<DB>) {}
-
-  insert(row: Insertable<MembersTable>, trx: Executor = this.db): Promise<MemberRow> {
-    return trx.insertInto('members').values(row).returningAll().executeTakeFirstOrThrow();
+export class MembersRepository extends Repository {
+  insert(row: Insertable<MembersTable>): Promise<MemberRow> {
+    return this.db.insertInto('members').values(row).returningAll().executeTakeFirstOrThrow();
   }
 
-  findById(tenantId: string, id: string, trx: Executor = this.db) {
-    return trx
+  findById(tenantId: string, id: string) {
+    return this.db
       .selectFrom('members')
       .selectAll()
       .where('tenantId', '=', tenantId)
@@ -72,8 +68,8 @@ export class MembersRepository {
   }
 
   /** Who is told when a webhook endpoint is paused. */
-  ownersAndAdmins(tenantId: string, trx: Executor = this.db) {
-    return trx
+  ownersAndAdmins(tenantId: string) {
+    return this.db
       .selectFrom('members')
       .select(['id', 'email'])
       .where('tenantId', '=', tenantId)
@@ -82,8 +78,8 @@ export class MembersRepository {
       .execute();
   }
 
-  findByEmail(tenantId: string, email: string, trx: Executor = this.db) {
-    return trx
+  findByEmail(tenantId: string, email: string) {
+    return this.db
       .selectFrom('members')
       .selectAll()
       .where('tenantId', '=', tenantId)
@@ -97,11 +93,9 @@ export interface TokenWithTenant {
   tenant: TenantRow;
 }
 
-export class TokensRepository {
-  constructor(private readonly db: Kysely<DB>) {}
-
-  insert(row: Insertable<ApiTokensTable>, trx: Executor = this.db): Promise<TokenRow> {
-    return trx.insertInto('apiTokens').values(row).returningAll().executeTakeFirstOrThrow();
+export class TokensRepository extends Repository {
+  insert(row: Insertable<ApiTokensTable>): Promise<TokenRow> {
+    return this.db.insertInto('apiTokens').values(row).returningAll().executeTakeFirstOrThrow();
   }
 
   /** The authentication lookup: by hash (unique index), joined to its tenant in one round trip. */
@@ -161,12 +155,12 @@ export class TokensRepository {
     };
   }
 
-  findById(id: string, trx: Executor = this.db): Promise<TokenRow | undefined> {
-    return trx.selectFrom('apiTokens').selectAll().where('id', '=', id).executeTakeFirst();
+  findById(id: string): Promise<TokenRow | undefined> {
+    return this.db.selectFrom('apiTokens').selectAll().where('id', '=', id).executeTakeFirst();
   }
 
-  revoke(id: string, at: string, trx: Executor = this.db) {
-    return trx
+  revoke(id: string, at: string) {
+    return this.db
       .updateTable('apiTokens')
       .set((eb) => ({ revokedAt: eb.fn.coalesce('revokedAt', eb.val(at)) }))
       .where('id', '=', id)

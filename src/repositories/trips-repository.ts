@@ -1,9 +1,8 @@
-import type { Insertable, Kysely, Selectable, Updateable } from 'kysely';
-import type { Executor } from '../db/database.ts';
+import type { Insertable, Selectable, Updateable } from 'kysely';
 import { prepare } from '../db/prepared.ts';
-import type { DB, TripsTable } from '../db/schema.ts';
+import type { TripsTable } from '../db/schema.ts';
 import type { TripStatus } from '../domain/states.ts';
-import { findOwningTenant } from './owning-tenant.ts';
+import { Repository } from './repository.ts';
 
 export type TripRow = Selectable<TripsTable>;
 
@@ -14,22 +13,20 @@ export interface TripListFilter {
   publishedAtGte?: string;
 }
 
-export class TripsRepository {
-  private readonly byId = prepare((tenantId: string, id: string) =>
+export class TripsRepository extends Repository {
+  private readonly byId = prepare(this.db, (tenantId: string, id: string) =>
     this.db.selectFrom('trips').selectAll().where('tenantId', '=', tenantId).where('id', '=', id),
   );
   /** One compiled page query per combination of filters (at most eight). */
   private readonly pages = new Map<string, ReturnType<typeof this.preparePage>>();
 
-  constructor(private readonly db: Kysely<DB>) {}
-
-  async findById(tenantId: string, id: string, trx: Executor = this.db) {
-    const [row] = await this.byId(trx, tenantId, id);
+  async findById(tenantId: string, id: string) {
+    const [row] = await this.byId(tenantId, id);
     return row as TripRow | undefined;
   }
 
   /** Keyset page by id ascending; fetches `limit + 1` rows so the caller can tell `hasMore`. */
-  list(tenantId: string, filter: TripListFilter, trx: Executor = this.db): Promise<TripRow[]> {
+  list(tenantId: string, filter: TripListFilter): Promise<TripRow[]> {
     const shape = {
       status: filter.status !== undefined,
       publishedAtGte: filter.publishedAtGte !== undefined,
@@ -45,11 +42,11 @@ export class TripsRepository {
     if (filter.status !== undefined) params.push(filter.status);
     if (filter.publishedAtGte !== undefined) params.push(filter.publishedAtGte);
     if (filter.afterId !== null) params.push(filter.afterId);
-    return page(trx, filter.limit + 1, ...params);
+    return page(filter.limit + 1, ...params);
   }
 
   private preparePage(shape: { status: boolean; publishedAtGte: boolean; afterId: boolean }) {
-    return prepare((limit: number, tenantId: string, ...rest: string[]) => {
+    return prepare(this.db, (limit: number, tenantId: string, ...rest: string[]) => {
       let query = this.db.selectFrom('trips').selectAll().where('tenantId', '=', tenantId);
       const next = () => rest.shift() as string;
       if (shape.status) query = query.where('status', '=', next() as TripStatus);
@@ -59,18 +56,17 @@ export class TripsRepository {
     });
   }
 
-  insert(row: Insertable<TripsTable>, trx: Executor = this.db): Promise<TripRow> {
-    return trx.insertInto('trips').values(row).returningAll().executeTakeFirstOrThrow();
+  insert(row: Insertable<TripsTable>): Promise<TripRow> {
+    return this.db.insertInto('trips').values(row).returningAll().executeTakeFirstOrThrow();
   }
 
   update(
     tenantId: string,
     id: string,
     patch: Updateable<TripsTable>,
-    trx: Executor = this.db,
     options: { bumpVersion?: boolean } = {},
   ): Promise<TripRow | undefined> {
-    let query = trx.updateTable('trips').set(patch);
+    let query = this.db.updateTable('trips').set(patch);
     // In SQL, so concurrent PATCHes each get their own version number.
     if (options.bumpVersion) query = query.set((eb) => ({ version: eb('version', '+', 1) }));
     return query
@@ -80,8 +76,8 @@ export class TripsRepository {
       .executeTakeFirst();
   }
 
-  async numberTaken(tenantId: string, tripNumber: string, trx: Executor = this.db) {
-    const row = await trx
+  async numberTaken(tenantId: string, tripNumber: string) {
+    const row = await this.db
       .selectFrom('trips')
       .select('id')
       .where('tenantId', '=', tenantId)
@@ -90,8 +86,8 @@ export class TripsRepository {
     return row !== undefined;
   }
 
-  async count(tenantId: string, trx: Executor = this.db): Promise<number> {
-    const row = await trx
+  async count(tenantId: string): Promise<number> {
+    const row = await this.db
       .selectFrom('trips')
       .select((eb) => eb.fn.countAll<number>().as('n'))
       .where('tenantId', '=', tenantId)
@@ -100,7 +96,7 @@ export class TripsRepository {
   }
 
   /** Trip ids are global, but admin routes address them without a tenant: resolve it first. */
-  findTenantOf(id: string, trx: Executor = this.db): Promise<string | undefined> {
-    return findOwningTenant(trx, 'trips', id);
+  findTenantOf(id: string): Promise<string | undefined> {
+    return this.owningTenant('trips', id);
   }
 }

@@ -1,12 +1,10 @@
-import { type Insertable, type Kysely, type Selectable, sql, type Updateable } from 'kysely';
-import type { Dialect, Executor } from '../db/database.ts';
+import { type Insertable, type Selectable, sql, type Updateable } from 'kysely';
 import type {
-  DB,
   DeliveryStatus,
   WebhookDeliveriesTable,
   WebhookSubscriptionsTable,
 } from '../db/schema.ts';
-import { findOwningTenant } from './owning-tenant.ts';
+import { Repository } from './repository.ts';
 
 /** Six bind parameters a row: far under both backends' limits. */
 const OUTCOMES_PER_STATEMENT = 500;
@@ -42,12 +40,21 @@ export interface DeliveryOutcome {
   deliveredAt: string | null;
 }
 
-export class WebhooksRepository {
-  constructor(
-    private readonly db: Kysely<DB>,
-    private readonly dialect: Dialect,
-  ) {}
+export interface ClaimOptions {
+  /** Most rows of one subscription. */
+  perSubscription: number;
+  /** Subscriptions to leave alone (at their cap in this worker). */
+  skip?: string[];
+  /** Most rows of each tenant listed, over all its subscriptions. */
+  tenantRoom?: ReadonlyMap<string, number>;
+  /** Most rows of a tenant not listed. */
+  newcomerRoom?: number;
+  skipTenants?: string[];
+  /** Stale claims are taken over only with attempts left (see deadLetterStale). */
+  maxAttempts?: number;
+}
 
+export class WebhooksRepository extends Repository {
   insertSubscription(row: Insertable<WebhookSubscriptionsTable>): Promise<SubscriptionRow> {
     return this.db
       .insertInto('webhookSubscriptions')
@@ -66,12 +73,8 @@ export class WebhooksRepository {
       .execute();
   }
 
-  findSubscription(
-    tenantId: string,
-    id: string,
-    trx: Executor = this.db,
-  ): Promise<SubscriptionRow | undefined> {
-    return trx
+  findSubscription(tenantId: string, id: string): Promise<SubscriptionRow | undefined> {
+    return this.db
       .selectFrom('webhookSubscriptions')
       .selectAll()
       .where('tenantId', '=', tenantId)
@@ -80,12 +83,12 @@ export class WebhooksRepository {
   }
 
   findSubscriptionTenant(id: string): Promise<string | undefined> {
-    return findOwningTenant(this.db, 'webhookSubscriptions', id);
+    return this.owningTenant('webhookSubscriptions', id);
   }
 
   /** Subscriptions that count against the endpoint cap: all but deleted ones. */
-  async countLive(tenantId: string, trx: Executor = this.db): Promise<number> {
-    const row = await trx
+  async countLive(tenantId: string): Promise<number> {
+    const row = await this.db
       .selectFrom('webhookSubscriptions')
       .select((eb) => eb.fn.countAll<number>().as('count'))
       .where('tenantId', '=', tenantId)
@@ -98,9 +101,8 @@ export class WebhooksRepository {
     tenantId: string,
     id: string,
     patch: Updateable<WebhookSubscriptionsTable>,
-    trx: Executor = this.db,
   ): Promise<SubscriptionRow | undefined> {
-    return trx
+    return this.db
       .updateTable('webhookSubscriptions')
       .set(patch)
       .where('tenantId', '=', tenantId)
@@ -110,17 +112,17 @@ export class WebhooksRepository {
   }
 
   /** The tenant's active subscriptions with their events lists (JSON), for the fan-out. */
-  activeSubscriptions(tenantId: string, trx: Executor = this.db) {
-    return trx
+  activeSubscriptions(tenantId: string) {
+    return this.db
       .selectFrom('webhookSubscriptions')
       .select(['id', 'events'])
       .where('tenantId', '=', tenantId)
-      .where('active', '=', 1)
+      .where('active', '=', true)
       .execute();
   }
 
-  insertDeliveries(rows: Insertable<WebhookDeliveriesTable>[], trx: Executor = this.db) {
-    return trx.insertInto('webhookDeliveries').values(rows).execute();
+  insertDeliveries(rows: Insertable<WebhookDeliveriesTable>[]) {
+    return this.db.insertInto('webhookDeliveries').values(rows).execute();
   }
 
   /** Newest first, keyset on id (descending). */
@@ -170,18 +172,7 @@ export class WebhooksRepository {
     now: string,
     staleBefore: string,
     limit: number,
-    options: {
-      perSubscription: number;
-      skip?: string[];
-      /** Most rows of each tenant listed, over all its subscriptions. */
-      tenantRoom?: ReadonlyMap<string, number>;
-      /** Most rows of a tenant not listed. */
-      newcomerRoom?: number;
-      skipTenants?: string[];
-      maxAttempts?: number;
-    } = {
-      perSubscription: limit,
-    },
+    options: ClaimOptions = { perSubscription: limit },
   ): Promise<ClaimedDelivery[]> {
     const skip = options.skip ?? [];
     const skipTenants = options.skipTenants ?? [];
@@ -295,7 +286,7 @@ export class WebhooksRepository {
    * each row only if it still holds the same claim. A null lastResponseStatus (no answer) keeps
    * the last one the endpoint gave.
    */
-  async recordOutcomes(outcomes: DeliveryOutcome[], trx: Executor): Promise<void> {
+  async recordOutcomes(outcomes: DeliveryOutcome[]): Promise<void> {
     for (let start = 0; start < outcomes.length; start += OUTCOMES_PER_STATEMENT) {
       const rows = outcomes
         .slice(start, start + OUTCOMES_PER_STATEMENT)
@@ -315,7 +306,7 @@ export class WebhooksRepository {
         from v
         where webhook_deliveries.id = v.id
           and webhook_deliveries.status = 'in_flight'
-          and webhook_deliveries.claimed_at = v.claimed_at`.execute(trx);
+          and webhook_deliveries.claimed_at = v.claimed_at`.execute(this.db);
     }
   }
 
@@ -325,8 +316,8 @@ export class WebhooksRepository {
    * holds KEY SHARE locks on these rows (the foreign key), which FOR UPDATE would wait for, and
    * the two orders of locking would deadlock.
    */
-  lockSubscriptions(ids: string[], trx: Executor) {
-    let query = trx
+  lockSubscriptions(ids: string[]) {
+    let query = this.db
       .selectFrom('webhookSubscriptions')
       .selectAll()
       .where('id', 'in', ids)

@@ -1,5 +1,5 @@
 import type { Updateable } from 'kysely';
-import type { Database, Executor } from '../db/database.ts';
+import type { Database } from '../db/database.ts';
 import type { BookingsTable } from '../db/schema.ts';
 import {
   BOOKING_STATUSES,
@@ -10,7 +10,7 @@ import {
   isOneOf,
 } from '../domain/states.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
-import { decodeCursor, type Page, toPage } from '../lib/cursor.ts';
+import { keysetPage, type Page, type PageRequest } from '../lib/cursor.ts';
 import { newId, uniqueHumanCode } from '../lib/ids.ts';
 import { ApiProblem, fieldError, invalidTransition, notFound } from '../lib/problems.ts';
 import type { BookingRow, BookingsRepository } from '../repositories/bookings-repository.ts';
@@ -19,9 +19,7 @@ import type { EventsService } from './events-service.ts';
 import { isPublished } from './trips-service.ts';
 import { calendarDate, FieldErrorCollector } from './validation.ts';
 
-export interface BookingListQuery {
-  limit: number;
-  cursor?: string;
+export interface BookingListQuery extends PageRequest {
   status?: string;
   tripId?: string;
 }
@@ -52,36 +50,40 @@ const TRANSITION_EVENTS: Partial<Record<`${BookingStatus}>${BookingStatus}`, Eve
   'disputed>refunded': ['dispute.closed', 'booking.refunded'],
 };
 
+interface BookingsServiceDeps {
+  database: Database;
+  bookings: BookingsRepository;
+  trips: TripsRepository;
+  events: EventsService;
+  clock: Clock;
+  storefrontBaseUrl: string;
+}
+
 export class BookingsService {
-  constructor(
-    private readonly database: Database,
-    private readonly bookings: BookingsRepository,
-    private readonly trips: TripsRepository,
-    private readonly events: EventsService,
-    private readonly clock: Clock,
-    private readonly storefrontBaseUrl: string,
-  ) {}
+  constructor(private readonly deps: BookingsServiceDeps) {}
+
+  /** The tenant that owns a booking (the admin API addresses it by id alone); 404 when none. */
+  async tenantOf(id: string): Promise<string> {
+    const tenantId = await this.deps.bookings.findTenantOf(id);
+    if (!tenantId) throw notFound('Booking');
+    return tenantId;
+  }
 
   async list(tenantId: string, query: BookingListQuery): Promise<Page<BookingRow>> {
-    const afterId = decodeCursor('bookings', query.cursor);
     const status = isOneOf(BOOKING_STATUSES, query.status) ? query.status : undefined;
-    const rows = await this.bookings.list(tenantId, {
-      afterId,
-      limit: query.limit,
-      status,
-      tripId: query.tripId,
-    });
-    return toPage('bookings', rows, query.limit);
+    return keysetPage('bookings', query, (afterId, limit) =>
+      this.deps.bookings.list(tenantId, { afterId, limit, status, tripId: query.tripId }),
+    );
   }
 
   async get(tenantId: string, id: string): Promise<BookingRow> {
-    const booking = await this.bookings.findById(tenantId, id);
+    const booking = await this.deps.bookings.findById(tenantId, id);
     if (!booking) throw notFound('Booking');
     return booking;
   }
 
   async assertTripExists(tenantId: string, tripId: string): Promise<void> {
-    if (!(await this.trips.findById(tenantId, tripId))) throw notFound('Trip');
+    if (!(await this.deps.trips.findById(tenantId, tripId))) throw notFound('Trip');
   }
 
   /**
@@ -89,7 +91,7 @@ export class BookingsService {
    * storefront checkout where the traveller completes the purchase. Nothing is written.
    */
   async refuseApiCreation(tenantId: string, tripId: string): Promise<never> {
-    const trip = await this.trips.findById(tenantId, tripId);
+    const trip = await this.deps.trips.findById(tenantId, tripId);
     if (!trip) throw notFound('Trip');
     if (!isPublished(trip) || !trip.publicSlug) {
       throw fieldError('tripId', 'trip is not published');
@@ -97,8 +99,15 @@ export class BookingsService {
     throw new ApiProblem(
       'booking-create-not-supported',
       'Bookings cannot be created through the API yet; send the traveller to next.checkoutUrl.',
-      { next: { checkoutUrl: `${this.storefrontBaseUrl}/checkout/${trip.publicSlug}` } },
+      { next: { checkoutUrl: `${this.deps.storefrontBaseUrl}/checkout/${trip.publicSlug}` } },
     );
+  }
+
+  /** The admin API's booking creation: the trip, addressed by id alone, names the tenant. */
+  async createForTrip(input: CreateBookingInput): Promise<BookingRow> {
+    const tenantId = await this.deps.trips.findTenantOf(input.tripId);
+    if (!tenantId) throw fieldError('tripId', 'is not a known trip');
+    return this.create(tenantId, input);
   }
 
   /** Checkout's booking creation (admin API): only on a published trip, pinned to its version. */
@@ -111,55 +120,51 @@ export class BookingsService {
     );
     const departureEndDate = this.optionalDate(input.departureEndDate, 'departureEndDate', errors);
     errors.throwIfAny();
-    return this.database.db.transaction().execute(async (trx) => {
-      const trip = await this.trips.findById(tenantId, input.tripId, trx);
+    return this.deps.database.withTransaction(async () => {
+      const trip = await this.deps.trips.findById(tenantId, input.tripId);
       if (!trip) throw fieldError('tripId', 'is not a trip of this tenant');
       if (!isPublished(trip)) throw fieldError('tripId', 'trip is not published');
-      const now = nowIso(this.clock);
+      const now = nowIso(this.deps.clock);
       const { tenantId: _tenant, createdBy: _actor, ...snapshot } = trip;
-      return this.bookings.insert(
-        {
-          id: newId('bkg'),
-          tenantId,
-          bookingNumber: await uniqueHumanCode('BK', (code) =>
-            this.bookings.numberTaken(tenantId, code, trx),
-          ),
-          tripId: trip.id,
-          tripVersion: trip.version,
-          tripSnapshot: JSON.stringify(snapshot),
-          status: 'payment_pending',
-          totalRetailCents: input.totalRetailCents,
-          applicationFeeCents: applicationFee(input.totalRetailCents),
-          currency: input.currency,
-          travelerName: input.travelerName,
-          travelerEmail: input.travelerEmail,
-          confirmedAt: null,
-          cancelledAt: null,
-          departureId: input.departureId ?? null,
-          departureStartDate,
-          departureEndDate,
-          createdAt: now,
-          updatedAt: now,
-        },
-        trx,
-      );
+      return this.deps.bookings.insert({
+        id: newId('bkg'),
+        tenantId,
+        bookingNumber: await uniqueHumanCode('BK', (code) =>
+          this.deps.bookings.numberTaken(tenantId, code),
+        ),
+        tripId: trip.id,
+        tripVersion: trip.version,
+        tripSnapshot: JSON.stringify(snapshot),
+        status: 'payment_pending',
+        totalRetailCents: input.totalRetailCents,
+        applicationFeeCents: applicationFee(input.totalRetailCents),
+        currency: input.currency,
+        travelerName: input.travelerName,
+        travelerEmail: input.travelerEmail,
+        confirmedAt: null,
+        cancelledAt: null,
+        departureId: input.departureId ?? null,
+        departureStartDate,
+        departureEndDate,
+        createdAt: now,
+        updatedAt: now,
+      });
     });
   }
 
   async transition(tenantId: string, id: string, to: BookingStatus): Promise<BookingRow> {
-    return this.database.db.transaction().execute(async (trx) => {
-      const booking = await this.bookings.findById(tenantId, id, trx);
+    return this.deps.database.withTransaction(async () => {
+      const booking = await this.deps.bookings.findById(tenantId, id);
       if (!booking) throw notFound('Booking');
       const from = booking.status;
       if (!canMove(BOOKING_TRANSITIONS, from, to)) throw invalidTransition(from, to);
-      const now = nowIso(this.clock);
+      const now = nowIso(this.deps.clock);
       const patch: Updateable<BookingsTable> = { status: to, updatedAt: now };
       if (to === 'confirmed' && booking.confirmedAt === null) patch.confirmedAt = now;
       if (to === 'cancelled') patch.cancelledAt = now;
-      const updated = await this.bookings.transition(tenantId, id, from, patch, trx);
+      const updated = await this.deps.bookings.transition(tenantId, id, from, patch);
       if (!updated) throw invalidTransition(from, to);
       await this.emitTransitionEvents(
-        trx,
         updated,
         `${from}>${to}` as `${BookingStatus}>${BookingStatus}`,
       );
@@ -168,7 +173,6 @@ export class BookingsService {
   }
 
   private async emitTransitionEvents(
-    trx: Executor,
     booking: BookingRow,
     move: `${BookingStatus}>${BookingStatus}`,
   ): Promise<void> {
@@ -181,9 +185,9 @@ export class BookingsService {
     };
     for (const type of TRANSITION_EVENTS[move] ?? []) {
       if (type === 'booking.confirmed') {
-        await this.events.emit(trx, booking.tenantId, type, { ...data, status: 'confirmed' });
+        await this.deps.events.emit(booking.tenantId, type, { ...data, status: 'confirmed' });
       } else {
-        await this.events.emit(trx, booking.tenantId, type as 'booking.cancelled', data);
+        await this.deps.events.emit(booking.tenantId, type as 'booking.cancelled', data);
       }
     }
   }

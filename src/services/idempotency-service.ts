@@ -32,15 +32,17 @@ const KEY_PATTERN = /^[\x20-\x7e]{1,255}$/;
  * sealed, for IDEMPOTENCY_TTL; duplicates replay it byte for byte, or wait briefly while it runs.
  * 5xx, 401 and 429 answers release the key.
  */
+interface IdempotencyServiceDeps {
+  keys: IdempotencyRepository;
+  database: Database;
+  clock: Clock;
+  ttlMs: number;
+  /** Stored answers can carry secrets (a new subscription's signing key) and personal data. */
+  secrets: SecretBox;
+}
+
 export class IdempotencyService {
-  constructor(
-    private readonly keys: IdempotencyRepository,
-    private readonly database: Database,
-    private readonly clock: Clock,
-    private readonly ttlMs: number,
-    /** Stored answers can carry secrets (a new subscription's signing key) and personal data. */
-    private readonly secrets: SecretBox,
-  ) {}
+  constructor(private readonly deps: IdempotencyServiceDeps) {}
 
   static fingerprint(method: string, pathWithQuery: string, body: string): string {
     return createHash('sha256')
@@ -58,16 +60,17 @@ export class IdempotencyService {
   async start(tenantId: string, key: string, fingerprint: string): Promise<IdempotencyStart> {
     const deadline = Date.now() + WAIT_FOR_FIRST_MS;
     for (;;) {
-      const now = this.clock.now();
-      const expiresAt = new Date(now.getTime() + this.ttlMs).toISOString();
-      const transaction = await this.database.beginAmbient();
+      const now = this.deps.clock.now();
+      const expiresAt = new Date(now.getTime() + this.deps.ttlMs).toISOString();
+      const transaction = await this.deps.database.beginAmbient();
       let row: IdempotencyRow | undefined;
       try {
         const outcome = await transaction.run(() =>
-          this.keys.claim(tenantId, key, fingerprint, now.toISOString(), expiresAt),
+          this.deps.keys.claim(tenantId, key, fingerprint, now.toISOString(), expiresAt),
         );
         if (outcome === 'claimed') return { kind: 'execute', transaction };
-        if (outcome === 'taken') row = await transaction.run(() => this.keys.find(tenantId, key));
+        if (outcome === 'taken')
+          row = await transaction.run(() => this.deps.keys.find(tenantId, key));
       } catch (error) {
         await transaction.rollback();
         throw error;
@@ -113,14 +116,14 @@ export class IdempotencyService {
     if (!isStored(response.status)) return this.abandon(tenantId, key, transaction);
     const sealed = {
       ...response,
-      body: this.secrets.encrypt(response.body, sealContext(tenantId, key)),
+      body: this.deps.secrets.encrypt(response.body, sealContext(tenantId, key)),
     };
     if (!transaction) {
-      await this.keys.complete(tenantId, key, sealed);
+      await this.deps.keys.complete(tenantId, key, sealed);
       return;
     }
     try {
-      await transaction.run(() => this.keys.complete(tenantId, key, sealed));
+      await transaction.run(() => this.deps.keys.complete(tenantId, key, sealed));
       await transaction.commit();
     } catch (error) {
       await this.abandon(tenantId, key, transaction);
@@ -136,18 +139,18 @@ export class IdempotencyService {
   ): Promise<void> {
     // The claim was made in the transaction: rolling it back frees the key.
     if (transaction) await transaction.rollback();
-    else await this.keys.release(tenantId, key);
+    else await this.deps.keys.release(tenantId, key);
   }
 
   /** Answers stored before they were sealed are JSON text (`{…}`) or empty, never `v1.…`. */
   private unseal(stored: string, tenantId: string, key: string): string {
     return stored.startsWith('v1.')
-      ? this.secrets.decrypt(stored, sealContext(tenantId, key))
+      ? this.deps.secrets.decrypt(stored, sealContext(tenantId, key))
       : stored;
   }
 
   purgeExpired(): Promise<number> {
-    return this.keys.purgeExpired(nowIso(this.clock));
+    return this.deps.keys.purgeExpired(nowIso(this.deps.clock));
   }
 }
 

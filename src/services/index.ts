@@ -1,14 +1,16 @@
 import type { Config } from '../config.ts';
-import { ChangeFeed } from '../db/change-feed.ts';
 import type { Database } from '../db/database.ts';
+import { Notifier } from '../db/notifier.ts';
+import { AddressGuard, type Resolver } from '../domain/address-guard.ts';
 import type { Clock } from '../lib/clock.ts';
 import { SecretBox } from '../lib/secret-box.ts';
-import { BookingsRepository, PaymentsRepository } from '../repositories/bookings-repository.ts';
+import { BookingsRepository } from '../repositories/bookings-repository.ts';
 import { ClientsRepository } from '../repositories/clients-repository.ts';
 import { EventsRepository } from '../repositories/events-repository.ts';
 import { IdempotencyRepository } from '../repositories/idempotency-repository.ts';
 import { LibraryRepository } from '../repositories/library-repository.ts';
 import { NotificationsRepository } from '../repositories/notifications-repository.ts';
+import { PaymentsRepository } from '../repositories/payments-repository.ts';
 import {
   MembersRepository,
   TenantsRepository,
@@ -16,11 +18,10 @@ import {
 } from '../repositories/tenants-repository.ts';
 import { TripsRepository } from '../repositories/trips-repository.ts';
 import { WebhooksRepository } from '../repositories/webhooks-repository.ts';
-import { AddressGuard, type Resolver } from '../webhooks/address-guard.ts';
 import { AuthCache } from './auth-cache.ts';
 import { BookingsService } from './bookings-service.ts';
 import { ClientsService } from './clients-service.ts';
-import { DeliverySignal } from './delivery-signal.ts';
+import { DeliveriesService } from './deliveries-service.ts';
 import { EventsService } from './events-service.ts';
 import { IdempotencyService } from './idempotency-service.ts';
 import { LibraryService } from './library-service.ts';
@@ -30,6 +31,7 @@ import { TokensService } from './tokens-service.ts';
 import { TripsService } from './trips-service.ts';
 import { WebhooksService } from './webhooks-service.ts';
 
+/** What the HTTP app, the worker, the CLI and the demo call; none of them sees a repository. */
 export interface Services {
   authCache: AuthCache;
   tenants: TenantsService;
@@ -41,27 +43,18 @@ export interface Services {
   library: LibraryService;
   events: EventsService;
   idempotency: IdempotencyService;
-  repositories: {
-    tenants: TenantsRepository;
-    members: MembersRepository;
-    tokens: TokensRepository;
-    trips: TripsRepository;
-    bookings: BookingsRepository;
-    payments: PaymentsRepository;
-    clients: ClientsRepository;
-    library: LibraryRepository;
-    events: EventsRepository;
-    notifications: NotificationsRepository;
-    idempotency: IdempotencyRepository;
-    webhooks: WebhooksRepository;
-  };
   webhooks: WebhooksService;
-  deliverySignal: DeliverySignal;
+  /** The delivery worker's claims and outcomes. */
+  deliveries: DeliveriesService;
+  /** Wakes workers and drops cached auth across processes (pg_notify, or in-process). */
+  notifier: Notifier;
   /** Seals signing keys at rest (SECRET_KEY). */
   secrets: SecretBox;
   /** Decides which webhook endpoints may be registered and connected to. */
   addressGuard: AddressGuard;
 }
+
+export type Repositories = ReturnType<typeof createRepositories>;
 
 /**
  * How long another process's revocation or tenant change can take to reach this one when no
@@ -70,111 +63,124 @@ export interface Services {
  */
 export const AUTH_CACHE_TTL_MS = 2_000;
 
-/** The one place that wires repositories into services; the HTTP app, CLI and tests share it. */
+function createRepositories(database: Database) {
+  return {
+    tenants: new TenantsRepository(database),
+    members: new MembersRepository(database),
+    tokens: new TokensRepository(database),
+    trips: new TripsRepository(database),
+    bookings: new BookingsRepository(database),
+    payments: new PaymentsRepository(database),
+    clients: new ClientsRepository(database),
+    library: new LibraryRepository(database),
+    events: new EventsRepository(database),
+    notifications: new NotificationsRepository(database),
+    idempotency: new IdempotencyRepository(database),
+    webhooks: new WebhooksRepository(database),
+  };
+}
+
+/**
+ * The one place that wires repositories into services; the HTTP app, CLI and tests share it. The
+ * repositories are returned too, for tests and benchmarks that inspect rows directly.
+ */
 export function createServices(
   config: Config,
   database: Database,
   clock: Clock,
   onBackgroundError: (error: unknown) => void,
   options: { secretKey: string; resolver?: Resolver },
-): Services {
-  const { db } = database;
-  const repositories = {
-    tenants: new TenantsRepository(db),
-    members: new MembersRepository(db),
-    tokens: new TokensRepository(db),
-    trips: new TripsRepository(db),
-    bookings: new BookingsRepository(db),
-    payments: new PaymentsRepository(db),
-    clients: new ClientsRepository(db),
-    library: new LibraryRepository(db),
-    events: new EventsRepository(db),
-    notifications: new NotificationsRepository(db),
-    idempotency: new IdempotencyRepository(db, database.dialect),
-    webhooks: new WebhooksRepository(db, database.dialect),
-  };
-  const deliverySignal = new DeliverySignal(database);
-  const events = new EventsService(
-    repositories.events,
-    repositories.webhooks,
-    deliverySignal,
+): { services: Services; repositories: Repositories } {
+  const repositories = createRepositories(database);
+  const notifier = new Notifier(database);
+  const events = new EventsService({
+    events: repositories.events,
+    webhooks: repositories.webhooks,
+    notifier,
     clock,
-  );
+  });
   const secrets = new SecretBox(options.secretKey);
   const addressGuard = new AddressGuard({
     allowPrivate: config.webhook.allowPrivateTargets,
     resolver: options.resolver,
   });
   const authCache = new AuthCache(AUTH_CACHE_TTL_MS);
-  const changes = new ChangeFeed(database);
-  return {
+  const services: Services = {
     authCache,
-    repositories,
     events,
-    tenants: new TenantsService(
-      repositories.tenants,
-      repositories.members,
-      repositories.notifications,
+    tenants: new TenantsService({
+      tenants: repositories.tenants,
+      members: repositories.members,
+      notifications: repositories.notifications,
       authCache,
-      changes,
+      notifier,
       clock,
-    ),
-    tokens: new TokensService(
-      repositories.tokens,
-      repositories.tenants,
-      repositories.members,
+    }),
+    tokens: new TokensService({
+      tokens: repositories.tokens,
+      tenants: repositories.tenants,
+      members: repositories.members,
       clock,
-      config.deploymentEnv,
-      authCache,
-      changes,
+      env: config.deploymentEnv,
+      cache: authCache,
+      notifier,
       onBackgroundError,
-    ),
-    trips: new TripsService(
+    }),
+    trips: new TripsService({
       database,
-      repositories.trips,
-      repositories.tenants,
-      repositories.clients,
-      repositories.library,
+      trips: repositories.trips,
+      tenants: repositories.tenants,
+      clients: repositories.clients,
+      library: repositories.library,
       events,
       clock,
-    ),
-    bookings: new BookingsService(
+    }),
+    bookings: new BookingsService({
       database,
-      repositories.bookings,
-      repositories.trips,
+      bookings: repositories.bookings,
+      trips: repositories.trips,
       events,
       clock,
-      config.storefrontBaseUrl,
-    ),
-    payments: new PaymentsService(
+      storefrontBaseUrl: config.storefrontBaseUrl,
+    }),
+    payments: new PaymentsService({
       database,
-      repositories.payments,
-      repositories.bookings,
+      payments: repositories.payments,
+      bookings: repositories.bookings,
       events,
       clock,
-    ),
-    clients: new ClientsService(database, repositories.clients, events, clock),
-    library: new LibraryService(repositories.library, clock),
-    idempotency: new IdempotencyService(
-      repositories.idempotency,
+    }),
+    clients: new ClientsService({ database, clients: repositories.clients, events, clock }),
+    library: new LibraryService({ library: repositories.library, clock }),
+    idempotency: new IdempotencyService({
+      keys: repositories.idempotency,
       database,
       clock,
-      config.idempotencyTtlMs,
+      ttlMs: config.idempotencyTtlMs,
       secrets,
-    ),
-    webhooks: new WebhooksService(
+    }),
+    webhooks: new WebhooksService({
       database,
-      repositories.webhooks,
-      repositories.tenants,
+      webhooks: repositories.webhooks,
+      tenants: repositories.tenants,
       events,
-      deliverySignal,
-      addressGuard,
+      notifier,
+      guard: addressGuard,
       secrets,
       clock,
-      config.webhook.keyOverlapMs,
-    ),
-    deliverySignal,
+      keyOverlapMs: config.webhook.keyOverlapMs,
+    }),
+    deliveries: new DeliveriesService({
+      database,
+      webhooks: repositories.webhooks,
+      members: repositories.members,
+      notifications: repositories.notifications,
+      clock,
+      webhook: config.webhook,
+    }),
+    notifier,
     secrets,
     addressGuard,
   };
+  return { services, repositories };
 }

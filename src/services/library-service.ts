@@ -1,18 +1,12 @@
+import { CITY_SCOPED_KINDS, type LibraryKind } from '../domain/library.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
-import { decodeCursor, type Page, toPage } from '../lib/cursor.ts';
+import { keysetPage, type Page, type PageRequest } from '../lib/cursor.ts';
 import { type IdPrefix, newId } from '../lib/ids.ts';
 import { parseStoredJson } from '../lib/json.ts';
 import { fieldError } from '../lib/problems.ts';
-import {
-  CITY_SCOPED_KINDS,
-  type LibraryKind,
-  type LibraryRepository,
-  type LibraryRow,
-} from '../repositories/library-repository.ts';
+import type { LibraryRepository, LibraryRow } from '../repositories/library-repository.ts';
 
-export interface LibraryListQuery {
-  limit: number;
-  cursor?: string;
+export interface LibraryListQuery extends PageRequest {
   cityId?: string;
   q?: string;
 }
@@ -30,25 +24,23 @@ function toItem(kind: LibraryKind, row: LibraryRow): LibraryRow {
   return kind === 'guides' ? { ...row, languages: parseStoredJson(row.languages as string) } : row;
 }
 
+interface LibraryServiceDeps {
+  library: LibraryRepository;
+  clock: Clock;
+}
+
 export class LibraryService {
-  constructor(
-    private readonly library: LibraryRepository,
-    private readonly clock: Clock,
-  ) {}
+  constructor(private readonly deps: LibraryServiceDeps) {}
 
   async list(
     kind: LibraryKind,
     tenantId: string,
     query: LibraryListQuery,
   ): Promise<Page<LibraryRow>> {
-    const afterId = decodeCursor(`library.${kind}`, query.cursor);
-    const rows = await this.library.list(kind, tenantId, {
-      afterId,
-      limit: query.limit,
-      cityId: CITY_SCOPED_KINDS.includes(kind) ? query.cityId : undefined,
-      q: query.q,
-    });
-    const page = toPage(`library.${kind}`, rows, query.limit);
+    const cityId = CITY_SCOPED_KINDS.includes(kind) ? query.cityId : undefined;
+    const page = await keysetPage(`library.${kind}`, query, (afterId, limit) =>
+      this.deps.library.list(kind, tenantId, { afterId, limit, cityId, q: query.q }),
+    );
     return { data: page.data.map((row) => toItem(kind, row)), meta: page.meta };
   }
 
@@ -59,10 +51,13 @@ export class LibraryService {
     fields: Record<string, unknown>,
   ): Promise<LibraryRow> {
     const cityId = fields.cityId;
-    if (typeof cityId === 'string' && !(await this.library.exists('cities', tenantId, cityId))) {
+    if (
+      typeof cityId === 'string' &&
+      !(await this.deps.library.exists('cities', tenantId, cityId))
+    ) {
       throw fieldError('cityId', "is not a city of this tenant's library");
     }
-    const now = nowIso(this.clock);
+    const now = nowIso(this.deps.clock);
     const row: LibraryRow = {
       id: newId(ID_PREFIX[kind]),
       tenantId,
@@ -71,6 +66,6 @@ export class LibraryService {
       updatedAt: now,
     };
     if (kind === 'guides') row.languages = JSON.stringify(fields.languages ?? []);
-    return toItem(kind, await this.library.insert(kind, row));
+    return toItem(kind, await this.deps.library.insert(kind, row));
   }
 }

@@ -10,28 +10,16 @@ import {
   type PaymentStatus,
 } from '../domain/states.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
-import { decodeCursor, type Page, toPage } from '../lib/cursor.ts';
+import { keysetPage, type Page, type PageRequest } from '../lib/cursor.ts';
 import { newId } from '../lib/ids.ts';
 import { invalidTransition, notFound } from '../lib/problems.ts';
-import type {
-  BookingsRepository,
-  PaymentRow,
-  PaymentsRepository,
-} from '../repositories/bookings-repository.ts';
+import type { BookingsRepository } from '../repositories/bookings-repository.ts';
+import type { PaymentRow, PaymentsRepository } from '../repositories/payments-repository.ts';
 import { isoDateTime } from './bookings-service.ts';
 import type { EventsService } from './events-service.ts';
 import { calendarDate, FieldErrorCollector } from './validation.ts';
 
-/** A payment as the API shows it: `isDeposit` as a boolean. */
-export type Payment = Omit<PaymentRow, 'isDeposit'> & { isDeposit: boolean };
-
-function toPayment(row: PaymentRow): Payment {
-  return { ...row, isDeposit: row.isDeposit === 1 };
-}
-
-export interface PaymentListQuery {
-  limit: number;
-  cursor?: string;
+export interface PaymentListQuery extends PageRequest {
   status?: string;
   bookingId?: string;
 }
@@ -47,29 +35,36 @@ export interface CreatePaymentInput {
 }
 
 /** The API reads payments; the processor (admin API) creates them and moves them. */
-export class PaymentsService {
-  constructor(
-    private readonly database: Database,
-    private readonly payments: PaymentsRepository,
-    private readonly bookings: BookingsRepository,
-    private readonly events: EventsService,
-    private readonly clock: Clock,
-  ) {}
+interface PaymentsServiceDeps {
+  database: Database;
+  payments: PaymentsRepository;
+  bookings: BookingsRepository;
+  events: EventsService;
+  clock: Clock;
+}
 
-  async list(tenantId: string, query: PaymentListQuery): Promise<Page<Payment>> {
-    const afterId = decodeCursor('payments', query.cursor);
-    const status = isOneOf(PAYMENT_STATUSES, query.status) ? query.status : undefined;
-    const rows = await this.payments.list(tenantId, {
-      afterId,
-      limit: query.limit,
-      status,
-      bookingId: query.bookingId,
-    });
-    const page = toPage('payments', rows, query.limit);
-    return { data: page.data.map(toPayment), meta: page.meta };
+export class PaymentsService {
+  constructor(private readonly deps: PaymentsServiceDeps) {}
+
+  /** The tenant that owns a payment (the admin API addresses it by id alone); 404 when none. */
+  async tenantOf(id: string): Promise<string> {
+    const tenantId = await this.deps.payments.findTenantOf(id);
+    if (!tenantId) throw notFound('Payment');
+    return tenantId;
   }
 
-  async create(tenantId: string, bookingId: string, input: CreatePaymentInput): Promise<Payment> {
+  async list(tenantId: string, query: PaymentListQuery): Promise<Page<PaymentRow>> {
+    const status = isOneOf(PAYMENT_STATUSES, query.status) ? query.status : undefined;
+    return keysetPage('payments', query, (afterId, limit) =>
+      this.deps.payments.list(tenantId, { afterId, limit, status, bookingId: query.bookingId }),
+    );
+  }
+
+  async create(
+    tenantId: string,
+    bookingId: string,
+    input: CreatePaymentInput,
+  ): Promise<PaymentRow> {
     const errors = new FieldErrorCollector();
     let scheduledFor: string | null = null;
     if (input.scheduledFor !== undefined) {
@@ -80,47 +75,44 @@ export class PaymentsService {
       if (!scheduledFor) errors.add('scheduledFor', 'must be an ISO 8601 date-time');
     }
     errors.throwIfAny();
-    return this.database.db.transaction().execute(async (trx) => {
-      const booking = await this.bookings.findById(tenantId, bookingId, trx);
+    return this.deps.database.withTransaction(async () => {
+      const booking = await this.deps.bookings.findById(tenantId, bookingId);
       if (!booking) throw notFound('Booking');
-      const now = nowIso(this.clock);
-      const row = await this.payments.insert(
-        {
-          id: newId('pay'),
-          tenantId,
-          bookingId,
-          mode: input.mode,
-          status: 'pending',
-          label: input.label,
-          amountCents: input.amountCents,
-          currency: input.currency,
-          scheduledFor,
-          chargedAt: null,
-          isDeposit: (await this.payments.hasAnyForBooking(tenantId, bookingId, trx)) ? 0 : 1,
-          paymentRail: input.paymentRail ?? null,
-          kind: input.kind,
-          createdAt: now,
-          updatedAt: now,
-        },
-        trx,
-      );
-      return toPayment(row);
+      const now = nowIso(this.deps.clock);
+      const row = await this.deps.payments.insert({
+        id: newId('pay'),
+        tenantId,
+        bookingId,
+        mode: input.mode,
+        status: 'pending',
+        label: input.label,
+        amountCents: input.amountCents,
+        currency: input.currency,
+        scheduledFor,
+        chargedAt: null,
+        isDeposit: !(await this.deps.payments.hasAnyForBooking(tenantId, bookingId)),
+        paymentRail: input.paymentRail ?? null,
+        kind: input.kind,
+        createdAt: now,
+        updatedAt: now,
+      });
+      return row;
     });
   }
 
-  async transition(tenantId: string, id: string, to: PaymentStatus): Promise<Payment> {
-    return this.database.db.transaction().execute(async (trx) => {
-      const payment = await this.payments.findById(tenantId, id, trx);
+  async transition(tenantId: string, id: string, to: PaymentStatus): Promise<PaymentRow> {
+    return this.deps.database.withTransaction(async () => {
+      const payment = await this.deps.payments.findById(tenantId, id);
       if (!payment) throw notFound('Payment');
       const from = payment.status;
       if (!canMove(PAYMENT_TRANSITIONS, from, to)) throw invalidTransition(from, to);
-      const now = nowIso(this.clock);
+      const now = nowIso(this.deps.clock);
       const patch: Updateable<PaymentsTable> = { status: to, updatedAt: now };
       if (from === 'processing' && to === 'succeeded') patch.chargedAt = now;
-      const updated = await this.payments.transition(tenantId, id, from, patch, trx);
+      const updated = await this.deps.payments.transition(tenantId, id, from, patch);
       if (!updated) throw invalidTransition(from, to);
       if (to === 'succeeded' || to === 'failed') {
-        await this.events.emit(trx, tenantId, `payment.${to}`, {
+        await this.deps.events.emit(tenantId, `payment.${to}`, {
           paymentId: updated.id,
           bookingId: updated.bookingId,
           status: updated.status,
@@ -128,7 +120,7 @@ export class PaymentsService {
           currency: updated.currency,
         });
       }
-      return toPayment(updated);
+      return updated;
     });
   }
 }

@@ -1,6 +1,5 @@
 import type { Updateable } from 'kysely';
-import { AUTH_CHANGES_CHANNEL, type ChangeFeed } from '../db/change-feed.ts';
-import type { Executor } from '../db/database.ts';
+import { AUTH_CHANGES_CHANNEL, type Notifier } from '../db/notifier.ts';
 import type { TenantsTable } from '../db/schema.ts';
 import { effectiveTripQuota, effectiveWebhookEndpointCap, type Tier } from '../domain/plans.ts';
 import type { MEMBER_ROLES } from '../domain/states.ts';
@@ -38,7 +37,7 @@ export interface Tenant {
 export function toTenant(row: TenantRow): Tenant {
   return {
     ...row,
-    active: row.active === 1,
+    active: row.active,
     tripQuota: effectiveTripQuota(row),
     webhookEndpointCap: effectiveWebhookEndpointCap(row),
   };
@@ -52,42 +51,45 @@ export interface PatchTenantInput {
   webhookEndpointCap?: number | null;
 }
 
-export class TenantsService {
-  constructor(
-    private readonly tenants: TenantsRepository,
-    private readonly members: MembersRepository,
-    private readonly notifications: NotificationsRepository,
-    private readonly authCache: AuthCache,
-    private readonly changes: ChangeFeed,
-    private readonly clock: Clock,
-  ) {}
+interface TenantsServiceDeps {
+  tenants: TenantsRepository;
+  members: MembersRepository;
+  notifications: NotificationsRepository;
+  authCache: AuthCache;
+  notifier: Notifier;
+  clock: Clock;
+}
 
-  async create(input: { name: string; slug: string; tier: Tier }, trx?: Executor): Promise<Tenant> {
+export class TenantsService {
+  constructor(private readonly deps: TenantsServiceDeps) {}
+
+  async create(input: { name: string; slug: string; tier: Tier }): Promise<Tenant> {
     const errors = new FieldErrorCollector();
     if (!TENANT_SLUG_PATTERN.test(input.slug)) errors.add('slug', `must be ${TENANT_SLUG_RULE}`);
     if (input.name.trim() === '' || input.name.length > TENANT_NAME_MAX_LENGTH) {
       errors.add('name', `must be 1 to ${TENANT_NAME_MAX_LENGTH} characters`);
     }
     errors.throwIfAny();
-    if (await this.tenants.findBySlug(input.slug, trx)) {
+    if (await this.deps.tenants.findBySlug(input.slug)) {
       throw conflict(`A tenant with slug ${input.slug} already exists.`, 'slug_taken');
     }
-    const now = nowIso(this.clock);
-    const row = await this.tenants.insert(
-      {
-        id: newId('ten'),
-        name: input.name,
-        slug: input.slug,
-        tier: input.tier,
-        active: 1,
-        tripQuota: null,
-        webhookEndpointCap: null,
-        createdAt: now,
-        updatedAt: now,
-      },
-      trx,
-    );
+    const now = nowIso(this.deps.clock);
+    const row = await this.deps.tenants.insert({
+      id: newId('ten'),
+      name: input.name,
+      slug: input.slug,
+      tier: input.tier,
+      active: true,
+      tripQuota: null,
+      webhookEndpointCap: null,
+      createdAt: now,
+      updatedAt: now,
+    });
     return toTenant(row);
+  }
+
+  count(): Promise<number> {
+    return this.deps.tenants.count();
   }
 
   async get(id: string): Promise<Tenant> {
@@ -96,24 +98,24 @@ export class TenantsService {
 
   /** Accepts an id or a slug (the CLI lets operators type either). */
   async resolve(idOrSlug: string): Promise<Tenant> {
-    const row = await this.tenants.findByIdOrSlug(idOrSlug);
+    const row = await this.deps.tenants.findByIdOrSlug(idOrSlug);
     if (!row) throw notFound('Tenant');
     return toTenant(row);
   }
 
   async update(id: string, input: PatchTenantInput): Promise<Tenant> {
     await this.getRow(id);
-    const patch: Updateable<TenantsTable> = { updatedAt: nowIso(this.clock) };
+    const patch: Updateable<TenantsTable> = { updatedAt: nowIso(this.deps.clock) };
     if (input.name !== undefined) patch.name = input.name;
     if (input.tier !== undefined) patch.tier = input.tier;
-    if (input.active !== undefined) patch.active = input.active ? 1 : 0;
+    if (input.active !== undefined) patch.active = input.active;
     if (input.tripQuota !== undefined) patch.tripQuota = input.tripQuota;
     if (input.webhookEndpointCap !== undefined) patch.webhookEndpointCap = input.webhookEndpointCap;
-    const row = await this.tenants.update(id, patch);
+    const row = await this.deps.tenants.update(id, patch);
     if (!row) throw notFound('Tenant');
     // Plan, activity and quotas are read through authentication: drop what it remembers.
-    this.authCache.forgetTenant(id);
-    await this.changes.publish(AUTH_CHANGES_CHANNEL, { tenantId: id });
+    this.deps.authCache.forgetTenant(id);
+    await this.deps.notifier.publish(AUTH_CHANGES_CHANNEL, JSON.stringify({ tenantId: id }));
     return toTenant(row);
   }
 
@@ -122,24 +124,24 @@ export class TenantsService {
     input: { email: string; role: (typeof MEMBER_ROLES)[number] },
   ): Promise<MemberRow> {
     await this.getRow(tenantId);
-    if (await this.members.findByEmail(tenantId, input.email))
+    if (await this.deps.members.findByEmail(tenantId, input.email))
       throw conflict(`${input.email} is already a member.`, 'member_exists');
-    return this.members.insert({
+    return this.deps.members.insert({
       id: newId('mem'),
       tenantId,
       email: input.email,
       role: input.role,
-      createdAt: nowIso(this.clock),
+      createdAt: nowIso(this.deps.clock),
     });
   }
 
   async listNotifications(tenantId: string) {
     await this.getRow(tenantId);
-    return this.notifications.list(tenantId);
+    return this.deps.notifications.list(tenantId);
   }
 
   private async getRow(id: string): Promise<TenantRow> {
-    const row = await this.tenants.findById(id);
+    const row = await this.deps.tenants.findById(id);
     if (!row) throw notFound('Tenant');
     return row;
   }

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { DeploymentEnv } from '../config.ts';
-import { AUTH_CHANGES_CHANNEL, type ChangeFeed } from '../db/change-feed.ts';
+import { AUTH_CHANGES_CHANNEL, type Notifier } from '../db/notifier.ts';
 import { isScope, SCOPES } from '../domain/plans.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
 import { newId, randomCrockford } from '../lib/ids.ts';
@@ -56,27 +56,29 @@ export interface MintTokenInput {
   createdBy?: string | null;
 }
 
+interface TokensServiceDeps {
+  tokens: TokensRepository;
+  tenants: TenantsRepository;
+  members: MembersRepository;
+  clock: Clock;
+  env: DeploymentEnv;
+  cache: AuthCache;
+  notifier: Notifier;
+  onBackgroundError: (error: unknown) => void;
+}
+
 export class TokensService {
   /** Per-process memory of the last lastUsedAt write, so most requests skip even the check. */
   private readonly lastTouched = new Map<string, number>();
 
-  constructor(
-    private readonly tokens: TokensRepository,
-    private readonly tenants: TenantsRepository,
-    private readonly members: MembersRepository,
-    private readonly clock: Clock,
-    private readonly env: DeploymentEnv,
-    private readonly cache: AuthCache,
-    private readonly changes: ChangeFeed,
-    private readonly onBackgroundError: (error: unknown) => void,
-  ) {}
+  constructor(private readonly deps: TokensServiceDeps) {}
 
   /** Mints a token; the value is returned here once and only its SHA-256 is stored. */
   async mint(
     tenantIdOrSlug: string,
     input: MintTokenInput,
   ): Promise<{ token: PublicToken; value: string }> {
-    const tenant = await this.tenants.findByIdOrSlug(tenantIdOrSlug);
+    const tenant = await this.deps.tenants.findByIdOrSlug(tenantIdOrSlug);
     if (!tenant) throw notFound('Tenant');
     const scopes = input.scopes.includes('*') ? [...SCOPES] : [...new Set(input.scopes)];
     const unknown = scopes.filter((scope) => !isScope(scope));
@@ -89,32 +91,32 @@ export class TokensService {
         throw fieldError('expiresAt', 'must be an ISO 8601 date-time');
       expiresAt = date.toISOString();
     }
-    if (input.createdBy && !(await this.members.findById(tenant.id, input.createdBy))) {
+    if (input.createdBy && !(await this.deps.members.findById(tenant.id, input.createdBy))) {
       throw fieldError('createdBy', 'is not a member of this tenant');
     }
-    const value = `tk_${this.env}_${randomCrockford(26)}`;
-    const row = await this.tokens.insert({
+    const value = `tk_${this.deps.env}_${randomCrockford(26)}`;
+    const row = await this.deps.tokens.insert({
       id: newId('tok'),
       tenantId: tenant.id,
       name: input.name ?? null,
       tokenHash: hashToken(value),
       prefix: value.slice(0, PREFIX_LENGTH),
-      env: this.env,
+      env: this.deps.env,
       scopes: JSON.stringify(scopes),
       createdBy: input.createdBy ?? null,
       expiresAt,
       revokedAt: null,
       lastUsedAt: null,
-      createdAt: nowIso(this.clock),
+      createdAt: nowIso(this.deps.clock),
     });
     return { token: toPublicToken(row), value };
   }
 
   async revoke(id: string): Promise<PublicToken> {
-    const row = await this.tokens.revoke(id, nowIso(this.clock));
+    const row = await this.deps.tokens.revoke(id, nowIso(this.deps.clock));
     if (!row) throw notFound('Token');
-    this.cache.forgetToken(id);
-    await this.changes.publish(AUTH_CHANGES_CHANNEL, { tokenId: id });
+    this.deps.cache.forgetToken(id);
+    await this.deps.notifier.publish(AUTH_CHANGES_CHANNEL, JSON.stringify({ tokenId: id }));
     return toPublicToken(row);
   }
 
@@ -128,21 +130,21 @@ export class TokensService {
         'The token is malformed; expected "Bearer tk_live_…" or "Bearer tk_test_…".',
       );
     }
-    const now = this.clock.now();
+    const now = this.deps.clock.now();
     const hash = hashToken(match[1]);
-    let cached = this.cache.get(hash, now.getTime());
+    let cached = this.deps.cache.get(hash, now.getTime());
     if (!cached) {
-      const found = await this.tokens.findByHash(hash);
+      const found = await this.deps.tokens.findByHash(hash);
       if (!found) throw unauthorized('The token is unknown.');
       const scopes = new Set(parseStoredJson<string[]>(found.token.scopes));
-      cached = this.cache.set(hash, found, scopes, now.getTime());
+      cached = this.deps.cache.set(hash, found, scopes, now.getTime());
     }
     const { token, tenant } = cached.found;
     if (token.revokedAt !== null) throw unauthorized('The token has been revoked.');
     if (token.expiresAt !== null && token.expiresAt <= now.toISOString()) {
       throw unauthorized('The token has expired.');
     }
-    if (tenant.active !== 1) throw unauthorized('The tenant of this token is inactive.');
+    if (!tenant.active) throw unauthorized('The tenant of this token is inactive.');
     this.touch(token, now.getTime());
     return { tenant, token, scopes: cached.scopes };
   }
@@ -157,6 +159,6 @@ export class TokensService {
     token.lastUsedAt = at;
     const notAfter = new Date(nowMs - LAST_USED_INTERVAL_MS).toISOString();
     // Off the request path: the answer does not wait for a bookkeeping write.
-    this.tokens.touchLastUsed(token.id, at, notAfter).catch(this.onBackgroundError);
+    this.deps.tokens.touchLastUsed(token.id, at, notAfter).catch(this.deps.onBackgroundError);
   }
 }

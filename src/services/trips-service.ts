@@ -13,7 +13,7 @@ import {
   type TripStatus,
 } from '../domain/states.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
-import { decodeCursor, type Page, toPage } from '../lib/cursor.ts';
+import { keysetPage, type Page, type PageRequest } from '../lib/cursor.ts';
 import { newId, uniqueHumanCode } from '../lib/ids.ts';
 import { canonicalInstant } from '../lib/instant.ts';
 import { forbidden, invalidTransition, notFound } from '../lib/problems.ts';
@@ -24,9 +24,7 @@ import type { TripRow, TripsRepository } from '../repositories/trips-repository.
 import type { EventsService } from './events-service.ts';
 import { calendarDate, FieldErrorCollector } from './validation.ts';
 
-export interface TripListQuery {
-  limit: number;
-  cursor?: string;
+export interface TripListQuery extends PageRequest {
   status?: string;
   publishedAtGte?: string;
 }
@@ -72,35 +70,40 @@ function slugify(title: string): string {
   return `${base || 'trip'}-${randomBytes(3).toString('hex')}`;
 }
 
+interface TripsServiceDeps {
+  database: Database;
+  trips: TripsRepository;
+  tenants: TenantsRepository;
+  clients: ClientsRepository;
+  library: LibraryRepository;
+  events: EventsService;
+  clock: Clock;
+}
+
 export class TripsService {
-  constructor(
-    private readonly database: Database,
-    private readonly trips: TripsRepository,
-    private readonly tenants: TenantsRepository,
-    private readonly clients: ClientsRepository,
-    private readonly library: LibraryRepository,
-    private readonly events: EventsService,
-    private readonly clock: Clock,
-  ) {}
+  constructor(private readonly deps: TripsServiceDeps) {}
+
+  /** The tenant that owns a trip (the admin API addresses it by id alone); 404 when none. */
+  async tenantOf(id: string): Promise<string> {
+    const tenantId = await this.deps.trips.findTenantOf(id);
+    if (!tenantId) throw notFound('Trip');
+    return tenantId;
+  }
 
   async list(tenantId: string, query: TripListQuery): Promise<Page<TripRow>> {
-    const afterId = decodeCursor('trips', query.cursor);
     // api-spec 4.1: an unknown status value is ignored, not an error.
     const status = isOneOf(TRIP_STATUSES, query.status) ? query.status : undefined;
-    const rows = await this.trips.list(tenantId, {
-      afterId,
-      limit: query.limit,
-      status,
-      publishedAtGte:
-        query.publishedAtGte === undefined
-          ? undefined
-          : canonicalInstant('publishedAt[gte]', query.publishedAtGte),
-    });
-    return toPage('trips', rows, query.limit);
+    const publishedAtGte =
+      query.publishedAtGte === undefined
+        ? undefined
+        : canonicalInstant('publishedAt[gte]', query.publishedAtGte);
+    return keysetPage('trips', query, (afterId, limit) =>
+      this.deps.trips.list(tenantId, { afterId, limit, status, publishedAtGte }),
+    );
   }
 
   async get(tenantId: string, id: string): Promise<TripRow> {
-    const trip = await this.trips.findById(tenantId, id);
+    const trip = await this.deps.trips.findById(tenantId, id);
     if (!trip) throw notFound('Trip');
     return trip;
   }
@@ -120,46 +123,43 @@ export class TripsService {
     await this.checkReferences(tenantId, input, errors);
     errors.throwIfAny();
 
-    return this.database.db.transaction().execute(async (trx) => {
-      const tenant = await this.tenants.lockForUpdate(tenantId, trx, this.database.dialect);
+    return this.deps.database.withTransaction(async () => {
+      const tenant = await this.deps.tenants.lockForUpdate(tenantId);
       if (!tenant) throw notFound('Tenant');
       const quota = effectiveTripQuota(tenant);
-      if (quota !== null && (await this.trips.count(tenantId, trx)) >= quota) {
+      if (quota !== null && (await this.deps.trips.count(tenantId)) >= quota) {
         throw forbidden(`The trip quota of this plan (${quota}) is full.`, 'trip_quota_exceeded');
       }
-      const now = nowIso(this.clock);
-      return this.trips.insert(
-        {
-          id: newId('trp'),
-          tenantId,
-          tripNumber: await uniqueHumanCode('TR', (code) =>
-            this.trips.numberTaken(tenantId, code, trx),
-          ),
-          title: input.title,
-          status: 'draft',
-          tripMode: 'tailor_made',
-          dateMode: endDate ? 'range_based' : 'departure_based',
-          publicSlug: null,
-          publishedAt: null,
-          unpublishedAt: null,
-          startDate,
-          endDate,
-          daysCount: input.daysCount,
-          startCityId: input.startCityId,
-          endCityId: input.endCityId,
-          transportMode: input.transportMode ?? 'own_fleet',
-          pricingDisplayMode: input.pricingDisplayMode ?? 'per_person',
-          shortDescription: input.shortDescription ?? null,
-          longDescription: input.longDescription ?? null,
-          clientId: input.clientId ?? null,
-          notes: input.notes ?? null,
-          version: 1,
-          createdBy: actorId,
-          createdAt: now,
-          updatedAt: now,
-        },
-        trx,
-      );
+      const now = nowIso(this.deps.clock);
+      return this.deps.trips.insert({
+        id: newId('trp'),
+        tenantId,
+        tripNumber: await uniqueHumanCode('TR', (code) =>
+          this.deps.trips.numberTaken(tenantId, code),
+        ),
+        title: input.title,
+        status: 'draft',
+        tripMode: 'tailor_made',
+        dateMode: endDate ? 'range_based' : 'departure_based',
+        publicSlug: null,
+        publishedAt: null,
+        unpublishedAt: null,
+        startDate,
+        endDate,
+        daysCount: input.daysCount,
+        startCityId: input.startCityId,
+        endCityId: input.endCityId,
+        transportMode: input.transportMode ?? 'own_fleet',
+        pricingDisplayMode: input.pricingDisplayMode ?? 'per_person',
+        shortDescription: input.shortDescription ?? null,
+        longDescription: input.longDescription ?? null,
+        clientId: input.clientId ?? null,
+        notes: input.notes ?? null,
+        version: 1,
+        createdBy: actorId,
+        createdAt: now,
+        updatedAt: now,
+      });
     });
   }
 
@@ -192,7 +192,7 @@ export class TripsService {
       errors.add('endDate', 'must be on or after startDate');
     }
     if (input.clientId !== undefined) {
-      if (input.clientId !== null && !(await this.clients.exists(tenantId, input.clientId))) {
+      if (input.clientId !== null && !(await this.deps.clients.exists(tenantId, input.clientId))) {
         errors.add('clientId', 'is not a client of this tenant');
       }
       patch.clientId = input.clientId;
@@ -200,11 +200,10 @@ export class TripsService {
     errors.throwIfAny();
     if (Object.keys(patch).length === 0) return current;
 
-    const updated = await this.trips.update(
+    const updated = await this.deps.trips.update(
       tenantId,
       id,
-      { ...patch, updatedAt: nowIso(this.clock) },
-      this.database.db,
+      { ...patch, updatedAt: nowIso(this.deps.clock) },
       { bumpVersion: true },
     );
     if (!updated) throw notFound('Trip');
@@ -212,42 +211,35 @@ export class TripsService {
   }
 
   async publish(tenantId: string, id: string): Promise<TripRow> {
-    return this.database.db.transaction().execute(async (trx) => {
-      const trip = await this.trips.findById(tenantId, id, trx);
+    return this.deps.database.withTransaction(async () => {
+      const trip = await this.deps.trips.findById(tenantId, id);
       if (!trip) throw notFound('Trip');
       if (isPublished(trip)) return trip;
-      const now = nowIso(this.clock);
-      const updated = await this.trips.update(
-        tenantId,
-        id,
-        {
-          publicSlug: trip.publicSlug ?? slugify(trip.title),
-          publishedAt: now,
-          unpublishedAt: null,
-          updatedAt: now,
-        },
-        trx,
-      );
+      const now = nowIso(this.deps.clock);
+      const updated = await this.deps.trips.update(tenantId, id, {
+        publicSlug: trip.publicSlug ?? slugify(trip.title),
+        publishedAt: now,
+        unpublishedAt: null,
+        updatedAt: now,
+      });
       if (!updated) throw notFound('Trip');
-      await this.events.emit(trx, tenantId, 'trip.published', tripEventData(updated));
+      await this.deps.events.emit(tenantId, 'trip.published', tripEventData(updated));
       return updated;
     });
   }
 
   async unpublish(tenantId: string, id: string): Promise<TripRow> {
-    return this.database.db.transaction().execute(async (trx) => {
-      const trip = await this.trips.findById(tenantId, id, trx);
+    return this.deps.database.withTransaction(async () => {
+      const trip = await this.deps.trips.findById(tenantId, id);
       if (!trip) throw notFound('Trip');
       if (!isPublished(trip)) return trip;
-      const now = nowIso(this.clock);
-      const updated = await this.trips.update(
-        tenantId,
-        id,
-        { unpublishedAt: now, updatedAt: now },
-        trx,
-      );
+      const now = nowIso(this.deps.clock);
+      const updated = await this.deps.trips.update(tenantId, id, {
+        unpublishedAt: now,
+        updatedAt: now,
+      });
       if (!updated) throw notFound('Trip');
-      await this.events.emit(trx, tenantId, 'trip.unpublished', tripEventData(updated));
+      await this.deps.events.emit(tenantId, 'trip.unpublished', tripEventData(updated));
       return updated;
     });
   }
@@ -255,9 +247,9 @@ export class TripsService {
   async setStatus(tenantId: string, id: string, to: TripStatus): Promise<TripRow> {
     const trip = await this.get(tenantId, id);
     if (!canMove(TRIP_TRANSITIONS, trip.status, to)) throw invalidTransition(trip.status, to);
-    const updated = await this.trips.update(tenantId, id, {
+    const updated = await this.deps.trips.update(tenantId, id, {
       status: to,
-      updatedAt: nowIso(this.clock),
+      updatedAt: nowIso(this.deps.clock),
     });
     if (!updated) throw notFound('Trip');
     return updated;
@@ -269,11 +261,14 @@ export class TripsService {
     errors: FieldErrorCollector,
   ): Promise<void> {
     for (const field of ['startCityId', 'endCityId'] as const) {
-      if (!(await this.library.exists('cities', tenantId, input[field]))) {
+      if (!(await this.deps.library.exists('cities', tenantId, input[field]))) {
         errors.add(field, "is not a city of this tenant's library");
       }
     }
-    if (input.clientId !== undefined && !(await this.clients.exists(tenantId, input.clientId))) {
+    if (
+      input.clientId !== undefined &&
+      !(await this.deps.clients.exists(tenantId, input.clientId))
+    ) {
       errors.add('clientId', 'is not a client of this tenant');
     }
   }

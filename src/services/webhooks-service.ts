@@ -1,9 +1,12 @@
 import type { Database } from '../db/database.ts';
+import { DELIVERIES_CHANNEL, type Notifier } from '../db/notifier.ts';
 import type { DeliveryStatus } from '../db/schema.ts';
+import type { AddressGuard } from '../domain/address-guard.ts';
 import { effectiveWebhookEndpointCap, isTier, TIERS } from '../domain/plans.ts';
+import { newSigningKey } from '../domain/signing.ts';
 import type { EventType } from '../domain/states.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
-import { decodeCursor, type Page, toPage } from '../lib/cursor.ts';
+import { keysetPage, type Page, type PageRequest } from '../lib/cursor.ts';
 import { newId } from '../lib/ids.ts';
 import { parseStoredJson } from '../lib/json.ts';
 import { conflict, fieldError, forbidden, notFound } from '../lib/problems.ts';
@@ -14,9 +17,6 @@ import type {
   SubscriptionRow,
   WebhooksRepository,
 } from '../repositories/webhooks-repository.ts';
-import type { AddressGuard } from '../webhooks/address-guard.ts';
-import { newSigningKey } from '../webhooks/signing.ts';
-import type { DeliverySignal } from './delivery-signal.ts';
 import type { EventsService } from './events-service.ts';
 
 /** api-spec 2.5; the signing key is never part of it. */
@@ -47,7 +47,7 @@ function toSubscription(row: SubscriptionRow): Subscription {
     id: row.id,
     url: row.url,
     events: parseStoredJson<string[]>(row.events),
-    active: row.active === 1,
+    active: row.active,
     pausedAt: row.pausedAt,
     consecutiveFailures: row.consecutiveFailures,
     lastSuccessAt: row.lastSuccessAt,
@@ -62,21 +62,23 @@ function toDelivery(row: DeliveryRow): Delivery {
 }
 
 /** Subscriptions, their deliveries and their keys (api-spec 4.9, 3.4, 3.5, 5.3). */
+interface WebhooksServiceDeps {
+  database: Database;
+  webhooks: WebhooksRepository;
+  tenants: TenantsRepository;
+  events: EventsService;
+  notifier: Notifier;
+  guard: AddressGuard;
+  secrets: SecretBox;
+  clock: Clock;
+  keyOverlapMs: number;
+}
+
 export class WebhooksService {
-  constructor(
-    private readonly database: Database,
-    private readonly webhooks: WebhooksRepository,
-    private readonly tenants: TenantsRepository,
-    private readonly events: EventsService,
-    private readonly signal: DeliverySignal,
-    private readonly guard: AddressGuard,
-    private readonly secrets: SecretBox,
-    private readonly clock: Clock,
-    private readonly keyOverlapMs: number,
-  ) {}
+  constructor(private readonly deps: WebhooksServiceDeps) {}
 
   async list(tenantId: string): Promise<Subscription[]> {
-    return (await this.webhooks.listSubscriptions(tenantId)).map(toSubscription);
+    return (await this.deps.webhooks.listSubscriptions(tenantId)).map(toSubscription);
   }
 
   /**
@@ -87,28 +89,28 @@ export class WebhooksService {
     tenantId: string,
     input: CreateSubscriptionInput,
   ): Promise<{ subscription: Subscription; signingKey: string }> {
-    const tenant = await this.tenants.findById(tenantId);
+    const tenant = await this.deps.tenants.findById(tenantId);
     if (!tenant) throw notFound('Tenant');
     if (!isTier(tenant.tier) || !TIERS[tenant.tier].webhooks) {
       throw forbidden(`The ${tenant.tier} plan does not include webhooks.`, 'feature_off_for_tier');
     }
     const cap = effectiveWebhookEndpointCap(tenant);
-    if ((await this.webhooks.countLive(tenantId)) >= cap) {
+    if ((await this.deps.webhooks.countLive(tenantId)) >= cap) {
       throw forbidden(
         `The plan allows ${cap} webhook endpoints; delete one first.`,
         'webhook_quota_exceeded',
       );
     }
-    const check = await this.guard.checkUrl(input.url);
+    const check = await this.deps.guard.checkUrl(input.url);
     if (!check.ok) throw fieldError('url', check.reason);
     const id = newId('whs');
     const signingKey = newSigningKey();
-    const row = await this.webhooks.insertSubscription({
+    const row = await this.deps.webhooks.insertSubscription({
       id,
       tenantId,
       url: input.url,
       events: JSON.stringify([...new Set(input.events)]),
-      active: 1,
+      active: true,
       pausedAt: null,
       deletedAt: null,
       consecutiveFailures: 0,
@@ -116,10 +118,10 @@ export class WebhooksService {
       clientErrorRunSince: null,
       lastSuccessAt: null,
       lastFailureAt: null,
-      signingKey: this.secrets.encrypt(signingKey, id),
+      signingKey: this.deps.secrets.encrypt(signingKey, id),
       legacySigningKey: null,
       legacySigningKeyExpiresAt: null,
-      createdAt: nowIso(this.clock),
+      createdAt: nowIso(this.deps.clock),
     });
     return { subscription: toSubscription(row), signingKey };
   }
@@ -127,9 +129,9 @@ export class WebhooksService {
   /** Soft delete: inactive, `pausedAt` now; history kept. A deleted one is gone (404). */
   async remove(tenantId: string, id: string): Promise<void> {
     await this.live(tenantId, id);
-    const now = nowIso(this.clock);
-    await this.webhooks.updateSubscription(tenantId, id, {
-      active: 0,
+    const now = nowIso(this.deps.clock);
+    await this.deps.webhooks.updateSubscription(tenantId, id, {
+      active: false,
       pausedAt: now,
       deletedAt: now,
     });
@@ -146,9 +148,11 @@ export class WebhooksService {
   }> {
     const current = await this.live(tenantId, id);
     const signingKey = newSigningKey();
-    const expiresAt = new Date(this.clock.now().getTime() + this.keyOverlapMs).toISOString();
-    const row = await this.webhooks.updateSubscription(tenantId, id, {
-      signingKey: this.secrets.encrypt(signingKey, id),
+    const expiresAt = new Date(
+      this.deps.clock.now().getTime() + this.deps.keyOverlapMs,
+    ).toISOString();
+    const row = await this.deps.webhooks.updateSubscription(tenantId, id, {
+      signingKey: this.deps.secrets.encrypt(signingKey, id),
       legacySigningKey: current.signingKey,
       legacySigningKeyExpiresAt: expiresAt,
     });
@@ -160,16 +164,12 @@ export class WebhooksService {
   async listDeliveries(
     tenantId: string,
     id: string,
-    query: { limit: number; cursor?: string; status?: DeliveryStatus },
+    query: PageRequest & { status?: DeliveryStatus },
   ): Promise<Page<Delivery>> {
     await this.existing(tenantId, id);
-    const beforeId = decodeCursor('deliveries', query.cursor);
-    const rows = await this.webhooks.listDeliveries(tenantId, id, {
-      beforeId,
-      limit: query.limit,
-      status: query.status,
-    });
-    const page = toPage('deliveries', rows, query.limit);
+    const page = await keysetPage('deliveries', query, (beforeId, limit) =>
+      this.deps.webhooks.listDeliveries(tenantId, id, { beforeId, limit, status: query.status }),
+    );
     return { data: page.data.map(toDelivery), meta: page.meta };
   }
 
@@ -180,26 +180,23 @@ export class WebhooksService {
     deliveryId: string,
   ): Promise<{ deliveryId: string; eventId: string; status: 'pending' }> {
     const subscription = await this.existing(tenantId, id);
-    const original = await this.webhooks.findDelivery(tenantId, id, deliveryId);
+    const original = await this.deps.webhooks.findDelivery(tenantId, id, deliveryId);
     if (!original) throw notFound('Delivery');
     if (original.status === 'in_flight') {
       throw conflict('An attempt of this delivery is running.', 'in_flight');
     }
-    if (subscription.active !== 1) {
+    if (!subscription.active) {
       throw conflict('The subscription is paused or deleted.', 'subscription_inactive');
     }
-    const [newDeliveryId] = await this.database.db
-      .transaction()
-      .execute((trx) =>
-        this.events.queue(
-          trx,
-          tenantId,
-          original.eventId,
-          original.eventType as EventType,
-          [id],
-          original.id,
-        ),
-      );
+    const [newDeliveryId] = await this.deps.database.withTransaction(() =>
+      this.deps.events.queue(
+        tenantId,
+        original.eventId,
+        original.eventType as EventType,
+        [id],
+        original.id,
+      ),
+    );
     return { deliveryId: newDeliveryId, eventId: original.eventId, status: 'pending' };
   }
 
@@ -214,42 +211,37 @@ export class WebhooksService {
     let targets: string[];
     if (subscriptionId !== undefined) {
       const subscription = await this.live(tenantId, subscriptionId);
-      if (subscription.active !== 1) {
+      if (!subscription.active) {
         throw fieldError('subscriptionId', 'the subscription is paused; re-enable it first');
       }
       targets = [subscription.id];
     } else {
-      targets = (await this.webhooks.activeSubscriptions(tenantId)).map((s) => s.id);
+      targets = (await this.deps.webhooks.activeSubscriptions(tenantId)).map((s) => s.id);
     }
-    return this.database.db.transaction().execute(async (trx) => {
-      const eventId = await this.events.record(trx, tenantId, 'webhook.test', {
+    return this.deps.database.withTransaction(async () => {
+      const eventId = await this.deps.events.record(tenantId, 'webhook.test', {
         subscriptionId: subscriptionId ?? null,
         message: TEST_MESSAGE,
       });
-      const queued = await this.events.queue(trx, tenantId, eventId, 'webhook.test', targets);
+      const queued = await this.deps.events.queue(tenantId, eventId, 'webhook.test', targets);
       return { eventId, deliveries: queued.length };
     });
   }
 
   /** Admin re-enable: active again, counters cleared; its pending deliveries resume. */
   async enable(id: string): Promise<Subscription> {
-    const tenantId = await this.webhooks.findSubscriptionTenant(id);
+    const tenantId = await this.deps.webhooks.findSubscriptionTenant(id);
     if (!tenantId) throw notFound('Webhook subscription');
     await this.live(tenantId, id);
-    const row = await this.database.db.transaction().execute(async (trx) => {
-      const updated = await this.webhooks.updateSubscription(
-        tenantId,
-        id,
-        {
-          active: 1,
-          pausedAt: null,
-          consecutiveFailures: 0,
-          clientErrorRun: 0,
-          clientErrorRunSince: null,
-        },
-        trx,
-      );
-      await this.signal.raise(trx);
+    const row = await this.deps.database.withTransaction(async () => {
+      const updated = await this.deps.webhooks.updateSubscription(tenantId, id, {
+        active: true,
+        pausedAt: null,
+        consecutiveFailures: 0,
+        clientErrorRun: 0,
+        clientErrorRunSince: null,
+      });
+      await this.deps.notifier.publish(DELIVERIES_CHANNEL);
       return updated;
     });
     if (!row) throw notFound('Webhook subscription');
@@ -258,7 +250,7 @@ export class WebhooksService {
 
   /** The tenant's subscription, deleted or not (listing history, redeliver). */
   private async existing(tenantId: string, id: string): Promise<SubscriptionRow> {
-    const row = await this.webhooks.findSubscription(tenantId, id);
+    const row = await this.deps.webhooks.findSubscription(tenantId, id);
     if (!row) throw notFound('Webhook subscription');
     return row;
   }

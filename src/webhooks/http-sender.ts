@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { createSecureContext, rootCertificates } from 'node:tls';
 import { Agent } from 'undici';
-import { type AddressGuard, literalAddress } from './address-guard.ts';
+import { type AddressGuard, literalAddress } from '../domain/address-guard.ts';
 
 export interface SendResult {
   /** The response status, once the response head arrived. */

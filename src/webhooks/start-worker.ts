@@ -22,11 +22,8 @@ export function startWorker(runtime: Runtime, options: WorkerOptions = {}) {
   const worker = new DeliveryWorker(
     {
       config,
-      database: runtime.database,
-      webhooks: services.repositories.webhooks,
-      members: services.repositories.members,
-      notifications: services.repositories.notifications,
-      signal: services.deliverySignal,
+      deliveries: services.deliveries,
+      notifier: services.notifier,
       secrets: services.secrets,
       sender,
       clock: runtime.clock,

@@ -1,21 +1,15 @@
+import { EventEmitter } from 'node:events';
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
-import type { Database, Executor } from '../db/database.ts';
+import { DELIVERIES_CHANNEL, type Notifier } from '../db/notifier.ts';
+import { signatureHeader } from '../domain/signing.ts';
 import { tenantClaimPlan, tenantReopened } from '../domain/worker-slots.ts';
 import type { Clock } from '../lib/clock.ts';
-import { newId } from '../lib/ids.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
 import type { Mailer, PausedNotice } from '../notifications/mailer.ts';
-import type { NotificationsRepository } from '../repositories/notifications-repository.ts';
-import type { MembersRepository } from '../repositories/tenants-repository.ts';
-import type {
-  ClaimedDelivery,
-  DeliveryOutcome,
-  WebhooksRepository,
-} from '../repositories/webhooks-repository.ts';
-import type { DeliverySignal } from '../services/delivery-signal.ts';
+import type { ClaimedDelivery } from '../repositories/webhooks-repository.ts';
+import type { DeliveriesService, SettledAttempt } from '../services/deliveries-service.ts';
 import type { SendResult, WebhookSender } from './http-sender.ts';
-import { signatureHeader } from './signing.ts';
 
 export interface WorkerOptions {
   /** Attempts running at once, over every endpoint. */
@@ -33,11 +27,8 @@ export interface WorkerOptions {
 
 interface Dependencies {
   config: Config;
-  database: Database;
-  webhooks: WebhooksRepository;
-  members: MembersRepository;
-  notifications: NotificationsRepository;
-  signal: DeliverySignal;
+  deliveries: DeliveriesService;
+  notifier: Notifier;
   secrets: SecretBox;
   sender: WebhookSender;
   clock: Clock;
@@ -46,12 +37,16 @@ interface Dependencies {
   mailer: Mailer | null;
 }
 
-interface Settled {
-  delivery: ClaimedDelivery;
-  outcome: DeliveryOutcome;
-  /** The HTTP status, or null for a time-out or a connection failure. */
-  status: number | null;
-  at: string;
+/**
+ * What a worker reports as it goes (tests await these instead of polling the database):
+ * `claimed` a batch of rows, `attempted` one POST (its delivery and status, null for none),
+ * `recorded` a batch of outcomes committed, `paused` a subscription auto-paused.
+ */
+export interface WorkerEvents {
+  claimed: [deliveries: ClaimedDelivery[]];
+  attempted: [attempt: SettledAttempt];
+  recorded: [batch: SettledAttempt[]];
+  paused: [notice: PausedNotice];
 }
 
 export const DEFAULT_MAX_IN_FLIGHT = 256;
@@ -67,14 +62,13 @@ const KEY_CACHE_LIMIT = 10_000;
  * counters and auto-pause. Any number of workers may run against one database: claims are atomic
  * and every outcome is fenced by its claim, so a row reclaimed after a crash is never settled twice.
  */
-export class DeliveryWorker {
+export class DeliveryWorker extends EventEmitter<WorkerEvents> {
   private readonly maxInFlight: number;
   private readonly maxPerSubscription: number;
   /** Most rows one claim takes of a subscription: half the cap (see claim). */
   private readonly claimPerSubscription: number;
   private readonly batchSize: number;
   private readonly pollIntervalMs: number;
-  private readonly attempts: number;
   private readonly userAgent: string;
 
   private running = false;
@@ -82,7 +76,7 @@ export class DeliveryWorker {
   private readonly inFlight = new Set<Promise<void>>();
   private readonly perSubscription = new Map<string, number>();
   private readonly perTenant = new Map<string, number>();
-  private settled: Settled[] = [];
+  private settled: SettledAttempt[] = [];
   private flushing: Promise<void> | null = null;
   private flushTimer: NodeJS.Timeout | null = null;
   /** Set by every signal; the loop claims again before it sleeps if one came meanwhile. */
@@ -102,19 +96,19 @@ export class DeliveryWorker {
     private readonly deps: Dependencies,
     options: WorkerOptions = {},
   ) {
+    super();
     this.maxInFlight = options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
     this.maxPerSubscription = options.maxPerSubscription ?? 32;
     this.claimPerSubscription = Math.ceil(this.maxPerSubscription / 2);
     this.batchSize = options.batchSize ?? 200;
     this.pollIntervalMs = options.pollIntervalMs ?? 1_000;
-    this.attempts = deps.config.webhook.retryScheduleMs.length + 1;
     this.userAgent = `Service-Webhooks/1.0 (+${deps.config.publicBaseUrl})`;
   }
 
   start(): void {
     if (this.running) return;
     this.running = true;
-    this.deps.signal.on('due', this.onSignal);
+    this.deps.notifier.on(DELIVERIES_CHANNEL, this.onSignal);
     this.loop = this.run();
   }
 
@@ -125,7 +119,7 @@ export class DeliveryWorker {
   async stop(): Promise<void> {
     if (!this.running) return;
     this.running = false;
-    this.deps.signal.off('due', this.onSignal);
+    this.deps.notifier.off(DELIVERIES_CHANNEL, this.onSignal);
     if (this.wakeTimer) clearTimeout(this.wakeTimer);
     this.wake?.();
     await this.loop;
@@ -149,6 +143,7 @@ export class DeliveryWorker {
         await this.sleep(this.pollIntervalMs);
         continue;
       }
+      if (claimed.length > 0) this.emit('claimed', claimed);
       for (const delivery of claimed) this.begin(delivery);
       if (claimed.length === 0 && !this.signalled) await this.sleep(this.pollIntervalMs);
     }
@@ -161,11 +156,12 @@ export class DeliveryWorker {
    * (never sent a seventh time).
    */
   private async claim(limit: number): Promise<ClaimedDelivery[]> {
+    const { deliveries } = this.deps;
     const now = this.deps.clock.now().getTime();
-    const staleBefore = new Date(now - this.deps.config.webhook.timeoutMs - 60_000).toISOString();
+    const staleBefore = deliveries.staleBefore(now);
     if (now - this.lastStaleSweep >= this.pollIntervalMs) {
       this.lastStaleSweep = now;
-      const expired = await this.deps.webhooks.deadLetterStale(staleBefore, this.attempts);
+      const expired = await deliveries.deadLetterStale(staleBefore);
       if (expired > 0) {
         this.deps.logger.warn(
           { expired },
@@ -178,13 +174,12 @@ export class DeliveryWorker {
       .map(([id]) => id);
     // The same one level up: one tenant's hung endpoints cannot hold another tenant's slots.
     const tenants = tenantClaimPlan(this.perTenant, this.maxInFlight, this.maxPerSubscription);
-    return this.deps.webhooks.claimDue(new Date(now).toISOString(), staleBefore, limit, {
+    return deliveries.claim(now, staleBefore, limit, {
       perSubscription: this.claimPerSubscription,
       skip,
       tenantRoom: tenants.room,
       newcomerRoom: tenants.newcomerRoom,
       skipTenants: tenants.skip,
-      maxAttempts: this.attempts,
     });
   }
 
@@ -269,42 +264,13 @@ export class DeliveryWorker {
 
   private settle(delivery: ClaimedDelivery, result: SendResult): void {
     const now = this.deps.clock.now();
-    const at = now.toISOString();
     // An answer counts only when it arrived whole: a 2xx whose body stalls past the time-out is a
     // time-out (null), like one that never answered.
     const status = result.error === null ? result.status : null;
-    const ok = status !== null && status >= 200 && status < 300;
-    let outcome: DeliveryOutcome;
-    if (ok) {
-      outcome = {
-        id: delivery.id,
-        claimedAt: delivery.claimedAt,
-        status: 'success',
-        lastResponseStatus: status,
-        nextAttemptAt: null,
-        deliveredAt: at,
-      };
-    } else if (delivery.attempts >= this.attempts) {
-      outcome = {
-        id: delivery.id,
-        claimedAt: delivery.claimedAt,
-        status: 'dead_letter',
-        lastResponseStatus: status,
-        nextAttemptAt: null,
-        deliveredAt: null,
-      };
-    } else {
-      const wait = this.deps.config.webhook.retryScheduleMs[delivery.attempts - 1];
-      outcome = {
-        id: delivery.id,
-        claimedAt: delivery.claimedAt,
-        status: 'pending',
-        lastResponseStatus: status,
-        nextAttemptAt: new Date(now.getTime() + wait).toISOString(),
-        deliveredAt: null,
-      };
-    }
-    this.settled.push({ delivery, outcome, status, at });
+    const outcome = this.deps.deliveries.outcome(delivery, status, now.getTime());
+    const settled = { delivery, outcome, status, at: now.toISOString() };
+    this.settled.push(settled);
+    this.emit('attempted', settled);
     if (this.settled.length >= FLUSH_BATCH) void this.flush();
     else this.flushTimer ??= setTimeout(() => void this.flush(), FLUSH_DELAY_MS);
   }
@@ -331,15 +297,21 @@ export class DeliveryWorker {
     this.scheduleRetries(batch);
   }
 
-  private async record(batch: Settled[]): Promise<void> {
-    const paused = await this.deps.database.db.transaction().execute(async (trx) => {
-      await this.deps.webhooks.recordOutcomes(
-        batch.map((s) => s.outcome),
-        trx,
+  private async record(batch: SettledAttempt[]): Promise<void> {
+    const paused = await this.deps.deliveries.record(batch);
+    this.emit('recorded', batch);
+    for (const notice of paused) {
+      this.deps.logger.warn(
+        {
+          subscriptionId: notice.subscriptionId,
+          tenantId: notice.tenantId,
+          clientErrorRun: notice.clientErrorRun,
+        },
+        'webhook subscription auto-paused',
       );
-      return this.updateSubscriptions(batch, trx);
-    });
-    for (const notice of paused) this.mail(notice);
+      this.emit('paused', notice);
+      this.mail(notice);
+    }
   }
 
   /**
@@ -361,100 +333,8 @@ export class DeliveryWorker {
     this.mailing.add(sending);
   }
 
-  /**
-   * consecutiveFailures counts every failed attempt and resets on a 2xx; the 4xx run (auto-pause)
-   * counts consecutive 4xx answers and is broken by a 2xx, a 5xx or a time-out. A run of at least
-   * WEBHOOK_AUTOPAUSE_FAILURES spanning at least WEBHOOK_AUTOPAUSE_WINDOW pauses the subscription
-   * and notifies the tenant's owners and admins. Test events change nothing: a test fire leaves
-   * the subscription as it was (api-spec 4.9).
-   */
-  private async updateSubscriptions(all: Settled[], trx: Executor): Promise<PausedNotice[]> {
-    const { autopauseFailures, autopauseWindowMs } = this.deps.config.webhook;
-    const paused: PausedNotice[] = [];
-    const batch = all.filter((s) => s.delivery.eventType !== 'webhook.test');
-    if (batch.length === 0) return paused;
-    const ids = [...new Set(batch.map((s) => s.delivery.subscriptionId))];
-    const rows = await this.deps.webhooks.lockSubscriptions(ids, trx);
-    for (const row of rows) {
-      let {
-        consecutiveFailures,
-        clientErrorRun,
-        clientErrorRunSince,
-        lastSuccessAt,
-        lastFailureAt,
-      } = row;
-      for (const s of batch) {
-        if (s.delivery.subscriptionId !== row.id) continue;
-        if (s.outcome.status === 'success') {
-          consecutiveFailures = 0;
-          clientErrorRun = 0;
-          clientErrorRunSince = null;
-          lastSuccessAt = s.at;
-        } else {
-          consecutiveFailures += 1;
-          lastFailureAt = s.at;
-          if (s.status !== null && s.status >= 400 && s.status < 500) {
-            clientErrorRun += 1;
-            clientErrorRunSince ??= s.at;
-          } else {
-            clientErrorRun = 0;
-            clientErrorRunSince = null;
-          }
-        }
-      }
-      const pause =
-        row.active === 1 &&
-        clientErrorRunSince !== null &&
-        clientErrorRun >= autopauseFailures &&
-        Date.parse(lastFailureAt ?? clientErrorRunSince) - Date.parse(clientErrorRunSince) >=
-          autopauseWindowMs;
-      const now = this.deps.clock.now().toISOString();
-      await this.deps.webhooks.updateSubscription(
-        row.tenantId,
-        row.id,
-        {
-          consecutiveFailures,
-          clientErrorRun,
-          clientErrorRunSince,
-          lastSuccessAt,
-          lastFailureAt,
-          ...(pause ? { active: 0, pausedAt: now } : {}),
-        },
-        trx,
-      );
-      if (pause) {
-        const recipients = await this.deps.members.ownersAndAdmins(row.tenantId, trx);
-        await this.deps.notifications.insertMany(
-          recipients.map((member) => ({
-            id: newId('ntf'),
-            tenantId: row.tenantId,
-            memberId: member.id,
-            recipient: member.email,
-            kind: 'webhook_paused',
-            subscriptionId: row.id,
-            createdAt: now,
-          })),
-          trx,
-        );
-        paused.push({
-          to: recipients.map((member) => member.email),
-          tenantId: row.tenantId,
-          subscriptionId: row.id,
-          url: row.url,
-          pausedAt: now,
-          clientErrorRun,
-        });
-        this.deps.logger.warn(
-          { subscriptionId: row.id, tenantId: row.tenantId, clientErrorRun },
-          'webhook subscription auto-paused',
-        );
-      }
-    }
-    return paused;
-  }
-
   /** Wakes this worker when the earliest retry of the batch is due. */
-  private scheduleRetries(batch: Settled[]): void {
+  private scheduleRetries(batch: SettledAttempt[]): void {
     let earliest = Number.POSITIVE_INFINITY;
     for (const s of batch) {
       if (s.outcome.nextAttemptAt !== null) {

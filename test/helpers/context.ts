@@ -6,9 +6,9 @@ import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fas
 import pg from 'pg';
 import pino from 'pino';
 import { loadConfig } from '../../src/config.ts';
+import type { Resolver } from '../../src/domain/address-guard.ts';
 import type { Clock } from '../../src/lib/clock.ts';
 import { createHttpApp, createRuntime, type Runtime } from '../../src/runtime.ts';
-import type { Resolver } from '../../src/webhooks/address-guard.ts';
 import { OpenApiResponseValidator } from './openapi-validator.ts';
 
 export type Backend = 'sqlite' | 'postgres';

@@ -7,7 +7,13 @@ import type { RateLimits } from '../../rate-limit/rate-limits.ts';
 import type { Services } from '../../services/index.ts';
 import { ipGuardHook } from '../auth.ts';
 import { API_VERSION, refResolver } from '../public-api.ts';
-import { adminRoutes } from './admin-routes.ts';
+import { adminBookingRoutes } from './bookings-routes.ts';
+import { adminClientRoutes } from './clients-routes.ts';
+import { adminLibraryRoutes } from './library-routes.ts';
+import { adminPaymentRoutes } from './payments-routes.ts';
+import { adminTenantRoutes } from './tenants-routes.ts';
+import { adminTripRoutes } from './trips-routes.ts';
+import { adminWebhookRoutes } from './webhooks-routes.ts';
 
 const sha256 = (value: string) => createHash('sha256').update(value).digest();
 
@@ -57,7 +63,17 @@ export const adminApi: FastifyPluginAsync<{
     },
     refResolver,
   });
-  await app.register(adminRoutes, { prefix: '/admin/v1', services });
+  for (const routes of [
+    adminTenantRoutes,
+    adminLibraryRoutes,
+    adminClientRoutes,
+    adminTripRoutes,
+    adminWebhookRoutes,
+    adminBookingRoutes,
+    adminPaymentRoutes,
+  ]) {
+    await app.register(routes, { prefix: '/admin/v1', services });
+  }
 
   let document: string | undefined;
   app.get(

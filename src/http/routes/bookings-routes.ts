@@ -13,7 +13,7 @@ import {
   problems,
   Query,
 } from '../schemas.ts';
-import type { RouteOptions } from './index.ts';
+import type { RouteOptions } from './options.ts';
 
 const ListBookingsQuery = Query({
   ...PageQuery,
@@ -49,7 +49,7 @@ export const bookingRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app
     async (request) => {
       const { limit, cursor, status, tripId } = request.query;
       return services.bookings.list(callerOf(request).tenant.id, {
-        limit: limit ?? 50,
+        limit,
         cursor,
         status,
         tripId,

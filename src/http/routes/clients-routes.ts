@@ -15,7 +15,7 @@ import {
   Query,
   StringEnum,
 } from '../schemas.ts';
-import type { RouteOptions } from './index.ts';
+import type { RouteOptions } from './options.ts';
 
 const ListClientsQuery = Query({
   ...PageQuery,
@@ -73,7 +73,7 @@ export const clientRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app,
     async (request) => {
       const { limit, cursor, kind, archived } = request.query;
       return services.clients.list(callerOf(request).tenant.id, {
-        limit: limit ?? 50,
+        limit,
         cursor,
         kind,
         archived: archived === undefined ? undefined : archived === 'true',

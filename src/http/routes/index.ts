@@ -1,21 +1,15 @@
 import type { FastifyPluginAsync } from 'fastify';
-import type { Config } from '../../config.ts';
 import type { RateLimits } from '../../rate-limit/rate-limits.ts';
-import type { Services } from '../../services/index.ts';
 import { authenticateHook, ipGuardHook } from '../auth.ts';
 import { registerIdempotency } from '../idempotency.ts';
 import { bookingRoutes } from './bookings-routes.ts';
 import { clientRoutes } from './clients-routes.ts';
 import { libraryRoutes } from './libraries-routes.ts';
 import { meRoutes } from './me-routes.ts';
+import type { RouteOptions } from './options.ts';
 import { paymentRoutes } from './payments-routes.ts';
 import { tripRoutes } from './trips-routes.ts';
 import { webhookRoutes } from './webhooks-routes.ts';
-
-export interface RouteOptions {
-  config: Config;
-  services: Services;
-}
 
 export interface ApiOptions extends RouteOptions {
   rateLimits: RateLimits;

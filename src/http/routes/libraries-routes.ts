@@ -1,9 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { CITY_SCOPED_KINDS, LIBRARY_KINDS } from '../../repositories/library-repository.ts';
+import { CITY_SCOPED_KINDS, LIBRARY_KINDS } from '../../domain/library.ts';
 import { callerOf } from '../auth.ts';
 import { LibraryItems, ok, PageOf, PageQuery, problems, Query } from '../schemas.ts';
-import type { RouteOptions } from './index.ts';
+import type { RouteOptions } from './options.ts';
 
 const OPERATION = {
   cities: 'listCities',
@@ -48,7 +48,7 @@ export const libraryRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app
           cityId?: string;
         };
         const page = await services.library.list(kind, callerOf(request).tenant.id, {
-          limit: query.limit ?? 50,
+          limit: query.limit,
           cursor: query.cursor,
           q: query.q,
           cityId: query.cityId,

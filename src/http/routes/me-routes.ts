@@ -11,7 +11,7 @@ import {
   problems,
   StringEnum,
 } from '../schemas.ts';
-import type { RouteOptions } from './index.ts';
+import type { RouteOptions } from './options.ts';
 
 const Introspection = Type.Object(
   {
@@ -63,7 +63,7 @@ export const meRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app) => 
           id: tenant.id,
           name: tenant.name,
           slug: tenant.slug,
-          active: tenant.active === 1,
+          active: tenant.active,
         },
         token: toPublicToken(token),
         tier: tenant.tier,

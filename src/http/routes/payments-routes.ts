@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { callerOf } from '../auth.ts';
 import { ok, PageOf, PageQuery, Payment, problems, Query } from '../schemas.ts';
-import type { RouteOptions } from './index.ts';
+import type { RouteOptions } from './options.ts';
 
 const ListPaymentsQuery = Query({
   ...PageQuery,
@@ -29,7 +29,7 @@ export const paymentRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app
     async (request) => {
       const { limit, cursor, status, bookingId } = request.query;
       return services.payments.list(callerOf(request).tenant.id, {
-        limit: limit ?? 50,
+        limit,
         cursor,
         status,
         bookingId,

@@ -17,7 +17,7 @@ import {
   StringEnum,
   Trip,
 } from '../schemas.ts';
-import type { RouteOptions } from './index.ts';
+import type { RouteOptions } from './options.ts';
 
 const ListTripsQuery = Query({
   ...PageQuery,
@@ -76,7 +76,7 @@ export const tripRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app, {
     async (request) => {
       const { limit, cursor, status } = request.query;
       return services.trips.list(callerOf(request).tenant.id, {
-        limit: limit ?? 50,
+        limit,
         cursor,
         status,
         publishedAtGte: request.query['publishedAt[gte]'],

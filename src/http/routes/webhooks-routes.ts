@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
+import { MAX_URL_LENGTH } from '../../domain/address-guard.ts';
 import { DELIVERY_STATUSES, SUBSCRIBABLE_EVENT_TYPES } from '../../domain/states.ts';
-import { MAX_URL_LENGTH } from '../../webhooks/address-guard.ts';
 import { callerOf } from '../auth.ts';
 import {
   DataOf,
@@ -18,7 +18,7 @@ import {
   WebhookDelivery,
   WebhookSubscription,
 } from '../schemas.ts';
-import type { RouteOptions } from './index.ts';
+import type { RouteOptions } from './options.ts';
 
 const SigningKey = Type.String({
   pattern: '^whsec_[A-Za-z0-9_-]{32,}$',
@@ -193,7 +193,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app
     async (request) => {
       const { limit, cursor, status } = request.query;
       return services.webhooks.listDeliveries(callerOf(request).tenant.id, request.params.id, {
-        limit: limit ?? 50,
+        limit,
         cursor,
         status,
       });

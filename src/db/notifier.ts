@@ -1,0 +1,39 @@
+import { EventEmitter } from 'node:events';
+import { sql } from 'kysely';
+import type { Database } from './database.ts';
+
+/** New deliveries are due (payload empty). */
+export const DELIVERIES_CHANNEL = 'tourops_deliveries';
+/** A token or tenant changed: caches drop it (payload JSON `{ tokenId }` or `{ tenantId }`). */
+export const AUTH_CHANGES_CHANNEL = 'tourops_auth';
+
+export type Channel = typeof DELIVERIES_CHANNEL | typeof AUTH_CHANGES_CHANNEL;
+
+/**
+ * Tells every process that something happened; listeners subscribe with `on(channel, …)`. On
+ * PostgreSQL through `pg_notify` alone: inside a transaction it is sent when the transaction
+ * commits (a wake before the commit would only find rows not yet visible), and it is heard by every
+ * LISTENing process, this one included (see PgListener and `heard`). The embedded database serves
+ * one process, so there the event is emitted at once; a worker's claim then waits for the
+ * writer's lock and sees its rows. Notifications only save latency: every consumer also polls or
+ * expires what it caches.
+ */
+export class Notifier extends EventEmitter {
+  constructor(private readonly database: Pick<Database, 'db' | 'dialect'>) {
+    super();
+    this.setMaxListeners(0);
+  }
+
+  async publish(channel: Channel, payload = ''): Promise<void> {
+    if (this.database.dialect === 'postgres') {
+      await sql`select pg_notify(${channel}, ${payload})`.execute(this.database.db);
+      return;
+    }
+    this.emit(channel, payload);
+  }
+
+  /** A notification from PostgreSQL (PgListener). */
+  heard(channel: Channel, payload: string): void {
+    this.emit(channel, payload);
+  }
+}

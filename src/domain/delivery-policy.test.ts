@@ -1,0 +1,138 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import {
+  foldAttempts,
+  nextStep,
+  type SubscriptionCounters,
+} from './delivery-policy.ts';
+
+const SCHEDULE = [60_000, 300_000, 1_800_000];
+const T0 = Date.parse('2026-11-24T10:00:00.000Z');
+const iso = (ms: number) => new Date(T0 + ms).toISOString();
+
+describe('nextStep: what an attempt does to its delivery', () => {
+  it('delivers on any whole 2xx, at the time it finished', () => {
+    for (const status of [200, 201, 204, 299]) {
+      assert.deepEqual(nextStep(1, status, SCHEDULE, T0), {
+        status: 'success',
+        deliveredAt: iso(0),
+        nextAttemptAt: null,
+      });
+    }
+  });
+
+  it('retries after the wait of its attempt number while the schedule lasts', () => {
+    assert.equal(nextStep(1, 500, SCHEDULE, T0).nextAttemptAt, iso(60_000));
+    assert.equal(nextStep(2, null, SCHEDULE, T0).nextAttemptAt, iso(300_000));
+    assert.equal(nextStep(3, 404, SCHEDULE, T0).nextAttemptAt, iso(1_800_000));
+    for (const status of [null, 100, 199, 300, 301, 400, 410, 429, 500, 503]) {
+      assert.equal(nextStep(1, status, SCHEDULE, T0).status, 'pending', String(status));
+    }
+  });
+
+  it('dead-letters the attempt after the last wait (attempts = waits + 1), whatever failed', () => {
+    for (const status of [null, 410, 500]) {
+      assert.deepEqual(nextStep(4, status, SCHEDULE, T0), {
+        status: 'dead_letter',
+        deliveredAt: null,
+        nextAttemptAt: null,
+      });
+    }
+    // Even a stale claim counted past the schedule: never another attempt.
+    assert.equal(nextStep(9, 500, SCHEDULE, T0).status, 'dead_letter');
+    // The last attempt still delivers on a 2xx.
+    assert.equal(nextStep(4, 200, SCHEDULE, T0).status, 'success');
+    // An empty schedule: one attempt only.
+    assert.equal(nextStep(1, 500, [], T0).status, 'dead_letter');
+  });
+});
+
+describe('foldAttempts: a batch of attempts and the subscription counters', () => {
+  const fresh: SubscriptionCounters = {
+    consecutiveFailures: 0,
+    clientErrorRun: 0,
+    clientErrorRunSince: null,
+    lastSuccessAt: null,
+    lastFailureAt: null,
+  };
+  const rule = { failures: 3, windowMs: 60_000 };
+
+  it('counts failures and the 4xx run, and a success resets both', () => {
+    const { counters, pause } = foldAttempts(
+      fresh,
+      [
+        { status: 410, at: iso(0) },
+        { status: 404, at: iso(1_000) },
+      ],
+      rule,
+      true,
+    );
+    assert.deepEqual(counters, {
+      consecutiveFailures: 2,
+      clientErrorRun: 2,
+      clientErrorRunSince: iso(0),
+      lastSuccessAt: null,
+      lastFailureAt: iso(1_000),
+    });
+    assert.equal(pause, false);
+    const after = foldAttempts(counters, [{ status: 204, at: iso(2_000) }], rule, true);
+    assert.deepEqual(after.counters, {
+      consecutiveFailures: 0,
+      clientErrorRun: 0,
+      clientErrorRunSince: null,
+      lastSuccessAt: iso(2_000),
+      lastFailureAt: iso(1_000),
+    });
+  });
+
+  it('a 5xx or a time-out breaks the 4xx run but still counts as a failure', () => {
+    for (const status of [500, 503, null]) {
+      const { counters } = foldAttempts(
+        fresh,
+        [
+          { status: 400, at: iso(0) },
+          { status, at: iso(1) },
+        ],
+        rule,
+        true,
+      );
+      assert.equal(counters.consecutiveFailures, 2);
+      assert.equal(counters.clientErrorRun, 0);
+      assert.equal(counters.clientErrorRunSince, null);
+    }
+  });
+
+  it('pauses once the run is long enough and spans the window, not before', () => {
+    const run = (spanMs: number, n: number) =>
+      Array.from({ length: n }, (_, i) => ({
+        status: 410,
+        at: iso(Math.round((spanMs * i) / (n - 1))),
+      }));
+    assert.equal(foldAttempts(fresh, run(60_000, 3), rule, true).pause, true);
+    assert.equal(foldAttempts(fresh, run(59_999, 3), rule, true).pause, false, 'too short');
+    assert.equal(foldAttempts(fresh, run(120_000, 2), rule, true).pause, false, 'too few');
+    // Already paused or deleted: counted, never paused again.
+    assert.equal(foldAttempts(fresh, run(60_000, 3), rule, false).pause, false);
+  });
+
+  it('continues a run across batches, from the stored counters', () => {
+    const first = foldAttempts(fresh, [{ status: 410, at: iso(0) }], rule, true);
+    const second = foldAttempts(
+      first.counters,
+      [
+        { status: 410, at: iso(30_000) },
+        { status: 410, at: iso(60_000) },
+      ],
+      rule,
+      true,
+    );
+    assert.equal(second.counters.clientErrorRun, 3);
+    assert.equal(second.pause, true);
+  });
+
+  it('keeps only the counters when given a whole row', () => {
+    const row = { ...fresh, id: 'whs_1', url: 'https://example.test/hook', active: true };
+    const { counters } = foldAttempts(row, [], rule, true);
+    assert.deepEqual(Object.keys(counters).sort(), Object.keys(fresh).sort());
+  });
+});

@@ -1,0 +1,113 @@
+/**
+ * The delivery worker's decisions, as pure functions (api-spec 3.4, 6.2): what becomes of a
+ * delivery after an attempt, and how a run of attempts changes its subscription's counters and
+ * whether it pauses. The worker and DeliveriesService apply them; the tests call them directly.
+ */
+
+/** Where a delivery goes after an attempt. */
+export type NextStep =
+  | { status: 'success'; deliveredAt: string; nextAttemptAt: null }
+  | { status: 'dead_letter'; deliveredAt: null; nextAttemptAt: null }
+  | { status: 'pending'; deliveredAt: null; nextAttemptAt: string };
+
+/** A whole 2xx answer; null is a time-out or a connection that gave none. */
+export function isDelivered(status: number | null): boolean {
+  return status !== null && status >= 200 && status < 300;
+}
+
+/**
+ * After attempt number `attempt` (1 for the first) ended with `status`: delivered on a 2xx; else
+ * retried after `scheduleMs[attempt - 1]`, or dead-lettered once the schedule is used up
+ * (attempts in all = waits + 1).
+ */
+export function nextStep(
+  attempt: number,
+  status: number | null,
+  scheduleMs: readonly number[],
+  nowMs: number,
+): NextStep {
+  if (isDelivered(status)) {
+    return { status: 'success', deliveredAt: new Date(nowMs).toISOString(), nextAttemptAt: null };
+  }
+  if (attempt > scheduleMs.length) {
+    return { status: 'dead_letter', deliveredAt: null, nextAttemptAt: null };
+  }
+  const wait = scheduleMs[Math.max(0, attempt - 1)];
+  return {
+    status: 'pending',
+    deliveredAt: null,
+    nextAttemptAt: new Date(nowMs + wait).toISOString(),
+  };
+}
+
+/** A subscription's health counters, as stored. */
+export interface SubscriptionCounters {
+  /** Every failed attempt since the last success. */
+  consecutiveFailures: number;
+  /** Consecutive 4xx answers, and when that run began (the auto-pause rule). */
+  clientErrorRun: number;
+  clientErrorRunSince: string | null;
+  lastSuccessAt: string | null;
+  lastFailureAt: string | null;
+}
+
+/** One finished attempt as the fold sees it. */
+export interface AttemptSummary {
+  status: number | null;
+  /** When it finished (ISO 8601). */
+  at: string;
+}
+
+export interface PauseRule {
+  /** WEBHOOK_AUTOPAUSE_FAILURES: consecutive 4xx answers… */
+  failures: number;
+  /** …spanning at least WEBHOOK_AUTOPAUSE_WINDOW. */
+  windowMs: number;
+}
+
+/**
+ * Folds attempts, in the order they finished, into the counters. consecutiveFailures counts every
+ * failed attempt and resets on a 2xx; the 4xx run counts consecutive 4xx answers and is broken by
+ * a 2xx, a 5xx or a time-out. An active subscription pauses when the run is at least
+ * `rule.failures` long and spans at least `rule.windowMs`.
+ */
+export function foldAttempts(
+  start: SubscriptionCounters,
+  attempts: readonly AttemptSummary[],
+  rule: PauseRule,
+  active: boolean,
+): { counters: SubscriptionCounters; pause: boolean } {
+  // Only the counters: `start` may be a whole subscription row.
+  const c: SubscriptionCounters = {
+    consecutiveFailures: start.consecutiveFailures,
+    clientErrorRun: start.clientErrorRun,
+    clientErrorRunSince: start.clientErrorRunSince,
+    lastSuccessAt: start.lastSuccessAt,
+    lastFailureAt: start.lastFailureAt,
+  };
+  for (const attempt of attempts) {
+    if (isDelivered(attempt.status)) {
+      c.consecutiveFailures = 0;
+      c.clientErrorRun = 0;
+      c.clientErrorRunSince = null;
+      c.lastSuccessAt = attempt.at;
+      continue;
+    }
+    c.consecutiveFailures += 1;
+    c.lastFailureAt = attempt.at;
+    if (attempt.status !== null && attempt.status >= 400 && attempt.status < 500) {
+      c.clientErrorRun += 1;
+      c.clientErrorRunSince ??= attempt.at;
+    } else {
+      c.clientErrorRun = 0;
+      c.clientErrorRunSince = null;
+    }
+  }
+  const since = c.clientErrorRunSince;
+  const pause =
+    active &&
+    since !== null &&
+    c.clientErrorRun >= rule.failures &&
+    Date.parse(c.lastFailureAt ?? since) - Date.parse(since) >= rule.windowMs;
+  return { counters: c, pause };
+}

@@ -1,0 +1,57 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import { BOOKING_STATUSES } from '../../domain/states.ts';
+import { Booking, DataOf, Email, IdParams } from '../schemas.ts';
+import { type AdminRouteOptions, adminProblems, Currency, Money, Transition } from './shared.ts';
+
+const CreateBookingBody = Type.Object(
+  {
+    tripId: Type.String({ minLength: 1 }),
+    totalRetailCents: Money,
+    currency: Currency,
+    travelerName: Type.String({ minLength: 1, maxLength: 200 }),
+    travelerEmail: Email,
+    departureId: Type.Optional(Type.String({ maxLength: 100 })),
+    departureStartDate: Type.Optional(Type.String()),
+    departureEndDate: Type.Optional(Type.String()),
+  },
+  { additionalProperties: false },
+);
+
+/** Checkout's bookings and their transitions. */
+export const adminBookingRoutes: FastifyPluginAsyncTypebox<AdminRouteOptions> = async (
+  app,
+  { services },
+) => {
+  app.post(
+    '/bookings',
+    {
+      schema: {
+        operationId: 'adminCreateBooking',
+        body: CreateBookingBody,
+        response: { 201: DataOf(Type.Ref(Booking)), ...adminProblems },
+      },
+    },
+    async function createBooking(request, reply) {
+      return reply.code(201).send({ data: await services.bookings.createForTrip(request.body) });
+    },
+  );
+
+  app.post(
+    '/bookings/:id/transition',
+    {
+      schema: {
+        operationId: 'adminBookingTransition',
+        params: IdParams,
+        body: Transition(BOOKING_STATUSES),
+        response: { 200: DataOf(Type.Ref(Booking)), ...adminProblems },
+      },
+    },
+    async function transitionBooking(request) {
+      const tenantId = await services.bookings.tenantOf(request.params.id);
+      return {
+        data: await services.bookings.transition(tenantId, request.params.id, request.body.to),
+      };
+    },
+  );
+};

@@ -1,0 +1,59 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import { PAYMENT_MODES, PAYMENT_STATUSES } from '../../domain/states.ts';
+import { DataOf, IdParams, Payment, StringEnum } from '../schemas.ts';
+import { type AdminRouteOptions, adminProblems, Currency, Money, Transition } from './shared.ts';
+
+const CreatePaymentBody = Type.Object(
+  {
+    mode: StringEnum(PAYMENT_MODES),
+    label: Type.String({ minLength: 1, maxLength: 200 }),
+    amountCents: Money,
+    currency: Currency,
+    kind: Type.String({ minLength: 1, maxLength: 40 }),
+    scheduledFor: Type.Optional(Type.String()),
+    paymentRail: Type.Optional(Type.String({ maxLength: 40 })),
+  },
+  { additionalProperties: false },
+);
+
+/** A booking's payments and their transitions. */
+export const adminPaymentRoutes: FastifyPluginAsyncTypebox<AdminRouteOptions> = async (
+  app,
+  { services },
+) => {
+  app.post(
+    '/bookings/:id/payments',
+    {
+      schema: {
+        operationId: 'adminCreatePayment',
+        params: IdParams,
+        body: CreatePaymentBody,
+        response: { 201: DataOf(Type.Ref(Payment)), ...adminProblems },
+      },
+    },
+    async function createPayment(request, reply) {
+      const tenantId = await services.bookings.tenantOf(request.params.id);
+      const payment = await services.payments.create(tenantId, request.params.id, request.body);
+      return reply.code(201).send({ data: payment });
+    },
+  );
+
+  app.post(
+    '/payments/:id/transition',
+    {
+      schema: {
+        operationId: 'adminPaymentTransition',
+        params: IdParams,
+        body: Transition(PAYMENT_STATUSES),
+        response: { 200: DataOf(Type.Ref(Payment)), ...adminProblems },
+      },
+    },
+    async function transitionPayment(request) {
+      const tenantId = await services.payments.tenantOf(request.params.id);
+      return {
+        data: await services.payments.transition(tenantId, request.params.id, request.body.to),
+      };
+    },
+  );
+};

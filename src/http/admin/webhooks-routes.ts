@@ -1,0 +1,24 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import { DataOf, IdParams, WebhookSubscription } from '../schemas.ts';
+import { type AdminRouteOptions, adminProblems } from './shared.ts';
+
+/** Re-enabling a paused webhook subscription. */
+export const adminWebhookRoutes: FastifyPluginAsyncTypebox<AdminRouteOptions> = async (
+  app,
+  { services },
+) => {
+  app.post(
+    '/webhooks/:id/enable',
+    {
+      schema: {
+        operationId: 'adminEnableWebhook',
+        params: IdParams,
+        response: { 200: DataOf(Type.Ref(WebhookSubscription)), ...adminProblems },
+      },
+    },
+    async function enableWebhook(request) {
+      return { data: await services.webhooks.enable(request.params.id) };
+    },
+  );
+};

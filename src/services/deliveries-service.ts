@@ -1,0 +1,142 @@
+import type { Config } from '../config.ts';
+import type { Database } from '../db/database.ts';
+import { foldAttempts, nextStep } from '../domain/delivery-policy.ts';
+import type { Clock } from '../lib/clock.ts';
+import { newId } from '../lib/ids.ts';
+import type { PausedNotice } from '../notifications/mailer.ts';
+import type { NotificationsRepository } from '../repositories/notifications-repository.ts';
+import type { MembersRepository } from '../repositories/tenants-repository.ts';
+import type {
+  ClaimedDelivery,
+  ClaimOptions,
+  DeliveryOutcome,
+  WebhooksRepository,
+} from '../repositories/webhooks-repository.ts';
+
+interface DeliveriesServiceDeps {
+  database: Database;
+  webhooks: WebhooksRepository;
+  members: MembersRepository;
+  notifications: NotificationsRepository;
+  clock: Clock;
+  webhook: Pick<
+    Config['webhook'],
+    'retryScheduleMs' | 'autopauseFailures' | 'autopauseWindowMs' | 'timeoutMs' | 'leaseGraceMs'
+  >;
+}
+
+/** One finished attempt, waiting to be recorded. */
+export interface SettledAttempt {
+  delivery: ClaimedDelivery;
+  outcome: DeliveryOutcome;
+  /** The HTTP status, or null for a time-out or a connection failure. */
+  status: number | null;
+  /** When it finished (ISO 8601). */
+  at: string;
+}
+
+/**
+ * The delivery worker's reads and writes: claims, the outcome of an attempt, and recording a batch
+ * of outcomes with the subscriptions' counters and auto-pause in one transaction.
+ */
+export class DeliveriesService {
+  /** Attempts in all: one more than the waits of the schedule. */
+  readonly maxAttempts: number;
+
+  constructor(private readonly deps: DeliveriesServiceDeps) {
+    this.maxAttempts = deps.webhook.retryScheduleMs.length + 1;
+  }
+
+  /**
+   * A claim older than the attempt time-out plus the lease grace belongs to a worker that died:
+   * others take it over.
+   */
+  staleBefore(nowMs: number): string {
+    const { timeoutMs, leaseGraceMs } = this.deps.webhook;
+    return new Date(nowMs - timeoutMs - leaseGraceMs).toISOString();
+  }
+
+  /** Dead-letters stale claims of rows whose interrupted attempt was their last. */
+  deadLetterStale(staleBefore: string): Promise<number> {
+    return this.deps.webhooks.deadLetterStale(staleBefore, this.maxAttempts);
+  }
+
+  claim(
+    nowMs: number,
+    staleBefore: string,
+    limit: number,
+    options: Omit<ClaimOptions, 'maxAttempts'>,
+  ): Promise<ClaimedDelivery[]> {
+    return this.deps.webhooks.claimDue(new Date(nowMs).toISOString(), staleBefore, limit, {
+      ...options,
+      maxAttempts: this.maxAttempts,
+    });
+  }
+
+  /** What an attempt that ended with `status` does to its delivery row (see nextStep). */
+  outcome(delivery: ClaimedDelivery, status: number | null, nowMs: number): DeliveryOutcome {
+    const step = nextStep(delivery.attempts, status, this.deps.webhook.retryScheduleMs, nowMs);
+    return {
+      id: delivery.id,
+      claimedAt: delivery.claimedAt,
+      status: step.status,
+      lastResponseStatus: status,
+      nextAttemptAt: step.nextAttemptAt,
+      deliveredAt: step.deliveredAt,
+    };
+  }
+
+  /**
+   * Records a batch of attempts and folds them into their subscriptions' counters, in one
+   * transaction; returns the subscriptions it paused, whose notification rows it wrote. Test
+   * events change no counter: a test fire leaves the subscription as it was (api-spec 4.9).
+   */
+  record(batch: readonly SettledAttempt[]): Promise<PausedNotice[]> {
+    return this.deps.database.withTransaction(async () => {
+      await this.deps.webhooks.recordOutcomes(batch.map((s) => s.outcome));
+      return this.updateSubscriptions(batch.filter((s) => s.delivery.eventType !== 'webhook.test'));
+    });
+  }
+
+  private async updateSubscriptions(batch: readonly SettledAttempt[]): Promise<PausedNotice[]> {
+    const paused: PausedNotice[] = [];
+    if (batch.length === 0) return paused;
+    const rule = {
+      failures: this.deps.webhook.autopauseFailures,
+      windowMs: this.deps.webhook.autopauseWindowMs,
+    };
+    const ids = [...new Set(batch.map((s) => s.delivery.subscriptionId))];
+    const rows = await this.deps.webhooks.lockSubscriptions(ids);
+    for (const row of rows) {
+      const attempts = batch.filter((s) => s.delivery.subscriptionId === row.id);
+      const { counters, pause } = foldAttempts(row, attempts, rule, row.active);
+      const now = this.deps.clock.now().toISOString();
+      await this.deps.webhooks.updateSubscription(row.tenantId, row.id, {
+        ...counters,
+        ...(pause ? { active: false, pausedAt: now } : {}),
+      });
+      if (!pause) continue;
+      const recipients = await this.deps.members.ownersAndAdmins(row.tenantId);
+      await this.deps.notifications.insertMany(
+        recipients.map((member) => ({
+          id: newId('ntf'),
+          tenantId: row.tenantId,
+          memberId: member.id,
+          recipient: member.email,
+          kind: 'webhook_paused',
+          subscriptionId: row.id,
+          createdAt: now,
+        })),
+      );
+      paused.push({
+        to: recipients.map((member) => member.email),
+        tenantId: row.tenantId,
+        subscriptionId: row.id,
+        url: row.url,
+        pausedAt: now,
+        clientErrorRun: counters.clientErrorRun,
+      });
+    }
+    return paused;
+  }
+}

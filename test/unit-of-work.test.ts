@@ -1,0 +1,144 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { sql } from 'kysely';
+import { createDatabase, type Database } from '../src/db/database.ts';
+import {
+  BACKENDS,
+  createTestContext,
+  createTestDatabase,
+  type TestDatabase,
+} from './helpers/context.ts';
+import { createTenant } from './helpers/fixtures.ts';
+
+for (const backend of BACKENDS) {
+  describe(`the unit of work (${backend})`, () => {
+    let testDb: TestDatabase;
+    let database: Database;
+
+    before(async () => {
+      testDb = await createTestDatabase(backend);
+      database = createDatabase({
+        databaseUrl: testDb.env.DATABASE_URL ?? null,
+        dataDir: testDb.env.DATA_DIR ?? '',
+      });
+      await sql`create table notes (id varchar(20) primary key)`.execute(database.db);
+    });
+    after(async () => {
+      await database.close();
+      await testDb.drop();
+    });
+
+    const insert = (id: string) => sql`insert into notes (id) values (${id})`.execute(database.db);
+    const ids = async () =>
+      (await sql<{ id: string }>`select id from notes order by id`.execute(database.db)).rows.map(
+        (row) => row.id,
+      );
+
+    it('joins every query and nested transaction of its context; a failed nested one is undone alone', async () => {
+      const transaction = await database.beginAmbient();
+      await transaction.run(async () => {
+        await insert('a1');
+        await database.withTransaction(() => insert('a2'));
+        await assert.rejects(
+          database.withTransaction(async () => {
+            await insert('a3');
+            throw new Error('refused');
+          }),
+          /refused/,
+        );
+        // Visible inside, before the commit.
+        assert.deepEqual(await ids(), ['a1', 'a2']);
+      });
+      await transaction.commit();
+      assert.deepEqual(await ids(), ['a1', 'a2']);
+    });
+
+    it('rolls back everything of its context', async () => {
+      const transaction = await database.beginAmbient();
+      await transaction.run(async () => {
+        await insert('b1');
+        await database.withTransaction(() => insert('b2'));
+      });
+      await transaction.rollback();
+      assert.deepEqual(await ids(), ['a1', 'a2']);
+    });
+
+    it('keeps other contexts out until it ends, and hands them the database after', async () => {
+      const transaction = await database.beginAmbient();
+      await transaction.run(() => insert('c1'));
+      // Another request's write: waits for the lock (SQLite) or the row (PostgreSQL), never joins.
+      const outside = insert('c2');
+      await transaction.run(() => insert('c3'));
+      await transaction.commit();
+      await outside;
+      assert.deepEqual(await ids(), ['a1', 'a2', 'c1', 'c2', 'c3']);
+      // Late queries of an ended context get a connection of their own.
+      await transaction.run(() => insert('c4'));
+      await transaction.commit();
+      assert.ok((await ids()).includes('c4'));
+    });
+
+    it('withTransaction commits what its function wrote, or nothing when it throws', async () => {
+      await database.withTransaction(async () => {
+        await insert('d1');
+        // A nested one that fails undoes only its own writes.
+        await assert.rejects(
+          database.withTransaction(async () => {
+            await insert('d2');
+            throw new Error('refused');
+          }),
+          /refused/,
+        );
+        await insert('d3');
+      });
+      await assert.rejects(
+        database.withTransaction(async () => {
+          await insert('e1');
+          await insert('e2');
+          throw new Error('refused');
+        }),
+        /refused/,
+      );
+      const all = await ids();
+      assert.ok(all.includes('d1') && all.includes('d3'));
+      assert.ok(!all.includes('d2') && !all.includes('e1') && !all.includes('e2'));
+    });
+  });
+
+  describe(`a service's unit of work (${backend})`, () => {
+    it('leaves nothing behind when a step after a repository write throws', async () => {
+      const ctx = await createTestContext(backend);
+      try {
+        const tenant = await createTenant(ctx);
+        const { services, repositories } = ctx.runtime;
+        const client = { kind: 'individual' as const, displayName: 'Ana Lima' };
+        const clients = async () =>
+          (await repositories.clients.list(tenant.id, { afterId: null, limit: 100 })).length;
+        const before = await clients();
+        const events = await repositories.events.listForTenant(tenant.id);
+        // The client row is inserted by a repository that was handed no transaction; the event
+        // that follows fails. Neither may remain.
+        const emit = services.events.emit;
+        services.events.emit = async () => {
+          throw new Error('the outbox is down');
+        };
+        try {
+          await assert.rejects(services.clients.create(tenant.id, client), /the outbox is down/);
+        } finally {
+          services.events.emit = emit;
+        }
+        assert.equal(await clients(), before);
+        assert.deepEqual(await repositories.events.listForTenant(tenant.id), events);
+        // And the same call with the outbox back commits both.
+        await services.clients.create(tenant.id, client);
+        assert.equal(await clients(), before + 1);
+        assert.equal(
+          (await repositories.events.listForTenant(tenant.id)).length,
+          events.length + 1,
+        );
+      } finally {
+        await ctx.close();
+      }
+    });
+  });
+}
