@@ -1,10 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import {
-  foldAttempts,
-  nextStep,
-  type SubscriptionCounters,
-} from './delivery-policy.ts';
+import { foldAttempts, nextStep, type SubscriptionCounters } from './delivery-policy.ts';
 
 const SCHEDULE = [60_000, 300_000, 1_800_000];
 const T0 = Date.parse('2026-11-24T10:00:00.000Z');
