@@ -49,7 +49,7 @@ export interface DeliveryBenchOptions {
   track(server: ServerProcess, running: boolean): void;
 }
 
-export interface Rate {
+interface Rate {
   /** Deliveries (or POSTs) per second over the steady part, each run. */
   runs: number[];
   /** Median over the runs. */

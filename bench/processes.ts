@@ -54,7 +54,7 @@ function ticksPerSecond(): number {
 }
 
 /** User + system CPU seconds a process has used so far (Linux /proc), or null elsewhere. */
-export function processCpuSeconds(pid: number): number | null {
+function processCpuSeconds(pid: number): number | null {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');

@@ -7,7 +7,7 @@ import type { CommandContext } from './context.ts';
 import { checkSlug, checkTenantName, parseExpiry, parseScopes } from './values.ts';
 
 /** `serving`: the command keeps the process alive (the server) and exits on a signal. */
-export type CommandOutcome = 'done' | 'serving';
+type CommandOutcome = 'done' | 'serving';
 
 export interface Command {
   /** The words typed after `tourops`, e.g. `token create`. */

@@ -8,7 +8,7 @@ function optionLabel(name: string, option: OptionSpec): string {
   return option.value ? `${flag} ${option.value}` : flag;
 }
 
-export function usageLine(command: Command): string {
+function usageLine(command: Command): string {
   const parts = [`tourops ${command.name}`];
   for (const positional of command.positionals) parts.push(`<${positional.name}>`);
   for (const [name, option] of Object.entries(command.options)) {

@@ -209,7 +209,7 @@ class ImmediateSqliteDialect extends SqliteDialect {
   }
 }
 
-export function openSqlite(file: string, busyTimeoutMs = 5_000): BetterSqlite3.Database {
+function openSqlite(file: string, busyTimeoutMs = 5_000): BetterSqlite3.Database {
   const sqlite = new BetterSqlite3(file);
   sqlite.pragma('journal_mode = WAL');
   sqlite.pragma('synchronous = NORMAL');
@@ -223,7 +223,7 @@ export function openSqlite(file: string, busyTimeoutMs = 5_000): BetterSqlite3.D
  * an SQLite error or a hang on a path such as /proc), creating it private (0700), and creates the
  * database file private (0600) before SQLite opens it: its WAL and SHM files take the same mode.
  */
-export function prepareDataDir(dataDir: string): string {
+function prepareDataDir(dataDir: string): string {
   const file = join(dataDir, 'tourops.sqlite');
   try {
     makePrivateDirectory(dataDir);

@@ -55,7 +55,7 @@ export interface ApiTokensTable {
   createdAt: string;
 }
 
-export interface CitiesTable {
+interface CitiesTable {
   id: string;
   tenantId: string;
   name: string;
@@ -64,7 +64,7 @@ export interface CitiesTable {
   updatedAt: string;
 }
 
-export interface HotelsTable {
+interface HotelsTable {
   id: string;
   tenantId: string;
   name: string;
@@ -75,7 +75,7 @@ export interface HotelsTable {
   updatedAt: string;
 }
 
-export interface ActivitiesTable {
+interface ActivitiesTable {
   id: string;
   tenantId: string;
   name: string;
@@ -86,7 +86,7 @@ export interface ActivitiesTable {
   updatedAt: string;
 }
 
-export interface VehiclesTable {
+interface VehiclesTable {
   id: string;
   tenantId: string;
   name: string;
@@ -96,7 +96,7 @@ export interface VehiclesTable {
   updatedAt: string;
 }
 
-export interface GuidesTable {
+interface GuidesTable {
   id: string;
   tenantId: string;
   name: string;
@@ -276,7 +276,7 @@ export interface IdempotencyKeysTable {
   expiresAt: string;
 }
 
-export interface SchemaMigrationsTable {
+interface SchemaMigrationsTable {
   id: string;
   appliedAt: string;
 }

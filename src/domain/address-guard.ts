@@ -5,7 +5,7 @@ import ipaddr from 'ipaddr.js';
 /** Every A/AAAA address of a host name. */
 export type Resolver = (hostname: string) => Promise<string[]>;
 
-export const systemResolver: Resolver = async (hostname) => {
+const systemResolver: Resolver = async (hostname) => {
   const found = await dns.promises.lookup(hostname, { all: true, verbatim: true });
   return found.map((entry) => entry.address);
 };

@@ -6,12 +6,12 @@ const COUNTRY_CODES: ReadonlySet<string> = new Set(Object.keys(countries.getAlph
 const CURRENCY_CODES: ReadonlySet<string> = new Set(Intl.supportedValuesOf('currency'));
 
 /** `FR`, `fr`: an assigned ISO 3166-1 alpha-2 code, in either case. */
-export function isCountryCode(value: string): boolean {
+function isCountryCode(value: string): boolean {
   return value.length === 2 && COUNTRY_CODES.has(value.toUpperCase());
 }
 
 /** `EUR`, `eur`: an ISO 4217 currency code in use, in either case. */
-export function isCurrencyCode(value: string): boolean {
+function isCurrencyCode(value: string): boolean {
   return value.length === 3 && CURRENCY_CODES.has(value.toUpperCase());
 }
 

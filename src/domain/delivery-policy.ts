@@ -11,7 +11,7 @@ export type NextStep =
   | { status: 'pending'; deliveredAt: null; nextAttemptAt: string };
 
 /** A whole 2xx answer; null is a time-out or a connection that gave none. */
-export function isDelivered(status: number | null): boolean {
+function isDelivered(status: number | null): boolean {
   return status !== null && status >= 200 && status < 300;
 }
 

@@ -1,7 +1,7 @@
 import { type FieldErrors, validationFailed } from '../lib/problems.ts';
 
 /** Deeper than any body of the API needs; bounds the recursion of everything that walks a body. */
-export const MAX_JSON_DEPTH = 32;
+const MAX_JSON_DEPTH = 32;
 
 const OPEN_BRACE = 0x7b;
 const OPEN_BRACKET = 0x5b;
@@ -39,7 +39,7 @@ export function exceedsDepth(text: string, limit = MAX_JSON_DEPTH): boolean {
  * one in text, and SQLite would: both backends answer 422 instead. Only called when the raw text
  * has a `\u0000` escape (JSON text cannot hold a raw NUL), so ordinary bodies are never walked.
  */
-export function nulPaths(value: unknown, path: string[] = [], out: string[] = []): string[] {
+function nulPaths(value: unknown, path: string[] = [], out: string[] = []): string[] {
   if (typeof value === 'string') {
     if (value.includes('\0')) out.push(path.length === 0 ? 'body' : path.join('.'));
   } else if (Array.isArray(value)) {

@@ -4,7 +4,7 @@ import type { Clock } from '../lib/clock.ts';
 import { notFound } from '../lib/problems.ts';
 
 /** End of 2026-10-31 UTC. */
-export const LEGACY_SUNSET = new Date('2026-11-01T00:00:00.000Z');
+const LEGACY_SUNSET = new Date('2026-11-01T00:00:00.000Z');
 const SUNSET_HEADER = 'Sat, 31 Oct 2026 23:59:59 GMT';
 
 /** Legacy recipient-page prefixes and the `/dossier` path that replaces each. */

@@ -51,7 +51,7 @@ function fieldPath(pointer: string, child?: unknown): string {
   return parts.length === 0 ? 'body' : parts.join('.');
 }
 
-export function fieldErrorsFromAjv(errors: AjvError[]): FieldErrors {
+function fieldErrorsFromAjv(errors: AjvError[]): FieldErrors {
   // No prototype: a member named `toString` or `constructor` is a field like any other.
   const out: FieldErrors = Object.create(null);
   const add = (path: string, message: string) => {

@@ -208,7 +208,7 @@ export const LibraryItems = {
   ),
 };
 
-export const Problem = Type.Object(
+const Problem = Type.Object(
   {
     type: Type.String({ format: 'uri', description: 'Stable identifier; branch on this.' }),
     title: Type.String(),

@@ -9,7 +9,7 @@ export function encodeCursor(list: string, lastId: string): string {
   return Buffer.from(`${list}:${lastId}`, 'utf8').toString('base64url');
 }
 
-export function decodeCursor(list: string, cursor: string | undefined): string | null {
+function decodeCursor(list: string, cursor: string | undefined): string | null {
   if (cursor === undefined) return null;
   const text = /^[A-Za-z0-9_-]{1,200}$/.test(cursor)
     ? Buffer.from(cursor, 'base64url').toString('utf8')
@@ -28,7 +28,7 @@ export interface Page<T> {
 }
 
 /** Builds a page from `limit + 1` rows fetched in order; the extra row only signals `hasMore`. */
-export function toPage<T extends { id: string }>(list: string, rows: T[], limit: number): Page<T> {
+function toPage<T extends { id: string }>(list: string, rows: T[], limit: number): Page<T> {
   const hasMore = rows.length > limit;
   const data = hasMore ? rows.slice(0, limit) : rows;
   return {
@@ -43,7 +43,7 @@ export interface PageRequest {
   cursor?: string;
 }
 
-export const DEFAULT_PAGE_SIZE = 50;
+const DEFAULT_PAGE_SIZE = 50;
 
 /**
  * One keyset page of the list `list`: decodes the cursor (422 when it is not one of this list's),

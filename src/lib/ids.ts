@@ -41,7 +41,7 @@ export function randomCrockford(length: number): string {
 }
 
 /** Human reference such as `TR-7KX2M9`; uniqueness per tenant is enforced by the database. */
-export function humanCode(prefix: 'TR' | 'BK'): string {
+function humanCode(prefix: 'TR' | 'BK'): string {
   return `${prefix}-${randomCrockford(6)}`;
 }
 

@@ -12,7 +12,7 @@ import type { Database } from '../db/database.ts';
 import { LeasedLimiter, type Take } from './leased-limiter.ts';
 
 /** The sustained window's state, sent as X-RateLimit-* on every authenticated response. */
-export interface RateState {
+interface RateState {
   limit: number;
   remaining: number;
   resetSeconds: number;

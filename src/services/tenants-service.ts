@@ -34,7 +34,7 @@ export interface Tenant {
   updatedAt: string;
 }
 
-export function toTenant(row: TenantRow): Tenant {
+function toTenant(row: TenantRow): Tenant {
   return {
     ...row,
     active: row.active,

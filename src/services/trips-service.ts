@@ -274,7 +274,7 @@ export class TripsService {
   }
 }
 
-export function tripEventData(trip: TripRow) {
+function tripEventData(trip: TripRow) {
   return {
     tripId: trip.id,
     publicSlug: trip.publicSlug,
