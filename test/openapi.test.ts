@@ -4,6 +4,7 @@ import SwaggerParser from '@apidevtools/swagger-parser';
 import { Type } from '@sinclair/typebox';
 import Ajv2020 from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
+import packageJson from '../package.json' with { type: 'json' };
 import { assertEventData, type EventData } from '../src/domain/event-schemas.ts';
 import { newSigningKey, signatureHeader } from '../src/domain/signing.ts';
 import { EVENT_TYPES, type EventType } from '../src/domain/states.ts';
@@ -131,7 +132,7 @@ describe('OpenAPI documents', () => {
     assert.equal(v1.body, root.body);
     const document = v1.json();
     assert.equal(document.openapi, '3.1.0');
-    assert.equal(document.info.version, '1.1.0');
+    assert.equal(document.info.version, packageJson.version);
     assert.deepEqual(document.servers, [{ url: 'http://api.test' }]);
     assert.equal(document.components.securitySchemes.bearerAuth.scheme, 'bearer');
     assert.ok(document.webhooks, 'the document has a webhooks section');

@@ -6,6 +6,7 @@ import * as m0003 from './migrations/0003_idempotency.ts';
 import * as m0004 from './migrations/0004_rate_limits_unlogged.ts';
 import * as m0005 from './migrations/0005_webhooks.ts';
 import * as m0006 from './migrations/0006_delivery_queue_index.ts';
+import * as m0007 from './migrations/0007_drop_events_dispatched_at.ts';
 
 interface Migration {
   id: string;
@@ -20,6 +21,7 @@ export const migrations: Migration[] = [
   { id: '0004_rate_limits_unlogged', up: m0004.up },
   { id: '0005_webhooks', up: m0005.up },
   { id: '0006_delivery_queue_index', up: m0006.up },
+  { id: '0007_drop_events_dispatched_at', up: m0007.up },
 ];
 
 /** Arbitrary constant naming our advisory lock on PostgreSQL. */

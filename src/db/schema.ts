@@ -207,7 +207,6 @@ export interface EventsTable {
   /** JSON of the event's `data`. */
   data: string;
   createdAt: string;
-  dispatchedAt: string | null;
 }
 
 /** Notices to a tenant's owners and admins (auto-pause of a webhook endpoint). */

@@ -18,7 +18,7 @@ import { errorPages } from './error-pages.ts';
 import { GracefulClose } from './graceful-close.ts';
 import { healthRoutes } from './health-routes.ts';
 import { decimalNumbersOnly, refuseNul } from './input-guards.ts';
-import { exceedsDepth, nulProblem, tooDeepProblem } from './json-body.ts';
+import { BODY_LIMIT_BYTES, exceedsDepth, nulProblem, tooDeepProblem } from './json-body.ts';
 import { legacyRoutes } from './legacy-routes.ts';
 import { OutageLog } from './outage-log.ts';
 import { internalProblem, sendProblem, toProblem } from './problem-reply.ts';
@@ -68,7 +68,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config } = deps;
   const app = Fastify({
     loggerInstance: deps.logger as FastifyBaseLogger,
-    bodyLimit: 262_144,
+    bodyLimit: BODY_LIMIT_BYTES,
     // One line per request, written by the onResponse hook below.
     logController: new LogController({
       disableRequestLogging: true,

@@ -1,5 +1,8 @@
 import { type FieldErrors, validationFailed } from '../lib/problems.ts';
 
+/** The largest request body accepted (413 is answered as 422 with this figure). */
+export const BODY_LIMIT_BYTES = 262_144;
+
 /** Deeper than any body of the API needs; bounds the recursion of everything that walks a body. */
 const MAX_JSON_DEPTH = 32;
 

@@ -7,6 +7,7 @@ import {
   PROBLEM_TYPES,
   validationFailed,
 } from '../lib/problems.ts';
+import { BODY_LIMIT_BYTES } from './json-body.ts';
 
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
 
@@ -103,8 +104,8 @@ export function toProblem(error: FastifyError | ApiProblem | Error): ApiProblem 
       );
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return validationFailed(
-        { body: ['must be at most 262144 bytes'] },
-        'The request body is larger than 256 KB.',
+        { body: [`must be at most ${BODY_LIMIT_BYTES} bytes`] },
+        `The request body is larger than ${BODY_LIMIT_BYTES / 1024} KB.`,
       );
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
       return validationFailed({ body: ['is empty'] }, 'The request body is empty.');

@@ -1,5 +1,6 @@
 import swagger from '@fastify/swagger';
 import type { FastifyPluginAsync } from 'fastify';
+import packageJson from '../../package.json' with { type: 'json' };
 import type { Config } from '../config.ts';
 import type { RateLimits } from '../rate-limit/rate-limits.ts';
 import type { Services } from '../services/index.ts';
@@ -7,7 +8,8 @@ import { apiV1 } from './routes/index.ts';
 import { markOptionalBodies } from './schemas.ts';
 import { webhookDocs } from './webhook-docs.ts';
 
-export const API_VERSION = '1.1.0';
+/** The API's version is the package's: one number to bump, in package.json. */
+export const API_VERSION: string = packageJson.version;
 
 /**
  * `$ref`s to shared schemas (`Trip`, `Problem`…) become `#/components/schemas/<$id>`, so the

@@ -46,7 +46,6 @@ export class EventsService {
       type,
       data: JSON.stringify(data),
       createdAt: nowIso(this.deps.clock),
-      dispatchedAt: null,
     });
     return id;
   }
