@@ -75,11 +75,11 @@ export async function seedTenant(
       slug: 'bench',
       tier: 'enterprise',
     });
-    const lisbon = await services.library.create('cities', tenant.id, {
+    const lisbon = await services.library.create(tenant.id, 'cities', {
       name: 'Lisbon',
       countryIso: 'PT',
     });
-    const porto = await services.library.create('cities', tenant.id, {
+    const porto = await services.library.create(tenant.id, 'cities', {
       name: 'Porto',
       countryIso: 'PT',
     });

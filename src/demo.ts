@@ -32,58 +32,58 @@ export async function seedDemo(runtime: Runtime, slug = 'demo'): Promise<DemoRes
 
   const cities = [];
   for (const [name, countryIso] of CITIES) {
-    cities.push(await services.library.create('cities', tenant.id, { name, countryIso }));
+    cities.push(await services.library.create(tenant.id, 'cities', { name, countryIso }));
   }
   const [lisbon, porto, faro, seville, granada] = cities;
-  await services.library.create('hotels', tenant.id, {
+  await services.library.create(tenant.id, 'hotels', {
     name: 'Casa do Rio',
     cityId: lisbon.id,
     stars: 4,
     address: 'Rua da Prata 12, Lisbon',
   });
-  await services.library.create('hotels', tenant.id, {
+  await services.library.create(tenant.id, 'hotels', {
     name: 'Hotel Ribeira',
     cityId: porto.id,
     stars: 3,
     address: 'Cais da Ribeira 8, Porto',
   });
-  await services.library.create('hotels', tenant.id, {
+  await services.library.create(tenant.id, 'hotels', {
     name: 'Palacio de los Naranjos',
     cityId: seville.id,
     stars: 5,
   });
-  await services.library.create('activities', tenant.id, {
+  await services.library.create(tenant.id, 'activities', {
     name: 'Alfama walking tour',
     cityId: lisbon.id,
     durationMinutes: 180,
     description: 'Old town, fado houses and viewpoints.',
   });
-  await services.library.create('activities', tenant.id, {
+  await services.library.create(tenant.id, 'activities', {
     name: 'Douro valley wine day',
     cityId: porto.id,
     durationMinutes: 540,
   });
-  await services.library.create('activities', tenant.id, {
+  await services.library.create(tenant.id, 'activities', {
     name: 'Alhambra guided visit',
     cityId: granada.id,
     durationMinutes: 240,
   });
-  await services.library.create('vehicles', tenant.id, {
+  await services.library.create(tenant.id, 'vehicles', {
     name: 'Mercedes Sprinter',
     kind: 'minibus',
     seats: 16,
   });
-  await services.library.create('vehicles', tenant.id, {
+  await services.library.create(tenant.id, 'vehicles', {
     name: 'Toyota Proace',
     kind: 'van',
     seats: 8,
   });
-  await services.library.create('guides', tenant.id, {
+  await services.library.create(tenant.id, 'guides', {
     name: 'Inês Carvalho',
     languages: ['pt', 'en', 'fr'],
     email: 'ines@demo-tours.example',
   });
-  await services.library.create('guides', tenant.id, {
+  await services.library.create(tenant.id, 'guides', {
     name: 'Javier Ortega',
     languages: ['es', 'en'],
     phone: '+34 600 000 111',

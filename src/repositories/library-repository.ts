@@ -21,7 +21,7 @@ function likeContains(text: string): string {
  * filters); only their columns differ, and the response schemas pick those.
  */
 export class LibraryRepository extends Repository {
-  list(kind: LibraryKind, tenantId: string, filter: LibraryListFilter): Promise<LibraryRow[]> {
+  list(tenantId: string, kind: LibraryKind, filter: LibraryListFilter): Promise<LibraryRow[]> {
     // One concrete table type keeps Kysely's builder typed; every kind has the columns used here.
     let query = this.db
       .selectFrom(kind as 'hotels')
@@ -47,7 +47,7 @@ export class LibraryRepository extends Repository {
       .executeTakeFirstOrThrow() as Promise<LibraryRow>;
   }
 
-  async exists(kind: LibraryKind, tenantId: string, id: string): Promise<boolean> {
+  async exists(tenantId: string, kind: LibraryKind, id: string): Promise<boolean> {
     const row = await this.db
       .selectFrom(kind as 'hotels')
       .select('id')

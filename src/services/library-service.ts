@@ -33,27 +33,27 @@ export class LibraryService {
   constructor(private readonly deps: LibraryServiceDeps) {}
 
   async list(
-    kind: LibraryKind,
     tenantId: string,
+    kind: LibraryKind,
     query: LibraryListQuery,
   ): Promise<Page<LibraryRow>> {
     const cityId = CITY_SCOPED_KINDS.includes(kind) ? query.cityId : undefined;
     const page = await keysetPage(`library.${kind}`, query, (afterId, limit) =>
-      this.deps.library.list(kind, tenantId, { afterId, limit, cityId, q: query.q }),
+      this.deps.library.list(tenantId, kind, { afterId, limit, cityId, q: query.q }),
     );
     return { data: page.data.map((row) => toItem(kind, row)), meta: page.meta };
   }
 
   /** `fields` has passed the kind's request schema; only references need the database. */
   async create(
-    kind: LibraryKind,
     tenantId: string,
+    kind: LibraryKind,
     fields: Record<string, unknown>,
   ): Promise<LibraryRow> {
     const cityId = fields.cityId;
     if (
       typeof cityId === 'string' &&
-      !(await this.deps.library.exists('cities', tenantId, cityId))
+      !(await this.deps.library.exists(tenantId, 'cities', cityId))
     ) {
       throw fieldError('cityId', "is not a city of this tenant's library");
     }

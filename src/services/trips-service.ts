@@ -261,7 +261,7 @@ export class TripsService {
     errors: FieldErrorCollector,
   ): Promise<void> {
     for (const field of ['startCityId', 'endCityId'] as const) {
-      if (!(await this.deps.library.exists('cities', tenantId, input[field]))) {
+      if (!(await this.deps.library.exists(tenantId, 'cities', input[field]))) {
         errors.add(field, "is not a city of this tenant's library");
       }
     }

@@ -68,8 +68,8 @@ export const adminLibraryRoutes: FastifyPluginAsyncTypebox<AdminRouteOptions> = 
       async function createLibraryItem(request, reply) {
         const tenant = await services.tenants.get(request.params.id);
         const item = await services.library.create(
-          kind,
           tenant.id,
+          kind,
           request.body as Record<string, unknown>,
         );
         return reply.code(201).send({ data: item as never });

@@ -47,7 +47,7 @@ export const libraryRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app
           q?: string;
           cityId?: string;
         };
-        const page = await services.library.list(kind, callerOf(request).tenant.id, {
+        const page = await services.library.list(callerOf(request).tenant.id, kind, {
           limit: query.limit,
           cursor: query.cursor,
           q: query.q,
