@@ -16,6 +16,7 @@ import { ApiProblem, fieldError, invalidTransition, notFound } from '../lib/prob
 import type { BookingRow, BookingsRepository } from '../repositories/bookings-repository.ts';
 import type { TripsRepository } from '../repositories/trips-repository.ts';
 import type { EventsService } from './events-service.ts';
+import { owningTenant } from './owner.ts';
 import { isPublished } from './trips-service.ts';
 import { calendarDate, FieldErrorCollector } from './validation.ts';
 
@@ -62,11 +63,9 @@ interface BookingsServiceDeps {
 export class BookingsService {
   constructor(private readonly deps: BookingsServiceDeps) {}
 
-  /** The tenant that owns a booking (the admin API addresses it by id alone); 404 when none. */
-  async tenantOf(id: string): Promise<string> {
-    const tenantId = await this.deps.bookings.findTenantOf(id);
-    if (!tenantId) throw notFound('Booking');
-    return tenantId;
+  /** The tenant that owns this booking (the admin API addresses it by id alone). */
+  tenantOf(id: string): Promise<string> {
+    return owningTenant(this.deps.bookings, id, 'Booking');
   }
 
   async list(tenantId: string, query: BookingListQuery): Promise<Page<BookingRow>> {

@@ -7,6 +7,7 @@ import { parseStoredJson } from '../lib/json.ts';
 import { notFound } from '../lib/problems.ts';
 import type { ClientRow, ClientsRepository } from '../repositories/clients-repository.ts';
 import type { EventsService } from './events-service.ts';
+import { owningTenant } from './owner.ts';
 
 export interface ClientListQuery extends PageRequest {
   kind?: string;
@@ -44,11 +45,9 @@ interface ClientsServiceDeps {
 export class ClientsService {
   constructor(private readonly deps: ClientsServiceDeps) {}
 
-  /** The tenant that owns a client (the admin API addresses it by id alone); 404 when none. */
-  async tenantOf(id: string): Promise<string> {
-    const tenantId = await this.deps.clients.findTenantOf(id);
-    if (!tenantId) throw notFound('Client');
-    return tenantId;
+  /** The tenant that owns this client (the admin API addresses it by id alone). */
+  tenantOf(id: string): Promise<string> {
+    return owningTenant(this.deps.clients, id, 'Client');
   }
 
   async list(tenantId: string, query: ClientListQuery): Promise<Page<Client>> {

@@ -17,6 +17,7 @@ import type { BookingsRepository } from '../repositories/bookings-repository.ts'
 import type { PaymentRow, PaymentsRepository } from '../repositories/payments-repository.ts';
 import { isoDateTime } from './bookings-service.ts';
 import type { EventsService } from './events-service.ts';
+import { owningTenant } from './owner.ts';
 import { calendarDate, FieldErrorCollector } from './validation.ts';
 
 export interface PaymentListQuery extends PageRequest {
@@ -46,11 +47,9 @@ interface PaymentsServiceDeps {
 export class PaymentsService {
   constructor(private readonly deps: PaymentsServiceDeps) {}
 
-  /** The tenant that owns a payment (the admin API addresses it by id alone); 404 when none. */
-  async tenantOf(id: string): Promise<string> {
-    const tenantId = await this.deps.payments.findTenantOf(id);
-    if (!tenantId) throw notFound('Payment');
-    return tenantId;
+  /** The tenant that owns this payment (the admin API addresses it by id alone). */
+  tenantOf(id: string): Promise<string> {
+    return owningTenant(this.deps.payments, id, 'Payment');
   }
 
   async list(tenantId: string, query: PaymentListQuery): Promise<Page<PaymentRow>> {

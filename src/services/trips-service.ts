@@ -22,6 +22,7 @@ import type { LibraryRepository } from '../repositories/library-repository.ts';
 import type { TenantsRepository } from '../repositories/tenants-repository.ts';
 import type { TripRow, TripsRepository } from '../repositories/trips-repository.ts';
 import type { EventsService } from './events-service.ts';
+import { owningTenant } from './owner.ts';
 import { calendarDate, FieldErrorCollector } from './validation.ts';
 
 export interface TripListQuery extends PageRequest {
@@ -83,11 +84,9 @@ interface TripsServiceDeps {
 export class TripsService {
   constructor(private readonly deps: TripsServiceDeps) {}
 
-  /** The tenant that owns a trip (the admin API addresses it by id alone); 404 when none. */
-  async tenantOf(id: string): Promise<string> {
-    const tenantId = await this.deps.trips.findTenantOf(id);
-    if (!tenantId) throw notFound('Trip');
-    return tenantId;
+  /** The tenant that owns this trip (the admin API addresses it by id alone). */
+  tenantOf(id: string): Promise<string> {
+    return owningTenant(this.deps.trips, id, 'Trip');
   }
 
   async list(tenantId: string, query: TripListQuery): Promise<Page<TripRow>> {
