@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import Stripe from 'stripe';
+import { assertEventData } from '../src/domain/event-schemas.ts';
+import { SUBSCRIBABLE_EVENT_TYPES } from '../src/domain/states.ts';
 import { startWorker } from '../src/webhooks/start-worker.ts';
 import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
 import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
@@ -275,6 +277,74 @@ for (const backend of BACKENDS) {
       const [row] = await deliveries(subscription.id);
       assert.equal(row.attempts, 2);
       assert.equal(received('/stall').length, 2);
+    });
+
+    it('fires a sample of any subscribable type on request, signed, marked as a test, valid against its schema', async () => {
+      const { data: subscription, signingKey } = await subscribe('/typed', ['client.created']);
+      for (const eventType of SUBSCRIBABLE_EVENT_TYPES) {
+        const fired = await ctx.api('POST', '/api/v1/webhooks/test', {
+          token: tenant.token,
+          body: { subscriptionId: subscription.id, eventType },
+        });
+        assert.equal(fired.statusCode, 200, fired.body);
+        assert.equal(fired.json().data.deliveries, 1);
+      }
+      const requests = await until(async () =>
+        received('/typed').length >= SUBSCRIBABLE_EVENT_TYPES.length
+          ? received('/typed')
+          : undefined,
+      );
+      assert.deepEqual(
+        requests.map((r) => r.headers['service-event-type']).sort(),
+        [...SUBSCRIBABLE_EVENT_TYPES].sort(),
+      );
+      for (const request of requests) {
+        const header = String(request.headers['service-signature']);
+        const event = stripe.webhooks.constructEvent(request.body, header, signingKey);
+        const body = JSON.parse(request.body);
+        assert.equal(body.test, true);
+        assert.equal(body.type, request.headers['service-event-type']);
+        assert.equal(event.id, body.id);
+        // The sample is what a real event of the type carries (throws otherwise).
+        assertEventData(body.type, body.data);
+      }
+      // A real event of the same subscription is not marked.
+      await createClient('Real one');
+      const real = await until(async () =>
+        received('/typed').find((r) => !JSON.parse(r.body).test),
+      );
+      assert.equal(JSON.parse(real.body).type, 'client.created');
+      assert.ok(!('test' in JSON.parse(real.body)));
+    });
+
+    it('refuses a test fire of webhook.test or an unknown type by name (422 errors.eventType)', async () => {
+      for (const eventType of ['webhook.test', 'booking.exploded', '', 7]) {
+        const refused = await ctx.api('POST', '/api/v1/webhooks/test', {
+          token: tenant.token,
+          body: { eventType },
+        });
+        assert.equal(refused.statusCode, 422, String(eventType));
+        assert.ok(refused.json().errors.eventType, refused.body);
+      }
+    });
+
+    it('counts a typed test fire nowhere, whatever its outcome', async () => {
+      const { data: subscription } = await subscribe('/typed-gone', ['booking.confirmed'], () => ({
+        status: 410,
+      }));
+      const fired = await ctx.api('POST', '/api/v1/webhooks/test', {
+        token: tenant.token,
+        body: { subscriptionId: subscription.id, eventType: 'booking.confirmed' },
+      });
+      assert.equal(fired.statusCode, 200);
+      // Four 410s: enough to pause (3) if a test counted.
+      await monitor.recorded(subscription.id, 'dead_letter');
+      const after = (await ctx.api('GET', '/api/v1/webhooks', { token: tenant.token }))
+        .json()
+        .data.find((s: { id: string }) => s.id === subscription.id);
+      assert.equal(after.active, true);
+      assert.equal(after.consecutiveFailures, 0);
+      assert.equal(after.lastFailureAt, null);
     });
 
     it('leaves the subscription as it was after a test fire, whatever the outcome', async () => {

@@ -206,6 +206,8 @@ export interface EventsTable {
   type: string;
   /** JSON of the event's `data`. */
   data: string;
+  /** Fired by a test (`POST /api/v1/webhooks/test`): marked in the envelope, counted nowhere. */
+  isTest: boolean;
   createdAt: string;
 }
 

@@ -100,8 +100,9 @@ export type EventType = (typeof EVENT_TYPES)[number];
 
 /** Every type but `webhook.test`, which is only ever fired by a test (api-spec 6.1). */
 export const SUBSCRIBABLE_EVENT_TYPES = EVENT_TYPES.filter(
-  (type): type is Exclude<EventType, 'webhook.test'> => type !== 'webhook.test',
+  (type): type is SubscribableEventType => type !== 'webhook.test',
 );
+export type SubscribableEventType = Exclude<EventType, 'webhook.test'>;
 
 /** Webhook delivery statuses (api-spec 2.6). */
 export const DELIVERY_STATUSES = ['pending', 'in_flight', 'success', 'dead_letter'] as const;

@@ -236,6 +236,12 @@ function envelope(type: EventType): Json {
         minimum: 0,
         description: 'Unix seconds when this attempt was sent.',
       },
+      test: {
+        type: 'boolean',
+        const: true,
+        description:
+          'Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.',
+      },
       data: toDocumentSchema(EVENT_DATA_SCHEMAS[type]),
     },
   };

@@ -22,6 +22,8 @@ export interface ClaimedDelivery {
   attempts: number;
   claimedAt: string;
   data: string;
+  /** A test fire's event: marked in the envelope, changes no counter. */
+  isTest: boolean;
   url: string;
   signingKey: string;
   legacySigningKey: string | null;
@@ -256,6 +258,7 @@ export class WebhooksRepository extends Repository {
         'd.attempts',
         'd.claimedAt',
         'e.data',
+        'e.isTest',
         's.url',
         's.signingKey',
         's.legacySigningKey',

@@ -88,13 +88,14 @@ export class DeliveriesService {
 
   /**
    * Records a batch of attempts and folds them into their subscriptions' counters, in one
-   * transaction; returns the subscriptions it paused, whose notification rows it wrote. Test
-   * events change no counter: a test fire leaves the subscription as it was (api-spec 4.9).
+   * transaction; returns the subscriptions it paused, whose notification rows it wrote. A test
+   * fire's events change no counter, whatever their type: it leaves the subscription as it was
+   * (api-spec 4.9).
    */
   record(batch: readonly SettledAttempt[]): Promise<PausedNotice[]> {
     return this.deps.database.withTransaction(async () => {
       await this.deps.webhooks.recordOutcomes(batch.map((s) => s.outcome));
-      return this.updateSubscriptions(batch.filter((s) => s.delivery.eventType !== 'webhook.test'));
+      return this.updateSubscriptions(batch.filter((s) => !s.delivery.isTest));
     });
   }
 

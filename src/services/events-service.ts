@@ -37,6 +37,7 @@ export class EventsService {
     tenantId: string,
     type: T,
     data: EventData<T>,
+    options: { test?: boolean } = {},
   ): Promise<string> {
     assertEventData(type, data);
     const id = newEventId();
@@ -45,6 +46,7 @@ export class EventsService {
       tenantId,
       type,
       data: JSON.stringify(data),
+      isTest: options.test === true,
       createdAt: nowIso(this.deps.clock),
     });
     return id;

@@ -2,9 +2,11 @@ import type { Database } from '../db/database.ts';
 import { DELIVERIES_CHANNEL, type Notifier } from '../db/notifier.ts';
 import type { DeliveryStatus } from '../db/schema.ts';
 import type { AddressGuard } from '../domain/address-guard.ts';
+import { sampleEventData } from '../domain/event-samples.ts';
+import type { EventData } from '../domain/event-schemas.ts';
 import { effectiveWebhookEndpointCap, isTier, TIERS } from '../domain/plans.ts';
 import { newSigningKey } from '../domain/signing.ts';
-import type { EventType } from '../domain/states.ts';
+import type { EventType, SubscribableEventType } from '../domain/states.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
 import { keysetPage, type Page, type PageRequest } from '../lib/cursor.ts';
 import { newId } from '../lib/ids.ts';
@@ -201,13 +203,16 @@ export class WebhooksService {
   }
 
   /**
-   * A synthetic `webhook.test`: to one subscription (404 unknown or deleted, 422 paused), or to
-   * every active one whatever its events list. The subscriptions are not modified.
+   * A test event: `webhook.test`, or a sample of `eventType` (any subscribable type, realistic
+   * data with ids that name no row); to one subscription (404 unknown or deleted, 422 paused), or
+   * to every active one whatever its events list. Marked as a test in its envelope; the
+   * subscriptions are not modified, whatever the outcome.
    */
   async fireTest(
     tenantId: string,
-    subscriptionId: string | undefined,
+    options: { subscriptionId?: string; eventType?: SubscribableEventType },
   ): Promise<{ eventId: string; deliveries: number }> {
+    const { subscriptionId, eventType } = options;
     let targets: string[];
     if (subscriptionId !== undefined) {
       const subscription = await this.live(tenantId, subscriptionId);
@@ -219,11 +224,20 @@ export class WebhooksService {
       targets = (await this.deps.webhooks.activeSubscriptions(tenantId)).map((s) => s.id);
     }
     return this.deps.database.withTransaction(async () => {
-      const eventId = await this.deps.events.record(tenantId, 'webhook.test', {
-        subscriptionId: subscriptionId ?? null,
-        message: TEST_MESSAGE,
-      });
-      const queued = await this.deps.events.queue(tenantId, eventId, 'webhook.test', targets);
+      const type = eventType ?? 'webhook.test';
+      const data =
+        eventType === undefined
+          ? { subscriptionId: subscriptionId ?? null, message: TEST_MESSAGE }
+          : sampleEventData(eventType, this.deps.clock.now());
+      const eventId = await this.deps.events.record(
+        tenantId,
+        type,
+        data as EventData<typeof type>,
+        {
+          test: true,
+        },
+      );
+      const queued = await this.deps.events.queue(tenantId, eventId, type, targets);
       return { eventId, deliveries: queued.length };
     });
   }

@@ -227,7 +227,8 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     const now = this.deps.clock.now();
     const created = Math.floor(now.getTime() / 1000);
     // The stored data is the validated JSON text: spliced in, not parsed and re-serialized.
-    const body = `{"id":"${delivery.eventId}","type":"${delivery.eventType}","created":${created},"data":${delivery.data}}`;
+    const test = delivery.isTest ? ',"test":true' : '';
+    const body = `{"id":"${delivery.eventId}","type":"${delivery.eventType}","created":${created}${test},"data":${delivery.data}}`;
     const headers = {
       'content-type': 'application/json',
       'user-agent': this.userAgent,

@@ -54,6 +54,12 @@ const TestBody = Type.Object(
     subscriptionId: Type.Optional(
       Type.String({ description: 'Only this subscription; omitted: every active one.' }),
     ),
+    eventType: Type.Optional(
+      StringEnum(SUBSCRIBABLE_EVENT_TYPES, {
+        description:
+          'Send a sample of this event type (realistic data, ids that name no real row) instead of `webhook.test`. Its envelope has `"test": true` like every test event.',
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -248,9 +254,9 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app
       schema: {
         operationId: 'testWebhooks',
         tags: ['Webhooks'],
-        summary: 'Fire a synthetic webhook.test event',
+        summary: 'Fire a test event',
         description:
-          'To one subscription, or to every active one whatever its events list. 404 for an unknown or deleted subscription, 422 for a paused one.',
+          'A `webhook.test` event, or with `eventType` a sample of that type, to one subscription or to every active one whatever its events list. Test events carry `"test": true` in their envelope and change none of the subscription\'s counters. 404 for an unknown or deleted subscription, 422 for a paused one or for an `eventType` that is not a subscribable type.',
         headers: IdempotencyHeaders,
         body: TestBody,
         [OPTIONAL_BODY]: true,
@@ -272,10 +278,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app
       },
     },
     async (request) => ({
-      data: await services.webhooks.fireTest(
-        callerOf(request).tenant.id,
-        request.body.subscriptionId,
-      ),
+      data: await services.webhooks.fireTest(callerOf(request).tenant.id, request.body),
     }),
   );
 };

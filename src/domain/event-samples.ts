@@ -1,0 +1,56 @@
+import { newId } from '../lib/ids.ts';
+import type { EventData } from './event-schemas.ts';
+import type { EventType } from './states.ts';
+
+/**
+ * A realistic `data` of each event type, with fresh ids that name no real row: what a test fire
+ * of that type sends (`POST /api/v1/webhooks/test` with `eventType`). Typed by EventType, so a
+ * new event type does not compile until it has a sample; the tests check each against its schema.
+ */
+export function sampleEventData<T extends EventType>(type: T, now = new Date()): EventData<T> {
+  const booking = {
+    bookingId: newId('bkg'),
+    tripId: newId('trp'),
+    totalRetailCents: 249_000,
+    currency: 'EUR',
+  };
+  const payment = {
+    paymentId: newId('pay'),
+    bookingId: newId('bkg'),
+    amountCents: 74_700,
+    currency: 'EUR',
+  };
+  const tripId = newId('trp');
+  const at = now.toISOString();
+  const samples: { [K in EventType]: EventData<K> } = {
+    'booking.confirmed': { ...booking, status: 'confirmed' },
+    'booking.cancelled': { ...booking, status: 'cancelled' },
+    'booking.refunded': { ...booking, status: 'refunded' },
+    'dispute.opened': { ...booking, status: 'disputed' },
+    'dispute.closed': { ...booking, status: 'confirmed' },
+    'payment.succeeded': { ...payment, status: 'succeeded' },
+    'payment.failed': { ...payment, status: 'failed' },
+    'trip.published': {
+      tripId,
+      publicSlug: 'lisbon-in-spring-3f9a2c',
+      publishedAt: at,
+      unpublishedAt: null,
+    },
+    'trip.unpublished': {
+      tripId,
+      publicSlug: 'lisbon-in-spring-3f9a2c',
+      publishedAt: at,
+      unpublishedAt: at,
+    },
+    'client.created': {
+      clientId: newId('cli'),
+      kind: 'individual',
+      displayName: 'Ana Lima',
+    },
+    'webhook.test': {
+      subscriptionId: null,
+      message: 'This is a test event fired from POST /api/v1/webhooks/test.',
+    },
+  };
+  return samples[type];
+}
