@@ -36,8 +36,53 @@ const EXPLANATIONS: Record<ProblemSlug, string> = {
     'Bookings cannot yet be created through the API. The request was valid; send the traveller to <code>next.checkoutUrl</code> to complete payment on the storefront.',
 };
 
-/** `GET /errors/<slug>`: the human page behind every problem `type` URL. */
+const escapeHtml = (text: string) =>
+  text.replace(
+    /[&<>"]/g,
+    (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c] ?? c,
+  );
+
+const page = (title: string, body: string) =>
+  `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>${escapeHtml(title)}</title></head><body>${body}</body></html>\n`;
+
+/**
+ * `GET /`: where an integrator starts; `GET /errors`: every problem type; `GET /errors/<slug>`: the
+ * human page behind each problem `type` URL. Plain HTML, nothing loaded from elsewhere.
+ */
 export const errorPages: FastifyPluginAsync<{ config: Config }> = async (app) => {
+  app.get('/', { schema: { hide: true } }, async (_request, reply) =>
+    reply
+      .type('text/html; charset=utf-8')
+      .send(
+        page(
+          'Tour-Operator API',
+          '<h1>Tour-Operator API</h1><ul>' +
+            '<li><a href="/docs/">API reference</a>: every operation, webhook event and example</li>' +
+            '<li><a href="/v1/openapi.json">OpenAPI 3.1 document</a> (JSON)</li>' +
+            '<li><a href="/errors">Problem types</a>: what each error means and what to do</li>' +
+            '<li><a href="/healthz">/healthz</a> and <a href="/readyz">/readyz</a></li>' +
+            '</ul><p>Authenticate with <code>Authorization: Bearer tk_live_…</code> under <code>/api/v1</code>.</p>',
+        ),
+      ),
+  );
+
+  // Browsers ask for it on every page; an empty answer keeps their consoles free of 404s.
+  app.get('/favicon.ico', { schema: { hide: true } }, async (_request, reply) =>
+    reply.code(204).header('cache-control', 'public, max-age=86400').send(),
+  );
+
+  app.get('/errors', { schema: { hide: true } }, async (_request, reply) => {
+    const items = (Object.keys(PROBLEM_TYPES) as ProblemSlug[])
+      .map((slug) => {
+        const { status, title } = PROBLEM_TYPES[slug];
+        return `<li><a href="/errors/${slug}"><code>${slug}</code></a> (${status}): ${escapeHtml(title)}</li>`;
+      })
+      .join('');
+    return reply
+      .type('text/html; charset=utf-8')
+      .send(page('Problem types', `<h1>Problem types</h1><ul>${items}</ul>`));
+  });
+
   app.get<{ Params: { slug: string } }>(
     '/errors/:slug',
     { schema: { hide: true } },

@@ -4,6 +4,7 @@ import packageJson from '../../package.json' with { type: 'json' };
 import type { Config } from '../config.ts';
 import type { RateLimits } from '../rate-limit/rate-limits.ts';
 import type { Services } from '../services/index.ts';
+import { registerReferencePage } from './reference-page.ts';
 import { apiV1 } from './routes/index.ts';
 import { markOptionalBodies } from './schemas.ts';
 import { webhookDocs } from './webhook-docs.ts';
@@ -84,4 +85,5 @@ export const publicApi: FastifyPluginAsync<{
   };
   app.get('/v1/openapi.json', { schema: { hide: true } }, serveDocument);
   app.get('/openapi.json', { schema: { hide: true } }, serveDocument);
+  await registerReferencePage(app, { routePrefix: '/docs', title: 'Tour-Operator API reference' });
 };
