@@ -22,6 +22,42 @@ export const refResolver = {
   },
 };
 
+/** Every tag the public operations use, in the order readers meet them. */
+const PUBLIC_TAGS = [
+  {
+    name: 'Token',
+    description: 'Who the calling token is: its tenant, plan, scopes and environment.',
+  },
+  {
+    name: 'Trips',
+    description:
+      'Trips of the tenant: created and edited here, published on the storefront through the operator console. Each change bumps `version`.',
+  },
+  {
+    name: 'Bookings',
+    description:
+      'Bookings made through the storefront checkout, each pinned to the trip version it was made on. Read-only here; creating one answers 501 with the checkout URL.',
+  },
+  {
+    name: 'Clients',
+    description: 'Individuals and companies the tenant sells to; `client.created` is emitted.',
+  },
+  {
+    name: 'Payments',
+    description: 'The read-only ledger of payments of bookings, written by the payment processor.',
+  },
+  {
+    name: 'Libraries',
+    description:
+      'The reusable catalogs trips are built from: cities, hotels, activities, vehicles and guides.',
+  },
+  {
+    name: 'Webhooks',
+    description:
+      'Subscriptions of HTTPS endpoints to events, their signing keys and their deliveries. The events themselves are described in the `webhooks` section.',
+  },
+];
+
 /** The versioned public API and the OpenAPI document generated from its route schemas. */
 export const publicApi: FastifyPluginAsync<{
   config: Config;
@@ -34,6 +70,11 @@ export const publicApi: FastifyPluginAsync<{
       info: {
         title: 'Tour-Operator Public API',
         version: API_VERSION,
+        contact: { name: 'API reference', url: `${config.publicBaseUrl}/docs/` },
+        license: {
+          name: 'Proprietary: for integrations with the service only',
+          identifier: 'LicenseRef-Proprietary',
+        },
         description:
           'Server-to-server API for tour operators: trips, bookings, clients, payments, library ' +
           'catalogs and webhooks. Every error is application/problem+json with a stable `type` ' +
@@ -59,14 +100,7 @@ export const publicApi: FastifyPluginAsync<{
         retryScheduleMs: config.webhook.retryScheduleMs,
         timeoutMs: config.webhook.timeoutMs,
       }),
-      tags: [
-        { name: 'Token' },
-        { name: 'Trips' },
-        { name: 'Bookings' },
-        { name: 'Clients' },
-        { name: 'Payments' },
-        { name: 'Libraries' },
-      ],
+      tags: PUBLIC_TAGS,
     },
     refResolver,
     transformObject: (documentObject) =>

@@ -378,3 +378,36 @@ export function markOptionalBodies<T extends { paths?: object }>(document: T): T
   }
   return document;
 }
+
+/**
+ * Drops component schemas the document never references: every shared schema is registered on
+ * the whole app, but the admin document uses only some of them.
+ */
+export function pruneUnusedSchemas<
+  T extends { components?: { schemas?: Record<string, unknown> } },
+>(document: T): T {
+  const schemas = document.components?.schemas;
+  if (!schemas) return document;
+  const refsIn = (value: unknown) =>
+    new Set(
+      [...JSON.stringify(value).matchAll(/"\$ref":"#\/components\/schemas\/([^"]+)"/g)].map(
+        (match) => match[1],
+      ),
+    );
+  // Reachable from outside the components, then from what is reachable, until nothing is added.
+  const { components, ...rest } = document;
+  const used = refsIn(rest);
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const name of [...used]) {
+      for (const inner of refsIn(schemas[name])) {
+        if (!used.has(inner)) {
+          used.add(inner);
+          grew = true;
+        }
+      }
+    }
+  }
+  for (const name of Object.keys(schemas)) if (!used.has(name)) delete schemas[name];
+  return document;
+}

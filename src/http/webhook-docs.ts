@@ -267,6 +267,8 @@ export function webhookDocs(options: WebhookDocsOptions) {
       {
         post: {
           operationId: operationId(type),
+          // Sent by us to the subscriber: no token of this API is involved.
+          security: [],
           summary: EVENT_DOCS[type].summary,
           description: [
             EVENT_DOCS[type].description,

@@ -7,6 +7,7 @@ import type { RateLimits } from '../../rate-limit/rate-limits.ts';
 import type { Services } from '../../services/index.ts';
 import { ipGuardHook } from '../auth.ts';
 import { API_VERSION, refResolver } from '../public-api.ts';
+import { pruneUnusedSchemas } from '../schemas.ts';
 import { adminBookingRoutes } from './bookings-routes.ts';
 import { adminClientRoutes } from './clients-routes.ts';
 import { adminLibraryRoutes } from './library-routes.ts';
@@ -51,17 +52,38 @@ export const adminApi: FastifyPluginAsync<{
       info: {
         title: 'Tour-Operator Admin API',
         version: API_VERSION,
+        contact: { name: 'Operator documentation', url: `${config.publicBaseUrl}/docs/` },
+        license: {
+          name: 'Proprietary: for the operator console only',
+          identifier: 'LicenseRef-Proprietary',
+        },
         description:
           'Operator console surface: tenants, members, tokens, catalogs and the state changes ' +
           'that the public API only reads. Not part of the versioned public contract.',
       },
       servers: [{ url: config.publicBaseUrl }],
       components: {
-        securitySchemes: { adminBearer: { type: 'http', scheme: 'bearer' } },
+        securitySchemes: {
+          adminBearer: { type: 'http', scheme: 'bearer', description: 'ADMIN_API_TOKEN.' },
+        },
       },
+      tags: [
+        { name: 'Tenants', description: 'Tenants, their plans, members and notifications.' },
+        { name: 'Tokens', description: 'API tokens of a tenant: minted and revoked here.' },
+        { name: 'Libraries', description: 'Catalog items of a tenant.' },
+        { name: 'Clients', description: 'Clients of a tenant and their archiving.' },
+        { name: 'Trips', description: 'Publication and status of trips.' },
+        { name: 'Webhooks', description: 'Re-enabling paused webhook subscriptions.' },
+        { name: 'Bookings', description: 'Checkout: bookings and their transitions.' },
+        { name: 'Payments', description: 'The payment processor: payments and their transitions.' },
+      ],
       security: [{ adminBearer: [] }],
     },
     refResolver,
+    transformObject: (documentObject) =>
+      'openapiObject' in documentObject
+        ? pruneUnusedSchemas(documentObject.openapiObject)
+        : documentObject.swaggerObject,
   });
   for (const routes of [
     adminTenantRoutes,

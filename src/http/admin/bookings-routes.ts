@@ -28,6 +28,10 @@ export const adminBookingRoutes: FastifyPluginAsyncTypebox<AdminRouteOptions> = 
     {
       schema: {
         operationId: 'adminCreateBooking',
+        tags: ['Bookings'],
+        summary: 'Create a booking on a published trip (checkout)',
+        description:
+          'The trip names the tenant; the booking is pinned to its current version. 422 `errors.tripId` for an unknown or unpublished trip.',
         body: CreateBookingBody,
         response: { 201: DataOf(Type.Ref(Booking)), ...adminProblems },
       },
@@ -42,6 +46,10 @@ export const adminBookingRoutes: FastifyPluginAsyncTypebox<AdminRouteOptions> = 
     {
       schema: {
         operationId: 'adminBookingTransition',
+        tags: ['Bookings'],
+        summary: 'Move a booking to another status',
+        description:
+          'Only the moves of the booking state machine are allowed (409 `invalid_transition` otherwise); the matching events are emitted.',
         params: IdParams,
         body: Transition(BOOKING_STATUSES),
         response: { 200: DataOf(Type.Ref(Booking)), ...adminProblems },

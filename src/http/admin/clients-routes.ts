@@ -14,6 +14,9 @@ export const adminClientRoutes: FastifyPluginAsyncTypebox<AdminRouteOptions> = a
     {
       schema: {
         operationId: 'adminCreateClient',
+        tags: ['Clients'],
+        summary: 'Create a client in a tenant',
+        description: 'Emits `client.created`.',
         params: IdParams,
         body: CreateClientBody,
         response: { 201: DataOf(Type.Ref(Client)), ...adminProblems },
@@ -31,6 +34,9 @@ export const adminClientRoutes: FastifyPluginAsyncTypebox<AdminRouteOptions> = a
       {
         schema: {
           operationId: `adminClient_${action}`,
+          tags: ['Clients'],
+          summary: `${action === 'archive' ? 'Archive' : 'Unarchive'} a client`,
+          description: 'Archived clients stay readable; the `archived` filter selects them.',
           params: IdParams,
           response: { 200: DataOf(Type.Ref(Client)), ...adminProblems },
         },

@@ -60,6 +60,9 @@ export const adminLibraryRoutes: FastifyPluginAsyncTypebox<AdminRouteOptions> = 
       {
         schema: {
           operationId: `adminCreate_${kind}`,
+          tags: ['Libraries'],
+          summary: `Add an item to a tenant's ${kind} catalog`,
+          description: "422 `errors.cityId` when the city is not in the same tenant's catalog.",
           params: IdParams,
           body: LIBRARY_BODIES[kind],
           response: { 201: DataOf(Type.Ref(LibraryItems[kind])), ...adminProblems },

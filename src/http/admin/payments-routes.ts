@@ -27,6 +27,9 @@ export const adminPaymentRoutes: FastifyPluginAsyncTypebox<AdminRouteOptions> = 
     {
       schema: {
         operationId: 'adminCreatePayment',
+        tags: ['Payments'],
+        summary: 'Record a payment of a booking (payment processor)',
+        description: 'The first payment of a booking is its deposit (`isDeposit`).',
         params: IdParams,
         body: CreatePaymentBody,
         response: { 201: DataOf(Type.Ref(Payment)), ...adminProblems },
@@ -44,6 +47,10 @@ export const adminPaymentRoutes: FastifyPluginAsyncTypebox<AdminRouteOptions> = 
     {
       schema: {
         operationId: 'adminPaymentTransition',
+        tags: ['Payments'],
+        summary: 'Move a payment to another status',
+        description:
+          'Only the moves of the payment state machine are allowed (409 `invalid_transition` otherwise); `payment.succeeded` and `payment.failed` are emitted.',
         params: IdParams,
         body: Transition(PAYMENT_STATUSES),
         response: { 200: DataOf(Type.Ref(Payment)), ...adminProblems },

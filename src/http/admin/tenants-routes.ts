@@ -123,6 +123,9 @@ export const adminTenantRoutes: FastifyPluginAsyncTypebox<AdminRouteOptions> = a
     {
       schema: {
         operationId: 'adminCreateTenant',
+        tags: ['Tenants'],
+        summary: 'Create a tenant',
+        description: '409 `slug_taken` when the slug is in use.',
         body: CreateTenantBody,
         response: { 201: DataOf(Tenant), ...adminProblems },
       },
@@ -137,6 +140,9 @@ export const adminTenantRoutes: FastifyPluginAsyncTypebox<AdminRouteOptions> = a
     {
       schema: {
         operationId: 'adminGetTenant',
+        tags: ['Tenants'],
+        summary: 'Get a tenant',
+        description: 'Its plan, whether it is active, and its effective quotas.',
         params: IdParams,
         response: { 200: DataOf(Tenant), ...adminProblems },
       },
@@ -151,6 +157,9 @@ export const adminTenantRoutes: FastifyPluginAsyncTypebox<AdminRouteOptions> = a
     {
       schema: {
         operationId: 'adminUpdateTenant',
+        tags: ['Tenants'],
+        summary: "Change a tenant's name, plan, activity or quotas",
+        description: 'Applies at once to every token of the tenant, in every process.',
         params: IdParams,
         body: UpdateTenantBody,
         response: { 200: DataOf(Tenant), ...adminProblems },
@@ -166,6 +175,10 @@ export const adminTenantRoutes: FastifyPluginAsyncTypebox<AdminRouteOptions> = a
     {
       schema: {
         operationId: 'adminAddMember',
+        tags: ['Tenants'],
+        summary: 'Add a member to a tenant',
+        description:
+          'Owners and admins receive auto-pause notices. 409 `member_exists` for a known email.',
         params: IdParams,
         body: Type.Object(
           { email: Email, role: StringEnum(MEMBER_ROLES) },
@@ -185,6 +198,9 @@ export const adminTenantRoutes: FastifyPluginAsyncTypebox<AdminRouteOptions> = a
     {
       schema: {
         operationId: 'adminListNotifications',
+        tags: ['Tenants'],
+        summary: "List a tenant's notifications, newest first",
+        description: 'One row per recipient of each notice (an auto-paused webhook subscription).',
         params: IdParams,
         response: { 200: DataOf(Type.Array(Notification)), ...adminProblems },
       },
@@ -199,6 +215,9 @@ export const adminTenantRoutes: FastifyPluginAsyncTypebox<AdminRouteOptions> = a
     {
       schema: {
         operationId: 'adminCreateToken',
+        tags: ['Tokens'],
+        summary: 'Mint an API token for a tenant',
+        description: 'The token value is in the answer only; it is stored as a SHA-256 hash.',
         params: IdParams,
         body: CreateTokenBody,
         response: {
@@ -222,6 +241,9 @@ export const adminTenantRoutes: FastifyPluginAsyncTypebox<AdminRouteOptions> = a
     {
       schema: {
         operationId: 'adminRevokeToken',
+        tags: ['Tokens'],
+        summary: 'Revoke an API token',
+        description: 'Refused at once by every process; revoking twice keeps the first time.',
         params: IdParams,
         response: { 200: DataOf(TokenObject), ...adminProblems },
       },

@@ -15,6 +15,10 @@ export const adminTripRoutes: FastifyPluginAsyncTypebox<AdminRouteOptions> = asy
       {
         schema: {
           operationId: `adminTrip_${action}`,
+          tags: ['Trips'],
+          summary: `${action === 'publish' ? 'Publish' : 'Unpublish'} a trip`,
+          description:
+            'Emits `trip.published` or `trip.unpublished`; doing it twice changes nothing.',
           params: IdParams,
           response: { 200: DataOf(Type.Ref(Trip)), ...adminProblems },
         },
@@ -31,6 +35,10 @@ export const adminTripRoutes: FastifyPluginAsyncTypebox<AdminRouteOptions> = asy
     {
       schema: {
         operationId: 'adminTripStatus',
+        tags: ['Trips'],
+        summary: "Set a trip's status",
+        description:
+          'Only the moves of the trip state machine are allowed (409 `invalid_transition` otherwise).',
         params: IdParams,
         body: Type.Object({ status: StringEnum(TRIP_STATUSES) }, { additionalProperties: false }),
         response: { 200: DataOf(Type.Ref(Trip)), ...adminProblems },

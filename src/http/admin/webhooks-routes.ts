@@ -13,6 +13,9 @@ export const adminWebhookRoutes: FastifyPluginAsyncTypebox<AdminRouteOptions> = 
     {
       schema: {
         operationId: 'adminEnableWebhook',
+        tags: ['Webhooks'],
+        summary: 'Re-enable a paused webhook subscription',
+        description: 'Active again with its counters cleared; its pending deliveries resume.',
         params: IdParams,
         response: { 200: DataOf(Type.Ref(WebhookSubscription)), ...adminProblems },
       },

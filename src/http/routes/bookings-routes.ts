@@ -39,6 +39,8 @@ export const bookingRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app
         operationId: 'listBookings',
         tags: ['Bookings'],
         summary: 'List bookings, by id ascending',
+        description:
+          'Keyset pagination like every list. Filter by `status` (an unknown value is ignored) and `tripId`. Scope `bookings:read`.',
         querystring: ListBookingsQuery,
         response: {
           200: ok(PageOf(Type.Ref(Booking)), 'A page of bookings.'),
@@ -93,6 +95,8 @@ export const bookingRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app
         operationId: 'getBooking',
         tags: ['Bookings'],
         summary: 'Get a booking',
+        description:
+          'A booking of the calling tenant, with the snapshot of the trip version it was made on. Scope `bookings:read`.',
         params: IdParams,
         response: {
           200: ok(DataOf(Type.Ref(Booking)), 'The booking.'),

@@ -63,6 +63,8 @@ export const clientRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app,
         operationId: 'listClients',
         tags: ['Clients'],
         summary: 'List clients, by id ascending',
+        description:
+          'Keyset pagination like every list. Filter by `kind` (an unknown value is ignored) and `archived`. Scope `clients:read`.',
         querystring: ListClientsQuery,
         response: {
           200: ok(PageOf(Type.Ref(Client)), 'A page of clients.'),
@@ -112,6 +114,7 @@ export const clientRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app,
         operationId: 'getClient',
         tags: ['Clients'],
         summary: 'Get a client',
+        description: 'A client of the calling tenant. Scope `clients:read`.',
         params: IdParams,
         response: {
           200: ok(DataOf(Type.Ref(Client)), 'The client.'),

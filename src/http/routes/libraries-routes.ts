@@ -33,6 +33,10 @@ export const libraryRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app
           operationId: OPERATION[kind],
           tags: ['Libraries'],
           summary: `List the tenant's ${kind} catalog, by id ascending`,
+          description:
+            `Keyset pagination like every list; ` +
+            `${CITY_SCOPED_KINDS.includes(kind) ? '`cityId` filters by city, ' : ''}` +
+            '`q` matches names (contains, case-insensitive). Scope `libraries:read`.',
           querystring: Query(filters),
           response: {
             200: ok(PageOf(Type.Ref(LibraryItems[kind])), 'A page of catalog items.'),

@@ -19,6 +19,8 @@ export const paymentRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app
         operationId: 'listPayments',
         tags: ['Payments'],
         summary: 'List payments, by id ascending (read-only ledger)',
+        description:
+          'Payments are created and moved by the payment processor, never through this API. Filter by `status` and `bookingId`. Scope `payments:read`.',
         querystring: ListPaymentsQuery,
         response: {
           200: ok(PageOf(Type.Ref(Payment)), 'A page of payments.'),

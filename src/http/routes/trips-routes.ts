@@ -66,6 +66,8 @@ export const tripRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app, {
         operationId: 'listTrips',
         tags: ['Trips'],
         summary: 'List trips, by id ascending',
+        description:
+          'Keyset pagination: pass `meta.cursor` as `cursor` for the next page; `limit` 1-100 (default 50). Filter by `status` (an unknown value is ignored) and `publishedAt[gte]` (any RFC 3339 offset; compared as an instant). Scope `trips:read`.',
         querystring: ListTripsQuery,
         response: {
           200: ok(PageOf(Type.Ref(Trip)), 'A page of trips.'),
@@ -122,6 +124,8 @@ export const tripRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app, {
         operationId: 'getTrip',
         tags: ['Trips'],
         summary: 'Get a trip',
+        description:
+          "A trip of the calling tenant; another tenant's id is 404, like an unknown one. Scope `trips:read`.",
         params: IdParams,
         response: { 200: ok(DataOf(Type.Ref(Trip)), 'The trip.'), ...problems(401, 403, 404, 429) },
       },

@@ -73,6 +73,8 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app
         operationId: 'listWebhooks',
         tags: ['Webhooks'],
         summary: 'List webhook subscriptions, newest first (deleted ones included, inactive)',
+        description:
+          'Every subscription of the tenant, with its delivery health (`consecutiveFailures`, `lastSuccessAt`, `lastFailureAt`). The signing key is never shown again. Scope `webhooks:read`.',
         querystring: Query({}),
         response: {
           200: ok(
@@ -127,6 +129,8 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app
         operationId: 'deleteWebhook',
         tags: ['Webhooks'],
         summary: 'Delete a subscription (soft: it stays listed, inactive, with its deliveries)',
+        description:
+          'Stops deliveries at once; pending ones are never sent. A second delete is 404. Scope `webhooks:write`.',
         headers: IdempotencyHeaders,
         params: IdParams,
         response: {
@@ -149,6 +153,8 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app
         operationId: 'rotateWebhookKey',
         tags: ['Webhooks'],
         summary: 'Replace the signing key; the old one keeps signing for 24 hours',
+        description:
+          "Returns the new key once. For `WEBHOOK_KEY_OVERLAP` (24 h) deliveries carry two `v1` signatures, the new key's first, so receivers can switch keys without dropping events. Scope `webhooks:write`.",
         headers: IdempotencyHeaders,
         params: IdParams,
         response: {
@@ -188,6 +194,8 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app
         operationId: 'listWebhookDeliveries',
         tags: ['Webhooks'],
         summary: 'List deliveries of a subscription, newest first',
+        description:
+          'One row per delivery of an event to this subscription (a redelivery is a new row). Filter by `status`. Scope `webhooks:read`.',
         params: IdParams,
         querystring: DeliveriesQuery,
         response: {
