@@ -6,6 +6,7 @@ import {
   PAYMENT_MODES,
   PAYMENT_STATUSES,
   PRICING_DISPLAY_MODES,
+  SUBSCRIBABLE_EVENT_TYPES,
   TRANSPORT_MODES,
   TRIP_STATUSES,
 } from '../domain/states.ts';
@@ -54,7 +55,8 @@ export function Query<T extends TProperties>(properties: T) {
 
 /** Documents the Idempotency-Key of writes (checked by the idempotency hook before validation). */
 export const IdempotencyHeaders = Type.Object({
-  'idempotency-key': Type.Optional(
+  // Spelled as documented; Fastify matches header names case-insensitively.
+  'Idempotency-Key': Type.Optional(
     Type.String({
       minLength: 1,
       maxLength: 255,
@@ -237,7 +239,9 @@ export const WebhookSubscription = Type.Object(
   {
     id: Type.String(),
     url: Type.String({ description: 'HTTPS endpoint that receives events.' }),
-    events: Type.Array(Type.String(), { description: 'Subscribed event types.' }),
+    events: Type.Array(StringEnum(SUBSCRIBABLE_EVENT_TYPES), {
+      description: 'Subscribed event types.',
+    }),
     active: Type.Boolean({ description: 'False after a delete or an auto-pause.' }),
     pausedAt: NullableDateTime,
     consecutiveFailures: Type.Integer({ description: 'Failed attempts in a row; 0 after a 2xx.' }),

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { DeploymentEnv } from '../config.ts';
 import { AUTH_CHANGES_CHANNEL, type Notifier } from '../db/notifier.ts';
-import { isScope, SCOPES } from '../domain/plans.ts';
+import { isScope, SCOPES, type Scope } from '../domain/plans.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
 import { newId, randomCrockford } from '../lib/ids.ts';
 import { parseStoredJson } from '../lib/json.ts';
@@ -29,7 +29,7 @@ export interface PublicToken {
   id: string;
   name: string | null;
   prefix: string;
-  scopes: string[];
+  scopes: Scope[];
   lastUsedAt: string | null;
   expiresAt: string | null;
   createdAt: string;
@@ -41,7 +41,7 @@ export function toPublicToken(row: TokenRow): PublicToken {
     id: row.id,
     name: row.name,
     prefix: row.prefix,
-    scopes: parseStoredJson<string[]>(row.scopes),
+    scopes: parseStoredJson<Scope[]>(row.scopes),
     lastUsedAt: row.lastUsedAt,
     expiresAt: row.expiresAt,
     createdAt: row.createdAt,

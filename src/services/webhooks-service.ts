@@ -25,7 +25,7 @@ import type { EventsService } from './events-service.ts';
 export interface Subscription {
   id: string;
   url: string;
-  events: string[];
+  events: SubscribableEventType[];
   active: boolean;
   pausedAt: string | null;
   consecutiveFailures: number;
@@ -48,7 +48,7 @@ function toSubscription(row: SubscriptionRow): Subscription {
   return {
     id: row.id,
     url: row.url,
-    events: parseStoredJson<string[]>(row.events),
+    events: parseStoredJson<SubscribableEventType[]>(row.events),
     active: row.active,
     pausedAt: row.pausedAt,
     consecutiveFailures: row.consecutiveFailures,

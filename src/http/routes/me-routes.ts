@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
+import { SCOPES, TIER_NAMES } from '../../domain/plans.ts';
 import { toPublicToken } from '../../services/tokens-service.ts';
 import { callerOf } from '../auth.ts';
 import {
@@ -28,17 +29,17 @@ const Introspection = Type.Object(
         id: Type.String(),
         name: NullableString,
         prefix: Type.String({ description: 'Leading characters only, never the token.' }),
-        scopes: Type.Array(Type.String()),
+        scopes: Type.Array(StringEnum(SCOPES)),
         lastUsedAt: NullableDateTime,
         expiresAt: NullableDateTime,
         createdAt: Nullable(DateTime),
         revoked: Type.Boolean(),
       }),
     ),
-    tier: Type.String({ description: 'Plan tier: free, starter, pro or enterprise.' }),
+    tier: StringEnum(TIER_NAMES, { description: "The tenant's plan." }),
     env: StringEnum(['live', 'test']),
   },
-  { additionalProperties: true },
+  { additionalProperties: false },
 );
 
 export const meRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app) => {
