@@ -1,4 +1,4 @@
-import { newId } from '../lib/ids.ts';
+import { type IdPrefix, newId } from '../lib/ids.ts';
 import type { EventData } from './event-schemas.ts';
 import type { EventType } from './states.ts';
 
@@ -7,20 +7,24 @@ import type { EventType } from './states.ts';
  * of that type sends (`POST /api/v1/webhooks/test` with `eventType`). Typed by EventType, so a
  * new event type does not compile until it has a sample; the tests check each against its schema.
  */
-export function sampleEventData<T extends EventType>(type: T, now = new Date()): EventData<T> {
+export function sampleEventData<T extends EventType>(
+  type: T,
+  now = new Date(),
+  id: (prefix: IdPrefix) => string = newId,
+): EventData<T> {
   const booking = {
-    bookingId: newId('bkg'),
-    tripId: newId('trp'),
+    bookingId: id('bkg'),
+    tripId: id('trp'),
     totalRetailCents: 249_000,
     currency: 'EUR',
   };
   const payment = {
-    paymentId: newId('pay'),
-    bookingId: newId('bkg'),
+    paymentId: id('pay'),
+    bookingId: id('bkg'),
     amountCents: 74_700,
     currency: 'EUR',
   };
-  const tripId = newId('trp');
+  const tripId = id('trp');
   const at = now.toISOString();
   const samples: { [K in EventType]: EventData<K> } = {
     'booking.confirmed': { ...booking, status: 'confirmed' },
@@ -43,7 +47,7 @@ export function sampleEventData<T extends EventType>(type: T, now = new Date()):
       unpublishedAt: at,
     },
     'client.created': {
-      clientId: newId('cli'),
+      clientId: id('cli'),
       kind: 'individual',
       displayName: 'Ana Lima',
     },

@@ -4,6 +4,7 @@ import packageJson from '../../package.json' with { type: 'json' };
 import type { Config } from '../config.ts';
 import type { RateLimits } from '../rate-limit/rate-limits.ts';
 import type { Services } from '../services/index.ts';
+import { addMediaExamples } from './examples.ts';
 import { registerReferencePage } from './reference-page.ts';
 import { apiV1 } from './routes/index.ts';
 import { markOptionalBodies } from './schemas.ts';
@@ -105,7 +106,7 @@ export const publicApi: FastifyPluginAsync<{
     refResolver,
     transformObject: (documentObject) =>
       'openapiObject' in documentObject
-        ? markOptionalBodies(documentObject.openapiObject)
+        ? addMediaExamples(markOptionalBodies(documentObject.openapiObject))
         : documentObject.swaggerObject,
   });
 

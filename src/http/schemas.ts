@@ -10,6 +10,7 @@ import {
   TRANSPORT_MODES,
   TRIP_STATUSES,
 } from '../domain/states.ts';
+import { PROBLEM_EXAMPLES } from './examples.ts';
 
 /**
  * `type: [T, "null"]` rather than anyOf: OpenAPI 3.1 reads it the same, and fast-json-stringify
@@ -355,7 +356,12 @@ export function problems(...statuses: number[]) {
       {
         description: PROBLEM_DESCRIPTIONS[status] ?? 'Problem',
         headers: problemHeaders(status),
-        content: { 'application/problem+json': { schema: Type.Ref(Problem) } },
+        content: {
+          'application/problem+json': {
+            schema: Type.Ref(Problem),
+            example: PROBLEM_EXAMPLES[status],
+          },
+        },
       },
     ]),
   );

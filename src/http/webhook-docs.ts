@@ -1,9 +1,14 @@
 import type { TSchema } from '@sinclair/typebox';
+import { sampleEventData } from '../domain/event-samples.ts';
 import { EVENT_DATA_SCHEMAS } from '../domain/event-schemas.ts';
 import { EVENT_TYPES, type EventType } from '../domain/states.ts';
 import { SHARED_SCHEMAS } from './schemas.ts';
 
 type Json = { [key: string]: unknown };
+
+/** Fixed, so the document is the same on every start. */
+const EXAMPLE_TIME = new Date('2026-11-05T10:02:44.019Z');
+const exampleId = (prefix: string) => `${prefix}_01JD3XA4F7R2N8QK6T5V9MWZHB`;
 
 export interface WebhookDocsOptions {
   /** Named in the User-Agent we send. */
@@ -282,6 +287,12 @@ export function webhookDocs(options: WebhookDocsOptions) {
             content: {
               'application/json': {
                 schema: envelope(type),
+                example: {
+                  id: '0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90',
+                  type,
+                  created: 1_793_870_565,
+                  data: sampleEventData(type, EXAMPLE_TIME, exampleId),
+                },
               },
             },
           },

@@ -6,6 +6,7 @@ import { notFound, unauthorized } from '../../lib/problems.ts';
 import type { RateLimits } from '../../rate-limit/rate-limits.ts';
 import type { Services } from '../../services/index.ts';
 import { ipGuardHook } from '../auth.ts';
+import { addMediaExamples } from '../examples.ts';
 import { API_VERSION, refResolver } from '../public-api.ts';
 import { pruneUnusedSchemas } from '../schemas.ts';
 import { adminBookingRoutes } from './bookings-routes.ts';
@@ -82,7 +83,7 @@ export const adminApi: FastifyPluginAsync<{
     refResolver,
     transformObject: (documentObject) =>
       'openapiObject' in documentObject
-        ? pruneUnusedSchemas(documentObject.openapiObject)
+        ? addMediaExamples(pruneUnusedSchemas(documentObject.openapiObject))
         : documentObject.swaggerObject,
   });
   for (const routes of [

@@ -24,6 +24,7 @@ const SigningKey = Type.String({
   pattern: '^whsec_[A-Za-z0-9_-]{32,}$',
   description:
     'Shown only in this response. `Service-Signature` v1 = hex HMAC-SHA256 keyed by this whole string over `<t>.<raw body>` (Stripe-compatible).',
+  examples: ['whsec_kQ3vY8pZr2Tn6Wb1Lx9Cf4Hs7Dg0Mj5Ve2Ua8Ro3Ni6'],
 });
 
 const CreateWebhookBody = Type.Object(
