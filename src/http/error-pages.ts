@@ -59,6 +59,7 @@ export const errorPages: FastifyPluginAsync<{ config: Config }> = async (app) =>
           '<h1>Tour-Operator API</h1><ul>' +
             '<li><a href="/docs/">API reference</a>: every operation, webhook event and example</li>' +
             '<li><a href="/v1/openapi.json">OpenAPI 3.1 document</a> (JSON)</li>' +
+            '<li><a href="/v1/postman.json">Postman collection</a>: set its <code>bearerToken</code> variable</li>' +
             '<li><a href="/errors">Problem types</a>: what each error means and what to do</li>' +
             '<li><a href="/healthz">/healthz</a> and <a href="/readyz">/readyz</a></li>' +
             '</ul><p>Authenticate with <code>Authorization: Bearer tk_live_…</code> under <code>/api/v1</code>.</p>',

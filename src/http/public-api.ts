@@ -5,6 +5,7 @@ import type { Config } from '../config.ts';
 import type { RateLimits } from '../rate-limit/rate-limits.ts';
 import type { Services } from '../services/index.ts';
 import { addMediaExamples } from './examples.ts';
+import { registerPostmanCollection } from './postman.ts';
 import { registerReferencePage } from './reference-page.ts';
 import { apiV1 } from './routes/index.ts';
 import { markOptionalBodies } from './schemas.ts';
@@ -120,5 +121,6 @@ export const publicApi: FastifyPluginAsync<{
   };
   app.get('/v1/openapi.json', { schema: { hide: true } }, serveDocument);
   app.get('/openapi.json', { schema: { hide: true } }, serveDocument);
+  registerPostmanCollection(app);
   await registerReferencePage(app, { routePrefix: '/docs', title: 'Tour-Operator API reference' });
 };
