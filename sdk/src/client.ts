@@ -1,0 +1,295 @@
+import { randomUUID } from 'node:crypto';
+import createClient from 'openapi-fetch';
+import type { components, operations, paths } from './api.d.ts';
+
+type Schemas = components['schemas'];
+/** The problem document of every error answer (application/problem+json). */
+export type Problem = Schemas['Problem'];
+
+/** Any answer other than a success, with its problem document. */
+export class TourOpsError extends Error {
+  readonly status: number;
+  /** Stable identifier of the problem (a URL ending in its slug): branch on this. */
+  readonly type: string;
+  /** Field path to messages, on `validation-failed`. */
+  readonly errors: Record<string, string[]> | undefined;
+  /** `Service-Request-Id` of the request: quote it to support. */
+  readonly requestId: string | undefined;
+  readonly problem: Problem;
+
+  constructor(status: number, problem: Problem, requestId: string | undefined) {
+    super(`${status} ${problem.title}: ${problem.detail}`);
+    this.name = 'TourOpsError';
+    this.status = status;
+    this.type = problem.type;
+    this.errors = problem.errors;
+    this.requestId = problem.requestId ?? requestId;
+    this.problem = problem;
+  }
+}
+
+export interface TourOpsOptions {
+  /** An API token, `tk_live_…` or `tk_test_…`. */
+  token: string;
+  /** Where the API is, e.g. `https://api.example.com`. */
+  baseUrl: string;
+  /** Attempts of one write or read in all, retries included (default 4). */
+  maxAttempts?: number;
+  /** First wait between attempts, doubled each time, when the answer names none (default 500 ms). */
+  retryBaseDelayMs?: number;
+  /** Longest wait between attempts, `Retry-After` included (default 30 s). */
+  maxRetryDelayMs?: number;
+  /** Another fetch (tests, proxies). */
+  fetch?: (request: Request) => Promise<Response>;
+}
+
+const WRITES = new Set(['POST', 'PATCH', 'PUT', 'DELETE']);
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** `Retry-After` in seconds or as an HTTP date, in milliseconds; null when absent or unreadable. */
+function retryAfterMs(response: Response): number | null {
+  const value = response.headers.get('retry-after');
+  if (value === null) return null;
+  if (/^\d+$/.test(value.trim())) return Number(value) * 1000;
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? null : Math.max(0, at - Date.now());
+}
+
+/**
+ * A fetch that makes requests safe to retry and retries them: every write gets an
+ * `Idempotency-Key` (the caller's, or a new UUID), kept on every attempt, so a retried write runs
+ * once; network errors, 429 and 5xx are retried, after `Retry-After` when the answer gives one,
+ * else with exponential backoff and jitter, up to `maxAttempts`.
+ */
+function retryingFetch(options: Required<Omit<TourOpsOptions, 'token' | 'baseUrl'>>) {
+  return async (request: Request): Promise<Response> => {
+    if (WRITES.has(request.method) && !request.headers.has('idempotency-key')) {
+      request.headers.set('idempotency-key', randomUUID());
+    }
+    for (let attempt = 1; ; attempt++) {
+      const last = attempt >= options.maxAttempts;
+      let response: Response;
+      try {
+        response = await options.fetch(request.clone());
+      } catch (error) {
+        if (last) throw error;
+        await sleep(backoff(attempt, null, options));
+        continue;
+      }
+      if (last || (response.status !== 429 && response.status < 500)) return response;
+      // 501 (not implemented) will not change on a retry.
+      if (response.status === 501) return response;
+      await response.body?.cancel();
+      await sleep(backoff(attempt, retryAfterMs(response), options));
+    }
+  };
+}
+
+function backoff(
+  attempt: number,
+  retryAfter: number | null,
+  options: { retryBaseDelayMs: number; maxRetryDelayMs: number },
+): number {
+  const wait = retryAfter ?? options.retryBaseDelayMs * 2 ** (attempt - 1) * (0.5 + Math.random());
+  return Math.min(wait, options.maxRetryDelayMs);
+}
+
+type Query<O extends keyof operations> = operations[O]['parameters'] extends { query?: infer Q }
+  ? NonNullable<Q>
+  : never;
+type Body<O extends keyof operations> = operations[O] extends {
+  requestBody?: { content: { 'application/json': infer B } };
+}
+  ? B
+  : never;
+/** Options of every write: a key of your own makes a retry of the same operation safe too. */
+export interface WriteOptions {
+  idempotencyKey?: string;
+}
+export interface Page<T> {
+  data: T[];
+  meta: Schemas['PageMeta'];
+}
+type LibraryKind = 'cities' | 'hotels' | 'activities' | 'vehicles' | 'guides';
+const LIBRARY_PATHS = {
+  cities: '/api/v1/libraries/cities',
+  hotels: '/api/v1/libraries/hotels',
+  activities: '/api/v1/libraries/activities',
+  vehicles: '/api/v1/libraries/vehicles',
+  guides: '/api/v1/libraries/guides',
+} as const;
+
+/**
+ * The TourOps public API: one typed method per operation, lists iterated across pages, writes
+ * retried safely, errors thrown as TourOpsError.
+ *
+ * ```ts
+ * const api = new TourOps({ token: process.env.TOUROPS_TOKEN, baseUrl: 'https://api.example.com' });
+ * for await (const trip of api.trips.list({ status: 'active' })) console.log(trip.title);
+ * ```
+ */
+export class TourOps {
+  readonly #client;
+
+  constructor(options: TourOpsOptions) {
+    this.#client = createClient<paths>({
+      baseUrl: options.baseUrl.replace(/\/+$/, ''),
+      headers: { authorization: `Bearer ${options.token}` },
+      fetch: retryingFetch({
+        maxAttempts: options.maxAttempts ?? 4,
+        retryBaseDelayMs: options.retryBaseDelayMs ?? 500,
+        maxRetryDelayMs: options.maxRetryDelayMs ?? 30_000,
+        fetch: options.fetch ?? ((request) => fetch(request)),
+      }),
+    });
+  }
+
+  /** The calling token, its tenant, plan and environment. */
+  me() {
+    return this.#call(this.#client.GET('/api/v1/me'));
+  }
+
+  readonly trips = {
+    list: (query: Omit<Query<'listTrips'>, 'cursor'> = {}) =>
+      this.#all((cursor) =>
+        this.#client.GET('/api/v1/trips', { params: { query: { ...query, cursor } } }),
+      ),
+    page: (query: Query<'listTrips'> = {}) =>
+      this.#call(this.#client.GET('/api/v1/trips', { params: { query } })),
+    get: (id: string) =>
+      this.#data(this.#client.GET('/api/v1/trips/{id}', { params: { path: { id } } })),
+    create: (body: Body<'createTrip'>, options: WriteOptions = {}) =>
+      this.#data(this.#client.POST('/api/v1/trips', { body, headers: this.#key(options) })),
+    update: (id: string, body: Body<'updateTrip'>, options: WriteOptions = {}) =>
+      this.#data(
+        this.#client.PATCH('/api/v1/trips/{id}', {
+          params: { path: { id } },
+          body,
+          headers: this.#key(options),
+        }),
+      ),
+  };
+
+  readonly bookings = {
+    list: (query: Omit<Query<'listBookings'>, 'cursor'> = {}) =>
+      this.#all((cursor) =>
+        this.#client.GET('/api/v1/bookings', { params: { query: { ...query, cursor } } }),
+      ),
+    page: (query: Query<'listBookings'> = {}) =>
+      this.#call(this.#client.GET('/api/v1/bookings', { params: { query } })),
+    get: (id: string) =>
+      this.#data(this.#client.GET('/api/v1/bookings/{id}', { params: { path: { id } } })),
+    /** Not supported by the API yet: always throws TourOpsError 501 (`problem.next.checkoutUrl`). */
+    create: (body: Body<'createBooking'>, options: WriteOptions = {}) =>
+      this.#call(this.#client.POST('/api/v1/bookings', { body, headers: this.#key(options) })),
+  };
+
+  readonly clients = {
+    list: (query: Omit<Query<'listClients'>, 'cursor'> = {}) =>
+      this.#all((cursor) =>
+        this.#client.GET('/api/v1/clients', { params: { query: { ...query, cursor } } }),
+      ),
+    page: (query: Query<'listClients'> = {}) =>
+      this.#call(this.#client.GET('/api/v1/clients', { params: { query } })),
+    get: (id: string) =>
+      this.#data(this.#client.GET('/api/v1/clients/{id}', { params: { path: { id } } })),
+    create: (body: Body<'createClient'>, options: WriteOptions = {}) =>
+      this.#data(this.#client.POST('/api/v1/clients', { body, headers: this.#key(options) })),
+  };
+
+  readonly payments = {
+    list: (query: Omit<Query<'listPayments'>, 'cursor'> = {}) =>
+      this.#all((cursor) =>
+        this.#client.GET('/api/v1/payments', { params: { query: { ...query, cursor } } }),
+      ),
+    page: (query: Query<'listPayments'> = {}) =>
+      this.#call(this.#client.GET('/api/v1/payments', { params: { query } })),
+  };
+
+  /** The tenant's catalogs, by kind. */
+  readonly libraries = {
+    list: <K extends LibraryKind>(kind: K, query: { cityId?: string; q?: string } = {}) =>
+      this.#all((cursor) =>
+        // One shape for the five kinds; the path names the kind.
+        this.#client.GET(LIBRARY_PATHS[kind] as '/api/v1/libraries/hotels', {
+          params: { query: { ...query, cursor } },
+        }),
+      ),
+  };
+
+  readonly webhooks = {
+    list: () => this.#call(this.#client.GET('/api/v1/webhooks')),
+    /** The answer holds `signingKey`: the only time it is shown. */
+    create: (body: Body<'createWebhook'>, options: WriteOptions = {}) =>
+      this.#call(this.#client.POST('/api/v1/webhooks', { body, headers: this.#key(options) })),
+    delete: (id: string, options: WriteOptions = {}) =>
+      this.#call(
+        this.#client.DELETE('/api/v1/webhooks/{id}', {
+          params: { path: { id } },
+          headers: this.#key(options),
+        }),
+      ),
+    rotateKey: (id: string, options: WriteOptions = {}) =>
+      this.#call(
+        this.#client.POST('/api/v1/webhooks/{id}/rotate-key', {
+          params: { path: { id } },
+          headers: this.#key(options),
+        }),
+      ),
+    deliveries: (id: string, query: Omit<Query<'listWebhookDeliveries'>, 'cursor'> = {}) =>
+      this.#all((cursor) =>
+        this.#client.GET('/api/v1/webhooks/{id}/deliveries', {
+          params: { path: { id }, query: { ...query, cursor } },
+        }),
+      ),
+    redeliver: (id: string, deliveryId: string, options: WriteOptions = {}) =>
+      this.#data(
+        this.#client.POST('/api/v1/webhooks/{id}/deliveries/{deliveryId}/redeliver', {
+          params: { path: { id, deliveryId } },
+          headers: this.#key(options),
+        }),
+      ),
+    /** A test event: `webhook.test`, or a sample of `eventType`, marked `"test": true`. */
+    test: (body: Body<'testWebhooks'> = {}, options: WriteOptions = {}) =>
+      this.#data(this.#client.POST('/api/v1/webhooks/test', { body, headers: this.#key(options) })),
+  };
+
+  #key(options: WriteOptions): { 'Idempotency-Key'?: string } {
+    return options.idempotencyKey === undefined
+      ? {}
+      : { 'Idempotency-Key': options.idempotencyKey };
+  }
+
+  /** The body of a success, or a TourOpsError for anything else. */
+  async #call<D>(pending: Promise<{ data?: D; error?: unknown; response: Response }>): Promise<D> {
+    const { data, error, response } = await pending;
+    if (response.ok) return data as D;
+    throw new TourOpsError(
+      response.status,
+      (error ?? { type: 'about:blank', title: response.statusText, detail: '' }) as Problem,
+      response.headers.get('service-request-id') ?? undefined,
+    );
+  }
+
+  async #data<D>(
+    pending: Promise<{ data?: { data: D }; error?: unknown; response: Response }>,
+  ): Promise<D> {
+    return (await this.#call(pending)).data;
+  }
+
+  /** Every item of a list, page after page, following `meta.cursor`. */
+  async *#all<T>(
+    fetchPage: (
+      cursor: string | undefined,
+    ) => Promise<{ data?: Page<T>; error?: unknown; response: Response }>,
+  ): AsyncGenerator<T> {
+    let cursor: string | undefined;
+    for (;;) {
+      const page = await this.#call(fetchPage(cursor));
+      yield* page.data;
+      if (!page.meta.hasMore || page.meta.cursor === null) return;
+      cursor = page.meta.cursor;
+    }
+  }
+}
