@@ -3,7001 +3,6950 @@
  */
 
 export interface paths {
-  '/api/v1/me': {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/me": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Introspect the calling token
+         * @description Not wrapped in `data`. Never returns the token value.
+         */
+        get: operations["getMe"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /**
-     * Introspect the calling token
-     * @description Not wrapped in `data`. Never returns the token value.
-     */
-    get: operations['getMe'];
-    put?: never;
-    post?: never;
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  '/api/v1/trips': {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/trips": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List trips, by id ascending
+         * @description Keyset pagination: pass `meta.cursor` as `cursor` for the next page; `limit` 1-100 (default 50). Filter by `status` (an unknown value is ignored) and `publishedAt[gte]` (any RFC 3339 offset; compared as an instant). Scope `trips:read`.
+         */
+        get: operations["listTrips"];
+        put?: never;
+        /**
+         * Create a trip
+         * @description Created as `draft`. The token's creator is recorded as the audit actor. 403 `forbidden` with `code` `trip_quota_exceeded` when the plan's trip quota is full.
+         */
+        post: operations["createTrip"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /**
-     * List trips, by id ascending
-     * @description Keyset pagination: pass `meta.cursor` as `cursor` for the next page; `limit` 1-100 (default 50). Filter by `status` (an unknown value is ignored) and `publishedAt[gte]` (any RFC 3339 offset; compared as an instant). Scope `trips:read`.
-     */
-    get: operations['listTrips'];
-    put?: never;
-    /**
-     * Create a trip
-     * @description Created as `draft`. The token's creator is recorded as the audit actor. 403 `forbidden` with `code` `trip_quota_exceeded` when the plan's trip quota is full.
-     */
-    post: operations['createTrip'];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  '/api/v1/trips/{id}': {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/trips/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a trip
+         * @description A trip of the calling tenant; another tenant's id is 404, like an unknown one. Scope `trips:read`.
+         */
+        get: operations["getTrip"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Partially update a trip
+         * @description Omitted fields are unchanged; `null` clears a nullable field.
+         */
+        patch: operations["updateTrip"];
+        trace?: never;
     };
-    /**
-     * Get a trip
-     * @description A trip of the calling tenant; another tenant's id is 404, like an unknown one. Scope `trips:read`.
-     */
-    get: operations['getTrip'];
-    put?: never;
-    post?: never;
-    delete?: never;
-    options?: never;
-    head?: never;
-    /**
-     * Partially update a trip
-     * @description Omitted fields are unchanged; `null` clears a nullable field.
-     */
-    patch: operations['updateTrip'];
-    trace?: never;
-  };
-  '/api/v1/bookings': {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/bookings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List bookings, by id ascending
+         * @description Keyset pagination like every list. Filter by `status` (an unknown value is ignored) and `tripId`. Scope `bookings:read`.
+         */
+        get: operations["listBookings"];
+        put?: never;
+        /**
+         * Create a booking (not supported yet: 501 after validation)
+         * @description Validates the request (404 for an unknown trip, 422 when it is not published), then always answers 501 `booking-create-not-supported` with `next.checkoutUrl`, the storefront checkout where the traveller completes payment. No booking is created.
+         */
+        post: operations["createBooking"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /**
-     * List bookings, by id ascending
-     * @description Keyset pagination like every list. Filter by `status` (an unknown value is ignored) and `tripId`. Scope `bookings:read`.
-     */
-    get: operations['listBookings'];
-    put?: never;
-    /**
-     * Create a booking (not supported yet: 501 after validation)
-     * @description Validates the request (404 for an unknown trip, 422 when it is not published), then always answers 501 `booking-create-not-supported` with `next.checkoutUrl`, the storefront checkout where the traveller completes payment. No booking is created.
-     */
-    post: operations['createBooking'];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  '/api/v1/bookings/{id}': {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/bookings/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a booking
+         * @description A booking of the calling tenant, with the snapshot of the trip version it was made on. Scope `bookings:read`.
+         */
+        get: operations["getBooking"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /**
-     * Get a booking
-     * @description A booking of the calling tenant, with the snapshot of the trip version it was made on. Scope `bookings:read`.
-     */
-    get: operations['getBooking'];
-    put?: never;
-    post?: never;
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  '/api/v1/clients': {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/clients": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List clients, by id ascending
+         * @description Keyset pagination like every list. Filter by `kind` (an unknown value is ignored) and `archived`. Scope `clients:read`.
+         */
+        get: operations["listClients"];
+        put?: never;
+        /**
+         * Create a client
+         * @description Emits `client.created` to the tenant's active subscriptions.
+         */
+        post: operations["createClient"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /**
-     * List clients, by id ascending
-     * @description Keyset pagination like every list. Filter by `kind` (an unknown value is ignored) and `archived`. Scope `clients:read`.
-     */
-    get: operations['listClients'];
-    put?: never;
-    /**
-     * Create a client
-     * @description Emits `client.created` to the tenant's active subscriptions.
-     */
-    post: operations['createClient'];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  '/api/v1/clients/{id}': {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/clients/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a client
+         * @description A client of the calling tenant. Scope `clients:read`.
+         */
+        get: operations["getClient"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /**
-     * Get a client
-     * @description A client of the calling tenant. Scope `clients:read`.
-     */
-    get: operations['getClient'];
-    put?: never;
-    post?: never;
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  '/api/v1/payments': {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/payments": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List payments, by id ascending (read-only ledger)
+         * @description Payments are created and moved by the payment processor, never through this API. Filter by `status` and `bookingId`. Scope `payments:read`.
+         */
+        get: operations["listPayments"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /**
-     * List payments, by id ascending (read-only ledger)
-     * @description Payments are created and moved by the payment processor, never through this API. Filter by `status` and `bookingId`. Scope `payments:read`.
-     */
-    get: operations['listPayments'];
-    put?: never;
-    post?: never;
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  '/api/v1/libraries/cities': {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/libraries/cities": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the tenant's cities catalog, by id ascending
+         * @description Keyset pagination like every list; `q` matches names (contains, case-insensitive). Scope `libraries:read`.
+         */
+        get: operations["listCities"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /**
-     * List the tenant's cities catalog, by id ascending
-     * @description Keyset pagination like every list; `q` matches names (contains, case-insensitive). Scope `libraries:read`.
-     */
-    get: operations['listCities'];
-    put?: never;
-    post?: never;
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  '/api/v1/libraries/hotels': {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/libraries/hotels": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the tenant's hotels catalog, by id ascending
+         * @description Keyset pagination like every list; `cityId` filters by city, `q` matches names (contains, case-insensitive). Scope `libraries:read`.
+         */
+        get: operations["listHotels"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /**
-     * List the tenant's hotels catalog, by id ascending
-     * @description Keyset pagination like every list; `cityId` filters by city, `q` matches names (contains, case-insensitive). Scope `libraries:read`.
-     */
-    get: operations['listHotels'];
-    put?: never;
-    post?: never;
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  '/api/v1/libraries/activities': {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/libraries/activities": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the tenant's activities catalog, by id ascending
+         * @description Keyset pagination like every list; `cityId` filters by city, `q` matches names (contains, case-insensitive). Scope `libraries:read`.
+         */
+        get: operations["listActivities"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /**
-     * List the tenant's activities catalog, by id ascending
-     * @description Keyset pagination like every list; `cityId` filters by city, `q` matches names (contains, case-insensitive). Scope `libraries:read`.
-     */
-    get: operations['listActivities'];
-    put?: never;
-    post?: never;
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  '/api/v1/libraries/vehicles': {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/libraries/vehicles": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the tenant's vehicles catalog, by id ascending
+         * @description Keyset pagination like every list; `q` matches names (contains, case-insensitive). Scope `libraries:read`.
+         */
+        get: operations["listVehicles"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /**
-     * List the tenant's vehicles catalog, by id ascending
-     * @description Keyset pagination like every list; `q` matches names (contains, case-insensitive). Scope `libraries:read`.
-     */
-    get: operations['listVehicles'];
-    put?: never;
-    post?: never;
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  '/api/v1/libraries/guides': {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/libraries/guides": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the tenant's guides catalog, by id ascending
+         * @description Keyset pagination like every list; `q` matches names (contains, case-insensitive). Scope `libraries:read`.
+         */
+        get: operations["listGuides"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /**
-     * List the tenant's guides catalog, by id ascending
-     * @description Keyset pagination like every list; `q` matches names (contains, case-insensitive). Scope `libraries:read`.
-     */
-    get: operations['listGuides'];
-    put?: never;
-    post?: never;
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  '/api/v1/webhooks': {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List webhook subscriptions, newest first (deleted ones included, inactive)
+         * @description Every subscription of the tenant, with its delivery health (`consecutiveFailures`, `lastSuccessAt`, `lastFailureAt`). The signing key is never shown again. Scope `webhooks:read`.
+         */
+        get: operations["listWebhooks"];
+        put?: never;
+        /**
+         * Subscribe an HTTPS endpoint to events
+         * @description 403 `forbidden` with `code` `feature_off_for_tier` when the plan has no webhooks, `webhook_quota_exceeded` when the endpoint cap is full.
+         */
+        post: operations["createWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /**
-     * List webhook subscriptions, newest first (deleted ones included, inactive)
-     * @description Every subscription of the tenant, with its delivery health (`consecutiveFailures`, `lastSuccessAt`, `lastFailureAt`). The signing key is never shown again. Scope `webhooks:read`.
-     */
-    get: operations['listWebhooks'];
-    put?: never;
-    /**
-     * Subscribe an HTTPS endpoint to events
-     * @description 403 `forbidden` with `code` `feature_off_for_tier` when the plan has no webhooks, `webhook_quota_exceeded` when the endpoint cap is full.
-     */
-    post: operations['createWebhook'];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  '/api/v1/webhooks/{id}': {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/webhooks/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a subscription (soft: it stays listed, inactive, with its deliveries)
+         * @description Stops deliveries at once; pending ones are never sent. A second delete is 404. Scope `webhooks:write`.
+         */
+        delete: operations["deleteWebhook"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    post?: never;
-    /**
-     * Delete a subscription (soft: it stays listed, inactive, with its deliveries)
-     * @description Stops deliveries at once; pending ones are never sent. A second delete is 404. Scope `webhooks:write`.
-     */
-    delete: operations['deleteWebhook'];
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  '/api/v1/webhooks/{id}/rotate-key': {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/webhooks/{id}/rotate-key": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Replace the signing key; the old one keeps signing for 24 hours
+         * @description Returns the new key once. For `WEBHOOK_KEY_OVERLAP` (24 h) deliveries carry two `v1` signatures, the new key's first, so receivers can switch keys without dropping events. Scope `webhooks:write`.
+         */
+        post: operations["rotateWebhookKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /**
-     * Replace the signing key; the old one keeps signing for 24 hours
-     * @description Returns the new key once. For `WEBHOOK_KEY_OVERLAP` (24 h) deliveries carry two `v1` signatures, the new key's first, so receivers can switch keys without dropping events. Scope `webhooks:write`.
-     */
-    post: operations['rotateWebhookKey'];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  '/api/v1/webhooks/{id}/deliveries': {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/webhooks/{id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List deliveries of a subscription, newest first
+         * @description One row per delivery of an event to this subscription (a redelivery is a new row). Filter by `status`. Scope `webhooks:read`.
+         */
+        get: operations["listWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    /**
-     * List deliveries of a subscription, newest first
-     * @description One row per delivery of an event to this subscription (a redelivery is a new row). Filter by `status`. Scope `webhooks:read`.
-     */
-    get: operations['listWebhookDeliveries'];
-    put?: never;
-    post?: never;
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  '/api/v1/webhooks/{id}/deliveries/{deliveryId}/redeliver': {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/webhooks/{id}/deliveries/{deliveryId}/redeliver": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send an event again: a new delivery row, same event id, attempts from 1
+         * @description 409 `conflict` with `code` `in_flight` while an attempt runs, `subscription_inactive` when the subscription is paused or deleted.
+         */
+        post: operations["redeliverWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /**
-     * Send an event again: a new delivery row, same event id, attempts from 1
-     * @description 409 `conflict` with `code` `in_flight` while an attempt runs, `subscription_inactive` when the subscription is paused or deleted.
-     */
-    post: operations['redeliverWebhook'];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  '/api/v1/webhooks/test': {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "/api/v1/webhooks/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Fire a test event
+         * @description A `webhook.test` event, or with `eventType` a sample of that type, to one subscription or to every active one whatever its events list. Test events carry `"test": true` in their envelope and change none of the subscription's counters. 404 for an unknown or deleted subscription, 422 for a paused one or for an `eventType` that is not a subscribable type.
+         */
+        post: operations["testWebhooks"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /**
-     * Fire a test event
-     * @description A `webhook.test` event, or with `eventType` a sample of that type, to one subscription or to every active one whatever its events list. Test events carry `"test": true` in their envelope and change none of the subscription's counters. 404 for an unknown or deleted subscription, 422 for a paused one or for an `eventType` that is not a subscribable type.
-     */
-    post: operations['testWebhooks'];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
 }
 export interface webhooks {
-  'booking.confirmed': {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "booking.confirmed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Booking confirmed
+         * @description A booking moved from `deposit_paid` to `confirmed`. Sent to every active subscription that lists it.
+         *
+         *     Each delivery is an HTTPS POST of the JSON envelope below.
+         *
+         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first. Code for Node and Python: "Receiving webhooks" in the introduction.
+         *
+         *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
+         *
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered.
+         */
+        post: operations["bookingConfirmedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /**
-     * Booking confirmed
-     * @description A booking moved from `deposit_paid` to `confirmed`. Sent to every active subscription that lists it.
-     *
-     *     Each delivery is an HTTPS POST of the JSON envelope below.
-     *
-     *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first.
-     *
-     *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
-     *
-     *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered.
-     */
-    post: operations['bookingConfirmedEvent'];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  'booking.cancelled': {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "booking.cancelled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Booking cancelled
+         * @description A confirmed booking was cancelled. Sent to every active subscription that lists it.
+         *
+         *     Each delivery is an HTTPS POST of the JSON envelope below.
+         *
+         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first. Code for Node and Python: "Receiving webhooks" in the introduction.
+         *
+         *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
+         *
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered.
+         */
+        post: operations["bookingCancelledEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /**
-     * Booking cancelled
-     * @description A confirmed booking was cancelled. Sent to every active subscription that lists it.
-     *
-     *     Each delivery is an HTTPS POST of the JSON envelope below.
-     *
-     *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first.
-     *
-     *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
-     *
-     *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered.
-     */
-    post: operations['bookingCancelledEvent'];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  'booking.refunded': {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "booking.refunded": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Booking refunded
+         * @description A booking was refunded: a confirmed one, or a disputed one whose dispute closed with a refund (then `dispute.closed` is sent too). Sent to every active subscription that lists it.
+         *
+         *     Each delivery is an HTTPS POST of the JSON envelope below.
+         *
+         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first. Code for Node and Python: "Receiving webhooks" in the introduction.
+         *
+         *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
+         *
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered.
+         */
+        post: operations["bookingRefundedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /**
-     * Booking refunded
-     * @description A booking was refunded: a confirmed one, or a disputed one whose dispute closed with a refund (then `dispute.closed` is sent too). Sent to every active subscription that lists it.
-     *
-     *     Each delivery is an HTTPS POST of the JSON envelope below.
-     *
-     *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first.
-     *
-     *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
-     *
-     *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered.
-     */
-    post: operations['bookingRefundedEvent'];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  'payment.succeeded': {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "payment.succeeded": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Payment succeeded
+         * @description A payment succeeded. Sent to every active subscription that lists it.
+         *
+         *     Each delivery is an HTTPS POST of the JSON envelope below.
+         *
+         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first. Code for Node and Python: "Receiving webhooks" in the introduction.
+         *
+         *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
+         *
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered.
+         */
+        post: operations["paymentSucceededEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /**
-     * Payment succeeded
-     * @description A payment succeeded. Sent to every active subscription that lists it.
-     *
-     *     Each delivery is an HTTPS POST of the JSON envelope below.
-     *
-     *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first.
-     *
-     *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
-     *
-     *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered.
-     */
-    post: operations['paymentSucceededEvent'];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  'payment.failed': {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "payment.failed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Payment failed
+         * @description A payment failed. Sent to every active subscription that lists it.
+         *
+         *     Each delivery is an HTTPS POST of the JSON envelope below.
+         *
+         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first. Code for Node and Python: "Receiving webhooks" in the introduction.
+         *
+         *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
+         *
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered.
+         */
+        post: operations["paymentFailedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /**
-     * Payment failed
-     * @description A payment failed. Sent to every active subscription that lists it.
-     *
-     *     Each delivery is an HTTPS POST of the JSON envelope below.
-     *
-     *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first.
-     *
-     *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
-     *
-     *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered.
-     */
-    post: operations['paymentFailedEvent'];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  'dispute.opened': {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "dispute.opened": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Dispute opened
+         * @description A confirmed booking was disputed. Sent to every active subscription that lists it.
+         *
+         *     Each delivery is an HTTPS POST of the JSON envelope below.
+         *
+         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first. Code for Node and Python: "Receiving webhooks" in the introduction.
+         *
+         *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
+         *
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered.
+         */
+        post: operations["disputeOpenedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /**
-     * Dispute opened
-     * @description A confirmed booking was disputed. Sent to every active subscription that lists it.
-     *
-     *     Each delivery is an HTTPS POST of the JSON envelope below.
-     *
-     *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first.
-     *
-     *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
-     *
-     *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered.
-     */
-    post: operations['disputeOpenedEvent'];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  'dispute.closed': {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "dispute.closed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Dispute closed
+         * @description A dispute ended: the booking is confirmed again, or refunded (then `booking.refunded` is sent too). Sent to every active subscription that lists it.
+         *
+         *     Each delivery is an HTTPS POST of the JSON envelope below.
+         *
+         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first. Code for Node and Python: "Receiving webhooks" in the introduction.
+         *
+         *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
+         *
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered.
+         */
+        post: operations["disputeClosedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /**
-     * Dispute closed
-     * @description A dispute ended: the booking is confirmed again, or refunded (then `booking.refunded` is sent too). Sent to every active subscription that lists it.
-     *
-     *     Each delivery is an HTTPS POST of the JSON envelope below.
-     *
-     *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first.
-     *
-     *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
-     *
-     *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered.
-     */
-    post: operations['disputeClosedEvent'];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  'trip.published': {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "trip.published": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Trip published
+         * @description A trip was published on the storefront. Sent to every active subscription that lists it.
+         *
+         *     Each delivery is an HTTPS POST of the JSON envelope below.
+         *
+         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first. Code for Node and Python: "Receiving webhooks" in the introduction.
+         *
+         *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
+         *
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered.
+         */
+        post: operations["tripPublishedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /**
-     * Trip published
-     * @description A trip was published on the storefront. Sent to every active subscription that lists it.
-     *
-     *     Each delivery is an HTTPS POST of the JSON envelope below.
-     *
-     *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first.
-     *
-     *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
-     *
-     *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered.
-     */
-    post: operations['tripPublishedEvent'];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  'trip.unpublished': {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "trip.unpublished": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Trip unpublished
+         * @description A trip was taken off the storefront. Sent to every active subscription that lists it.
+         *
+         *     Each delivery is an HTTPS POST of the JSON envelope below.
+         *
+         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first. Code for Node and Python: "Receiving webhooks" in the introduction.
+         *
+         *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
+         *
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered.
+         */
+        post: operations["tripUnpublishedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /**
-     * Trip unpublished
-     * @description A trip was taken off the storefront. Sent to every active subscription that lists it.
-     *
-     *     Each delivery is an HTTPS POST of the JSON envelope below.
-     *
-     *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first.
-     *
-     *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
-     *
-     *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered.
-     */
-    post: operations['tripUnpublishedEvent'];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  'client.created': {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "client.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Client created
+         * @description A client was created. Sent to every active subscription that lists it.
+         *
+         *     Each delivery is an HTTPS POST of the JSON envelope below.
+         *
+         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first. Code for Node and Python: "Receiving webhooks" in the introduction.
+         *
+         *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
+         *
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered.
+         */
+        post: operations["clientCreatedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /**
-     * Client created
-     * @description A client was created. Sent to every active subscription that lists it.
-     *
-     *     Each delivery is an HTTPS POST of the JSON envelope below.
-     *
-     *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first.
-     *
-     *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
-     *
-     *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered.
-     */
-    post: operations['clientCreatedEvent'];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
-  'webhook.test': {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
+    "webhook.test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Test event
+         * @description Sent only on request (`POST /api/v1/webhooks/test`): to the subscription named, or to every active subscription whatever its events list (no subscription can list it), to check the endpoint and its signature verification. Its outcome changes none of the subscription's counters.
+         *
+         *     Each delivery is an HTTPS POST of the JSON envelope below.
+         *
+         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first. Code for Node and Python: "Receiving webhooks" in the introduction.
+         *
+         *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
+         *
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered.
+         */
+        post: operations["webhookTestEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
-    get?: never;
-    put?: never;
-    /**
-     * Test event
-     * @description Sent only on request (`POST /api/v1/webhooks/test`): to the subscription named, or to every active subscription whatever its events list (no subscription can list it), to check the endpoint and its signature verification. Its outcome changes none of the subscription's counters.
-     *
-     *     Each delivery is an HTTPS POST of the JSON envelope below.
-     *
-     *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first.
-     *
-     *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
-     *
-     *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered.
-     */
-    post: operations['webhookTestEvent'];
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
 }
 export interface components {
-  schemas: {
-    /**
-     * @example {
-     *       "cursor": "dHJpcHM6dHJwXzAxSkQzWDdFOVAyUUs1Vk40VDhSNk1aV1lD",
-     *       "hasMore": true
-     *     }
-     */
-    PageMeta: {
-      /** @description Pass as `cursor` to get the next page. */
-      cursor: string | null;
-      hasMore: boolean;
-    };
-    /**
-     * @example {
-     *       "id": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
-     *       "tripNumber": "TR-7KX2M9",
-     *       "title": "Lisbon and Porto in spring",
-     *       "status": "active",
-     *       "tripMode": "tailor_made",
-     *       "dateMode": "departure_based",
-     *       "publicSlug": "lisbon-and-porto-in-spring-3f9a2c",
-     *       "publishedAt": "2026-11-03T16:40:05.128Z",
-     *       "unpublishedAt": null,
-     *       "startDate": "2027-04-12T00:00:00.000Z",
-     *       "endDate": "2027-04-18T00:00:00.000Z",
-     *       "daysCount": 7,
-     *       "startCityId": "cty_01JD3X5Q8M4V2RZK7N9T6WBHCE",
-     *       "endCityId": "cty_01JD3X5QB2T7YHK4P8R3M6VDFA",
-     *       "transportMode": "own_fleet",
-     *       "pricingDisplayMode": "per_person",
-     *       "shortDescription": "Seven days from the Tagus to the Douro.",
-     *       "longDescription": null,
-     *       "clientId": "cli_01JD3X9C2M7T4RK8V5N6QWZPYD",
-     *       "notes": "Vegetarian meals for two travellers.",
-     *       "createdAt": "2026-11-02T09:14:27.512Z",
-     *       "updatedAt": "2026-11-03T16:40:05.128Z"
-     *     }
-     */
-    Trip: {
-      id: string;
-      /** @description Per-tenant reference; not a counter. */
-      tripNumber: string;
-      title: string;
-      /** @enum {string} */
-      status: 'draft' | 'active' | 'sent' | 'accepted' | 'rejected' | 'archived';
-      /** @enum {string} */
-      tripMode: 'tailor_made' | 'template';
-      /** @enum {string} */
-      dateMode: 'departure_based' | 'range_based';
-      publicSlug: string | null;
-      /** Format: date-time */
-      publishedAt: string | null;
-      /** Format: date-time */
-      unpublishedAt: string | null;
-      /** Format: date-time */
-      startDate: string | null;
-      /** Format: date-time */
-      endDate: string | null;
-      daysCount: number;
-      startCityId: string | null;
-      endCityId: string | null;
-      /** @enum {string} */
-      transportMode: 'own_fleet' | 'outsourced';
-      /** @enum {string} */
-      pricingDisplayMode: 'per_person' | 'per_couple' | 'total_group';
-      shortDescription: string | null;
-      longDescription: string | null;
-      clientId: string | null;
-      notes: string | null;
-      /** Format: date-time */
-      createdAt: string | null;
-      /** Format: date-time */
-      updatedAt: string | null;
-    };
-    /**
-     * @example {
-     *       "id": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
-     *       "bookingNumber": "BK-4QW8T2",
-     *       "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
-     *       "tripVersion": 3,
-     *       "status": "confirmed",
-     *       "totalRetailCents": 249000,
-     *       "applicationFeeCents": 7470,
-     *       "currency": "EUR",
-     *       "travelerName": "Ana Lima",
-     *       "travelerEmail": "ana.lima@mail.test",
-     *       "confirmedAt": "2026-11-05T10:02:44.019Z",
-     *       "cancelledAt": null,
-     *       "departureId": "dep-2027-04-12",
-     *       "departureStartDate": "2027-04-12T00:00:00.000Z",
-     *       "departureEndDate": "2027-04-18T00:00:00.000Z",
-     *       "createdAt": "2026-11-02T09:14:27.512Z",
-     *       "updatedAt": "2026-11-03T16:40:05.128Z"
-     *     }
-     */
-    Booking: {
-      id: string;
-      /** @description Per-tenant reference; not a counter. */
-      bookingNumber: string;
-      tripId: string;
-      tripVersion: number;
-      /** @enum {string} */
-      status:
-        | 'payment_pending'
-        | 'deposit_paid'
-        | 'confirmed'
-        | 'trip_in_progress'
-        | 'completed'
-        | 'cancelled'
-        | 'refunded'
-        | 'disputed';
-      totalRetailCents: number;
-      applicationFeeCents: number;
-      currency: string;
-      travelerName: string | null;
-      travelerEmail: string | null;
-      /** Format: date-time */
-      confirmedAt: string | null;
-      /** Format: date-time */
-      cancelledAt: string | null;
-      departureId: string | null;
-      /** Format: date-time */
-      departureStartDate: string | null;
-      /** Format: date-time */
-      departureEndDate: string | null;
-      /** Format: date-time */
-      createdAt: string | null;
-      /** Format: date-time */
-      updatedAt: string | null;
-    };
-    /**
-     * @example {
-     *       "id": "pay_01JD3XB6N3T8R5K2V7M9QWZCDE",
-     *       "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
-     *       "mode": "deposit_only",
-     *       "status": "succeeded",
-     *       "label": "Deposit 30%",
-     *       "amountCents": 74700,
-     *       "currency": "EUR",
-     *       "scheduledFor": null,
-     *       "chargedAt": "2026-11-04T08:31:12.650Z",
-     *       "isDeposit": true,
-     *       "paymentRail": "card",
-     *       "kind": "deposit"
-     *     }
-     */
-    Payment: {
-      id: string;
-      bookingId: string;
-      /** @enum {string} */
-      mode: 'full' | 'deposit_only' | 'installment';
-      /** @enum {string} */
-      status: 'pending' | 'scheduled' | 'processing' | 'succeeded' | 'failed' | 'cancelled';
-      label: string;
-      amountCents: number;
-      currency: string;
-      /** Format: date-time */
-      scheduledFor: string | null;
-      /** Format: date-time */
-      chargedAt: string | null;
-      isDeposit: boolean;
-      paymentRail: string | null;
-      kind: string;
-    };
-    /**
-     * @example {
-     *       "id": "cli_01JD3X9C2M7T4RK8V5N6QWZPYD",
-     *       "kind": "individual",
-     *       "displayName": "Ana Lima",
-     *       "legalName": null,
-     *       "email": "ana.lima@mail.test",
-     *       "phone": "+351 912 345 678",
-     *       "countryIso": "PT",
-     *       "language": "pt",
-     *       "currency": "EUR",
-     *       "vatId": null,
-     *       "tags": [
-     *         "repeat",
-     *         "spring"
-     *       ],
-     *       "notes": null,
-     *       "archivedAt": null,
-     *       "createdAt": "2026-11-02T09:14:27.512Z",
-     *       "updatedAt": "2026-11-03T16:40:05.128Z"
-     *     }
-     */
-    Client: {
-      id: string;
-      /** @enum {string} */
-      kind: 'individual' | 'company';
-      displayName: string;
-      legalName: string | null;
-      email: string | null;
-      phone: string | null;
-      countryIso: string | null;
-      language: string | null;
-      currency: string | null;
-      vatId: string | null;
-      tags: string[];
-      notes: string | null;
-      /** Format: date-time */
-      archivedAt: string | null;
-      /** Format: date-time */
-      createdAt: string | null;
-      /** Format: date-time */
-      updatedAt: string | null;
-    };
-    /**
-     * @description The signing key is never part of this object on reads.
-     * @example {
-     *       "id": "whs_01JD3XC8K2V5R7N4T9M6QWZBHF",
-     *       "url": "https://hooks.operator.test/tourops",
-     *       "events": [
-     *         "booking.confirmed",
-     *         "payment.succeeded"
-     *       ],
-     *       "active": true,
-     *       "pausedAt": null,
-     *       "consecutiveFailures": 0,
-     *       "lastSuccessAt": "2026-11-05T10:02:45.201Z",
-     *       "lastFailureAt": null,
-     *       "createdAt": "2026-11-02T09:14:27.512Z"
-     *     }
-     */
-    WebhookSubscription: {
-      id: string;
-      /** @description HTTPS endpoint that receives events. */
-      url: string;
-      /** @description Subscribed event types. */
-      events: (
-        | 'booking.confirmed'
-        | 'booking.cancelled'
-        | 'booking.refunded'
-        | 'payment.succeeded'
-        | 'payment.failed'
-        | 'dispute.opened'
-        | 'dispute.closed'
-        | 'trip.published'
-        | 'trip.unpublished'
-        | 'client.created'
-      )[];
-      /** @description False after a delete or an auto-pause. */
-      active: boolean;
-      /** Format: date-time */
-      pausedAt: string | null;
-      /** @description Failed attempts in a row; 0 after a 2xx. */
-      consecutiveFailures: number;
-      /** Format: date-time */
-      lastSuccessAt: string | null;
-      /** Format: date-time */
-      lastFailureAt: string | null;
-      /** Format: date-time */
-      createdAt: string | null;
-    };
-    /**
-     * @example {
-     *       "id": "dlv_01JD3XD3M8Q5T2R7K9V4NWZBHC",
-     *       "eventId": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
-     *       "eventType": "booking.confirmed",
-     *       "status": "success",
-     *       "attempts": 1,
-     *       "lastResponseStatus": 200,
-     *       "nextAttemptAt": null,
-     *       "deliveredAt": "2026-11-05T10:02:45.201Z",
-     *       "claimedAt": null,
-     *       "redeliveredFromId": null,
-     *       "createdAt": "2026-11-05T10:02:44.030Z"
-     *     }
-     */
-    WebhookDelivery: {
-      /** @description First half of `Service-Request-Id`. */
-      id: string;
-      /** @description The `Service-Event-Id`; shared by redeliveries. */
-      eventId: string;
-      eventType: string;
-      /**
-       * @description `pending` also between attempts (see `nextAttemptAt`).
-       * @enum {string}
-       */
-      status: 'pending' | 'in_flight' | 'success' | 'dead_letter';
-      /** @description HTTP attempts made so far. */
-      attempts: number;
-      /** @description Last HTTP status the endpoint answered with (the body is not kept); an attempt that got no answer (time-out, connection failure) leaves it as it was; null until the first answer. */
-      lastResponseStatus: number | null;
-      /** Format: date-time */
-      nextAttemptAt: string | null;
-      /** Format: date-time */
-      deliveredAt: string | null;
-      /** Format: date-time */
-      claimedAt: string | null;
-      redeliveredFromId: string | null;
-      /** Format: date-time */
-      createdAt: string | null;
-    };
-    /** @description RFC 7807 problem document (application/problem+json). */
-    Problem: {
-      /**
-       * Format: uri
-       * @description Stable identifier; branch on this.
-       */
-      type: string;
-      title: string;
-      status: number;
-      detail: string;
-      code?: string;
-      /** @description Field path (`title`, `tags.3`) to messages; on validation-failed. */
-      errors?: {
-        [key: string]: string[];
-      };
-      required_scope?: string;
-      required_plans?: string[];
-      current_plan?: string;
-      next?: {
-        /** Format: uri */
-        checkoutUrl: string;
-      };
-      /** @description Quote it when reporting a 500. */
-      requestId?: string;
-    } & {
-      [key: string]: unknown;
-    };
-    /**
-     * @example {
-     *       "id": "cty_01JD3X5Q8M4V2RZK7N9T6WBHCE",
-     *       "name": "Lisbon",
-     *       "countryIso": "PT",
-     *       "createdAt": "2026-11-02T09:14:27.512Z",
-     *       "updatedAt": "2026-11-03T16:40:05.128Z"
-     *     }
-     */
-    City: {
-      id: string;
-      name: string;
-      countryIso: string | null;
-      /** Format: date-time */
-      createdAt: string;
-      /** Format: date-time */
-      updatedAt: string;
-    };
-    /**
-     * @example {
-     *       "id": "htl_01JD3X6A4R8T2K5N7V9MQWZCDF",
-     *       "name": "Casa do Rio",
-     *       "cityId": "cty_01JD3X5QB2T7YHK4P8R3M6VDFA",
-     *       "stars": 4,
-     *       "address": "Rua da Alfândega 12, 4050-029 Porto",
-     *       "createdAt": "2026-11-02T09:14:27.512Z",
-     *       "updatedAt": "2026-11-03T16:40:05.128Z"
-     *     }
-     */
-    Hotel: {
-      id: string;
-      name: string;
-      cityId: string | null;
-      stars: number | null;
-      address: string | null;
-      /** Format: date-time */
-      createdAt: string;
-      /** Format: date-time */
-      updatedAt: string;
-    };
-    /**
-     * @example {
-     *       "id": "act_01JD3X6C7T2R9K4N5V8MQWZBHE",
-     *       "name": "Douro valley wine tasting",
-     *       "cityId": "cty_01JD3X5QB2T7YHK4P8R3M6VDFA",
-     *       "durationMinutes": 240,
-     *       "description": "Two quintas, lunch included.",
-     *       "createdAt": "2026-11-02T09:14:27.512Z",
-     *       "updatedAt": "2026-11-03T16:40:05.128Z"
-     *     }
-     */
-    Activity: {
-      id: string;
-      name: string;
-      cityId: string | null;
-      durationMinutes: number | null;
-      description: string | null;
-      /** Format: date-time */
-      createdAt: string;
-      /** Format: date-time */
-      updatedAt: string;
-    };
-    /**
-     * @example {
-     *       "id": "veh_01JD3X6E2M7Q4T9R5K8NVWZCDA",
-     *       "name": "Mercedes Sprinter 16",
-     *       "kind": "minibus",
-     *       "seats": 16,
-     *       "createdAt": "2026-11-02T09:14:27.512Z",
-     *       "updatedAt": "2026-11-03T16:40:05.128Z"
-     *     }
-     */
-    Vehicle: {
-      id: string;
-      name: string;
-      kind: string | null;
-      seats: number | null;
-      /** Format: date-time */
-      createdAt: string;
-      /** Format: date-time */
-      updatedAt: string;
-    };
-    /**
-     * @example {
-     *       "id": "gde_01JD3X6G5R2T8K7N4V9MQWZBHD",
-     *       "name": "João Ferreira",
-     *       "languages": [
-     *         "pt",
-     *         "en",
-     *         "fr"
-     *       ],
-     *       "email": "joao.ferreira@guides.test",
-     *       "phone": "+351 913 222 111",
-     *       "createdAt": "2026-11-02T09:14:27.512Z",
-     *       "updatedAt": "2026-11-03T16:40:05.128Z"
-     *     }
-     */
-    Guide: {
-      id: string;
-      name: string;
-      languages: string[];
-      email: string | null;
-      phone: string | null;
-      /** Format: date-time */
-      createdAt: string;
-      /** Format: date-time */
-      updatedAt: string;
-    };
-  };
-  responses: never;
-  parameters: never;
-  requestBodies: never;
-  headers: never;
-  pathItems: never;
-}
-export type $defs = Record<string, never>;
-export interface operations {
-  getMe: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      /** @description The token, its tenant, plan tier and environment. */
-      200: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Requests allowed per minute (sustained). */
-          'X-RateLimit-Limit'?: number;
-          /** @description Requests left in the current minute. */
-          'X-RateLimit-Remaining'?: number;
-          /** @description Seconds until the window refreshes. */
-          'X-RateLimit-Reset'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "tenant": {
-           *         "id": "ten_01JD3X4P6R2T8K5N7V9MQWZCDB",
-           *         "name": "Atlântico Tours",
-           *         "slug": "atlantico-tours",
-           *         "active": true
-           *       },
-           *       "token": {
-           *         "id": "tok_01JD3X4R8T5K2N7V4M9QWZBHCE",
-           *         "name": "CRM sync",
-           *         "prefix": "tk_live_7KX2",
-           *         "scopes": [
-           *           "trips:read",
-           *           "trips:write",
-           *           "webhooks:read",
-           *           "webhooks:write"
-           *         ],
-           *         "lastUsedAt": "2026-11-05T10:01:12.334Z",
-           *         "expiresAt": "2027-11-01T00:00:00.000Z",
-           *         "createdAt": "2026-11-02T09:14:27.512Z",
-           *         "revoked": false
-           *       },
-           *       "tier": "pro",
-           *       "env": "live"
-           *     }
-           */
-          'application/json': {
-            tenant: {
-              id: string;
-              name: string;
-              slug: string;
-              active: boolean;
-            } | null;
-            token: {
-              id: string;
-              name: string | null;
-              /** @description Leading characters only, never the token. */
-              prefix: string;
-              scopes: (
-                | 'trips:read'
-                | 'trips:write'
-                | 'bookings:read'
-                | 'bookings:write'
-                | 'clients:read'
-                | 'clients:write'
-                | 'payments:read'
-                | 'libraries:read'
-                | 'webhooks:read'
-                | 'webhooks:write'
-              )[];
-              /** Format: date-time */
-              lastUsedAt: string | null;
-              /** Format: date-time */
-              expiresAt: string | null;
-              /** Format: date-time */
-              createdAt: string | null;
-              revoked: boolean;
-            } | null;
-            /**
-             * @description The tenant's plan.
-             * @enum {string}
-             */
-            tier: 'free' | 'starter' | 'pro' | 'enterprise';
-            /** @enum {string} */
-            env: 'live' | 'test';
-          };
-        };
-      };
-      /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
-      401: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          'WWW-Authenticate'?: 'Bearer';
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/unauthorized",
-           *       "title": "Unauthorized",
-           *       "status": 401,
-           *       "detail": "The bearer token is revoked."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
-      403: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/scope-required",
-           *       "title": "Scope required",
-           *       "status": 403,
-           *       "detail": "This token lacks trips:write.",
-           *       "required_scope": "trips:write"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
-      429: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/rate-limited",
-           *       "title": "Too many requests",
-           *       "status": 429,
-           *       "detail": "Rate limit exceeded; retry later."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
-      500: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/internal",
-           *       "title": "Internal error",
-           *       "status": 500,
-           *       "detail": "An unexpected error occurred.",
-           *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
-      503: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/service-unavailable",
-           *       "title": "Service unavailable",
-           *       "status": 503,
-           *       "detail": "The database is unavailable; retry after the Retry-After delay."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-    };
-  };
-  listTrips: {
-    parameters: {
-      query?: {
-        /** @description Page size, 1-100. */
-        limit?: number;
-        /** @description `meta.cursor` of the previous page. */
-        cursor?: string;
-        /** @description One trip status; an unknown value is ignored. */
-        status?: ('draft' | 'active' | 'sent' | 'accepted' | 'rejected' | 'archived') | string;
-        /** @description Only trips published at or after it. */
-        'publishedAt[gte]'?: string;
-      };
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      /** @description A page of trips. */
-      200: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Requests allowed per minute (sustained). */
-          'X-RateLimit-Limit'?: number;
-          /** @description Requests left in the current minute. */
-          'X-RateLimit-Remaining'?: number;
-          /** @description Seconds until the window refreshes. */
-          'X-RateLimit-Reset'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "data": [
-           *         {
-           *           "id": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
-           *           "tripNumber": "TR-7KX2M9",
-           *           "title": "Lisbon and Porto in spring",
-           *           "status": "active",
-           *           "tripMode": "tailor_made",
-           *           "dateMode": "departure_based",
-           *           "publicSlug": "lisbon-and-porto-in-spring-3f9a2c",
-           *           "publishedAt": "2026-11-03T16:40:05.128Z",
-           *           "unpublishedAt": null,
-           *           "startDate": "2027-04-12T00:00:00.000Z",
-           *           "endDate": "2027-04-18T00:00:00.000Z",
-           *           "daysCount": 7,
-           *           "startCityId": "cty_01JD3X5Q8M4V2RZK7N9T6WBHCE",
-           *           "endCityId": "cty_01JD3X5QB2T7YHK4P8R3M6VDFA",
-           *           "transportMode": "own_fleet",
-           *           "pricingDisplayMode": "per_person",
-           *           "shortDescription": "Seven days from the Tagus to the Douro.",
-           *           "longDescription": null,
-           *           "clientId": "cli_01JD3X9C2M7T4RK8V5N6QWZPYD",
-           *           "notes": "Vegetarian meals for two travellers.",
-           *           "createdAt": "2026-11-02T09:14:27.512Z",
-           *           "updatedAt": "2026-11-03T16:40:05.128Z"
-           *         }
-           *       ],
-           *       "meta": {
-           *         "cursor": "dHJpcHM6dHJwXzAxSkQzWDdFOVAyUUs1Vk40VDhSNk1aV1lD",
-           *         "hasMore": true
-           *       }
-           *     }
-           */
-          'application/json': {
-            data: components['schemas']['Trip'][];
-            meta: components['schemas']['PageMeta'];
-          };
-        };
-      };
-      /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
-      401: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          'WWW-Authenticate'?: 'Bearer';
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/unauthorized",
-           *       "title": "Unauthorized",
-           *       "status": 401,
-           *       "detail": "The bearer token is revoked."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
-      403: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/scope-required",
-           *       "title": "Scope required",
-           *       "status": 403,
-           *       "detail": "This token lacks trips:write.",
-           *       "required_scope": "trips:write"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
-      422: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/validation-failed",
-           *       "title": "Validation failed",
-           *       "status": 422,
-           *       "detail": "The request is not valid.",
-           *       "errors": {
-           *         "startDate": [
-           *           "must be a calendar date (YYYY-MM-DD)"
-           *         ],
-           *         "tags.3": [
-           *           "is too long"
-           *         ]
-           *       }
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
-      429: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/rate-limited",
-           *       "title": "Too many requests",
-           *       "status": 429,
-           *       "detail": "Rate limit exceeded; retry later."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
-      500: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/internal",
-           *       "title": "Internal error",
-           *       "status": 500,
-           *       "detail": "An unexpected error occurred.",
-           *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
-      503: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/service-unavailable",
-           *       "title": "Service unavailable",
-           *       "status": 503,
-           *       "detail": "The database is unavailable; retry after the Retry-After delay."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-    };
-  };
-  createTrip: {
-    parameters: {
-      query?: never;
-      header?: {
-        /** @description Makes the write safe to retry for 24 hours: the first answer (2xx or 4xx) is replayed byte for byte with `Idempotency-Replayed: true`. A UUID v4 per logical operation is recommended. */
-        'Idempotency-Key'?: string;
-      };
-      path?: never;
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
+    schemas: {
         /**
          * @example {
+         *       "cursor": "dHJpcHM6dHJwXzAxSkQzWDdFOVAyUUs1Vk40VDhSNk1aV1lD",
+         *       "hasMore": true
+         *     }
+         */
+        PageMeta: {
+            /** @description Pass as `cursor` to get the next page. */
+            cursor: string | null;
+            hasMore: boolean;
+        };
+        /**
+         * @example {
+         *       "id": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+         *       "tripNumber": "TR-7KX2M9",
          *       "title": "Lisbon and Porto in spring",
-         *       "startDate": "2027-04-12",
-         *       "endDate": "2027-04-18",
+         *       "status": "active",
+         *       "tripMode": "tailor_made",
+         *       "dateMode": "departure_based",
+         *       "publicSlug": "lisbon-and-porto-in-spring-3f9a2c",
+         *       "publishedAt": "2026-11-03T16:40:05.128Z",
+         *       "unpublishedAt": null,
+         *       "startDate": "2027-04-12T00:00:00.000Z",
+         *       "endDate": "2027-04-18T00:00:00.000Z",
          *       "daysCount": 7,
          *       "startCityId": "cty_01JD3X5Q8M4V2RZK7N9T6WBHCE",
          *       "endCityId": "cty_01JD3X5QB2T7YHK4P8R3M6VDFA",
          *       "transportMode": "own_fleet",
          *       "pricingDisplayMode": "per_person",
          *       "shortDescription": "Seven days from the Tagus to the Douro.",
-         *       "clientId": "cli_01JD3X9C2M7T4RK8V5N6QWZPYD"
+         *       "longDescription": null,
+         *       "clientId": "cli_01JD3X9C2M7T4RK8V5N6QWZPYD",
+         *       "notes": "Vegetarian meals for two travellers.",
+         *       "createdAt": "2026-11-02T09:14:27.512Z",
+         *       "updatedAt": "2026-11-03T16:40:05.128Z"
          *     }
          */
-        'application/json': {
-          title: string;
-          /**
-           * @description Calendar date, YYYY-MM-DD.
-           * @example 2027-05-01
-           */
-          startDate: string;
-          /**
-           * @description Calendar date, YYYY-MM-DD.
-           * @example 2027-05-01
-           */
-          endDate?: string;
-          daysCount: number;
-          /** @description Library city id. */
-          startCityId: string;
-          /** @description Library city id. */
-          endCityId: string;
-          /**
-           * @default own_fleet
-           * @enum {string}
-           */
-          transportMode?: 'own_fleet' | 'outsourced';
-          /**
-           * @default per_person
-           * @enum {string}
-           */
-          pricingDisplayMode?: 'per_person' | 'per_couple' | 'total_group';
-          notes?: string;
-          shortDescription?: string;
-          longDescription?: string;
-          /** @description Must belong to the tenant. */
-          clientId?: string;
+        Trip: {
+            id: string;
+            /** @description Per-tenant reference; not a counter. */
+            tripNumber: string;
+            title: string;
+            /** @enum {string} */
+            status: "draft" | "active" | "sent" | "accepted" | "rejected" | "archived";
+            /** @enum {string} */
+            tripMode: "tailor_made" | "template";
+            /** @enum {string} */
+            dateMode: "departure_based" | "range_based";
+            publicSlug: string | null;
+            /** Format: date-time */
+            publishedAt: string | null;
+            /** Format: date-time */
+            unpublishedAt: string | null;
+            /** Format: date-time */
+            startDate: string | null;
+            /** Format: date-time */
+            endDate: string | null;
+            daysCount: number;
+            startCityId: string | null;
+            endCityId: string | null;
+            /** @enum {string} */
+            transportMode: "own_fleet" | "outsourced";
+            /** @enum {string} */
+            pricingDisplayMode: "per_person" | "per_couple" | "total_group";
+            shortDescription: string | null;
+            longDescription: string | null;
+            clientId: string | null;
+            notes: string | null;
+            /** Format: date-time */
+            createdAt: string | null;
+            /** Format: date-time */
+            updatedAt: string | null;
         };
-      };
-    };
-    responses: {
-      /** @description The created trip. */
-      201: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Requests allowed per minute (sustained). */
-          'X-RateLimit-Limit'?: number;
-          /** @description Requests left in the current minute. */
-          'X-RateLimit-Remaining'?: number;
-          /** @description Seconds until the window refreshes. */
-          'X-RateLimit-Reset'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "data": {
-           *         "id": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
-           *         "tripNumber": "TR-7KX2M9",
-           *         "title": "Lisbon and Porto in spring",
-           *         "status": "active",
-           *         "tripMode": "tailor_made",
-           *         "dateMode": "departure_based",
-           *         "publicSlug": "lisbon-and-porto-in-spring-3f9a2c",
-           *         "publishedAt": "2026-11-03T16:40:05.128Z",
-           *         "unpublishedAt": null,
-           *         "startDate": "2027-04-12T00:00:00.000Z",
-           *         "endDate": "2027-04-18T00:00:00.000Z",
-           *         "daysCount": 7,
-           *         "startCityId": "cty_01JD3X5Q8M4V2RZK7N9T6WBHCE",
-           *         "endCityId": "cty_01JD3X5QB2T7YHK4P8R3M6VDFA",
-           *         "transportMode": "own_fleet",
-           *         "pricingDisplayMode": "per_person",
-           *         "shortDescription": "Seven days from the Tagus to the Douro.",
-           *         "longDescription": null,
-           *         "clientId": "cli_01JD3X9C2M7T4RK8V5N6QWZPYD",
-           *         "notes": "Vegetarian meals for two travellers.",
-           *         "createdAt": "2026-11-02T09:14:27.512Z",
-           *         "updatedAt": "2026-11-03T16:40:05.128Z"
-           *       }
-           *     }
-           */
-          'application/json': {
-            data: components['schemas']['Trip'];
-          };
-        };
-      };
-      /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
-      401: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          'WWW-Authenticate'?: 'Bearer';
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/unauthorized",
-           *       "title": "Unauthorized",
-           *       "status": 401,
-           *       "detail": "The bearer token is revoked."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
-      403: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/scope-required",
-           *       "title": "Scope required",
-           *       "status": 403,
-           *       "detail": "This token lacks trips:write.",
-           *       "required_scope": "trips:write"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description State clash (`conflict`), or the Idempotency-Key was used for another request (`idempotency-key-reuse`) or its first request is still running (`idempotency-in-progress`). */
-      409: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/conflict",
-           *       "title": "Conflict",
-           *       "status": 409,
-           *       "detail": "Cannot move from draft to archived.",
-           *       "code": "invalid_transition"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
-      422: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/validation-failed",
-           *       "title": "Validation failed",
-           *       "status": 422,
-           *       "detail": "The request is not valid.",
-           *       "errors": {
-           *         "startDate": [
-           *           "must be a calendar date (YYYY-MM-DD)"
-           *         ],
-           *         "tags.3": [
-           *           "is too long"
-           *         ]
-           *       }
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
-      429: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/rate-limited",
-           *       "title": "Too many requests",
-           *       "status": 429,
-           *       "detail": "Rate limit exceeded; retry later."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
-      500: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/internal",
-           *       "title": "Internal error",
-           *       "status": 500,
-           *       "detail": "An unexpected error occurred.",
-           *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
-      503: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/service-unavailable",
-           *       "title": "Service unavailable",
-           *       "status": 503,
-           *       "detail": "The database is unavailable; retry after the Retry-After delay."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-    };
-  };
-  getTrip: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path: {
-        id: string;
-      };
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      /** @description The trip. */
-      200: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Requests allowed per minute (sustained). */
-          'X-RateLimit-Limit'?: number;
-          /** @description Requests left in the current minute. */
-          'X-RateLimit-Remaining'?: number;
-          /** @description Seconds until the window refreshes. */
-          'X-RateLimit-Reset'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "data": {
-           *         "id": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
-           *         "tripNumber": "TR-7KX2M9",
-           *         "title": "Lisbon and Porto in spring",
-           *         "status": "active",
-           *         "tripMode": "tailor_made",
-           *         "dateMode": "departure_based",
-           *         "publicSlug": "lisbon-and-porto-in-spring-3f9a2c",
-           *         "publishedAt": "2026-11-03T16:40:05.128Z",
-           *         "unpublishedAt": null,
-           *         "startDate": "2027-04-12T00:00:00.000Z",
-           *         "endDate": "2027-04-18T00:00:00.000Z",
-           *         "daysCount": 7,
-           *         "startCityId": "cty_01JD3X5Q8M4V2RZK7N9T6WBHCE",
-           *         "endCityId": "cty_01JD3X5QB2T7YHK4P8R3M6VDFA",
-           *         "transportMode": "own_fleet",
-           *         "pricingDisplayMode": "per_person",
-           *         "shortDescription": "Seven days from the Tagus to the Douro.",
-           *         "longDescription": null,
-           *         "clientId": "cli_01JD3X9C2M7T4RK8V5N6QWZPYD",
-           *         "notes": "Vegetarian meals for two travellers.",
-           *         "createdAt": "2026-11-02T09:14:27.512Z",
-           *         "updatedAt": "2026-11-03T16:40:05.128Z"
-           *       }
-           *     }
-           */
-          'application/json': {
-            data: components['schemas']['Trip'];
-          };
-        };
-      };
-      /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
-      401: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          'WWW-Authenticate'?: 'Bearer';
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/unauthorized",
-           *       "title": "Unauthorized",
-           *       "status": 401,
-           *       "detail": "The bearer token is revoked."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
-      403: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/scope-required",
-           *       "title": "Scope required",
-           *       "status": 403,
-           *       "detail": "This token lacks trips:write.",
-           *       "required_scope": "trips:write"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Not found, or owned by another tenant (`not-found`). */
-      404: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/not-found",
-           *       "title": "Not found",
-           *       "status": 404,
-           *       "detail": "Trip not found."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
-      429: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/rate-limited",
-           *       "title": "Too many requests",
-           *       "status": 429,
-           *       "detail": "Rate limit exceeded; retry later."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
-      500: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/internal",
-           *       "title": "Internal error",
-           *       "status": 500,
-           *       "detail": "An unexpected error occurred.",
-           *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
-      503: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/service-unavailable",
-           *       "title": "Service unavailable",
-           *       "status": 503,
-           *       "detail": "The database is unavailable; retry after the Retry-After delay."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-    };
-  };
-  updateTrip: {
-    parameters: {
-      query?: never;
-      header?: {
-        /** @description Makes the write safe to retry for 24 hours: the first answer (2xx or 4xx) is replayed byte for byte with `Idempotency-Replayed: true`. A UUID v4 per logical operation is recommended. */
-        'Idempotency-Key'?: string;
-      };
-      path: {
-        id: string;
-      };
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
         /**
          * @example {
-         *       "title": "Lisbon and Porto, late spring",
-         *       "endDate": null,
-         *       "notes": null
-         *     }
-         */
-        'application/json': {
-          title?: string;
-          /**
-           * @description Calendar date, YYYY-MM-DD.
-           * @example 2027-05-01
-           */
-          startDate?: string;
-          /**
-           * @description Calendar date, YYYY-MM-DD.
-           * @example 2027-05-01
-           */
-          endDate?: string | null;
-          daysCount?: number;
-          notes?: string | null;
-          shortDescription?: string | null;
-          longDescription?: string | null;
-          clientId?: string | null;
-        };
-      };
-    };
-    responses: {
-      /** @description The trip. */
-      200: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Requests allowed per minute (sustained). */
-          'X-RateLimit-Limit'?: number;
-          /** @description Requests left in the current minute. */
-          'X-RateLimit-Remaining'?: number;
-          /** @description Seconds until the window refreshes. */
-          'X-RateLimit-Reset'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "data": {
-           *         "id": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
-           *         "tripNumber": "TR-7KX2M9",
-           *         "title": "Lisbon and Porto in spring",
-           *         "status": "active",
-           *         "tripMode": "tailor_made",
-           *         "dateMode": "departure_based",
-           *         "publicSlug": "lisbon-and-porto-in-spring-3f9a2c",
-           *         "publishedAt": "2026-11-03T16:40:05.128Z",
-           *         "unpublishedAt": null,
-           *         "startDate": "2027-04-12T00:00:00.000Z",
-           *         "endDate": "2027-04-18T00:00:00.000Z",
-           *         "daysCount": 7,
-           *         "startCityId": "cty_01JD3X5Q8M4V2RZK7N9T6WBHCE",
-           *         "endCityId": "cty_01JD3X5QB2T7YHK4P8R3M6VDFA",
-           *         "transportMode": "own_fleet",
-           *         "pricingDisplayMode": "per_person",
-           *         "shortDescription": "Seven days from the Tagus to the Douro.",
-           *         "longDescription": null,
-           *         "clientId": "cli_01JD3X9C2M7T4RK8V5N6QWZPYD",
-           *         "notes": "Vegetarian meals for two travellers.",
-           *         "createdAt": "2026-11-02T09:14:27.512Z",
-           *         "updatedAt": "2026-11-03T16:40:05.128Z"
-           *       }
-           *     }
-           */
-          'application/json': {
-            data: components['schemas']['Trip'];
-          };
-        };
-      };
-      /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
-      401: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          'WWW-Authenticate'?: 'Bearer';
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/unauthorized",
-           *       "title": "Unauthorized",
-           *       "status": 401,
-           *       "detail": "The bearer token is revoked."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
-      403: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/scope-required",
-           *       "title": "Scope required",
-           *       "status": 403,
-           *       "detail": "This token lacks trips:write.",
-           *       "required_scope": "trips:write"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Not found, or owned by another tenant (`not-found`). */
-      404: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/not-found",
-           *       "title": "Not found",
-           *       "status": 404,
-           *       "detail": "Trip not found."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description State clash (`conflict`), or the Idempotency-Key was used for another request (`idempotency-key-reuse`) or its first request is still running (`idempotency-in-progress`). */
-      409: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/conflict",
-           *       "title": "Conflict",
-           *       "status": 409,
-           *       "detail": "Cannot move from draft to archived.",
-           *       "code": "invalid_transition"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
-      422: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/validation-failed",
-           *       "title": "Validation failed",
-           *       "status": 422,
-           *       "detail": "The request is not valid.",
-           *       "errors": {
-           *         "startDate": [
-           *           "must be a calendar date (YYYY-MM-DD)"
-           *         ],
-           *         "tags.3": [
-           *           "is too long"
-           *         ]
-           *       }
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
-      429: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/rate-limited",
-           *       "title": "Too many requests",
-           *       "status": 429,
-           *       "detail": "Rate limit exceeded; retry later."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
-      500: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/internal",
-           *       "title": "Internal error",
-           *       "status": 500,
-           *       "detail": "An unexpected error occurred.",
-           *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
-      503: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/service-unavailable",
-           *       "title": "Service unavailable",
-           *       "status": 503,
-           *       "detail": "The database is unavailable; retry after the Retry-After delay."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-    };
-  };
-  listBookings: {
-    parameters: {
-      query?: {
-        /** @description Page size, 1-100. */
-        limit?: number;
-        /** @description `meta.cursor` of the previous page. */
-        cursor?: string;
-        /** @description One lifecycle state; an unknown value is ignored. */
-        status?: string;
-        tripId?: string;
-      };
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      /** @description A page of bookings. */
-      200: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Requests allowed per minute (sustained). */
-          'X-RateLimit-Limit'?: number;
-          /** @description Requests left in the current minute. */
-          'X-RateLimit-Remaining'?: number;
-          /** @description Seconds until the window refreshes. */
-          'X-RateLimit-Reset'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "data": [
-           *         {
-           *           "id": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
-           *           "bookingNumber": "BK-4QW8T2",
-           *           "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
-           *           "tripVersion": 3,
-           *           "status": "confirmed",
-           *           "totalRetailCents": 249000,
-           *           "applicationFeeCents": 7470,
-           *           "currency": "EUR",
-           *           "travelerName": "Ana Lima",
-           *           "travelerEmail": "ana.lima@mail.test",
-           *           "confirmedAt": "2026-11-05T10:02:44.019Z",
-           *           "cancelledAt": null,
-           *           "departureId": "dep-2027-04-12",
-           *           "departureStartDate": "2027-04-12T00:00:00.000Z",
-           *           "departureEndDate": "2027-04-18T00:00:00.000Z",
-           *           "createdAt": "2026-11-02T09:14:27.512Z",
-           *           "updatedAt": "2026-11-03T16:40:05.128Z"
-           *         }
-           *       ],
-           *       "meta": {
-           *         "cursor": "dHJpcHM6dHJwXzAxSkQzWDdFOVAyUUs1Vk40VDhSNk1aV1lD",
-           *         "hasMore": true
-           *       }
-           *     }
-           */
-          'application/json': {
-            data: components['schemas']['Booking'][];
-            meta: components['schemas']['PageMeta'];
-          };
-        };
-      };
-      /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
-      401: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          'WWW-Authenticate'?: 'Bearer';
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/unauthorized",
-           *       "title": "Unauthorized",
-           *       "status": 401,
-           *       "detail": "The bearer token is revoked."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
-      403: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/scope-required",
-           *       "title": "Scope required",
-           *       "status": 403,
-           *       "detail": "This token lacks trips:write.",
-           *       "required_scope": "trips:write"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
-      422: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/validation-failed",
-           *       "title": "Validation failed",
-           *       "status": 422,
-           *       "detail": "The request is not valid.",
-           *       "errors": {
-           *         "startDate": [
-           *           "must be a calendar date (YYYY-MM-DD)"
-           *         ],
-           *         "tags.3": [
-           *           "is too long"
-           *         ]
-           *       }
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
-      429: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/rate-limited",
-           *       "title": "Too many requests",
-           *       "status": 429,
-           *       "detail": "Rate limit exceeded; retry later."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
-      500: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/internal",
-           *       "title": "Internal error",
-           *       "status": 500,
-           *       "detail": "An unexpected error occurred.",
-           *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
-      503: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/service-unavailable",
-           *       "title": "Service unavailable",
-           *       "status": 503,
-           *       "detail": "The database is unavailable; retry after the Retry-After delay."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-    };
-  };
-  createBooking: {
-    parameters: {
-      query?: never;
-      header?: {
-        /** @description Makes the write safe to retry for 24 hours: the first answer (2xx or 4xx) is replayed byte for byte with `Idempotency-Replayed: true`. A UUID v4 per logical operation is recommended. */
-        'Idempotency-Key'?: string;
-      };
-      path?: never;
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
-        /**
-         * @example {
+         *       "id": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
+         *       "bookingNumber": "BK-4QW8T2",
          *       "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+         *       "tripVersion": 3,
+         *       "status": "confirmed",
+         *       "totalRetailCents": 249000,
+         *       "applicationFeeCents": 7470,
+         *       "currency": "EUR",
          *       "travelerName": "Ana Lima",
-         *       "travelerEmail": "ana.lima@mail.test"
+         *       "travelerEmail": "ana.lima@mail.test",
+         *       "confirmedAt": "2026-11-05T10:02:44.019Z",
+         *       "cancelledAt": null,
+         *       "departureId": "dep-2027-04-12",
+         *       "departureStartDate": "2027-04-12T00:00:00.000Z",
+         *       "departureEndDate": "2027-04-18T00:00:00.000Z",
+         *       "createdAt": "2026-11-02T09:14:27.512Z",
+         *       "updatedAt": "2026-11-03T16:40:05.128Z"
          *     }
          */
-        'application/json': {
-          /** @description A trip published in the tenant. */
-          tripId: string;
-          travelerName: string;
-          /** Format: email */
-          travelerEmail: string;
+        Booking: {
+            id: string;
+            /** @description Per-tenant reference; not a counter. */
+            bookingNumber: string;
+            tripId: string;
+            tripVersion: number;
+            /** @enum {string} */
+            status: "payment_pending" | "deposit_paid" | "confirmed" | "trip_in_progress" | "completed" | "cancelled" | "refunded" | "disputed";
+            totalRetailCents: number;
+            applicationFeeCents: number;
+            currency: string;
+            travelerName: string | null;
+            travelerEmail: string | null;
+            /** Format: date-time */
+            confirmedAt: string | null;
+            /** Format: date-time */
+            cancelledAt: string | null;
+            departureId: string | null;
+            /** Format: date-time */
+            departureStartDate: string | null;
+            /** Format: date-time */
+            departureEndDate: string | null;
+            /** Format: date-time */
+            createdAt: string | null;
+            /** Format: date-time */
+            updatedAt: string | null;
         };
-      };
-    };
-    responses: {
-      /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
-      401: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          'WWW-Authenticate'?: 'Bearer';
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/unauthorized",
-           *       "title": "Unauthorized",
-           *       "status": 401,
-           *       "detail": "The bearer token is revoked."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
-      403: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/scope-required",
-           *       "title": "Scope required",
-           *       "status": 403,
-           *       "detail": "This token lacks trips:write.",
-           *       "required_scope": "trips:write"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Not found, or owned by another tenant (`not-found`). */
-      404: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/not-found",
-           *       "title": "Not found",
-           *       "status": 404,
-           *       "detail": "Trip not found."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description State clash (`conflict`), or the Idempotency-Key was used for another request (`idempotency-key-reuse`) or its first request is still running (`idempotency-in-progress`). */
-      409: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/conflict",
-           *       "title": "Conflict",
-           *       "status": 409,
-           *       "detail": "Cannot move from draft to archived.",
-           *       "code": "invalid_transition"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
-      422: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/validation-failed",
-           *       "title": "Validation failed",
-           *       "status": 422,
-           *       "detail": "The request is not valid.",
-           *       "errors": {
-           *         "startDate": [
-           *           "must be a calendar date (YYYY-MM-DD)"
-           *         ],
-           *         "tags.3": [
-           *           "is too long"
-           *         ]
-           *       }
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
-      429: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/rate-limited",
-           *       "title": "Too many requests",
-           *       "status": 429,
-           *       "detail": "Rate limit exceeded; retry later."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
-      500: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/internal",
-           *       "title": "Internal error",
-           *       "status": 500,
-           *       "detail": "An unexpected error occurred.",
-           *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Not implemented (`booking-create-not-supported`). */
-      501: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/booking-create-not-supported",
-           *       "title": "Booking creation not supported",
-           *       "status": 501,
-           *       "detail": "Bookings are created through the storefront checkout.",
-           *       "next": {
-           *         "checkoutUrl": "https://shop.tourops.test/checkout/lisbon-and-porto-in-spring-3f9a2c"
-           *       }
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
-      503: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/service-unavailable",
-           *       "title": "Service unavailable",
-           *       "status": 503,
-           *       "detail": "The database is unavailable; retry after the Retry-After delay."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-    };
-  };
-  getBooking: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path: {
-        id: string;
-      };
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      /** @description The booking. */
-      200: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Requests allowed per minute (sustained). */
-          'X-RateLimit-Limit'?: number;
-          /** @description Requests left in the current minute. */
-          'X-RateLimit-Remaining'?: number;
-          /** @description Seconds until the window refreshes. */
-          'X-RateLimit-Reset'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "data": {
-           *         "id": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
-           *         "bookingNumber": "BK-4QW8T2",
-           *         "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
-           *         "tripVersion": 3,
-           *         "status": "confirmed",
-           *         "totalRetailCents": 249000,
-           *         "applicationFeeCents": 7470,
-           *         "currency": "EUR",
-           *         "travelerName": "Ana Lima",
-           *         "travelerEmail": "ana.lima@mail.test",
-           *         "confirmedAt": "2026-11-05T10:02:44.019Z",
-           *         "cancelledAt": null,
-           *         "departureId": "dep-2027-04-12",
-           *         "departureStartDate": "2027-04-12T00:00:00.000Z",
-           *         "departureEndDate": "2027-04-18T00:00:00.000Z",
-           *         "createdAt": "2026-11-02T09:14:27.512Z",
-           *         "updatedAt": "2026-11-03T16:40:05.128Z"
-           *       }
-           *     }
-           */
-          'application/json': {
-            data: components['schemas']['Booking'];
-          };
-        };
-      };
-      /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
-      401: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          'WWW-Authenticate'?: 'Bearer';
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/unauthorized",
-           *       "title": "Unauthorized",
-           *       "status": 401,
-           *       "detail": "The bearer token is revoked."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
-      403: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/scope-required",
-           *       "title": "Scope required",
-           *       "status": 403,
-           *       "detail": "This token lacks trips:write.",
-           *       "required_scope": "trips:write"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Not found, or owned by another tenant (`not-found`). */
-      404: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/not-found",
-           *       "title": "Not found",
-           *       "status": 404,
-           *       "detail": "Trip not found."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
-      429: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/rate-limited",
-           *       "title": "Too many requests",
-           *       "status": 429,
-           *       "detail": "Rate limit exceeded; retry later."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
-      500: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/internal",
-           *       "title": "Internal error",
-           *       "status": 500,
-           *       "detail": "An unexpected error occurred.",
-           *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
-      503: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/service-unavailable",
-           *       "title": "Service unavailable",
-           *       "status": 503,
-           *       "detail": "The database is unavailable; retry after the Retry-After delay."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-    };
-  };
-  listClients: {
-    parameters: {
-      query?: {
-        /** @description Page size, 1-100. */
-        limit?: number;
-        /** @description `meta.cursor` of the previous page. */
-        cursor?: string;
-        /** @description individual or company; an unknown value is ignored. */
-        kind?: string;
-        /** @description true: only archived; false: only non-archived; omitted: both. */
-        archived?: 'true' | 'false';
-      };
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      /** @description A page of clients. */
-      200: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Requests allowed per minute (sustained). */
-          'X-RateLimit-Limit'?: number;
-          /** @description Requests left in the current minute. */
-          'X-RateLimit-Remaining'?: number;
-          /** @description Seconds until the window refreshes. */
-          'X-RateLimit-Reset'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "data": [
-           *         {
-           *           "id": "cli_01JD3X9C2M7T4RK8V5N6QWZPYD",
-           *           "kind": "individual",
-           *           "displayName": "Ana Lima",
-           *           "legalName": null,
-           *           "email": "ana.lima@mail.test",
-           *           "phone": "+351 912 345 678",
-           *           "countryIso": "PT",
-           *           "language": "pt",
-           *           "currency": "EUR",
-           *           "vatId": null,
-           *           "tags": [
-           *             "repeat",
-           *             "spring"
-           *           ],
-           *           "notes": null,
-           *           "archivedAt": null,
-           *           "createdAt": "2026-11-02T09:14:27.512Z",
-           *           "updatedAt": "2026-11-03T16:40:05.128Z"
-           *         }
-           *       ],
-           *       "meta": {
-           *         "cursor": "dHJpcHM6dHJwXzAxSkQzWDdFOVAyUUs1Vk40VDhSNk1aV1lD",
-           *         "hasMore": true
-           *       }
-           *     }
-           */
-          'application/json': {
-            data: components['schemas']['Client'][];
-            meta: components['schemas']['PageMeta'];
-          };
-        };
-      };
-      /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
-      401: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          'WWW-Authenticate'?: 'Bearer';
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/unauthorized",
-           *       "title": "Unauthorized",
-           *       "status": 401,
-           *       "detail": "The bearer token is revoked."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
-      403: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/scope-required",
-           *       "title": "Scope required",
-           *       "status": 403,
-           *       "detail": "This token lacks trips:write.",
-           *       "required_scope": "trips:write"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
-      422: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/validation-failed",
-           *       "title": "Validation failed",
-           *       "status": 422,
-           *       "detail": "The request is not valid.",
-           *       "errors": {
-           *         "startDate": [
-           *           "must be a calendar date (YYYY-MM-DD)"
-           *         ],
-           *         "tags.3": [
-           *           "is too long"
-           *         ]
-           *       }
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
-      429: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/rate-limited",
-           *       "title": "Too many requests",
-           *       "status": 429,
-           *       "detail": "Rate limit exceeded; retry later."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
-      500: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/internal",
-           *       "title": "Internal error",
-           *       "status": 500,
-           *       "detail": "An unexpected error occurred.",
-           *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
-      503: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/service-unavailable",
-           *       "title": "Service unavailable",
-           *       "status": 503,
-           *       "detail": "The database is unavailable; retry after the Retry-After delay."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-    };
-  };
-  createClient: {
-    parameters: {
-      query?: never;
-      header?: {
-        /** @description Makes the write safe to retry for 24 hours: the first answer (2xx or 4xx) is replayed byte for byte with `Idempotency-Replayed: true`. A UUID v4 per logical operation is recommended. */
-        'Idempotency-Key'?: string;
-      };
-      path?: never;
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
         /**
          * @example {
-         *       "kind": "company",
-         *       "displayName": "Atlântico Viagens",
-         *       "legalName": "Atlântico Viagens, Lda.",
-         *       "email": "reservas@atlantico.test",
+         *       "id": "pay_01JD3XB6N3T8R5K2V7M9QWZCDE",
+         *       "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
+         *       "mode": "deposit_only",
+         *       "status": "succeeded",
+         *       "label": "Deposit 30%",
+         *       "amountCents": 74700,
+         *       "currency": "EUR",
+         *       "scheduledFor": null,
+         *       "chargedAt": "2026-11-04T08:31:12.650Z",
+         *       "isDeposit": true,
+         *       "paymentRail": "card",
+         *       "kind": "deposit"
+         *     }
+         */
+        Payment: {
+            id: string;
+            bookingId: string;
+            /** @enum {string} */
+            mode: "full" | "deposit_only" | "installment";
+            /** @enum {string} */
+            status: "pending" | "scheduled" | "processing" | "succeeded" | "failed" | "cancelled";
+            label: string;
+            amountCents: number;
+            currency: string;
+            /** Format: date-time */
+            scheduledFor: string | null;
+            /** Format: date-time */
+            chargedAt: string | null;
+            isDeposit: boolean;
+            paymentRail: string | null;
+            kind: string;
+        };
+        /**
+         * @example {
+         *       "id": "cli_01JD3X9C2M7T4RK8V5N6QWZPYD",
+         *       "kind": "individual",
+         *       "displayName": "Ana Lima",
+         *       "legalName": null,
+         *       "email": "ana.lima@mail.test",
+         *       "phone": "+351 912 345 678",
          *       "countryIso": "PT",
          *       "language": "pt",
          *       "currency": "EUR",
-         *       "vatId": "PT509876543",
+         *       "vatId": null,
          *       "tags": [
-         *         "agency"
-         *       ]
+         *         "repeat",
+         *         "spring"
+         *       ],
+         *       "notes": null,
+         *       "archivedAt": null,
+         *       "createdAt": "2026-11-02T09:14:27.512Z",
+         *       "updatedAt": "2026-11-03T16:40:05.128Z"
          *     }
          */
-        'application/json': {
-          /** @enum {string} */
-          kind: 'individual' | 'company';
-          displayName: string;
-          legalName?: string;
-          /** Format: email */
-          email?: string;
-          phone?: string;
-          /**
-           * Format: country-code
-           * @description ISO 3166-1 alpha-2, either case; stored upper-case.
-           */
-          countryIso?: string;
-          language?: string;
-          /**
-           * Format: currency-code
-           * @description ISO 4217, either case; stored upper-case.
-           */
-          currency?: string;
-          vatId?: string;
-          notes?: string;
-          tags?: string[];
+        Client: {
+            id: string;
+            /** @enum {string} */
+            kind: "individual" | "company";
+            displayName: string;
+            legalName: string | null;
+            email: string | null;
+            phone: string | null;
+            countryIso: string | null;
+            language: string | null;
+            currency: string | null;
+            vatId: string | null;
+            tags: string[];
+            notes: string | null;
+            /** Format: date-time */
+            archivedAt: string | null;
+            /** Format: date-time */
+            createdAt: string | null;
+            /** Format: date-time */
+            updatedAt: string | null;
         };
-      };
-    };
-    responses: {
-      /** @description The created client. */
-      201: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Requests allowed per minute (sustained). */
-          'X-RateLimit-Limit'?: number;
-          /** @description Requests left in the current minute. */
-          'X-RateLimit-Remaining'?: number;
-          /** @description Seconds until the window refreshes. */
-          'X-RateLimit-Reset'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "data": {
-           *         "id": "cli_01JD3X9C2M7T4RK8V5N6QWZPYD",
-           *         "kind": "individual",
-           *         "displayName": "Ana Lima",
-           *         "legalName": null,
-           *         "email": "ana.lima@mail.test",
-           *         "phone": "+351 912 345 678",
-           *         "countryIso": "PT",
-           *         "language": "pt",
-           *         "currency": "EUR",
-           *         "vatId": null,
-           *         "tags": [
-           *           "repeat",
-           *           "spring"
-           *         ],
-           *         "notes": null,
-           *         "archivedAt": null,
-           *         "createdAt": "2026-11-02T09:14:27.512Z",
-           *         "updatedAt": "2026-11-03T16:40:05.128Z"
-           *       }
-           *     }
-           */
-          'application/json': {
-            data: components['schemas']['Client'];
-          };
-        };
-      };
-      /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
-      401: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          'WWW-Authenticate'?: 'Bearer';
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/unauthorized",
-           *       "title": "Unauthorized",
-           *       "status": 401,
-           *       "detail": "The bearer token is revoked."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
-      403: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/scope-required",
-           *       "title": "Scope required",
-           *       "status": 403,
-           *       "detail": "This token lacks trips:write.",
-           *       "required_scope": "trips:write"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description State clash (`conflict`), or the Idempotency-Key was used for another request (`idempotency-key-reuse`) or its first request is still running (`idempotency-in-progress`). */
-      409: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/conflict",
-           *       "title": "Conflict",
-           *       "status": 409,
-           *       "detail": "Cannot move from draft to archived.",
-           *       "code": "invalid_transition"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
-      422: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/validation-failed",
-           *       "title": "Validation failed",
-           *       "status": 422,
-           *       "detail": "The request is not valid.",
-           *       "errors": {
-           *         "startDate": [
-           *           "must be a calendar date (YYYY-MM-DD)"
-           *         ],
-           *         "tags.3": [
-           *           "is too long"
-           *         ]
-           *       }
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
-      429: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/rate-limited",
-           *       "title": "Too many requests",
-           *       "status": 429,
-           *       "detail": "Rate limit exceeded; retry later."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
-      500: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/internal",
-           *       "title": "Internal error",
-           *       "status": 500,
-           *       "detail": "An unexpected error occurred.",
-           *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
-      503: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/service-unavailable",
-           *       "title": "Service unavailable",
-           *       "status": 503,
-           *       "detail": "The database is unavailable; retry after the Retry-After delay."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-    };
-  };
-  getClient: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path: {
-        id: string;
-      };
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      /** @description The client. */
-      200: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Requests allowed per minute (sustained). */
-          'X-RateLimit-Limit'?: number;
-          /** @description Requests left in the current minute. */
-          'X-RateLimit-Remaining'?: number;
-          /** @description Seconds until the window refreshes. */
-          'X-RateLimit-Reset'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "data": {
-           *         "id": "cli_01JD3X9C2M7T4RK8V5N6QWZPYD",
-           *         "kind": "individual",
-           *         "displayName": "Ana Lima",
-           *         "legalName": null,
-           *         "email": "ana.lima@mail.test",
-           *         "phone": "+351 912 345 678",
-           *         "countryIso": "PT",
-           *         "language": "pt",
-           *         "currency": "EUR",
-           *         "vatId": null,
-           *         "tags": [
-           *           "repeat",
-           *           "spring"
-           *         ],
-           *         "notes": null,
-           *         "archivedAt": null,
-           *         "createdAt": "2026-11-02T09:14:27.512Z",
-           *         "updatedAt": "2026-11-03T16:40:05.128Z"
-           *       }
-           *     }
-           */
-          'application/json': {
-            data: components['schemas']['Client'];
-          };
-        };
-      };
-      /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
-      401: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          'WWW-Authenticate'?: 'Bearer';
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/unauthorized",
-           *       "title": "Unauthorized",
-           *       "status": 401,
-           *       "detail": "The bearer token is revoked."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
-      403: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/scope-required",
-           *       "title": "Scope required",
-           *       "status": 403,
-           *       "detail": "This token lacks trips:write.",
-           *       "required_scope": "trips:write"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Not found, or owned by another tenant (`not-found`). */
-      404: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/not-found",
-           *       "title": "Not found",
-           *       "status": 404,
-           *       "detail": "Trip not found."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
-      429: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/rate-limited",
-           *       "title": "Too many requests",
-           *       "status": 429,
-           *       "detail": "Rate limit exceeded; retry later."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
-      500: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/internal",
-           *       "title": "Internal error",
-           *       "status": 500,
-           *       "detail": "An unexpected error occurred.",
-           *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
-      503: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/service-unavailable",
-           *       "title": "Service unavailable",
-           *       "status": 503,
-           *       "detail": "The database is unavailable; retry after the Retry-After delay."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-    };
-  };
-  listPayments: {
-    parameters: {
-      query?: {
-        /** @description Page size, 1-100. */
-        limit?: number;
-        /** @description `meta.cursor` of the previous page. */
-        cursor?: string;
-        /** @description One payment status; an unknown value is ignored. */
-        status?: string;
-        bookingId?: string;
-      };
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      /** @description A page of payments. */
-      200: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Requests allowed per minute (sustained). */
-          'X-RateLimit-Limit'?: number;
-          /** @description Requests left in the current minute. */
-          'X-RateLimit-Remaining'?: number;
-          /** @description Seconds until the window refreshes. */
-          'X-RateLimit-Reset'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "data": [
-           *         {
-           *           "id": "pay_01JD3XB6N3T8R5K2V7M9QWZCDE",
-           *           "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
-           *           "mode": "deposit_only",
-           *           "status": "succeeded",
-           *           "label": "Deposit 30%",
-           *           "amountCents": 74700,
-           *           "currency": "EUR",
-           *           "scheduledFor": null,
-           *           "chargedAt": "2026-11-04T08:31:12.650Z",
-           *           "isDeposit": true,
-           *           "paymentRail": "card",
-           *           "kind": "deposit"
-           *         }
-           *       ],
-           *       "meta": {
-           *         "cursor": "dHJpcHM6dHJwXzAxSkQzWDdFOVAyUUs1Vk40VDhSNk1aV1lD",
-           *         "hasMore": true
-           *       }
-           *     }
-           */
-          'application/json': {
-            data: components['schemas']['Payment'][];
-            meta: components['schemas']['PageMeta'];
-          };
-        };
-      };
-      /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
-      401: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          'WWW-Authenticate'?: 'Bearer';
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/unauthorized",
-           *       "title": "Unauthorized",
-           *       "status": 401,
-           *       "detail": "The bearer token is revoked."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
-      403: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/scope-required",
-           *       "title": "Scope required",
-           *       "status": 403,
-           *       "detail": "This token lacks trips:write.",
-           *       "required_scope": "trips:write"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
-      422: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/validation-failed",
-           *       "title": "Validation failed",
-           *       "status": 422,
-           *       "detail": "The request is not valid.",
-           *       "errors": {
-           *         "startDate": [
-           *           "must be a calendar date (YYYY-MM-DD)"
-           *         ],
-           *         "tags.3": [
-           *           "is too long"
-           *         ]
-           *       }
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
-      429: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/rate-limited",
-           *       "title": "Too many requests",
-           *       "status": 429,
-           *       "detail": "Rate limit exceeded; retry later."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
-      500: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/internal",
-           *       "title": "Internal error",
-           *       "status": 500,
-           *       "detail": "An unexpected error occurred.",
-           *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
-      503: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/service-unavailable",
-           *       "title": "Service unavailable",
-           *       "status": 503,
-           *       "detail": "The database is unavailable; retry after the Retry-After delay."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-    };
-  };
-  listCities: {
-    parameters: {
-      query?: {
-        /** @description Page size, 1-100. */
-        limit?: number;
-        /** @description `meta.cursor` of the previous page. */
-        cursor?: string;
-        /** @description Name contains, case-insensitive. */
-        q?: string;
-      };
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      /** @description A page of catalog items. */
-      200: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Requests allowed per minute (sustained). */
-          'X-RateLimit-Limit'?: number;
-          /** @description Requests left in the current minute. */
-          'X-RateLimit-Remaining'?: number;
-          /** @description Seconds until the window refreshes. */
-          'X-RateLimit-Reset'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "data": [
-           *         {
-           *           "id": "cty_01JD3X5Q8M4V2RZK7N9T6WBHCE",
-           *           "name": "Lisbon",
-           *           "countryIso": "PT",
-           *           "createdAt": "2026-11-02T09:14:27.512Z",
-           *           "updatedAt": "2026-11-03T16:40:05.128Z"
-           *         }
-           *       ],
-           *       "meta": {
-           *         "cursor": "dHJpcHM6dHJwXzAxSkQzWDdFOVAyUUs1Vk40VDhSNk1aV1lD",
-           *         "hasMore": true
-           *       }
-           *     }
-           */
-          'application/json': {
-            data: components['schemas']['City'][];
-            meta: components['schemas']['PageMeta'];
-          };
-        };
-      };
-      /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
-      401: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          'WWW-Authenticate'?: 'Bearer';
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/unauthorized",
-           *       "title": "Unauthorized",
-           *       "status": 401,
-           *       "detail": "The bearer token is revoked."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
-      403: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/scope-required",
-           *       "title": "Scope required",
-           *       "status": 403,
-           *       "detail": "This token lacks trips:write.",
-           *       "required_scope": "trips:write"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
-      422: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/validation-failed",
-           *       "title": "Validation failed",
-           *       "status": 422,
-           *       "detail": "The request is not valid.",
-           *       "errors": {
-           *         "startDate": [
-           *           "must be a calendar date (YYYY-MM-DD)"
-           *         ],
-           *         "tags.3": [
-           *           "is too long"
-           *         ]
-           *       }
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
-      429: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/rate-limited",
-           *       "title": "Too many requests",
-           *       "status": 429,
-           *       "detail": "Rate limit exceeded; retry later."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
-      500: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/internal",
-           *       "title": "Internal error",
-           *       "status": 500,
-           *       "detail": "An unexpected error occurred.",
-           *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
-      503: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/service-unavailable",
-           *       "title": "Service unavailable",
-           *       "status": 503,
-           *       "detail": "The database is unavailable; retry after the Retry-After delay."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-    };
-  };
-  listHotels: {
-    parameters: {
-      query?: {
-        /** @description Page size, 1-100. */
-        limit?: number;
-        /** @description `meta.cursor` of the previous page. */
-        cursor?: string;
-        /** @description Name contains, case-insensitive. */
-        q?: string;
-        cityId?: string;
-      };
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      /** @description A page of catalog items. */
-      200: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Requests allowed per minute (sustained). */
-          'X-RateLimit-Limit'?: number;
-          /** @description Requests left in the current minute. */
-          'X-RateLimit-Remaining'?: number;
-          /** @description Seconds until the window refreshes. */
-          'X-RateLimit-Reset'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "data": [
-           *         {
-           *           "id": "htl_01JD3X6A4R8T2K5N7V9MQWZCDF",
-           *           "name": "Casa do Rio",
-           *           "cityId": "cty_01JD3X5QB2T7YHK4P8R3M6VDFA",
-           *           "stars": 4,
-           *           "address": "Rua da Alfândega 12, 4050-029 Porto",
-           *           "createdAt": "2026-11-02T09:14:27.512Z",
-           *           "updatedAt": "2026-11-03T16:40:05.128Z"
-           *         }
-           *       ],
-           *       "meta": {
-           *         "cursor": "dHJpcHM6dHJwXzAxSkQzWDdFOVAyUUs1Vk40VDhSNk1aV1lD",
-           *         "hasMore": true
-           *       }
-           *     }
-           */
-          'application/json': {
-            data: components['schemas']['Hotel'][];
-            meta: components['schemas']['PageMeta'];
-          };
-        };
-      };
-      /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
-      401: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          'WWW-Authenticate'?: 'Bearer';
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/unauthorized",
-           *       "title": "Unauthorized",
-           *       "status": 401,
-           *       "detail": "The bearer token is revoked."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
-      403: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/scope-required",
-           *       "title": "Scope required",
-           *       "status": 403,
-           *       "detail": "This token lacks trips:write.",
-           *       "required_scope": "trips:write"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
-      422: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/validation-failed",
-           *       "title": "Validation failed",
-           *       "status": 422,
-           *       "detail": "The request is not valid.",
-           *       "errors": {
-           *         "startDate": [
-           *           "must be a calendar date (YYYY-MM-DD)"
-           *         ],
-           *         "tags.3": [
-           *           "is too long"
-           *         ]
-           *       }
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
-      429: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/rate-limited",
-           *       "title": "Too many requests",
-           *       "status": 429,
-           *       "detail": "Rate limit exceeded; retry later."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
-      500: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/internal",
-           *       "title": "Internal error",
-           *       "status": 500,
-           *       "detail": "An unexpected error occurred.",
-           *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
-      503: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/service-unavailable",
-           *       "title": "Service unavailable",
-           *       "status": 503,
-           *       "detail": "The database is unavailable; retry after the Retry-After delay."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-    };
-  };
-  listActivities: {
-    parameters: {
-      query?: {
-        /** @description Page size, 1-100. */
-        limit?: number;
-        /** @description `meta.cursor` of the previous page. */
-        cursor?: string;
-        /** @description Name contains, case-insensitive. */
-        q?: string;
-        cityId?: string;
-      };
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      /** @description A page of catalog items. */
-      200: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Requests allowed per minute (sustained). */
-          'X-RateLimit-Limit'?: number;
-          /** @description Requests left in the current minute. */
-          'X-RateLimit-Remaining'?: number;
-          /** @description Seconds until the window refreshes. */
-          'X-RateLimit-Reset'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "data": [
-           *         {
-           *           "id": "act_01JD3X6C7T2R9K4N5V8MQWZBHE",
-           *           "name": "Douro valley wine tasting",
-           *           "cityId": "cty_01JD3X5QB2T7YHK4P8R3M6VDFA",
-           *           "durationMinutes": 240,
-           *           "description": "Two quintas, lunch included.",
-           *           "createdAt": "2026-11-02T09:14:27.512Z",
-           *           "updatedAt": "2026-11-03T16:40:05.128Z"
-           *         }
-           *       ],
-           *       "meta": {
-           *         "cursor": "dHJpcHM6dHJwXzAxSkQzWDdFOVAyUUs1Vk40VDhSNk1aV1lD",
-           *         "hasMore": true
-           *       }
-           *     }
-           */
-          'application/json': {
-            data: components['schemas']['Activity'][];
-            meta: components['schemas']['PageMeta'];
-          };
-        };
-      };
-      /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
-      401: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          'WWW-Authenticate'?: 'Bearer';
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/unauthorized",
-           *       "title": "Unauthorized",
-           *       "status": 401,
-           *       "detail": "The bearer token is revoked."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
-      403: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/scope-required",
-           *       "title": "Scope required",
-           *       "status": 403,
-           *       "detail": "This token lacks trips:write.",
-           *       "required_scope": "trips:write"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
-      422: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/validation-failed",
-           *       "title": "Validation failed",
-           *       "status": 422,
-           *       "detail": "The request is not valid.",
-           *       "errors": {
-           *         "startDate": [
-           *           "must be a calendar date (YYYY-MM-DD)"
-           *         ],
-           *         "tags.3": [
-           *           "is too long"
-           *         ]
-           *       }
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
-      429: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/rate-limited",
-           *       "title": "Too many requests",
-           *       "status": 429,
-           *       "detail": "Rate limit exceeded; retry later."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
-      500: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/internal",
-           *       "title": "Internal error",
-           *       "status": 500,
-           *       "detail": "An unexpected error occurred.",
-           *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
-      503: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/service-unavailable",
-           *       "title": "Service unavailable",
-           *       "status": 503,
-           *       "detail": "The database is unavailable; retry after the Retry-After delay."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-    };
-  };
-  listVehicles: {
-    parameters: {
-      query?: {
-        /** @description Page size, 1-100. */
-        limit?: number;
-        /** @description `meta.cursor` of the previous page. */
-        cursor?: string;
-        /** @description Name contains, case-insensitive. */
-        q?: string;
-      };
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      /** @description A page of catalog items. */
-      200: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Requests allowed per minute (sustained). */
-          'X-RateLimit-Limit'?: number;
-          /** @description Requests left in the current minute. */
-          'X-RateLimit-Remaining'?: number;
-          /** @description Seconds until the window refreshes. */
-          'X-RateLimit-Reset'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "data": [
-           *         {
-           *           "id": "veh_01JD3X6E2M7Q4T9R5K8NVWZCDA",
-           *           "name": "Mercedes Sprinter 16",
-           *           "kind": "minibus",
-           *           "seats": 16,
-           *           "createdAt": "2026-11-02T09:14:27.512Z",
-           *           "updatedAt": "2026-11-03T16:40:05.128Z"
-           *         }
-           *       ],
-           *       "meta": {
-           *         "cursor": "dHJpcHM6dHJwXzAxSkQzWDdFOVAyUUs1Vk40VDhSNk1aV1lD",
-           *         "hasMore": true
-           *       }
-           *     }
-           */
-          'application/json': {
-            data: components['schemas']['Vehicle'][];
-            meta: components['schemas']['PageMeta'];
-          };
-        };
-      };
-      /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
-      401: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          'WWW-Authenticate'?: 'Bearer';
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/unauthorized",
-           *       "title": "Unauthorized",
-           *       "status": 401,
-           *       "detail": "The bearer token is revoked."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
-      403: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/scope-required",
-           *       "title": "Scope required",
-           *       "status": 403,
-           *       "detail": "This token lacks trips:write.",
-           *       "required_scope": "trips:write"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
-      422: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/validation-failed",
-           *       "title": "Validation failed",
-           *       "status": 422,
-           *       "detail": "The request is not valid.",
-           *       "errors": {
-           *         "startDate": [
-           *           "must be a calendar date (YYYY-MM-DD)"
-           *         ],
-           *         "tags.3": [
-           *           "is too long"
-           *         ]
-           *       }
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
-      429: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/rate-limited",
-           *       "title": "Too many requests",
-           *       "status": 429,
-           *       "detail": "Rate limit exceeded; retry later."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
-      500: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/internal",
-           *       "title": "Internal error",
-           *       "status": 500,
-           *       "detail": "An unexpected error occurred.",
-           *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
-      503: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/service-unavailable",
-           *       "title": "Service unavailable",
-           *       "status": 503,
-           *       "detail": "The database is unavailable; retry after the Retry-After delay."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-    };
-  };
-  listGuides: {
-    parameters: {
-      query?: {
-        /** @description Page size, 1-100. */
-        limit?: number;
-        /** @description `meta.cursor` of the previous page. */
-        cursor?: string;
-        /** @description Name contains, case-insensitive. */
-        q?: string;
-      };
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      /** @description A page of catalog items. */
-      200: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Requests allowed per minute (sustained). */
-          'X-RateLimit-Limit'?: number;
-          /** @description Requests left in the current minute. */
-          'X-RateLimit-Remaining'?: number;
-          /** @description Seconds until the window refreshes. */
-          'X-RateLimit-Reset'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "data": [
-           *         {
-           *           "id": "gde_01JD3X6G5R2T8K7N4V9MQWZBHD",
-           *           "name": "João Ferreira",
-           *           "languages": [
-           *             "pt",
-           *             "en",
-           *             "fr"
-           *           ],
-           *           "email": "joao.ferreira@guides.test",
-           *           "phone": "+351 913 222 111",
-           *           "createdAt": "2026-11-02T09:14:27.512Z",
-           *           "updatedAt": "2026-11-03T16:40:05.128Z"
-           *         }
-           *       ],
-           *       "meta": {
-           *         "cursor": "dHJpcHM6dHJwXzAxSkQzWDdFOVAyUUs1Vk40VDhSNk1aV1lD",
-           *         "hasMore": true
-           *       }
-           *     }
-           */
-          'application/json': {
-            data: components['schemas']['Guide'][];
-            meta: components['schemas']['PageMeta'];
-          };
-        };
-      };
-      /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
-      401: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          'WWW-Authenticate'?: 'Bearer';
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/unauthorized",
-           *       "title": "Unauthorized",
-           *       "status": 401,
-           *       "detail": "The bearer token is revoked."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
-      403: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/scope-required",
-           *       "title": "Scope required",
-           *       "status": 403,
-           *       "detail": "This token lacks trips:write.",
-           *       "required_scope": "trips:write"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
-      422: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/validation-failed",
-           *       "title": "Validation failed",
-           *       "status": 422,
-           *       "detail": "The request is not valid.",
-           *       "errors": {
-           *         "startDate": [
-           *           "must be a calendar date (YYYY-MM-DD)"
-           *         ],
-           *         "tags.3": [
-           *           "is too long"
-           *         ]
-           *       }
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
-      429: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/rate-limited",
-           *       "title": "Too many requests",
-           *       "status": 429,
-           *       "detail": "Rate limit exceeded; retry later."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
-      500: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/internal",
-           *       "title": "Internal error",
-           *       "status": 500,
-           *       "detail": "An unexpected error occurred.",
-           *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
-      503: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/service-unavailable",
-           *       "title": "Service unavailable",
-           *       "status": 503,
-           *       "detail": "The database is unavailable; retry after the Retry-After delay."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-    };
-  };
-  listWebhooks: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      /** @description Every subscription of the tenant. */
-      200: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Requests allowed per minute (sustained). */
-          'X-RateLimit-Limit'?: number;
-          /** @description Requests left in the current minute. */
-          'X-RateLimit-Remaining'?: number;
-          /** @description Seconds until the window refreshes. */
-          'X-RateLimit-Reset'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "data": [
-           *         {
-           *           "id": "whs_01JD3XC8K2V5R7N4T9M6QWZBHF",
-           *           "url": "https://hooks.operator.test/tourops",
-           *           "events": [
-           *             "booking.confirmed",
-           *             "payment.succeeded"
-           *           ],
-           *           "active": true,
-           *           "pausedAt": null,
-           *           "consecutiveFailures": 0,
-           *           "lastSuccessAt": "2026-11-05T10:02:45.201Z",
-           *           "lastFailureAt": null,
-           *           "createdAt": "2026-11-02T09:14:27.512Z"
-           *         }
-           *       ]
-           *     }
-           */
-          'application/json': {
-            data: components['schemas']['WebhookSubscription'][];
-          };
-        };
-      };
-      /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
-      401: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          'WWW-Authenticate'?: 'Bearer';
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/unauthorized",
-           *       "title": "Unauthorized",
-           *       "status": 401,
-           *       "detail": "The bearer token is revoked."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
-      403: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/scope-required",
-           *       "title": "Scope required",
-           *       "status": 403,
-           *       "detail": "This token lacks trips:write.",
-           *       "required_scope": "trips:write"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
-      422: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/validation-failed",
-           *       "title": "Validation failed",
-           *       "status": 422,
-           *       "detail": "The request is not valid.",
-           *       "errors": {
-           *         "startDate": [
-           *           "must be a calendar date (YYYY-MM-DD)"
-           *         ],
-           *         "tags.3": [
-           *           "is too long"
-           *         ]
-           *       }
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
-      429: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/rate-limited",
-           *       "title": "Too many requests",
-           *       "status": 429,
-           *       "detail": "Rate limit exceeded; retry later."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
-      500: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/internal",
-           *       "title": "Internal error",
-           *       "status": 500,
-           *       "detail": "An unexpected error occurred.",
-           *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
-      503: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/service-unavailable",
-           *       "title": "Service unavailable",
-           *       "status": 503,
-           *       "detail": "The database is unavailable; retry after the Retry-After delay."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-    };
-  };
-  createWebhook: {
-    parameters: {
-      query?: never;
-      header?: {
-        /** @description Makes the write safe to retry for 24 hours: the first answer (2xx or 4xx) is replayed byte for byte with `Idempotency-Replayed: true`. A UUID v4 per logical operation is recommended. */
-        'Idempotency-Key'?: string;
-      };
-      path?: never;
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
         /**
+         * @description The signing key is never part of this object on reads.
          * @example {
+         *       "id": "whs_01JD3XC8K2V5R7N4T9M6QWZBHF",
          *       "url": "https://hooks.operator.test/tourops",
          *       "events": [
          *         "booking.confirmed",
          *         "payment.succeeded"
-         *       ]
+         *       ],
+         *       "active": true,
+         *       "pausedAt": null,
+         *       "consecutiveFailures": 0,
+         *       "lastSuccessAt": "2026-11-05T10:02:45.201Z",
+         *       "lastFailureAt": null,
+         *       "createdAt": "2026-11-02T09:14:27.512Z"
          *     }
          */
-        'application/json': {
-          /** @description HTTPS only; every address the host resolves to must be public (private, loopback, link-local and CGNAT addresses are refused). */
-          url: string;
-          /** @description Event types from the catalog; `webhook.test` is not subscribable. */
-          events: (
-            | 'booking.confirmed'
-            | 'booking.cancelled'
-            | 'booking.refunded'
-            | 'payment.succeeded'
-            | 'payment.failed'
-            | 'dispute.opened'
-            | 'dispute.closed'
-            | 'trip.published'
-            | 'trip.unpublished'
-            | 'client.created'
-          )[];
-        };
-      };
-    };
-    responses: {
-      /** @description The subscription and its signing key (shown only here). */
-      201: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Requests allowed per minute (sustained). */
-          'X-RateLimit-Limit'?: number;
-          /** @description Requests left in the current minute. */
-          'X-RateLimit-Remaining'?: number;
-          /** @description Seconds until the window refreshes. */
-          'X-RateLimit-Reset'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "data": {
-           *         "id": "whs_01JD3XC8K2V5R7N4T9M6QWZBHF",
-           *         "url": "https://hooks.operator.test/tourops",
-           *         "events": [
-           *           "booking.confirmed",
-           *           "payment.succeeded"
-           *         ],
-           *         "active": true,
-           *         "pausedAt": null,
-           *         "consecutiveFailures": 0,
-           *         "lastSuccessAt": "2026-11-05T10:02:45.201Z",
-           *         "lastFailureAt": null,
-           *         "createdAt": "2026-11-02T09:14:27.512Z"
-           *       },
-           *       "signingKey": "whsec_kQ3vY8pZr2Tn6Wb1Lx9Cf4Hs7Dg0Mj5Ve2Ua8Ro3Ni6"
-           *     }
-           */
-          'application/json': {
-            data: components['schemas']['WebhookSubscription'];
-            /**
-             * @description Shown only in this response. `Service-Signature` v1 = hex HMAC-SHA256 keyed by this whole string over `<t>.<raw body>` (Stripe-compatible).
-             * @example whsec_kQ3vY8pZr2Tn6Wb1Lx9Cf4Hs7Dg0Mj5Ve2Ua8Ro3Ni6
-             */
-            signingKey: string;
-          };
-        };
-      };
-      /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
-      401: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          'WWW-Authenticate'?: 'Bearer';
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/unauthorized",
-           *       "title": "Unauthorized",
-           *       "status": 401,
-           *       "detail": "The bearer token is revoked."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
-      403: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/scope-required",
-           *       "title": "Scope required",
-           *       "status": 403,
-           *       "detail": "This token lacks trips:write.",
-           *       "required_scope": "trips:write"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description State clash (`conflict`), or the Idempotency-Key was used for another request (`idempotency-key-reuse`) or its first request is still running (`idempotency-in-progress`). */
-      409: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/conflict",
-           *       "title": "Conflict",
-           *       "status": 409,
-           *       "detail": "Cannot move from draft to archived.",
-           *       "code": "invalid_transition"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
-      422: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/validation-failed",
-           *       "title": "Validation failed",
-           *       "status": 422,
-           *       "detail": "The request is not valid.",
-           *       "errors": {
-           *         "startDate": [
-           *           "must be a calendar date (YYYY-MM-DD)"
-           *         ],
-           *         "tags.3": [
-           *           "is too long"
-           *         ]
-           *       }
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
-      429: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/rate-limited",
-           *       "title": "Too many requests",
-           *       "status": 429,
-           *       "detail": "Rate limit exceeded; retry later."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
-      500: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/internal",
-           *       "title": "Internal error",
-           *       "status": 500,
-           *       "detail": "An unexpected error occurred.",
-           *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
-      503: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/service-unavailable",
-           *       "title": "Service unavailable",
-           *       "status": 503,
-           *       "detail": "The database is unavailable; retry after the Retry-After delay."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-    };
-  };
-  deleteWebhook: {
-    parameters: {
-      query?: never;
-      header?: {
-        /** @description Makes the write safe to retry for 24 hours: the first answer (2xx or 4xx) is replayed byte for byte with `Idempotency-Replayed: true`. A UUID v4 per logical operation is recommended. */
-        'Idempotency-Key'?: string;
-      };
-      path: {
-        id: string;
-      };
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      /** @description Deleted. */
-      204: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content?: never;
-      };
-      /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
-      401: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          'WWW-Authenticate'?: 'Bearer';
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/unauthorized",
-           *       "title": "Unauthorized",
-           *       "status": 401,
-           *       "detail": "The bearer token is revoked."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
-      403: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/scope-required",
-           *       "title": "Scope required",
-           *       "status": 403,
-           *       "detail": "This token lacks trips:write.",
-           *       "required_scope": "trips:write"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Not found, or owned by another tenant (`not-found`). */
-      404: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/not-found",
-           *       "title": "Not found",
-           *       "status": 404,
-           *       "detail": "Trip not found."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description State clash (`conflict`), or the Idempotency-Key was used for another request (`idempotency-key-reuse`) or its first request is still running (`idempotency-in-progress`). */
-      409: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/conflict",
-           *       "title": "Conflict",
-           *       "status": 409,
-           *       "detail": "Cannot move from draft to archived.",
-           *       "code": "invalid_transition"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
-      422: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/validation-failed",
-           *       "title": "Validation failed",
-           *       "status": 422,
-           *       "detail": "The request is not valid.",
-           *       "errors": {
-           *         "startDate": [
-           *           "must be a calendar date (YYYY-MM-DD)"
-           *         ],
-           *         "tags.3": [
-           *           "is too long"
-           *         ]
-           *       }
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
-      429: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/rate-limited",
-           *       "title": "Too many requests",
-           *       "status": 429,
-           *       "detail": "Rate limit exceeded; retry later."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
-      500: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/internal",
-           *       "title": "Internal error",
-           *       "status": 500,
-           *       "detail": "An unexpected error occurred.",
-           *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
-      503: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/service-unavailable",
-           *       "title": "Service unavailable",
-           *       "status": 503,
-           *       "detail": "The database is unavailable; retry after the Retry-After delay."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-    };
-  };
-  rotateWebhookKey: {
-    parameters: {
-      query?: never;
-      header?: {
-        /** @description Makes the write safe to retry for 24 hours: the first answer (2xx or 4xx) is replayed byte for byte with `Idempotency-Replayed: true`. A UUID v4 per logical operation is recommended. */
-        'Idempotency-Key'?: string;
-      };
-      path: {
-        id: string;
-      };
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      /** @description The new key (shown only here); deliveries carry two `v1=` values until the old one expires. */
-      200: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Requests allowed per minute (sustained). */
-          'X-RateLimit-Limit'?: number;
-          /** @description Requests left in the current minute. */
-          'X-RateLimit-Remaining'?: number;
-          /** @description Seconds until the window refreshes. */
-          'X-RateLimit-Reset'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "data": {
-           *         "id": "whs_01JD3XC8K2V5R7N4T9M6QWZBHF",
-           *         "url": "https://hooks.operator.test/tourops",
-           *         "events": [
-           *           "booking.confirmed",
-           *           "payment.succeeded"
-           *         ],
-           *         "active": true,
-           *         "pausedAt": null,
-           *         "consecutiveFailures": 0,
-           *         "lastSuccessAt": "2026-11-05T10:02:45.201Z",
-           *         "lastFailureAt": null,
-           *         "createdAt": "2026-11-02T09:14:27.512Z"
-           *       },
-           *       "signingKey": "whsec_kQ3vY8pZr2Tn6Wb1Lx9Cf4Hs7Dg0Mj5Ve2Ua8Ro3Ni6",
-           *       "legacySigningKeyExpiresAt": "2026-11-02T09:14:27.512Z"
-           *     }
-           */
-          'application/json': {
-            data: components['schemas']['WebhookSubscription'];
-            /**
-             * @description Shown only in this response. `Service-Signature` v1 = hex HMAC-SHA256 keyed by this whole string over `<t>.<raw body>` (Stripe-compatible).
-             * @example whsec_kQ3vY8pZr2Tn6Wb1Lx9Cf4Hs7Dg0Mj5Ve2Ua8Ro3Ni6
-             */
-            signingKey: string;
+        WebhookSubscription: {
+            id: string;
+            /** @description HTTPS endpoint that receives events. */
+            url: string;
+            /** @description Subscribed event types. */
+            events: ("booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created")[];
+            /** @description False after a delete or an auto-pause. */
+            active: boolean;
             /** Format: date-time */
-            legacySigningKeyExpiresAt: string;
-          };
+            pausedAt: string | null;
+            /** @description Failed attempts in a row; 0 after a 2xx. */
+            consecutiveFailures: number;
+            /** Format: date-time */
+            lastSuccessAt: string | null;
+            /** Format: date-time */
+            lastFailureAt: string | null;
+            /** Format: date-time */
+            createdAt: string | null;
         };
-      };
-      /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
-      401: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          'WWW-Authenticate'?: 'Bearer';
-          [name: string]: unknown;
+        /**
+         * @example {
+         *       "id": "dlv_01JD3XD3M8Q5T2R7K9V4NWZBHC",
+         *       "eventId": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
+         *       "eventType": "booking.confirmed",
+         *       "status": "success",
+         *       "attempts": 1,
+         *       "lastResponseStatus": 200,
+         *       "nextAttemptAt": null,
+         *       "deliveredAt": "2026-11-05T10:02:45.201Z",
+         *       "claimedAt": null,
+         *       "redeliveredFromId": null,
+         *       "createdAt": "2026-11-05T10:02:44.030Z"
+         *     }
+         */
+        WebhookDelivery: {
+            /** @description First half of `Service-Request-Id`. */
+            id: string;
+            /** @description The `Service-Event-Id`; shared by redeliveries. */
+            eventId: string;
+            eventType: string;
+            /**
+             * @description `pending` also between attempts (see `nextAttemptAt`).
+             * @enum {string}
+             */
+            status: "pending" | "in_flight" | "success" | "dead_letter";
+            /** @description HTTP attempts made so far. */
+            attempts: number;
+            /** @description Last HTTP status the endpoint answered with (the body is not kept); an attempt that got no answer (time-out, connection failure) leaves it as it was; null until the first answer. */
+            lastResponseStatus: number | null;
+            /** Format: date-time */
+            nextAttemptAt: string | null;
+            /** Format: date-time */
+            deliveredAt: string | null;
+            /** Format: date-time */
+            claimedAt: string | null;
+            redeliveredFromId: string | null;
+            /** Format: date-time */
+            createdAt: string | null;
         };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/unauthorized",
-           *       "title": "Unauthorized",
-           *       "status": 401,
-           *       "detail": "The bearer token is revoked."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
-      403: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/scope-required",
-           *       "title": "Scope required",
-           *       "status": 403,
-           *       "detail": "This token lacks trips:write.",
-           *       "required_scope": "trips:write"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Not found, or owned by another tenant (`not-found`). */
-      404: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/not-found",
-           *       "title": "Not found",
-           *       "status": 404,
-           *       "detail": "Trip not found."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description State clash (`conflict`), or the Idempotency-Key was used for another request (`idempotency-key-reuse`) or its first request is still running (`idempotency-in-progress`). */
-      409: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/conflict",
-           *       "title": "Conflict",
-           *       "status": 409,
-           *       "detail": "Cannot move from draft to archived.",
-           *       "code": "invalid_transition"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
-      422: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/validation-failed",
-           *       "title": "Validation failed",
-           *       "status": 422,
-           *       "detail": "The request is not valid.",
-           *       "errors": {
-           *         "startDate": [
-           *           "must be a calendar date (YYYY-MM-DD)"
-           *         ],
-           *         "tags.3": [
-           *           "is too long"
-           *         ]
-           *       }
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
-      429: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/rate-limited",
-           *       "title": "Too many requests",
-           *       "status": 429,
-           *       "detail": "Rate limit exceeded; retry later."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
-      500: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/internal",
-           *       "title": "Internal error",
-           *       "status": 500,
-           *       "detail": "An unexpected error occurred.",
-           *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
-      503: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/service-unavailable",
-           *       "title": "Service unavailable",
-           *       "status": 503,
-           *       "detail": "The database is unavailable; retry after the Retry-After delay."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-    };
-  };
-  listWebhookDeliveries: {
-    parameters: {
-      query?: {
-        /** @description Page size, 1-100. */
-        limit?: number;
-        /** @description `meta.cursor` of the previous page. */
-        cursor?: string;
-        /** @description Only deliveries in this status. */
-        status?: 'pending' | 'in_flight' | 'success' | 'dead_letter';
-      };
-      header?: never;
-      path: {
-        id: string;
-      };
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      /** @description A page of deliveries. */
-      200: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Requests allowed per minute (sustained). */
-          'X-RateLimit-Limit'?: number;
-          /** @description Requests left in the current minute. */
-          'X-RateLimit-Remaining'?: number;
-          /** @description Seconds until the window refreshes. */
-          'X-RateLimit-Reset'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "data": [
-           *         {
-           *           "id": "dlv_01JD3XD3M8Q5T2R7K9V4NWZBHC",
-           *           "eventId": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
-           *           "eventType": "booking.confirmed",
-           *           "status": "success",
-           *           "attempts": 1,
-           *           "lastResponseStatus": 200,
-           *           "nextAttemptAt": null,
-           *           "deliveredAt": "2026-11-05T10:02:45.201Z",
-           *           "claimedAt": null,
-           *           "redeliveredFromId": null,
-           *           "createdAt": "2026-11-05T10:02:44.030Z"
-           *         }
-           *       ],
-           *       "meta": {
-           *         "cursor": "dHJpcHM6dHJwXzAxSkQzWDdFOVAyUUs1Vk40VDhSNk1aV1lD",
-           *         "hasMore": true
-           *       }
-           *     }
-           */
-          'application/json': {
-            data: components['schemas']['WebhookDelivery'][];
-            meta: components['schemas']['PageMeta'];
-          };
-        };
-      };
-      /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
-      401: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          'WWW-Authenticate'?: 'Bearer';
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/unauthorized",
-           *       "title": "Unauthorized",
-           *       "status": 401,
-           *       "detail": "The bearer token is revoked."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
-      403: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/scope-required",
-           *       "title": "Scope required",
-           *       "status": 403,
-           *       "detail": "This token lacks trips:write.",
-           *       "required_scope": "trips:write"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Not found, or owned by another tenant (`not-found`). */
-      404: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/not-found",
-           *       "title": "Not found",
-           *       "status": 404,
-           *       "detail": "Trip not found."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
-      422: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/validation-failed",
-           *       "title": "Validation failed",
-           *       "status": 422,
-           *       "detail": "The request is not valid.",
-           *       "errors": {
-           *         "startDate": [
-           *           "must be a calendar date (YYYY-MM-DD)"
-           *         ],
-           *         "tags.3": [
-           *           "is too long"
-           *         ]
-           *       }
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
-      429: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/rate-limited",
-           *       "title": "Too many requests",
-           *       "status": 429,
-           *       "detail": "Rate limit exceeded; retry later."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
-      500: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/internal",
-           *       "title": "Internal error",
-           *       "status": 500,
-           *       "detail": "An unexpected error occurred.",
-           *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
-      503: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/service-unavailable",
-           *       "title": "Service unavailable",
-           *       "status": 503,
-           *       "detail": "The database is unavailable; retry after the Retry-After delay."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-    };
-  };
-  redeliverWebhook: {
-    parameters: {
-      query?: never;
-      header?: {
-        /** @description Makes the write safe to retry for 24 hours: the first answer (2xx or 4xx) is replayed byte for byte with `Idempotency-Replayed: true`. A UUID v4 per logical operation is recommended. */
-        'Idempotency-Key'?: string;
-      };
-      path: {
-        id: string;
-        deliveryId: string;
-      };
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      /** @description Queued. */
-      202: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Requests allowed per minute (sustained). */
-          'X-RateLimit-Limit'?: number;
-          /** @description Requests left in the current minute. */
-          'X-RateLimit-Remaining'?: number;
-          /** @description Seconds until the window refreshes. */
-          'X-RateLimit-Reset'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "data": {
-           *         "deliveryId": "dlv_01JD3XE6R2T9K4N8V5M7QWZBHD",
-           *         "eventId": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
-           *         "status": "pending"
-           *       }
-           *     }
-           */
-          'application/json': {
-            data: {
-              deliveryId: string;
-              eventId: string;
-              /** @enum {string} */
-              status: 'pending';
+        /** @description RFC 7807 problem document (application/problem+json). */
+        Problem: {
+            /**
+             * Format: uri
+             * @description Stable identifier; branch on this.
+             */
+            type: string;
+            title: string;
+            status: number;
+            detail: string;
+            code?: string;
+            /** @description Field path (`title`, `tags.3`) to messages; on validation-failed. */
+            errors?: {
+                [key: string]: string[];
             };
-          };
-        };
-      };
-      /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
-      401: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          'WWW-Authenticate'?: 'Bearer';
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/unauthorized",
-           *       "title": "Unauthorized",
-           *       "status": 401,
-           *       "detail": "The bearer token is revoked."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
-      403: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/scope-required",
-           *       "title": "Scope required",
-           *       "status": 403,
-           *       "detail": "This token lacks trips:write.",
-           *       "required_scope": "trips:write"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Not found, or owned by another tenant (`not-found`). */
-      404: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/not-found",
-           *       "title": "Not found",
-           *       "status": 404,
-           *       "detail": "Trip not found."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description State clash (`conflict`), or the Idempotency-Key was used for another request (`idempotency-key-reuse`) or its first request is still running (`idempotency-in-progress`). */
-      409: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/conflict",
-           *       "title": "Conflict",
-           *       "status": 409,
-           *       "detail": "Cannot move from draft to archived.",
-           *       "code": "invalid_transition"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
-      422: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/validation-failed",
-           *       "title": "Validation failed",
-           *       "status": 422,
-           *       "detail": "The request is not valid.",
-           *       "errors": {
-           *         "startDate": [
-           *           "must be a calendar date (YYYY-MM-DD)"
-           *         ],
-           *         "tags.3": [
-           *           "is too long"
-           *         ]
-           *       }
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
-      429: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/rate-limited",
-           *       "title": "Too many requests",
-           *       "status": 429,
-           *       "detail": "Rate limit exceeded; retry later."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
-      500: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/internal",
-           *       "title": "Internal error",
-           *       "status": 500,
-           *       "detail": "An unexpected error occurred.",
-           *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
-      503: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/service-unavailable",
-           *       "title": "Service unavailable",
-           *       "status": 503,
-           *       "detail": "The database is unavailable; retry after the Retry-After delay."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-    };
-  };
-  testWebhooks: {
-    parameters: {
-      query?: never;
-      header?: {
-        /** @description Makes the write safe to retry for 24 hours: the first answer (2xx or 4xx) is replayed byte for byte with `Idempotency-Replayed: true`. A UUID v4 per logical operation is recommended. */
-        'Idempotency-Key'?: string;
-      };
-      path?: never;
-      cookie?: never;
-    };
-    requestBody?: {
-      content: {
-        /**
-         * @example {
-         *       "subscriptionId": "whs_01JD3XC8K2V5R7N4T9M6QWZBHF",
-         *       "eventType": "booking.confirmed"
-         *     }
-         */
-        'application/json': {
-          /** @description Only this subscription; omitted: every active one. */
-          subscriptionId?: string;
-          /**
-           * @description Send a sample of this event type (realistic data, ids that name no real row) instead of `webhook.test`. Its envelope has `"test": true` like every test event.
-           * @enum {string}
-           */
-          eventType?:
-            | 'booking.confirmed'
-            | 'booking.cancelled'
-            | 'booking.refunded'
-            | 'payment.succeeded'
-            | 'payment.failed'
-            | 'dispute.opened'
-            | 'dispute.closed'
-            | 'trip.published'
-            | 'trip.unpublished'
-            | 'client.created';
-        };
-      };
-    };
-    responses: {
-      /** @description Fired. */
-      200: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Requests allowed per minute (sustained). */
-          'X-RateLimit-Limit'?: number;
-          /** @description Requests left in the current minute. */
-          'X-RateLimit-Remaining'?: number;
-          /** @description Seconds until the window refreshes. */
-          'X-RateLimit-Reset'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "data": {
-           *         "eventId": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
-           *         "deliveries": 1
-           *       }
-           *     }
-           */
-          'application/json': {
-            data: {
-              /** Format: uuid */
-              eventId: string;
-              /** @description Delivery rows created. */
-              deliveries: number;
+            required_scope?: string;
+            required_plans?: string[];
+            current_plan?: string;
+            next?: {
+                /** Format: uri */
+                checkoutUrl: string;
             };
-          };
+            /** @description Quote it when reporting a 500. */
+            requestId?: string;
+        } & {
+            [key: string]: unknown;
         };
-      };
-      /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
-      401: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          'WWW-Authenticate'?: 'Bearer';
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/unauthorized",
-           *       "title": "Unauthorized",
-           *       "status": 401,
-           *       "detail": "The bearer token is revoked."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
-      403: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/scope-required",
-           *       "title": "Scope required",
-           *       "status": 403,
-           *       "detail": "This token lacks trips:write.",
-           *       "required_scope": "trips:write"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Not found, or owned by another tenant (`not-found`). */
-      404: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/not-found",
-           *       "title": "Not found",
-           *       "status": 404,
-           *       "detail": "Trip not found."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description State clash (`conflict`), or the Idempotency-Key was used for another request (`idempotency-key-reuse`) or its first request is still running (`idempotency-in-progress`). */
-      409: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/conflict",
-           *       "title": "Conflict",
-           *       "status": 409,
-           *       "detail": "Cannot move from draft to archived.",
-           *       "code": "invalid_transition"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
-      422: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/validation-failed",
-           *       "title": "Validation failed",
-           *       "status": 422,
-           *       "detail": "The request is not valid.",
-           *       "errors": {
-           *         "startDate": [
-           *           "must be a calendar date (YYYY-MM-DD)"
-           *         ],
-           *         "tags.3": [
-           *           "is too long"
-           *         ]
-           *       }
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
-      429: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/rate-limited",
-           *       "title": "Too many requests",
-           *       "status": 429,
-           *       "detail": "Rate limit exceeded; retry later."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
-      500: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/internal",
-           *       "title": "Internal error",
-           *       "status": 500,
-           *       "detail": "An unexpected error occurred.",
-           *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-      /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
-      503: {
-        headers: {
-          /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-          'Service-Request-Id'?: string;
-          /** @description Seconds to wait. */
-          'Retry-After'?: number;
-          [name: string]: unknown;
-        };
-        content: {
-          /**
-           * @example {
-           *       "type": "https://api.tourops.test/errors/service-unavailable",
-           *       "title": "Service unavailable",
-           *       "status": 503,
-           *       "detail": "The database is unavailable; retry after the Retry-After delay."
-           *     }
-           */
-          'application/problem+json': components['schemas']['Problem'];
-        };
-      };
-    };
-  };
-  bookingConfirmedEvent: {
-    parameters: {
-      query?: never;
-      header: {
-        /** @description The body is JSON (UTF-8). */
-        'Content-Type': 'application/json';
-        /** @description `Service-Webhooks/1.0`, then an informational address. */
-        'User-Agent': string;
-        /** @description `t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first). */
-        'Service-Signature': string;
-        /** @description The event type; equals the body `type`. */
-        'Service-Event-Type': 'booking.confirmed';
-        /** @description The event id; equals the body `id`, the same on every retry and redelivery. */
-        'Service-Event-Id': string;
-        /** @description `<delivery id>.<attempt>`: unique per HTTP attempt; quote it when contacting support. */
-        'Service-Request-Id': string;
-        /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
-        'Service-Delivery-Attempt': number;
-      };
-      path?: never;
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
         /**
          * @example {
-         *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
-         *       "type": "booking.confirmed",
-         *       "created": 1793870565,
-         *       "data": {
-         *         "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
-         *         "tripId": "trp_01JD3XA4F7R2N8QK6T5V9MWZHB",
-         *         "totalRetailCents": 249000,
-         *         "currency": "EUR",
-         *         "status": "confirmed"
-         *       }
+         *       "id": "cty_01JD3X5Q8M4V2RZK7N9T6WBHCE",
+         *       "name": "Lisbon",
+         *       "countryIso": "PT",
+         *       "createdAt": "2026-11-02T09:14:27.512Z",
+         *       "updatedAt": "2026-11-03T16:40:05.128Z"
          *     }
          */
-        'application/json': {
-          /**
-           * Format: uuid
-           * @description Event id, the deduplication key; equals `Service-Event-Id`.
-           */
-          id: string;
-          /**
-           * @description The event type.
-           * @constant
-           */
-          type: 'booking.confirmed';
-          /** @description Unix seconds when this attempt was sent. */
-          created: number;
-          /**
-           * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
-           * @constant
-           */
-          test?: true;
-          data: {
-            bookingId: string;
-            tripId: string;
-            /** @constant */
-            status: 'confirmed';
-            totalRetailCents: number;
-            currency: string;
-          };
+        City: {
+            id: string;
+            name: string;
+            countryIso: string | null;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            updatedAt: string;
         };
-      };
-    };
-    responses: {
-      /** @description Received; any 2xx acknowledges the delivery. */
-      '2XX': {
-        headers: {
-          [name: string]: unknown;
-        };
-        content?: never;
-      };
-      /** @description Any other answer, a redirect or a time-out: the attempt failed. */
-      default: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content?: never;
-      };
-    };
-  };
-  bookingCancelledEvent: {
-    parameters: {
-      query?: never;
-      header: {
-        /** @description The body is JSON (UTF-8). */
-        'Content-Type': 'application/json';
-        /** @description `Service-Webhooks/1.0`, then an informational address. */
-        'User-Agent': string;
-        /** @description `t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first). */
-        'Service-Signature': string;
-        /** @description The event type; equals the body `type`. */
-        'Service-Event-Type': 'booking.cancelled';
-        /** @description The event id; equals the body `id`, the same on every retry and redelivery. */
-        'Service-Event-Id': string;
-        /** @description `<delivery id>.<attempt>`: unique per HTTP attempt; quote it when contacting support. */
-        'Service-Request-Id': string;
-        /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
-        'Service-Delivery-Attempt': number;
-      };
-      path?: never;
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
         /**
          * @example {
-         *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
-         *       "type": "booking.cancelled",
-         *       "created": 1793870565,
-         *       "data": {
-         *         "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
-         *         "tripId": "trp_01JD3XA4F7R2N8QK6T5V9MWZHB",
-         *         "totalRetailCents": 249000,
-         *         "currency": "EUR",
-         *         "status": "cancelled"
-         *       }
+         *       "id": "htl_01JD3X6A4R8T2K5N7V9MQWZCDF",
+         *       "name": "Casa do Rio",
+         *       "cityId": "cty_01JD3X5QB2T7YHK4P8R3M6VDFA",
+         *       "stars": 4,
+         *       "address": "Rua da Alfândega 12, 4050-029 Porto",
+         *       "createdAt": "2026-11-02T09:14:27.512Z",
+         *       "updatedAt": "2026-11-03T16:40:05.128Z"
          *     }
          */
-        'application/json': {
-          /**
-           * Format: uuid
-           * @description Event id, the deduplication key; equals `Service-Event-Id`.
-           */
-          id: string;
-          /**
-           * @description The event type.
-           * @constant
-           */
-          type: 'booking.cancelled';
-          /** @description Unix seconds when this attempt was sent. */
-          created: number;
-          /**
-           * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
-           * @constant
-           */
-          test?: true;
-          data: {
-            bookingId: string;
-            tripId: string;
-            status: string;
-            totalRetailCents: number;
-            currency: string;
-          };
+        Hotel: {
+            id: string;
+            name: string;
+            cityId: string | null;
+            stars: number | null;
+            address: string | null;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            updatedAt: string;
         };
-      };
-    };
-    responses: {
-      /** @description Received; any 2xx acknowledges the delivery. */
-      '2XX': {
-        headers: {
-          [name: string]: unknown;
-        };
-        content?: never;
-      };
-      /** @description Any other answer, a redirect or a time-out: the attempt failed. */
-      default: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content?: never;
-      };
-    };
-  };
-  bookingRefundedEvent: {
-    parameters: {
-      query?: never;
-      header: {
-        /** @description The body is JSON (UTF-8). */
-        'Content-Type': 'application/json';
-        /** @description `Service-Webhooks/1.0`, then an informational address. */
-        'User-Agent': string;
-        /** @description `t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first). */
-        'Service-Signature': string;
-        /** @description The event type; equals the body `type`. */
-        'Service-Event-Type': 'booking.refunded';
-        /** @description The event id; equals the body `id`, the same on every retry and redelivery. */
-        'Service-Event-Id': string;
-        /** @description `<delivery id>.<attempt>`: unique per HTTP attempt; quote it when contacting support. */
-        'Service-Request-Id': string;
-        /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
-        'Service-Delivery-Attempt': number;
-      };
-      path?: never;
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
         /**
          * @example {
-         *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
-         *       "type": "booking.refunded",
-         *       "created": 1793870565,
-         *       "data": {
-         *         "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
-         *         "tripId": "trp_01JD3XA4F7R2N8QK6T5V9MWZHB",
-         *         "totalRetailCents": 249000,
-         *         "currency": "EUR",
-         *         "status": "refunded"
-         *       }
+         *       "id": "act_01JD3X6C7T2R9K4N5V8MQWZBHE",
+         *       "name": "Douro valley wine tasting",
+         *       "cityId": "cty_01JD3X5QB2T7YHK4P8R3M6VDFA",
+         *       "durationMinutes": 240,
+         *       "description": "Two quintas, lunch included.",
+         *       "createdAt": "2026-11-02T09:14:27.512Z",
+         *       "updatedAt": "2026-11-03T16:40:05.128Z"
          *     }
          */
-        'application/json': {
-          /**
-           * Format: uuid
-           * @description Event id, the deduplication key; equals `Service-Event-Id`.
-           */
-          id: string;
-          /**
-           * @description The event type.
-           * @constant
-           */
-          type: 'booking.refunded';
-          /** @description Unix seconds when this attempt was sent. */
-          created: number;
-          /**
-           * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
-           * @constant
-           */
-          test?: true;
-          data: {
-            bookingId: string;
-            tripId: string;
-            status: string;
-            totalRetailCents: number;
-            currency: string;
-          };
+        Activity: {
+            id: string;
+            name: string;
+            cityId: string | null;
+            durationMinutes: number | null;
+            description: string | null;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            updatedAt: string;
         };
-      };
-    };
-    responses: {
-      /** @description Received; any 2xx acknowledges the delivery. */
-      '2XX': {
-        headers: {
-          [name: string]: unknown;
-        };
-        content?: never;
-      };
-      /** @description Any other answer, a redirect or a time-out: the attempt failed. */
-      default: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content?: never;
-      };
-    };
-  };
-  paymentSucceededEvent: {
-    parameters: {
-      query?: never;
-      header: {
-        /** @description The body is JSON (UTF-8). */
-        'Content-Type': 'application/json';
-        /** @description `Service-Webhooks/1.0`, then an informational address. */
-        'User-Agent': string;
-        /** @description `t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first). */
-        'Service-Signature': string;
-        /** @description The event type; equals the body `type`. */
-        'Service-Event-Type': 'payment.succeeded';
-        /** @description The event id; equals the body `id`, the same on every retry and redelivery. */
-        'Service-Event-Id': string;
-        /** @description `<delivery id>.<attempt>`: unique per HTTP attempt; quote it when contacting support. */
-        'Service-Request-Id': string;
-        /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
-        'Service-Delivery-Attempt': number;
-      };
-      path?: never;
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
         /**
          * @example {
-         *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
-         *       "type": "payment.succeeded",
-         *       "created": 1793870565,
-         *       "data": {
-         *         "paymentId": "pay_01JD3XA4F7R2N8QK6T5V9MWZHB",
-         *         "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
-         *         "amountCents": 74700,
-         *         "currency": "EUR",
-         *         "status": "succeeded"
-         *       }
+         *       "id": "veh_01JD3X6E2M7Q4T9R5K8NVWZCDA",
+         *       "name": "Mercedes Sprinter 16",
+         *       "kind": "minibus",
+         *       "seats": 16,
+         *       "createdAt": "2026-11-02T09:14:27.512Z",
+         *       "updatedAt": "2026-11-03T16:40:05.128Z"
          *     }
          */
-        'application/json': {
-          /**
-           * Format: uuid
-           * @description Event id, the deduplication key; equals `Service-Event-Id`.
-           */
-          id: string;
-          /**
-           * @description The event type.
-           * @constant
-           */
-          type: 'payment.succeeded';
-          /** @description Unix seconds when this attempt was sent. */
-          created: number;
-          /**
-           * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
-           * @constant
-           */
-          test?: true;
-          data: {
-            paymentId: string;
-            bookingId: string;
-            status: string;
-            amountCents: number;
-            currency: string;
-          };
+        Vehicle: {
+            id: string;
+            name: string;
+            kind: string | null;
+            seats: number | null;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            updatedAt: string;
         };
-      };
-    };
-    responses: {
-      /** @description Received; any 2xx acknowledges the delivery. */
-      '2XX': {
-        headers: {
-          [name: string]: unknown;
-        };
-        content?: never;
-      };
-      /** @description Any other answer, a redirect or a time-out: the attempt failed. */
-      default: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content?: never;
-      };
-    };
-  };
-  paymentFailedEvent: {
-    parameters: {
-      query?: never;
-      header: {
-        /** @description The body is JSON (UTF-8). */
-        'Content-Type': 'application/json';
-        /** @description `Service-Webhooks/1.0`, then an informational address. */
-        'User-Agent': string;
-        /** @description `t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first). */
-        'Service-Signature': string;
-        /** @description The event type; equals the body `type`. */
-        'Service-Event-Type': 'payment.failed';
-        /** @description The event id; equals the body `id`, the same on every retry and redelivery. */
-        'Service-Event-Id': string;
-        /** @description `<delivery id>.<attempt>`: unique per HTTP attempt; quote it when contacting support. */
-        'Service-Request-Id': string;
-        /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
-        'Service-Delivery-Attempt': number;
-      };
-      path?: never;
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
         /**
          * @example {
-         *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
-         *       "type": "payment.failed",
-         *       "created": 1793870565,
-         *       "data": {
-         *         "paymentId": "pay_01JD3XA4F7R2N8QK6T5V9MWZHB",
-         *         "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
-         *         "amountCents": 74700,
-         *         "currency": "EUR",
-         *         "status": "failed"
-         *       }
+         *       "id": "gde_01JD3X6G5R2T8K7N4V9MQWZBHD",
+         *       "name": "João Ferreira",
+         *       "languages": [
+         *         "pt",
+         *         "en",
+         *         "fr"
+         *       ],
+         *       "email": "joao.ferreira@guides.test",
+         *       "phone": "+351 913 222 111",
+         *       "createdAt": "2026-11-02T09:14:27.512Z",
+         *       "updatedAt": "2026-11-03T16:40:05.128Z"
          *     }
          */
-        'application/json': {
-          /**
-           * Format: uuid
-           * @description Event id, the deduplication key; equals `Service-Event-Id`.
-           */
-          id: string;
-          /**
-           * @description The event type.
-           * @constant
-           */
-          type: 'payment.failed';
-          /** @description Unix seconds when this attempt was sent. */
-          created: number;
-          /**
-           * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
-           * @constant
-           */
-          test?: true;
-          data: {
-            paymentId: string;
-            bookingId: string;
-            status: string;
-            amountCents: number;
-            currency: string;
-          };
+        Guide: {
+            id: string;
+            name: string;
+            languages: string[];
+            email: string | null;
+            phone: string | null;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            updatedAt: string;
         };
-      };
     };
-    responses: {
-      /** @description Received; any 2xx acknowledges the delivery. */
-      '2XX': {
-        headers: {
-          [name: string]: unknown;
+    responses: never;
+    parameters: never;
+    requestBodies: never;
+    headers: never;
+    pathItems: never;
+}
+export type $defs = Record<string, never>;
+export interface operations {
+    getMe: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
         };
-        content?: never;
-      };
-      /** @description Any other answer, a redirect or a time-out: the attempt failed. */
-      default: {
-        headers: {
-          [name: string]: unknown;
+        requestBody?: never;
+        responses: {
+            /** @description The token, its tenant, plan tier and environment. */
+            200: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Requests allowed per minute (sustained). */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current minute. */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window refreshes. */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "tenant": {
+                     *         "id": "ten_01JD3X4P6R2T8K5N7V9MQWZCDB",
+                     *         "name": "Atlântico Tours",
+                     *         "slug": "atlantico-tours",
+                     *         "active": true
+                     *       },
+                     *       "token": {
+                     *         "id": "tok_01JD3X4R8T5K2N7V4M9QWZBHCE",
+                     *         "name": "CRM sync",
+                     *         "prefix": "tk_live_7KX2",
+                     *         "scopes": [
+                     *           "trips:read",
+                     *           "trips:write",
+                     *           "webhooks:read",
+                     *           "webhooks:write"
+                     *         ],
+                     *         "lastUsedAt": "2026-11-05T10:01:12.334Z",
+                     *         "expiresAt": "2027-11-01T00:00:00.000Z",
+                     *         "createdAt": "2026-11-02T09:14:27.512Z",
+                     *         "revoked": false
+                     *       },
+                     *       "tier": "pro",
+                     *       "env": "live"
+                     *     }
+                     */
+                    "application/json": {
+                        tenant: {
+                            id: string;
+                            name: string;
+                            slug: string;
+                            active: boolean;
+                        } | null;
+                        token: {
+                            id: string;
+                            name: string | null;
+                            /** @description Leading characters only, never the token. */
+                            prefix: string;
+                            scopes: ("trips:read" | "trips:write" | "bookings:read" | "bookings:write" | "clients:read" | "clients:write" | "payments:read" | "libraries:read" | "webhooks:read" | "webhooks:write")[];
+                            /** Format: date-time */
+                            lastUsedAt: string | null;
+                            /** Format: date-time */
+                            expiresAt: string | null;
+                            /** Format: date-time */
+                            createdAt: string | null;
+                            revoked: boolean;
+                        } | null;
+                        /**
+                         * @description The tenant's plan.
+                         * @enum {string}
+                         */
+                        tier: "free" | "starter" | "pro" | "enterprise";
+                        /** @enum {string} */
+                        env: "live" | "test";
+                    };
+                };
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/scope-required",
+                     *       "title": "Scope required",
+                     *       "status": 403,
+                     *       "detail": "This token lacks trips:write.",
+                     *       "required_scope": "trips:write"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
-        content?: never;
-      };
     };
-  };
-  disputeOpenedEvent: {
-    parameters: {
-      query?: never;
-      header: {
-        /** @description The body is JSON (UTF-8). */
-        'Content-Type': 'application/json';
-        /** @description `Service-Webhooks/1.0`, then an informational address. */
-        'User-Agent': string;
-        /** @description `t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first). */
-        'Service-Signature': string;
-        /** @description The event type; equals the body `type`. */
-        'Service-Event-Type': 'dispute.opened';
-        /** @description The event id; equals the body `id`, the same on every retry and redelivery. */
-        'Service-Event-Id': string;
-        /** @description `<delivery id>.<attempt>`: unique per HTTP attempt; quote it when contacting support. */
-        'Service-Request-Id': string;
-        /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
-        'Service-Delivery-Attempt': number;
-      };
-      path?: never;
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
-        /**
-         * @example {
-         *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
-         *       "type": "dispute.opened",
-         *       "created": 1793870565,
-         *       "data": {
-         *         "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
-         *         "tripId": "trp_01JD3XA4F7R2N8QK6T5V9MWZHB",
-         *         "totalRetailCents": 249000,
-         *         "currency": "EUR",
-         *         "status": "disputed"
-         *       }
-         *     }
-         */
-        'application/json': {
-          /**
-           * Format: uuid
-           * @description Event id, the deduplication key; equals `Service-Event-Id`.
-           */
-          id: string;
-          /**
-           * @description The event type.
-           * @constant
-           */
-          type: 'dispute.opened';
-          /** @description Unix seconds when this attempt was sent. */
-          created: number;
-          /**
-           * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
-           * @constant
-           */
-          test?: true;
-          data: {
-            bookingId: string;
-            tripId: string;
-            status: string;
-            totalRetailCents: number;
-            currency: string;
-          };
+    listTrips: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1-100. */
+                limit?: number;
+                /** @description `meta.cursor` of the previous page. */
+                cursor?: string;
+                /** @description One trip status; an unknown value is ignored. */
+                status?: ("draft" | "active" | "sent" | "accepted" | "rejected" | "archived") | string;
+                /** @description Only trips published at or after it. */
+                "publishedAt[gte]"?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
         };
-      };
-    };
-    responses: {
-      /** @description Received; any 2xx acknowledges the delivery. */
-      '2XX': {
-        headers: {
-          [name: string]: unknown;
+        requestBody?: never;
+        responses: {
+            /** @description A page of trips. */
+            200: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Requests allowed per minute (sustained). */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current minute. */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window refreshes. */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                     *           "tripNumber": "TR-7KX2M9",
+                     *           "title": "Lisbon and Porto in spring",
+                     *           "status": "active",
+                     *           "tripMode": "tailor_made",
+                     *           "dateMode": "departure_based",
+                     *           "publicSlug": "lisbon-and-porto-in-spring-3f9a2c",
+                     *           "publishedAt": "2026-11-03T16:40:05.128Z",
+                     *           "unpublishedAt": null,
+                     *           "startDate": "2027-04-12T00:00:00.000Z",
+                     *           "endDate": "2027-04-18T00:00:00.000Z",
+                     *           "daysCount": 7,
+                     *           "startCityId": "cty_01JD3X5Q8M4V2RZK7N9T6WBHCE",
+                     *           "endCityId": "cty_01JD3X5QB2T7YHK4P8R3M6VDFA",
+                     *           "transportMode": "own_fleet",
+                     *           "pricingDisplayMode": "per_person",
+                     *           "shortDescription": "Seven days from the Tagus to the Douro.",
+                     *           "longDescription": null,
+                     *           "clientId": "cli_01JD3X9C2M7T4RK8V5N6QWZPYD",
+                     *           "notes": "Vegetarian meals for two travellers.",
+                     *           "createdAt": "2026-11-02T09:14:27.512Z",
+                     *           "updatedAt": "2026-11-03T16:40:05.128Z"
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "cursor": "dHJpcHM6dHJwXzAxSkQzWDdFOVAyUUs1Vk40VDhSNk1aV1lD",
+                     *         "hasMore": true
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Trip"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                };
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/scope-required",
+                     *       "title": "Scope required",
+                     *       "status": 403,
+                     *       "detail": "This token lacks trips:write.",
+                     *       "required_scope": "trips:write"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
-        content?: never;
-      };
-      /** @description Any other answer, a redirect or a time-out: the attempt failed. */
-      default: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content?: never;
-      };
     };
-  };
-  disputeClosedEvent: {
-    parameters: {
-      query?: never;
-      header: {
-        /** @description The body is JSON (UTF-8). */
-        'Content-Type': 'application/json';
-        /** @description `Service-Webhooks/1.0`, then an informational address. */
-        'User-Agent': string;
-        /** @description `t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first). */
-        'Service-Signature': string;
-        /** @description The event type; equals the body `type`. */
-        'Service-Event-Type': 'dispute.closed';
-        /** @description The event id; equals the body `id`, the same on every retry and redelivery. */
-        'Service-Event-Id': string;
-        /** @description `<delivery id>.<attempt>`: unique per HTTP attempt; quote it when contacting support. */
-        'Service-Request-Id': string;
-        /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
-        'Service-Delivery-Attempt': number;
-      };
-      path?: never;
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
-        /**
-         * @example {
-         *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
-         *       "type": "dispute.closed",
-         *       "created": 1793870565,
-         *       "data": {
-         *         "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
-         *         "tripId": "trp_01JD3XA4F7R2N8QK6T5V9MWZHB",
-         *         "totalRetailCents": 249000,
-         *         "currency": "EUR",
-         *         "status": "confirmed"
-         *       }
-         *     }
-         */
-        'application/json': {
-          /**
-           * Format: uuid
-           * @description Event id, the deduplication key; equals `Service-Event-Id`.
-           */
-          id: string;
-          /**
-           * @description The event type.
-           * @constant
-           */
-          type: 'dispute.closed';
-          /** @description Unix seconds when this attempt was sent. */
-          created: number;
-          /**
-           * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
-           * @constant
-           */
-          test?: true;
-          data: {
-            bookingId: string;
-            tripId: string;
-            status: string;
-            totalRetailCents: number;
-            currency: string;
-          };
+    createTrip: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the write safe to retry for 24 hours: the first answer (2xx or 4xx) is replayed byte for byte with `Idempotency-Replayed: true`. A UUID v4 per logical operation is recommended. */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
         };
-      };
-    };
-    responses: {
-      /** @description Received; any 2xx acknowledges the delivery. */
-      '2XX': {
-        headers: {
-          [name: string]: unknown;
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "title": "Lisbon and Porto in spring",
+                 *       "startDate": "2027-04-12",
+                 *       "endDate": "2027-04-18",
+                 *       "daysCount": 7,
+                 *       "startCityId": "cty_01JD3X5Q8M4V2RZK7N9T6WBHCE",
+                 *       "endCityId": "cty_01JD3X5QB2T7YHK4P8R3M6VDFA",
+                 *       "transportMode": "own_fleet",
+                 *       "pricingDisplayMode": "per_person",
+                 *       "shortDescription": "Seven days from the Tagus to the Douro.",
+                 *       "clientId": "cli_01JD3X9C2M7T4RK8V5N6QWZPYD"
+                 *     }
+                 */
+                "application/json": {
+                    title: string;
+                    /**
+                     * @description Calendar date, YYYY-MM-DD.
+                     * @example 2027-05-01
+                     */
+                    startDate: string;
+                    /**
+                     * @description Calendar date, YYYY-MM-DD.
+                     * @example 2027-05-01
+                     */
+                    endDate?: string;
+                    daysCount: number;
+                    /** @description Library city id. */
+                    startCityId: string;
+                    /** @description Library city id. */
+                    endCityId: string;
+                    /**
+                     * @default own_fleet
+                     * @enum {string}
+                     */
+                    transportMode?: "own_fleet" | "outsourced";
+                    /**
+                     * @default per_person
+                     * @enum {string}
+                     */
+                    pricingDisplayMode?: "per_person" | "per_couple" | "total_group";
+                    notes?: string;
+                    shortDescription?: string;
+                    longDescription?: string;
+                    /** @description Must belong to the tenant. */
+                    clientId?: string;
+                };
+            };
         };
-        content?: never;
-      };
-      /** @description Any other answer, a redirect or a time-out: the attempt failed. */
-      default: {
-        headers: {
-          [name: string]: unknown;
+        responses: {
+            /** @description The created trip. */
+            201: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Requests allowed per minute (sustained). */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current minute. */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window refreshes. */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                     *         "tripNumber": "TR-7KX2M9",
+                     *         "title": "Lisbon and Porto in spring",
+                     *         "status": "active",
+                     *         "tripMode": "tailor_made",
+                     *         "dateMode": "departure_based",
+                     *         "publicSlug": "lisbon-and-porto-in-spring-3f9a2c",
+                     *         "publishedAt": "2026-11-03T16:40:05.128Z",
+                     *         "unpublishedAt": null,
+                     *         "startDate": "2027-04-12T00:00:00.000Z",
+                     *         "endDate": "2027-04-18T00:00:00.000Z",
+                     *         "daysCount": 7,
+                     *         "startCityId": "cty_01JD3X5Q8M4V2RZK7N9T6WBHCE",
+                     *         "endCityId": "cty_01JD3X5QB2T7YHK4P8R3M6VDFA",
+                     *         "transportMode": "own_fleet",
+                     *         "pricingDisplayMode": "per_person",
+                     *         "shortDescription": "Seven days from the Tagus to the Douro.",
+                     *         "longDescription": null,
+                     *         "clientId": "cli_01JD3X9C2M7T4RK8V5N6QWZPYD",
+                     *         "notes": "Vegetarian meals for two travellers.",
+                     *         "createdAt": "2026-11-02T09:14:27.512Z",
+                     *         "updatedAt": "2026-11-03T16:40:05.128Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Trip"];
+                    };
+                };
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/scope-required",
+                     *       "title": "Scope required",
+                     *       "status": 403,
+                     *       "detail": "This token lacks trips:write.",
+                     *       "required_scope": "trips:write"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description State clash (`conflict`), or the Idempotency-Key was used for another request (`idempotency-key-reuse`) or its first request is still running (`idempotency-in-progress`). */
+            409: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/conflict",
+                     *       "title": "Conflict",
+                     *       "status": 409,
+                     *       "detail": "Cannot move from draft to archived.",
+                     *       "code": "invalid_transition"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
-        content?: never;
-      };
     };
-  };
-  tripPublishedEvent: {
-    parameters: {
-      query?: never;
-      header: {
-        /** @description The body is JSON (UTF-8). */
-        'Content-Type': 'application/json';
-        /** @description `Service-Webhooks/1.0`, then an informational address. */
-        'User-Agent': string;
-        /** @description `t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first). */
-        'Service-Signature': string;
-        /** @description The event type; equals the body `type`. */
-        'Service-Event-Type': 'trip.published';
-        /** @description The event id; equals the body `id`, the same on every retry and redelivery. */
-        'Service-Event-Id': string;
-        /** @description `<delivery id>.<attempt>`: unique per HTTP attempt; quote it when contacting support. */
-        'Service-Request-Id': string;
-        /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
-        'Service-Delivery-Attempt': number;
-      };
-      path?: never;
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
-        /**
-         * @example {
-         *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
-         *       "type": "trip.published",
-         *       "created": 1793870565,
-         *       "data": {
-         *         "tripId": "trp_01JD3XA4F7R2N8QK6T5V9MWZHB",
-         *         "publicSlug": "lisbon-in-spring-3f9a2c",
-         *         "publishedAt": "2026-11-05T10:02:44.019Z",
-         *         "unpublishedAt": null
-         *       }
-         *     }
-         */
-        'application/json': {
-          /**
-           * Format: uuid
-           * @description Event id, the deduplication key; equals `Service-Event-Id`.
-           */
-          id: string;
-          /**
-           * @description The event type.
-           * @constant
-           */
-          type: 'trip.published';
-          /** @description Unix seconds when this attempt was sent. */
-          created: number;
-          /**
-           * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
-           * @constant
-           */
-          test?: true;
-          data: {
-            tripId: string;
-            publicSlug: string | null;
-            publishedAt: string | null;
-            unpublishedAt: string | null;
-          };
+    getTrip: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
         };
-      };
-    };
-    responses: {
-      /** @description Received; any 2xx acknowledges the delivery. */
-      '2XX': {
-        headers: {
-          [name: string]: unknown;
+        requestBody?: never;
+        responses: {
+            /** @description The trip. */
+            200: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Requests allowed per minute (sustained). */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current minute. */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window refreshes. */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                     *         "tripNumber": "TR-7KX2M9",
+                     *         "title": "Lisbon and Porto in spring",
+                     *         "status": "active",
+                     *         "tripMode": "tailor_made",
+                     *         "dateMode": "departure_based",
+                     *         "publicSlug": "lisbon-and-porto-in-spring-3f9a2c",
+                     *         "publishedAt": "2026-11-03T16:40:05.128Z",
+                     *         "unpublishedAt": null,
+                     *         "startDate": "2027-04-12T00:00:00.000Z",
+                     *         "endDate": "2027-04-18T00:00:00.000Z",
+                     *         "daysCount": 7,
+                     *         "startCityId": "cty_01JD3X5Q8M4V2RZK7N9T6WBHCE",
+                     *         "endCityId": "cty_01JD3X5QB2T7YHK4P8R3M6VDFA",
+                     *         "transportMode": "own_fleet",
+                     *         "pricingDisplayMode": "per_person",
+                     *         "shortDescription": "Seven days from the Tagus to the Douro.",
+                     *         "longDescription": null,
+                     *         "clientId": "cli_01JD3X9C2M7T4RK8V5N6QWZPYD",
+                     *         "notes": "Vegetarian meals for two travellers.",
+                     *         "createdAt": "2026-11-02T09:14:27.512Z",
+                     *         "updatedAt": "2026-11-03T16:40:05.128Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Trip"];
+                    };
+                };
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/scope-required",
+                     *       "title": "Scope required",
+                     *       "status": 403,
+                     *       "detail": "This token lacks trips:write.",
+                     *       "required_scope": "trips:write"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or owned by another tenant (`not-found`). */
+            404: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/not-found",
+                     *       "title": "Not found",
+                     *       "status": 404,
+                     *       "detail": "Trip not found."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
-        content?: never;
-      };
-      /** @description Any other answer, a redirect or a time-out: the attempt failed. */
-      default: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content?: never;
-      };
     };
-  };
-  tripUnpublishedEvent: {
-    parameters: {
-      query?: never;
-      header: {
-        /** @description The body is JSON (UTF-8). */
-        'Content-Type': 'application/json';
-        /** @description `Service-Webhooks/1.0`, then an informational address. */
-        'User-Agent': string;
-        /** @description `t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first). */
-        'Service-Signature': string;
-        /** @description The event type; equals the body `type`. */
-        'Service-Event-Type': 'trip.unpublished';
-        /** @description The event id; equals the body `id`, the same on every retry and redelivery. */
-        'Service-Event-Id': string;
-        /** @description `<delivery id>.<attempt>`: unique per HTTP attempt; quote it when contacting support. */
-        'Service-Request-Id': string;
-        /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
-        'Service-Delivery-Attempt': number;
-      };
-      path?: never;
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
-        /**
-         * @example {
-         *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
-         *       "type": "trip.unpublished",
-         *       "created": 1793870565,
-         *       "data": {
-         *         "tripId": "trp_01JD3XA4F7R2N8QK6T5V9MWZHB",
-         *         "publicSlug": "lisbon-in-spring-3f9a2c",
-         *         "publishedAt": "2026-11-05T10:02:44.019Z",
-         *         "unpublishedAt": "2026-11-05T10:02:44.019Z"
-         *       }
-         *     }
-         */
-        'application/json': {
-          /**
-           * Format: uuid
-           * @description Event id, the deduplication key; equals `Service-Event-Id`.
-           */
-          id: string;
-          /**
-           * @description The event type.
-           * @constant
-           */
-          type: 'trip.unpublished';
-          /** @description Unix seconds when this attempt was sent. */
-          created: number;
-          /**
-           * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
-           * @constant
-           */
-          test?: true;
-          data: {
-            tripId: string;
-            publicSlug: string | null;
-            publishedAt: string | null;
-            unpublishedAt: string | null;
-          };
+    updateTrip: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the write safe to retry for 24 hours: the first answer (2xx or 4xx) is replayed byte for byte with `Idempotency-Replayed: true`. A UUID v4 per logical operation is recommended. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
         };
-      };
-    };
-    responses: {
-      /** @description Received; any 2xx acknowledges the delivery. */
-      '2XX': {
-        headers: {
-          [name: string]: unknown;
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "title": "Lisbon and Porto, late spring",
+                 *       "endDate": null,
+                 *       "notes": null
+                 *     }
+                 */
+                "application/json": {
+                    title?: string;
+                    /**
+                     * @description Calendar date, YYYY-MM-DD.
+                     * @example 2027-05-01
+                     */
+                    startDate?: string;
+                    /**
+                     * @description Calendar date, YYYY-MM-DD.
+                     * @example 2027-05-01
+                     */
+                    endDate?: string | null;
+                    daysCount?: number;
+                    notes?: string | null;
+                    shortDescription?: string | null;
+                    longDescription?: string | null;
+                    clientId?: string | null;
+                };
+            };
         };
-        content?: never;
-      };
-      /** @description Any other answer, a redirect or a time-out: the attempt failed. */
-      default: {
-        headers: {
-          [name: string]: unknown;
+        responses: {
+            /** @description The trip. */
+            200: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Requests allowed per minute (sustained). */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current minute. */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window refreshes. */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                     *         "tripNumber": "TR-7KX2M9",
+                     *         "title": "Lisbon and Porto in spring",
+                     *         "status": "active",
+                     *         "tripMode": "tailor_made",
+                     *         "dateMode": "departure_based",
+                     *         "publicSlug": "lisbon-and-porto-in-spring-3f9a2c",
+                     *         "publishedAt": "2026-11-03T16:40:05.128Z",
+                     *         "unpublishedAt": null,
+                     *         "startDate": "2027-04-12T00:00:00.000Z",
+                     *         "endDate": "2027-04-18T00:00:00.000Z",
+                     *         "daysCount": 7,
+                     *         "startCityId": "cty_01JD3X5Q8M4V2RZK7N9T6WBHCE",
+                     *         "endCityId": "cty_01JD3X5QB2T7YHK4P8R3M6VDFA",
+                     *         "transportMode": "own_fleet",
+                     *         "pricingDisplayMode": "per_person",
+                     *         "shortDescription": "Seven days from the Tagus to the Douro.",
+                     *         "longDescription": null,
+                     *         "clientId": "cli_01JD3X9C2M7T4RK8V5N6QWZPYD",
+                     *         "notes": "Vegetarian meals for two travellers.",
+                     *         "createdAt": "2026-11-02T09:14:27.512Z",
+                     *         "updatedAt": "2026-11-03T16:40:05.128Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Trip"];
+                    };
+                };
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/scope-required",
+                     *       "title": "Scope required",
+                     *       "status": 403,
+                     *       "detail": "This token lacks trips:write.",
+                     *       "required_scope": "trips:write"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or owned by another tenant (`not-found`). */
+            404: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/not-found",
+                     *       "title": "Not found",
+                     *       "status": 404,
+                     *       "detail": "Trip not found."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description State clash (`conflict`), or the Idempotency-Key was used for another request (`idempotency-key-reuse`) or its first request is still running (`idempotency-in-progress`). */
+            409: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/conflict",
+                     *       "title": "Conflict",
+                     *       "status": 409,
+                     *       "detail": "Cannot move from draft to archived.",
+                     *       "code": "invalid_transition"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
-        content?: never;
-      };
     };
-  };
-  clientCreatedEvent: {
-    parameters: {
-      query?: never;
-      header: {
-        /** @description The body is JSON (UTF-8). */
-        'Content-Type': 'application/json';
-        /** @description `Service-Webhooks/1.0`, then an informational address. */
-        'User-Agent': string;
-        /** @description `t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first). */
-        'Service-Signature': string;
-        /** @description The event type; equals the body `type`. */
-        'Service-Event-Type': 'client.created';
-        /** @description The event id; equals the body `id`, the same on every retry and redelivery. */
-        'Service-Event-Id': string;
-        /** @description `<delivery id>.<attempt>`: unique per HTTP attempt; quote it when contacting support. */
-        'Service-Request-Id': string;
-        /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
-        'Service-Delivery-Attempt': number;
-      };
-      path?: never;
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
-        /**
-         * @example {
-         *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
-         *       "type": "client.created",
-         *       "created": 1793870565,
-         *       "data": {
-         *         "clientId": "cli_01JD3XA4F7R2N8QK6T5V9MWZHB",
-         *         "kind": "individual",
-         *         "displayName": "Ana Lima"
-         *       }
-         *     }
-         */
-        'application/json': {
-          /**
-           * Format: uuid
-           * @description Event id, the deduplication key; equals `Service-Event-Id`.
-           */
-          id: string;
-          /**
-           * @description The event type.
-           * @constant
-           */
-          type: 'client.created';
-          /** @description Unix seconds when this attempt was sent. */
-          created: number;
-          /**
-           * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
-           * @constant
-           */
-          test?: true;
-          data: {
-            clientId: string;
-            kind: string;
-            displayName: string;
-          };
+    listBookings: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1-100. */
+                limit?: number;
+                /** @description `meta.cursor` of the previous page. */
+                cursor?: string;
+                /** @description One lifecycle state; an unknown value is ignored. */
+                status?: string;
+                tripId?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
         };
-      };
-    };
-    responses: {
-      /** @description Received; any 2xx acknowledges the delivery. */
-      '2XX': {
-        headers: {
-          [name: string]: unknown;
+        requestBody?: never;
+        responses: {
+            /** @description A page of bookings. */
+            200: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Requests allowed per minute (sustained). */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current minute. */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window refreshes. */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
+                     *           "bookingNumber": "BK-4QW8T2",
+                     *           "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                     *           "tripVersion": 3,
+                     *           "status": "confirmed",
+                     *           "totalRetailCents": 249000,
+                     *           "applicationFeeCents": 7470,
+                     *           "currency": "EUR",
+                     *           "travelerName": "Ana Lima",
+                     *           "travelerEmail": "ana.lima@mail.test",
+                     *           "confirmedAt": "2026-11-05T10:02:44.019Z",
+                     *           "cancelledAt": null,
+                     *           "departureId": "dep-2027-04-12",
+                     *           "departureStartDate": "2027-04-12T00:00:00.000Z",
+                     *           "departureEndDate": "2027-04-18T00:00:00.000Z",
+                     *           "createdAt": "2026-11-02T09:14:27.512Z",
+                     *           "updatedAt": "2026-11-03T16:40:05.128Z"
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "cursor": "dHJpcHM6dHJwXzAxSkQzWDdFOVAyUUs1Vk40VDhSNk1aV1lD",
+                     *         "hasMore": true
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Booking"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                };
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/scope-required",
+                     *       "title": "Scope required",
+                     *       "status": 403,
+                     *       "detail": "This token lacks trips:write.",
+                     *       "required_scope": "trips:write"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
-        content?: never;
-      };
-      /** @description Any other answer, a redirect or a time-out: the attempt failed. */
-      default: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content?: never;
-      };
     };
-  };
-  webhookTestEvent: {
-    parameters: {
-      query?: never;
-      header: {
-        /** @description The body is JSON (UTF-8). */
-        'Content-Type': 'application/json';
-        /** @description `Service-Webhooks/1.0`, then an informational address. */
-        'User-Agent': string;
-        /** @description `t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first). */
-        'Service-Signature': string;
-        /** @description The event type; equals the body `type`. */
-        'Service-Event-Type': 'webhook.test';
-        /** @description The event id; equals the body `id`, the same on every retry and redelivery. */
-        'Service-Event-Id': string;
-        /** @description `<delivery id>.<attempt>`: unique per HTTP attempt; quote it when contacting support. */
-        'Service-Request-Id': string;
-        /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
-        'Service-Delivery-Attempt': number;
-      };
-      path?: never;
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
-        /**
-         * @example {
-         *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
-         *       "type": "webhook.test",
-         *       "created": 1793870565,
-         *       "data": {
-         *         "subscriptionId": null,
-         *         "message": "This is a test event fired from POST /api/v1/webhooks/test."
-         *       }
-         *     }
-         */
-        'application/json': {
-          /**
-           * Format: uuid
-           * @description Event id, the deduplication key; equals `Service-Event-Id`.
-           */
-          id: string;
-          /**
-           * @description The event type.
-           * @constant
-           */
-          type: 'webhook.test';
-          /** @description Unix seconds when this attempt was sent. */
-          created: number;
-          /**
-           * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
-           * @constant
-           */
-          test?: true;
-          data: {
-            subscriptionId: string | null;
-            message: string;
-          };
+    createBooking: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the write safe to retry for 24 hours: the first answer (2xx or 4xx) is replayed byte for byte with `Idempotency-Replayed: true`. A UUID v4 per logical operation is recommended. */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
         };
-      };
-    };
-    responses: {
-      /** @description Received; any 2xx acknowledges the delivery. */
-      '2XX': {
-        headers: {
-          [name: string]: unknown;
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                 *       "travelerName": "Ana Lima",
+                 *       "travelerEmail": "ana.lima@mail.test"
+                 *     }
+                 */
+                "application/json": {
+                    /** @description A trip published in the tenant. */
+                    tripId: string;
+                    travelerName: string;
+                    /** Format: email */
+                    travelerEmail: string;
+                };
+            };
         };
-        content?: never;
-      };
-      /** @description Any other answer, a redirect or a time-out: the attempt failed. */
-      default: {
-        headers: {
-          [name: string]: unknown;
+        responses: {
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/scope-required",
+                     *       "title": "Scope required",
+                     *       "status": 403,
+                     *       "detail": "This token lacks trips:write.",
+                     *       "required_scope": "trips:write"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or owned by another tenant (`not-found`). */
+            404: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/not-found",
+                     *       "title": "Not found",
+                     *       "status": 404,
+                     *       "detail": "Trip not found."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description State clash (`conflict`), or the Idempotency-Key was used for another request (`idempotency-key-reuse`) or its first request is still running (`idempotency-in-progress`). */
+            409: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/conflict",
+                     *       "title": "Conflict",
+                     *       "status": 409,
+                     *       "detail": "Cannot move from draft to archived.",
+                     *       "code": "invalid_transition"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not implemented (`booking-create-not-supported`). */
+            501: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/booking-create-not-supported",
+                     *       "title": "Booking creation not supported",
+                     *       "status": 501,
+                     *       "detail": "Bookings are created through the storefront checkout.",
+                     *       "next": {
+                     *         "checkoutUrl": "https://shop.tourops.test/checkout/lisbon-and-porto-in-spring-3f9a2c"
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
-        content?: never;
-      };
     };
-  };
+    getBooking: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The booking. */
+            200: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Requests allowed per minute (sustained). */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current minute. */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window refreshes. */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
+                     *         "bookingNumber": "BK-4QW8T2",
+                     *         "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                     *         "tripVersion": 3,
+                     *         "status": "confirmed",
+                     *         "totalRetailCents": 249000,
+                     *         "applicationFeeCents": 7470,
+                     *         "currency": "EUR",
+                     *         "travelerName": "Ana Lima",
+                     *         "travelerEmail": "ana.lima@mail.test",
+                     *         "confirmedAt": "2026-11-05T10:02:44.019Z",
+                     *         "cancelledAt": null,
+                     *         "departureId": "dep-2027-04-12",
+                     *         "departureStartDate": "2027-04-12T00:00:00.000Z",
+                     *         "departureEndDate": "2027-04-18T00:00:00.000Z",
+                     *         "createdAt": "2026-11-02T09:14:27.512Z",
+                     *         "updatedAt": "2026-11-03T16:40:05.128Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Booking"];
+                    };
+                };
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/scope-required",
+                     *       "title": "Scope required",
+                     *       "status": 403,
+                     *       "detail": "This token lacks trips:write.",
+                     *       "required_scope": "trips:write"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or owned by another tenant (`not-found`). */
+            404: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/not-found",
+                     *       "title": "Not found",
+                     *       "status": 404,
+                     *       "detail": "Trip not found."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listClients: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1-100. */
+                limit?: number;
+                /** @description `meta.cursor` of the previous page. */
+                cursor?: string;
+                /** @description individual or company; an unknown value is ignored. */
+                kind?: string;
+                /** @description true: only archived; false: only non-archived; omitted: both. */
+                archived?: "true" | "false";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of clients. */
+            200: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Requests allowed per minute (sustained). */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current minute. */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window refreshes. */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "cli_01JD3X9C2M7T4RK8V5N6QWZPYD",
+                     *           "kind": "individual",
+                     *           "displayName": "Ana Lima",
+                     *           "legalName": null,
+                     *           "email": "ana.lima@mail.test",
+                     *           "phone": "+351 912 345 678",
+                     *           "countryIso": "PT",
+                     *           "language": "pt",
+                     *           "currency": "EUR",
+                     *           "vatId": null,
+                     *           "tags": [
+                     *             "repeat",
+                     *             "spring"
+                     *           ],
+                     *           "notes": null,
+                     *           "archivedAt": null,
+                     *           "createdAt": "2026-11-02T09:14:27.512Z",
+                     *           "updatedAt": "2026-11-03T16:40:05.128Z"
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "cursor": "dHJpcHM6dHJwXzAxSkQzWDdFOVAyUUs1Vk40VDhSNk1aV1lD",
+                     *         "hasMore": true
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Client"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                };
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/scope-required",
+                     *       "title": "Scope required",
+                     *       "status": 403,
+                     *       "detail": "This token lacks trips:write.",
+                     *       "required_scope": "trips:write"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    createClient: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the write safe to retry for 24 hours: the first answer (2xx or 4xx) is replayed byte for byte with `Idempotency-Replayed: true`. A UUID v4 per logical operation is recommended. */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "kind": "company",
+                 *       "displayName": "Atlântico Viagens",
+                 *       "legalName": "Atlântico Viagens, Lda.",
+                 *       "email": "reservas@atlantico.test",
+                 *       "countryIso": "PT",
+                 *       "language": "pt",
+                 *       "currency": "EUR",
+                 *       "vatId": "PT509876543",
+                 *       "tags": [
+                 *         "agency"
+                 *       ]
+                 *     }
+                 */
+                "application/json": {
+                    /** @enum {string} */
+                    kind: "individual" | "company";
+                    displayName: string;
+                    legalName?: string;
+                    /** Format: email */
+                    email?: string;
+                    phone?: string;
+                    /**
+                     * Format: country-code
+                     * @description ISO 3166-1 alpha-2, either case; stored upper-case.
+                     */
+                    countryIso?: string;
+                    language?: string;
+                    /**
+                     * Format: currency-code
+                     * @description ISO 4217, either case; stored upper-case.
+                     */
+                    currency?: string;
+                    vatId?: string;
+                    notes?: string;
+                    tags?: string[];
+                };
+            };
+        };
+        responses: {
+            /** @description The created client. */
+            201: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Requests allowed per minute (sustained). */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current minute. */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window refreshes. */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "cli_01JD3X9C2M7T4RK8V5N6QWZPYD",
+                     *         "kind": "individual",
+                     *         "displayName": "Ana Lima",
+                     *         "legalName": null,
+                     *         "email": "ana.lima@mail.test",
+                     *         "phone": "+351 912 345 678",
+                     *         "countryIso": "PT",
+                     *         "language": "pt",
+                     *         "currency": "EUR",
+                     *         "vatId": null,
+                     *         "tags": [
+                     *           "repeat",
+                     *           "spring"
+                     *         ],
+                     *         "notes": null,
+                     *         "archivedAt": null,
+                     *         "createdAt": "2026-11-02T09:14:27.512Z",
+                     *         "updatedAt": "2026-11-03T16:40:05.128Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Client"];
+                    };
+                };
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/scope-required",
+                     *       "title": "Scope required",
+                     *       "status": 403,
+                     *       "detail": "This token lacks trips:write.",
+                     *       "required_scope": "trips:write"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description State clash (`conflict`), or the Idempotency-Key was used for another request (`idempotency-key-reuse`) or its first request is still running (`idempotency-in-progress`). */
+            409: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/conflict",
+                     *       "title": "Conflict",
+                     *       "status": 409,
+                     *       "detail": "Cannot move from draft to archived.",
+                     *       "code": "invalid_transition"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getClient: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The client. */
+            200: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Requests allowed per minute (sustained). */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current minute. */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window refreshes. */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "cli_01JD3X9C2M7T4RK8V5N6QWZPYD",
+                     *         "kind": "individual",
+                     *         "displayName": "Ana Lima",
+                     *         "legalName": null,
+                     *         "email": "ana.lima@mail.test",
+                     *         "phone": "+351 912 345 678",
+                     *         "countryIso": "PT",
+                     *         "language": "pt",
+                     *         "currency": "EUR",
+                     *         "vatId": null,
+                     *         "tags": [
+                     *           "repeat",
+                     *           "spring"
+                     *         ],
+                     *         "notes": null,
+                     *         "archivedAt": null,
+                     *         "createdAt": "2026-11-02T09:14:27.512Z",
+                     *         "updatedAt": "2026-11-03T16:40:05.128Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Client"];
+                    };
+                };
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/scope-required",
+                     *       "title": "Scope required",
+                     *       "status": 403,
+                     *       "detail": "This token lacks trips:write.",
+                     *       "required_scope": "trips:write"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or owned by another tenant (`not-found`). */
+            404: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/not-found",
+                     *       "title": "Not found",
+                     *       "status": 404,
+                     *       "detail": "Trip not found."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listPayments: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1-100. */
+                limit?: number;
+                /** @description `meta.cursor` of the previous page. */
+                cursor?: string;
+                /** @description One payment status; an unknown value is ignored. */
+                status?: string;
+                bookingId?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of payments. */
+            200: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Requests allowed per minute (sustained). */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current minute. */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window refreshes. */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "pay_01JD3XB6N3T8R5K2V7M9QWZCDE",
+                     *           "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
+                     *           "mode": "deposit_only",
+                     *           "status": "succeeded",
+                     *           "label": "Deposit 30%",
+                     *           "amountCents": 74700,
+                     *           "currency": "EUR",
+                     *           "scheduledFor": null,
+                     *           "chargedAt": "2026-11-04T08:31:12.650Z",
+                     *           "isDeposit": true,
+                     *           "paymentRail": "card",
+                     *           "kind": "deposit"
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "cursor": "dHJpcHM6dHJwXzAxSkQzWDdFOVAyUUs1Vk40VDhSNk1aV1lD",
+                     *         "hasMore": true
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Payment"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                };
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/scope-required",
+                     *       "title": "Scope required",
+                     *       "status": 403,
+                     *       "detail": "This token lacks trips:write.",
+                     *       "required_scope": "trips:write"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listCities: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1-100. */
+                limit?: number;
+                /** @description `meta.cursor` of the previous page. */
+                cursor?: string;
+                /** @description Name contains, case-insensitive. */
+                q?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of catalog items. */
+            200: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Requests allowed per minute (sustained). */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current minute. */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window refreshes. */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "cty_01JD3X5Q8M4V2RZK7N9T6WBHCE",
+                     *           "name": "Lisbon",
+                     *           "countryIso": "PT",
+                     *           "createdAt": "2026-11-02T09:14:27.512Z",
+                     *           "updatedAt": "2026-11-03T16:40:05.128Z"
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "cursor": "dHJpcHM6dHJwXzAxSkQzWDdFOVAyUUs1Vk40VDhSNk1aV1lD",
+                     *         "hasMore": true
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["City"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                };
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/scope-required",
+                     *       "title": "Scope required",
+                     *       "status": 403,
+                     *       "detail": "This token lacks trips:write.",
+                     *       "required_scope": "trips:write"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listHotels: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1-100. */
+                limit?: number;
+                /** @description `meta.cursor` of the previous page. */
+                cursor?: string;
+                /** @description Name contains, case-insensitive. */
+                q?: string;
+                cityId?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of catalog items. */
+            200: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Requests allowed per minute (sustained). */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current minute. */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window refreshes. */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "htl_01JD3X6A4R8T2K5N7V9MQWZCDF",
+                     *           "name": "Casa do Rio",
+                     *           "cityId": "cty_01JD3X5QB2T7YHK4P8R3M6VDFA",
+                     *           "stars": 4,
+                     *           "address": "Rua da Alfândega 12, 4050-029 Porto",
+                     *           "createdAt": "2026-11-02T09:14:27.512Z",
+                     *           "updatedAt": "2026-11-03T16:40:05.128Z"
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "cursor": "dHJpcHM6dHJwXzAxSkQzWDdFOVAyUUs1Vk40VDhSNk1aV1lD",
+                     *         "hasMore": true
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Hotel"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                };
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/scope-required",
+                     *       "title": "Scope required",
+                     *       "status": 403,
+                     *       "detail": "This token lacks trips:write.",
+                     *       "required_scope": "trips:write"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listActivities: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1-100. */
+                limit?: number;
+                /** @description `meta.cursor` of the previous page. */
+                cursor?: string;
+                /** @description Name contains, case-insensitive. */
+                q?: string;
+                cityId?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of catalog items. */
+            200: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Requests allowed per minute (sustained). */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current minute. */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window refreshes. */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "act_01JD3X6C7T2R9K4N5V8MQWZBHE",
+                     *           "name": "Douro valley wine tasting",
+                     *           "cityId": "cty_01JD3X5QB2T7YHK4P8R3M6VDFA",
+                     *           "durationMinutes": 240,
+                     *           "description": "Two quintas, lunch included.",
+                     *           "createdAt": "2026-11-02T09:14:27.512Z",
+                     *           "updatedAt": "2026-11-03T16:40:05.128Z"
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "cursor": "dHJpcHM6dHJwXzAxSkQzWDdFOVAyUUs1Vk40VDhSNk1aV1lD",
+                     *         "hasMore": true
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Activity"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                };
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/scope-required",
+                     *       "title": "Scope required",
+                     *       "status": 403,
+                     *       "detail": "This token lacks trips:write.",
+                     *       "required_scope": "trips:write"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listVehicles: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1-100. */
+                limit?: number;
+                /** @description `meta.cursor` of the previous page. */
+                cursor?: string;
+                /** @description Name contains, case-insensitive. */
+                q?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of catalog items. */
+            200: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Requests allowed per minute (sustained). */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current minute. */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window refreshes. */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "veh_01JD3X6E2M7Q4T9R5K8NVWZCDA",
+                     *           "name": "Mercedes Sprinter 16",
+                     *           "kind": "minibus",
+                     *           "seats": 16,
+                     *           "createdAt": "2026-11-02T09:14:27.512Z",
+                     *           "updatedAt": "2026-11-03T16:40:05.128Z"
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "cursor": "dHJpcHM6dHJwXzAxSkQzWDdFOVAyUUs1Vk40VDhSNk1aV1lD",
+                     *         "hasMore": true
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Vehicle"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                };
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/scope-required",
+                     *       "title": "Scope required",
+                     *       "status": 403,
+                     *       "detail": "This token lacks trips:write.",
+                     *       "required_scope": "trips:write"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listGuides: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1-100. */
+                limit?: number;
+                /** @description `meta.cursor` of the previous page. */
+                cursor?: string;
+                /** @description Name contains, case-insensitive. */
+                q?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of catalog items. */
+            200: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Requests allowed per minute (sustained). */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current minute. */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window refreshes. */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "gde_01JD3X6G5R2T8K7N4V9MQWZBHD",
+                     *           "name": "João Ferreira",
+                     *           "languages": [
+                     *             "pt",
+                     *             "en",
+                     *             "fr"
+                     *           ],
+                     *           "email": "joao.ferreira@guides.test",
+                     *           "phone": "+351 913 222 111",
+                     *           "createdAt": "2026-11-02T09:14:27.512Z",
+                     *           "updatedAt": "2026-11-03T16:40:05.128Z"
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "cursor": "dHJpcHM6dHJwXzAxSkQzWDdFOVAyUUs1Vk40VDhSNk1aV1lD",
+                     *         "hasMore": true
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Guide"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                };
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/scope-required",
+                     *       "title": "Scope required",
+                     *       "status": 403,
+                     *       "detail": "This token lacks trips:write.",
+                     *       "required_scope": "trips:write"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listWebhooks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every subscription of the tenant. */
+            200: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Requests allowed per minute (sustained). */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current minute. */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window refreshes. */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "whs_01JD3XC8K2V5R7N4T9M6QWZBHF",
+                     *           "url": "https://hooks.operator.test/tourops",
+                     *           "events": [
+                     *             "booking.confirmed",
+                     *             "payment.succeeded"
+                     *           ],
+                     *           "active": true,
+                     *           "pausedAt": null,
+                     *           "consecutiveFailures": 0,
+                     *           "lastSuccessAt": "2026-11-05T10:02:45.201Z",
+                     *           "lastFailureAt": null,
+                     *           "createdAt": "2026-11-02T09:14:27.512Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["WebhookSubscription"][];
+                    };
+                };
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/scope-required",
+                     *       "title": "Scope required",
+                     *       "status": 403,
+                     *       "detail": "This token lacks trips:write.",
+                     *       "required_scope": "trips:write"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    createWebhook: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the write safe to retry for 24 hours: the first answer (2xx or 4xx) is replayed byte for byte with `Idempotency-Replayed: true`. A UUID v4 per logical operation is recommended. */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "url": "https://hooks.operator.test/tourops",
+                 *       "events": [
+                 *         "booking.confirmed",
+                 *         "payment.succeeded"
+                 *       ]
+                 *     }
+                 */
+                "application/json": {
+                    /** @description HTTPS only; every address the host resolves to must be public (private, loopback, link-local and CGNAT addresses are refused). */
+                    url: string;
+                    /** @description Event types from the catalog; `webhook.test` is not subscribable. */
+                    events: ("booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created")[];
+                };
+            };
+        };
+        responses: {
+            /** @description The subscription and its signing key (shown only here). */
+            201: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Requests allowed per minute (sustained). */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current minute. */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window refreshes. */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "whs_01JD3XC8K2V5R7N4T9M6QWZBHF",
+                     *         "url": "https://hooks.operator.test/tourops",
+                     *         "events": [
+                     *           "booking.confirmed",
+                     *           "payment.succeeded"
+                     *         ],
+                     *         "active": true,
+                     *         "pausedAt": null,
+                     *         "consecutiveFailures": 0,
+                     *         "lastSuccessAt": "2026-11-05T10:02:45.201Z",
+                     *         "lastFailureAt": null,
+                     *         "createdAt": "2026-11-02T09:14:27.512Z"
+                     *       },
+                     *       "signingKey": "whsec_kQ3vY8pZr2Tn6Wb1Lx9Cf4Hs7Dg0Mj5Ve2Ua8Ro3Ni6"
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["WebhookSubscription"];
+                        /**
+                         * @description Shown only in this response. `Service-Signature` v1 = hex HMAC-SHA256 keyed by this whole string over `<t>.<raw body>` (Stripe-compatible).
+                         * @example whsec_kQ3vY8pZr2Tn6Wb1Lx9Cf4Hs7Dg0Mj5Ve2Ua8Ro3Ni6
+                         */
+                        signingKey: string;
+                    };
+                };
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/scope-required",
+                     *       "title": "Scope required",
+                     *       "status": 403,
+                     *       "detail": "This token lacks trips:write.",
+                     *       "required_scope": "trips:write"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description State clash (`conflict`), or the Idempotency-Key was used for another request (`idempotency-key-reuse`) or its first request is still running (`idempotency-in-progress`). */
+            409: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/conflict",
+                     *       "title": "Conflict",
+                     *       "status": 409,
+                     *       "detail": "Cannot move from draft to archived.",
+                     *       "code": "invalid_transition"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    deleteWebhook: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the write safe to retry for 24 hours: the first answer (2xx or 4xx) is replayed byte for byte with `Idempotency-Replayed: true`. A UUID v4 per logical operation is recommended. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/scope-required",
+                     *       "title": "Scope required",
+                     *       "status": 403,
+                     *       "detail": "This token lacks trips:write.",
+                     *       "required_scope": "trips:write"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or owned by another tenant (`not-found`). */
+            404: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/not-found",
+                     *       "title": "Not found",
+                     *       "status": 404,
+                     *       "detail": "Trip not found."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description State clash (`conflict`), or the Idempotency-Key was used for another request (`idempotency-key-reuse`) or its first request is still running (`idempotency-in-progress`). */
+            409: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/conflict",
+                     *       "title": "Conflict",
+                     *       "status": 409,
+                     *       "detail": "Cannot move from draft to archived.",
+                     *       "code": "invalid_transition"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    rotateWebhookKey: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the write safe to retry for 24 hours: the first answer (2xx or 4xx) is replayed byte for byte with `Idempotency-Replayed: true`. A UUID v4 per logical operation is recommended. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The new key (shown only here); deliveries carry two `v1=` values until the old one expires. */
+            200: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Requests allowed per minute (sustained). */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current minute. */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window refreshes. */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "whs_01JD3XC8K2V5R7N4T9M6QWZBHF",
+                     *         "url": "https://hooks.operator.test/tourops",
+                     *         "events": [
+                     *           "booking.confirmed",
+                     *           "payment.succeeded"
+                     *         ],
+                     *         "active": true,
+                     *         "pausedAt": null,
+                     *         "consecutiveFailures": 0,
+                     *         "lastSuccessAt": "2026-11-05T10:02:45.201Z",
+                     *         "lastFailureAt": null,
+                     *         "createdAt": "2026-11-02T09:14:27.512Z"
+                     *       },
+                     *       "signingKey": "whsec_kQ3vY8pZr2Tn6Wb1Lx9Cf4Hs7Dg0Mj5Ve2Ua8Ro3Ni6",
+                     *       "legacySigningKeyExpiresAt": "2026-11-02T09:14:27.512Z"
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["WebhookSubscription"];
+                        /**
+                         * @description Shown only in this response. `Service-Signature` v1 = hex HMAC-SHA256 keyed by this whole string over `<t>.<raw body>` (Stripe-compatible).
+                         * @example whsec_kQ3vY8pZr2Tn6Wb1Lx9Cf4Hs7Dg0Mj5Ve2Ua8Ro3Ni6
+                         */
+                        signingKey: string;
+                        /** Format: date-time */
+                        legacySigningKeyExpiresAt: string;
+                    };
+                };
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/scope-required",
+                     *       "title": "Scope required",
+                     *       "status": 403,
+                     *       "detail": "This token lacks trips:write.",
+                     *       "required_scope": "trips:write"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or owned by another tenant (`not-found`). */
+            404: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/not-found",
+                     *       "title": "Not found",
+                     *       "status": 404,
+                     *       "detail": "Trip not found."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description State clash (`conflict`), or the Idempotency-Key was used for another request (`idempotency-key-reuse`) or its first request is still running (`idempotency-in-progress`). */
+            409: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/conflict",
+                     *       "title": "Conflict",
+                     *       "status": 409,
+                     *       "detail": "Cannot move from draft to archived.",
+                     *       "code": "invalid_transition"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1-100. */
+                limit?: number;
+                /** @description `meta.cursor` of the previous page. */
+                cursor?: string;
+                /** @description Only deliveries in this status. */
+                status?: "pending" | "in_flight" | "success" | "dead_letter";
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of deliveries. */
+            200: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Requests allowed per minute (sustained). */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current minute. */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window refreshes. */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "dlv_01JD3XD3M8Q5T2R7K9V4NWZBHC",
+                     *           "eventId": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
+                     *           "eventType": "booking.confirmed",
+                     *           "status": "success",
+                     *           "attempts": 1,
+                     *           "lastResponseStatus": 200,
+                     *           "nextAttemptAt": null,
+                     *           "deliveredAt": "2026-11-05T10:02:45.201Z",
+                     *           "claimedAt": null,
+                     *           "redeliveredFromId": null,
+                     *           "createdAt": "2026-11-05T10:02:44.030Z"
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "cursor": "dHJpcHM6dHJwXzAxSkQzWDdFOVAyUUs1Vk40VDhSNk1aV1lD",
+                     *         "hasMore": true
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["WebhookDelivery"][];
+                        meta: components["schemas"]["PageMeta"];
+                    };
+                };
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/scope-required",
+                     *       "title": "Scope required",
+                     *       "status": 403,
+                     *       "detail": "This token lacks trips:write.",
+                     *       "required_scope": "trips:write"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or owned by another tenant (`not-found`). */
+            404: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/not-found",
+                     *       "title": "Not found",
+                     *       "status": 404,
+                     *       "detail": "Trip not found."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    redeliverWebhook: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the write safe to retry for 24 hours: the first answer (2xx or 4xx) is replayed byte for byte with `Idempotency-Replayed: true`. A UUID v4 per logical operation is recommended. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                id: string;
+                deliveryId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Queued. */
+            202: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Requests allowed per minute (sustained). */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current minute. */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window refreshes. */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "deliveryId": "dlv_01JD3XE6R2T9K4N8V5M7QWZBHD",
+                     *         "eventId": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
+                     *         "status": "pending"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: {
+                            deliveryId: string;
+                            eventId: string;
+                            /** @enum {string} */
+                            status: "pending";
+                        };
+                    };
+                };
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/scope-required",
+                     *       "title": "Scope required",
+                     *       "status": 403,
+                     *       "detail": "This token lacks trips:write.",
+                     *       "required_scope": "trips:write"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or owned by another tenant (`not-found`). */
+            404: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/not-found",
+                     *       "title": "Not found",
+                     *       "status": 404,
+                     *       "detail": "Trip not found."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description State clash (`conflict`), or the Idempotency-Key was used for another request (`idempotency-key-reuse`) or its first request is still running (`idempotency-in-progress`). */
+            409: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/conflict",
+                     *       "title": "Conflict",
+                     *       "status": 409,
+                     *       "detail": "Cannot move from draft to archived.",
+                     *       "code": "invalid_transition"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    testWebhooks: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the write safe to retry for 24 hours: the first answer (2xx or 4xx) is replayed byte for byte with `Idempotency-Replayed: true`. A UUID v4 per logical operation is recommended. */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "subscriptionId": "whs_01JD3XC8K2V5R7N4T9M6QWZBHF",
+                 *       "eventType": "booking.confirmed"
+                 *     }
+                 */
+                "application/json": {
+                    /** @description Only this subscription; omitted: every active one. */
+                    subscriptionId?: string;
+                    /**
+                     * @description Send a sample of this event type (realistic data, ids that name no real row) instead of `webhook.test`. Its envelope has `"test": true` like every test event.
+                     * @enum {string}
+                     */
+                    eventType?: "booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created";
+                };
+            };
+        };
+        responses: {
+            /** @description Fired. */
+            200: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Requests allowed per minute (sustained). */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current minute. */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window refreshes. */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "eventId": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
+                     *         "deliveries": 1
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: {
+                            /** Format: uuid */
+                            eventId: string;
+                            /** @description Delivery rows created. */
+                            deliveries: number;
+                        };
+                    };
+                };
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/scope-required",
+                     *       "title": "Scope required",
+                     *       "status": 403,
+                     *       "detail": "This token lacks trips:write.",
+                     *       "required_scope": "trips:write"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or owned by another tenant (`not-found`). */
+            404: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/not-found",
+                     *       "title": "Not found",
+                     *       "status": 404,
+                     *       "detail": "Trip not found."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description State clash (`conflict`), or the Idempotency-Key was used for another request (`idempotency-key-reuse`) or its first request is still running (`idempotency-in-progress`). */
+            409: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/conflict",
+                     *       "title": "Conflict",
+                     *       "status": 409,
+                     *       "detail": "Cannot move from draft to archived.",
+                     *       "code": "invalid_transition"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    bookingConfirmedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The body is JSON (UTF-8). */
+                "Content-Type": "application/json";
+                /** @description `Service-Webhooks/1.0`, then an informational address. */
+                "User-Agent": string;
+                /** @description `t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first). */
+                "Service-Signature": string;
+                /** @description The event type; equals the body `type`. */
+                "Service-Event-Type": "booking.confirmed";
+                /** @description The event id; equals the body `id`, the same on every retry and redelivery. */
+                "Service-Event-Id": string;
+                /** @description `<delivery id>.<attempt>`: unique per HTTP attempt; quote it when contacting support. */
+                "Service-Request-Id": string;
+                /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
+                "Service-Delivery-Attempt": number;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
+                 *       "type": "booking.confirmed",
+                 *       "created": 1793870565,
+                 *       "data": {
+                 *         "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
+                 *         "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                 *         "totalRetailCents": 249000,
+                 *         "currency": "EUR",
+                 *         "status": "confirmed"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "booking.confirmed";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    data: {
+                        bookingId: string;
+                        tripId: string;
+                        /** @constant */
+                        status: "confirmed";
+                        totalRetailCents: number;
+                        currency: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Received; any 2xx acknowledges the delivery. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other answer, a redirect or a time-out: the attempt failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    bookingCancelledEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The body is JSON (UTF-8). */
+                "Content-Type": "application/json";
+                /** @description `Service-Webhooks/1.0`, then an informational address. */
+                "User-Agent": string;
+                /** @description `t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first). */
+                "Service-Signature": string;
+                /** @description The event type; equals the body `type`. */
+                "Service-Event-Type": "booking.cancelled";
+                /** @description The event id; equals the body `id`, the same on every retry and redelivery. */
+                "Service-Event-Id": string;
+                /** @description `<delivery id>.<attempt>`: unique per HTTP attempt; quote it when contacting support. */
+                "Service-Request-Id": string;
+                /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
+                "Service-Delivery-Attempt": number;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
+                 *       "type": "booking.cancelled",
+                 *       "created": 1793870565,
+                 *       "data": {
+                 *         "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
+                 *         "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                 *         "totalRetailCents": 249000,
+                 *         "currency": "EUR",
+                 *         "status": "cancelled"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "booking.cancelled";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    data: {
+                        bookingId: string;
+                        tripId: string;
+                        status: string;
+                        totalRetailCents: number;
+                        currency: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Received; any 2xx acknowledges the delivery. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other answer, a redirect or a time-out: the attempt failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    bookingRefundedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The body is JSON (UTF-8). */
+                "Content-Type": "application/json";
+                /** @description `Service-Webhooks/1.0`, then an informational address. */
+                "User-Agent": string;
+                /** @description `t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first). */
+                "Service-Signature": string;
+                /** @description The event type; equals the body `type`. */
+                "Service-Event-Type": "booking.refunded";
+                /** @description The event id; equals the body `id`, the same on every retry and redelivery. */
+                "Service-Event-Id": string;
+                /** @description `<delivery id>.<attempt>`: unique per HTTP attempt; quote it when contacting support. */
+                "Service-Request-Id": string;
+                /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
+                "Service-Delivery-Attempt": number;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
+                 *       "type": "booking.refunded",
+                 *       "created": 1793870565,
+                 *       "data": {
+                 *         "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
+                 *         "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                 *         "totalRetailCents": 249000,
+                 *         "currency": "EUR",
+                 *         "status": "refunded"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "booking.refunded";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    data: {
+                        bookingId: string;
+                        tripId: string;
+                        status: string;
+                        totalRetailCents: number;
+                        currency: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Received; any 2xx acknowledges the delivery. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other answer, a redirect or a time-out: the attempt failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    paymentSucceededEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The body is JSON (UTF-8). */
+                "Content-Type": "application/json";
+                /** @description `Service-Webhooks/1.0`, then an informational address. */
+                "User-Agent": string;
+                /** @description `t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first). */
+                "Service-Signature": string;
+                /** @description The event type; equals the body `type`. */
+                "Service-Event-Type": "payment.succeeded";
+                /** @description The event id; equals the body `id`, the same on every retry and redelivery. */
+                "Service-Event-Id": string;
+                /** @description `<delivery id>.<attempt>`: unique per HTTP attempt; quote it when contacting support. */
+                "Service-Request-Id": string;
+                /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
+                "Service-Delivery-Attempt": number;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
+                 *       "type": "payment.succeeded",
+                 *       "created": 1793870565,
+                 *       "data": {
+                 *         "paymentId": "pay_01JD3XB6N3T8R5K2V7M9QWZCDE",
+                 *         "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
+                 *         "amountCents": 74700,
+                 *         "currency": "EUR",
+                 *         "status": "succeeded"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "payment.succeeded";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    data: {
+                        paymentId: string;
+                        bookingId: string;
+                        status: string;
+                        amountCents: number;
+                        currency: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Received; any 2xx acknowledges the delivery. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other answer, a redirect or a time-out: the attempt failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    paymentFailedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The body is JSON (UTF-8). */
+                "Content-Type": "application/json";
+                /** @description `Service-Webhooks/1.0`, then an informational address. */
+                "User-Agent": string;
+                /** @description `t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first). */
+                "Service-Signature": string;
+                /** @description The event type; equals the body `type`. */
+                "Service-Event-Type": "payment.failed";
+                /** @description The event id; equals the body `id`, the same on every retry and redelivery. */
+                "Service-Event-Id": string;
+                /** @description `<delivery id>.<attempt>`: unique per HTTP attempt; quote it when contacting support. */
+                "Service-Request-Id": string;
+                /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
+                "Service-Delivery-Attempt": number;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
+                 *       "type": "payment.failed",
+                 *       "created": 1793870565,
+                 *       "data": {
+                 *         "paymentId": "pay_01JD3XB6N3T8R5K2V7M9QWZCDE",
+                 *         "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
+                 *         "amountCents": 74700,
+                 *         "currency": "EUR",
+                 *         "status": "failed"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "payment.failed";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    data: {
+                        paymentId: string;
+                        bookingId: string;
+                        status: string;
+                        amountCents: number;
+                        currency: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Received; any 2xx acknowledges the delivery. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other answer, a redirect or a time-out: the attempt failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    disputeOpenedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The body is JSON (UTF-8). */
+                "Content-Type": "application/json";
+                /** @description `Service-Webhooks/1.0`, then an informational address. */
+                "User-Agent": string;
+                /** @description `t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first). */
+                "Service-Signature": string;
+                /** @description The event type; equals the body `type`. */
+                "Service-Event-Type": "dispute.opened";
+                /** @description The event id; equals the body `id`, the same on every retry and redelivery. */
+                "Service-Event-Id": string;
+                /** @description `<delivery id>.<attempt>`: unique per HTTP attempt; quote it when contacting support. */
+                "Service-Request-Id": string;
+                /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
+                "Service-Delivery-Attempt": number;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
+                 *       "type": "dispute.opened",
+                 *       "created": 1793870565,
+                 *       "data": {
+                 *         "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
+                 *         "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                 *         "totalRetailCents": 249000,
+                 *         "currency": "EUR",
+                 *         "status": "disputed"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "dispute.opened";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    data: {
+                        bookingId: string;
+                        tripId: string;
+                        status: string;
+                        totalRetailCents: number;
+                        currency: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Received; any 2xx acknowledges the delivery. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other answer, a redirect or a time-out: the attempt failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    disputeClosedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The body is JSON (UTF-8). */
+                "Content-Type": "application/json";
+                /** @description `Service-Webhooks/1.0`, then an informational address. */
+                "User-Agent": string;
+                /** @description `t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first). */
+                "Service-Signature": string;
+                /** @description The event type; equals the body `type`. */
+                "Service-Event-Type": "dispute.closed";
+                /** @description The event id; equals the body `id`, the same on every retry and redelivery. */
+                "Service-Event-Id": string;
+                /** @description `<delivery id>.<attempt>`: unique per HTTP attempt; quote it when contacting support. */
+                "Service-Request-Id": string;
+                /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
+                "Service-Delivery-Attempt": number;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
+                 *       "type": "dispute.closed",
+                 *       "created": 1793870565,
+                 *       "data": {
+                 *         "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
+                 *         "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                 *         "totalRetailCents": 249000,
+                 *         "currency": "EUR",
+                 *         "status": "confirmed"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "dispute.closed";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    data: {
+                        bookingId: string;
+                        tripId: string;
+                        status: string;
+                        totalRetailCents: number;
+                        currency: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Received; any 2xx acknowledges the delivery. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other answer, a redirect or a time-out: the attempt failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    tripPublishedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The body is JSON (UTF-8). */
+                "Content-Type": "application/json";
+                /** @description `Service-Webhooks/1.0`, then an informational address. */
+                "User-Agent": string;
+                /** @description `t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first). */
+                "Service-Signature": string;
+                /** @description The event type; equals the body `type`. */
+                "Service-Event-Type": "trip.published";
+                /** @description The event id; equals the body `id`, the same on every retry and redelivery. */
+                "Service-Event-Id": string;
+                /** @description `<delivery id>.<attempt>`: unique per HTTP attempt; quote it when contacting support. */
+                "Service-Request-Id": string;
+                /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
+                "Service-Delivery-Attempt": number;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
+                 *       "type": "trip.published",
+                 *       "created": 1793870565,
+                 *       "data": {
+                 *         "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                 *         "publicSlug": "lisbon-in-spring-3f9a2c",
+                 *         "publishedAt": "2026-11-05T10:02:44.019Z",
+                 *         "unpublishedAt": null
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "trip.published";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    data: {
+                        tripId: string;
+                        publicSlug: string | null;
+                        publishedAt: string | null;
+                        unpublishedAt: string | null;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Received; any 2xx acknowledges the delivery. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other answer, a redirect or a time-out: the attempt failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    tripUnpublishedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The body is JSON (UTF-8). */
+                "Content-Type": "application/json";
+                /** @description `Service-Webhooks/1.0`, then an informational address. */
+                "User-Agent": string;
+                /** @description `t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first). */
+                "Service-Signature": string;
+                /** @description The event type; equals the body `type`. */
+                "Service-Event-Type": "trip.unpublished";
+                /** @description The event id; equals the body `id`, the same on every retry and redelivery. */
+                "Service-Event-Id": string;
+                /** @description `<delivery id>.<attempt>`: unique per HTTP attempt; quote it when contacting support. */
+                "Service-Request-Id": string;
+                /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
+                "Service-Delivery-Attempt": number;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
+                 *       "type": "trip.unpublished",
+                 *       "created": 1793870565,
+                 *       "data": {
+                 *         "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                 *         "publicSlug": "lisbon-in-spring-3f9a2c",
+                 *         "publishedAt": "2026-11-05T10:02:44.019Z",
+                 *         "unpublishedAt": "2026-11-05T10:02:44.019Z"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "trip.unpublished";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    data: {
+                        tripId: string;
+                        publicSlug: string | null;
+                        publishedAt: string | null;
+                        unpublishedAt: string | null;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Received; any 2xx acknowledges the delivery. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other answer, a redirect or a time-out: the attempt failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    clientCreatedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The body is JSON (UTF-8). */
+                "Content-Type": "application/json";
+                /** @description `Service-Webhooks/1.0`, then an informational address. */
+                "User-Agent": string;
+                /** @description `t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first). */
+                "Service-Signature": string;
+                /** @description The event type; equals the body `type`. */
+                "Service-Event-Type": "client.created";
+                /** @description The event id; equals the body `id`, the same on every retry and redelivery. */
+                "Service-Event-Id": string;
+                /** @description `<delivery id>.<attempt>`: unique per HTTP attempt; quote it when contacting support. */
+                "Service-Request-Id": string;
+                /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
+                "Service-Delivery-Attempt": number;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
+                 *       "type": "client.created",
+                 *       "created": 1793870565,
+                 *       "data": {
+                 *         "clientId": "cli_01JD3X9C2M7T4RK8V5N6QWZPYD",
+                 *         "kind": "individual",
+                 *         "displayName": "Ana Lima"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "client.created";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    data: {
+                        clientId: string;
+                        kind: string;
+                        displayName: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Received; any 2xx acknowledges the delivery. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other answer, a redirect or a time-out: the attempt failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhookTestEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The body is JSON (UTF-8). */
+                "Content-Type": "application/json";
+                /** @description `Service-Webhooks/1.0`, then an informational address. */
+                "User-Agent": string;
+                /** @description `t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first). */
+                "Service-Signature": string;
+                /** @description The event type; equals the body `type`. */
+                "Service-Event-Type": "webhook.test";
+                /** @description The event id; equals the body `id`, the same on every retry and redelivery. */
+                "Service-Event-Id": string;
+                /** @description `<delivery id>.<attempt>`: unique per HTTP attempt; quote it when contacting support. */
+                "Service-Request-Id": string;
+                /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
+                "Service-Delivery-Attempt": number;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
+                 *       "type": "webhook.test",
+                 *       "created": 1793870565,
+                 *       "data": {
+                 *         "subscriptionId": null,
+                 *         "message": "This is a test event fired from POST /api/v1/webhooks/test."
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "webhook.test";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    data: {
+                        subscriptionId: string | null;
+                        message: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Received; any 2xx acknowledges the delivery. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other answer, a redirect or a time-out: the attempt failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
 }

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import swagger from '@fastify/swagger';
 import type { FastifyPluginAsync } from 'fastify';
 import packageJson from '../../package.json' with { type: 'json' };
@@ -23,6 +24,26 @@ export const refResolver = {
     return typeof json.$id === 'string' ? json.$id : `def-${i}`;
   },
 };
+
+const snippet = (name: string) =>
+  readFileSync(new URL(`../../docs/snippets/${name}`, import.meta.url), 'utf8').trim();
+
+/**
+ * How to verify a delivery, in the reference's introduction: the very snippets the tests run
+ * against a real signed delivery (docs/snippets), so the page cannot show code that does not work.
+ */
+const RECEIVING_WEBHOOKS = [
+  '',
+  '## Receiving webhooks',
+  'Verify every delivery against its raw body before acting on it; answer 2xx quickly and ' +
+    "deduplicate on the event `id`. The scheme is the same as Stripe's (a 300 s tolerance on `t`), " +
+    'so its libraries verify deliveries too. Test events (`POST /api/v1/webhooks/test`, optionally ' +
+    'with an `eventType`) carry `"test": true`.',
+  "### Node: the SDK (`sdk/`), or Stripe's library",
+  `\`\`\`ts\n${snippet('receiver.ts')}\n\`\`\``,
+  '### Python: the standard library only',
+  `\`\`\`python\n${snippet('verify_webhook.py')}\n\`\`\``,
+].join('\n\n');
 
 /** Every tag the public operations use, in the order readers meet them. */
 const PUBLIC_TAGS = [
@@ -83,7 +104,8 @@ export const publicApi: FastifyPluginAsync<{
           `under ${config.errorsBaseUrl}. Lists use cursor pagination (\`meta.cursor\`, ` +
           '`meta.hasMore`); trips, bookings, clients, payments and library items are ordered by id ' +
           'ascending (creation order). Every response carries `Service-Request-Id`. The events ' +
-          'posted to webhook subscriptions are described under `webhooks`.',
+          'posted to webhook subscriptions are described under `webhooks`.' +
+          RECEIVING_WEBHOOKS,
       },
       servers: [{ url: config.publicBaseUrl }],
       components: {

@@ -8,7 +8,13 @@ type Json = { [key: string]: unknown };
 
 /** Fixed, so the document is the same on every start. */
 const EXAMPLE_TIME = new Date('2026-11-05T10:02:44.019Z');
-const exampleId = (prefix: string) => `${prefix}_01JD3XA4F7R2N8QK6T5V9MWZHB`;
+const EXAMPLE_IDS: Record<string, string> = {
+  bkg: 'bkg_01JD3XA4F7R2N8QK6T5V9MWZHB',
+  trp: 'trp_01JD3X7E9P2QK5VN4T8R6MZWYC',
+  pay: 'pay_01JD3XB6N3T8R5K2V7M9QWZCDE',
+  cli: 'cli_01JD3X9C2M7T4RK8V5N6QWZPYD',
+};
+const exampleId = (prefix: string) => EXAMPLE_IDS[prefix] ?? `${prefix}_01JD3XC8K2V5R7N4T9M6QWZBHF`;
 
 export interface WebhookDocsOptions {
   /** Named in the User-Agent we send. */
@@ -160,7 +166,8 @@ function deliveryDescription(options: WebhookDocsOptions): string {
       'lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of ' +
       '`<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old ' +
       "`t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key " +
-      'rotation the header carries two `v1` values, the new key first.',
+      'rotation the header carries two `v1` values, the new key first. Code for Node and Python: ' +
+      '"Receiving webhooks" in the introduction.',
     '**Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event ' +
       'carries it. Ignore unknown fields: new ones may be added.',
     `**Answer** any 2xx within ${duration(options.timeoutMs)}. Any other status, a redirect ` +
