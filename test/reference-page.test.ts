@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { chromium } from 'playwright-core';
-import { createTestContext } from './helpers/context.ts';
+import { ADMIN_TOKEN, createTestContext } from './helpers/context.ts';
 
 // The reference page as a reader sees it: Debian's chromium, headless, on a real server over
 // loopback. Nothing may load from another origin (the page must work with no network).
@@ -81,8 +81,47 @@ describe('the API reference page in Chromium', { skip }, () => {
       await page.screenshot({ path: join(shots, 'docs-full.png'), fullPage: true });
       console.log(`# screenshots in ${shots}`);
       assert.deepEqual(problems, []);
+
+      // The admin API's own reference, there because the admin API is enabled in this context.
+      const admin = await (
+        await fetch(`${origin}/admin/v1/openapi.json`, {
+          headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+        })
+      ).json();
+      await page.goto(`${origin}/admin/docs/`);
+      await page.waitForLoadState('networkidle');
+      for (const expected of [admin.info.title as string, 'atlantico-tours']) {
+        await page.waitForFunction((t) => document.body.innerText.includes(t), expected);
+      }
+      const adminText = await page.innerText('body');
+      for (const methods of Object.values(
+        admin.paths as Record<string, Record<string, Operation>>,
+      )) {
+        for (const operation of Object.values(methods)) {
+          assert.ok(
+            adminText.includes(operation.summary as string),
+            `admin "${operation.summary}"`,
+          );
+        }
+      }
+      await page.screenshot({ path: join(shots, 'admin-docs.png') });
+      assert.deepEqual(problems, []);
     } finally {
       await browser.close();
+      await ctx.close();
+    }
+  });
+});
+
+describe('the admin API reference', () => {
+  it('does not exist while the admin API is off', async () => {
+    const ctx = await createTestContext('sqlite', { env: { ADMIN_API_TOKEN: '' } });
+    try {
+      for (const url of ['/admin/docs/', '/admin/docs/openapi.json', '/admin/v1/openapi.json']) {
+        assert.equal((await ctx.app.inject({ url })).statusCode, 404, url);
+      }
+      assert.equal((await ctx.app.inject({ url: '/docs/' })).statusCode, 200);
+    } finally {
       await ctx.close();
     }
   });

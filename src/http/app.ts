@@ -13,6 +13,7 @@ import { type ApiProblem, notFound, serviceUnavailable } from '../lib/problems.t
 import type { RateLimits } from '../rate-limit/rate-limits.ts';
 import type { Services } from '../services/index.ts';
 import { adminApi } from './admin/admin-api.ts';
+import { ipGuardHook } from './auth.ts';
 import { answerClientError } from './client-errors.ts';
 import { errorPages } from './error-pages.ts';
 import { GracefulClose } from './graceful-close.ts';
@@ -23,6 +24,7 @@ import { legacyRoutes } from './legacy-routes.ts';
 import { OutageLog } from './outage-log.ts';
 import { internalProblem, sendProblem, toProblem } from './problem-reply.ts';
 import { publicApi } from './public-api.ts';
+import { registerReferencePage } from './reference-page.ts';
 import { OPTIONAL_BODY, SHARED_SCHEMAS } from './schemas.ts';
 
 declare module 'fastify' {
@@ -181,10 +183,27 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     rateLimits: deps.rateLimits,
   });
   app.addHook('onClose', () => deps.rateLimits.close());
+  let adminDocument: (() => object) | undefined;
   await app.register(adminApi, {
     config,
     services: deps.services,
     rateLimits: deps.rateLimits,
+    shareDocument: (document) => {
+      adminDocument = document;
+    },
   });
+  // The admin API's reference exists only with the admin API. It is a page for a browser, which
+  // cannot send the admin token, so it and its copy of the document stand outside the token
+  // guard (behind the per-IP guard): they describe the operations, never any data.
+  if (config.adminApiToken !== null) {
+    await app.register(async (docs) => {
+      docs.addHook('onRequest', ipGuardHook(deps.rateLimits));
+      await registerReferencePage(docs, {
+        routePrefix: '/admin/docs',
+        title: 'Tour-Operator Admin API reference',
+        document: () => (adminDocument as () => object)(),
+      });
+    });
+  }
   return app;
 }

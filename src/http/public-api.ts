@@ -144,5 +144,9 @@ export const publicApi: FastifyPluginAsync<{
   app.get('/v1/openapi.json', { schema: { hide: true } }, serveDocument);
   app.get('/openapi.json', { schema: { hide: true } }, serveDocument);
   registerPostmanCollection(app);
-  await registerReferencePage(app, { routePrefix: '/docs', title: 'Tour-Operator API reference' });
+  await registerReferencePage(app, {
+    routePrefix: '/docs',
+    title: 'Tour-Operator API reference',
+    document: () => app.swagger(),
+  });
 };

@@ -2,22 +2,22 @@ import scalar from '@scalar/fastify-api-reference';
 import type { FastifyInstance } from 'fastify';
 
 /**
- * `/docs`: the API reference, rendered in the browser by Scalar from the document the app serves.
- * Every asset comes from this app (the renderer's bundle ships in the package), and the default
- * web fonts are off: the page works with no network. Must be registered where @fastify/swagger
- * is, so that the document is the one generated from the route schemas.
+ * An API reference page (`/docs/`, `/admin/docs/`), rendered in the browser by Scalar from the
+ * document the app serves (`document`, generated from the route schemas). Every asset comes from
+ * this app (the renderer's bundle ships in the package), and the default web fonts are off: the
+ * page works with no network.
  */
 export async function registerReferencePage(
   app: FastifyInstance,
-  options: { routePrefix: `/${string}`; title: string },
+  options: { routePrefix: `/${string}`; title: string; document: () => object },
 ): Promise<void> {
-  let document: unknown;
+  let document: object | undefined;
   await app.register(scalar, {
     routePrefix: options.routePrefix,
     configuration: {
       // Built once: routes are fixed once the app is ready.
       content: () => {
-        document ??= app.swagger();
+        document ??= options.document();
         return document as Record<string, unknown>;
       },
       pageTitle: options.title,

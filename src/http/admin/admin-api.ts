@@ -27,7 +27,9 @@ export const adminApi: FastifyPluginAsync<{
   config: Config;
   services: Services;
   rateLimits: RateLimits;
-}> = async (app, { config, services, rateLimits }) => {
+  /** Receives the way to read the admin document, for its reference page (see app.ts). */
+  shareDocument?: (document: () => object) => void;
+}> = async (app, { config, services, rateLimits, shareDocument }) => {
   if (config.adminApiToken === null) {
     app.addHook('onRequest', async () => {
       throw notFound('The route');
@@ -53,7 +55,7 @@ export const adminApi: FastifyPluginAsync<{
       info: {
         title: 'Tour-Operator Admin API',
         version: API_VERSION,
-        contact: { name: 'Operator documentation', url: `${config.publicBaseUrl}/docs/` },
+        contact: { name: 'Operator documentation', url: `${config.publicBaseUrl}/admin/docs/` },
         license: {
           name: 'Proprietary: for the operator console only',
           identifier: 'LicenseRef-Proprietary',
@@ -98,6 +100,7 @@ export const adminApi: FastifyPluginAsync<{
     await app.register(routes, { prefix: '/admin/v1', services });
   }
 
+  shareDocument?.(() => app.swagger());
   let document: string | undefined;
   app.get(
     '/admin/v1/openapi.json',
