@@ -725,6 +725,7 @@ export interface components {
         PageMeta: {
             /** @description Pass as `cursor` to get the next page. */
             cursor: string | null;
+            /** @description True when another page follows. */
             hasMore: boolean;
         };
         /**
@@ -758,23 +759,48 @@ export interface components {
             /** @description Per-tenant reference; not a counter. */
             tripNumber: string;
             title: string;
-            /** @enum {string} */
+            /**
+             * @description Set by the operator console (admin API); new trips are `draft`.
+             * @enum {string}
+             */
             status: "draft" | "active" | "sent" | "accepted" | "rejected" | "archived";
-            /** @enum {string} */
+            /**
+             * @description `tailor_made` for one client, `template` to be copied.
+             * @enum {string}
+             */
             tripMode: "tailor_made" | "template";
-            /** @enum {string} */
+            /**
+             * @description Fixed departures, or any start within a range.
+             * @enum {string}
+             */
             dateMode: "departure_based" | "range_based";
+            /** @description Storefront path segment; set at the first publication, then kept. */
             publicSlug: string | null;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When it was (last) published; null if never. UTC.
+             */
             publishedAt: string | null;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description Set when taken off the storefront; null while published. UTC.
+             */
             unpublishedAt: string | null;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description First day, as midnight UTC.
+             */
             startDate: string | null;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description Last day, as midnight; null when open-ended. UTC.
+             */
             endDate: string | null;
+            /** @description Length of the trip in days, 1-365. */
             daysCount: number;
+            /** @description A city of the tenant's library. */
             startCityId: string | null;
+            /** @description A city of the tenant's library. */
             endCityId: string | null;
             /** @enum {string} */
             transportMode: "own_fleet" | "outsourced";
@@ -782,11 +808,19 @@ export interface components {
             pricingDisplayMode: "per_person" | "per_couple" | "total_group";
             shortDescription: string | null;
             longDescription: string | null;
+            /** @description The client it is made for, if any. */
             clientId: string | null;
+            /** @description Internal notes of the operator; never shown on the storefront. */
             notes: string | null;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description Created at UTC.
+             */
             createdAt: string | null;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description Last changed at UTC.
+             */
             updatedAt: string | null;
         };
         /**
@@ -815,26 +849,52 @@ export interface components {
             /** @description Per-tenant reference; not a counter. */
             bookingNumber: string;
             tripId: string;
+            /** @description The trip `version` the booking was made on (its snapshot is kept). */
             tripVersion: number;
-            /** @enum {string} */
+            /**
+             * @description Moved by checkout and the payment processor; see the `booking.*` events.
+             * @enum {string}
+             */
             status: "payment_pending" | "deposit_paid" | "confirmed" | "trip_in_progress" | "completed" | "cancelled" | "refunded" | "disputed";
+            /** @description Price paid by the traveller, in minor units (cents) of `currency`. */
             totalRetailCents: number;
+            /** @description Platform fee taken from the total, in minor units (cents) of `currency`. */
             applicationFeeCents: number;
+            /** @description ISO 4217. */
             currency: string;
             travelerName: string | null;
             travelerEmail: string | null;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When it was first confirmed. UTC.
+             */
             confirmedAt: string | null;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When it was cancelled. UTC.
+             */
             cancelledAt: string | null;
+            /** @description The storefront departure booked, for departure-based trips. */
             departureId: string | null;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description First day of the departure, as midnight UTC.
+             */
             departureStartDate: string | null;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description Last day of the departure, as midnight UTC.
+             */
             departureEndDate: string | null;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description Created at UTC.
+             */
             createdAt: string | null;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description Last changed at UTC.
+             */
             updatedAt: string | null;
         };
         /**
@@ -856,19 +916,37 @@ export interface components {
         Payment: {
             id: string;
             bookingId: string;
-            /** @enum {string} */
+            /**
+             * @description How the booking is being paid.
+             * @enum {string}
+             */
             mode: "full" | "deposit_only" | "installment";
-            /** @enum {string} */
+            /**
+             * @description Moved by the payment processor; see `payment.succeeded` and `payment.failed`.
+             * @enum {string}
+             */
             status: "pending" | "scheduled" | "processing" | "succeeded" | "failed" | "cancelled";
+            /** @description Shown to the traveller, e.g. "Deposit 30%". */
             label: string;
+            /** @description Amount, in minor units (cents) of `currency`. */
             amountCents: number;
+            /** @description ISO 4217. */
             currency: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When an instalment is due. UTC.
+             */
             scheduledFor: string | null;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When it succeeded. UTC.
+             */
             chargedAt: string | null;
+            /** @description True for the first payment of a booking. */
             isDeposit: boolean;
+            /** @description The processor's rail, e.g. `card`, `sepa_debit`. */
             paymentRail: string | null;
+            /** @description The processor's payment kind, e.g. `deposit`, `balance`. */
             kind: string;
         };
         /**
@@ -895,23 +973,43 @@ export interface components {
          */
         Client: {
             id: string;
-            /** @enum {string} */
+            /**
+             * @description A person or a company.
+             * @enum {string}
+             */
             kind: "individual" | "company";
+            /** @description How the operator refers to the client. */
             displayName: string;
+            /** @description Name for invoices, for companies. */
             legalName: string | null;
             email: string | null;
             phone: string | null;
+            /** @description ISO 3166-1 alpha-2, upper-case. */
             countryIso: string | null;
+            /** @description Preferred language (a BCP 47 tag such as `pt` or `en-GB`). */
             language: string | null;
+            /** @description Preferred currency, ISO 4217, upper-case. */
             currency: string | null;
+            /** @description VAT identification number, for invoices. */
             vatId: string | null;
+            /** @description Free labels of the operator. */
             tags: string[];
+            /** @description Internal notes of the operator. */
             notes: string | null;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description Set while archived (the `archived` filter). UTC.
+             */
             archivedAt: string | null;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description Created at UTC.
+             */
             createdAt: string | null;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description Last changed at UTC.
+             */
             updatedAt: string | null;
         };
         /**
@@ -939,15 +1037,27 @@ export interface components {
             events: ("booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created")[];
             /** @description False after a delete or an auto-pause. */
             active: boolean;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description Set by an auto-pause; cleared when re-enabled. UTC.
+             */
             pausedAt: string | null;
             /** @description Failed attempts in a row; 0 after a 2xx. */
             consecutiveFailures: number;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description Last 2xx answer. UTC.
+             */
             lastSuccessAt: string | null;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description Last failed attempt. UTC.
+             */
             lastFailureAt: string | null;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description Created at UTC.
+             */
             createdAt: string | null;
         };
         /**
@@ -970,6 +1080,7 @@ export interface components {
             id: string;
             /** @description The `Service-Event-Id`; shared by redeliveries. */
             eventId: string;
+            /** @description The event type; the body `type`. */
             eventType: string;
             /**
              * @description `pending` also between attempts (see `nextAttemptAt`).
@@ -980,14 +1091,27 @@ export interface components {
             attempts: number;
             /** @description Last HTTP status the endpoint answered with (the body is not kept); an attempt that got no answer (time-out, connection failure) leaves it as it was; null until the first answer. */
             lastResponseStatus: number | null;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the next attempt is due, while `pending`. UTC.
+             */
             nextAttemptAt: string | null;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When a 2xx arrived. UTC.
+             */
             deliveredAt: string | null;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the running attempt started, while `in_flight`. UTC.
+             */
             claimedAt: string | null;
+            /** @description The delivery this one redelivers, if any. */
             redeliveredFromId: string | null;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description Queued at UTC.
+             */
             createdAt: string | null;
         };
         /** @description RFC 7807 problem document (application/problem+json). */
@@ -997,17 +1121,25 @@ export interface components {
              * @description Stable identifier; branch on this.
              */
             type: string;
+            /** @description Short summary of the problem type. */
             title: string;
+            /** @description The HTTP status. */
             status: number;
+            /** @description What went wrong with this request. */
             detail: string;
+            /** @description Finer cause, e.g. `invalid_transition`, `trip_quota_exceeded`. */
             code?: string;
             /** @description Field path (`title`, `tags.3`) to messages; on validation-failed. */
             errors?: {
                 [key: string]: string[];
             };
+            /** @description On `scope-required`: the scope to mint a token with. */
             required_scope?: string;
+            /** @description On `plan-required`: plans with API access. */
             required_plans?: string[];
+            /** @description On `plan-required`: the tenant's plan. */
             current_plan?: string;
+            /** @description On `booking-create-not-supported`: where to send the traveller. */
             next?: {
                 /** Format: uri */
                 checkoutUrl: string;
@@ -1029,10 +1161,17 @@ export interface components {
         City: {
             id: string;
             name: string;
+            /** @description ISO 3166-1 alpha-2. */
             countryIso: string | null;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description Created at, UTC.
+             */
             createdAt: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description Last changed at, UTC.
+             */
             updatedAt: string;
         };
         /**
@@ -1049,12 +1188,20 @@ export interface components {
         Hotel: {
             id: string;
             name: string;
+            /** @description A city of the same catalog. */
             cityId: string | null;
+            /** @description Hotel rating, 1 to 5. */
             stars: number | null;
             address: string | null;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description Created at, UTC.
+             */
             createdAt: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description Last changed at, UTC.
+             */
             updatedAt: string;
         };
         /**
@@ -1071,12 +1218,20 @@ export interface components {
         Activity: {
             id: string;
             name: string;
+            /** @description A city of the same catalog. */
             cityId: string | null;
+            /** @description Length, in minutes. */
             durationMinutes: number | null;
             description: string | null;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description Created at, UTC.
+             */
             createdAt: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description Last changed at, UTC.
+             */
             updatedAt: string;
         };
         /**
@@ -1093,10 +1248,17 @@ export interface components {
             id: string;
             name: string;
             kind: string | null;
+            /** @description Passenger seats. */
             seats: number | null;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description Created at, UTC.
+             */
             createdAt: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description Last changed at, UTC.
+             */
             updatedAt: string;
         };
         /**
@@ -1117,12 +1279,19 @@ export interface components {
         Guide: {
             id: string;
             name: string;
+            /** @description Languages guided in (BCP 47 tags). */
             languages: string[];
             email: string | null;
             phone: string | null;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description Created at, UTC.
+             */
             createdAt: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description Last changed at, UTC.
+             */
             updatedAt: string;
         };
     };

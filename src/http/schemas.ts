@@ -28,6 +28,13 @@ export function StringEnum<const T extends readonly string[]>(values: T, options
 
 export const DateTime = Type.String({ format: 'date-time' });
 export const NullableDateTime = Nullable(DateTime);
+/** An instant: ISO 8601 in UTC with milliseconds, as every time this API returns. */
+const At = (description: string) =>
+  Nullable(Type.String({ format: 'date-time', description: `${description} UTC.` }));
+const Text = (description: string) => Nullable(Type.String({ description }));
+const Cents = (description: string) =>
+  Type.Integer({ description: `${description}, in minor units (cents) of \`currency\`.` });
+const CurrencyCode = Type.String({ minLength: 3, maxLength: 3, description: 'ISO 4217.' });
 export const NullableString = Nullable(Type.String());
 export const CalendarDate = Type.String({
   pattern: '^\\d{4}-\\d{2}-\\d{2}$',
@@ -39,7 +46,7 @@ export const Email = Type.String({ format: 'email', maxLength: 320 });
 export const Meta = Type.Object(
   {
     cursor: Nullable(Type.String({ description: 'Pass as `cursor` to get the next page.' })),
-    hasMore: Type.Boolean(),
+    hasMore: Type.Boolean({ description: 'True when another page follows.' }),
   },
   { $id: 'PageMeta', additionalProperties: false },
 );
@@ -74,25 +81,31 @@ export const Trip = Type.Object(
     id: Type.String(),
     tripNumber: Type.String({ description: 'Per-tenant reference; not a counter.' }),
     title: Type.String(),
-    status: StringEnum(TRIP_STATUSES),
-    tripMode: StringEnum(['tailor_made', 'template']),
-    dateMode: StringEnum(['departure_based', 'range_based']),
-    publicSlug: NullableString,
-    publishedAt: NullableDateTime,
-    unpublishedAt: NullableDateTime,
-    startDate: NullableDateTime,
-    endDate: NullableDateTime,
-    daysCount: Type.Integer(),
-    startCityId: NullableString,
-    endCityId: NullableString,
+    status: StringEnum(TRIP_STATUSES, {
+      description: 'Set by the operator console (admin API); new trips are `draft`.',
+    }),
+    tripMode: StringEnum(['tailor_made', 'template'], {
+      description: '`tailor_made` for one client, `template` to be copied.',
+    }),
+    dateMode: StringEnum(['departure_based', 'range_based'], {
+      description: 'Fixed departures, or any start within a range.',
+    }),
+    publicSlug: Text('Storefront path segment; set at the first publication, then kept.'),
+    publishedAt: At('When it was (last) published; null if never.'),
+    unpublishedAt: At('Set when taken off the storefront; null while published.'),
+    startDate: At('First day, as midnight'),
+    endDate: At('Last day, as midnight; null when open-ended.'),
+    daysCount: Type.Integer({ description: 'Length of the trip in days, 1-365.' }),
+    startCityId: Text("A city of the tenant's library."),
+    endCityId: Text("A city of the tenant's library."),
     transportMode: StringEnum(TRANSPORT_MODES),
     pricingDisplayMode: StringEnum(PRICING_DISPLAY_MODES),
     shortDescription: NullableString,
     longDescription: NullableString,
-    clientId: NullableString,
-    notes: NullableString,
-    createdAt: NullableDateTime,
-    updatedAt: NullableDateTime,
+    clientId: Text('The client it is made for, if any.'),
+    notes: Text('Internal notes of the operator; never shown on the storefront.'),
+    createdAt: At('Created at'),
+    updatedAt: At('Last changed at'),
   },
   { $id: 'Trip', additionalProperties: false },
 );
@@ -102,20 +115,24 @@ export const Booking = Type.Object(
     id: Type.String(),
     bookingNumber: Type.String({ description: 'Per-tenant reference; not a counter.' }),
     tripId: Type.String(),
-    tripVersion: Type.Integer(),
-    status: StringEnum(BOOKING_STATUSES),
-    totalRetailCents: Type.Integer(),
-    applicationFeeCents: Type.Integer(),
-    currency: Type.String({ minLength: 3, maxLength: 3 }),
+    tripVersion: Type.Integer({
+      description: 'The trip `version` the booking was made on (its snapshot is kept).',
+    }),
+    status: StringEnum(BOOKING_STATUSES, {
+      description: 'Moved by checkout and the payment processor; see the `booking.*` events.',
+    }),
+    totalRetailCents: Cents('Price paid by the traveller'),
+    applicationFeeCents: Cents('Platform fee taken from the total'),
+    currency: CurrencyCode,
     travelerName: NullableString,
     travelerEmail: NullableString,
-    confirmedAt: NullableDateTime,
-    cancelledAt: NullableDateTime,
-    departureId: NullableString,
-    departureStartDate: NullableDateTime,
-    departureEndDate: NullableDateTime,
-    createdAt: NullableDateTime,
-    updatedAt: NullableDateTime,
+    confirmedAt: At('When it was first confirmed.'),
+    cancelledAt: At('When it was cancelled.'),
+    departureId: Text('The storefront departure booked, for departure-based trips.'),
+    departureStartDate: At('First day of the departure, as midnight'),
+    departureEndDate: At('Last day of the departure, as midnight'),
+    createdAt: At('Created at'),
+    updatedAt: At('Last changed at'),
   },
   { $id: 'Booking', additionalProperties: false },
 );
@@ -124,16 +141,18 @@ export const Payment = Type.Object(
   {
     id: Type.String(),
     bookingId: Type.String(),
-    mode: StringEnum(PAYMENT_MODES),
-    status: StringEnum(PAYMENT_STATUSES),
-    label: Type.String(),
-    amountCents: Type.Integer(),
-    currency: Type.String({ minLength: 3, maxLength: 3 }),
-    scheduledFor: NullableDateTime,
-    chargedAt: NullableDateTime,
-    isDeposit: Type.Boolean(),
-    paymentRail: NullableString,
-    kind: Type.String(),
+    mode: StringEnum(PAYMENT_MODES, { description: 'How the booking is being paid.' }),
+    status: StringEnum(PAYMENT_STATUSES, {
+      description: 'Moved by the payment processor; see `payment.succeeded` and `payment.failed`.',
+    }),
+    label: Type.String({ description: 'Shown to the traveller, e.g. "Deposit 30%".' }),
+    amountCents: Cents('Amount'),
+    currency: CurrencyCode,
+    scheduledFor: At('When an instalment is due.'),
+    chargedAt: At('When it succeeded.'),
+    isDeposit: Type.Boolean({ description: 'True for the first payment of a booking.' }),
+    paymentRail: Text("The processor's rail, e.g. `card`, `sepa_debit`."),
+    kind: Type.String({ description: "The processor's payment kind, e.g. `deposit`, `balance`." }),
   },
   { $id: 'Payment', additionalProperties: false },
 );
@@ -141,37 +160,40 @@ export const Payment = Type.Object(
 export const Client = Type.Object(
   {
     id: Type.String(),
-    kind: StringEnum(CLIENT_KINDS),
-    displayName: Type.String(),
-    legalName: NullableString,
+    kind: StringEnum(CLIENT_KINDS, { description: 'A person or a company.' }),
+    displayName: Type.String({ description: 'How the operator refers to the client.' }),
+    legalName: Text('Name for invoices, for companies.'),
     email: NullableString,
     phone: NullableString,
-    countryIso: NullableString,
-    language: NullableString,
-    currency: NullableString,
-    vatId: NullableString,
-    tags: Type.Array(Type.String()),
-    notes: NullableString,
-    archivedAt: NullableDateTime,
-    createdAt: NullableDateTime,
-    updatedAt: NullableDateTime,
+    countryIso: Text('ISO 3166-1 alpha-2, upper-case.'),
+    language: Text('Preferred language (a BCP 47 tag such as `pt` or `en-GB`).'),
+    currency: Text('Preferred currency, ISO 4217, upper-case.'),
+    vatId: Text('VAT identification number, for invoices.'),
+    tags: Type.Array(Type.String(), { description: 'Free labels of the operator.' }),
+    notes: Text('Internal notes of the operator.'),
+    archivedAt: At('Set while archived (the `archived` filter).'),
+    createdAt: At('Created at'),
+    updatedAt: At('Last changed at'),
   },
   { $id: 'Client', additionalProperties: false },
 );
 
-const stamps = { createdAt: DateTime, updatedAt: DateTime };
+const stamps = {
+  createdAt: Type.String({ format: 'date-time', description: 'Created at, UTC.' }),
+  updatedAt: Type.String({ format: 'date-time', description: 'Last changed at, UTC.' }),
+};
 
 export const LibraryItems = {
   cities: Type.Object(
-    { id: Type.String(), name: Type.String(), countryIso: NullableString, ...stamps },
+    { id: Type.String(), name: Type.String(), countryIso: Text('ISO 3166-1 alpha-2.'), ...stamps },
     { $id: 'City', additionalProperties: false },
   ),
   hotels: Type.Object(
     {
       id: Type.String(),
       name: Type.String(),
-      cityId: NullableString,
-      stars: Nullable(Type.Integer()),
+      cityId: Text('A city of the same catalog.'),
+      stars: Nullable(Type.Integer({ description: 'Hotel rating, 1 to 5.' })),
       address: NullableString,
       ...stamps,
     },
@@ -181,8 +203,8 @@ export const LibraryItems = {
     {
       id: Type.String(),
       name: Type.String(),
-      cityId: NullableString,
-      durationMinutes: Nullable(Type.Integer()),
+      cityId: Text('A city of the same catalog.'),
+      durationMinutes: Nullable(Type.Integer({ description: 'Length, in minutes.' })),
       description: NullableString,
       ...stamps,
     },
@@ -193,7 +215,7 @@ export const LibraryItems = {
       id: Type.String(),
       name: Type.String(),
       kind: NullableString,
-      seats: Nullable(Type.Integer()),
+      seats: Nullable(Type.Integer({ description: 'Passenger seats.' })),
       ...stamps,
     },
     { $id: 'Vehicle', additionalProperties: false },
@@ -202,7 +224,7 @@ export const LibraryItems = {
     {
       id: Type.String(),
       name: Type.String(),
-      languages: Type.Array(Type.String()),
+      languages: Type.Array(Type.String(), { description: 'Languages guided in (BCP 47 tags).' }),
       email: NullableString,
       phone: NullableString,
       ...stamps,
@@ -214,19 +236,34 @@ export const LibraryItems = {
 const Problem = Type.Object(
   {
     type: Type.String({ format: 'uri', description: 'Stable identifier; branch on this.' }),
-    title: Type.String(),
-    status: Type.Integer(),
-    detail: Type.String(),
-    code: Type.Optional(Type.String()),
+    title: Type.String({ description: 'Short summary of the problem type.' }),
+    status: Type.Integer({ description: 'The HTTP status.' }),
+    detail: Type.String({ description: 'What went wrong with this request.' }),
+    code: Type.Optional(
+      Type.String({
+        description: 'Finer cause, e.g. `invalid_transition`, `trip_quota_exceeded`.',
+      }),
+    ),
     errors: Type.Optional(
       Type.Record(Type.String(), Type.Array(Type.String()), {
         description: 'Field path (`title`, `tags.3`) to messages; on validation-failed.',
       }),
     ),
-    required_scope: Type.Optional(Type.String()),
-    required_plans: Type.Optional(Type.Array(Type.String())),
-    current_plan: Type.Optional(Type.String()),
-    next: Type.Optional(Type.Object({ checkoutUrl: Type.String({ format: 'uri' }) })),
+    required_scope: Type.Optional(
+      Type.String({ description: 'On `scope-required`: the scope to mint a token with.' }),
+    ),
+    required_plans: Type.Optional(
+      Type.Array(Type.String(), { description: 'On `plan-required`: plans with API access.' }),
+    ),
+    current_plan: Type.Optional(
+      Type.String({ description: "On `plan-required`: the tenant's plan." }),
+    ),
+    next: Type.Optional(
+      Type.Object(
+        { checkoutUrl: Type.String({ format: 'uri' }) },
+        { description: 'On `booking-create-not-supported`: where to send the traveller.' },
+      ),
+    ),
     requestId: Type.Optional(Type.String({ description: 'Quote it when reporting a 500.' })),
   },
   {
@@ -244,11 +281,11 @@ export const WebhookSubscription = Type.Object(
       description: 'Subscribed event types.',
     }),
     active: Type.Boolean({ description: 'False after a delete or an auto-pause.' }),
-    pausedAt: NullableDateTime,
+    pausedAt: At('Set by an auto-pause; cleared when re-enabled.'),
     consecutiveFailures: Type.Integer({ description: 'Failed attempts in a row; 0 after a 2xx.' }),
-    lastSuccessAt: NullableDateTime,
-    lastFailureAt: NullableDateTime,
-    createdAt: NullableDateTime,
+    lastSuccessAt: At('Last 2xx answer.'),
+    lastFailureAt: At('Last failed attempt.'),
+    createdAt: At('Created at'),
   },
   {
     $id: 'WebhookSubscription',
@@ -261,7 +298,7 @@ export const WebhookDelivery = Type.Object(
   {
     id: Type.String({ description: 'First half of `Service-Request-Id`.' }),
     eventId: Type.String({ description: 'The `Service-Event-Id`; shared by redeliveries.' }),
-    eventType: Type.String(),
+    eventType: Type.String({ description: 'The event type; the body `type`.' }),
     status: StringEnum(DELIVERY_STATUSES, {
       description: '`pending` also between attempts (see `nextAttemptAt`).',
     }),
@@ -272,11 +309,11 @@ export const WebhookDelivery = Type.Object(
           'Last HTTP status the endpoint answered with (the body is not kept); an attempt that got no answer (time-out, connection failure) leaves it as it was; null until the first answer.',
       }),
     ),
-    nextAttemptAt: NullableDateTime,
-    deliveredAt: NullableDateTime,
-    claimedAt: NullableDateTime,
-    redeliveredFromId: NullableString,
-    createdAt: NullableDateTime,
+    nextAttemptAt: At('When the next attempt is due, while `pending`.'),
+    deliveredAt: At('When a 2xx arrived.'),
+    claimedAt: At('When the running attempt started, while `in_flight`.'),
+    redeliveredFromId: Text('The delivery this one redelivers, if any.'),
+    createdAt: At('Queued at'),
   },
   { $id: 'WebhookDelivery', additionalProperties: false },
 );
