@@ -424,7 +424,7 @@ export interface webhooks {
          *
          *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered.
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. A 429 or 503 with `Retry-After` (seconds or an HTTP date) moves the next attempt to at least that time, up to twice its scheduled wait and at most 12 hours later.
          */
         post: operations["bookingConfirmedEvent"];
         delete?: never;
@@ -452,7 +452,7 @@ export interface webhooks {
          *
          *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered.
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. A 429 or 503 with `Retry-After` (seconds or an HTTP date) moves the next attempt to at least that time, up to twice its scheduled wait and at most 12 hours later.
          */
         post: operations["bookingCancelledEvent"];
         delete?: never;
@@ -480,7 +480,7 @@ export interface webhooks {
          *
          *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered.
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. A 429 or 503 with `Retry-After` (seconds or an HTTP date) moves the next attempt to at least that time, up to twice its scheduled wait and at most 12 hours later.
          */
         post: operations["bookingRefundedEvent"];
         delete?: never;
@@ -508,7 +508,7 @@ export interface webhooks {
          *
          *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered.
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. A 429 or 503 with `Retry-After` (seconds or an HTTP date) moves the next attempt to at least that time, up to twice its scheduled wait and at most 12 hours later.
          */
         post: operations["paymentSucceededEvent"];
         delete?: never;
@@ -536,7 +536,7 @@ export interface webhooks {
          *
          *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered.
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. A 429 or 503 with `Retry-After` (seconds or an HTTP date) moves the next attempt to at least that time, up to twice its scheduled wait and at most 12 hours later.
          */
         post: operations["paymentFailedEvent"];
         delete?: never;
@@ -564,7 +564,7 @@ export interface webhooks {
          *
          *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered.
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. A 429 or 503 with `Retry-After` (seconds or an HTTP date) moves the next attempt to at least that time, up to twice its scheduled wait and at most 12 hours later.
          */
         post: operations["disputeOpenedEvent"];
         delete?: never;
@@ -592,7 +592,7 @@ export interface webhooks {
          *
          *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered.
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. A 429 or 503 with `Retry-After` (seconds or an HTTP date) moves the next attempt to at least that time, up to twice its scheduled wait and at most 12 hours later.
          */
         post: operations["disputeClosedEvent"];
         delete?: never;
@@ -620,7 +620,7 @@ export interface webhooks {
          *
          *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered.
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. A 429 or 503 with `Retry-After` (seconds or an HTTP date) moves the next attempt to at least that time, up to twice its scheduled wait and at most 12 hours later.
          */
         post: operations["tripPublishedEvent"];
         delete?: never;
@@ -648,7 +648,7 @@ export interface webhooks {
          *
          *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered.
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. A 429 or 503 with `Retry-After` (seconds or an HTTP date) moves the next attempt to at least that time, up to twice its scheduled wait and at most 12 hours later.
          */
         post: operations["tripUnpublishedEvent"];
         delete?: never;
@@ -676,7 +676,7 @@ export interface webhooks {
          *
          *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered.
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. A 429 or 503 with `Retry-After` (seconds or an HTTP date) moves the next attempt to at least that time, up to twice its scheduled wait and at most 12 hours later.
          */
         post: operations["clientCreatedEvent"];
         delete?: never;
@@ -704,7 +704,7 @@ export interface webhooks {
          *
          *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered.
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. A 429 or 503 with `Retry-After` (seconds or an HTTP date) moves the next attempt to at least that time, up to twice its scheduled wait and at most 12 hours later.
          */
         post: operations["webhookTestEvent"];
         delete?: never;

@@ -1,6 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { foldAttempts, nextStep, type SubscriptionCounters } from './delivery-policy.ts';
+import {
+  foldAttempts,
+  MAX_RETRY_AFTER_MS,
+  nextStep,
+  parseRetryAfter,
+  type SubscriptionCounters,
+} from './delivery-policy.ts';
 
 const SCHEDULE = [60_000, 300_000, 1_800_000];
 const T0 = Date.parse('2026-11-24T10:00:00.000Z');
@@ -130,5 +136,39 @@ describe('foldAttempts: a batch of attempts and the subscription counters', () =
     const row = { ...fresh, id: 'whs_1', url: 'https://example.test/hook', active: true };
     const { counters } = foldAttempts(row, [], rule, true);
     assert.deepEqual(Object.keys(counters).sort(), Object.keys(fresh).sort());
+  });
+});
+
+describe("a receiver's Retry-After", () => {
+  it('reads seconds and HTTP dates, and nothing else', () => {
+    assert.equal(parseRetryAfter('120', T0), 120_000);
+    assert.equal(parseRetryAfter(' 0 ', T0), 0);
+    assert.equal(parseRetryAfter(new Date(T0 + 90_000).toUTCString(), T0), 90_000);
+    assert.equal(parseRetryAfter(new Date(T0 - 90_000).toUTCString(), T0), 0, 'past: now');
+    for (const value of [undefined, '', '-5', '1.5', '1e3', 'soon', '2026-11-24']) {
+      assert.equal(parseRetryAfter(value, T0), null, String(value));
+    }
+  });
+
+  it('moves a 429 or 503 retry to at least then, within twice the scheduled wait', () => {
+    // Scheduled wait 60 s for attempt 1.
+    assert.equal(nextStep(1, 429, SCHEDULE, T0, 90_000).nextAttemptAt, iso(90_000));
+    assert.equal(nextStep(1, 503, SCHEDULE, T0, 90_000).nextAttemptAt, iso(90_000));
+    assert.equal(nextStep(1, 429, SCHEDULE, T0, 600_000).nextAttemptAt, iso(120_000), 'capped');
+    assert.equal(nextStep(1, 429, SCHEDULE, T0, 5_000).nextAttemptAt, iso(60_000), 'never sooner');
+    // Other statuses ignore it, and it never saves a delivery from the dead letter.
+    assert.equal(nextStep(1, 500, SCHEDULE, T0, 90_000).nextAttemptAt, iso(60_000));
+    assert.equal(nextStep(4, 429, SCHEDULE, T0, 90_000).status, 'dead_letter');
+  });
+
+  it('never pushes a retry past 12 hours', () => {
+    const long = [20 * 3_600_000];
+    const step = nextStep(1, 503, long, T0, 30 * 3_600_000);
+    assert.equal(step.nextAttemptAt, iso(20 * 3_600_000), 'the schedule itself may be longer');
+    const short = [10 * 3_600_000];
+    assert.equal(
+      nextStep(1, 503, short, T0, 30 * 3_600_000).nextAttemptAt,
+      iso(MAX_RETRY_AFTER_MS),
+    );
   });
 });

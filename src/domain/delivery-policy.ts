@@ -15,16 +15,36 @@ function isDelivered(status: number | null): boolean {
   return status !== null && status >= 200 && status < 300;
 }
 
+/** Longest a receiver's `Retry-After` may push an attempt back. */
+export const MAX_RETRY_AFTER_MS = 12 * 3_600_000;
+
+/**
+ * A `Retry-After` value (delay in seconds, or an HTTP date) as milliseconds from `nowMs`; null
+ * when it is neither. A date in the past is 0.
+ */
+export function parseRetryAfter(value: string | undefined, nowMs: number): number | null {
+  if (value === undefined) return null;
+  const text = value.trim();
+  if (/^\d{1,10}$/.test(text)) return Number(text) * 1000;
+  // HTTP dates name their day and month in letters; anything else (a bare number, "1e3") is not one.
+  if (!/^[A-Za-z]{3},? /.test(text)) return null;
+  const at = Date.parse(text);
+  return Number.isNaN(at) ? null : Math.max(0, at - nowMs);
+}
+
 /**
  * After attempt number `attempt` (1 for the first) ended with `status`: delivered on a 2xx; else
  * retried after `scheduleMs[attempt - 1]`, or dead-lettered once the schedule is used up
- * (attempts in all = waits + 1).
+ * (attempts in all = waits + 1). A 429 or 503 whose `Retry-After` asks for longer (`retryAfterMs`)
+ * moves the retry to at least then, but never past twice the scheduled wait nor past 12 h: a
+ * receiver cannot stall its own deliveries for long.
  */
 export function nextStep(
   attempt: number,
   status: number | null,
   scheduleMs: readonly number[],
   nowMs: number,
+  retryAfterMs: number | null = null,
 ): NextStep {
   if (isDelivered(status)) {
     return { status: 'success', deliveredAt: new Date(nowMs).toISOString(), nextAttemptAt: null };
@@ -32,7 +52,12 @@ export function nextStep(
   if (attempt > scheduleMs.length) {
     return { status: 'dead_letter', deliveredAt: null, nextAttemptAt: null };
   }
-  const wait = scheduleMs[Math.max(0, attempt - 1)];
+  const scheduled = scheduleMs[Math.max(0, attempt - 1)];
+  const asked = status === 429 || status === 503 ? retryAfterMs : null;
+  const wait =
+    asked === null
+      ? scheduled
+      : Math.max(scheduled, Math.min(asked, scheduled * 2, MAX_RETRY_AFTER_MS));
   return {
     status: 'pending',
     deliveredAt: null,

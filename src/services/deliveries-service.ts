@@ -1,6 +1,6 @@
 import type { Config } from '../config.ts';
 import type { Database } from '../db/database.ts';
-import { foldAttempts, nextStep } from '../domain/delivery-policy.ts';
+import { foldAttempts, nextStep, parseRetryAfter } from '../domain/delivery-policy.ts';
 import type { Clock } from '../lib/clock.ts';
 import { newId } from '../lib/ids.ts';
 import type { PausedNotice } from '../notifications/mailer.ts';
@@ -73,9 +73,23 @@ export class DeliveriesService {
     });
   }
 
-  /** What an attempt that ended with `status` does to its delivery row (see nextStep). */
-  outcome(delivery: ClaimedDelivery, status: number | null, nowMs: number): DeliveryOutcome {
-    const step = nextStep(delivery.attempts, status, this.deps.webhook.retryScheduleMs, nowMs);
+  /**
+   * What an attempt that ended with `status` does to its delivery row (see nextStep);
+   * `retryAfter` is the receiver's header on a 429 or 503.
+   */
+  outcome(
+    delivery: ClaimedDelivery,
+    status: number | null,
+    nowMs: number,
+    retryAfter?: string,
+  ): DeliveryOutcome {
+    const step = nextStep(
+      delivery.attempts,
+      status,
+      this.deps.webhook.retryScheduleMs,
+      nowMs,
+      parseRetryAfter(retryAfter, nowMs),
+    );
     return {
       id: delivery.id,
       claimedAt: delivery.claimedAt,

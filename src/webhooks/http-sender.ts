@@ -13,6 +13,8 @@ export interface SendResult {
    * response whose body stalls past the time-out has both a status and error 'timeout'.
    */
   error: string | null;
+  /** The `Retry-After` header of a 429 or 503 answer, as sent; else absent. */
+  retryAfter?: string;
 }
 
 export interface SenderOptions {
@@ -134,9 +136,13 @@ export class WebhookSender {
         signal: controller.signal,
       });
       status = response.statusCode;
+      const retryAfter =
+        status === 429 || status === 503 ? response.headers['retry-after'] : undefined;
       // dump() reads at most the limit, then destroys the stream; it rejects only on abort.
       await response.body.dump({ limit: MAX_RESPONSE_BYTES, signal: controller.signal });
-      return { status, error: null };
+      return typeof retryAfter === 'string'
+        ? { status, error: null, retryAfter }
+        : { status, error: null };
     } catch (error) {
       return { status, error: controller.signal.aborted ? 'timeout' : describeError(error) };
     } finally {

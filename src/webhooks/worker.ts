@@ -268,7 +268,12 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     // An answer counts only when it arrived whole: a 2xx whose body stalls past the time-out is a
     // time-out (null), like one that never answered.
     const status = result.error === null ? result.status : null;
-    const outcome = this.deps.deliveries.outcome(delivery, status, now.getTime());
+    const outcome = this.deps.deliveries.outcome(
+      delivery,
+      status,
+      now.getTime(),
+      result.retryAfter,
+    );
     const settled = { delivery, outcome, status, at: now.toISOString() };
     this.settled.push(settled);
     this.emit('attempted', settled);
