@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import pino from 'pino';
 import { UsageError } from '../src/cli/args.ts';
@@ -129,6 +131,48 @@ for (const backend of BACKENDS) {
 
       const again = await tourops('tenant create --name Other --slug acme --tier starter', env);
       assertFails(again, 1, /slug acme already exists/);
+    });
+
+    it('tenant list and token list show what exists, never a token value', async () => {
+      const minted = await tourops('token create --tenant acme --scopes trips:read --json', env);
+      assertOk(minted);
+      const { token: value, id } = JSON.parse(minted.stdout);
+      const tenants = await tourops('tenant list --json', env);
+      assertOk(tenants);
+      assert.ok(JSON.parse(tenants.stdout).some((t: { slug: string }) => t.slug === 'acme'));
+      const human = await tourops('tenant list', env);
+      assertOk(human);
+      assert.match(human.stdout, /^ten_\w+ {2}acme {2}pro {2}Acme Tours$/m);
+      const tokens = await tourops('token list --tenant acme --json', env);
+      assertOk(tokens);
+      const listed = JSON.parse(tokens.stdout);
+      assert.ok(listed.some((t: { id: string }) => t.id === id));
+      assert.ok(!tokens.stdout.includes(value), 'the value is never listed');
+      const lines = await tourops('token list --tenant acme', env);
+      assertOk(lines);
+      assert.match(
+        lines.stdout,
+        new RegExp(`^${id} {2}tk_test_\\w+… {2}active {2}trips:read$`, 'm'),
+      );
+      assertFails(await tourops('token list --tenant nobody', env), 1, /Tenant "nobody"/);
+    });
+
+    it('--json failures are one JSON document on stdout, with the exit code', async () => {
+      const missing = await tourops('token list --tenant nobody --json', env);
+      assert.equal(missing.code, 1);
+      assert.equal(missing.stderr, '');
+      assert.deepEqual(JSON.parse(missing.stdout), {
+        error: { message: 'Tenant "nobody" was not found.', type: 'not-found', status: 404 },
+      });
+      const usage = await tourops('tenant create --json --name X --slug Bad! --tier pro', env);
+      assert.equal(usage.code, 2);
+      assert.equal(JSON.parse(usage.stdout).error.type, 'usage');
+      const unknown = await tourops('webhook enable whs_01JDZZZZZZZZZZZZZZZZZZZZZZ --json', env);
+      assert.equal(unknown.code, 1);
+      assert.equal(JSON.parse(unknown.stdout).error.type, 'not-found');
+      // The plural spelling of earlier versions still works.
+      const alias = await tourops('webhooks enable whs_01JDZZZZZZZZZZZZZZZZZZZZZZ', env);
+      assertFails(alias, 1, /Webhook subscription "whs_01JDZZZZZZZZZZZZZZZZZZZZZZ"/);
     });
 
     it('tenant create rejects an unknown tier and a bad slug as usage errors', async () => {
@@ -283,6 +327,16 @@ describe('tourops CLI (command line)', () => {
     assert.match(serve.stdout, /--no-worker/);
     assert.match(group.stdout, /tourops token create/);
     assert.match(group.stdout, /tourops token revoke/);
+  });
+
+  it('--version prints the version, as text or JSON', async () => {
+    const { version } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
+    const text = await tourops('--version', {});
+    assertOk(text);
+    assert.equal(text.stdout, `tourops ${version}\n`);
+    const json = await tourops('--version --json', {});
+    assertOk(json);
+    assert.deepEqual(JSON.parse(json.stdout), { version });
   });
 
   it('an unknown command, a missing command and an unknown option exit 2 with one line', async () => {

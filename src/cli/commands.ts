@@ -77,8 +77,8 @@ const workerCommand: Command = {
   },
 };
 
-const webhooksEnableCommand: Command = {
-  name: 'webhooks enable',
+const webhookEnableCommand: Command = {
+  name: 'webhook enable',
   summary: 're-enable a paused webhook subscription',
   description: [
     'Makes the subscription active again and clears pausedAt and consecutiveFailures; its pending ' +
@@ -295,6 +295,59 @@ const tokenRevokeCommand: Command = {
   },
 };
 
+/** The plural spelling of earlier versions, kept working. */
+const webhooksEnableCommand: Command = {
+  ...webhookEnableCommand,
+  name: 'webhooks enable',
+  summary: 'the same as webhook enable (kept for scripts)',
+};
+
+const tenantListCommand: Command = {
+  name: 'tenant list',
+  summary: 'list every tenant',
+  description: ['JSON: an array of tenants, oldest first.'],
+  positionals: [],
+  options: {},
+  json: true,
+  async run(ctx) {
+    const tenants = await ctx.withRuntime((runtime) => runtime.services.tenants.list());
+    const lines = tenants.map(
+      (t) => `${t.id}  ${t.slug}  ${t.tier}${t.active ? '' : '  (inactive)'}  ${t.name}\n`,
+    );
+    ctx.print(lines.length === 0 ? 'No tenants.\n' : lines.join(''), tenants);
+    return 'done';
+  },
+};
+
+const tokenListCommand: Command = {
+  name: 'token list',
+  summary: "list a tenant's tokens (never their values)",
+  description: ['JSON: an array of token objects, oldest first, revoked ones included.'],
+  positionals: [],
+  options: {
+    tenant: {
+      type: 'string',
+      value: '<id|slug>',
+      required: true,
+      description: 'tenant id (ten_…) or slug',
+    },
+  },
+  json: true,
+  async run(ctx, args) {
+    const tenantRef = args.required('tenant');
+    const tokens = await ctx.withRuntime((runtime) =>
+      namingNotFound(runtime.services.tokens.list(tenantRef), `Tenant "${tenantRef}"`),
+    );
+    const lines = tokens.map(
+      (t) =>
+        `${t.id}  ${t.prefix}…  ${t.revoked ? 'revoked' : t.expiresAt ? `expires ${t.expiresAt}` : 'active'}  ` +
+        `${t.scopes.join(',')}${t.name === null ? '' : `  "${t.name}"`}\n`,
+    );
+    ctx.print(lines.length === 0 ? 'No tokens.\n' : lines.join(''), tokens);
+    return 'done';
+  },
+};
+
 /** The services say "Tenant was not found."; on a command line, name what was typed. */
 async function namingNotFound<T>(work: Promise<T>, what: string): Promise<T> {
   try {
@@ -312,7 +365,10 @@ export const COMMANDS: Command[] = [
   migrateCommand,
   demoCommand,
   tenantCreateCommand,
+  tenantListCommand,
   tokenCreateCommand,
+  tokenListCommand,
   tokenRevokeCommand,
+  webhookEnableCommand,
   webhooksEnableCommand,
 ];

@@ -88,7 +88,8 @@ export function topHelp(commands: Command[]): string {
       WIDTH,
     ).join('\n') +
     `\n\nCommands:\n${table(rows)}\n\n` +
-    'Every command takes -h/--help; all but serve take --json (machine-readable output on stdout).\n' +
+    'Every command takes -h/--help; all but serve take --json (machine-readable output on stdout,\n' +
+    'errors too: {"error": {"message", "type", ...}}). `tourops --version` prints the version.\n' +
     'Run `tourops <command> --help` for its options.\n\n' +
     'Exit codes: 0 done, 1 failed (bad environment variable, not found, conflict, ...), 2 bad command line.\n'
   );

@@ -1,3 +1,4 @@
+import packageJson from '../../package.json' with { type: 'json' };
 import { ConfigError } from '../config.ts';
 import { ApiProblem, type FieldErrors } from '../lib/problems.ts';
 import { describeStartupError } from '../startup-error.ts';
@@ -10,6 +11,7 @@ import { commandHelp, groupHelp, topHelp } from './help.ts';
 export type CliOutcome = number | 'serving';
 
 const HELP_FLAGS = new Set(['-h', '--help']);
+const VERSION: string = packageJson.version;
 
 /**
  * Runs one command line. Failures become a single `tourops: …` line on stderr: exit code 2 for a
@@ -24,7 +26,12 @@ export async function runCli(
   try {
     return await dispatch(argv, io, commands);
   } catch (error) {
-    io.stderr.write(`tourops: ${describeError(error)}\n`);
+    if (wantsJson(argv, commands)) {
+      // Scripts read one JSON document on stdout whatever happened; the exit code says which.
+      io.stdout.write(`${JSON.stringify({ error: describeErrorAsJson(error) })}\n`);
+    } else {
+      io.stderr.write(`tourops: ${describeError(error)}\n`);
+    }
     const expected =
       error instanceof UsageError || error instanceof ConfigError || error instanceof ApiProblem;
     // A bug's stack on request only: operators get the one line.
@@ -41,6 +48,14 @@ async function dispatch(argv: string[], io: CliIo, commands: Command[]): Promise
   const words = leadingJson ? argv.slice(1) : argv;
   const [first, ...rest] = words;
   if (first === undefined) throw new UsageError('missing command');
+  if (first === '--version' || first === '-V') {
+    io.stdout.write(
+      leadingJson || rest.includes('--json')
+        ? `${JSON.stringify({ version: VERSION })}\n`
+        : `tourops ${VERSION}\n`,
+    );
+    return 0;
+  }
   // `tourops help token create` is `tourops token create --help`.
   if (first === 'help' && rest.length > 0) return dispatch([...rest, '--help'], io, commands);
   if (HELP_FLAGS.has(first) || first === 'help') {
@@ -87,6 +102,13 @@ async function dispatch(argv: string[], io: CliIo, commands: Command[]): Promise
   return outcome === 'serving' ? 'serving' : 0;
 }
 
+/** `--json` was asked for, of a command that offers it (`serve --json` is a usage error). */
+function wantsJson(argv: string[], commands: Command[]): boolean {
+  if (!argv.includes('--json')) return false;
+  const words = argv.filter((word) => word !== '--json');
+  return findCommand(words, commands)?.command.json ?? true;
+}
+
 /** The longest command whose words start the command line. */
 function findCommand(
   words: string[],
@@ -101,6 +123,22 @@ function findCommand(
     }
   }
   return best;
+}
+
+/** The error of a `--json` run: the one-line message, and a problem's type, status and fields. */
+function describeErrorAsJson(error: unknown): Record<string, unknown> {
+  const message = describeError(error);
+  if (error instanceof ApiProblem) {
+    return {
+      message,
+      type: error.slug,
+      status: error.status,
+      ...(isFieldErrors(error.extra.errors) ? { errors: error.extra.errors } : {}),
+    };
+  }
+  if (error instanceof UsageError) return { message, type: 'usage' };
+  if (error instanceof ConfigError) return { message, type: 'configuration' };
+  return { message, type: 'failure' };
 }
 
 export function describeError(error: unknown): string {

@@ -44,6 +44,11 @@ export class TenantsRepository extends Repository {
       .executeTakeFirst();
   }
 
+  /** Every tenant, oldest first (ids are time-ordered). */
+  list(): Promise<TenantRow[]> {
+    return this.db.selectFrom('tenants').selectAll().orderBy('id').execute();
+  }
+
   count(): Promise<number> {
     return this.db
       .selectFrom('tenants')
@@ -153,6 +158,16 @@ export class TokensRepository extends Repository {
         updatedAt: tenantUpdatedAt,
       },
     };
+  }
+
+  /** A tenant's tokens, oldest first, revoked ones included. */
+  listForTenant(tenantId: string): Promise<TokenRow[]> {
+    return this.db
+      .selectFrom('apiTokens')
+      .selectAll()
+      .where('tenantId', '=', tenantId)
+      .orderBy('id')
+      .execute();
   }
 
   findById(id: string): Promise<TokenRow | undefined> {

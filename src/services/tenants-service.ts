@@ -92,6 +92,10 @@ export class TenantsService {
     return this.deps.tenants.count();
   }
 
+  async list(): Promise<Tenant[]> {
+    return (await this.deps.tenants.list()).map(toTenant);
+  }
+
   async get(id: string): Promise<Tenant> {
     return toTenant(await this.getRow(id));
   }

@@ -112,6 +112,13 @@ export class TokensService {
     return { token: toPublicToken(row), value };
   }
 
+  /** A tenant's tokens (id or slug), revoked ones included; never their values. */
+  async list(tenantIdOrSlug: string): Promise<PublicToken[]> {
+    const tenant = await this.deps.tenants.findByIdOrSlug(tenantIdOrSlug);
+    if (!tenant) throw notFound('Tenant');
+    return (await this.deps.tokens.listForTenant(tenant.id)).map(toPublicToken);
+  }
+
   async revoke(id: string): Promise<PublicToken> {
     const row = await this.deps.tokens.revoke(id, nowIso(this.deps.clock));
     if (!row) throw notFound('Token');
