@@ -11,6 +11,7 @@ import { CODE_FORMATS } from '../domain/codes.ts';
 import type { Clock } from '../lib/clock.ts';
 import { type ApiProblem, notFound, serviceUnavailable } from '../lib/problems.ts';
 import type { RateLimits } from '../rate-limit/rate-limits.ts';
+import type { AuthContext } from '../services/context.ts';
 import type { Services } from '../services/index.ts';
 import { adminApi } from './admin/admin-api.ts';
 import { ipGuardHook } from './auth.ts';
@@ -21,6 +22,7 @@ import { healthRoutes } from './health-routes.ts';
 import { decimalNumbersOnly, refuseNul } from './input-guards.ts';
 import { BODY_LIMIT_BYTES, exceedsDepth, nulProblem, tooDeepProblem } from './json-body.ts';
 import { legacyRoutes } from './legacy-routes.ts';
+import { loggedQuery } from './log-fields.ts';
 import { OutageLog } from './outage-log.ts';
 import { internalProblem, sendProblem, toProblem } from './problem-reply.ts';
 import { publicApi } from './public-api.ts';
@@ -143,8 +145,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       request.log.info(
         {
           method: request.method,
-          // The route template, or the path: never the query string, where a cursor may sit.
           url: request.routeOptions.url ?? request.url.split('?')[0],
+          query: loggedQuery(request.url),
+          tenantId: (request as { auth?: AuthContext | null }).auth?.tenant.id,
+          tokenId: (request as { auth?: AuthContext | null }).auth?.token.id,
           statusCode: reply.statusCode,
           ms: Math.round(reply.elapsedTime * 10) / 10,
         },

@@ -238,8 +238,9 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       'service-request-id': `${delivery.id}.${delivery.attempts}`,
       'service-delivery-attempt': String(delivery.attempts),
     };
+    const startedAt = performance.now();
     const result = await this.deps.sender.send(delivery.url, headers, body);
-    this.settle(delivery, result);
+    this.settle(delivery, result, performance.now() - startedAt);
   }
 
   /** The current key, then the legacy one while its overlap lasts; decrypted once each. */
@@ -263,7 +264,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     return key;
   }
 
-  private settle(delivery: ClaimedDelivery, result: SendResult): void {
+  private settle(delivery: ClaimedDelivery, result: SendResult, ms: number): void {
     const now = this.deps.clock.now();
     // An answer counts only when it arrived whole: a 2xx whose body stalls past the time-out is a
     // time-out (null), like one that never answered.
@@ -275,6 +276,18 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       result.retryAfter,
     );
     const settled = { delivery, outcome, status, at: now.toISOString() };
+    // What an operator needs to explain a failure, one line per attempt (successes at debug).
+    const line = {
+      subscriptionId: delivery.subscriptionId,
+      deliveryId: delivery.id,
+      attempt: delivery.attempts,
+      status,
+      error: result.error,
+      ms: Math.round(ms),
+      next: outcome.status,
+    };
+    if (outcome.status === 'success') this.deps.logger.debug(line, 'webhook attempt delivered');
+    else this.deps.logger.info(line, 'webhook attempt failed');
     this.settled.push(settled);
     this.emit('attempted', settled);
     if (this.settled.length >= FLUSH_BATCH) void this.flush();

@@ -107,7 +107,13 @@ export interface TestContext {
 
 export async function createTestContext(
   backend: Backend,
-  options: { clock?: Clock; env?: Record<string, string>; resolver?: Resolver } = {},
+  options: {
+    clock?: Clock;
+    env?: Record<string, string>;
+    resolver?: Resolver;
+    /** Where the app and the worker log (default: silent, or TEST_LOG_LEVEL). */
+    logger?: pino.Logger;
+  } = {},
 ): Promise<TestContext> {
   const database = await createTestDatabase(backend);
   const config = loadConfig({
@@ -122,7 +128,7 @@ export async function createTestContext(
     ...database.env,
     ...options.env,
   });
-  const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
+  const logger = options.logger ?? pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
   const runtime = await createRuntime(config, {
     clock: options.clock,
     logger,

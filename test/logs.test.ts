@@ -1,0 +1,103 @@
+import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
+import { describe, it } from 'node:test';
+import pino from 'pino';
+import { startWorker } from '../src/webhooks/start-worker.ts';
+import { createTestContext } from './helpers/context.ts';
+import { createTenant } from './helpers/fixtures.ts';
+import { HttpsReceiver, testCa } from './helpers/https-receiver.ts';
+import { until } from './helpers/until.ts';
+
+/** A logger whose JSON lines land in an array. */
+function capture(level: pino.Level) {
+  const lines: Record<string, unknown>[] = [];
+  const stream = new Writable({
+    write(chunk, _encoding, done) {
+      for (const line of String(chunk).split('\n')) if (line) lines.push(JSON.parse(line));
+      done();
+    },
+  });
+  return { lines, logger: pino({ level }, stream) };
+}
+
+describe('logs that explain what happened', () => {
+  it('a request line names the tenant and the token (never the token itself) and redacts the query', async () => {
+    const { lines, logger } = capture('info');
+    const ctx = await createTestContext('sqlite', { logger });
+    try {
+      const tenant = await createTenant(ctx);
+      const response = await ctx.api('GET', '/api/v1/trips?limit=2&access_token=oops', {
+        token: tenant.token,
+      });
+      assert.equal(response.statusCode, 422); // access_token is not a parameter of the list
+      const line = lines.find((l) => l.msg === 'request' && l.url === '/api/v1/trips');
+      assert.ok(line, 'a request line');
+      assert.equal(line.query, 'limit=2&access_token=[redacted]');
+      assert.equal(line.tenantId, tenant.id);
+      assert.equal(line.tokenId, tenant.tokenId);
+      assert.equal(line.statusCode, 422);
+      const all = JSON.stringify(lines);
+      assert.ok(!all.includes(tenant.token), 'the token never appears');
+      assert.ok(!all.includes('oops'), 'the redacted value never appears');
+    } finally {
+      await ctx.close();
+    }
+  });
+
+  it('one info line per failed delivery attempt, debug for a delivered one', async () => {
+    const { lines, logger } = capture('debug');
+    const ca = await testCa();
+    const ctx = await createTestContext('sqlite', {
+      logger,
+      env: {
+        WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+        WEBHOOK_CA_FILE: ca.caFile,
+        WEBHOOK_RETRY_SCHEDULE: '20ms',
+      },
+    });
+    let calls = 0;
+    const receiver = await HttpsReceiver.start({
+      responder: () => ({ status: ++calls === 1 ? 503 : 204 }),
+    });
+    const worker = startWorker(ctx.runtime, { pollIntervalMs: 50 });
+    try {
+      const tenant = await createTenant(ctx);
+      const created = await ctx.api('POST', '/api/v1/webhooks', {
+        token: tenant.token,
+        body: { url: receiver.url('/logs'), events: ['client.created'] },
+      });
+      const subscriptionId = created.json().data.id;
+      await ctx.api('POST', '/api/v1/webhooks/test', { token: tenant.token, body: {} });
+      const delivered = await until(async () =>
+        lines.find((l) => l.msg === 'webhook attempt delivered'),
+      );
+      const failed = lines.filter((l) => l.msg === 'webhook attempt failed');
+      assert.equal(failed.length, 1);
+      assert.equal(failed[0].level, 30, 'info');
+      assert.equal(delivered.level, 20, 'debug');
+      assert.deepEqual(
+        { ...failed[0], time: 0, pid: 0, hostname: '', ms: 0 },
+        {
+          level: 30,
+          time: 0,
+          pid: 0,
+          hostname: '',
+          msg: 'webhook attempt failed',
+          subscriptionId,
+          deliveryId: failed[0].deliveryId,
+          attempt: 1,
+          status: 503,
+          error: null,
+          ms: 0,
+          next: 'pending',
+        },
+      );
+      assert.match(String(failed[0].deliveryId), /^dlv_/);
+      assert.equal(delivered.attempt, 2);
+    } finally {
+      await worker.stop();
+      await receiver.close();
+      await ctx.close();
+    }
+  });
+});
