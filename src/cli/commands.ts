@@ -1,3 +1,5 @@
+import { chmodSync, constants, copyFileSync, existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { describeDatabase } from '../config.ts';
 import { demoInstructions, seedDemo } from '../demo.ts';
 import { isTier, TIER_NAMES } from '../domain/plans.ts';
@@ -295,6 +297,45 @@ const tokenRevokeCommand: Command = {
   },
 };
 
+const backupCommand: Command = {
+  name: 'backup',
+  summary: 'copy the embedded database, and the key its signing keys need, while it serves',
+  description: [
+    'Writes a consistent copy of DATA_DIR/tourops.sqlite to <file> (SQLite online backup: the ' +
+      'server keeps serving). Webhook signing keys are stored encrypted with SECRET_KEY: when it ' +
+      'was generated into DATA_DIR, it is copied to <file>.secret.key (mode 0600); when it is ' +
+      'set in the environment, keep it yourself. To restore: stop the service, put <file> as ' +
+      'DATA_DIR/tourops.sqlite and <file>.secret.key as DATA_DIR/secret.key, start it.',
+    'With DATABASE_URL (PostgreSQL) use pg_dump instead, and keep SECRET_KEY.',
+    'JSON: {"database": <file>, "secretKey": <file>.secret.key or null}.',
+  ],
+  positionals: [{ name: 'file', description: 'where to write the copy (must not exist)' }],
+  options: {},
+  json: true,
+  async run(ctx, args) {
+    const [target] = args.positionals;
+    const file = resolve(target);
+    if (existsSync(file)) throw new UsageError(`${target} exists: choose a new file`, 'backup');
+    const keyFile = await ctx.withRuntime(async (runtime) => {
+      await runtime.database.backup(file);
+      chmodSync(file, 0o600);
+      if (runtime.config.secretKey !== null) return null;
+      const copy = `${file}.secret.key`;
+      copyFileSync(join(runtime.config.dataDir, 'secret.key'), copy, constants.COPYFILE_EXCL);
+      chmodSync(copy, 0o600);
+      return copy;
+    });
+    ctx.print(
+      `Database copied to ${file}.\n` +
+        (keyFile === null
+          ? "SECRET_KEY is set in the environment: keep it, or the copy's signing keys cannot be read.\n"
+          : `Its signing keys need ${keyFile}: keep both together, privately.\n`),
+      { database: file, secretKey: keyFile },
+    );
+    return 'done';
+  },
+};
+
 /** The plural spelling of earlier versions, kept working. */
 const webhooksEnableCommand: Command = {
   ...webhookEnableCommand,
@@ -371,4 +412,5 @@ export const COMMANDS: Command[] = [
   tokenRevokeCommand,
   webhookEnableCommand,
   webhooksEnableCommand,
+  backupCommand,
 ];

@@ -42,6 +42,11 @@ export interface Database {
    * calls (they become savepoints); for work that spans several steps of a request (idempotency).
    */
   beginAmbient(): Promise<AmbientTransaction>;
+  /**
+   * Copies the embedded database to `file` while it serves (SQLite's online backup: a consistent
+   * snapshot, writers keep going). PostgreSQL has pg_dump for that: there it throws ConfigError.
+   */
+  backup(file: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -277,6 +282,11 @@ export function createDatabase(options: DatabaseOptions): Database {
       pool,
       withTransaction: (fn) => dialect.transaction(fn),
       beginAmbient: () => dialect.begin(),
+      backup: async () => {
+        throw new ConfigError(
+          'backup copies the embedded database; with DATABASE_URL use pg_dump (and keep SECRET_KEY)',
+        );
+      },
       close: () => db.destroy(),
     };
   }
@@ -297,6 +307,9 @@ export function createDatabase(options: DatabaseOptions): Database {
     pool: null,
     withTransaction: (fn) => dialect.transaction(fn),
     beginAmbient: () => dialect.begin(),
+    backup: async (target) => {
+      await sqlite.backup(target);
+    },
     close: () => db.destroy(),
   };
 }
