@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:net';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { AddressGuard, type Resolver } from '../src/domain/address-guard.ts';
-import { type SenderOptions, WebhookSender } from '../src/webhooks/http-sender.ts';
+import { type SenderOptions, type SendResult, WebhookSender } from '../src/webhooks/http-sender.ts';
 import { HttpsReceiver, testCa } from './helpers/https-receiver.ts';
 
 /** Only loopback answers: nothing in this file may reach another address. */
@@ -10,6 +10,9 @@ const loopbackResolver: Resolver = async (hostname) => {
   if (hostname === 'localhost') return ['127.0.0.1'];
   throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' });
 };
+
+/** The status and the reason, which most cases are about (errorClass and body have their own). */
+const pick = (result: SendResult) => ({ status: result.status, error: result.error });
 
 describe('WebhookSender', () => {
   let receiver: HttpsReceiver;
@@ -51,7 +54,7 @@ describe('WebhookSender', () => {
       'webhook-signature': 'v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=',
     };
     const result = await sender().send(receiver.url('/hooks/tourops?tenant=t1'), headers, body);
-    assert.deepEqual(result, { status: 200, error: null });
+    assert.deepEqual(pick(result), { status: 200, error: null });
     assert.equal(receiver.requests.length, 1);
     const [received] = receiver.requests;
     assert.equal(received.method, 'POST');
@@ -66,8 +69,17 @@ describe('WebhookSender', () => {
 
   it('reaches a name through the lookup when private targets are allowed', async () => {
     const result = await sender().send(`https://localhost:${receiver.port}/hook`, {}, 'x');
-    assert.deepEqual(result, { status: 200, error: null });
+    assert.deepEqual(pick(result), { status: 200, error: null });
     assert.equal(receiver.requests.length, 1);
+  });
+
+  it('keeps the first KiB of an answer as text, whatever its status', async () => {
+    receiver.respond(() => ({ status: 422, body: `{"error":"bad field"}${'é'.repeat(2000)}` }));
+    const result = await sender().send(receiver.url(), {}, '{}');
+    assert.equal(result.status, 422);
+    assert.equal(result.errorClass, null);
+    assert.ok(result.body.startsWith('{"error":"bad field"}'));
+    assert.ok(Buffer.byteLength(result.body) <= 1026, 'about a KiB (a cut character is U+FFFD)');
   });
 
   it('reports the status of every answer', async () => {
@@ -75,7 +87,7 @@ describe('WebhookSender', () => {
     const sending = sender();
     for (const status of [200, 204, 500, 404, 410, 429]) {
       const result = await sending.send(receiver.url(`/status/${status}`), {}, '{}');
-      assert.deepEqual(result, { status, error: null });
+      assert.deepEqual(pick(result), { status, error: null });
     }
   });
 
@@ -88,7 +100,8 @@ describe('WebhookSender', () => {
           : { status: 200 },
       );
       const result = await sender().send(receiver.url(), {}, '{}');
-      assert.deepEqual(result, { status, error: null });
+      assert.deepEqual(pick(result), { status, error: null });
+      assert.equal(result.errorClass, 'redirect');
       assert.deepEqual(
         receiver.requests.map((request) => request.path),
         ['/hook'],
@@ -102,7 +115,9 @@ describe('WebhookSender', () => {
     receiver.respond(() => ({ status: 200, body: huge }));
     const started = performance.now();
     const result = await sender({ timeoutMs: 5_000 }).send(receiver.url(), {}, '{}');
-    assert.deepEqual(result, { status: 200, error: null });
+    assert.deepEqual(pick(result), { status: 200, error: null });
+    assert.equal(result.errorClass, 'body_too_large');
+    assert.equal(result.body, 'x'.repeat(1024), 'the first KiB is kept');
     assert.ok(performance.now() - started < 3_000, 'not read to the end');
   });
 
@@ -111,7 +126,8 @@ describe('WebhookSender', () => {
     const started = performance.now();
     const result = await sender({ timeoutMs: 300 }).send(receiver.url(), {}, '{}');
     const elapsed = performance.now() - started;
-    assert.deepEqual(result, { status: null, error: 'timeout' });
+    assert.deepEqual(pick(result), { status: null, error: 'timeout' });
+    assert.equal(result.errorClass, 'timeout');
     assert.equal((await receiver.waitFor(1)).length, 1, 'the request did arrive');
     assert.ok(elapsed >= 280 && elapsed < 1500, `took ${elapsed} ms`);
   });
@@ -119,16 +135,22 @@ describe('WebhookSender', () => {
   it('waits for a slow answer inside the time-out', async () => {
     receiver.respond(() => ({ status: 202, delayMs: 100 }));
     const result = await sender({ timeoutMs: 2000 }).send(receiver.url(), {}, '{}');
-    assert.deepEqual(result, { status: 202, error: null });
+    assert.deepEqual(pick(result), { status: 202, error: null });
   });
 
   it('discards a 1 MB response body and keeps working', async () => {
     const big = 'x'.repeat(1024 * 1024);
     receiver.respond(() => ({ status: 200, body: big }));
     const sending = sender();
-    assert.deepEqual(await sending.send(receiver.url(), {}, '{}'), { status: 200, error: null });
+    assert.deepEqual(pick(await sending.send(receiver.url(), {}, '{}')), {
+      status: 200,
+      error: null,
+    });
     receiver.respond(() => ({ status: 201, body: 'small' }));
-    assert.deepEqual(await sending.send(receiver.url(), {}, '{}'), { status: 201, error: null });
+    assert.deepEqual(pick(await sending.send(receiver.url(), {}, '{}')), {
+      status: 201,
+      error: null,
+    });
     assert.equal(receiver.requests.length, 2);
   });
 
@@ -140,13 +162,15 @@ describe('WebhookSender', () => {
     assert.ok(address !== null && typeof address === 'object');
     await new Promise<void>((resolve) => probe.close(() => resolve()));
     const result = await sender().send(`https://127.0.0.1:${address.port}/hook`, {}, '{}');
-    assert.deepEqual(result, { status: null, error: 'connection refused' });
+    assert.deepEqual(pick(result), { status: null, error: 'connection refused' });
+    assert.equal(result.errorClass, 'connection_refused');
   });
 
   it('reports a tls error for a certificate it does not trust', async () => {
     const connectionsBefore = receiver.connectionCount;
     const result = await sender({ caFile: null }).send(receiver.url(), {}, '{}');
-    assert.deepEqual(result, { status: null, error: 'tls error' });
+    assert.deepEqual(pick(result), { status: null, error: 'tls error' });
+    assert.equal(result.errorClass, 'tls');
     assert.equal(receiver.requests.length, 0);
     assert.equal(receiver.connectionCount, connectionsBefore + 1, 'it did try to connect');
   });
@@ -170,7 +194,8 @@ describe('WebhookSender', () => {
 
     const connectionsBefore = receiver.connectionCount;
     const result = await sender({ guard }).send(url, {}, '{}');
-    assert.deepEqual(result, { status: null, error: 'blocked address' });
+    assert.deepEqual(pick(result), { status: null, error: 'blocked address' });
+    assert.equal(result.errorClass, 'address_blocked');
     assert.deepEqual(
       asked,
       ['rebind.test', 'rebind.test'],
@@ -190,12 +215,12 @@ describe('WebhookSender', () => {
       `https://[::1]:${receiver.port}/hook`,
       `https://2130706433:${receiver.port}/hook`,
     ]) {
-      assert.deepEqual(await sending.send(url, {}, '{}'), {
+      assert.deepEqual(pick(await sending.send(url, {}, '{}')), {
         status: null,
         error: 'blocked address',
       });
     }
-    assert.deepEqual(await sending.send(`https://localhost:${receiver.port}/`, {}, '{}'), {
+    assert.deepEqual(pick(await sending.send(`https://localhost:${receiver.port}/`, {}, '{}')), {
       status: null,
       error: 'blocked address',
     });
@@ -212,7 +237,7 @@ describe('WebhookSender', () => {
       'not a url',
     ]) {
       assert.deepEqual(
-        await sending.send(url, {}, '{}'),
+        pick(await sending.send(url, {}, '{}')),
         { status: null, error: 'invalid url' },
         url,
       );
@@ -224,7 +249,7 @@ describe('WebhookSender', () => {
     const sending = sender();
     const connectionsBefore = receiver.connectionCount;
     for (let i = 0; i < 50; i++) {
-      assert.deepEqual(await sending.send(receiver.url(), {}, `{"n":${i}}`), {
+      assert.deepEqual(pick(await sending.send(receiver.url(), {}, `{"n":${i}}`)), {
         status: 200,
         error: null,
       });

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { createSecureContext, rootCertificates } from 'node:tls';
 import { Agent } from 'undici';
 import { type AddressGuard, literalAddress } from '../domain/address-guard.ts';
+import { type AttemptErrorClass, RESPONSE_EXCERPT_BYTES } from '../domain/attempts.ts';
 
 export interface SendResult {
   /** The response status, once the response head arrived. */
@@ -13,6 +14,10 @@ export interface SendResult {
    * response whose body stalls past the time-out has both a status and error 'timeout'.
    */
   error: string | null;
+  /** The class of `error`, or `redirect` / `body_too_large` for such answers; null otherwise. */
+  errorClass: AttemptErrorClass | null;
+  /** The first RESPONSE_EXCERPT_BYTES of the response body, as text; '' when none arrived. */
+  body: string;
   /** The `Retry-After` header of a 429 or 503 answer, as sent; else absent. */
   retryAfter?: string;
 }
@@ -34,8 +39,36 @@ const MAX_CACHED_TARGETS = 4096;
 type Target = { origin: string; path: string } | { invalid: SendResult };
 
 // Shared, so frozen: a caller that mutated one would change every later answer.
-const BLOCKED: SendResult = Object.freeze({ status: null, error: 'blocked address' });
-const INVALID_URL: SendResult = Object.freeze({ status: null, error: 'invalid url' });
+const BLOCKED: SendResult = Object.freeze({
+  status: null,
+  error: 'blocked address',
+  errorClass: 'address_blocked',
+  body: '',
+});
+const INVALID_URL: SendResult = Object.freeze({
+  status: null,
+  error: 'invalid url',
+  errorClass: 'address_blocked',
+  body: '',
+});
+
+const CLASS_BY_ERROR = new Map<string, AttemptErrorClass>(
+  Object.entries({
+    timeout: 'timeout',
+    'blocked address': 'address_blocked',
+    'invalid url': 'address_blocked',
+    'connection refused': 'connection_refused',
+    'host unreachable': 'connection_refused',
+    'connection reset': 'connection_reset',
+    'tls error': 'tls',
+    'host name does not resolve': 'dns',
+  }),
+);
+
+/** An error's class; any other failure of the connection counts as a reset. */
+function classOf(error: string): AttemptErrorClass {
+  return CLASS_BY_ERROR.get(error) ?? 'connection_reset';
+}
 
 const TLS_VERIFY_CODES = new Set([
   'EPROTO',
@@ -126,6 +159,8 @@ export class WebhookSender {
     const controller = new AbortController();
     const timer = setTimeout(() => controller.abort(), this.timeoutMs);
     let status: number | null = null;
+    const kept: Buffer[] = [];
+    let keptBytes = 0;
     try {
       const response = await this.agent.request({
         origin: target.origin,
@@ -138,13 +173,33 @@ export class WebhookSender {
       status = response.statusCode;
       const retryAfter =
         status === 429 || status === 503 ? response.headers['retry-after'] : undefined;
-      // dump() reads at most the limit, then destroys the stream; it rejects only on abort.
-      await response.body.dump({ limit: MAX_RESPONSE_BYTES, signal: controller.signal });
-      return typeof retryAfter === 'string'
-        ? { status, error: null, retryAfter }
-        : { status, error: null };
+      // Read up to the limit, keeping the start; a longer answer costs its connection.
+      let received = 0;
+      let tooLarge = false;
+      for await (const chunk of response.body as AsyncIterable<Buffer>) {
+        received += chunk.length;
+        if (keptBytes < RESPONSE_EXCERPT_BYTES) {
+          const part = chunk.subarray(0, RESPONSE_EXCERPT_BYTES - keptBytes);
+          kept.push(part);
+          keptBytes += part.length;
+        }
+        if (received > MAX_RESPONSE_BYTES) {
+          tooLarge = true;
+          response.body.destroy();
+          break;
+        }
+      }
+      const errorClass: AttemptErrorClass | null = tooLarge
+        ? 'body_too_large'
+        : status >= 300 && status < 400
+          ? 'redirect'
+          : null;
+      const result: SendResult = { status, error: null, errorClass, body: excerpt(kept) };
+      if (typeof retryAfter === 'string') result.retryAfter = retryAfter;
+      return result;
     } catch (error) {
-      return { status, error: controller.signal.aborted ? 'timeout' : describeError(error) };
+      const reason = controller.signal.aborted ? 'timeout' : describeError(error);
+      return { status, error: reason, errorClass: classOf(reason), body: excerpt(kept) };
     } finally {
       clearTimeout(timer);
     }
@@ -178,6 +233,11 @@ export class WebhookSender {
     if (literal !== null && !this.guard.isAllowedAddress(literal)) return { invalid: BLOCKED };
     return { origin: parsed.origin, path: parsed.pathname + parsed.search };
   }
+}
+
+/** The kept start of a body as text (a cut multi-byte character becomes U+FFFD). */
+function excerpt(chunks: Buffer[]): string {
+  return chunks.length === 0 ? '' : Buffer.concat(chunks).toString('utf8');
 }
 
 function describeError(error: unknown): string {
