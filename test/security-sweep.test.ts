@@ -193,6 +193,14 @@ const ROUTES: RouteCase[] = [
     foreignStatus: 404,
   },
   {
+    method: 'GET',
+    template: '/api/v1/webhooks/{id}/deliveries/{deliveryId}/attempts',
+    url: (i) => `/api/v1/webhooks/${i.webhook}/deliveries/${i.delivery}/attempts`,
+    scope: 'webhooks:read',
+    ownerStatus: 200,
+    foreignStatus: 404,
+  },
+  {
     method: 'POST',
     template: '/api/v1/webhooks/{id}/deliveries/{deliveryId}/redeliver',
     url: (i) => `/api/v1/webhooks/${i.webhook}/deliveries/${i.delivery}/redeliver`,

@@ -243,6 +243,13 @@ export class TourOps {
           params: { path: { id }, query: { ...query, cursor } },
         }),
       ),
+    /** A delivery's HTTP attempts, newest first: status or error class, duration, response start. */
+    attempts: (id: string, deliveryId: string) =>
+      this.#all((cursor) =>
+        this.#client.GET('/api/v1/webhooks/{id}/deliveries/{deliveryId}/attempts', {
+          params: { path: { id, deliveryId }, query: { cursor } },
+        }),
+      ),
     redeliver: (id: string, deliveryId: string, options: WriteOptions = {}) =>
       this.#data(
         this.#client.POST('/api/v1/webhooks/{id}/deliveries/{deliveryId}/redeliver', {

@@ -8,6 +8,7 @@ import * as m0005 from './migrations/0005_webhooks.ts';
 import * as m0006 from './migrations/0006_delivery_queue_index.ts';
 import * as m0007 from './migrations/0007_drop_events_dispatched_at.ts';
 import * as m0008 from './migrations/0008_events_is_test.ts';
+import * as m0009 from './migrations/0009_webhook_attempts.ts';
 
 interface Migration {
   id: string;
@@ -24,6 +25,7 @@ export const migrations: Migration[] = [
   { id: '0006_delivery_queue_index', up: m0006.up },
   { id: '0007_drop_events_dispatched_at', up: m0007.up },
   { id: '0008_events_is_test', up: m0008.up },
+  { id: '0009_webhook_attempts', up: m0009.up },
 ];
 
 /** Arbitrary constant naming our advisory lock on PostgreSQL. */

@@ -1,4 +1,5 @@
 import type { Generated } from 'kysely';
+import type { AttemptErrorClass } from '../domain/attempts.ts';
 import type { Tier } from '../domain/plans.ts';
 import type {
   BookingStatus,
@@ -261,7 +262,24 @@ export interface WebhookDeliveriesTable {
   deliveredAt: string | null;
   claimedAt: string | null;
   redeliveredFromId: string | null;
+  /** Error class of the last attempt that had one (see AttemptErrorClass); null after a 2xx. */
+  lastError: AttemptErrorClass | null;
   createdAt: string;
+}
+
+/** One HTTP attempt of a delivery. */
+export interface WebhookAttemptsTable {
+  id: string;
+  tenantId: string;
+  deliveryId: string;
+  /** 1 for the first attempt of the delivery. */
+  attempt: number;
+  startedAt: string;
+  durationMs: number;
+  status: number | null;
+  errorClass: AttemptErrorClass | null;
+  /** The first KiB of the response body, as text. */
+  responseBody: string;
 }
 
 export interface IdempotencyKeysTable {
@@ -300,5 +318,6 @@ export interface DB {
   idempotencyKeys: IdempotencyKeysTable;
   webhookSubscriptions: WebhookSubscriptionsTable;
   webhookDeliveries: WebhookDeliveriesTable;
+  webhookAttempts: WebhookAttemptsTable;
   schemaMigrations: SchemaMigrationsTable;
 }

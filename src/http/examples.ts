@@ -111,7 +111,17 @@ const SCHEMA_EXAMPLES: Record<string, unknown> = {
     deliveredAt: '2026-11-05T10:02:45.201Z',
     claimedAt: null,
     redeliveredFromId: null,
+    lastError: null,
     createdAt: '2026-11-05T10:02:44.030Z',
+  },
+  WebhookAttempt: {
+    id: 'att_01JD3XD5Q2T8R4K7V9M3NWZBHE',
+    attempt: 2,
+    startedAt: '2026-11-05T10:03:44.102Z',
+    durationMs: 10_004,
+    status: null,
+    errorClass: 'timeout',
+    responseBody: '',
   },
   City: { id: CITY_LISBON, name: 'Lisbon', countryIso: 'PT', ...stamps },
   Hotel: {

@@ -1,4 +1,5 @@
 import { type Static, type TProperties, type TSchema, type TUnsafe, Type } from '@sinclair/typebox';
+import { ATTEMPT_ERROR_CLASSES } from '../domain/attempts.ts';
 import {
   BOOKING_STATUSES,
   CLIENT_KINDS,
@@ -17,7 +18,9 @@ import { PROBLEM_EXAMPLES } from './examples.ts';
  * serializes it without trying alternatives at run time.
  */
 export function Nullable<T extends TSchema>(schema: T): TUnsafe<Static<T> | null> {
-  const { type, ...rest } = schema as unknown as { type: string };
+  const { type, ...rest } = schema as unknown as { type: string; enum?: unknown[] };
+  // An enum must list null too, or no null passes it.
+  if (rest.enum) rest.enum = [...rest.enum, null];
   return Type.Unsafe<Static<T> | null>({ ...rest, type: [type, 'null'] });
 }
 
@@ -313,9 +316,40 @@ export const WebhookDelivery = Type.Object(
     deliveredAt: At('When a 2xx arrived.'),
     claimedAt: At('When the running attempt started, while `in_flight`.'),
     redeliveredFromId: Text('The delivery this one redelivers, if any.'),
+    lastError: Nullable(
+      StringEnum(ATTEMPT_ERROR_CLASSES, {
+        description:
+          'Why the last attempt got no usable answer (see the attempts); null after a 2xx, before any attempt, or when `lastResponseStatus` tells all.',
+      }),
+    ),
     createdAt: At('Queued at'),
   },
   { $id: 'WebhookDelivery', additionalProperties: false },
+);
+
+export const WebhookAttempt = Type.Object(
+  {
+    id: Type.String(),
+    attempt: Type.Integer({ minimum: 1, description: 'Attempt number of the delivery, from 1.' }),
+    startedAt: Type.String({ format: 'date-time', description: 'When the POST began, UTC.' }),
+    durationMs: Type.Integer({
+      minimum: 0,
+      description: 'From connecting to the end of the answer (or the failure), in milliseconds.',
+    }),
+    status: Nullable(
+      Type.Integer({ description: 'The HTTP status answered; null when none arrived.' }),
+    ),
+    errorClass: Nullable(
+      StringEnum(ATTEMPT_ERROR_CLASSES, {
+        description:
+          '`timeout`, `connection_refused`, `connection_reset` (any other failure of the connection too), `dns`, `tls`, `address_blocked` (refused before connecting), `redirect` (a 3xx; not followed), `body_too_large` (the answer went past 64 KiB and was cut); null when the status tells all.',
+      }),
+    ),
+    responseBody: Type.String({
+      description: 'The first KiB of the response body, as text; empty when none arrived.',
+    }),
+  },
+  { $id: 'WebhookAttempt', additionalProperties: false },
 );
 
 /** Shared schemas registered once on the app, so routes and the OpenAPI document `$ref` them. */
@@ -327,6 +361,7 @@ export const SHARED_SCHEMAS = [
   Client,
   WebhookSubscription,
   WebhookDelivery,
+  WebhookAttempt,
   Problem,
   ...Object.values(LibraryItems),
 ];

@@ -12,6 +12,7 @@ export type IdPrefix =
   | 'pay'
   | 'whs'
   | 'dlv'
+  | 'att'
   | 'cty'
   | 'htl'
   | 'act'

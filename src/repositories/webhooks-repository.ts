@@ -1,16 +1,21 @@
 import { type Insertable, type Selectable, sql, type Updateable } from 'kysely';
 import type {
   DeliveryStatus,
+  WebhookAttemptsTable,
   WebhookDeliveriesTable,
   WebhookSubscriptionsTable,
 } from '../db/schema.ts';
+import type { AttemptErrorClass } from '../domain/attempts.ts';
 import { Repository } from './repository.ts';
 
-/** Six bind parameters a row: far under both backends' limits. */
+/** Seven bind parameters a row: far under both backends' limits. */
 const OUTCOMES_PER_STATEMENT = 500;
+/** Nine bind parameters a row. */
+const ATTEMPTS_PER_STATEMENT = 300;
 
 export type SubscriptionRow = Selectable<WebhookSubscriptionsTable>;
 export type DeliveryRow = Selectable<WebhookDeliveriesTable>;
+export type AttemptRow = Selectable<WebhookAttemptsTable>;
 
 /** A claimed delivery with what sending it needs. */
 export interface ClaimedDelivery {
@@ -38,6 +43,8 @@ export interface DeliveryOutcome {
   status: DeliveryStatus;
   /** The endpoint's answer; null when it gave none (the last answer is then kept). */
   lastResponseStatus: number | null;
+  /** The attempt's error class; null when its status tells all (or it delivered). */
+  lastError: AttemptErrorClass | null;
   nextAttemptAt: string | null;
   deliveredAt: string | null;
 }
@@ -295,22 +302,51 @@ export class WebhooksRepository extends Repository {
         .slice(start, start + OUTCOMES_PER_STATEMENT)
         .map(
           (o) =>
-            sql`(${o.id}, ${o.claimedAt}, ${o.status}, cast(${o.lastResponseStatus} as integer), ${o.nextAttemptAt}, ${o.deliveredAt})`,
+            sql`(${o.id}, ${o.claimedAt}, ${o.status}, cast(${o.lastResponseStatus} as integer), ${o.nextAttemptAt}, ${o.deliveredAt}, cast(${o.lastError} as varchar(30)))`,
         );
       await sql`
-        with v (id, claimed_at, status, last_response_status, next_attempt_at, delivered_at)
+        with v (id, claimed_at, status, last_response_status, next_attempt_at, delivered_at, last_error)
           as (values ${sql.join(rows)})
         update webhook_deliveries
         set status = v.status,
             last_response_status = coalesce(v.last_response_status, webhook_deliveries.last_response_status),
             next_attempt_at = v.next_attempt_at,
             delivered_at = v.delivered_at,
+            last_error = v.last_error,
             claimed_at = null
         from v
         where webhook_deliveries.id = v.id
           and webhook_deliveries.status = 'in_flight'
           and webhook_deliveries.claimed_at = v.claimed_at`.execute(this.db);
     }
+  }
+
+  /** Records finished HTTP attempts (see WebhookAttemptsTable), in statements of bounded size. */
+  async insertAttempts(rows: Insertable<WebhookAttemptsTable>[]): Promise<void> {
+    for (let start = 0; start < rows.length; start += ATTEMPTS_PER_STATEMENT) {
+      await this.db
+        .insertInto('webhookAttempts')
+        .values(rows.slice(start, start + ATTEMPTS_PER_STATEMENT))
+        .execute();
+    }
+  }
+
+  /** A delivery's attempts, newest first, keyset on id (descending). */
+  listAttempts(
+    tenantId: string,
+    deliveryId: string,
+    filter: { beforeId: string | null; limit: number },
+  ): Promise<AttemptRow[]> {
+    let query = this.db
+      .selectFrom('webhookAttempts')
+      .selectAll()
+      .where('tenantId', '=', tenantId)
+      .where('deliveryId', '=', deliveryId);
+    if (filter.beforeId !== null) query = query.where('id', '<', filter.beforeId);
+    return query
+      .orderBy('id', 'desc')
+      .limit(filter.limit + 1)
+      .execute();
   }
 
   /**

@@ -1,5 +1,6 @@
 import type { Config } from '../config.ts';
 import type { Database } from '../db/database.ts';
+import type { AttemptErrorClass } from '../domain/attempts.ts';
 import { foldAttempts, nextStep, parseRetryAfter } from '../domain/delivery-policy.ts';
 import type { Clock } from '../lib/clock.ts';
 import { newId } from '../lib/ids.ts';
@@ -33,6 +34,15 @@ export interface SettledAttempt {
   status: number | null;
   /** When it finished (ISO 8601). */
   at: string;
+  /** What the attempt log keeps of it. */
+  attempt: {
+    startedAt: string;
+    durationMs: number;
+    /** The status as answered, even when the answer was then cut off. */
+    status: number | null;
+    errorClass: AttemptErrorClass | null;
+    responseBody: string;
+  };
 }
 
 /**
@@ -82,6 +92,7 @@ export class DeliveriesService {
     status: number | null,
     nowMs: number,
     retryAfter?: string,
+    errorClass: AttemptErrorClass | null = null,
   ): DeliveryOutcome {
     const step = nextStep(
       delivery.attempts,
@@ -95,6 +106,7 @@ export class DeliveriesService {
       claimedAt: delivery.claimedAt,
       status: step.status,
       lastResponseStatus: status,
+      lastError: step.status === 'success' ? null : errorClass,
       nextAttemptAt: step.nextAttemptAt,
       deliveredAt: step.deliveredAt,
     };
@@ -109,6 +121,15 @@ export class DeliveriesService {
   record(batch: readonly SettledAttempt[]): Promise<PausedNotice[]> {
     return this.deps.database.withTransaction(async () => {
       await this.deps.webhooks.recordOutcomes(batch.map((s) => s.outcome));
+      await this.deps.webhooks.insertAttempts(
+        batch.map((s) => ({
+          id: newId('att'),
+          tenantId: s.delivery.tenantId,
+          deliveryId: s.delivery.id,
+          attempt: s.delivery.attempts,
+          ...s.attempt,
+        })),
+      );
       return this.updateSubscriptions(batch.filter((s) => !s.delivery.isTest));
     });
   }

@@ -15,6 +15,7 @@ import { conflict, fieldError, forbidden, notFound } from '../lib/problems.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
 import type { TenantsRepository } from '../repositories/tenants-repository.ts';
 import type {
+  AttemptRow,
   DeliveryRow,
   SubscriptionRow,
   WebhooksRepository,
@@ -36,6 +37,7 @@ export interface Subscription {
 
 /** api-spec 2.6. */
 export type Delivery = Omit<DeliveryRow, 'tenantId' | 'subscriptionId'>;
+export type Attempt = Omit<AttemptRow, 'tenantId' | 'deliveryId'>;
 
 export interface CreateSubscriptionInput {
   url: string;
@@ -173,6 +175,26 @@ export class WebhooksService {
       this.deps.webhooks.listDeliveries(tenantId, id, { beforeId, limit, status: query.status }),
     );
     return { data: page.data.map(toDelivery), meta: page.meta };
+  }
+
+  /** A delivery's HTTP attempts, newest first; 404 for an unknown subscription or delivery. */
+  async listAttempts(
+    tenantId: string,
+    id: string,
+    deliveryId: string,
+    query: PageRequest,
+  ): Promise<Page<Attempt>> {
+    await this.existing(tenantId, id);
+    if (!(await this.deps.webhooks.findDelivery(tenantId, id, deliveryId))) {
+      throw notFound('Delivery');
+    }
+    const page = await keysetPage('attempts', query, (beforeId, limit) =>
+      this.deps.webhooks.listAttempts(tenantId, deliveryId, { beforeId, limit }),
+    );
+    return {
+      data: page.data.map(({ tenantId: _tenant, deliveryId: _delivery, ...attempt }) => attempt),
+      meta: page.meta,
+    };
   }
 
   /** A new pending row for the same event, attempts from 1; the original is untouched. */

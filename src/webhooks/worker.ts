@@ -240,7 +240,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     };
     const startedAt = performance.now();
     const result = await this.deps.sender.send(delivery.url, headers, body);
-    this.settle(delivery, result, performance.now() - startedAt);
+    this.settle(delivery, result, now.toISOString(), performance.now() - startedAt);
   }
 
   /** The current key, then the legacy one while its overlap lasts; decrypted once each. */
@@ -264,7 +264,12 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     return key;
   }
 
-  private settle(delivery: ClaimedDelivery, result: SendResult, ms: number): void {
+  private settle(
+    delivery: ClaimedDelivery,
+    result: SendResult,
+    startedAt: string,
+    ms: number,
+  ): void {
     const now = this.deps.clock.now();
     // An answer counts only when it arrived whole: a 2xx whose body stalls past the time-out is a
     // time-out (null), like one that never answered.
@@ -274,15 +279,28 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       status,
       now.getTime(),
       result.retryAfter,
+      result.errorClass,
     );
-    const settled = { delivery, outcome, status, at: now.toISOString() };
+    const settled: SettledAttempt = {
+      delivery,
+      outcome,
+      status,
+      at: now.toISOString(),
+      attempt: {
+        startedAt,
+        durationMs: Math.round(ms),
+        status: result.status,
+        errorClass: result.errorClass,
+        responseBody: result.body,
+      },
+    };
     // What an operator needs to explain a failure, one line per attempt (successes at debug).
     const line = {
       subscriptionId: delivery.subscriptionId,
       deliveryId: delivery.id,
       attempt: delivery.attempts,
       status,
-      error: result.error,
+      error: result.errorClass,
       ms: Math.round(ms),
       next: outcome.status,
     };

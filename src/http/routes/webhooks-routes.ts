@@ -15,6 +15,7 @@ import {
   problems,
   Query,
   StringEnum,
+  WebhookAttempt,
   WebhookDelivery,
   WebhookSubscription,
 } from '../schemas.ts';
@@ -212,6 +213,35 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app
         cursor,
         status,
       });
+    },
+  );
+
+  app.get(
+    '/webhooks/:id/deliveries/:deliveryId/attempts',
+    {
+      config: { scope: 'webhooks:read' },
+      schema: {
+        operationId: 'listWebhookAttempts',
+        tags: ['Webhooks'],
+        summary: 'List the HTTP attempts of a delivery, newest first',
+        description:
+          'What each attempt got: its status, or why there was none (`errorClass`), how long it took, and the start of the response body. Scope `webhooks:read`.',
+        params: DeliveryParams,
+        querystring: Query(PageQuery),
+        response: {
+          200: ok(PageOf(Type.Ref(WebhookAttempt)), 'A page of attempts.'),
+          ...problems(401, 403, 404, 422, 429),
+        },
+      },
+    },
+    async (request) => {
+      const { id, deliveryId } = request.params;
+      return services.webhooks.listAttempts(
+        callerOf(request).tenant.id,
+        id,
+        deliveryId,
+        request.query,
+      );
     },
   );
 

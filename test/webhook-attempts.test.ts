@@ -1,0 +1,177 @@
+import assert from 'node:assert/strict';
+import { createServer, type Server } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { startWorker } from '../src/webhooks/start-worker.ts';
+import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
+import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
+import { HttpsReceiver, type Responder, testCa } from './helpers/https-receiver.ts';
+import { until } from './helpers/until.ts';
+
+// The attempt log with real endpoints failing in every way the contract names.
+
+/** A TCP server on loopback doing `onConnection` to every connection. */
+async function tcpServer(onConnection: (socket: import('node:net').Socket) => void) {
+  const server = createServer(onConnection);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return server;
+}
+const portOf = (server: Server) => (server.address() as import('node:net').AddressInfo).port;
+
+for (const backend of BACKENDS) {
+  describe(`the attempt log (${backend})`, () => {
+    let ctx: TestContext;
+    let tenant: TenantFixture;
+    let receiver: HttpsReceiver;
+    let worker: ReturnType<typeof startWorker>;
+    let resetting: Server;
+    let notTls: Server;
+    let closedPort: number;
+
+    before(async () => {
+      const ca = await testCa();
+      ctx = await createTestContext(backend, {
+        env: {
+          WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+          WEBHOOK_CA_FILE: ca.caFile,
+          WEBHOOK_TIMEOUT_MS: '700',
+          WEBHOOK_RETRY_SCHEDULE: '1h',
+        },
+      });
+      tenant = await createTenant(ctx, { tier: 'pro' });
+      await ctx.admin('PATCH', `/admin/v1/tenants/${tenant.id}`, { webhookEndpointCap: 20 });
+      receiver = await HttpsReceiver.start({
+        responder: (r): ReturnType<Responder> => {
+          if (r.path === '/slow') return 'hang';
+          if (r.path === '/busy') {
+            return { status: 429, headers: { 'retry-after': '1' }, body: 'slow down, please' };
+          }
+          if (r.path === '/huge') return { status: 200, body: 'y'.repeat(100 * 1024) };
+          if (r.path === '/moved') {
+            return { status: 302, headers: { location: receiver.url('/elsewhere') } };
+          }
+          return { status: 200, body: '{"ok":true}' };
+        },
+      });
+      resetting = await tcpServer((socket) => socket.destroy());
+      notTls = await tcpServer((socket) => socket.end('HTTP/1.1 200 OK\r\n\r\n'));
+      const closed = await tcpServer((socket) => socket.destroy());
+      closedPort = portOf(closed);
+      await new Promise((resolve) => closed.close(resolve));
+      worker = startWorker(ctx.runtime, { pollIntervalMs: 50 });
+    });
+    after(async () => {
+      await worker.stop();
+      await receiver.close();
+      resetting.close();
+      notTls.close();
+      await ctx.close();
+    });
+
+    /** Subscribes `url`, fires a test event at it, and returns its first recorded attempt. */
+    async function firstAttempt(url: string) {
+      const created = await ctx.api('POST', '/api/v1/webhooks', {
+        token: tenant.token,
+        body: { url, events: ['client.created'] },
+      });
+      assert.equal(created.statusCode, 201, created.body);
+      const id = created.json().data.id;
+      await ctx.api('POST', '/api/v1/webhooks/test', {
+        token: tenant.token,
+        body: { subscriptionId: id },
+      });
+      const [delivery] = (
+        await ctx.api('GET', `/api/v1/webhooks/${id}/deliveries`, { token: tenant.token })
+      ).json().data;
+      const attempts = await until(
+        async () => {
+          const page = await ctx.api(
+            'GET',
+            `/api/v1/webhooks/${id}/deliveries/${delivery.id}/attempts`,
+            { token: tenant.token },
+          );
+          assert.equal(page.statusCode, 200, page.body);
+          const data = page.json().data;
+          return data.length > 0 ? data : undefined;
+        },
+        5_000,
+        `an attempt to ${url}`,
+      );
+      const after = (
+        await ctx.api('GET', `/api/v1/webhooks/${id}/deliveries`, { token: tenant.token })
+      ).json().data[0];
+      return { attempt: attempts.at(-1), delivery: after };
+    }
+
+    it('records a refused connection, a reset, a time-out and a TLS failure by class', async () => {
+      const cases = [
+        [`https://127.0.0.1:${closedPort}/hook`, 'connection_refused'],
+        [`https://127.0.0.1:${portOf(resetting)}/hook`, 'connection_reset'],
+        [receiver.url('/slow'), 'timeout'],
+        [`https://127.0.0.1:${portOf(notTls)}/hook`, 'tls'],
+      ] as const;
+      for (const [url, errorClass] of cases) {
+        const { attempt, delivery } = await firstAttempt(url);
+        assert.equal(attempt.errorClass, errorClass, url);
+        assert.equal(attempt.status, null);
+        assert.equal(attempt.attempt, 1);
+        assert.equal(attempt.responseBody, '');
+        assert.ok(attempt.durationMs >= 0 && attempt.durationMs < 5_000);
+        assert.equal(delivery.lastError, errorClass);
+        assert.equal(delivery.status, 'pending', 'retried later');
+        if (errorClass === 'timeout') assert.ok(attempt.durationMs >= 650, `${attempt.durationMs}`);
+      }
+    });
+
+    it('records the status and the start of the answer, and what was wrong with it', async () => {
+      const busy = await firstAttempt(receiver.url('/busy'));
+      assert.equal(busy.attempt.status, 429);
+      assert.equal(busy.attempt.errorClass, null);
+      assert.equal(busy.attempt.responseBody, 'slow down, please');
+      assert.equal(busy.delivery.lastError, null);
+      assert.equal(busy.delivery.lastResponseStatus, 429);
+
+      const moved = await firstAttempt(receiver.url('/moved'));
+      assert.equal(moved.attempt.status, 302);
+      assert.equal(moved.attempt.errorClass, 'redirect');
+      assert.equal(moved.delivery.lastError, 'redirect');
+
+      const huge = await firstAttempt(receiver.url('/huge'));
+      assert.equal(huge.attempt.status, 200);
+      assert.equal(huge.attempt.errorClass, 'body_too_large');
+      assert.equal(huge.attempt.responseBody, 'y'.repeat(1024));
+      assert.equal(huge.delivery.status, 'success', 'a 2xx counts by its status');
+      assert.equal(huge.delivery.lastError, null);
+
+      const fine = await firstAttempt(receiver.url('/fine'));
+      assert.deepEqual(
+        {
+          status: fine.attempt.status,
+          errorClass: fine.attempt.errorClass,
+          body: fine.attempt.responseBody,
+        },
+        { status: 200, errorClass: null, body: '{"ok":true}' },
+      );
+    });
+
+    it('answers 404 for a delivery of another subscription or tenant', async () => {
+      const other = await createTenant(ctx, { tier: 'pro' });
+      const created = await ctx.api('POST', '/api/v1/webhooks', {
+        token: other.token,
+        body: { url: receiver.url('/other'), events: ['client.created'] },
+      });
+      const id = created.json().data.id;
+      const missing = await ctx.api(
+        'GET',
+        `/api/v1/webhooks/${id}/deliveries/dlv_01JDZZZZZZZZZZZZZZZZZZZZZZ/attempts`,
+        { token: other.token },
+      );
+      assert.equal(missing.statusCode, 404);
+      const foreign = await ctx.api(
+        'GET',
+        `/api/v1/webhooks/${id}/deliveries/dlv_01JDZZZZZZZZZZZZZZZZZZZZZZ/attempts`,
+        { token: tenant.token },
+      );
+      assert.equal(foreign.statusCode, 404);
+    });
+  });
+}
