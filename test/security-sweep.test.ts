@@ -210,6 +210,15 @@ const ROUTES: RouteCase[] = [
   },
   {
     method: 'POST',
+    template: '/api/v1/webhooks/{id}/recover',
+    url: (i) => `/api/v1/webhooks/${i.webhook}/recover`,
+    body: () => ({ since: '2026-01-01T00:00:00Z' }),
+    scope: 'webhooks:write',
+    ownerStatus: 202,
+    foreignStatus: 404,
+  },
+  {
+    method: 'POST',
     template: '/api/v1/webhooks/test',
     url: () => '/api/v1/webhooks/test',
     scope: 'webhooks:write',

@@ -403,6 +403,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/webhooks/{id}/recover": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Redeliver every dead-lettered delivery of a time window
+         * @description Queues one new delivery (as redeliver does) for every `dead_letter` delivery of the subscription created at or after `since` and before `until` (default: now). At most 10,000: a larger window is 422, nothing queued. 409 `subscription_inactive` when the subscription is paused or deleted.
+         */
+        post: operations["recoverWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/webhooks/test": {
         parameters: {
             query?: never;
@@ -6077,6 +6097,240 @@ export interface operations {
                             eventId: string;
                             /** @enum {string} */
                             status: "pending";
+                        };
+                    };
+                };
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/scope-required",
+                     *       "title": "Scope required",
+                     *       "status": 403,
+                     *       "detail": "This token lacks trips:write.",
+                     *       "required_scope": "trips:write"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or owned by another tenant (`not-found`). */
+            404: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/not-found",
+                     *       "title": "Not found",
+                     *       "status": 404,
+                     *       "detail": "Trip not found."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description State clash (`conflict`), or the Idempotency-Key was used for another request (`idempotency-key-reuse`) or its first request is still running (`idempotency-in-progress`). */
+            409: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/conflict",
+                     *       "title": "Conflict",
+                     *       "status": 409,
+                     *       "detail": "Cannot move from draft to archived.",
+                     *       "code": "invalid_transition"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    recoverWebhook: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the write safe to retry for 24 hours: the first answer (2xx or 4xx) is replayed byte for byte with `Idempotency-Replayed: true`. A UUID v4 per logical operation is recommended. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "since": "2026-11-05T00:00:00.000Z",
+                 *       "until": "2026-11-06T00:00:00.000Z"
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * Format: date-time
+                     * @description Start of the window (RFC 3339).
+                     */
+                    since: string;
+                    /**
+                     * Format: date-time
+                     * @description End of the window, excluded; default now.
+                     */
+                    until?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Queued. */
+            202: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Requests allowed per minute (sustained). */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current minute. */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window refreshes. */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "queued": 0
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: {
+                            /** @description Deliveries queued. */
+                            queued: number;
                         };
                     };
                 };

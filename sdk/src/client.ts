@@ -257,6 +257,15 @@ export class TourOps {
           headers: this.#key(options),
         }),
       ),
+    /** Redelivers every dead letter created in [since, until): `{ queued }`. At most 10,000. */
+    recover: (id: string, body: Body<'recoverWebhook'>, options: WriteOptions = {}) =>
+      this.#data(
+        this.#client.POST('/api/v1/webhooks/{id}/recover', {
+          params: { path: { id } },
+          body,
+          headers: this.#key(options),
+        }),
+      ),
     /** A test event: `webhook.test`, or a sample of `eventType`, marked `"test": true`. */
     test: (body: Body<'testWebhooks'> = {}, options: WriteOptions = {}) =>
       this.#data(this.#client.POST('/api/v1/webhooks/test', { body, headers: this.#key(options) })),

@@ -241,6 +241,7 @@ const REQUEST_EXAMPLES: Record<string, unknown> = {
     events: ['booking.confirmed', 'payment.succeeded'],
   },
   testWebhooks: { subscriptionId: SUBSCRIPTION, eventType: 'booking.confirmed' },
+  recoverWebhook: { since: '2026-11-05T00:00:00.000Z', until: '2026-11-06T00:00:00.000Z' },
   adminCreateTenant: { name: 'Atlântico Tours', slug: 'atlantico-tours', tier: 'pro' },
   adminUpdateTenant: { tier: 'enterprise', tripQuota: null },
   adminAddMember: { email: 'ops@atlantico.test', role: 'admin' },

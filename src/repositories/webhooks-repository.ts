@@ -321,6 +321,43 @@ export class WebhooksRepository extends Repository {
     }
   }
 
+  /** Dead-lettered deliveries of a subscription created in [since, until). */
+  async countDeadLetters(
+    tenantId: string,
+    subscriptionId: string,
+    since: string,
+    until: string,
+  ): Promise<number> {
+    const row = await this.db
+      .selectFrom('webhookDeliveries')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('tenantId', '=', tenantId)
+      .where('subscriptionId', '=', subscriptionId)
+      .where('status', '=', 'dead_letter')
+      .where('createdAt', '>=', since)
+      .where('createdAt', '<', until)
+      .executeTakeFirstOrThrow();
+    return Number(row.n);
+  }
+
+  /** The next `limit` of those, by id after `afterId`: what a recovery redelivers. */
+  deadLetters(
+    tenantId: string,
+    subscriptionId: string,
+    window: { since: string; until: string; afterId: string | null; limit: number },
+  ): Promise<Pick<DeliveryRow, 'id' | 'eventId' | 'eventType'>[]> {
+    let query = this.db
+      .selectFrom('webhookDeliveries')
+      .select(['id', 'eventId', 'eventType'])
+      .where('tenantId', '=', tenantId)
+      .where('subscriptionId', '=', subscriptionId)
+      .where('status', '=', 'dead_letter')
+      .where('createdAt', '>=', window.since)
+      .where('createdAt', '<', window.until);
+    if (window.afterId !== null) query = query.where('id', '>', window.afterId);
+    return query.orderBy('id').limit(window.limit).execute();
+  }
+
   /** Records finished HTTP attempts (see WebhookAttemptsTable), in statements of bounded size. */
   async insertAttempts(rows: Insertable<WebhookAttemptsTable>[]): Promise<void> {
     for (let start = 0; start < rows.length; start += ATTEMPTS_PER_STATEMENT) {

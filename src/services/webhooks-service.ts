@@ -10,6 +10,7 @@ import type { EventType, SubscribableEventType } from '../domain/states.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
 import { keysetPage, type Page, type PageRequest } from '../lib/cursor.ts';
 import { newId } from '../lib/ids.ts';
+import { canonicalInstant } from '../lib/instant.ts';
 import { parseStoredJson } from '../lib/json.ts';
 import { conflict, fieldError, forbidden, notFound } from '../lib/problems.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
@@ -64,6 +65,11 @@ function toDelivery(row: DeliveryRow): Delivery {
   const { tenantId: _tenant, subscriptionId: _subscription, ...delivery } = row;
   return delivery;
 }
+
+/** Most dead letters one recovery redelivers (contract: larger windows are refused). */
+export const MAX_RECOVER = 10_000;
+/** Rows a recovery writes per statement. */
+const RECOVER_BATCH = 500;
 
 /** Subscriptions, their deliveries and their keys (api-spec 4.9, 3.4, 3.5, 5.3). */
 interface WebhooksServiceDeps {
@@ -195,6 +201,72 @@ export class WebhooksService {
       data: page.data.map(({ tenantId: _tenant, deliveryId: _delivery, ...attempt }) => attempt),
       meta: page.meta,
     };
+  }
+
+  /**
+   * Redelivers every dead-lettered delivery of the subscription created in [since, until) (until
+   * defaults to now): one new pending row each, as `redeliver` does, written in batches in one
+   * transaction. A window holding more than MAX_RECOVER rows is refused (422) before anything
+   * is queued.
+   */
+  async recover(
+    tenantId: string,
+    id: string,
+    window: { since: string; until?: string },
+  ): Promise<{ queued: number }> {
+    const since = canonicalInstant('since', window.since);
+    const until =
+      window.until === undefined
+        ? nowIso(this.deps.clock)
+        : canonicalInstant('until', window.until);
+    if (until <= since) throw fieldError('until', 'must be after since');
+    const subscription = await this.existing(tenantId, id);
+    if (!subscription.active) {
+      throw conflict('The subscription is paused or deleted.', 'subscription_inactive');
+    }
+    const count = await this.deps.webhooks.countDeadLetters(tenantId, id, since, until);
+    if (count > MAX_RECOVER) {
+      throw fieldError(
+        'since',
+        `the window holds ${count} dead-lettered deliveries; at most ${MAX_RECOVER} are recovered per request: narrow it`,
+      );
+    }
+    if (count === 0) return { queued: 0 };
+    const queued = await this.deps.database.withTransaction(async () => {
+      let total = 0;
+      let afterId: string | null = null;
+      for (;;) {
+        const batch = await this.deps.webhooks.deadLetters(tenantId, id, {
+          since,
+          until,
+          afterId,
+          limit: RECOVER_BATCH,
+        });
+        if (batch.length === 0) return total;
+        const now = nowIso(this.deps.clock);
+        await this.deps.webhooks.insertDeliveries(
+          batch.map((original) => ({
+            id: newId('dlv'),
+            tenantId,
+            subscriptionId: id,
+            eventId: original.eventId,
+            eventType: original.eventType,
+            status: 'pending' as const,
+            attempts: 0,
+            lastResponseStatus: null,
+            nextAttemptAt: now,
+            deliveredAt: null,
+            claimedAt: null,
+            redeliveredFromId: original.id,
+            createdAt: now,
+          })),
+        );
+        total += batch.length;
+        afterId = batch[batch.length - 1].id;
+      }
+    });
+    await this.deps.notifier.publish(DELIVERIES_CHANNEL);
+    return { queued };
   }
 
   /** A new pending row for the same event, attempts from 1; the original is untouched. */

@@ -283,6 +283,57 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app
   );
 
   app.post(
+    '/webhooks/:id/recover',
+    {
+      config: { scope: 'webhooks:write' },
+      schema: {
+        operationId: 'recoverWebhook',
+        tags: ['Webhooks'],
+        summary: 'Redeliver every dead-lettered delivery of a time window',
+        description:
+          'Queues one new delivery (as redeliver does) for every `dead_letter` delivery of the subscription created at or after `since` and before `until` (default: now). At most 10,000: a larger window is 422, nothing queued. 409 `subscription_inactive` when the subscription is paused or deleted.',
+        headers: IdempotencyHeaders,
+        params: IdParams,
+        body: Type.Object(
+          {
+            since: Type.String({
+              format: 'date-time',
+              description: 'Start of the window (RFC 3339).',
+            }),
+            until: Type.Optional(
+              Type.String({
+                format: 'date-time',
+                description: 'End of the window, excluded; default now.',
+              }),
+            ),
+          },
+          { additionalProperties: false },
+        ),
+        response: {
+          202: ok(
+            DataOf(
+              Type.Object(
+                { queued: Type.Integer({ minimum: 0, description: 'Deliveries queued.' }) },
+                { additionalProperties: false },
+              ),
+            ),
+            'Queued.',
+          ),
+          ...problems(401, 403, 404, 409, 422, 429),
+        },
+      },
+    },
+    async (request, reply) => {
+      const data = await services.webhooks.recover(
+        callerOf(request).tenant.id,
+        request.params.id,
+        request.body,
+      );
+      return reply.code(202).send({ data });
+    },
+  );
+
+  app.post(
     '/webhooks/test',
     {
       config: { scope: 'webhooks:write' },

@@ -1,0 +1,160 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { newId } from '../src/lib/ids.ts';
+import { MAX_RECOVER } from '../src/services/webhooks-service.ts';
+import { startWorker } from '../src/webhooks/start-worker.ts';
+import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
+import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
+import { HttpsReceiver, testCa } from './helpers/https-receiver.ts';
+import { WorkerMonitor } from './helpers/worker-monitor.ts';
+
+for (const backend of BACKENDS) {
+  describe(`recovering dead letters (${backend})`, () => {
+    let ctx: TestContext;
+    let tenant: TenantFixture;
+    let receiver: HttpsReceiver;
+    let worker: ReturnType<typeof startWorker>;
+    let monitor: WorkerMonitor;
+    let failing = true;
+
+    before(async () => {
+      const ca = await testCa();
+      ctx = await createTestContext(backend, {
+        env: {
+          WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+          WEBHOOK_CA_FILE: ca.caFile,
+          WEBHOOK_RETRY_SCHEDULE: '20ms',
+        },
+      });
+      tenant = await createTenant(ctx, { tier: 'pro' });
+      receiver = await HttpsReceiver.start({
+        responder: () => ({ status: failing ? 500 : 204 }),
+      });
+      worker = startWorker(ctx.runtime, { pollIntervalMs: 50 });
+      monitor = new WorkerMonitor(worker.worker);
+    });
+    after(async () => {
+      await worker.stop();
+      await receiver.close();
+      await ctx.close();
+    });
+
+    const recover = (id: string, body: unknown, key?: string) =>
+      ctx.api('POST', `/api/v1/webhooks/${id}/recover`, {
+        token: tenant.token,
+        body,
+        headers: key ? { 'idempotency-key': key } : {},
+      });
+    const deliveries = async (id: string) =>
+      (
+        await ctx.api('GET', `/api/v1/webhooks/${id}/deliveries?limit=100`, { token: tenant.token })
+      ).json().data as Array<Record<string, unknown>>;
+
+    it('redelivers every dead letter of the window once, and nothing outside it', async () => {
+      const created = await ctx.api('POST', '/api/v1/webhooks', {
+        token: tenant.token,
+        body: { url: receiver.url('/recover'), events: ['client.created'] },
+      });
+      const id = created.json().data.id;
+      const since = new Date().toISOString();
+      for (const name of ['One', 'Two', 'Three']) {
+        await ctx.api('POST', '/api/v1/clients', {
+          token: tenant.token,
+          body: { kind: 'individual', displayName: name },
+        });
+      }
+      await until3DeadLetters();
+      async function until3DeadLetters() {
+        for (let i = 0; i < 3; i++) await monitor.recorded(id, 'dead_letter');
+        for (;;) {
+          const dead = (await deliveries(id)).filter((d) => d.status === 'dead_letter');
+          if (dead.length === 3) return;
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+      }
+      failing = false;
+
+      // A window before them: nothing.
+      const early = await recover(id, { since: '2020-01-01T00:00:00Z', until: since });
+      assert.equal(early.statusCode, 202, early.body);
+      assert.deepEqual(early.json(), { data: { queued: 0 } });
+
+      const queued = await recover(id, { since }, 'recover-once');
+      assert.equal(queued.statusCode, 202, queued.body);
+      assert.deepEqual(queued.json(), { data: { queued: 3 } });
+      // The same key replays the answer and queues nothing more.
+      const replay = await recover(id, { since }, 'recover-once');
+      assert.equal(replay.headers['idempotency-replayed'], 'true');
+
+      for (;;) {
+        const all = await deliveries(id);
+        const redelivered = all.filter((d) => d.redeliveredFromId !== null);
+        if (redelivered.length === 3 && redelivered.every((d) => d.status === 'success')) break;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      const all = await deliveries(id);
+      assert.equal(all.length, 6, 'three originals (untouched), three redeliveries');
+      assert.equal(all.filter((d) => d.status === 'dead_letter').length, 3);
+    });
+
+    it('refuses a bad window and a window over the bound, queueing nothing', async () => {
+      const created = await ctx.api('POST', '/api/v1/webhooks', {
+        token: tenant.token,
+        body: { url: receiver.url('/bounded'), events: ['client.created'] },
+      });
+      const id = created.json().data.id;
+      const backwards = await recover(id, {
+        since: '2026-11-02T00:00:00Z',
+        until: '2026-11-01T00:00:00Z',
+      });
+      assert.equal(backwards.statusCode, 422);
+      assert.ok(backwards.json().errors.until);
+      assert.equal((await recover(id, { since: 'yesterday' })).statusCode, 422);
+
+      // MAX_RECOVER + 1 dead letters, written directly (one event is enough).
+      const { repositories } = ctx.runtime;
+      const eventId = crypto.randomUUID();
+      await repositories.events.insert({
+        id: eventId,
+        tenantId: tenant.id,
+        type: 'client.created',
+        data: '{"clientId":"cli_x","kind":"individual","displayName":"x"}',
+        isTest: false,
+        createdAt: '2026-11-01T00:00:00.000Z',
+      });
+      const rows = Array.from({ length: MAX_RECOVER + 1 }, () => ({
+        id: newId('dlv'),
+        tenantId: tenant.id,
+        subscriptionId: id,
+        eventId,
+        eventType: 'client.created',
+        status: 'dead_letter' as const,
+        attempts: 2,
+        lastResponseStatus: 500,
+        nextAttemptAt: null,
+        deliveredAt: null,
+        claimedAt: null,
+        redeliveredFromId: null,
+        createdAt: '2026-11-01T12:00:00.000Z',
+      }));
+      for (let i = 0; i < rows.length; i += 500) {
+        await repositories.webhooks.insertDeliveries(rows.slice(i, i + 500));
+      }
+      const tooMany = await recover(id, { since: '2026-11-01T00:00:00Z' });
+      assert.equal(tooMany.statusCode, 422);
+      assert.match(tooMany.json().detail + JSON.stringify(tooMany.json().errors), /10000/);
+      const exactly = await recover(id, {
+        since: '2026-11-01T00:00:00Z',
+        until: '2026-11-01T12:00:00Z',
+      });
+      assert.deepEqual(exactly.json(), { data: { queued: 0 } }, 'until is excluded');
+      const pending = await ctx.runtime.database.db
+        .selectFrom('webhookDeliveries')
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .where('subscriptionId', '=', id)
+        .where('status', '=', 'pending')
+        .executeTakeFirstOrThrow();
+      assert.equal(Number(pending.n), 0, 'nothing queued');
+    });
+  });
+}
