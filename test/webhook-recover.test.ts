@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import { newId } from '../src/lib/ids.ts';
 import { MAX_RECOVER } from '../src/services/webhooks-service.ts';
@@ -6,7 +7,15 @@ import { startWorker } from '../src/webhooks/start-worker.ts';
 import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
 import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
 import { HttpsReceiver, testCa } from './helpers/https-receiver.ts';
+import { BIN, ROOT } from './helpers/processes.ts';
 import { WorkerMonitor } from './helpers/worker-monitor.ts';
+
+const tourops = (args: string[], env: Record<string, string>) =>
+  spawnSync(process.execPath, [BIN, ...args], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', ...env },
+    encoding: 'utf8',
+  });
 
 for (const backend of BACKENDS) {
   describe(`recovering dead letters (${backend})`, () => {
@@ -95,6 +104,40 @@ for (const backend of BACKENDS) {
       const all = await deliveries(id);
       assert.equal(all.length, 6, 'three originals (untouched), three redeliveries');
       assert.equal(all.filter((d) => d.status === 'dead_letter').length, 3);
+
+      // The operator CLI sees and does the same.
+      const listed = tourops(['delivery', 'list', '--webhook', id, '--json'], ctx.env);
+      assert.equal(listed.status, 0, listed.stderr);
+      assert.equal(JSON.parse(listed.stdout).length, 6);
+      const dead = tourops(
+        ['delivery', 'list', '--webhook', id, '--status', 'dead_letter', '--json'],
+        ctx.env,
+      );
+      const deadRows = JSON.parse(dead.stdout);
+      assert.equal(deadRows.length, 3);
+      const human = tourops(['delivery', 'list', '--webhook', id, '--limit', '2'], ctx.env);
+      assert.match(
+        human.stdout,
+        /^dlv_\w+ {2}success {2}client\.created {2}attempts 1 {2}last 204/m,
+      );
+      const again = tourops(
+        ['delivery', 'redeliver', deadRows[0].id, '--webhook', id, '--json'],
+        ctx.env,
+      );
+      assert.equal(again.status, 0, again.stderr);
+      assert.equal(JSON.parse(again.stdout).status, 'pending');
+      const recovered = tourops(
+        ['delivery', 'recover', '--webhook', id, '--since', since, '--json'],
+        ctx.env,
+      );
+      assert.equal(recovered.status, 0, recovered.stderr);
+      assert.deepEqual(JSON.parse(recovered.stdout), { queued: 3 });
+      const unknown = tourops(
+        ['delivery', 'list', '--webhook', 'whs_01JDZZZZZZZZZZZZZZZZZZZZZZ', '--json'],
+        ctx.env,
+      );
+      assert.equal(unknown.status, 1);
+      assert.equal(JSON.parse(unknown.stdout).error.type, 'not-found');
     });
 
     it('refuses a bad window and a window over the bound, queueing nothing', async () => {

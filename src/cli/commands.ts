@@ -3,6 +3,7 @@ import { join, resolve } from 'node:path';
 import { describeDatabase } from '../config.ts';
 import { demoInstructions, seedDemo } from '../demo.ts';
 import { isTier, TIER_NAMES } from '../domain/plans.ts';
+import { DELIVERY_STATUSES, isOneOf } from '../domain/states.ts';
 import { ApiProblem, notFound } from '../lib/problems.ts';
 import { type OptionSpec, type ParsedArgs, type PositionalSpec, UsageError } from './args.ts';
 import type { CommandContext } from './context.ts';
@@ -336,6 +337,114 @@ const backupCommand: Command = {
   },
 };
 
+const webhookOption = {
+  webhook: {
+    type: 'string' as const,
+    value: '<id>',
+    required: true,
+    description: 'the subscription id (whs_…)',
+  },
+};
+
+const deliveryListCommand: Command = {
+  name: 'delivery list',
+  summary: "list a webhook subscription's deliveries, newest first",
+  description: ["JSON: an array of deliveries (the API's delivery objects), newest first."],
+  positionals: [],
+  options: {
+    ...webhookOption,
+    status: {
+      type: 'string',
+      value: '<pending|in_flight|success|dead_letter>',
+      description: 'only deliveries in this status',
+    },
+    limit: { type: 'string', value: '<n>', description: 'at most n (1-100, default 20)' },
+  },
+  json: true,
+  async run(ctx, args) {
+    const command = 'delivery list';
+    const id = args.required('webhook');
+    const status = args.string('status');
+    if (status !== undefined && !isOneOf(DELIVERY_STATUSES, status)) {
+      throw new UsageError(`--status must be one of ${DELIVERY_STATUSES.join(', ')}`, command);
+    }
+    const limit = Number(args.string('limit') ?? '20');
+    if (!Number.isInteger(limit) || limit < 1 || limit > 100) {
+      throw new UsageError('--limit must be an integer from 1 to 100', command);
+    }
+    const page = await ctx.withRuntime(async (runtime) => {
+      const { webhooks } = runtime.services;
+      const tenantId = await namingNotFound(webhooks.tenantOf(id), `Webhook subscription "${id}"`);
+      return webhooks.listDeliveries(tenantId, id, { limit, status });
+    });
+    const lines = page.data.map(
+      (d) =>
+        `${d.id}  ${d.status}  ${d.eventType}  attempts ${d.attempts}` +
+        `${d.lastResponseStatus === null ? '' : `  last ${d.lastResponseStatus}`}` +
+        `${d.lastError === null ? '' : `  ${d.lastError}`}  ${d.createdAt}\n`,
+    );
+    ctx.print(lines.length === 0 ? 'No deliveries.\n' : lines.join(''), page.data);
+    return 'done';
+  },
+};
+
+const deliveryRedeliverCommand: Command = {
+  name: 'delivery redeliver',
+  summary: 'send a delivery again (a new delivery, the same event)',
+  description: ['JSON: {"deliveryId", "eventId", "status": "pending"}.'],
+  positionals: [{ name: 'delivery', description: 'the delivery id (dlv_…)' }],
+  options: webhookOption,
+  json: true,
+  async run(ctx, args) {
+    const [deliveryId] = args.positionals;
+    const id = args.required('webhook');
+    const queued = await ctx.withRuntime(async (runtime) => {
+      const { webhooks } = runtime.services;
+      const tenantId = await namingNotFound(webhooks.tenantOf(id), `Webhook subscription "${id}"`);
+      return namingNotFound(
+        webhooks.redeliver(tenantId, id, deliveryId),
+        `Delivery "${deliveryId}"`,
+      );
+    });
+    ctx.print(`Queued ${queued.deliveryId} (event ${queued.eventId}).\n`, queued);
+    return 'done';
+  },
+};
+
+const deliveryRecoverCommand: Command = {
+  name: 'delivery recover',
+  summary: 'redeliver every dead letter of a time window (at most 10,000)',
+  description: [
+    'Queues one new delivery for every dead-lettered delivery of the subscription created at or ' +
+      'after --since and before --until (default now), as POST /api/v1/webhooks/{id}/recover does.',
+    'JSON: {"queued": <n>}.',
+  ],
+  positionals: [],
+  options: {
+    ...webhookOption,
+    since: {
+      type: 'string',
+      value: '<date-time>',
+      required: true,
+      description: 'start of the window, e.g. 2026-11-24T00:00:00Z',
+    },
+    until: { type: 'string', value: '<date-time>', description: 'end of the window (excluded)' },
+  },
+  json: true,
+  async run(ctx, args) {
+    const id = args.required('webhook');
+    const since = args.required('since');
+    const until = args.string('until');
+    const result = await ctx.withRuntime(async (runtime) => {
+      const { webhooks } = runtime.services;
+      const tenantId = await namingNotFound(webhooks.tenantOf(id), `Webhook subscription "${id}"`);
+      return webhooks.recover(tenantId, id, until === undefined ? { since } : { since, until });
+    });
+    ctx.print(`Queued ${result.queued} deliveries.\n`, result);
+    return 'done';
+  },
+};
+
 /** The plural spelling of earlier versions, kept working. */
 const webhooksEnableCommand: Command = {
   ...webhookEnableCommand,
@@ -412,5 +521,8 @@ export const COMMANDS: Command[] = [
   tokenRevokeCommand,
   webhookEnableCommand,
   webhooksEnableCommand,
+  deliveryListCommand,
+  deliveryRedeliverCommand,
+  deliveryRecoverCommand,
   backupCommand,
 ];

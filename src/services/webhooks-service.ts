@@ -22,6 +22,7 @@ import type {
   WebhooksRepository,
 } from '../repositories/webhooks-repository.ts';
 import type { EventsService } from './events-service.ts';
+import { owningTenant } from './owner.ts';
 
 /** api-spec 2.5; the signing key is never part of it. */
 export interface Subscription {
@@ -181,6 +182,15 @@ export class WebhooksService {
       this.deps.webhooks.listDeliveries(tenantId, id, { beforeId, limit, status: query.status }),
     );
     return { data: page.data.map(toDelivery), meta: page.meta };
+  }
+
+  /** The tenant of a subscription, for the operator CLI, which names it by id alone. */
+  tenantOf(id: string): Promise<string> {
+    return owningTenant(
+      { findTenantOf: (subscription) => this.deps.webhooks.findSubscriptionTenant(subscription) },
+      id,
+      'Webhook subscription',
+    );
   }
 
   /** A delivery's HTTP attempts, newest first; 404 for an unknown subscription or delivery. */
