@@ -105,6 +105,12 @@ for (const backend of BACKENDS) {
       assert.equal(all.length, 6, 'three originals (untouched), three redeliveries');
       assert.equal(all.filter((d) => d.status === 'dead_letter').length, 3);
 
+      // The subscription's last 24 hours, from the deliveries themselves.
+      const listedSubscription = (await ctx.api('GET', '/api/v1/webhooks', { token: tenant.token }))
+        .json()
+        .data.find((sub: { id: string }) => sub.id === id);
+      assert.deepEqual(listedSubscription.last24h, { succeeded: 3, deadLettered: 3, pending: 0 });
+
       // The operator CLI sees and does the same.
       const listed = tourops(['delivery', 'list', '--webhook', id, '--json'], ctx.env);
       assert.equal(listed.status, 0, listed.stderr);

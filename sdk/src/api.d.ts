@@ -1066,6 +1066,11 @@ export interface components {
          *       "consecutiveFailures": 0,
          *       "lastSuccessAt": "2026-11-05T10:02:45.201Z",
          *       "lastFailureAt": null,
+         *       "last24h": {
+         *         "succeeded": 412,
+         *         "deadLettered": 0,
+         *         "pending": 3
+         *       },
          *       "createdAt": "2026-11-02T09:14:27.512Z"
          *     }
          */
@@ -1094,6 +1099,15 @@ export interface components {
              * @description Last failed attempt. UTC.
              */
             lastFailureAt: string | null;
+            /** @description Deliveries created in the last 24 hours, by where they stand now. */
+            last24h: {
+                /** @description Delivered (a 2xx). */
+                succeeded: number;
+                /** @description Given up after the last attempt. */
+                deadLettered: number;
+                /** @description Waiting for an attempt or a retry, or being attempted. */
+                pending: number;
+            };
             /**
              * Format: date-time
              * @description Created at UTC.
@@ -4849,6 +4863,11 @@ export interface operations {
                      *           "consecutiveFailures": 0,
                      *           "lastSuccessAt": "2026-11-05T10:02:45.201Z",
                      *           "lastFailureAt": null,
+                     *           "last24h": {
+                     *             "succeeded": 412,
+                     *             "deadLettered": 0,
+                     *             "pending": 3
+                     *           },
                      *           "createdAt": "2026-11-02T09:14:27.512Z"
                      *         }
                      *       ]
@@ -5048,6 +5067,11 @@ export interface operations {
                      *         "consecutiveFailures": 0,
                      *         "lastSuccessAt": "2026-11-05T10:02:45.201Z",
                      *         "lastFailureAt": null,
+                     *         "last24h": {
+                     *           "succeeded": 412,
+                     *           "deadLettered": 0,
+                     *           "pending": 3
+                     *         },
                      *         "createdAt": "2026-11-02T09:14:27.512Z"
                      *       },
                      *       "signingKey": "whsec_kQ3vY8pZr2Tn6Wb1Lx9Cf4Hs7Dg0Mj5Ve2Ua8Ro3Ni6"
@@ -5447,6 +5471,11 @@ export interface operations {
                      *         "consecutiveFailures": 0,
                      *         "lastSuccessAt": "2026-11-05T10:02:45.201Z",
                      *         "lastFailureAt": null,
+                     *         "last24h": {
+                     *           "succeeded": 412,
+                     *           "deadLettered": 0,
+                     *           "pending": 3
+                     *         },
                      *         "createdAt": "2026-11-02T09:14:27.512Z"
                      *       },
                      *       "signingKey": "whsec_kQ3vY8pZr2Tn6Wb1Lx9Cf4Hs7Dg0Mj5Ve2Ua8Ro3Ni6",

@@ -98,6 +98,7 @@ const SCHEMA_EXAMPLES: Record<string, unknown> = {
     consecutiveFailures: 0,
     lastSuccessAt: '2026-11-05T10:02:45.201Z',
     lastFailureAt: null,
+    last24h: { succeeded: 412, deadLettered: 0, pending: 3 },
     createdAt: CREATED,
   },
   WebhookDelivery: {

@@ -288,6 +288,20 @@ export const WebhookSubscription = Type.Object(
     consecutiveFailures: Type.Integer({ description: 'Failed attempts in a row; 0 after a 2xx.' }),
     lastSuccessAt: At('Last 2xx answer.'),
     lastFailureAt: At('Last failed attempt.'),
+    last24h: Type.Object(
+      {
+        succeeded: Type.Integer({ minimum: 0, description: 'Delivered (a 2xx).' }),
+        deadLettered: Type.Integer({ minimum: 0, description: 'Given up after the last attempt.' }),
+        pending: Type.Integer({
+          minimum: 0,
+          description: 'Waiting for an attempt or a retry, or being attempted.',
+        }),
+      },
+      {
+        additionalProperties: false,
+        description: 'Deliveries created in the last 24 hours, by where they stand now.',
+      },
+    ),
     createdAt: At('Created at'),
   },
   {

@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { monotonicFactory } from 'ulid';
+import { encodeTime, monotonicFactory } from 'ulid';
 
 export type IdPrefix =
   | 'ntf'
@@ -25,6 +25,14 @@ const nextUlid = monotonicFactory();
 /** Opaque, prefixed, time-ordered identifier, e.g. `trp_01JD3X…`. */
 export function newId(prefix: IdPrefix): string {
   return `${prefix}_${nextUlid()}`;
+}
+
+/**
+ * The smallest id of `prefix` minted at `ms` or later: ids sort by creation time, so a range of
+ * ids from it is a time range that an index on the id answers.
+ */
+export function firstIdAt(prefix: IdPrefix, ms: number): string {
+  return `${prefix}_${encodeTime(ms, 10)}${'0'.repeat(16)}`;
 }
 
 export function newEventId(): string {

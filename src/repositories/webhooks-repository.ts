@@ -321,6 +321,27 @@ export class WebhooksRepository extends Repository {
     }
   }
 
+  /**
+   * Deliveries per subscription and status with an id from `sinceId` on (a time range: ids sort
+   * by creation), walked through webhook_deliveries_subscription_idx (subscription_id, id): the
+   * cost is that window's rows, never the table's.
+   */
+  recentCounts(
+    tenantId: string,
+    subscriptionIds: string[],
+    sinceId: string,
+  ): Promise<Array<{ subscriptionId: string; status: DeliveryStatus; n: number }>> {
+    if (subscriptionIds.length === 0) return Promise.resolve([]);
+    return this.db
+      .selectFrom('webhookDeliveries')
+      .select((eb) => ['subscriptionId', 'status', eb.fn.countAll<number>().as('n')])
+      .where('tenantId', '=', tenantId)
+      .where('subscriptionId', 'in', subscriptionIds)
+      .where('id', '>=', sinceId)
+      .groupBy(['subscriptionId', 'status'])
+      .execute();
+  }
+
   /** Dead-lettered deliveries of a subscription created in [since, until). */
   async countDeadLetters(
     tenantId: string,

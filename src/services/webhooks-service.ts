@@ -9,7 +9,7 @@ import { newSigningKey } from '../domain/signing.ts';
 import type { EventType, SubscribableEventType } from '../domain/states.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
 import { keysetPage, type Page, type PageRequest } from '../lib/cursor.ts';
-import { newId } from '../lib/ids.ts';
+import { firstIdAt, newId } from '../lib/ids.ts';
 import { canonicalInstant } from '../lib/instant.ts';
 import { parseStoredJson } from '../lib/json.ts';
 import { conflict, fieldError, forbidden, notFound } from '../lib/problems.ts';
@@ -34,6 +34,7 @@ export interface Subscription {
   consecutiveFailures: number;
   lastSuccessAt: string | null;
   lastFailureAt: string | null;
+  last24h: RecentDeliveries;
   createdAt: string;
 }
 
@@ -48,7 +49,21 @@ export interface CreateSubscriptionInput {
 
 const TEST_MESSAGE = 'This is a test event fired from POST /api/v1/webhooks/test.';
 
-function toSubscription(row: SubscriptionRow): Subscription {
+/** What happened to a subscription's deliveries created in the last 24 hours. */
+export interface RecentDeliveries {
+  succeeded: number;
+  deadLettered: number;
+  /** Waiting for an attempt or a retry, or being attempted now. */
+  pending: number;
+}
+
+const DAY_MS = 86_400_000;
+const NO_DELIVERIES: RecentDeliveries = { succeeded: 0, deadLettered: 0, pending: 0 };
+
+function toSubscription(
+  row: SubscriptionRow,
+  last24h: RecentDeliveries = NO_DELIVERIES,
+): Subscription {
   return {
     id: row.id,
     url: row.url,
@@ -58,6 +73,7 @@ function toSubscription(row: SubscriptionRow): Subscription {
     consecutiveFailures: row.consecutiveFailures,
     lastSuccessAt: row.lastSuccessAt,
     lastFailureAt: row.lastFailureAt,
+    last24h,
     createdAt: row.createdAt,
   };
 }
@@ -89,7 +105,30 @@ export class WebhooksService {
   constructor(private readonly deps: WebhooksServiceDeps) {}
 
   async list(tenantId: string): Promise<Subscription[]> {
-    return (await this.deps.webhooks.listSubscriptions(tenantId)).map(toSubscription);
+    const rows = await this.deps.webhooks.listSubscriptions(tenantId);
+    const recent = await this.recent(
+      tenantId,
+      rows.map((row) => row.id),
+    );
+    return rows.map((row) => toSubscription(row, recent.get(row.id)));
+  }
+
+  /** Each subscription's deliveries of the last 24 hours, by outcome. */
+  private async recent(tenantId: string, ids: string[]): Promise<Map<string, RecentDeliveries>> {
+    const since = firstIdAt('dlv', this.deps.clock.now().getTime() - DAY_MS);
+    const counts = new Map<string, RecentDeliveries>();
+    for (const { subscriptionId, status, n } of await this.deps.webhooks.recentCounts(
+      tenantId,
+      ids,
+      since,
+    )) {
+      const entry = counts.get(subscriptionId) ?? { ...NO_DELIVERIES };
+      if (status === 'success') entry.succeeded += Number(n);
+      else if (status === 'dead_letter') entry.deadLettered += Number(n);
+      else entry.pending += Number(n);
+      counts.set(subscriptionId, entry);
+    }
+    return counts;
   }
 
   /**
@@ -168,7 +207,12 @@ export class WebhooksService {
       legacySigningKeyExpiresAt: expiresAt,
     });
     if (!row) throw notFound('Webhook subscription');
-    return { subscription: toSubscription(row), signingKey, legacySigningKeyExpiresAt: expiresAt };
+    const recent = (await this.recent(tenantId, [id])).get(id);
+    return {
+      subscription: toSubscription(row, recent),
+      signingKey,
+      legacySigningKeyExpiresAt: expiresAt,
+    };
   }
 
   /** Newest first; deleted subscriptions keep their history listable. */
@@ -363,7 +407,7 @@ export class WebhooksService {
       return updated;
     });
     if (!row) throw notFound('Webhook subscription');
-    return toSubscription(row);
+    return toSubscription(row, (await this.recent(tenantId, [id])).get(id));
   }
 
   /** The tenant's subscription, deleted or not (listing history, redeliver). */
