@@ -42,6 +42,12 @@ export interface Config {
   idempotencyTtlMs: number;
   logLevel: string;
   smtpUrl: string | null;
+  metrics: {
+    /** Bearer token guarding GET /metrics; null: served only when HOST is a loopback address. */
+    token: string | null;
+    /** Port of a separate `tourops worker`'s /metrics; null: none. */
+    workerPort: number | null;
+  };
   /** Bound on a graceful stop: what is still running then is cut off. */
   shutdownTimeoutMs: number;
 }
@@ -255,6 +261,13 @@ export function loadConfig(env: Env = process.env): Config {
     idempotencyTtlMs: parseDuration('IDEMPOTENCY_TTL', get('IDEMPOTENCY_TTL') ?? '24h'),
     logLevel,
     smtpUrl: optional('SMTP_URL', parseSmtpUrl),
+    metrics: {
+      token: get('METRICS_TOKEN') ?? null,
+      workerPort:
+        get('WORKER_METRICS_PORT') === undefined
+          ? null
+          : parseInteger('WORKER_METRICS_PORT', get('WORKER_METRICS_PORT') as string, 1, 65535),
+    },
     shutdownTimeoutMs: parseDuration('SHUTDOWN_TIMEOUT', get('SHUTDOWN_TIMEOUT') ?? '10s'),
   };
 }

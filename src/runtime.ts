@@ -8,6 +8,7 @@ import { PgListener } from './db/pg-listener.ts';
 import type { Resolver } from './domain/address-guard.ts';
 import { buildApp } from './http/app.ts';
 import { type Clock, systemClock } from './lib/clock.ts';
+import { Metrics } from './lib/metrics.ts';
 import { RateLimits } from './rate-limit/rate-limits.ts';
 import { createServices, type Repositories, type Services } from './services/index.ts';
 
@@ -17,6 +18,8 @@ export interface Runtime {
   services: Services;
   /** For tests and benchmarks that inspect or seed rows; the app and the CLI use services. */
   repositories: Repositories;
+  /** This process's Prometheus metrics (the app's and its worker's). */
+  metrics: Metrics;
   clock: Clock;
   logger: pino.Logger;
   secretKey: string;
@@ -103,6 +106,7 @@ export async function createRuntime(
     database,
     services,
     repositories,
+    metrics: new Metrics(() => services.deliveries.queueStats()),
     clock,
     logger,
     secretKey,
@@ -120,6 +124,7 @@ export async function createHttpApp(
 ): Promise<FastifyInstance> {
   const rateLimits = await RateLimits.create(runtime.config, runtime.database, runtime.logger);
   return buildApp({
+    metrics: runtime.metrics,
     config: runtime.config,
     database: runtime.database,
     services: runtime.services,

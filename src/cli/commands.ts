@@ -59,7 +59,8 @@ const workerCommand: Command = {
       'lets running attempts finish within WEBHOOK_TIMEOUT_MS, records them and exits 0. Any number ' +
       'of workers (and `tourops serve` processes with their own worker) may share one PostgreSQL ' +
       "database: claims are atomic, and a killed worker's claims are taken over after " +
-      'WEBHOOK_TIMEOUT_MS + 60 s.',
+      'WEBHOOK_TIMEOUT_MS + WEBHOOK_LEASE_GRACE. With WORKER_METRICS_PORT set it serves its ' +
+      'Prometheus metrics at /metrics on that port.',
   ],
   positionals: [],
   options: {},
@@ -73,8 +74,18 @@ const workerCommand: Command = {
     ]);
     const runtime = await createRuntime(config, { listen: true });
     const worker = startWorker(runtime);
+    const metricsServer =
+      config.metrics.workerPort === null
+        ? null
+        : await (await import('../webhooks/metrics-server.ts')).startMetricsServer(
+            config,
+            runtime.metrics,
+          );
     // Before the announcement: whoever waits for it may signal at once.
-    stopOnSignals(runtime, config.shutdownTimeoutMs, () => worker.stop());
+    stopOnSignals(runtime, config.shutdownTimeoutMs, async () => {
+      metricsServer?.close();
+      await worker.stop();
+    });
     ctx.io.stdout.write(`Webhook delivery worker running (${describeDatabase(config)})\n`);
     return 'serving';
   },

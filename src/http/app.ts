@@ -9,6 +9,7 @@ import type { Database } from '../db/database.ts';
 import { isDatabaseUnavailable } from '../db/unavailable.ts';
 import { CODE_FORMATS } from '../domain/codes.ts';
 import type { Clock } from '../lib/clock.ts';
+import type { Metrics } from '../lib/metrics.ts';
 import { type ApiProblem, notFound, serviceUnavailable } from '../lib/problems.ts';
 import type { RateLimits } from '../rate-limit/rate-limits.ts';
 import type { AuthContext } from '../services/context.ts';
@@ -23,6 +24,7 @@ import { decimalNumbersOnly, refuseNul } from './input-guards.ts';
 import { BODY_LIMIT_BYTES, exceedsDepth, nulProblem, tooDeepProblem } from './json-body.ts';
 import { legacyRoutes } from './legacy-routes.ts';
 import { loggedQuery } from './log-fields.ts';
+import { registerMetricsRoute } from './metrics-route.ts';
 import { OutageLog } from './outage-log.ts';
 import { internalProblem, sendProblem, toProblem } from './problem-reply.ts';
 import { publicApi } from './public-api.ts';
@@ -38,6 +40,7 @@ declare module 'fastify' {
 
 export interface AppDeps {
   config: Config;
+  metrics: Metrics;
   database: Database;
   services: Services;
   rateLimits: RateLimits;
@@ -139,8 +142,24 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.decorate('gracefulClose', new GracefulClose(app));
   const outage = new OutageLog(app.log);
   const logRequests = deps.logger.isLevelEnabled('info');
+  const { metrics } = deps;
   app.addHook('onResponse', (request, reply, done) => {
     if (reply.statusCode < 300 && request.routeOptions.url !== '/healthz') outage.succeeded();
+    const status = reply.statusCode;
+    // Route templates only (unmatched paths are one label), so labels stay few.
+    metrics.httpDuration
+      .labels(
+        request.method,
+        request.routeOptions.url ?? 'unmatched',
+        `${Math.floor(status / 100)}xx`,
+      )
+      .observe(reply.elapsedTime / 1000);
+    if (status === 429) {
+      metrics.rateLimited
+        .labels(reply.getHeader('x-ratelimit-scope') === 'ip' ? 'ip' : 'token')
+        .inc();
+    }
+    if (reply.getHeader('idempotency-replayed') === 'true') metrics.idempotentReplays.inc();
     if (logRequests) {
       request.log.info(
         {
@@ -179,6 +198,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   );
 
   await app.register(healthRoutes, { database: deps.database, config, outage });
+  registerMetricsRoute(app, config, metrics);
   await app.register(errorPages, { config });
   await app.register(legacyRoutes, { config, clock: deps.clock });
   await app.register(publicApi, {

@@ -342,6 +342,45 @@ export class WebhooksRepository extends Repository {
       .execute();
   }
 
+  /**
+   * What the queue holds (the metrics' gauges): pending rows and the earliest due time, through
+   * webhook_deliveries_claimed_idx (its status prefix), and paused live subscriptions.
+   */
+  async queueStats(now: string): Promise<{
+    pending: number;
+    oldestDue: string | null;
+    paused: number;
+  }> {
+    const queue = await this.db
+      .selectFrom('webhookDeliveries')
+      .select((eb) => [
+        eb.fn.countAll<number>().as('pending'),
+        eb.fn
+          .min(
+            eb
+              .case()
+              .when('nextAttemptAt', '<=', now)
+              .then(eb.ref('nextAttemptAt'))
+              .else(null)
+              .end(),
+          )
+          .as('oldestDue'),
+      ])
+      .where('status', '=', 'pending')
+      .executeTakeFirstOrThrow();
+    const paused = await this.db
+      .selectFrom('webhookSubscriptions')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('active', '=', false)
+      .where('deletedAt', 'is', null)
+      .executeTakeFirstOrThrow();
+    return {
+      pending: Number(queue.pending),
+      oldestDue: (queue.oldestDue as string | null) ?? null,
+      paused: Number(paused.n),
+    };
+  }
+
   /** Dead-lettered deliveries of a subscription created in [since, until). */
   async countDeadLetters(
     tenantId: string,

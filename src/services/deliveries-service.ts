@@ -4,6 +4,7 @@ import type { AttemptErrorClass } from '../domain/attempts.ts';
 import { foldAttempts, nextStep, parseRetryAfter } from '../domain/delivery-policy.ts';
 import type { Clock } from '../lib/clock.ts';
 import { newId } from '../lib/ids.ts';
+import type { QueueStats } from '../lib/metrics.ts';
 import type { PausedNotice } from '../notifications/mailer.ts';
 import type { NotificationsRepository } from '../repositories/notifications-repository.ts';
 import type { MembersRepository } from '../repositories/tenants-repository.ts';
@@ -64,6 +65,20 @@ export class DeliveriesService {
   staleBefore(nowMs: number): string {
     const { timeoutMs, leaseGraceMs } = this.deps.webhook;
     return new Date(nowMs - timeoutMs - leaseGraceMs).toISOString();
+  }
+
+  /** The queue as the metrics show it. */
+  async queueStats(): Promise<QueueStats> {
+    const now = this.deps.clock.now();
+    const stats = await this.deps.webhooks.queueStats(now.toISOString());
+    return {
+      pending: stats.pending,
+      oldestDueAgeSeconds:
+        stats.oldestDue === null
+          ? 0
+          : Math.max(0, (now.getTime() - Date.parse(stats.oldestDue)) / 1000),
+      pausedSubscriptions: stats.paused,
+    };
   }
 
   /** Dead-letters stale claims of rows whose interrupted attempt was their last. */

@@ -32,6 +32,19 @@ export function startWorker(runtime: Runtime, options: WorkerOptions = {}) {
     },
     options,
   );
+  // The metrics follow the worker's own events.
+  const { metrics } = runtime;
+  worker.on('claimed', (claimed) => {
+    metrics.claimBatch.observe(claimed.length);
+    metrics.inFlight.inc(claimed.length);
+  });
+  worker.on('attempted', (settled) => {
+    metrics.inFlight.dec();
+    const outcome = settled.outcome.status === 'pending' ? 'retry' : settled.outcome.status;
+    metrics.deliveries.labels(outcome).inc();
+    metrics.attemptDuration.observe(settled.attempt.durationMs / 1000);
+  });
+  worker.on('paused', () => metrics.autoPauses.inc());
   worker.start();
   return {
     worker,

@@ -1,0 +1,145 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { isIP } from 'node:net';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+
+/** What the delivery queue holds now (see Metrics: queried at most every QUEUE_STATS_TTL_MS). */
+export interface QueueStats {
+  pending: number;
+  /** Seconds since the oldest due pending delivery became due; 0 when none is due. */
+  oldestDueAgeSeconds: number;
+  pausedSubscriptions: number;
+}
+
+/** A scrape never queries the database more often than this. */
+const QUEUE_STATS_TTL_MS = 5_000;
+
+/**
+ * The process's Prometheus metrics (GET /metrics, and a separate worker's WORKER_METRICS_PORT).
+ * Counters and histograms are fed by the HTTP app's response hook and the worker's events; the
+ * queue gauges ask `queueStats`, cached for a few seconds, so scrapes cost the database little.
+ */
+export class Metrics {
+  readonly registry = new Registry();
+  readonly httpDuration = new Histogram({
+    name: 'tourops_http_request_duration_seconds',
+    help: 'HTTP requests by route template and status class.',
+    labelNames: ['method', 'route', 'status_class'] as const,
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [this.registry],
+  });
+  readonly rateLimited = new Counter({
+    name: 'tourops_rate_limit_rejections_total',
+    help: 'Requests answered 429, by the limit that refused them (token or ip).',
+    labelNames: ['scope'] as const,
+    registers: [this.registry],
+  });
+  readonly idempotentReplays = new Counter({
+    name: 'tourops_idempotent_replays_total',
+    help: 'Keyed requests answered with the stored answer of an earlier one.',
+    registers: [this.registry],
+  });
+  readonly deliveries = new Counter({
+    name: 'tourops_webhook_attempts_total',
+    help: 'Delivery attempts by what became of the delivery: success, retry or dead_letter.',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly attemptDuration = new Histogram({
+    name: 'tourops_webhook_attempt_duration_seconds',
+    help: 'Delivery attempts, from connecting to the end of the answer.',
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [this.registry],
+  });
+  readonly claimBatch = new Histogram({
+    name: 'tourops_webhook_claim_batch_size',
+    help: 'Deliveries taken per claim by the worker.',
+    buckets: [1, 2, 5, 10, 25, 50, 100, 200, 256],
+    registers: [this.registry],
+  });
+  readonly autoPauses = new Counter({
+    name: 'tourops_webhook_auto_pauses_total',
+    help: 'Subscriptions paused after a run of 4xx answers.',
+    registers: [this.registry],
+  });
+  readonly inFlight = new Gauge({
+    name: 'tourops_webhook_attempts_in_flight',
+    help: 'Delivery attempts running in this process.',
+    registers: [this.registry],
+  });
+
+  #stats: { at: number; value: Promise<QueueStats> } | null = null;
+
+  constructor(queueStats: (() => Promise<QueueStats>) | null) {
+    collectDefaultMetrics({ register: this.registry, prefix: 'tourops_' });
+    if (queueStats === null) return;
+    const stats = () => {
+      const now = Date.now();
+      if (this.#stats === null || now - this.#stats.at >= QUEUE_STATS_TTL_MS) {
+        const value = queueStats();
+        // A failed query is not cached: the next scrape asks again.
+        value.catch(() => {
+          this.#stats = null;
+        });
+        this.#stats = { at: now, value };
+      }
+      return this.#stats.value;
+    };
+    const gauge = (name: string, help: string, pick: (s: QueueStats) => number) =>
+      new Gauge({
+        name,
+        help,
+        registers: [this.registry],
+        async collect() {
+          this.set(pick(await stats()));
+        },
+      });
+    gauge(
+      'tourops_webhook_deliveries_pending',
+      'Deliveries waiting for an attempt.',
+      (s) => s.pending,
+    );
+    gauge(
+      'tourops_webhook_oldest_due_age_seconds',
+      'How long the oldest due delivery has waited; 0 when none is due.',
+      (s) => s.oldestDueAgeSeconds,
+    );
+    gauge(
+      'tourops_webhook_subscriptions_paused',
+      'Subscriptions paused (auto-paused and not re-enabled).',
+      (s) => s.pausedSubscriptions,
+    );
+  }
+
+  /** The text exposition of every metric. */
+  render(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+}
+
+const sha256 = (value: string) => createHash('sha256').update(value).digest();
+
+/** HOST values that only this machine can reach. */
+function isLoopback(host: string): boolean {
+  if (host === 'localhost') return true;
+  if (isIP(host) === 4) return host.startsWith('127.');
+  return host === '::1';
+}
+
+/**
+ * Who may read /metrics: with METRICS_TOKEN, whoever sends it as a Bearer token; without, anyone
+ * when the service listens on loopback only (a scraper on the same machine), and no one otherwise
+ * (404, as if there were no such route). Tokens are compared as digests, in constant time.
+ */
+export function metricsAccess(token: string | null, host: string) {
+  const secret = token === null ? null : sha256(token);
+  const open = token === null && isLoopback(host);
+  return (authorization: string | undefined): 'ok' | 'unauthorized' | 'hidden' => {
+    if (secret === null) return open ? 'ok' : 'hidden';
+    const match = /^Bearer +(\S+)$/i.exec(authorization ?? '');
+    return match && timingSafeEqual(sha256(match[1]), secret) ? 'ok' : 'unauthorized';
+  };
+}
