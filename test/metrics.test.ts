@@ -2,9 +2,14 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { freePort } from '../bench/processes.ts';
 import { startWorker } from '../src/webhooks/start-worker.ts';
-import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
+import {
+  BACKENDS,
+  createTestContext,
+  createWebhookTestContext,
+  type TestContext,
+} from './helpers/context.ts';
 import { createTenant, tripBody } from './helpers/fixtures.ts';
-import { HttpsReceiver, testCa } from './helpers/https-receiver.ts';
+import { HttpsReceiver } from './helpers/https-receiver.ts';
 import { startTourops } from './helpers/processes.ts';
 import { type MetricFamily, parseExposition } from './helpers/prometheus.ts';
 import { until } from './helpers/until.ts';
@@ -36,14 +41,7 @@ for (const backend of BACKENDS) {
     let worker: ReturnType<typeof startWorker>;
 
     before(async () => {
-      const ca = await testCa();
-      ctx = await createTestContext(backend, {
-        env: {
-          WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
-          WEBHOOK_CA_FILE: ca.caFile,
-          WEBHOOK_RETRY_SCHEDULE: '20ms',
-        },
-      });
+      ctx = await createWebhookTestContext(backend, { WEBHOOK_RETRY_SCHEDULE: '20ms' });
       receiver = await HttpsReceiver.start({
         responder: (r) => ({ status: r.path === '/down' ? 500 : 204 }),
       });

@@ -10,9 +10,9 @@ import {
   WebhookVerificationError,
 } from '../sdk/src/index.ts';
 import { startWorker } from '../src/webhooks/start-worker.ts';
-import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
+import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
-import { HttpsReceiver, testCa } from './helpers/https-receiver.ts';
+import { HttpsReceiver } from './helpers/https-receiver.ts';
 import { until } from './helpers/until.ts';
 
 // The TypeScript SDK (sdk/) against a real server on loopback, on each backend.
@@ -36,14 +36,7 @@ for (const backend of BACKENDS) {
     let worker: ReturnType<typeof startWorker>;
 
     before(async () => {
-      const ca = await testCa();
-      ctx = await createTestContext(backend, {
-        env: {
-          WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
-          WEBHOOK_CA_FILE: ca.caFile,
-          WEBHOOK_RETRY_SCHEDULE: '30ms',
-        },
-      });
+      ctx = await createWebhookTestContext(backend, { WEBHOOK_RETRY_SCHEDULE: '30ms' });
       tenant = await createTenant(ctx, { tier: 'pro' });
       await ctx.app.listen({ port: 0, host: '127.0.0.1' });
       baseUrl = `http://127.0.0.1:${(ctx.app.server.address() as AddressInfo).port}`;

@@ -2,9 +2,9 @@ import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { startWorker } from '../src/webhooks/start-worker.ts';
-import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
+import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
-import { HttpsReceiver, type Responder, testCa } from './helpers/https-receiver.ts';
+import { HttpsReceiver, type Responder } from './helpers/https-receiver.ts';
 import { until } from './helpers/until.ts';
 
 // The attempt log with real endpoints failing in every way the contract names.
@@ -28,14 +28,9 @@ for (const backend of BACKENDS) {
     let closedPort: number;
 
     before(async () => {
-      const ca = await testCa();
-      ctx = await createTestContext(backend, {
-        env: {
-          WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
-          WEBHOOK_CA_FILE: ca.caFile,
-          WEBHOOK_TIMEOUT_MS: '700',
-          WEBHOOK_RETRY_SCHEDULE: '1h',
-        },
+      ctx = await createWebhookTestContext(backend, {
+        WEBHOOK_TIMEOUT_MS: '700',
+        WEBHOOK_RETRY_SCHEDULE: '1h',
       });
       tenant = await createTenant(ctx, { tier: 'pro' });
       await ctx.admin('PATCH', `/admin/v1/tenants/${tenant.id}`, { webhookEndpointCap: 20 });

@@ -4,9 +4,9 @@ import { after, before, describe, it } from 'node:test';
 import { newId } from '../src/lib/ids.ts';
 import { MAX_RECOVER } from '../src/services/webhooks-service.ts';
 import { startWorker } from '../src/webhooks/start-worker.ts';
-import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
+import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
-import { HttpsReceiver, testCa } from './helpers/https-receiver.ts';
+import { HttpsReceiver } from './helpers/https-receiver.ts';
 import { BIN, ROOT } from './helpers/processes.ts';
 import { WorkerMonitor } from './helpers/worker-monitor.ts';
 
@@ -27,14 +27,7 @@ for (const backend of BACKENDS) {
     let failing = true;
 
     before(async () => {
-      const ca = await testCa();
-      ctx = await createTestContext(backend, {
-        env: {
-          WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
-          WEBHOOK_CA_FILE: ca.caFile,
-          WEBHOOK_RETRY_SCHEDULE: '20ms',
-        },
-      });
+      ctx = await createWebhookTestContext(backend, { WEBHOOK_RETRY_SCHEDULE: '20ms' });
       tenant = await createTenant(ctx, { tier: 'pro' });
       receiver = await HttpsReceiver.start({
         responder: () => ({ status: failing ? 500 : 204 }),

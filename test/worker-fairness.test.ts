@@ -2,9 +2,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { tenantClaimPlan, tenantReopened, tenantSlotCap } from '../src/domain/worker-slots.ts';
 import { startWorker } from '../src/webhooks/start-worker.ts';
-import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
+import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import { createTenant } from './helpers/fixtures.ts';
-import { HttpsReceiver, testCa } from './helpers/https-receiver.ts';
+import { HttpsReceiver } from './helpers/https-receiver.ts';
 
 describe('tenant slot caps (pure)', () => {
   it('gives a lone tenant half the slots, shares them as tenants come, never below one subscription', () => {
@@ -53,14 +53,7 @@ for (const backend of BACKENDS) {
     let mostHanging = 0;
 
     before(async () => {
-      const ca = await testCa();
-      ctx = await createTestContext(backend, {
-        env: {
-          WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
-          WEBHOOK_CA_FILE: ca.caFile,
-          WEBHOOK_TIMEOUT_MS: '60000',
-        },
-      });
+      ctx = await createWebhookTestContext(backend, { WEBHOOK_TIMEOUT_MS: '60000' });
       receiver = await HttpsReceiver.start({
         responder: (request) => {
           if (!request.path.startsWith('/dead')) return { status: 204 };

@@ -9,6 +9,7 @@ import { loadConfig } from '../../src/config.ts';
 import type { Resolver } from '../../src/domain/address-guard.ts';
 import type { Clock } from '../../src/lib/clock.ts';
 import { createHttpApp, createRuntime, type Runtime } from '../../src/runtime.ts';
+import { testCa } from './https-receiver.ts';
 import { OpenApiResponseValidator } from './openapi-validator.ts';
 
 export type Backend = 'sqlite' | 'postgres';
@@ -207,4 +208,20 @@ export async function createTestContext(
       await database.drop();
     },
   };
+}
+
+/**
+ * A test context whose webhooks reach the test receivers: private (loopback) targets allowed and
+ * the test CA trusted; `env` adds to that.
+ */
+export async function createWebhookTestContext(
+  backend: Backend,
+  env: Record<string, string> = {},
+  options: Omit<Parameters<typeof createTestContext>[1] & object, 'env'> = {},
+): Promise<TestContext> {
+  const ca = await testCa();
+  return createTestContext(backend, {
+    ...options,
+    env: { WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', WEBHOOK_CA_FILE: ca.caFile, ...env },
+  });
 }
