@@ -147,13 +147,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     if (reply.statusCode < 300 && request.routeOptions.url !== '/healthz') outage.succeeded();
     const status = reply.statusCode;
     // Route templates only (unmatched paths are one label), so labels stay few.
-    metrics.httpDuration
-      .labels(
-        request.method,
-        request.routeOptions.url ?? 'unmatched',
-        `${Math.floor(status / 100)}xx`,
-      )
-      .observe(reply.elapsedTime / 1000);
+    metrics.observeRequest(
+      request.method,
+      request.routeOptions.url ?? 'unmatched',
+      status,
+      reply.elapsedTime / 1000,
+    );
     if (status === 429) {
       metrics.rateLimited
         .labels(reply.getHeader('x-ratelimit-scope') === 'ip' ? 'ip' : 'token')

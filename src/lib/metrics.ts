@@ -68,6 +68,21 @@ export class Metrics {
   });
 
   #stats: { at: number; value: Promise<QueueStats> } | null = null;
+  /** The labelled request histograms, found once each: prom-client hashes labels on every call. */
+  readonly #requestSeries = new Map<string, { observe(value: number): void }>();
+
+  /** One request, on the hot path: a map lookup and an observation. */
+  observeRequest(method: string, route: string, status: number, seconds: number): void {
+    const statusClass = `${Math.floor(status / 100)}xx`;
+    const key = `${method} ${statusClass} ${route}`;
+    let series = this.#requestSeries.get(key);
+    if (series === undefined) {
+      series = this.httpDuration.labels(method, route, statusClass);
+      // Bounded by the route table, times methods and classes.
+      if (this.#requestSeries.size < 10_000) this.#requestSeries.set(key, series);
+    }
+    series.observe(seconds);
+  }
 
   constructor(queueStats: (() => Promise<QueueStats>) | null) {
     collectDefaultMetrics({ register: this.registry, prefix: 'tourops_' });

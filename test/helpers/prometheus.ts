@@ -9,7 +9,8 @@ import json, sys
 from prometheus_client.parser import text_string_to_metric_families
 print(json.dumps([
   {"name": f.name, "type": f.type,
-   "samples": [{"name": s.name, "labels": s.labels, "value": s.value} for s in f.samples]}
+   "samples": [{"name": s.name, "labels": s.labels,
+                "value": s.value if s.value == s.value else None} for s in f.samples]}
   for f in text_string_to_metric_families(sys.stdin.read())
 ]))
 `;
@@ -17,7 +18,8 @@ print(json.dumps([
 export interface MetricFamily {
   name: string;
   type: string;
-  samples: Array<{ name: string; labels: Record<string, string>; value: number }>;
+  /** null for NaN, which the exposition allows (a gauge not sampled yet) and JSON does not. */
+  samples: Array<{ name: string; labels: Record<string, string>; value: number | null }>;
 }
 
 const PYTHON = process.env.PROMETHEUS_PYTHON ?? '/usr/bin/python3';
