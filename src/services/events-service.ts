@@ -60,21 +60,55 @@ export class EventsService {
     subscriptionIds: string[],
     redeliveredFromId: string | null = null,
   ): Promise<string[]> {
-    if (subscriptionIds.length === 0) return [];
+    return this.insertPending(
+      tenantId,
+      subscriptionIds.map((subscriptionId) => ({
+        subscriptionId,
+        eventId,
+        eventType: type,
+        redeliveredFromId,
+      })),
+    );
+  }
+
+  /** One pending redelivery, due now, of each delivery given (recover), to its subscription. */
+  requeue(
+    tenantId: string,
+    subscriptionId: string,
+    originals: ReadonlyArray<{ id: string; eventId: string; eventType: string }>,
+  ): Promise<string[]> {
+    return this.insertPending(
+      tenantId,
+      originals.map((original) => ({
+        subscriptionId,
+        eventId: original.eventId,
+        eventType: original.eventType,
+        redeliveredFromId: original.id,
+      })),
+    );
+  }
+
+  private async insertPending(
+    tenantId: string,
+    deliveries: Array<{
+      subscriptionId: string;
+      eventId: string;
+      eventType: string;
+      redeliveredFromId: string | null;
+    }>,
+  ): Promise<string[]> {
+    if (deliveries.length === 0) return [];
     const now = nowIso(this.deps.clock);
-    const rows = subscriptionIds.map((subscriptionId) => ({
+    const rows = deliveries.map((delivery) => ({
+      ...delivery,
       id: newId('dlv'),
       tenantId,
-      subscriptionId,
-      eventId,
-      eventType: type,
       status: 'pending' as const,
       attempts: 0,
       lastResponseStatus: null,
       nextAttemptAt: now,
       deliveredAt: null,
       claimedAt: null,
-      redeliveredFromId,
       createdAt: now,
     }));
     await this.deps.webhooks.insertDeliveries(rows);

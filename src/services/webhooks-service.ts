@@ -83,6 +83,13 @@ function toDelivery(row: DeliveryRow): Delivery {
   return delivery;
 }
 
+/** Redeliveries go only to a subscription that would send them: 409 otherwise. */
+function requireActive(subscription: SubscriptionRow): void {
+  if (!subscription.active) {
+    throw conflict('The subscription is paused or deleted.', 'subscription_inactive');
+  }
+}
+
 /** Most dead letters one recovery redelivers (contract: larger windows are refused). */
 export const MAX_RECOVER = 10_000;
 /** Rows a recovery writes per statement. */
@@ -275,9 +282,7 @@ export class WebhooksService {
         : canonicalInstant('until', window.until);
     if (until <= since) throw fieldError('until', 'must be after since');
     const subscription = await this.existing(tenantId, id);
-    if (!subscription.active) {
-      throw conflict('The subscription is paused or deleted.', 'subscription_inactive');
-    }
+    requireActive(subscription);
     const count = await this.deps.webhooks.countDeadLetters(tenantId, id, since, until);
     if (count > MAX_RECOVER) {
       throw fieldError(
@@ -297,29 +302,11 @@ export class WebhooksService {
           limit: RECOVER_BATCH,
         });
         if (batch.length === 0) return total;
-        const now = nowIso(this.deps.clock);
-        await this.deps.webhooks.insertDeliveries(
-          batch.map((original) => ({
-            id: newId('dlv'),
-            tenantId,
-            subscriptionId: id,
-            eventId: original.eventId,
-            eventType: original.eventType,
-            status: 'pending' as const,
-            attempts: 0,
-            lastResponseStatus: null,
-            nextAttemptAt: now,
-            deliveredAt: null,
-            claimedAt: null,
-            redeliveredFromId: original.id,
-            createdAt: now,
-          })),
-        );
+        await this.deps.events.requeue(tenantId, id, batch);
         total += batch.length;
         afterId = batch[batch.length - 1].id;
       }
     });
-    await this.deps.notifier.publish(DELIVERIES_CHANNEL);
     return { queued };
   }
 
@@ -335,9 +322,7 @@ export class WebhooksService {
     if (original.status === 'in_flight') {
       throw conflict('An attempt of this delivery is running.', 'in_flight');
     }
-    if (!subscription.active) {
-      throw conflict('The subscription is paused or deleted.', 'subscription_inactive');
-    }
+    requireActive(subscription);
     const [newDeliveryId] = await this.deps.database.withTransaction(() =>
       this.deps.events.queue(
         tenantId,
@@ -392,8 +377,7 @@ export class WebhooksService {
 
   /** Admin re-enable: active again, counters cleared; its pending deliveries resume. */
   async enable(id: string): Promise<Subscription> {
-    const tenantId = await this.deps.webhooks.findSubscriptionTenant(id);
-    if (!tenantId) throw notFound('Webhook subscription');
+    const tenantId = await this.tenantOf(id);
     await this.live(tenantId, id);
     const row = await this.deps.database.withTransaction(async () => {
       const updated = await this.deps.webhooks.updateSubscription(tenantId, id, {
