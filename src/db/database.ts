@@ -261,6 +261,9 @@ export function createDatabase(options: DatabaseOptions): Database {
       max: options.poolSize ?? 10,
       types,
       connectionTimeoutMillis: options.connectTimeoutMs ?? 2_000,
+      // Every statement here is short and index-bound; JIT compiling one whose cost estimate
+      // passes jit_above_cost (a LIMIT over a large range, say) costs more than it saves (10+ ms).
+      options: '-c jit=off',
       // 0: no time-out (migrations). The server cancels at statement_timeout; a frozen or
       // unreachable one cannot, so the client gives up a little later on its own.
       ...(statementTimeoutMs > 0
