@@ -50,6 +50,8 @@ export interface Config {
   };
   /** Bound on a graceful stop: what is still running then is cut off. */
   shutdownTimeoutMs: number;
+  /** RETENTION_DAYS: settled deliveries, unneeded events and notifications older are purged; 0 keeps all. */
+  retentionDays: number;
 }
 
 /** A bad environment variable: start-up stops with this one line. */
@@ -269,6 +271,7 @@ export function loadConfig(env: Env = process.env): Config {
           : parseInteger('WORKER_METRICS_PORT', get('WORKER_METRICS_PORT') as string, 1, 65535),
     },
     shutdownTimeoutMs: parseDuration('SHUTDOWN_TIMEOUT', get('SHUTDOWN_TIMEOUT') ?? '10s'),
+    retentionDays: parseInteger('RETENTION_DAYS', get('RETENTION_DAYS') ?? '30', 0, 36_500),
   };
 }
 

@@ -61,6 +61,12 @@ export class Metrics {
     help: 'Subscriptions paused after a run of 4xx answers.',
     registers: [this.registry],
   });
+  readonly retentionDeleted = new Counter({
+    name: 'tourops_retention_deleted_rows_total',
+    help: 'Rows deleted by the retention purge, by table (a delivery takes its attempts along).',
+    labelNames: ['table'] as const,
+    registers: [this.registry],
+  });
   readonly inFlight = new Gauge({
     name: 'tourops_webhook_attempts_in_flight',
     help: 'Delivery attempts running in this process.',

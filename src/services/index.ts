@@ -11,6 +11,7 @@ import { IdempotencyRepository } from '../repositories/idempotency-repository.ts
 import { LibraryRepository } from '../repositories/library-repository.ts';
 import { NotificationsRepository } from '../repositories/notifications-repository.ts';
 import { PaymentsRepository } from '../repositories/payments-repository.ts';
+import { RetentionRepository } from '../repositories/retention-repository.ts';
 import {
   MembersRepository,
   TenantsRepository,
@@ -26,6 +27,7 @@ import { EventsService } from './events-service.ts';
 import { IdempotencyService } from './idempotency-service.ts';
 import { LibraryService } from './library-service.ts';
 import { PaymentsService } from './payments-service.ts';
+import { RetentionService } from './retention-service.ts';
 import { TenantsService } from './tenants-service.ts';
 import { TokensService } from './tokens-service.ts';
 import { TripsService } from './trips-service.ts';
@@ -46,6 +48,8 @@ export interface Services {
   webhooks: WebhooksService;
   /** The delivery worker's claims and outcomes. */
   deliveries: DeliveriesService;
+  /** Deletes what RETENTION_DAYS no longer keeps (run by the worker). */
+  retention: RetentionService;
   /** Wakes workers and drops cached auth across processes (pg_notify, or in-process). */
   notifier: Notifier;
   /** Seals signing keys at rest (SECRET_KEY). */
@@ -77,6 +81,7 @@ function createRepositories(database: Database) {
     notifications: new NotificationsRepository(database),
     idempotency: new IdempotencyRepository(database),
     webhooks: new WebhooksRepository(database),
+    retention: new RetentionRepository(database),
   };
 }
 
@@ -177,6 +182,11 @@ export function createServices(
       notifications: repositories.notifications,
       clock,
       webhook: config.webhook,
+    }),
+    retention: new RetentionService({
+      retention: repositories.retention,
+      clock,
+      days: config.retentionDays,
     }),
     notifier,
     secrets,

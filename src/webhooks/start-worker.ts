@@ -1,6 +1,7 @@
 import { createMailer } from '../notifications/mailer.ts';
 import type { Runtime } from '../runtime.ts';
 import { WebhookSender } from './http-sender.ts';
+import { RetentionSweeper, type SweeperOptions } from './retention-sweeper.ts';
 import { DEFAULT_MAX_IN_FLIGHT, DeliveryWorker, type WorkerOptions } from './worker.ts';
 
 /**
@@ -8,7 +9,10 @@ import { DEFAULT_MAX_IN_FLIGHT, DeliveryWorker, type WorkerOptions } from './wor
  * is woken by NOTIFY, so the runtime should LISTEN (`createRuntime(config, { listen: true })`);
  * without it new deliveries wait for the next poll.
  */
-export function startWorker(runtime: Runtime, options: WorkerOptions = {}) {
+export function startWorker(
+  runtime: Runtime,
+  options: WorkerOptions & { retention?: SweeperOptions } = {},
+) {
   const { config, services } = runtime;
   const sender = new WebhookSender({
     guard: services.addressGuard,
@@ -45,12 +49,24 @@ export function startWorker(runtime: Runtime, options: WorkerOptions = {}) {
     metrics.attemptDuration.observe(settled.attempt.durationMs / 1000);
   });
   worker.on('paused', () => metrics.autoPauses.inc());
+  // The worker also keeps the tables to RETENTION_DAYS.
+  const sweeper = new RetentionSweeper(
+    { retention: services.retention, logger: runtime.logger },
+    options.retention,
+  );
+  sweeper.on('purged', (report) => {
+    for (const table of ['deliveries', 'events', 'notifications'] as const) {
+      metrics.retentionDeleted.labels(table).inc(report[table]);
+    }
+  });
   worker.start();
+  sweeper.start();
   return {
     worker,
+    sweeper,
     /** Graceful: running attempts finish (within the time-out) and are recorded. */
     async stop() {
-      await worker.stop();
+      await Promise.all([worker.stop(), sweeper.stop()]);
       await sender.close();
       mailer?.close();
     },
