@@ -7,6 +7,9 @@
  * - `cpu-profile-start` / `cpu-profile-stop` messages record a V8 CPU profile of exactly the
  *   measurement window (not start-up, not warm-up), written to the file the benchmark names.
  *
+ * - `retention-purge` runs the worker's retention purge now and answers with its report (see
+ *   BENCH_RETENTION below).
+ *
  * Without an IPC channel (run by hand) it does nothing.
  */
 import { writeFileSync } from 'node:fs';
@@ -14,7 +17,8 @@ import { Session } from 'node:inspector';
 
 type Message =
   | { type: 'cpu-profile-start'; intervalUs?: number }
-  | { type: 'cpu-profile-stop'; file: string };
+  | { type: 'cpu-profile-stop'; file: string }
+  | { type: 'retention-purge' };
 
 // The "rate limiting off" API child: the limiter's checks become no-ops (module instances are
 // shared, so src/main.ts sees the patched class). A measurement seam only; the product has no switch.
@@ -25,6 +29,18 @@ if (process.env.BENCH_RATE_LIMITS === 'off') {
     allowed: true,
     state: { limit: 0, remaining: 0, resetSeconds: 1 },
   });
+}
+
+// The retention row's API child: its worker's sweeper does not purge on its timer; the benchmark
+// starts the purge over IPC when its load is running (the same seam kind as above).
+let sweeper: { runNow(): Promise<unknown> } | null = null;
+if (process.env.BENCH_RETENTION === 'manual') {
+  const { RetentionSweeper } = await import('../src/webhooks/retention-sweeper.ts');
+  RetentionSweeper.prototype.start = function captured(
+    this: InstanceType<typeof RetentionSweeper>,
+  ) {
+    sweeper = this;
+  };
 }
 
 if (process.send && process.channel) {
@@ -50,6 +66,10 @@ if (process.send && process.channel) {
           await post('Profiler.setSamplingInterval', { interval: message.intervalUs ?? 200 });
           await post('Profiler.start');
           process.send?.({ type: 'cpu-profile-started' });
+        } else if (message.type === 'retention-purge') {
+          if (!sweeper) throw new Error('no retention sweeper (BENCH_RETENTION=manual, a worker)');
+          const report = await sweeper.runNow();
+          process.send?.({ type: 'retention-purged', report });
         } else if (message.type === 'cpu-profile-stop' && session) {
           const { profile } = (await post('Profiler.stop')) as { profile: unknown };
           session.disconnect();

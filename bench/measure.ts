@@ -25,7 +25,13 @@ export interface LoadOptions {
   perRequestHeaders?: () => Record<string, string>;
   connections: number;
   warmupSec: number;
+  /** The measured part's length; with `until`, its upper bound. */
   durationSec: number;
+  /**
+   * Ends the measured part when it settles (a background job the window measures the API
+   * during); called when the measured part opens.
+   */
+  until?: () => Promise<unknown>;
 }
 
 /** The raw outcome of one window's measured part. */
@@ -197,6 +203,13 @@ export async function runWindow(
       start = snapshot(server, hooks.dbProcessName);
       recording = true;
       hooks.onMeasureStart?.();
+      options.until?.().then(
+        () => instance.stop(),
+        (error) => {
+          instance.stop();
+          reject(error);
+        },
+      );
     }, options.warmupSec * 1000);
     instance.on('response', (_client, statusCode, responseBytes, responseTimeMs) => {
       if (!recording) return;

@@ -129,6 +129,8 @@ export interface ServerProcess {
   /** Records a CPU profile of the child between these two calls (see child-agent.ts). */
   startCpuProfile(): Promise<void>;
   stopCpuProfile(file: string): Promise<void>;
+  /** Runs the worker's retention purge now (BENCH_RETENTION=manual); resolves with its report. */
+  retentionPurge(timeoutMs: number): Promise<unknown>;
   stop(): Promise<void>;
 }
 
@@ -205,7 +207,7 @@ export async function startServer(options: StartOptions): Promise<ServerProcess>
   }
 
   const waitForMessage = (type: string, timeoutMs: number) =>
-    new Promise<void>((resolve, reject) => {
+    new Promise<Record<string, unknown>>((resolve, reject) => {
       const timer = setTimeout(() => {
         child.off('message', onMessage);
         reject(new Error(`${options.name}: no ${type} from the child within ${timeoutMs} ms`));
@@ -218,7 +220,7 @@ export async function startServer(options: StartOptions): Promise<ServerProcess>
         } else if (message?.type === type) {
           clearTimeout(timer);
           child.off('message', onMessage);
-          resolve();
+          resolve(message);
         }
       };
       child.on('message', onMessage);
@@ -240,6 +242,11 @@ export async function startServer(options: StartOptions): Promise<ServerProcess>
       const written = waitForMessage('cpu-profile-written', 30_000);
       child.send({ type: 'cpu-profile-stop', file });
       await written;
+    },
+    async retentionPurge(timeoutMs: number) {
+      const purged = waitForMessage('retention-purged', timeoutMs);
+      child.send({ type: 'retention-purge' });
+      return (await purged).report;
     },
     async stop() {
       if (exited) return;

@@ -38,6 +38,7 @@ import {
 } from './measure.ts';
 import { killAllChildrenNow, REPO_ROOT, type ServerProcess, startServer } from './processes.ts';
 import { type CpuProfile, formatProfileSummary, summarizeProfile } from './profile.ts';
+import { benchRetention, type RetentionResult } from './retention.ts';
 import { type SeededTenant, seedTenant } from './seed.ts';
 
 const USAGE = `usage: npm run bench -- [options]
@@ -54,7 +55,7 @@ const USAGE = `usage: npm run bench -- [options]
                        (default $BENCH_PG_URL or postgres://postgres@127.0.0.1:5432/test)
   --retries <n>        windows repeated, in all (0-10), because other processes took CPU during
                        them (default 2)
-  --only <what>        all | http | deliveries (default all)
+  --only <what>        all | http | deliveries | retention (default all)
   --deliveries <n>     events per webhook delivery run, each delivered to 4 subscriptions
                        (default 5000)
   --profile            record a CPU profile of every server during its last window and summarize
@@ -112,10 +113,15 @@ if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(LOG
   usageError('--log-level must be a pino level (warn, info, …)');
 }
 const ONLY = args.only;
-if (!['all', 'http', 'deliveries'].includes(ONLY))
-  usageError('--only must be all, http or deliveries');
-const HTTP_ROWS = ONLY !== 'deliveries';
-const DELIVERY_ROWS = ONLY !== 'http';
+if (!['all', 'http', 'deliveries', 'retention'].includes(ONLY))
+  usageError('--only must be all, http, deliveries or retention');
+const HTTP_ROWS = ONLY === 'all' || ONLY === 'http';
+const DELIVERY_ROWS = ONLY === 'all' || ONLY === 'deliveries';
+const RETENTION_ROWS = ONLY === 'all' || ONLY === 'retention';
+/** Deliveries past retention that the retention row purges. */
+const RETENTION_PURGED = 200_000;
+/** The retention row's target: the read's p99 during the purge at most this times without. */
+const RETENTION_P99_FACTOR = 2;
 const DELIVERY_EVENTS = integer('deliveries', args.deliveries, 100, 1_000_000);
 const BACKEND = args.backend;
 if (!['all', 'sqlite', 'postgres'].includes(BACKEND)) {
@@ -187,8 +193,14 @@ const deliverySec = DELIVERY_ROWS
   ? backendsPlanned * (ROUNDS * 3 * ((DELIVERY_EVENTS * 4) / 500 + 15) + 60)
   : 0;
 const windowSec = DURATION / ROUNDS + ROUND_WARMUP + 1;
+// Per backend: seeding, a warm-up, two windows without the purge and one during it.
+const retentionSec = RETENTION_ROWS ? backendsPlanned * (WARMUP + 2 * DURATION + 360) : 0;
 const budgetSec = Math.ceil(
-  rowsPlanned * (WARMUP + ROUNDS * windowSec) + RETRIES * (windowSec + 10) + deliverySec + 180,
+  rowsPlanned * (WARMUP + ROUNDS * windowSec) +
+    RETRIES * (windowSec + 10) +
+    deliverySec +
+    retentionSec +
+    180,
 );
 setTimeout(
   () => abort(`time limit of ${budgetSec} s reached: giving up`, 1),
@@ -223,6 +235,7 @@ interface Job {
 
 const measurements: Measurement[] = [];
 const deliveryResults: DeliveryResult[] = [];
+const retentionResults: RetentionResult[] = [];
 const profiles: string[] = [];
 const profileDir = PROFILE ? mkdtempSync(join(tmpdir(), 'tourops-bench-prof-')) : null;
 if (profileDir) cleanups.push(async () => rmSync(profileDir, { recursive: true, force: true }));
@@ -638,7 +651,30 @@ async function benchSqlite(): Promise<null> {
     await benchBackend('SQLite', small, large, smallDb, largeDb, { tenant: writer, db: writesDb });
   }
   if (DELIVERY_ROWS) await deliveryRows('SQLite', { DATA_DIR: join(root, 'deliveries') });
+  if (RETENTION_ROWS) await retentionRows('SQLite', { DATA_DIR: join(root, 'retention') });
   return null;
+}
+
+async function retentionRows(backend: string, dbEnv: Record<string, string>): Promise<void> {
+  await waitForQuiet(10_000);
+  log(`${backend}: retention purge of ${fmtInt(RETENTION_PURGED)} deliveries under load`);
+  retentionResults.push(
+    await benchRetention({
+      backend,
+      dbEnv,
+      apiEnv: apiEnv({}),
+      rows: RETENTION_PURGED,
+      connections: CONNECTIONS,
+      warmupSec: WARMUP,
+      durationSec: DURATION,
+      dbProcessName: backend === 'PostgreSQL' ? 'postgres' : undefined,
+      log,
+      track: (server, live) => {
+        if (live) running.add(server);
+        else running.delete(server);
+      },
+    }),
+  );
 }
 
 async function deliveryRows(backend: string, dbEnv: Record<string, string>): Promise<void> {
@@ -686,6 +722,7 @@ async function benchPostgres(): Promise<string | null> {
   const suffixes = [
     ...(HTTP_ROWS ? ['small', 'large'] : []),
     ...(DELIVERY_ROWS ? ['deliveries'] : []),
+    ...(RETENTION_ROWS ? ['retention'] : []),
   ];
   for (const suffix of suffixes) {
     const name = `${base}_${suffix}`;
@@ -712,7 +749,9 @@ async function benchPostgres(): Promise<string | null> {
     log(`PostgreSQL: seeded in ${seconds(small.seedMs)} and ${seconds(large.seedMs)}`);
     await benchBackend('PostgreSQL', small, large, smallDb, largeDb);
   }
-  if (DELIVERY_ROWS) await deliveryRows('PostgreSQL', databases.at(-1) as Record<string, string>);
+  const named = (suffix: string) => databases[suffixes.indexOf(suffix)];
+  if (DELIVERY_ROWS) await deliveryRows('PostgreSQL', named('deliveries'));
+  if (RETENTION_ROWS) await retentionRows('PostgreSQL', named('retention'));
   return null;
 }
 
@@ -890,11 +929,58 @@ function deliveryReport(): string[] {
   return out;
 }
 
+function retentionReport(): string[] {
+  if (retentionResults.length === 0) return [];
+  const out = [
+    '',
+    '### Retention purge under load',
+    '',
+    `One API process with its worker (\`src/main.ts\`), a 1,000-trip tenant and ${fmtInt(RETENTION_PURGED)} deliveries ` +
+      `past RETENTION_DAYS (${fmtInt(RETENTION_PURGED / 4)} events, ${fmtInt(RETENTION_PURGED / 4)} attempts, and 1,000 events ` +
+      `no one subscribed to). The authenticated single read at ${CONNECTIONS} connections (closed loop): ` +
+      `${fmtSec(DURATION)} s before and ${fmtSec(DURATION)} s after the purge ("without"), and for as long as the ` +
+      'worker\'s purge runs ("during": started over IPC as the measured part opens, default batch and pacing).',
+    '',
+    '| scenario | backend | rows deleted | purge s | req/s without | req/s during | p99 ms without | p99 ms during | p99 ratio | target | met |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|',
+  ];
+  for (const r of retentionResults) {
+    const deleted = r.purge.deliveries + r.purge.events + r.purge.notifications;
+    const ratio = r.during.p99 / r.without.p99;
+    const valid = isValid(r.without) && isValid(r.during);
+    const met = !valid
+      ? 'invalid run'
+      : (ratio <= RETENTION_P99_FACTOR ? '✅ yes' : '❌ no') +
+        ([r.without, r.during].some(isDisturbed) ? ' ⚠ disturbed' : '');
+    out.push(
+      `| \`GET /api/v1/trips/{id}\` during a retention purge vs without | ${r.backend} | ${fmtInt(deleted)} | ` +
+        `${(r.purge.ms / 1000).toFixed(1)} | ${fmtInt(r.without.rps)} | ${fmtInt(r.during.rps)} | ` +
+        `${fmtMs(r.without.p99)} | ${fmtMs(r.during.p99)} | ${ratio.toFixed(2)} | ` +
+        `p99 ≤ ${RETENTION_P99_FACTOR}× without | ${met} |`,
+    );
+  }
+  out.push(
+    '',
+    'Rows deleted: deliveries (their attempts went with them by cascade, not counted) and events. Server CPU per ' +
+      'read without / during: ' +
+      retentionResults
+        .map(
+          (r) =>
+            `${r.backend} ${fmtInt(r.without.serverCpuUsPerRequest ?? Number.NaN)} / ${fmtInt(r.during.serverCpuUsPerRequest ?? Number.NaN)} µs`,
+        )
+        .join(', ') +
+      " (during includes the purge's own work on SQLite, where it shares the process).",
+    '',
+  );
+  return out;
+}
+
 function printReport(notes: string[], startedAt: number): void {
   const deliveryProfiles = deliveryResults.flatMap((r) => (r.profile ? [r.profile, ''] : []));
   const out = [
     ...(HTTP_ROWS ? httpReport(notes) : ['', ...notes.map((note) => `> ${note}`)]),
     ...deliveryReport(),
+    ...retentionReport(),
     ...deliveryProfiles,
     `Total bench time: ${seconds(performance.now() - startedAt)}.`,
     '',
