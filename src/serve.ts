@@ -1,9 +1,11 @@
+import cluster from 'node:cluster';
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { type Config, ConfigError, describeDatabase } from './config.ts';
 import { demoInstructions, seedDemoIfEmpty } from './demo.ts';
 import { createHttpApp, createRuntime, type Runtime } from './runtime.ts';
 import { startWorker } from './webhooks/start-worker.ts';
+import type { WorkerOptions } from './webhooks/worker.ts';
 
 /**
  * Runs the API, and the webhook delivery worker unless `worker` is false, until SIGINT/SIGTERM;
@@ -11,14 +13,17 @@ import { startWorker } from './webhooks/start-worker.ts';
  */
 export async function serve(
   config: Config,
-  options: { seedDemo: boolean; worker: boolean },
+  options: { seedDemo: boolean; worker: boolean; workerOptions?: WorkerOptions },
 ): Promise<void> {
-  await checkListenAddress(config);
-  const runtime = await createRuntime(config, { listen: true });
+  // One of `tourops serve --processes N` (see cluster.ts): the primary checked and migrated.
+  const inCluster = cluster.isWorker;
+  if (!inCluster) await checkListenAddress(config);
+  const runtime = await createRuntime(config, { listen: true, migrate: !inCluster });
+  if (inCluster) runtime.metrics.renderInPrimary();
   const demo = options.seedDemo ? await seedDemoIfEmpty(runtime) : null;
   const app = await createHttpApp(runtime);
   const graceful = app.gracefulClose;
-  const worker = options.worker ? startWorker(runtime) : null;
+  const worker = options.worker ? startWorker(runtime, options.workerOptions) : null;
   // Before the banner: whoever waits for it may signal at once.
   stopOnSignals(runtime, config.shutdownTimeoutMs, async () => {
     // Leave a moment of the bound for closing the database and the rest.
@@ -33,6 +38,8 @@ export async function serve(
     await Promise.allSettled([worker?.stop(), app.close(), runtime.close()]);
     throw listenError(error, config);
   }
+  // The primary announces a cluster once all its processes listen.
+  if (inCluster) return;
   process.stdout.write(
     `\nTour-operator API listening on ${config.publicBaseUrl} (${describeDatabase(config)})\n`,
   );
@@ -83,7 +90,7 @@ export function stopOnSignals(
  * HOST is resolved before anything else runs (migrations included), so a name that does not
  * resolve stops start-up naming HOST, not the database.
  */
-async function checkListenAddress(config: Config): Promise<void> {
+export async function checkListenAddress(config: Config): Promise<void> {
   if (isIP(config.host) !== 0) return;
   try {
     await lookup(config.host);

@@ -7,7 +7,7 @@ import { DELIVERY_STATUSES, isOneOf } from '../domain/states.ts';
 import { ApiProblem, notFound } from '../lib/problems.ts';
 import { type OptionSpec, type ParsedArgs, type PositionalSpec, UsageError } from './args.ts';
 import type { CommandContext } from './context.ts';
-import { checkSlug, checkTenantName, parseExpiry, parseScopes } from './values.ts';
+import { checkSlug, checkTenantName, parseExpiry, parseProcesses, parseScopes } from './values.ts';
 
 /** `serving`: the command keeps the process alive (the server) and exits on a signal. */
 type CommandOutcome = 'done' | 'serving';
@@ -40,13 +40,27 @@ const serveCommand: Command = {
       description:
         'run the API without the webhook delivery worker (run `tourops worker` processes instead)',
     },
+    processes: {
+      type: 'string',
+      value: '<n|auto>',
+      description:
+        'API processes sharing the port (node:cluster; default 1, auto: one per core), each with its ' +
+        "share of the worker's slots; rate limits and /metrics count for all of them together",
+    },
   },
   json: false,
   async run(ctx, args) {
     const config = ctx.config();
+    const processes = parseProcesses(args.string('processes'));
     // Heavy modules load only when a command needs them, so --help stays instant.
-    const { serve } = await import('../serve.ts');
-    await serve(config, { seedDemo: false, worker: !args.flag('no-worker') });
+    const [{ serve }, cluster, { servePrimary, workerShare }] = await Promise.all([
+      import('../serve.ts'),
+      import('node:cluster'),
+      import('../cluster.ts'),
+    ]);
+    const worker = !args.flag('no-worker');
+    if (processes > 1 && cluster.default.isPrimary) await servePrimary(config, processes);
+    else await serve(config, { seedDemo: false, worker, workerOptions: workerShare(processes) });
     return 'serving';
   },
 };

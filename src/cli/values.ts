@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { isScope, SCOPES } from '../domain/plans.ts';
 import {
   TENANT_NAME_MAX_LENGTH,
@@ -104,4 +105,20 @@ function isCalendarDate(year: string, month: string, day: string): boolean {
     date.getUTCMonth() === Number(month) - 1 &&
     date.getUTCDate() === Number(day)
   );
+}
+
+/** Most API processes `serve --processes` starts. */
+const MAX_PROCESSES = 64;
+
+/** `--processes`: a count from 1 to 64, or `auto` for one per core; absent, 1. */
+export function parseProcesses(raw: string | undefined): number {
+  if (raw === undefined) return 1;
+  if (raw === 'auto') return availableParallelism();
+  if (!/^\d+$/.test(raw) || Number(raw) < 1 || Number(raw) > MAX_PROCESSES) {
+    throw new UsageError(
+      `--processes "${raw}" must be a number from 1 to ${MAX_PROCESSES}, or auto`,
+      'serve',
+    );
+  }
+  return Number(raw);
 }

@@ -1,6 +1,13 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { isIP } from 'node:net';
-import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import {
+  AggregatorRegistry,
+  Counter,
+  collectDefaultMetrics,
+  Gauge,
+  Histogram,
+  Registry,
+} from 'prom-client';
 
 /** What the delivery queue holds now (see Metrics: queried at most every QUEUE_STATS_TTL_MS). */
 export interface QueueStats {
@@ -9,6 +16,9 @@ export interface QueueStats {
   oldestDueAgeSeconds: number;
   pausedSubscriptions: number;
 }
+
+/** The IPC message type between an API process of a cluster and the primary (GET /metrics). */
+export const CLUSTER_METRICS_MESSAGE = 'tourops:cluster-metrics';
 
 /** A scrape never queries the database more often than this. */
 const QUEUE_STATS_TTL_MS = 5_000;
@@ -110,6 +120,8 @@ export class Metrics {
         name,
         help,
         registers: [this.registry],
+        // The same database answer in every process of a cluster: counted once.
+        aggregator: 'first',
         async collect() {
           this.set(pick(await stats()));
         },
@@ -131,9 +143,40 @@ export class Metrics {
     );
   }
 
-  /** The text exposition of every metric. */
+  #render: () => Promise<string> = () => this.registry.metrics();
+
+  /** The text exposition of every metric (of every process, in a cluster). */
   render(): Promise<string> {
-    return this.registry.metrics();
+    return this.#render();
+  }
+
+  /**
+   * In an API process of `tourops serve --processes N`: /metrics answers for all of them. The
+   * primary collects every process's registry (prom-client's AggregatorRegistry: counters and
+   * histograms summed, the database gauges, alike in every process, taken once) on request.
+   */
+  renderInPrimary(): void {
+    AggregatorRegistry.setRegistries([this.registry]);
+    // Constructing one is what makes prom-client answer the primary's requests in this process.
+    new AggregatorRegistry();
+    const pending = new Map<number, (reply: { text?: string; error?: string }) => void>();
+    let next = 0;
+    process.on(
+      'message',
+      (message: { type?: string; id: number; text?: string; error?: string }) => {
+        if (message?.type !== CLUSTER_METRICS_MESSAGE) return;
+        pending.get(message.id)?.(message);
+        pending.delete(message.id);
+      },
+    );
+    this.#render = () =>
+      new Promise<string>((resolve, reject) => {
+        const id = next++;
+        pending.set(id, (reply) =>
+          reply.error === undefined ? resolve(reply.text ?? '') : reject(new Error(reply.error)),
+        );
+        process.send?.({ type: CLUSTER_METRICS_MESSAGE, id });
+      });
   }
 
   get contentType(): string {

@@ -1,8 +1,10 @@
+import cluster from 'node:cluster';
 import { Redis } from 'ioredis';
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import {
   type RateLimiterAbstract,
+  RateLimiterCluster,
   RateLimiterMemory,
   RateLimiterPostgres,
   RateLimiterRedis,
@@ -22,7 +24,7 @@ export type RateVerdict =
   | { allowed: true; state: RateState }
   | { allowed: false; state: RateState; retryAfterSeconds: number };
 
-type Store = 'memory' | 'redis' | 'postgres';
+type Store = 'memory' | 'cluster' | 'redis' | 'postgres';
 
 const REDIS_READY_WAIT_MS = 3_000;
 /**
@@ -34,7 +36,8 @@ const STORE_TIMEOUT_MS = 100;
 /**
  * Per-token burst and sustained limits and the per-IP guard (api-spec 8), counted by
  * rate-limiter-flexible: in memory for the embedded database, in Redis when REDIS_URL is set, else
- * in PostgreSQL, so several API processes share one count. When the shared store fails, each
+ * in PostgreSQL, so several API processes share one count (and in the primary process for the
+ * processes of `tourops serve --processes N` on the embedded database). When the shared store fails, each
  * limiter falls back to an in-memory one (the API keeps answering, limited per process) and a
  * warning is logged. Each store is read through a LeasedLimiter, so most requests are counted
  * synchronously, without a round trip to the store.
@@ -118,6 +121,13 @@ export class RateLimits {
           }),
       );
       return RateLimits.leased('postgres', limiters, perMin, async () => undefined);
+    }
+    if (cluster.isWorker) {
+      // One of `tourops serve --processes N` on the embedded database: the primary holds the
+      // counters (rate-limiter-flexible's cluster store, over IPC), so the N processes share one
+      // count, leased in chunks like any shared store's.
+      const limiters = specs.map((spec) => new RateLimiterCluster({ ...spec, timeoutMs: 1_000 }));
+      return RateLimits.leased('cluster', limiters, perMin, async () => undefined);
     }
     return RateLimits.leased('memory', specs.map(memory), perMin, async () => undefined);
   }

@@ -1,0 +1,152 @@
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { request } from 'node:http';
+import { after, before, describe, it } from 'node:test';
+import { ADMIN_TOKEN, BACKENDS, createTestDatabase, type TestDatabase } from './helpers/context.ts';
+import { BIN, type ChildService, callService, ROOT, startTourops } from './helpers/processes.ts';
+import { parseExposition } from './helpers/prometheus.ts';
+
+/** One request on a connection of its own (the cluster hands connections out in turn). */
+function fresh(server: ChildService, path: string, token: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = request(`${server.baseUrl}${path}`, {
+      agent: false,
+      headers: { authorization: `Bearer ${token}` },
+    });
+    req.on('response', (response) => {
+      response.resume();
+      response.on('end', () => resolve(response.statusCode ?? 0));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** The API processes the primary runs (its children other than esbuild's service). */
+function apiProcesses(primary: number): number[] {
+  const ps = spawnSync('ps', ['--ppid', String(primary), '-o', 'pid=,args='], { encoding: 'utf8' });
+  return ps.stdout
+    .split('\n')
+    .filter((line) => line.includes('tourops.js serve'))
+    .map((line) => Number(line.trim().split(/\s+/)[0]));
+}
+
+const alive = (pid: number) => {
+  try {
+    readFileSync(`/proc/${pid}/stat`);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+async function until(check: () => boolean, what: string, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+for (const backend of BACKENDS) {
+  describe(`tourops serve --processes 2 (${backend})`, () => {
+    let database: TestDatabase;
+    let server: ChildService;
+    let token: string;
+
+    before(async () => {
+      database = await createTestDatabase(backend);
+      server = await startTourops(['serve', '--processes', '2'], {
+        ...database.env,
+        ADMIN_API_TOKEN: ADMIN_TOKEN,
+        LOG_LEVEL: 'info',
+        RATE_LIMIT_PER_MIN: '20',
+        RATE_LIMIT_BURST_PER_SEC: '1000',
+      });
+      const tenant = await callService(server, 'POST', '/admin/v1/tenants', ADMIN_TOKEN, {
+        name: 'Cluster',
+        slug: `cluster-${backend}`,
+        tier: 'pro',
+      });
+      const id = JSON.parse(tenant.text).data.id;
+      const minted = await callService(
+        server,
+        'POST',
+        `/admin/v1/tenants/${id}/tokens`,
+        ADMIN_TOKEN,
+        {
+          scopes: ['*'],
+          name: 'cluster test',
+        },
+      );
+      token = JSON.parse(minted.text).token;
+    });
+    after(async () => {
+      await server.stop('SIGKILL');
+      await database.drop();
+    });
+
+    it('serves from two processes that share one rate-limit count and one /metrics', async () => {
+      const pids = apiProcesses(server.child.pid as number);
+      assert.equal(pids.length, 2, `API processes: ${pids}`);
+      const statuses: number[] = [];
+      for (let i = 0; i < 30; i++) statuses.push(await fresh(server, '/api/v1/me', token));
+      assert.equal(statuses.filter((s) => s === 200).length, 20, `${statuses}`);
+      assert.equal(statuses.filter((s) => s === 429).length, 10, `${statuses}`);
+
+      // Both processes answered (every request line names its process).
+      const served = new Set(
+        server
+          .output()
+          .split('\n')
+          .filter((line) => line.includes('"url":"/api/v1/me"'))
+          .map((line) => JSON.parse(line).pid as number),
+      );
+      assert.deepEqual([...served].sort(), [...pids].sort());
+
+      // Whichever process answers /metrics counts every process's requests.
+      const families = parseExposition(await (await fetch(`${server.baseUrl}/metrics`)).text());
+      const me = families
+        .find((f) => f.name === 'tourops_http_request_duration_seconds')
+        ?.samples.filter((s) => s.name.endsWith('_count') && s.labels.route === '/api/v1/me');
+      assert.deepEqual(me?.map((s) => [s.labels.status_class, s.value]).sort(), [
+        ['2xx', 20],
+        ['4xx', 10],
+      ]);
+    });
+
+    it('replaces a process that dies, and stops all of them on SIGTERM with exit code 0', async () => {
+      const [victim, survivor] = apiProcesses(server.child.pid as number);
+      process.kill(victim, 'SIGKILL');
+      await until(() => {
+        const now = apiProcesses(server.child.pid as number);
+        return now.length === 2 && !now.includes(victim);
+      }, 'a replacement process');
+      assert.ok(alive(survivor));
+      assert.match(server.output(), new RegExp(`API process ${victim} exited \\(SIGKILL\\)`));
+      await until(() => /serving in its place/.test(server.output()), 'the replacement listening');
+      for (let i = 0; i < 4; i++) {
+        assert.equal(await fresh(server, '/healthz', ''), 200);
+      }
+
+      const children = apiProcesses(server.child.pid as number);
+      assert.equal(await server.stop('SIGTERM'), 0);
+      for (const pid of children) assert.ok(!alive(pid), `${pid} still runs`);
+    });
+  });
+}
+
+describe('tourops serve --processes values', () => {
+  for (const value of ['0', '65', 'two', '1.5']) {
+    it(`refuses --processes ${value} before starting anything`, () => {
+      const run = spawnSync(process.execPath, [BIN, 'serve', '--processes', value], {
+        cwd: ROOT,
+        env: { PATH: process.env.PATH ?? '', DATA_DIR: '/nonexistent/never-created' },
+        encoding: 'utf8',
+      });
+      assert.equal(run.status, 2, run.stderr);
+      assert.match(run.stderr, /--processes/);
+    });
+  }
+});
