@@ -12,6 +12,7 @@
  */
 import { cpus } from 'node:os';
 import autocannon, { type Result } from 'autocannon';
+import { Pool } from 'undici';
 import { commandCpuDelta, commandCpuSeconds, type ServerProcess, systemCpu } from './processes.ts';
 
 export interface LoadOptions {
@@ -69,6 +70,7 @@ export interface Measurement {
   p50: number;
   p90: number;
   p99: number;
+  p999: number;
   max: number;
   /** Responses that were not 2xx, socket errors and timeouts: any of these voids the run. */
   non2xx: number;
@@ -250,6 +252,114 @@ export async function runWindow(
   };
 }
 
+/**
+ * An open-loop window: requests are sent on a fixed schedule (`rate` a second, spread evenly,
+ * issued by a 1 ms ticker) whatever the server's answers, over a pool of `connections` keep-alive
+ * connections; a request finding every connection busy waits for one. Each latency is measured
+ * from the request's scheduled time, so time spent queued behind a slow answer counts (no
+ * coordinated omission). autocannon's `overallRate` is not this: each connection runs flat out
+ * until it has spent its requests of the second, then idles.
+ */
+export async function runOpenLoopWindow(
+  server: ServerProcess,
+  options: {
+    url: string;
+    headers?: Record<string, string>;
+    connections: number;
+    rate: number;
+    warmupSec: number;
+    durationSec: number;
+  },
+  hooks: WindowHooks = {},
+): Promise<Window> {
+  const background = await backgroundCpu();
+  const target = new URL(options.url);
+  const pool = new Pool(target.origin, { connections: options.connections, pipelining: 1 });
+  const samples = new Samples();
+  const statusCodes: Record<string, number> = {};
+  let requests = 0;
+  let non2xx = 0;
+  let errors = 0;
+  let bytes = 0;
+  let start: CpuSnapshot | null = null;
+  const path = target.pathname + target.search;
+  const interval = 1000 / options.rate;
+  const began = performance.now();
+  const measureFrom = began + options.warmupSec * 1000;
+  const end = measureFrom + options.durationSec * 1000;
+  const inFlight = new Set<Promise<void>>();
+  const send = (scheduled: number) => {
+    const counted = scheduled >= measureFrom;
+    const done: Promise<void> = pool
+      .request({ path, method: 'GET', headers: options.headers })
+      .then(async (response) => {
+        const body = await response.body.arrayBuffer();
+        if (!counted) return;
+        statusCodes[response.statusCode] = (statusCodes[response.statusCode] ?? 0) + 1;
+        if (response.statusCode >= 200 && response.statusCode < 300) {
+          samples.push(performance.now() - scheduled);
+          requests++;
+          bytes += body.byteLength;
+        } else {
+          non2xx++;
+        }
+      })
+      .catch(() => {
+        if (counted) errors++;
+      })
+      .finally(() => inFlight.delete(done));
+    inFlight.add(done);
+  };
+  let next = 0;
+  await new Promise<void>((resolve) => {
+    const tick = () => {
+      const now = performance.now();
+      if (start === null && now >= measureFrom) {
+        start = snapshot(server, hooks.dbProcessName);
+        hooks.onMeasureStart?.();
+      }
+      for (
+        let at = began + next * interval;
+        at <= now && at < end;
+        at = began + ++next * interval
+      ) {
+        send(at);
+      }
+      if (now >= end) resolve();
+      else setTimeout(tick, 1);
+    };
+    tick();
+  });
+  // The last requests' answers (bounded: a request that never answers is an error).
+  await Promise.race([
+    Promise.all(inFlight),
+    new Promise((resolve) => setTimeout(resolve, 10_000)),
+  ]);
+  const finished = snapshot(server, hooks.dbProcessName);
+  await pool.destroy();
+  const begin = start as CpuSnapshot | null;
+  if (!begin) throw new Error(`${options.url}: the run ended before its measured part began`);
+  const delta = (a: number | null, b: number | null) => (a !== null && b !== null ? b - a : null);
+  return {
+    wallSec: (finished.at - begin.at) / 1000,
+    requests,
+    non2xx,
+    errors: errors + inFlight.size,
+    timeouts: 0,
+    statusCodes,
+    bytes,
+    latencies: samples.values(),
+    serverCpuSec: delta(begin.server, finished.server),
+    dbCpuSec: hooks.dbProcessName ? commandCpuDelta(begin.db, finished.db) : null,
+    clientCpuSec:
+      (finished.client.user - begin.client.user + (finished.client.system - begin.client.system)) /
+      1e6,
+    systemBusy: delta(begin.system?.busy ?? null, finished.system?.busy ?? null),
+    systemTotal: delta(begin.system?.total ?? null, finished.system?.total ?? null),
+    backgroundCpuPct: background,
+  };
+}
+
 function sumOrNull(values: Array<number | null>): number | null {
   return values.some((v) => v === null) ? null : values.reduce<number>((a, b) => a + (b ?? 0), 0);
 }
@@ -297,6 +407,7 @@ export function combine(
     p50: percentile(sorted, 50),
     p90: percentile(sorted, 90),
     p99: percentile(sorted, 99),
+    p999: percentile(sorted, 99.9),
     max: sorted.length > 0 ? sorted[sorted.length - 1] : Number.NaN,
     non2xx: windows.reduce((a, w) => a + w.non2xx, 0),
     errors: windows.reduce((a, w) => a + w.errors, 0),

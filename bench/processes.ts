@@ -64,6 +64,30 @@ function processCpuSeconds(pid: number): number | null {
   }
 }
 
+/** The pids of a process's children (`/proc/<pid>/task/*\/children`), or none. */
+function childPids(pid: number): number[] {
+  try {
+    return readdirSync(`/proc/${pid}/task`).flatMap((task) =>
+      readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8')
+        .split(' ')
+        .filter(Boolean)
+        .map(Number),
+    );
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * CPU seconds of a process and its living children (the API processes of `serve --processes N`
+ * are the primary's children). A child that exits between two readings takes its time with it.
+ */
+function treeCpuSeconds(pid: number): number | null {
+  const own = processCpuSeconds(pid);
+  if (own === null) return null;
+  return childPids(pid).reduce((sum, child) => sum + (processCpuSeconds(child) ?? 0), own);
+}
+
 /**
  * CPU seconds used so far by each process whose command name is `name` (e.g. the PostgreSQL
  * backends), by pid: a sum alone would go down when a process exits.
@@ -125,6 +149,7 @@ export interface ServerProcess {
   baseUrl: string;
   /** The tail of the child's stderr (start-up errors, warnings). */
   stderrTail(): string;
+  /** The process's CPU time with its children's (a cluster's API processes). */
   cpuSeconds(): number | null;
   /** Records a CPU profile of the child between these two calls (see child-agent.ts). */
   startCpuProfile(): Promise<void>;
@@ -138,6 +163,8 @@ export interface StartOptions {
   name: string;
   /** Entry point, relative to the repository root. */
   entry: string;
+  /** Arguments after the entry point (`serve --processes 2` for bin/tourops.js). */
+  args?: string[];
   env: Record<string, string>;
   /** Extra node flags. */
   nodeArgs?: string[];
@@ -159,7 +186,15 @@ export async function startServer(options: StartOptions): Promise<ServerProcess>
 
   const child = spawn(
     process.execPath,
-    [...(options.nodeArgs ?? []), '--import', 'tsx', '--import', AGENT, options.entry],
+    [
+      ...(options.nodeArgs ?? []),
+      '--import',
+      'tsx',
+      '--import',
+      AGENT,
+      options.entry,
+      ...(options.args ?? []),
+    ],
     { cwd: REPO_ROOT, env, stdio: ['ignore', 'ignore', 'pipe', 'ipc'] },
   );
   live.add(child);
@@ -232,7 +267,7 @@ export async function startServer(options: StartOptions): Promise<ServerProcess>
     port,
     baseUrl,
     stderrTail: () => stderr,
-    cpuSeconds: () => processCpuSeconds(child.pid as number),
+    cpuSeconds: () => treeCpuSeconds(child.pid as number),
     async startCpuProfile() {
       const started = waitForMessage('cpu-profile-started', 10_000);
       child.send({ type: 'cpu-profile-start', intervalUs: 200 });
