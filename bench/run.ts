@@ -141,7 +141,9 @@ const PAGE_P99_TARGET_MS = 20;
 const CORES = availableParallelism();
 /** `tourops serve --processes auto` against one process, single read, SQLite. */
 const SCALING_TARGET = 1.6;
-const LARGE_COST_TARGET = 1.2;
+const LARGE_COST_TARGET = 1.1;
+/** A page of 50 against a bare Fastify route with the same SQL and schema: cost at most this. */
+const PAGE_COST_TARGET = 1.3;
 /** Machine load (percent of one core) under which the machine counts as quiet. */
 const QUIET_PCT = 15;
 
@@ -193,7 +195,7 @@ process.on('SIGTERM', () =>
 // with rate limiting stubbed out, and a POST without and with an Idempotency-Key).
 const backendsPlanned = (BACKEND !== 'postgres' ? 1 : 0) + (BACKEND !== 'sqlite' ? 1 : 0);
 const rowsPlanned = HTTP_ROWS
-  ? (BACKEND !== 'postgres' ? 9 : 0) + (BACKEND !== 'sqlite' ? 5 : 0)
+  ? (BACKEND !== 'postgres' ? 10 : 0) + (BACKEND !== 'sqlite' ? 6 : 0)
   : 0;
 /** The open-loop rows: one window each of the three read rows per backend. */
 const openLoopSec = HTTP_ROWS ? backendsPlanned * 3 * (DURATION + ROUND_WARMUP + 3) : 0;
@@ -526,6 +528,14 @@ async function benchBackend(
             DATABASE_URL: smallDb.DATABASE_URL,
             POOL_SIZE: '10',
           });
+    // The page's floor: the same keyset SQL and response schema on a bare Fastify route.
+    const pageReference =
+      backend === 'SQLite'
+        ? await start('reference-page', 'bench/reference-server.ts', {
+            REFERENCE: 'page-sqlite',
+            DATA_DIR: smallDb.DATA_DIR,
+          })
+        : reference;
     const apiSmall = await start(`api-${backend}-small`, 'src/main.ts', apiEnv(smallDb));
     const apiLarge = await start(`api-${backend}-large`, 'src/main.ts', apiEnv(largeDb));
     // All cores: the same API as `tourops serve --processes auto`, on the small tenant's data.
@@ -602,6 +612,16 @@ async function benchBackend(
           ]
         : [];
     jobs.push(...writeJobs);
+    const middleId = Buffer.from(small.middleCursor, 'base64url').toString('utf8').split(':')[1];
+    jobs.push(
+      job(pageReference, {
+        label: 'reference: bare Fastify, the same page SQL and schema, 1,000 trips',
+        path: `/page?tenant=${small.tenantId}&after=${middleId}`,
+        check: expectJson((json) =>
+          Array.isArray(json.data) && json.data.length === 50 ? null : 'not a page of 50',
+        ),
+      }),
+    );
     jobs.push(
       job(apiCluster, {
         ...singleTripProbe(small),
@@ -630,6 +650,7 @@ async function benchBackend(
 
     const noLimitsIndex = jobs.findIndex((j) => j.server === apiNoLimits);
     const clusterIndex = jobs.findIndex((j) => j.server === apiCluster);
+    const pageReferenceIndex = jobs.findIndex((j) => j.probe.path.startsWith('/page?'));
     const results = await measureJobs(jobs);
     const [refM] = results;
     const [single, smallList, largeList] = results.slice(-3);
@@ -688,6 +709,15 @@ async function benchBackend(
             targetText: 'informational (PostgreSQL shares the cores)',
             informational: true,
           }),
+    });
+    rows.push({
+      scenario: `\`GET /api/v1/trips?limit=50\` mid-list page, ${fmtInt(small.trips)} trips, vs a bare Fastify route with the same SQL and response schema`,
+      backend,
+      m: smallList,
+      ref: results[pageReferenceIndex],
+      ratioTarget: 1 / PAGE_COST_TARGET,
+      targetText: `ratio ≥ ${(1 / PAGE_COST_TARGET).toFixed(2)} (cost ≤ ${PAGE_COST_TARGET}×)`,
+      p99TargetMs: null,
     });
     // Latency at a load the server keeps up with: each read row again at half its maximum.
     const openLoop: Array<[Job, Measurement, number]> = [
