@@ -64,6 +64,8 @@ export interface DeliveryResult {
   ceiling: Rate;
   plain: Rate;
   withTimeouts: Rate;
+  /** The plain drain by `tourops serve --processes auto`. */
+  processes: Rate;
   latency: { p50: number; p90: number; p99: number; max: number; samples: number; perSec: number };
   timeoutMs: number;
   /** Summary of the API process's CPU profile during the first plain drain (--profile). */
@@ -87,7 +89,7 @@ function median(values: number[]): number {
 }
 
 /** Arrivals per second between the 5th and the 95th percentile arrival. */
-function steadyRate(arrivals: number[]): number {
+export function steadyRate(arrivals: number[]): number {
   const sorted = [...arrivals].sort((a, b) => a - b);
   const first = Math.floor(sorted.length * 0.05);
   const last = Math.ceil(sorted.length * 0.95) - 1;
@@ -96,7 +98,7 @@ function steadyRate(arrivals: number[]): number {
 }
 
 /** An HTTPS endpoint that answers 200 at once, or (`hang`) never answers. */
-class Receiver {
+export class Receiver {
   /** Arrival times (performance.now()) of requests to answered paths, this run. */
   arrivals: number[] = [];
   /** Event bodies by arrival, while `keepBodies` is on (latency run). */
@@ -221,8 +223,13 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
       runtime.repositories.webhooks.updateSubscription(tenant.id, timingOut.id, { active });
 
     const expected = options.events * HEALTHY;
-    const runs = { ceiling: [] as number[], plain: [] as number[], withTimeouts: [] as number[] };
-    const cpu = { plain: [] as number[], withTimeouts: [] as number[] };
+    const runs = {
+      ceiling: [] as number[],
+      plain: [] as number[],
+      withTimeouts: [] as number[],
+      processes: [] as number[],
+    };
+    const cpu = { plain: [] as number[], withTimeouts: [] as number[], processes: [] as number[] };
     // The size of a delivered body (see worker.ts), for the ceiling's requests.
     const bodyBytes = JSON.stringify({
       id: randomUUID(),
@@ -267,7 +274,7 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
           `(${expected} POSTs in ${((now() - started) / 1000).toFixed(1)} s)`,
       );
 
-      for (const scenario of ['plain', 'withTimeouts'] as const) {
+      for (const scenario of ['plain', 'withTimeouts', 'processes'] as const) {
         await runtime.database.db.deleteFrom('webhookDeliveries').execute();
         await setTimingOut(scenario === 'withTimeouts');
         const written = now();
@@ -275,9 +282,12 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
         const writeSec = (now() - written) / 1000;
         receiver.reset();
         blackHole.reset();
+        // All cores: the same drain by `tourops serve --processes auto`.
         const server = await startServer({
-          name: `api-${backend}-deliveries`,
-          entry: 'src/main.ts',
+          name: `api-${backend}-deliveries-${scenario}`,
+          ...(scenario === 'processes'
+            ? { entry: 'bin/tourops.js', args: ['serve', '--processes', 'auto'] }
+            : { entry: 'src/main.ts' }),
           env: serverEnv,
         });
         options.track(server, true);
@@ -384,6 +394,7 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
       ceiling: rate(runs.ceiling, null),
       plain: rate(runs.plain, cpu.plain),
       withTimeouts: rate(runs.withTimeouts, cpu.withTimeouts),
+      processes: rate(runs.processes, cpu.processes),
       latency: {
         p50: percentile(latencies, 50),
         p90: percentile(latencies, 90),
@@ -411,7 +422,11 @@ function backlogEvent(index: number) {
 }
 
 /** `count` client.created events through the events service, EMIT_BATCH per transaction. */
-async function emitBacklog(runtime: Runtime, tenantId: string, count: number): Promise<void> {
+export async function emitBacklog(
+  runtime: Runtime,
+  tenantId: string,
+  count: number,
+): Promise<void> {
   const { database, services } = runtime;
   for (let done = 0; done < count; done += EMIT_BATCH) {
     await database.withTransaction(async () => {

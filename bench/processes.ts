@@ -170,6 +170,8 @@ export interface StartOptions {
   nodeArgs?: string[];
   readyPath?: string;
   readyTimeoutMs?: number;
+  /** The variable that tells the child its port (default PORT; a worker's WORKER_METRICS_PORT). */
+  portEnv?: string;
 }
 
 /** Environment variables the children inherit; everything else comes from the benchmark. */
@@ -182,7 +184,7 @@ export async function startServer(options: StartOptions): Promise<ServerProcess>
     const value = process.env[name];
     if (value !== undefined) env[name] = value;
   }
-  Object.assign(env, options.env, { PORT: String(port), HOST: '127.0.0.1' });
+  Object.assign(env, options.env, { [options.portEnv ?? 'PORT']: String(port), HOST: '127.0.0.1' });
 
   const child = spawn(
     process.execPath,

@@ -25,6 +25,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { benchDeliveries, type DeliveryResult } from './deliveries.ts';
+import { benchDeliveryScale, type ScaleResult } from './delivery-scale.ts';
 import {
   backgroundCpu,
   combine,
@@ -56,9 +57,12 @@ const USAGE = `usage: npm run bench -- [options]
                        (default $BENCH_PG_URL or postgres://postgres@127.0.0.1:5432/test)
   --retries <n>        windows repeated, in all (0-10), because other processes took CPU during
                        them (default 2)
-  --only <what>        all | http | deliveries | retention (default all)
+  --only <what>        all | http | deliveries | retention | scale (default all; scale is
+                       PostgreSQL only)
   --deliveries <n>     events per webhook delivery run, each delivered to 4 subscriptions
                        (default 5000)
+  --scale-history <n>  delivered rows the scale row grows the table to (default 1000000)
+  --scale-deliveries <n>  deliveries the scale row drains with two workers (default 100000)
   --profile            record a CPU profile of every server during its last window and summarize
                        it (slows the servers down: a profiled run is not the benchmark)
 `;
@@ -78,6 +82,8 @@ const { values: args } = parseArgs({
     profile: { type: 'boolean', default: false },
     only: { type: 'string', default: 'all' },
     deliveries: { type: 'string', default: '5000' },
+    'scale-history': { type: 'string', default: '1000000' },
+    'scale-deliveries': { type: 'string', default: '100000' },
     help: { type: 'boolean', short: 'h', default: false },
   },
 });
@@ -114,11 +120,18 @@ if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(LOG
   usageError('--log-level must be a pino level (warn, info, …)');
 }
 const ONLY = args.only;
-if (!['all', 'http', 'deliveries', 'retention'].includes(ONLY))
-  usageError('--only must be all, http, deliveries or retention');
+if (!['all', 'http', 'deliveries', 'retention', 'scale'].includes(ONLY))
+  usageError('--only must be all, http, deliveries, retention or scale');
 const HTTP_ROWS = ONLY === 'all' || ONLY === 'http';
 const DELIVERY_ROWS = ONLY === 'all' || ONLY === 'deliveries';
 const RETENTION_ROWS = ONLY === 'all' || ONLY === 'retention';
+const SCALE_ROWS = ONLY === 'all' || ONLY === 'scale';
+// Multiples of the 20 subscriptions × 2 (half the history is written first).
+const SCALE_HISTORY = integer('scale-history', args['scale-history'], 40_000, 10_000_000);
+const SCALE_DELIVERIES = integer('scale-deliveries', args['scale-deliveries'], 1_000, 1_000_000);
+if (SCALE_HISTORY % 40 !== 0 || SCALE_DELIVERIES % 20 !== 0) {
+  usageError('--scale-history must be a multiple of 40, --scale-deliveries of 20');
+}
 /** Deliveries past retention that the retention row purges. */
 const RETENTION_PURGED = 200_000;
 /** The retention row's target: the read's p99 during the purge at most this times without. */
@@ -199,18 +212,22 @@ const rowsPlanned = HTTP_ROWS
   : 0;
 /** The open-loop rows: one window each of the three read rows per backend. */
 const openLoopSec = HTTP_ROWS ? backendsPlanned * 3 * (DURATION + ROUND_WARMUP + 3) : 0;
-// Per backend and round: the ceiling and two drains (backlog write, start-up, drain, stop).
+// Per backend and round: the ceiling and three drains (backlog write, start-up, drain, stop).
 const deliverySec = DELIVERY_ROWS
-  ? backendsPlanned * (ROUNDS * 3 * ((DELIVERY_EVENTS * 4) / 500 + 15) + 60)
+  ? backendsPlanned * (ROUNDS * 4 * ((DELIVERY_EVENTS * 4) / 500 + 15) + 60)
   : 0;
 const windowSec = DURATION / ROUNDS + ROUND_WARMUP + 1;
 // Per backend: seeding, a warm-up, two windows without the purge and one during it.
 const retentionSec = RETENTION_ROWS ? backendsPlanned * (WARMUP + 2 * DURATION + 360) : 0;
+// Seeding about 40k rows a second, the claims, and the drain at a few thousand a second.
+const scaleSec =
+  SCALE_ROWS && BACKEND !== 'sqlite' ? SCALE_HISTORY / 20_000 + SCALE_DELIVERIES / 500 + 120 : 0;
 const budgetSec = Math.ceil(
   rowsPlanned * (WARMUP + ROUNDS * windowSec) +
     RETRIES * (windowSec + 10) +
     deliverySec +
     retentionSec +
+    scaleSec +
     openLoopSec +
     180,
 );
@@ -248,6 +265,7 @@ interface Job {
 const measurements: Measurement[] = [];
 const deliveryResults: DeliveryResult[] = [];
 const retentionResults: RetentionResult[] = [];
+const scaleResults: ScaleResult[] = [];
 const profiles: string[] = [];
 const profileDir = PROFILE ? mkdtempSync(join(tmpdir(), 'tourops-bench-prof-')) : null;
 if (profileDir) cleanups.push(async () => rmSync(profileDir, { recursive: true, force: true }));
@@ -841,6 +859,7 @@ async function benchPostgres(): Promise<string | null> {
     ...(HTTP_ROWS ? ['small', 'large'] : []),
     ...(DELIVERY_ROWS ? ['deliveries'] : []),
     ...(RETENTION_ROWS ? ['retention'] : []),
+    ...(SCALE_ROWS ? ['scale'] : []),
   ];
   for (const suffix of suffixes) {
     const name = `${base}_${suffix}`;
@@ -870,6 +889,24 @@ async function benchPostgres(): Promise<string | null> {
   const named = (suffix: string) => databases[suffixes.indexOf(suffix)];
   if (DELIVERY_ROWS) await deliveryRows('PostgreSQL', named('deliveries'));
   if (RETENTION_ROWS) await retentionRows('PostgreSQL', named('retention'));
+  if (SCALE_ROWS) {
+    await waitForQuiet(10_000);
+    log(`PostgreSQL: deliveries at scale: ${fmtInt(SCALE_HISTORY)} delivered rows`);
+    scaleResults.push(
+      await benchDeliveryScale({
+        backend: 'PostgreSQL',
+        dbEnv: named('scale'),
+        history: SCALE_HISTORY,
+        deliveries: SCALE_DELIVERIES,
+        logLevel: LOG_LEVEL,
+        log,
+        track: (server, live) => {
+          if (live) running.add(server);
+          else running.delete(server);
+        },
+      }),
+    );
+  }
   return null;
 }
 
@@ -1027,6 +1064,10 @@ function deliveryReport(): string[] {
         `${fmtInt(r.withTimeouts.perSec)} (${runs(r.withTimeouts.runs)}) | ref ${fmtInt(r.plain.perSec)} | ` +
         `${(r.withTimeouts.perSec / r.plain.perSec).toFixed(2)} | – | – | ${cpu(r.withTimeouts.cpuUsPerDelivery)} | ` +
         `ratio ≥ 0.90 | ${mark(r.withTimeouts.perSec / r.plain.perSec >= 0.9)} |`,
+      `| The same drain by \`tourops serve --processes auto\` (${CORES} processes) vs one process | ${r.backend} | ` +
+        `${fmtInt(r.processes.perSec)} (${runs(r.processes.runs)}) | ref ${fmtInt(r.plain.perSec)} | ` +
+        `${(r.processes.perSec / r.plain.perSec).toFixed(2)} | – | – | ${cpu(r.processes.cpuUsPerDelivery)} | ` +
+        'informational (scaling; the receiver and PostgreSQL share the cores) | – |',
       `| Event commit to first byte at the receiver, ${r.latency.perSec} deliveries/s | ${r.backend} | – | – | – | ` +
         `${fmtMs(r.latency.p50)} | ${fmtMs(r.latency.p99)} | – | p50 < 50 ms | ${mark(r.latency.p50 < 50)} |`,
     );
@@ -1094,12 +1135,55 @@ function retentionReport(): string[] {
   return out;
 }
 
+/** Claims at 1M rows: p99 within this many times the p99 on an empty history. */
+const CLAIM_GROWTH_TARGET = 2;
+
+function scaleReport(): string[] {
+  if (scaleResults.length === 0) return [];
+  const out = [
+    '',
+    '### Deliveries at scale (PostgreSQL)',
+    '',
+    `Claims: ${CLAIM_BACKLOG_TEXT} claimed 200 at a time (16 a subscription, as the worker claims) by ` +
+      '`DeliveriesService.claim` in the benchmark process, as delivered history grows (rows written by the ' +
+      'database, then ANALYZE). Drain: the API with its worker and two `tourops worker` processes on the ' +
+      'largest history, to an HTTPS receiver in the benchmark process (answers 200 at once); deliveries/s ' +
+      'between the 5th and 95th percentile arrival. RETENTION_DAYS=0.',
+    '',
+    '| scenario | delivered rows | claims | p50 ms | p99 ms | max ms | target | met |',
+    '|---|---:|---:|---:|---:|---:|---|---|',
+  ];
+  for (const r of scaleResults) {
+    const [empty] = r.claims;
+    for (const c of r.claims) {
+      const last = c === r.claims.at(-1);
+      const met = c.p99 <= CLAIM_GROWTH_TARGET * empty.p99 ? '✅ yes' : '❌ no';
+      out.push(
+        `| Claim of 200 due deliveries, 20 subscriptions | ${fmtInt(c.historyRows)} | ${c.samples} | ` +
+          `${fmtMs(c.p50)} | ${fmtMs(c.p99)} | ${fmtMs(c.max)} | ` +
+          `${last ? `p99 ≤ ${CLAIM_GROWTH_TARGET}× the first row's (index-bound)` : '–'} | ${last ? met : '–'} |`,
+      );
+    }
+    out.push(
+      '',
+      `| scenario | deliveries | processes | deliveries/s |`,
+      '|---|---:|---:|---:|',
+      `| Backlog drained by the API and two workers on ${fmtInt(r.claims.at(-1)?.historyRows ?? 0)} delivered rows | ` +
+        `${fmtInt(r.drain.deliveries)} | ${r.drain.processes} | ${fmtInt(r.drain.perSec)} |`,
+      '',
+    );
+  }
+  return out;
+}
+const CLAIM_BACKLOG_TEXT = 'a backlog of 10,000 pending deliveries (500 events × 20 subscriptions)';
+
 function printReport(notes: string[], startedAt: number): void {
   const deliveryProfiles = deliveryResults.flatMap((r) => (r.profile ? [r.profile, ''] : []));
   const out = [
     ...(HTTP_ROWS ? httpReport(notes) : ['', ...notes.map((note) => `> ${note}`)]),
     ...deliveryReport(),
     ...retentionReport(),
+    ...scaleReport(),
     ...deliveryProfiles,
     `Total bench time: ${seconds(performance.now() - startedAt)}.`,
     '',

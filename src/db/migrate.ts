@@ -10,6 +10,7 @@ import * as m0007 from './migrations/0007_drop_events_dispatched_at.ts';
 import * as m0008 from './migrations/0008_events_is_test.ts';
 import * as m0009 from './migrations/0009_webhook_attempts.ts';
 import * as m0010 from './migrations/0010_retention_indexes.ts';
+import * as m0011 from './migrations/0011_partial_queue_indexes.ts';
 
 interface Migration {
   id: string;
@@ -28,6 +29,7 @@ export const migrations: Migration[] = [
   { id: '0008_events_is_test', up: m0008.up },
   { id: '0009_webhook_attempts', up: m0009.up },
   { id: '0010_retention_indexes', up: m0010.up },
+  { id: '0011_partial_queue_indexes', up: m0011.up },
 ];
 
 /** Arbitrary constant naming our advisory lock on PostgreSQL. */

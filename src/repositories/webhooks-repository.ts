@@ -8,6 +8,14 @@ import type {
 import type { AttemptErrorClass } from '../domain/attempts.ts';
 import { Repository } from './repository.ts';
 
+/**
+ * The statuses the partial queue indexes are defined on, written as literals: a planner can use a
+ * partial index only when the query's condition visibly implies the index's (a bound parameter
+ * does not, on SQLite, nor in a generic plan on PostgreSQL).
+ */
+const PENDING = sql<DeliveryStatus>`'pending'`;
+const IN_FLIGHT = sql<DeliveryStatus>`'in_flight'`;
+
 /** Seven bind parameters a row: far under both backends' limits. */
 const OUTCOMES_PER_STATEMENT = 500;
 /** Nine bind parameters a row. */
@@ -170,7 +178,7 @@ export class WebhooksRepository extends Repository {
   /**
    * Claims up to `limit` due deliveries in one statement: for every active subscription not in
    * `skip`, its earliest due pending rows (at most `perSubscription`, walked through
-   * webhook_deliveries_queue_idx, so one endpoint's backlog costs the others nothing), the
+   * webhook_deliveries_pending_idx, so one endpoint's backlog costs the others nothing), the
    * earliest `limit` of them overall; and in-flight rows whose claim is older than `staleBefore`
    * (their worker died) and that have attempts left (see deadLetterStale). Each claimed row gets
    * `claimedAt` = now and its attempt counted. On PostgreSQL concurrent workers skip each other's
@@ -284,7 +292,7 @@ export class WebhooksRepository extends Repository {
     const result = await this.db
       .updateTable('webhookDeliveries')
       .set({ status: 'dead_letter', claimedAt: null, nextAttemptAt: null })
-      .where('status', '=', 'in_flight')
+      .where('status', '=', IN_FLIGHT)
       .where('claimedAt', '<', staleBefore)
       .where('attempts', '>=', maxAttempts)
       .executeTakeFirst();
@@ -344,7 +352,8 @@ export class WebhooksRepository extends Repository {
 
   /**
    * What the queue holds (the metrics' gauges): pending rows and the earliest due time, through
-   * webhook_deliveries_claimed_idx (its status prefix), and paused live subscriptions.
+   * webhook_deliveries_pending_idx (partial: pending rows only, whatever the history), and paused
+   * live subscriptions.
    */
   async queueStats(now: string): Promise<{
     pending: number;
@@ -366,7 +375,7 @@ export class WebhooksRepository extends Repository {
           )
           .as('oldestDue'),
       ])
-      .where('status', '=', 'pending')
+      .where('status', '=', PENDING)
       .executeTakeFirstOrThrow();
     const paused = await this.db
       .selectFrom('webhookSubscriptions')

@@ -1,0 +1,176 @@
+/**
+ * Deliveries at scale on PostgreSQL (`npm run bench -- --only scale`): whether the worker's claim
+ * stays index-bound as delivered history grows, and what the API and two worker processes drain
+ * together on one database.
+ *
+ * - Claims: with 0, half and all of `history` delivered rows over 20 subscriptions (written by
+ *   the database itself, then ANALYZE as autovacuum would), a backlog of 10,000 pending rows is
+ *   claimed 200 at a time by `DeliveriesService.claim` exactly as the worker calls it (16 a
+ *   subscription), each claim timed in this process; claimed rows are then marked delivered.
+ * - Drain: on the full history, a backlog of `deliveries` (to the same 20 subscriptions) drained
+ *   by one API process with its worker (`src/main.ts`) and two `tourops worker` processes, to an
+ *   HTTPS receiver in this process; deliveries/s between the 5th and 95th percentile arrival.
+ *
+ * RETENTION_DAYS=0 keeps the history (the purge would otherwise delete nothing here anyway: the
+ * rows are recent).
+ */
+
+import { sql } from 'kysely';
+import pino from 'pino';
+import { loadConfig } from '../src/config.ts';
+import { createRuntime } from '../src/runtime.ts';
+import { testCa } from '../test/helpers/https-receiver.ts';
+import { RetentionSeed, runSeed } from '../test/helpers/retention-seed.ts';
+import { emitBacklog, Receiver, steadyRate } from './deliveries.ts';
+import { percentile } from './measure.ts';
+import { type ServerProcess, startServer } from './processes.ts';
+
+export interface ScaleResult {
+  backend: string;
+  claims: Array<{ historyRows: number; p50: number; p99: number; max: number; samples: number }>;
+  drain: { deliveries: number; perSec: number; processes: number };
+}
+
+export interface ScaleBenchOptions {
+  backend: string;
+  dbEnv: Record<string, string>;
+  /** Delivered rows the table grows to. */
+  history: number;
+  /** Deliveries the drain sends. */
+  deliveries: number;
+  logLevel: string;
+  log: (message: string) => void;
+  track: (server: ServerProcess, live: boolean) => void;
+}
+
+const SUBSCRIPTIONS = 20;
+const CLAIM_BATCH = 200;
+/** As the worker claims: half its per-subscription cap. */
+const CLAIM_PER_SUBSCRIPTION = 16;
+/** Events of each timed backlog (× 20 subscriptions = 10,000 pending rows). */
+const CLAIM_BACKLOG_EVENTS = 500;
+const WORKERS = 2;
+const ADMIN_TOKEN = 'bench-admin-token-0123456789abcdef';
+
+export async function benchDeliveryScale(options: ScaleBenchOptions): Promise<ScaleResult> {
+  const { backend, log } = options;
+  const ca = await testCa();
+  const receiver = await Receiver.start(ca.key, ca.cert);
+  const serverEnv = {
+    ...options.dbEnv,
+    ADMIN_API_TOKEN: ADMIN_TOKEN,
+    LOG_LEVEL: options.logLevel,
+    WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+    WEBHOOK_CA_FILE: ca.caFile,
+    RETENTION_DAYS: '0',
+  };
+  const runtime = await createRuntime(loadConfig({ ...serverEnv, LOG_LEVEL: 'silent' }), {
+    logger: pino({ level: 'silent' }),
+  });
+  try {
+    const { services, database } = runtime;
+    const db = database.db;
+    const tenant = await services.tenants.create({
+      name: 'Bench Scale',
+      slug: 'bench-scale',
+      tier: 'enterprise',
+    });
+    const subscriptions: string[] = [];
+    for (let i = 0; i < SUBSCRIPTIONS; i++) {
+      const { subscription } = await services.webhooks.create(tenant.id, {
+        url: receiver.url(`/s/${i}`),
+        events: ['client.created'],
+      });
+      subscriptions.push(subscription.id);
+    }
+    const seed = new RetentionSeed(tenant.id);
+    const claims: ScaleResult['claims'] = [];
+    let rows = 0;
+    for (const [step, size] of [0, options.history / 2, options.history].entries()) {
+      if (size > rows) {
+        const started = performance.now();
+        const added = size - rows;
+        const ms = Date.now() - 3_600_000;
+        await runSeed(db, [
+          seed.events(`h${step}`, added / SUBSCRIPTIONS, ms),
+          seed.deliveries(10 + step, `h${step}`, added, ms, () => sql`'success'`, subscriptions),
+        ]);
+        if (database.dialect === 'postgres') await sql`analyze`.execute(db);
+        rows = size;
+        log(
+          `${backend}: scale: ${rows} delivered rows (${((performance.now() - started) / 1000).toFixed(1)} s)`,
+        );
+      }
+      await emitBacklog(runtime, tenant.id, CLAIM_BACKLOG_EVENTS);
+      const durations: number[] = [];
+      for (;;) {
+        const now = Date.now();
+        const t0 = performance.now();
+        const claimed = await services.deliveries.claim(
+          now,
+          services.deliveries.staleBefore(now),
+          CLAIM_BATCH,
+          { perSubscription: CLAIM_PER_SUBSCRIPTION },
+        );
+        if (claimed.length === 0) break;
+        durations.push(performance.now() - t0);
+        await sql`update webhook_deliveries set status = 'success', claimed_at = null
+          where status = 'in_flight'`.execute(db);
+      }
+      // The history grew by the backlog too.
+      rows += CLAIM_BACKLOG_EVENTS * SUBSCRIPTIONS;
+      durations.sort((a, b) => a - b);
+      claims.push({
+        historyRows: rows,
+        p50: percentile(durations, 50),
+        p99: percentile(durations, 99),
+        max: durations.at(-1) ?? Number.NaN,
+        samples: durations.length,
+      });
+      log(
+        `${backend}: scale: claim of ${CLAIM_BATCH} at ${rows} rows: p50 ${percentile(durations, 50).toFixed(2)} ms, ` +
+          `p99 ${percentile(durations, 99).toFixed(2)} ms (${durations.length} claims)`,
+      );
+    }
+
+    // The drain: the API with its worker and two worker processes.
+    await emitBacklog(runtime, tenant.id, options.deliveries / SUBSCRIPTIONS);
+    receiver.reset();
+    const servers: ServerProcess[] = [];
+    try {
+      servers.push(
+        await startServer({ name: `api-${backend}-scale`, entry: 'src/main.ts', env: serverEnv }),
+      );
+      for (let i = 0; i < WORKERS; i++) {
+        servers.push(
+          await startServer({
+            name: `worker-${backend}-scale-${i}`,
+            entry: 'bin/tourops.js',
+            args: ['worker'],
+            // A worker answers no HTTP but its /metrics: that is its readiness here.
+            env: serverEnv,
+            portEnv: 'WORKER_METRICS_PORT',
+            readyPath: '/metrics',
+          }),
+        );
+      }
+      for (const server of servers) options.track(server, true);
+      await receiver.waitFor(options.deliveries, Math.max(120_000, options.deliveries * 3));
+    } finally {
+      for (const server of servers) {
+        await server.stop();
+        options.track(server, false);
+      }
+    }
+    const perSec = steadyRate(receiver.arrivals);
+    log(`${backend}: scale: drained ${options.deliveries} at ${Math.round(perSec)}/s`);
+    return {
+      backend,
+      claims,
+      drain: { deliveries: options.deliveries, perSec, processes: 1 + WORKERS },
+    };
+  } finally {
+    await runtime.close();
+    await receiver.close();
+  }
+}
