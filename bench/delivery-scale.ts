@@ -4,7 +4,7 @@
  * together on one database.
  *
  * - Claims: with 0, half and all of `history` delivered rows over 20 subscriptions (written by
- *   the database itself, then ANALYZE as autovacuum would), a backlog of 10,000 pending rows is
+ *   the database itself, then ANALYZE as autovacuum would), a backlog of 30,000 pending rows is
  *   claimed 200 at a time by `DeliveriesService.claim` exactly as the worker calls it (16 a
  *   subscription), each claim timed in this process; claimed rows are then marked delivered.
  * - Drain: on the full history, a backlog of `deliveries` (to the same 20 subscriptions) drained
@@ -47,9 +47,11 @@ const SUBSCRIPTIONS = 20;
 const CLAIM_BATCH = 200;
 /** As the worker claims: half its per-subscription cap. */
 const CLAIM_PER_SUBSCRIPTION = 16;
-/** Events of each timed backlog (× 20 subscriptions = 10,000 pending rows). */
-const CLAIM_BACKLOG_EVENTS = 500;
+/** Events of each timed backlog (× 20 subscriptions = 30,000 pending rows, 150 claims). */
+const CLAIM_BACKLOG_EVENTS = 1_500;
 const WORKERS = 2;
+/** Delivered rows per seeding statement (a multiple of the 20 subscriptions). */
+const SEED_CHUNK = 100_000;
 const ADMIN_TOKEN = 'bench-admin-token-0123456789abcdef';
 
 export async function benchDeliveryScale(options: ScaleBenchOptions): Promise<ScaleResult> {
@@ -91,10 +93,22 @@ export async function benchDeliveryScale(options: ScaleBenchOptions): Promise<Sc
         const started = performance.now();
         const added = size - rows;
         const ms = Date.now() - 3_600_000;
-        await runSeed(db, [
-          seed.events(`h${step}`, added / SUBSCRIPTIONS, ms),
-          seed.deliveries(10 + step, `h${step}`, added, ms, () => sql`'success'`, subscriptions),
-        ]);
+        // In statements of SEED_CHUNK rows: each is bound by DATABASE_STATEMENT_TIMEOUT.
+        for (let chunk = 0; chunk * SEED_CHUNK < added; chunk++) {
+          const n = Math.min(SEED_CHUNK, added - chunk * SEED_CHUNK);
+          const tag = `h${step}c${chunk}`;
+          await runSeed(db, [
+            seed.events(tag, n / SUBSCRIPTIONS, ms),
+            seed.deliveries(
+              100 * (step + 1) + chunk,
+              tag,
+              n,
+              ms,
+              () => sql`'success'`,
+              subscriptions,
+            ),
+          ]);
+        }
         if (database.dialect === 'postgres') await sql`analyze`.execute(db);
         rows = size;
         log(

@@ -1175,7 +1175,8 @@ function scaleReport(): string[] {
   }
   return out;
 }
-const CLAIM_BACKLOG_TEXT = 'a backlog of 10,000 pending deliveries (500 events × 20 subscriptions)';
+const CLAIM_BACKLOG_TEXT =
+  'a backlog of 30,000 pending deliveries (1,500 events × 20 subscriptions)';
 
 function printReport(notes: string[], startedAt: number): void {
   const deliveryProfiles = deliveryResults.flatMap((r) => (r.profile ? [r.profile, ''] : []));

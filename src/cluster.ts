@@ -5,10 +5,8 @@ import { type Config, describeDatabase } from './config.ts';
 import { CLUSTER_METRICS_MESSAGE } from './lib/metrics.ts';
 import { createRuntime } from './runtime.ts';
 import { checkListenAddress } from './serve.ts';
+import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_PER_SUBSCRIPTION } from './webhooks/worker.ts';
 
-/** The slots of one worker process (see DeliveryWorker), shared out among the API processes. */
-const WORKER_SLOTS = 256;
-const PER_SUBSCRIPTION_SLOTS = 32;
 /** More unplanned exits than this within RESTART_WINDOW_MS: the service is broken, stop it. */
 const MAX_RESTARTS = 5;
 const RESTART_WINDOW_MS = 60_000;
@@ -110,13 +108,13 @@ export async function servePrimary(config: Config, processes: number): Promise<v
   );
 }
 
-/** What one of N API processes runs: its share of the worker's slots. */
+/** What one of N API processes runs: its share of one worker's slots. */
 export function workerShare(processes: number): {
   maxInFlight: number;
   maxPerSubscription: number;
 } {
   return {
-    maxInFlight: Math.ceil(WORKER_SLOTS / processes),
-    maxPerSubscription: Math.ceil(PER_SUBSCRIPTION_SLOTS / processes),
+    maxInFlight: Math.ceil(DEFAULT_MAX_IN_FLIGHT / processes),
+    maxPerSubscription: Math.ceil(DEFAULT_MAX_PER_SUBSCRIPTION / processes),
   };
 }

@@ -50,6 +50,7 @@ export interface WorkerEvents {
 }
 
 export const DEFAULT_MAX_IN_FLIGHT = 256;
+export const DEFAULT_MAX_PER_SUBSCRIPTION = 32;
 
 /** Flush settled attempts when this many wait, or after FLUSH_DELAY_MS. */
 const FLUSH_BATCH = 200;
@@ -98,7 +99,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
   ) {
     super();
     this.maxInFlight = options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
-    this.maxPerSubscription = options.maxPerSubscription ?? 32;
+    this.maxPerSubscription = options.maxPerSubscription ?? DEFAULT_MAX_PER_SUBSCRIPTION;
     this.claimPerSubscription = Math.ceil(this.maxPerSubscription / 2);
     this.batchSize = options.batchSize ?? 200;
     this.pollIntervalMs = options.pollIntervalMs ?? 1_000;
