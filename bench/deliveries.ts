@@ -79,7 +79,7 @@ const LATENCY_SECONDS = 5;
 /** The worker's default maxInFlight: the raw sender runs as many requests at once. */
 const CONCURRENCY = 256;
 const EMIT_BATCH = 500;
-const ADMIN_TOKEN = 'bench-admin-token-0123456789abcdef';
+export const ADMIN_TOKEN = 'bench-admin-token-0123456789abcdef';
 
 const now = () => performance.now();
 

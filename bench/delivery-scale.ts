@@ -21,7 +21,7 @@ import { loadConfig } from '../src/config.ts';
 import { createRuntime } from '../src/runtime.ts';
 import { testCa } from '../test/helpers/https-receiver.ts';
 import { RetentionSeed, runSeed } from '../test/helpers/retention-seed.ts';
-import { emitBacklog, Receiver, steadyRate } from './deliveries.ts';
+import { ADMIN_TOKEN, emitBacklog, Receiver, steadyRate } from './deliveries.ts';
 import { percentile } from './measure.ts';
 import { type ServerProcess, startServer } from './processes.ts';
 
@@ -52,7 +52,6 @@ const CLAIM_BACKLOG_EVENTS = 1_500;
 const WORKERS = 2;
 /** Delivered rows per seeding statement (a multiple of the 20 subscriptions). */
 const SEED_CHUNK = 100_000;
-const ADMIN_TOKEN = 'bench-admin-token-0123456789abcdef';
 
 export async function benchDeliveryScale(options: ScaleBenchOptions): Promise<ScaleResult> {
   const { backend, log } = options;

@@ -230,11 +230,7 @@ export async function runWindow(
   });
   recording = false;
   const end = snapshot(server, hooks.dbProcessName);
-  const begin = start as CpuSnapshot | null;
-  if (!begin) throw new Error(`${options.url}: the run ended before its measured part began`);
-  const delta = (a: number | null, b: number | null) => (a !== null && b !== null ? b - a : null);
-  return {
-    wallSec: (end.at - begin.at) / 1000,
+  return measured(options.url, start, end, background, {
     requests,
     non2xx,
     errors,
@@ -242,12 +238,31 @@ export async function runWindow(
     statusCodes,
     bytes,
     latencies: samples.values(),
-    serverCpuSec: delta(begin.server, end.server),
-    dbCpuSec: hooks.dbProcessName ? commandCpuDelta(begin.db, end.db) : null,
+  });
+}
+
+/** A window from its counts and the CPU snapshots that opened and closed its measured part. */
+function measured(
+  url: string,
+  start: CpuSnapshot | null,
+  end: CpuSnapshot,
+  background: number | null,
+  counts: Pick<
+    Window,
+    'requests' | 'non2xx' | 'errors' | 'timeouts' | 'statusCodes' | 'bytes' | 'latencies'
+  >,
+): Window {
+  if (!start) throw new Error(`${url}: the run ended before its measured part began`);
+  const delta = (a: number | null, b: number | null) => (a !== null && b !== null ? b - a : null);
+  return {
+    ...counts,
+    wallSec: (end.at - start.at) / 1000,
+    serverCpuSec: delta(start.server, end.server),
+    dbCpuSec: start.db === null && end.db === null ? null : commandCpuDelta(start.db, end.db),
     clientCpuSec:
-      (end.client.user - begin.client.user + (end.client.system - begin.client.system)) / 1e6,
-    systemBusy: delta(begin.system?.busy ?? null, end.system?.busy ?? null),
-    systemTotal: delta(begin.system?.total ?? null, end.system?.total ?? null),
+      (end.client.user - start.client.user + (end.client.system - start.client.system)) / 1e6,
+    systemBusy: delta(start.system?.busy ?? null, end.system?.busy ?? null),
+    systemTotal: delta(start.system?.total ?? null, end.system?.total ?? null),
     backgroundCpuPct: background,
   };
 }
@@ -337,11 +352,7 @@ export async function runOpenLoopWindow(
   ]);
   const finished = snapshot(server, hooks.dbProcessName);
   await pool.destroy();
-  const begin = start as CpuSnapshot | null;
-  if (!begin) throw new Error(`${options.url}: the run ended before its measured part began`);
-  const delta = (a: number | null, b: number | null) => (a !== null && b !== null ? b - a : null);
-  return {
-    wallSec: (finished.at - begin.at) / 1000,
+  return measured(options.url, start, finished, background, {
     requests,
     non2xx,
     errors: errors + inFlight.size,
@@ -349,15 +360,7 @@ export async function runOpenLoopWindow(
     statusCodes,
     bytes,
     latencies: samples.values(),
-    serverCpuSec: delta(begin.server, finished.server),
-    dbCpuSec: hooks.dbProcessName ? commandCpuDelta(begin.db, finished.db) : null,
-    clientCpuSec:
-      (finished.client.user - begin.client.user + (finished.client.system - begin.client.system)) /
-      1e6,
-    systemBusy: delta(begin.system?.busy ?? null, finished.system?.busy ?? null),
-    systemTotal: delta(begin.system?.total ?? null, finished.system?.total ?? null),
-    backgroundCpuPct: background,
-  };
+  });
 }
 
 function sumOrNull(values: Array<number | null>): number | null {

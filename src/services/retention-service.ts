@@ -81,46 +81,35 @@ export class RetentionService {
       statements: 0,
       ms: 0,
     };
-    /** Runs one statement, paced; returns the rows it deleted. */
-    const step = async <T>(table: RetainedTable, run: () => Promise<T[]>): Promise<T[] | null> => {
-      if (options.signal?.aborted) return null;
-      const t0 = performance.now();
-      const rows = await run();
-      report.statements++;
-      report[table] += rows.length;
-      options.onBatch?.(table, rows.length);
-      if (rows.length === 0) return null;
-      await sleep(Math.max(1, (performance.now() - t0) * factor));
-      // A short batch found the end of the range (or, on PostgreSQL, rows another purger holds).
-      return rows.length < limit ? null : rows;
+    /**
+     * Deletes through `run(after)` statement by statement, paced, each going on from the last
+     * key the one before deleted, until a short batch says the range is done.
+     */
+    const walk = async <K>(table: RetainedTable, first: K, run: (after: K) => Promise<K[]>) => {
+      for (let after = first; !options.signal?.aborted; ) {
+        const t0 = performance.now();
+        const keys = await run(after);
+        report.statements++;
+        report[table] += keys.length;
+        options.onBatch?.(table, keys.length);
+        if (keys.length === 0) return;
+        await sleep(Math.max(1, (performance.now() - t0) * factor));
+        // A short batch found the end of the range (or, on PostgreSQL, rows another purger holds).
+        if (keys.length < limit) return;
+        after = keys[keys.length - 1];
+      }
     };
 
     const lastDelivery = firstIdAt('dlv', cutoff.getTime());
-    for (let after = ''; ; ) {
-      const ids = await step('deliveries', () =>
-        retention.deleteDeliveries(after, lastDelivery, limit),
-      );
-      if (ids === null) break;
-      after = ids[ids.length - 1];
-    }
+    await walk('deliveries', '', (after) => retention.deleteDeliveries(after, lastDelivery, limit));
     const lastSeq = await retention.lastEventSeqBefore(before);
     if (lastSeq !== null) {
-      for (let after = 0; ; ) {
-        const seqs = await step('events', () =>
-          retention.deleteEvents(after, lastSeq, before, limit),
-        );
-        if (seqs === null) break;
-        after = seqs[seqs.length - 1];
-      }
+      await walk('events', 0, (after) => retention.deleteEvents(after, lastSeq, before, limit));
     }
     const lastNotification = firstIdAt('ntf', cutoff.getTime());
-    for (let after = ''; ; ) {
-      const ids = await step('notifications', () =>
-        retention.deleteNotifications(after, lastNotification, limit),
-      );
-      if (ids === null) break;
-      after = ids[ids.length - 1];
-    }
+    await walk('notifications', '', (after) =>
+      retention.deleteNotifications(after, lastNotification, limit),
+    );
     report.ms = Math.round(performance.now() - started);
     return report;
   }
