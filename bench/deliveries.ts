@@ -79,7 +79,7 @@ const LATENCY_SECONDS = 5;
 /** The worker's default maxInFlight: the raw sender runs as many requests at once. */
 const CONCURRENCY = 256;
 const EMIT_BATCH = 500;
-export const ADMIN_TOKEN = 'bench-admin-token-0123456789abcdef';
+const ADMIN_TOKEN = 'bench-admin-token-0123456789abcdef';
 
 const now = () => performance.now();
 
@@ -193,13 +193,7 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
   const receiver = await Receiver.start(ca.key, ca.cert);
   // Its own origin, as a customer's broken endpoint would be.
   const blackHole = await Receiver.start(ca.key, ca.cert, true);
-  const serverEnv = {
-    ...options.dbEnv,
-    ADMIN_API_TOKEN: ADMIN_TOKEN,
-    LOG_LEVEL: options.logLevel,
-    WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
-    WEBHOOK_CA_FILE: ca.caFile,
-  };
+  const serverEnv = webhookServerEnv(options.dbEnv, options.logLevel, ca.caFile);
   const config = loadConfig({ ...serverEnv, LOG_LEVEL: 'silent' });
   const runtime = await createRuntime(config, { logger: pino({ level: 'silent' }) });
   try {
@@ -432,6 +426,21 @@ function backlogEvent(index: number) {
 }
 
 /** `count` client.created events through the events service, EMIT_BATCH per transaction. */
+/** The environment of an API or worker process delivering to this process's receivers. */
+export function webhookServerEnv(
+  dbEnv: Record<string, string>,
+  logLevel: string,
+  caFile: string,
+): Record<string, string> {
+  return {
+    ...dbEnv,
+    ADMIN_API_TOKEN: ADMIN_TOKEN,
+    LOG_LEVEL: logLevel,
+    WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+    WEBHOOK_CA_FILE: caFile,
+  };
+}
+
 export async function emitBacklog(
   runtime: Runtime,
   tenantId: string,

@@ -21,7 +21,7 @@ import { loadConfig } from '../src/config.ts';
 import { createRuntime } from '../src/runtime.ts';
 import { testCa } from '../test/helpers/https-receiver.ts';
 import { RetentionSeed, runSeed } from '../test/helpers/retention-seed.ts';
-import { ADMIN_TOKEN, emitBacklog, Receiver, steadyRate } from './deliveries.ts';
+import { emitBacklog, Receiver, steadyRate, webhookServerEnv } from './deliveries.ts';
 import { percentile } from './measure.ts';
 import { type ServerProcess, startServer } from './processes.ts';
 
@@ -58,11 +58,7 @@ export async function benchDeliveryScale(options: ScaleBenchOptions): Promise<Sc
   const ca = await testCa();
   const receiver = await Receiver.start(ca.key, ca.cert);
   const serverEnv = {
-    ...options.dbEnv,
-    ADMIN_API_TOKEN: ADMIN_TOKEN,
-    LOG_LEVEL: options.logLevel,
-    WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
-    WEBHOOK_CA_FILE: ca.caFile,
+    ...webhookServerEnv(options.dbEnv, options.logLevel, ca.caFile),
     RETENTION_DAYS: '0',
   };
   const runtime = await createRuntime(loadConfig({ ...serverEnv, LOG_LEVEL: 'silent' }), {
