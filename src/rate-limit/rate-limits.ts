@@ -36,8 +36,8 @@ const STORE_TIMEOUT_MS = 100;
 /**
  * Per-token burst and sustained limits and the per-IP guard (api-spec 8), counted by
  * rate-limiter-flexible: in memory for the embedded database, in Redis when REDIS_URL is set, else
- * in PostgreSQL, so several API processes share one count (and in the primary process for the
- * processes of `tourops serve --processes N` on the embedded database). When the shared store fails, each
+ * in PostgreSQL, so several API processes share one count (the processes of `tourops serve
+ * --processes N` on the embedded database share the primary's). When the shared store fails, each
  * limiter falls back to an in-memory one (the API keeps answering, limited per process) and a
  * warning is logged. Each store is read through a LeasedLimiter, so most requests are counted
  * synchronously, without a round trip to the store.

@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { type Kysely, type RawBuilder, sql } from 'kysely';
 import type { Database, Dialect } from '../db/database.ts';
 import type { DB } from '../db/schema.ts';
 
@@ -16,6 +16,25 @@ export abstract class Repository {
   constructor(database: Pick<Database, 'db' | 'dialect'>) {
     this.db = database.db;
     this.dialect = database.dialect;
+  }
+
+  /**
+   * `<column> IN (<select>)` for keys a subquery chooses. On PostgreSQL `= any(array(…))`: the
+   * subquery runs once and the rows are found by key (with IN, or an OR of two, the planner may
+   * pick a plan that walks the whole table, history included).
+   */
+  protected keyIn(column: string, select: RawBuilder<unknown>): RawBuilder<unknown> {
+    return this.dialect === 'postgres'
+      ? sql`${sql.ref(column)} = any(array(${select}))`
+      : sql`${sql.ref(column)} in (${select})`;
+  }
+
+  /**
+   * Rows another transaction holds are passed over (PostgreSQL); SQLite runs each writing
+   * statement under its single write lock, so there is nothing to skip.
+   */
+  protected skipLocked(alias: string): RawBuilder<unknown> {
+    return this.dialect === 'postgres' ? sql`for update of ${sql.raw(alias)} skip locked` : sql``;
   }
 
   /**

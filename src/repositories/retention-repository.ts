@@ -14,27 +14,25 @@ export class RetentionRepository extends Repository {
    * subscription. Their attempts go with them (ON DELETE CASCADE). In-flight rows are left to
    * their worker. Returns the ids deleted, in id order.
    *
-   * The status test is a CASE so that no planner picks the status index for it: that index finds
-   * every settled row of the table, to be sorted for each batch; the primary key walks the range
-   * in order and stops after `limit`.
+   * The status test is a CASE so that no planner answers it from an index on the status (such an
+   * index finds every matching row of the table, to be sorted for each batch); the primary key
+   * walks the range in order and stops after `limit`.
    */
   async deleteDeliveries(afterId: string, beforeId: string, limit: number): Promise<string[]> {
-    const result = await sql<{ id: string }>`
-      delete from webhook_deliveries where id ${this.inIds(sql`
-        select d.id from webhook_deliveries d
-        where d.id > ${afterId} and d.id < ${beforeId}
-          and case d.status
-            when 'success' then 1
-            when 'dead_letter' then 1
-            when 'pending' then (
-              select count(*) from webhook_subscriptions s
-              where s.id = d.subscription_id and s.deleted_at is not null)
-            else 0 end = 1
-        order by d.id
-        limit ${limit}
-        ${this.skipLocked('d')}`)}
-      returning id`.execute(this.db);
-    return result.rows.map((row) => row.id).sort();
+    const ids = await this.deleteFirst(
+      'webhook_deliveries',
+      'id',
+      sql`t.id > ${afterId} and t.id < ${beforeId}
+        and case t.status
+          when 'success' then 1
+          when 'dead_letter' then 1
+          when 'pending' then (
+            select count(*) from webhook_subscriptions s
+            where s.id = t.subscription_id and s.deleted_at is not null)
+          else 0 end = 1`,
+      limit,
+    );
+    return ids.map(String).sort();
   }
 
   /**
@@ -60,40 +58,44 @@ export class RetentionRepository extends Repository {
     before: string,
     limit: number,
   ): Promise<number[]> {
-    const result = await sql<{ seq: number | string }>`
-      delete from events where seq ${this.inIds(sql`
-        select e.seq from events e
-        where e.seq > ${afterSeq} and e.seq <= ${lastSeq} and e.created_at < ${before}
-          and not exists (select 1 from webhook_deliveries d where d.event_id = e.id)
-        order by e.seq
-        limit ${limit}
-        ${this.skipLocked('e')}`)}
-      returning seq`.execute(this.db);
-    return result.rows.map((row) => Number(row.seq)).sort((a, b) => a - b);
+    const seqs = await this.deleteFirst(
+      'events',
+      'seq',
+      sql`t.seq > ${afterSeq} and t.seq <= ${lastSeq} and t.created_at < ${before}
+        and not exists (select 1 from webhook_deliveries d where d.event_id = t.id)`,
+      limit,
+    );
+    return seqs.map(Number).sort((a, b) => a - b);
   }
 
   /** Deletes up to `limit` notifications with an id in (afterId, beforeId); their ids, sorted. */
   async deleteNotifications(afterId: string, beforeId: string, limit: number): Promise<string[]> {
-    const result = await sql<{ id: string }>`
-      delete from notifications where id ${this.inIds(sql`
-        select n.id from notifications n
-        where n.id > ${afterId} and n.id < ${beforeId}
-        order by n.id
-        limit ${limit}
-        ${this.skipLocked('n')}`)}
-      returning id`.execute(this.db);
-    return result.rows.map((row) => row.id).sort();
+    const ids = await this.deleteFirst(
+      'notifications',
+      'id',
+      sql`t.id > ${afterId} and t.id < ${beforeId}`,
+      limit,
+    );
+    return ids.map(String).sort();
   }
 
   /**
-   * `= any(array(…))` on PostgreSQL: the subquery runs once and the rows are found by key (with
-   * IN the planner may pick a join that walks the table); a plain IN on SQLite.
+   * One statement: deletes the first `limit` rows of `table` (aliased `t` in `where`) by `key`
+   * that `where` selects, and returns their keys (in no particular order).
    */
-  private inIds(select: RawBuilder<unknown>): RawBuilder<unknown> {
-    return this.dialect === 'postgres' ? sql`= any(array(${select}))` : sql`in (${select})`;
-  }
-
-  private skipLocked(alias: string): RawBuilder<unknown> {
-    return this.dialect === 'postgres' ? sql`for update of ${sql.raw(alias)} skip locked` : sql``;
+  private async deleteFirst(
+    table: 'webhook_deliveries' | 'events' | 'notifications',
+    key: 'id' | 'seq',
+    where: RawBuilder<unknown>,
+    limit: number,
+  ): Promise<Array<string | number>> {
+    const result = await sql<Record<string, string | number>>`
+      delete from ${sql.raw(table)} where ${this.keyIn(
+        key,
+        sql`select t.${sql.raw(key)} from ${sql.raw(table)} t where ${where}
+          order by t.${sql.raw(key)} limit ${limit} ${this.skipLocked('t')}`,
+      )}
+      returning ${sql.raw(key)}`.execute(this.db);
+    return result.rows.map((row) => row[key]);
   }
 }

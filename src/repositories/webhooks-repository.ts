@@ -249,14 +249,13 @@ export class WebhooksRepository extends Repository {
         and s.active = 1 ${notSkipped('d.subscription_id')}
       order by d.claimed_at
       limit ${limit}
-      ${this.dialect === 'postgres' ? sql`for update of d skip locked` : sql``}`;
+      ${this.skipLocked('d')}`;
     const chosen = sql`select id from (${due}) as due_rows union all select id from (${stale}) as stale_rows`;
-    // The chosen ids are found by primary key: on PostgreSQL an array computed once (with an IN
-    // or an OR the planner may scan the whole table, history included).
+    // The chosen ids are found by primary key (see keyIn).
     const claimed = await sql<{ id: string }>`
       update webhook_deliveries
       set status = 'in_flight', claimed_at = ${now}, attempts = attempts + 1
-      where ${this.dialect === 'postgres' ? sql`id = any(array(${chosen}))` : sql`id in (${chosen})`}
+      where ${this.keyIn('id', chosen)}
       returning id`.execute(this.db);
     const ids = claimed.rows.map((row) => row.id);
     if (ids.length === 0) return [];
