@@ -78,7 +78,7 @@ if (process.send && process.channel) {
           process.send?.({ type: 'cpu-profile-written', file: message.file });
         }
       } catch (error) {
-        process.send?.({ type: 'cpu-profile-error', message: String(error) });
+        process.send?.({ type: 'agent-error', message: String(error) });
       }
     })();
   });

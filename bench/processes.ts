@@ -65,7 +65,7 @@ function processCpuSeconds(pid: number): number | null {
 }
 
 /** The pids of a process's children (`/proc/<pid>/task/*\/children`), or none. */
-function childPids(pid: number): number[] {
+export function childPids(pid: number): number[] {
   try {
     return readdirSync(`/proc/${pid}/task`).flatMap((task) =>
       readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8')
@@ -250,7 +250,7 @@ export async function startServer(options: StartOptions): Promise<ServerProcess>
         reject(new Error(`${options.name}: no ${type} from the child within ${timeoutMs} ms`));
       }, timeoutMs);
       const onMessage = (message: { type?: string; message?: string }) => {
-        if (message?.type === 'cpu-profile-error') {
+        if (message?.type === 'agent-error') {
           clearTimeout(timer);
           child.off('message', onMessage);
           reject(new Error(`${options.name}: ${message.message}`));

@@ -3,9 +3,11 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { after, before, describe, it } from 'node:test';
+import { childPids } from '../bench/processes.ts';
 import { ADMIN_TOKEN, BACKENDS, createTestDatabase, type TestDatabase } from './helpers/context.ts';
 import { BIN, type ChildService, callService, ROOT, startTourops } from './helpers/processes.ts';
 import { parseExposition } from './helpers/prometheus.ts';
+import { until } from './helpers/until.ts';
 
 /** One request on a connection of its own (the cluster hands connections out in turn). */
 function fresh(server: ChildService, path: string, token: string): Promise<number> {
@@ -25,11 +27,13 @@ function fresh(server: ChildService, path: string, token: string): Promise<numbe
 
 /** The API processes the primary runs (its children other than esbuild's service). */
 function apiProcesses(primary: number): number[] {
-  const ps = spawnSync('ps', ['--ppid', String(primary), '-o', 'pid=,args='], { encoding: 'utf8' });
-  return ps.stdout
-    .split('\n')
-    .filter((line) => line.includes('tourops.js serve'))
-    .map((line) => Number(line.trim().split(/\s+/)[0]));
+  return childPids(primary).filter((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('tourops.js\0serve');
+    } catch {
+      return false;
+    }
+  });
 }
 
 const alive = (pid: number) => {
@@ -40,14 +44,6 @@ const alive = (pid: number) => {
     return false;
   }
 };
-
-async function until(check: () => boolean, what: string, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 for (const backend of BACKENDS) {
   describe(`tourops serve --processes 2 (${backend})`, () => {
@@ -119,13 +115,21 @@ for (const backend of BACKENDS) {
     it('replaces a process that dies, and stops all of them on SIGTERM with exit code 0', async () => {
       const [victim, survivor] = apiProcesses(server.child.pid as number);
       process.kill(victim, 'SIGKILL');
-      await until(() => {
-        const now = apiProcesses(server.child.pid as number);
-        return now.length === 2 && !now.includes(victim);
-      }, 'a replacement process');
+      await until(
+        () => {
+          const now = apiProcesses(server.child.pid as number);
+          return now.length === 2 && !now.includes(victim) ? now : undefined;
+        },
+        15_000,
+        'a replacement process',
+      );
       assert.ok(alive(survivor));
       assert.match(server.output(), new RegExp(`API process ${victim} exited \\(SIGKILL\\)`));
-      await until(() => /serving in its place/.test(server.output()), 'the replacement listening');
+      await until(
+        () => (/serving in its place/.test(server.output()) ? true : undefined),
+        15_000,
+        'the replacement listening',
+      );
       for (let i = 0; i < 4; i++) {
         assert.equal(await fresh(server, '/healthz', ''), 200);
       }
