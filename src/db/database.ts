@@ -15,6 +15,7 @@ import { ConfigError } from '../config.ts';
 import { makePrivateDirectory } from '../lib/private-dir.ts';
 import { AmbientDialect, type AmbientTransaction } from './ambient.ts';
 import { SnakeCaseQueriesPlugin } from './camel-case.ts';
+import { statementName } from './prepared.ts';
 import { RowBuilders, storedParameters } from './row-builder.ts';
 import type { DB } from './schema.ts';
 import { isDatabaseUnavailable } from './unavailable.ts';
@@ -142,6 +143,16 @@ class CachingSqlite {
   }
 }
 
+/** "cached plan must not change result type": a prepared statement's table changed shape. */
+function isStalePlan(error: unknown): boolean {
+  return (error as { code?: unknown }).code === '0A000';
+}
+
+/** 'I' idle, 'T' in a transaction, 'E' in a failed one (pg's last ReadyForQuery). */
+function transactionStatus(client: pg.PoolClient): string | null {
+  return (client as unknown as { getTransactionStatus(): string | null }).getTransactionStatus();
+}
+
 /** pg clients that return camelCase row objects built from array rows (see RowBuilders). */
 class CamelRowPool {
   constructor(
@@ -164,20 +175,29 @@ class CamelRowPool {
         // Cursors (streaming) pass through untouched.
         if (typeof sql !== 'string') return client.query(sql);
         const values = parameters && storedParameters(parameters);
-        return client.query({ text: sql, values, rowMode: 'array' }).then(
-          (result: pg.QueryArrayResult) => {
-            const build = rows.for(result.fields.map((field) => field.name));
-            return {
-              command: result.command,
-              rowCount: result.rowCount,
-              rows: result.rows.map(build),
-            };
-          },
-          (error: unknown) => {
-            if (isDatabaseUnavailable(error)) broken = true;
-            throw error;
-          },
-        );
+        const name = statementName(sql);
+        const run = (named: boolean): Promise<unknown> =>
+          client.query({ text: sql, values, rowMode: 'array', ...(named ? { name } : {}) }).then(
+            (result: pg.QueryArrayResult) => {
+              const build = rows.for(result.fields.map((field) => field.name));
+              return {
+                command: result.command,
+                rowCount: result.rowCount,
+                rows: result.rows.map(build),
+              };
+            },
+            (error: unknown) => {
+              if (isDatabaseUnavailable(error)) broken = true;
+              // A migration changed a table under a statement this connection prepared: the
+              // connection is replaced, and outside a transaction the query runs again unnamed.
+              if (named && isStalePlan(error)) {
+                broken = true;
+                if (transactionStatus(client) === 'I') return run(false);
+              }
+              throw error;
+            },
+          );
+        return run(name !== undefined);
       },
       // A connection that timed out or broke is dropped, not handed to the next request with a
       // query still pending on it.

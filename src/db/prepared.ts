@@ -5,6 +5,18 @@ const SLOT = '\u0000slot:';
 
 export type Param = string | number;
 
+/** SQL text of every query compiled by `prepare`, with its server-side statement name. */
+const statementNames = new Map<string, string>();
+
+/**
+ * The name PostgreSQL knows a `prepare`d query by: pg parses and plans a named statement once per
+ * connection, then only binds and executes it. Other statements stay unnamed, since their text
+ * can vary without bound (IN-lists) and each name would hold server memory per connection.
+ */
+export function statementName(sql: string): string | undefined {
+  return statementNames.get(sql);
+}
+
 /**
  * A query compiled once and then run with new parameter values. Kysely otherwise rebuilds and
  * recompiles the operation tree on every call, which measured as the largest share of a hot read.
@@ -25,6 +37,9 @@ export function prepare<P extends Param[], R>(
       );
       if (slots.filter((slot) => slot >= 0).length !== params.length) {
         throw new Error(`prepared query must use each parameter once: ${compiled.sql}`);
+      }
+      if (!statementNames.has(compiled.sql)) {
+        statementNames.set(compiled.sql, `tourops_${statementNames.size + 1}`);
       }
     }
     const template = compiled;
