@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes, randomFillSync, randomUUID } from 'node:crypto';
 import { encodeTime, monotonicFactory } from 'ulid';
 
 export type IdPrefix =
@@ -19,8 +19,22 @@ export type IdPrefix =
   | 'veh'
   | 'gde';
 
+/**
+ * ulid's own generator asks the system for one random byte per character, 16 calls per id (a
+ * tenth of an insert's CPU when measured); this one hands out bytes of one 4 KB fill at a time.
+ */
+const randomPool = new Uint8Array(4096);
+let randomAt = randomPool.length;
+function pooledRandom(): number {
+  if (randomAt === randomPool.length) {
+    randomFillSync(randomPool);
+    randomAt = 0;
+  }
+  return randomPool[randomAt++] / 256;
+}
+
 // Monotonic within a millisecond, so ids from one process sort exactly in creation order.
-const nextUlid = monotonicFactory();
+const nextUlid = monotonicFactory(pooledRandom);
 
 /** Opaque, prefixed, time-ordered identifier, e.g. `trp_01JD3X…`. */
 export function newId(prefix: IdPrefix): string {
