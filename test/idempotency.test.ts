@@ -256,5 +256,29 @@ for (const backend of BACKENDS) {
       clock.advance(60 * 60_000);
       assert.ok((await ctx.runtime.services.idempotency.purgeExpired()) >= 1);
     });
+
+    it('replaces a row an earlier version left in_progress, and a replay answers after it', async () => {
+      const now = clock.now();
+      await ctx.runtime.database.db
+        .insertInto('idempotencyKeys')
+        .values({
+          tenantId: tenant.id,
+          key: 'key-left',
+          fingerprint: 'from an earlier version',
+          status: 'in_progress',
+          responseStatus: null,
+          responseType: null,
+          responseBody: null,
+          createdAt: now.toISOString(),
+          expiresAt: new Date(now.getTime() + 60 * 60_000).toISOString(),
+        })
+        .execute();
+      const first = await post('key-left', { kind: 'individual', displayName: 'Left' });
+      assert.equal(first.statusCode, 201);
+      assert.equal(first.headers['idempotency-replayed'], undefined);
+      const replay = await post('key-left', { kind: 'individual', displayName: 'Left' });
+      assert.equal(replay.headers['idempotency-replayed'], 'true');
+      assert.equal(replay.body, first.body);
+    });
   });
 }

@@ -1,9 +1,9 @@
-import type { Compilable, CompiledQuery, Kysely } from 'kysely';
+import type { Compilable, CompiledQuery, Kysely, RawBuilder } from 'kysely';
 import type { DB } from './schema.ts';
 
 const SLOT = '\u0000slot:';
 
-export type Param = string | number;
+export type Param = string | number | null;
 
 /** SQL text of every query compiled by `prepare`, with its server-side statement name. */
 const statementNames = new Map<string, string>();
@@ -20,23 +20,25 @@ export function statementName(sql: string): string | undefined {
 /**
  * A query compiled once and then run with new parameter values. Kysely otherwise rebuilds and
  * recompiles the operation tree on every call, which measured as the largest share of a hot read.
- * `build` receives placeholders for its parameters; each must be used exactly once, as a value.
+ * `build` receives placeholders for its parameters; each must be used, as a value only.
  * It runs on `db`, so inside a unit of work it joins the transaction like any other statement.
  */
 export function prepare<P extends Param[], R>(
   db: Kysely<DB>,
-  build: (...params: P) => Compilable<R>,
+  build: (...params: P) => Compilable<R> | RawBuilder<R>,
 ): (...params: P) => Promise<R[]> {
   let compiled: CompiledQuery<R> | undefined;
   let slots: number[] = [];
   return async (...params) => {
     if (!compiled) {
-      compiled = build(...(params.map((_, i) => `${SLOT}${i}`) as P)).compile();
+      const built = build(...(params.map((_, i) => `${SLOT}${i}`) as P));
+      // A query builder compiles itself; raw SQL compiles against the database it runs on.
+      compiled = (built as RawBuilder<R>).compile(db);
       slots = compiled.parameters.map((value) =>
         typeof value === 'string' && value.startsWith(SLOT) ? Number(value.slice(SLOT.length)) : -1,
       );
-      if (slots.filter((slot) => slot >= 0).length !== params.length) {
-        throw new Error(`prepared query must use each parameter once: ${compiled.sql}`);
+      if (new Set(slots.filter((slot) => slot >= 0)).size !== params.length) {
+        throw new Error(`prepared query must use every parameter: ${compiled.sql}`);
       }
       if (!statementNames.has(compiled.sql)) {
         statementNames.set(compiled.sql, `tourops_${statementNames.size + 1}`);

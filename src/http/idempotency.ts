@@ -1,14 +1,14 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify';
-import type { AmbientTransaction } from '../db/ambient.ts';
-import { IdempotencyService } from '../services/idempotency-service.ts';
+import { type IdempotencyClaim, IdempotencyService } from '../services/idempotency-service.ts';
 import { callerOf } from './auth.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** Set when this request claimed its Idempotency-Key and must record its answer. */
-    idempotencyKey: string | null;
-    /** The transaction the claimed request's handler runs in (its answer commits with it). */
-    idempotencyTransaction: AmbientTransaction | null;
+    /**
+     * Set when this request claimed its Idempotency-Key and must record its answer; its
+     * transaction is the one the handler runs in (the answer commits with it).
+     */
+    idempotencyClaim: IdempotencyClaim | null;
   }
 }
 
@@ -22,24 +22,23 @@ const PURGE_EVERY_MS = 10 * 60_000;
  * so claim, side effect and record commit together. Must be registered before the routes.
  */
 export function registerIdempotency(app: FastifyInstance, service: IdempotencyService): void {
-  app.decorateRequest('idempotencyKey', null);
-  app.decorateRequest('idempotencyTransaction', null);
+  app.decorateRequest('idempotencyClaim', null);
 
   app.addHook('onRoute', (route) => {
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     if (!methods.some((method) => WRITE_METHODS.has(method))) return;
     const handler = route.handler as RouteHandlerMethod;
     route.handler = function inTransaction(request, reply) {
-      const transaction = request.idempotencyTransaction;
-      if (!transaction) return handler.call(this, request, reply);
-      return transaction.run(async () => handler.call(this, request, reply));
+      const claim = request.idempotencyClaim;
+      if (!claim) return handler.call(this, request, reply);
+      return claim.transaction.run(async () => handler.call(this, request, reply));
     };
   });
 
   // Whatever ended the request without onSend (an aborted connection): undo and free the key.
   const abandon = async (request: FastifyRequest) => {
     const claim = takeClaim(request);
-    if (claim) await service.abandon(claim.tenantId, claim.key, claim.transaction);
+    if (claim) await service.abandon(claim);
   };
   app.addHook('onResponse', abandon);
   app.addHook('onRequestAbort', abandon);
@@ -62,8 +61,7 @@ export function registerIdempotency(app: FastifyInstance, service: IdempotencySe
     const fingerprint = IdempotencyService.fingerprint(request.method, request.url, body);
     const start = await service.start(tenantId, header, fingerprint);
     if (start.kind === 'execute') {
-      request.idempotencyKey = header;
-      request.idempotencyTransaction = start.transaction;
+      request.idempotencyClaim = start.claim;
       return;
     }
     const { status, type, body: stored } = start.response;
@@ -75,7 +73,6 @@ export function registerIdempotency(app: FastifyInstance, service: IdempotencySe
   app.addHook('onSend', async (request, reply, payload) => {
     const claim = takeClaim(request);
     if (!claim) return payload;
-    const { tenantId, key, transaction } = claim;
     const body =
       payload === undefined || payload === null
         ? '' // 204
@@ -86,7 +83,7 @@ export function registerIdempotency(app: FastifyInstance, service: IdempotencySe
             : null;
     if (body === null) {
       // A stream: nothing to store byte for byte.
-      await service.abandon(tenantId, key, transaction);
+      await service.abandon(claim);
     } else {
       const type = reply.getHeader('content-type');
       const response = {
@@ -94,18 +91,15 @@ export function registerIdempotency(app: FastifyInstance, service: IdempotencySe
         type: typeof type === 'string' ? type : null,
         body,
       };
-      await service.finish(tenantId, key, response, transaction);
+      await service.finish(claim, response);
     }
     return payload;
   });
 }
 
 /** The request's claim, taken off it so that exactly one hook settles it. */
-function takeClaim(request: FastifyRequest) {
-  const key = request.idempotencyKey;
-  if (key === null) return null;
-  const transaction = request.idempotencyTransaction;
-  request.idempotencyKey = null;
-  request.idempotencyTransaction = null;
-  return { tenantId: callerOf(request).tenant.id, key, transaction };
+function takeClaim(request: FastifyRequest): IdempotencyClaim | null {
+  const claim = request.idempotencyClaim;
+  request.idempotencyClaim = null;
+  return claim;
 }

@@ -1,4 +1,5 @@
 import { type Selectable, sql } from 'kysely';
+import { prepare } from '../db/prepared.ts';
 import type { IdempotencyKeysTable } from '../db/schema.ts';
 import { Repository } from './repository.ts';
 
@@ -10,112 +11,152 @@ export type IdempotencyRow = Selectable<IdempotencyKeysTable>;
  */
 export type ClaimOutcome = 'claimed' | 'taken' | 'busy';
 
+/** A key's claim: what its row records besides the answer. */
+export interface IdempotencyEntry {
+  tenantId: string;
+  key: string;
+  fingerprint: string;
+  createdAt: string;
+  expiresAt: string;
+}
+
+/** The answer stored under a key. */
+export interface StoredAnswer {
+  status: number;
+  type: string | null;
+  body: string;
+}
+
 export class IdempotencyRepository extends Repository {
+  private readonly byKey = prepare(this.db, (tenantId: string, key: string) =>
+    this.db
+      .selectFrom('idempotencyKeys')
+      .selectAll()
+      .where('tenantId', '=', tenantId)
+      .where('key', '=', key),
+  );
+
   /**
    * Claims the key inside the caller's transaction, so that the claim commits with the request's
    * side effects and its stored answer, or not at all: a process killed mid-request leaves no
    * claim behind, and the key is usable again at once. A committed row is always a finished
    * answer; one still `in_progress` was left by an earlier version and, like an expired one, is
    * replaced.
+   *
+   * On PostgreSQL the claim is a row inserted now (see claimRow). On SQLite the transaction holds
+   * the database's one write lock from its first statement (BEGIN IMMEDIATE), so no other writer,
+   * in this process or another, can take the key before it commits: a look-up claims it, and
+   * `complete` writes the row once, with its answer.
    */
-  async claim(
-    tenantId: string,
-    key: string,
-    fingerprint: string,
-    now: string,
-    expiresAt: string,
-  ): Promise<ClaimOutcome> {
-    const first = await this.insertClaim(tenantId, key, fingerprint, now, expiresAt);
-    if (first !== 'taken') return first;
+  async claim(entry: IdempotencyEntry): Promise<ClaimOutcome> {
+    if (this.dialect === 'postgres') {
+      const first = await this.claimRow(entry);
+      if (first !== 'taken') return first;
+      if (!(await this.deleteStale(entry))) return 'taken';
+      return this.claimRow(entry);
+    }
+    const [row] = await this.byKey(entry.tenantId, entry.key);
+    if (row === undefined) return 'claimed';
+    if (!isStale(row as IdempotencyRow, entry.createdAt)) return 'taken';
+    await this.deleteStale(entry);
+    return 'claimed';
+  }
+
+  /** Records the answer of a claimed key, in the claim's transaction. */
+  async complete(entry: IdempotencyEntry, answer: StoredAnswer): Promise<void> {
+    const { tenantId, key, fingerprint, createdAt, expiresAt } = entry;
+    if (this.dialect === 'postgres') {
+      await this.completeClaimedRow(answer.status, answer.type, answer.body, tenantId, key);
+    } else {
+      await this.insertAnswer(
+        tenantId,
+        key,
+        fingerprint,
+        createdAt,
+        expiresAt,
+        answer.status,
+        answer.type,
+        answer.body,
+      );
+    }
+  }
+
+  /**
+   * A transaction-scoped advisory lock on the key, taken without waiting, decides between live
+   * duplicates (an insert would wait, unbounded, on the other's uncommitted row); the server drops
+   * it with the connection of a crashed process. One round trip for both.
+   */
+  private async claimRow(entry: IdempotencyEntry): Promise<ClaimOutcome> {
+    const { tenantId, key, fingerprint, createdAt, expiresAt } = entry;
+    const [row] = await this.claimStatement(tenantId, key, fingerprint, createdAt, expiresAt);
+    return !row.held ? 'busy' : row.inserted > 0 ? 'claimed' : 'taken';
+  }
+
+  private readonly claimStatement = prepare(
+    this.db,
+    (tenantId: string, key: string, fingerprint: string, createdAt: string, expiresAt: string) =>
+      sql<{ held: boolean; inserted: number }>`
+        with lock as (
+          select pg_try_advisory_xact_lock(hashtextextended(${tenantId}::text || ' ' || ${key}::text, 0)) as held
+        ), claimed as (
+          insert into idempotency_keys (tenant_id, key, fingerprint, status, created_at, expires_at)
+          select ${tenantId}::text, ${key}::text, ${fingerprint}::text, 'in_progress', ${createdAt}::text, ${expiresAt}::text
+          from lock where held
+          on conflict (tenant_id, key) do nothing
+          returning 1
+        )
+        select (select held from lock) as held, (select count(*) from claimed)::int as inserted
+      `,
+  );
+
+  private readonly completeClaimedRow = prepare(
+    this.db,
+    (status: number, type: string | null, body: string, tenantId: string, key: string) =>
+      this.db
+        .updateTable('idempotencyKeys')
+        .set({ status: 'done', responseStatus: status, responseType: type, responseBody: body })
+        .where('tenantId', '=', tenantId)
+        .where('key', '=', key),
+  );
+
+  private readonly insertAnswer = prepare(
+    this.db,
+    (
+      tenantId: string,
+      key: string,
+      fingerprint: string,
+      createdAt: string,
+      expiresAt: string,
+      status: number,
+      type: string | null,
+      body: string,
+    ) =>
+      this.db.insertInto('idempotencyKeys').values({
+        tenantId,
+        key,
+        fingerprint,
+        status: 'done',
+        responseStatus: status,
+        responseType: type,
+        responseBody: body,
+        createdAt,
+        expiresAt,
+      }),
+  );
+
+  private async deleteStale({ tenantId, key, createdAt: now }: IdempotencyEntry) {
     const stale = await this.db
       .deleteFrom('idempotencyKeys')
       .where('tenantId', '=', tenantId)
       .where('key', '=', key)
       .where((eb) => eb.or([eb('expiresAt', '<=', now), eb('status', '=', 'in_progress')]))
       .executeTakeFirst();
-    if (Number(stale.numDeletedRows) === 0) return 'taken';
-    return this.insertClaim(tenantId, key, fingerprint, now, expiresAt);
+    return Number(stale.numDeletedRows) > 0;
   }
 
-  private async insertClaim(
-    tenantId: string,
-    key: string,
-    fingerprint: string,
-    now: string,
-    expiresAt: string,
-  ): Promise<ClaimOutcome> {
-    if (this.dialect === 'postgres') {
-      // A transaction-scoped advisory lock on the key, taken without waiting, decides between
-      // live duplicates (an insert would wait, unbounded, on the other's uncommitted row); the
-      // server drops it with the connection of a crashed process. One round trip for both.
-      const { rows } = await sql<{ held: boolean; inserted: number }>`
-        with lock as (
-          select pg_try_advisory_xact_lock(hashtextextended(${tenantId}::text || ' ' || ${key}::text, 0)) as held
-        ), claimed as (
-          insert into idempotency_keys (tenant_id, key, fingerprint, status, created_at, expires_at)
-          select ${tenantId}::text, ${key}::text, ${fingerprint}::text, 'in_progress', ${now}::text, ${expiresAt}::text
-          from lock where held
-          on conflict (tenant_id, key) do nothing
-          returning 1
-        )
-        select (select held from lock) as held, (select count(*) from claimed)::int as inserted
-      `.execute(this.db);
-      const [row] = rows;
-      return !row.held ? 'busy' : row.inserted > 0 ? 'claimed' : 'taken';
-    }
-    const inserted = await this.db
-      .insertInto('idempotencyKeys')
-      .values({
-        tenantId,
-        key,
-        fingerprint,
-        status: 'in_progress',
-        responseStatus: null,
-        responseType: null,
-        responseBody: null,
-        createdAt: now,
-        expiresAt,
-      })
-      .onConflict((oc) => oc.columns(['tenantId', 'key']).doNothing())
-      .returning('key')
-      .executeTakeFirst();
-    return inserted === undefined ? 'taken' : 'claimed';
-  }
-
-  find(tenantId: string, key: string): Promise<IdempotencyRow | undefined> {
-    return this.db
-      .selectFrom('idempotencyKeys')
-      .selectAll()
-      .where('tenantId', '=', tenantId)
-      .where('key', '=', key)
-      .executeTakeFirst();
-  }
-
-  complete(
-    tenantId: string,
-    key: string,
-    response: { status: number; type: string | null; body: string },
-  ): Promise<unknown> {
-    return this.db
-      .updateTable('idempotencyKeys')
-      .set({
-        status: 'done',
-        responseStatus: response.status,
-        responseType: response.type,
-        responseBody: response.body,
-      })
-      .where('tenantId', '=', tenantId)
-      .where('key', '=', key)
-      .execute();
-  }
-
-  release(tenantId: string, key: string): Promise<unknown> {
-    return this.db
-      .deleteFrom('idempotencyKeys')
-      .where('tenantId', '=', tenantId)
-      .where('key', '=', key)
-      .where('status', '=', 'in_progress')
-      .execute();
+  async find(tenantId: string, key: string): Promise<IdempotencyRow | undefined> {
+    const [row] = await this.byKey(tenantId, key);
+    return row as IdempotencyRow | undefined;
   }
 
   async purgeExpired(now: string): Promise<number> {
@@ -125,4 +166,9 @@ export class IdempotencyRepository extends Repository {
       .executeTakeFirst();
     return Number(result.numDeletedRows);
   }
+}
+
+/** Expired, or left `in_progress` by an earlier version: the key is free to claim again. */
+function isStale(row: IdempotencyRow, now: string): boolean {
+  return row.expiresAt <= now || row.status === 'in_progress';
 }

@@ -6,18 +6,21 @@ import { type Clock, nowIso } from '../lib/clock.ts';
 import { ApiProblem, fieldError } from '../lib/problems.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
 import type {
+  IdempotencyEntry,
   IdempotencyRepository,
   IdempotencyRow,
+  StoredAnswer,
 } from '../repositories/idempotency-repository.ts';
 
-export interface StoredResponse {
-  status: number;
-  type: string | null;
-  body: string;
+export type StoredResponse = StoredAnswer;
+
+/** A key this request holds: the request runs in `transaction`, which records its answer. */
+export interface IdempotencyClaim extends IdempotencyEntry {
+  readonly transaction: AmbientTransaction;
 }
 
 export type IdempotencyStart =
-  | { kind: 'execute'; transaction: AmbientTransaction }
+  | { kind: 'execute'; claim: IdempotencyClaim }
   | { kind: 'replay'; response: StoredResponse };
 
 /** "Briefly" of api-spec 4.10: how long a duplicate waits for the first request's answer. */
@@ -61,14 +64,18 @@ export class IdempotencyService {
     const deadline = Date.now() + WAIT_FOR_FIRST_MS;
     for (;;) {
       const now = this.deps.clock.now();
-      const expiresAt = new Date(now.getTime() + this.deps.ttlMs).toISOString();
+      const entry: IdempotencyEntry = {
+        tenantId,
+        key,
+        fingerprint,
+        createdAt: now.toISOString(),
+        expiresAt: new Date(now.getTime() + this.deps.ttlMs).toISOString(),
+      };
       const transaction = await this.deps.database.beginAmbient();
       let row: IdempotencyRow | undefined;
       try {
-        const outcome = await transaction.run(() =>
-          this.deps.keys.claim(tenantId, key, fingerprint, now.toISOString(), expiresAt),
-        );
-        if (outcome === 'claimed') return { kind: 'execute', transaction };
+        const outcome = await transaction.run(() => this.deps.keys.claim(entry));
+        if (outcome === 'claimed') return { kind: 'execute', claim: { ...entry, transaction } };
         if (outcome === 'taken')
           row = await transaction.run(() => this.deps.keys.find(tenantId, key));
       } catch (error) {
@@ -104,42 +111,28 @@ export class IdempotencyService {
   }
 
   /**
-   * Stores what the endpoint answered, in `transaction` when the request ran in one (then
-   * commits it), or rolls the request back and releases the key for answers that must not stick.
+   * Stores what the endpoint answered and commits the claim's transaction, or, for answers that
+   * must not stick, rolls the request back, which frees the key.
    */
-  async finish(
-    tenantId: string,
-    key: string,
-    response: StoredResponse,
-    transaction: AmbientTransaction | null,
-  ): Promise<void> {
-    if (!isStored(response.status)) return this.abandon(tenantId, key, transaction);
+  async finish(claim: IdempotencyClaim, response: StoredResponse): Promise<void> {
+    if (!isStored(response.status)) return this.abandon(claim);
+    const { tenantId, key, transaction } = claim;
     const sealed = {
       ...response,
       body: this.deps.secrets.encrypt(response.body, sealContext(tenantId, key)),
     };
-    if (!transaction) {
-      await this.deps.keys.complete(tenantId, key, sealed);
-      return;
-    }
     try {
-      await transaction.run(() => this.deps.keys.complete(tenantId, key, sealed));
+      await transaction.run(() => this.deps.keys.complete(claim, sealed));
       await transaction.commit();
     } catch (error) {
-      await this.abandon(tenantId, key, transaction);
+      await this.abandon(claim);
       throw error;
     }
   }
 
-  /** Undoes the request's writes, if it ran in a transaction, and frees the key for a retry. */
-  async abandon(
-    tenantId: string,
-    key: string,
-    transaction: AmbientTransaction | null,
-  ): Promise<void> {
-    // The claim was made in the transaction: rolling it back frees the key.
-    if (transaction) await transaction.rollback();
-    else await this.deps.keys.release(tenantId, key);
+  /** Undoes the request's writes and its claim: the key is free for a retry. */
+  async abandon(claim: IdempotencyClaim): Promise<void> {
+    await claim.transaction.rollback();
   }
 
   /** Answers stored before they were sealed are JSON text (`{…}`) or empty, never `v1.…`. */
