@@ -103,6 +103,36 @@ for (const backend of BACKENDS) {
       assert.ok(all.includes('d1') && all.includes('d3'));
       assert.ok(!all.includes('d2') && !all.includes('e1') && !all.includes('e2'));
     });
+
+    it('undoes only the failed one of several nested transactions, siblings and deeper ones', async () => {
+      await database.withTransaction(async () => {
+        await database.withTransaction(() => insert('f1'));
+        await database.withTransaction(async () => {
+          await insert('f2');
+          await database.withTransaction(() => insert('f3'));
+          await assert.rejects(
+            database.withTransaction(async () => {
+              await insert('f4');
+              throw new Error('refused');
+            }),
+            /refused/,
+          );
+          await insert('f5');
+        });
+        // A sibling at the first depth fails after two have succeeded at it.
+        await assert.rejects(
+          database.withTransaction(async () => {
+            await insert('f6');
+            await database.withTransaction(() => insert('f7'));
+            throw new Error('refused');
+          }),
+          /refused/,
+        );
+        await database.withTransaction(() => insert('f8'));
+      });
+      const all = (await ids()).filter((id) => id.startsWith('f'));
+      assert.deepEqual(all, ['f1', 'f2', 'f3', 'f5', 'f8']);
+    });
   });
 
   describe(`a service's unit of work (${backend})`, () => {

@@ -121,7 +121,9 @@ class AmbientDriver implements Driver {
           .catch(() => undefined);
         throw error;
       }
-      await connection.executeQuery(CompiledQuery.raw(`release savepoint ${name}`));
+      // Not released: the outer transaction's commit or rollback ends it with the rest, and
+      // that saves a round trip. A later savepoint of the same depth reuses the name, and
+      // `rollback to` goes back to the most recent one of a name, so each still undoes only its own.
       return result;
     } finally {
       scope.depth -= 1;
