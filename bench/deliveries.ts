@@ -55,7 +55,10 @@ interface Rate {
   runs: number[];
   /** Median over the runs. */
   perSec: number;
-  /** API process CPU per delivery, µs (null for the ceiling, or where /proc is missing). */
+  /**
+   * CPU per delivery, µs: of the API process (null where /proc is missing), or, for the ceiling,
+   * of the bare sender per POST.
+   */
   cpuUsPerDelivery: number | null;
 }
 
@@ -224,7 +227,12 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
       withTimeouts: [] as number[],
       processes: [] as number[],
     };
-    const cpu = { plain: [] as number[], withTimeouts: [] as number[], processes: [] as number[] };
+    const cpu = {
+      ceiling: [] as number[],
+      plain: [] as number[],
+      withTimeouts: [] as number[],
+      processes: [] as number[],
+    };
     // The size of a delivered body (see worker.ts), for the ceiling's requests.
     const bodyBytes = JSON.stringify({
       id: randomUUID(),
@@ -235,7 +243,7 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
     let profile: string | null = null;
 
     /** Bare undici from a child process; the receiver's steady rate. */
-    const rawRun = async (count: number): Promise<number> => {
+    const rawRun = async (count: number, cpuUs: number[] = []): Promise<number> => {
       receiver.reset();
       const child = spawn(process.execPath, ['--import', 'tsx', 'bench/raw-sender.ts'], {
         cwd: REPO_ROOT,
@@ -254,8 +262,13 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
         out += chunk;
       });
       const [code] = (await once(child, 'exit')) as [number | null];
-      const raw = JSON.parse(out || '{}') as { sent?: number; failed?: number };
+      const raw = JSON.parse(out || '{}') as {
+        sent?: number;
+        failed?: number;
+        cpuUsPerPost?: number;
+      };
       if (code !== 0 || raw.failed !== 0) throw new Error(`raw sender failed: ${code} ${out}`);
+      if (raw.cpuUsPerPost !== undefined) cpuUs.push(raw.cpuUsPerPost);
       return steadyRate(receiver.arrivals);
     };
     // Warms the receiver (JIT, TLS session code) before anything is counted.
@@ -263,7 +276,7 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
 
     for (let round = 1; round <= options.rounds; round++) {
       const started = now();
-      runs.ceiling.push(await rawRun(expected));
+      runs.ceiling.push(await rawRun(expected, cpu.ceiling));
       log(
         `${backend} deliveries round ${round}: ceiling ${Math.round(runs.ceiling.at(-1) ?? 0)}/s ` +
           `(${expected} POSTs in ${((now() - started) / 1000).toFixed(1)} s)`,
@@ -395,7 +408,7 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
     return {
       backend,
       deliveriesPerRun: expected,
-      ceiling: rate(runs.ceiling, null),
+      ceiling: rate(runs.ceiling, cpu.ceiling),
       plain: rate(runs.plain, cpu.plain),
       withTimeouts: rate(runs.withTimeouts, cpu.withTimeouts),
       processes: rate(runs.processes, cpu.processes),

@@ -42,6 +42,10 @@ async function lane(): Promise<void> {
     }
   }
 }
+// The floor of a delivery's CPU: what this process spends on one bare POST.
+const cpuBefore = process.cpuUsage();
 await Promise.all(Array.from({ length: concurrency }, lane));
+const cpu = process.cpuUsage(cpuBefore);
 await agent.close();
-process.stdout.write(`${JSON.stringify({ sent: count, failed })}\n`);
+const cpuUsPerPost = (cpu.user + cpu.system) / count;
+process.stdout.write(`${JSON.stringify({ sent: count, failed, cpuUsPerPost })}\n`);

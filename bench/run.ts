@@ -688,6 +688,8 @@ async function benchBackend(
         ref: results[noLimitsIndex],
         ratioTarget: RATE_LIMIT_TARGET,
         targetText: `ratio ≥ ${RATE_LIMIT_TARGET.toFixed(2)} (limiting costs < ${Math.round((1 - RATE_LIMIT_TARGET) * 100)}%)`,
+        // A cost ratio: the single read's own row holds its latency target.
+        p99TargetMs: null,
       });
     }
 
@@ -769,6 +771,7 @@ async function benchBackend(
         ref: postPlain,
         ratioTarget: 1 / KEYED_COST_TARGET,
         targetText: `ratio ≥ ${(1 / KEYED_COST_TARGET).toFixed(2)} (cost ≤ ${KEYED_COST_TARGET}×)`,
+        p99TargetMs: null,
       });
     }
   } finally {
@@ -863,7 +866,7 @@ async function benchPostgres(): Promise<string | null> {
   const secret = randomBytes(32).toString('hex');
   const databases: Record<string, string>[] = [];
   const suffixes = [
-    ...(HTTP_ROWS ? ['small', 'large'] : []),
+    ...(HTTP_ROWS ? ['small', 'large', 'writes'] : []),
     ...(DELIVERY_ROWS ? ['deliveries'] : []),
     ...(RETENTION_ROWS ? ['retention'] : []),
     ...(SCALE_ROWS ? ['scale'] : []),
@@ -884,14 +887,18 @@ async function benchPostgres(): Promise<string | null> {
     });
   }
   if (HTTP_ROWS) {
-    const [smallDb, largeDb] = databases;
+    const [smallDb, largeDb, writesDb] = databases;
     log(
       `PostgreSQL: seeding ${fmtInt(SMALL_TRIPS)} and ${fmtInt(LARGE_TRIPS)} trips in ${base}_{small,large}`,
     );
     const small = await seedTenant(smallDb, SMALL_TRIPS);
     const large = await seedTenant(largeDb, LARGE_TRIPS);
     log(`PostgreSQL: seeded in ${seconds(small.seedMs)} and ${seconds(large.seedMs)}`);
-    await benchBackend('PostgreSQL', small, large, smallDb, largeDb);
+    const writer = await seedTenant(writesDb, 10);
+    await benchBackend('PostgreSQL', small, large, smallDb, largeDb, {
+      tenant: writer,
+      db: writesDb,
+    });
   }
   const named = (suffix: string) => databases[suffixes.indexOf(suffix)];
   if (DELIVERY_ROWS) await deliveryRows('PostgreSQL', named('deliveries'));
@@ -1076,7 +1083,7 @@ function deliveryReport(): string[] {
     out.push(
       `| Backlog drained, 4 subscriptions | ${r.backend} | ${fmtInt(r.plain.perSec)} (${runs(r.plain.runs)}) | ` +
         `${fmtInt(r.ceiling.perSec)} (${runs(r.ceiling.runs)}) | ${(r.plain.perSec / r.ceiling.perSec).toFixed(2)} | – | – | ` +
-        `${cpu(r.plain.cpuUsPerDelivery)} | ratio ≥ ${DRAIN_CEILING_TARGET.toFixed(2)}, ≤ ${DRAIN_CPU_TARGET_US} µs CPU/delivery | ` +
+        `${cpu(r.plain.cpuUsPerDelivery)} (bare POST ${cpu(r.ceiling.cpuUsPerDelivery)}) | ratio ≥ ${DRAIN_CEILING_TARGET.toFixed(2)}, ≤ ${DRAIN_CPU_TARGET_US} µs CPU/delivery | ` +
         `${drainMet(r)} |`,
       `| The same with a 5th endpoint timing out every attempt (${fmtSec(r.timeoutMs / 1000)} s): the 4 others' rate | ${r.backend} | ` +
         `${fmtInt(r.withTimeouts.perSec)} (${runs(r.withTimeouts.runs)}) | ref ${fmtInt(r.plain.perSec)} | ` +
@@ -1093,7 +1100,8 @@ function deliveryReport(): string[] {
   out.push(
     '',
     'ratio: the drain against the ceiling (first row), the drain with a timing-out endpoint against the drain ' +
-      "without (second row). API CPU: the process's CPU time from its health check answering to the last delivery, per delivery in that span " +
+      "without (second row). API CPU: the process's CPU time from its health check answering to the last delivery, per delivery in that span; " +
+      "bare POST: the ceiling sender's CPU per POST, the floor of a delivery on this stack " +
       '(the receiver, the ceiling sender and PostgreSQL run in other processes on the same 2 cores). Latency samples: ' +
       deliveryResults
         .map(
