@@ -1,6 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { tenantClaimPlan, tenantReopened, tenantSlotCap } from '../src/domain/worker-slots.ts';
+import {
+  tenantClaimPlan,
+  tenantReopened,
+  tenantSlotCap,
+  tenantWillReopen,
+} from '../src/domain/worker-slots.ts';
 import { startWorker } from '../src/webhooks/start-worker.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import { createTenant } from './helpers/fixtures.ts';
@@ -38,6 +43,9 @@ describe('tenant slot caps (pure)', () => {
     assert.equal(tenantReopened(97, 0, 256, 32), false);
     assert.equal(tenantReopened(95, 0, 256, 32), false);
     assert.equal(tenantReopened(63, 1, 256, 32), true); // cap 85
+    // Holding more than that level, a tenant's ending attempts will wake the loop; at it, never.
+    assert.equal(tenantWillReopen(97, 0, 256, 32), true);
+    assert.equal(tenantWillReopen(96, 0, 256, 32), false);
   });
 });
 
@@ -120,5 +128,67 @@ for (const backend of BACKENDS) {
       assert.ok(Date.now() - started < 5_000, `after ${Date.now() - started} ms`);
       assert.ok(mostHanging <= tenantSlotCap(40, 8, 0), `${mostHanging} hung attempts at once`);
     });
+  });
+}
+
+// The claim loop paced by signals alone (the poll is a minute): a backlog larger than the
+// per-subscription cap must drain, and claims that come back empty must stay rare.
+// Twice: capped by each subscription's share, and by the tenant's share of a small pool (its
+// room runs out while attempts end during the claim).
+const pacing = [
+  { name: 'subscription caps', subscriptions: 2, events: 60, options: { maxPerSubscription: 8 } },
+  {
+    name: 'a tenant cap',
+    subscriptions: 4,
+    events: 40,
+    options: { maxPerSubscription: 8, maxInFlight: 24 },
+  },
+];
+for (const backend of BACKENDS) {
+  describe(`the claim loop drains a backlog on signals alone (${backend})`, () => {
+    for (const { name, subscriptions, events, options } of pacing)
+      it(`delivers every row without waiting for the poll, with few empty claims (${name})`, async () => {
+        const ctx = await createWebhookTestContext(backend);
+        const receiver = await HttpsReceiver.start({
+          responder: () => ({ status: 200, delayMs: 5 }),
+        });
+        let worker: ReturnType<typeof startWorker> | null = null;
+        try {
+          const tenant = await createTenant(ctx, { tier: 'pro' });
+          for (let i = 0; i < subscriptions; i++) {
+            const path = `/s${i}`;
+            const created = await ctx.api('POST', '/api/v1/webhooks', {
+              token: tenant.token,
+              body: { url: receiver.url(path), events: ['client.created'] },
+            });
+            assert.equal(created.statusCode, 201, created.body);
+          }
+          for (let i = 0; i < events; i++) {
+            await ctx.api('POST', '/api/v1/clients', {
+              token: tenant.token,
+              body: { kind: 'individual', displayName: `Backlog ${i}` },
+            });
+          }
+          const { deliveries } = ctx.runtime.services;
+          const claim = deliveries.claim.bind(deliveries);
+          let productive = 0;
+          let empty = 0;
+          deliveries.claim = async (...args) => {
+            const rows = await claim(...args);
+            if (rows.length > 0) productive += 1;
+            else empty += 1;
+            return rows;
+          };
+          worker = startWorker(ctx.runtime, { pollIntervalMs: 60_000, ...options });
+          const expected = subscriptions * events;
+          await receiver.waitFor(expected, 15_000);
+          assert.ok(productive >= expected / 8, `${productive} claims took rows`);
+          assert.ok(empty * 2 < productive, `${empty} empty claims, ${productive} with rows`);
+        } finally {
+          await worker?.stop();
+          await receiver.close();
+          await ctx.close();
+        }
+      });
   });
 }

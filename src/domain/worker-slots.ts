@@ -54,6 +54,23 @@ export function tenantReopened(
   maxInFlight: number,
   maxPerSubscription: number,
 ): boolean {
-  const cap = tenantSlotCap(maxInFlight, maxPerSubscription, otherTenantsInFlight);
-  return left === cap - Math.ceil(cap / 4);
+  return left === reopenLevel(maxInFlight, maxPerSubscription, otherTenantsInFlight);
+}
+
+/**
+ * Whether a tenant holding `holding` attempts will wake the claim loop as they end (tenantReopened
+ * fires on the way down through its level); one at or below that level never will.
+ */
+export function tenantWillReopen(
+  holding: number,
+  otherTenantsInFlight: number,
+  maxInFlight: number,
+  maxPerSubscription: number,
+): boolean {
+  return holding > reopenLevel(maxInFlight, maxPerSubscription, otherTenantsInFlight);
+}
+
+function reopenLevel(maxInFlight: number, maxPerSubscription: number, others: number): number {
+  const cap = tenantSlotCap(maxInFlight, maxPerSubscription, others);
+  return cap - Math.ceil(cap / 4);
 }

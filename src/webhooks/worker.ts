@@ -3,7 +3,12 @@ import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import { DELIVERIES_CHANNEL, type Notifier } from '../db/notifier.ts';
 import { signatureHeader } from '../domain/signing.ts';
-import { tenantClaimPlan, tenantReopened } from '../domain/worker-slots.ts';
+import {
+  type TenantClaimPlan,
+  tenantClaimPlan,
+  tenantReopened,
+  tenantWillReopen,
+} from '../domain/worker-slots.ts';
 import type { Clock } from '../lib/clock.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
 import type { Mailer, PausedNotice } from '../notifications/mailer.ts';
@@ -136,9 +141,11 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
         continue;
       }
       this.signalled = false;
+      const limit = Math.min(this.batchSize, this.maxInFlight - this.inFlight.size);
       let claimed: ClaimedDelivery[];
+      let plan: TenantClaimPlan;
       try {
-        claimed = await this.claim(Math.min(this.batchSize, this.maxInFlight - this.inFlight.size));
+        ({ claimed, plan } = await this.claim(limit));
       } catch (error) {
         this.deps.logger.warn({ err: error }, 'claiming deliveries failed; retrying');
         await this.sleep(this.pollIntervalMs);
@@ -146,7 +153,9 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       }
       if (claimed.length > 0) this.emit('claimed', claimed);
       for (const delivery of claimed) this.begin(delivery);
-      if (claimed.length === 0 && !this.signalled) await this.sleep(this.pollIntervalMs);
+      if (!this.mayHaveMore(claimed, limit, plan) && !this.signalled) {
+        await this.sleep(this.pollIntervalMs);
+      }
     }
   }
 
@@ -156,7 +165,9 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
    * Once per poll interval, stale claims of rows on their last attempt are dead-lettered first
    * (never sent a seventh time).
    */
-  private async claim(limit: number): Promise<ClaimedDelivery[]> {
+  private async claim(
+    limit: number,
+  ): Promise<{ claimed: ClaimedDelivery[]; plan: TenantClaimPlan }> {
     const { deliveries } = this.deps;
     const now = this.deps.clock.now().getTime();
     const staleBefore = deliveries.staleBefore(now);
@@ -175,13 +186,52 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       .map(([id]) => id);
     // The same one level up: one tenant's hung endpoints cannot hold another tenant's slots.
     const tenants = tenantClaimPlan(this.perTenant, this.maxInFlight, this.maxPerSubscription);
-    return deliveries.claim(now, staleBefore, limit, {
+    const claimed = await deliveries.claim(now, staleBefore, limit, {
       perSubscription: this.claimPerSubscription,
       skip,
       tenantRoom: tenants.room,
       newcomerRoom: tenants.newcomerRoom,
       skipTenants: tenants.skip,
     });
+    return { claimed, plan: tenants };
+  }
+
+  /**
+   * Whether a claim right after this one could find rows that no signal will announce: when this
+   * one was cut short by its limit, or by a subscription's share per claim or a tenant's room and
+   * left that subscription or tenant below the level whose crossing signals (attempts that ended
+   * while the claim ran make that common). Otherwise it took every row claimable just now, and
+   * the next claim waits for a signal (a new row, slots reopening, a retry falling due) or the
+   * poll: claiming again at once came back empty after every batch of a drain, half of all claims.
+   */
+  private mayHaveMore(claimed: ClaimedDelivery[], limit: number, plan: TenantClaimPlan): boolean {
+    if (claimed.length === 0) return false;
+    if (claimed.length >= limit) return true;
+    const bySubscription = new Map<string, number>();
+    const byTenant = new Map<string, number>();
+    for (const delivery of claimed) {
+      const { subscriptionId, tenantId } = delivery;
+      bySubscription.set(subscriptionId, (bySubscription.get(subscriptionId) ?? 0) + 1);
+      byTenant.set(tenantId, (byTenant.get(tenantId) ?? 0) + 1);
+    }
+    const reopenAt = this.maxPerSubscription - this.claimPerSubscription;
+    for (const [id, count] of bySubscription) {
+      if (count >= this.claimPerSubscription && (this.perSubscription.get(id) ?? 0) <= reopenAt) {
+        return true;
+      }
+    }
+    for (const [tenant, count] of byTenant) {
+      const room = plan.room.get(tenant) ?? plan.newcomerRoom;
+      const holding = this.perTenant.get(tenant) ?? 0;
+      const others = this.perTenant.size - (holding > 0 ? 1 : 0);
+      if (
+        count >= room &&
+        !tenantWillReopen(holding, others, this.maxInFlight, this.maxPerSubscription)
+      ) {
+        return true;
+      }
+    }
+    return false;
   }
 
   /** Sleeps until a signal, a scheduled retry, `ms`, or stop. */
