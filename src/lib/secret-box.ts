@@ -15,16 +15,6 @@ const TAG_BYTES = 16;
 const HKDF_INFO = 'tourops secret-box v1 aes-256-gcm';
 
 /**
- * Encrypts small secrets (webhook signing keys) at rest with AES-256-GCM.
- *
- * Key: HKDF-SHA256(ikm = SECRET_KEY as UTF-8, salt = empty, info = HKDF_INFO), 32 bytes. HKDF,
- * not a password hash, because SECRET_KEY is required to be random (≥32 chars), not memorable.
- * Sealed format: `v1.` + base64url(iv(12) | tag(16) | ciphertext), a fresh random IV each time.
- *
- * context (optional) is authenticated as AAD, not stored: seal with the owning row's id and a
- * value copied to another row no longer decrypts. decrypt must be given the same context.
- */
-/**
  * IVs are handed out from one fill of the system's random generator at a time: on a request's
  * path a lone 12-byte randomBytes call measured 12 µs, more than the cipher's own work. Each IV
  * is taken once; IVs are not secret, only never reused.
@@ -41,6 +31,16 @@ function nextIv(): Buffer {
   return iv;
 }
 
+/**
+ * Encrypts small secrets (webhook signing keys) at rest with AES-256-GCM.
+ *
+ * Key: HKDF-SHA256(ikm = SECRET_KEY as UTF-8, salt = empty, info = HKDF_INFO), 32 bytes. HKDF,
+ * not a password hash, because SECRET_KEY is required to be random (≥32 chars), not memorable.
+ * Sealed format: `v1.` + base64url(iv(12) | tag(16) | ciphertext), a fresh random IV each time.
+ *
+ * context (optional) is authenticated as AAD, not stored: seal with the owning row's id and a
+ * value copied to another row no longer decrypts. decrypt must be given the same context.
+ */
 export class SecretBox {
   readonly #key: KeyObject;
 
