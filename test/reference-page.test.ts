@@ -17,6 +17,8 @@ const skip =
     ? `no browser at ${CHROMIUM} (apt-get install chromium; .ci/run does)`
     : false;
 
+const SETTLE_MS = 90_000;
+
 interface Operation {
   tags?: string[];
   summary?: string;
@@ -50,11 +52,15 @@ describe('the API reference page in Chromium', { skip }, () => {
       // `/` points to the reference, which loads everything from this server.
       await page.goto(`${origin}/`);
       await page.click('a[href="/docs/"]');
-      await page.waitForLoadState('networkidle');
-      // Rendered progressively: wait for the document's title and for an example from it.
+      // Rendered progressively: wait for the document's title and for an example from it, then
+      // for the network to settle (every request answered before `problems` is read). Generous
+      // time-outs: this runs beside another suite on 2 cores, and once took 30 s to settle.
       for (const expected of [openapi.info.title as string, 'Lisbon and Porto in spring']) {
-        await page.waitForFunction((t) => document.body.innerText.includes(t), expected);
+        await page.waitForFunction((t) => document.body.innerText.includes(t), expected, {
+          timeout: SETTLE_MS,
+        });
       }
+      await page.waitForLoadState('networkidle', { timeout: SETTLE_MS });
       const text = await page.innerText('body');
 
       const operations = Object.values(openapi.paths as Record<string, Record<string, Operation>>)
@@ -89,10 +95,12 @@ describe('the API reference page in Chromium', { skip }, () => {
         })
       ).json();
       await page.goto(`${origin}/admin/docs/`);
-      await page.waitForLoadState('networkidle');
       for (const expected of [admin.info.title as string, 'atlantico-tours']) {
-        await page.waitForFunction((t) => document.body.innerText.includes(t), expected);
+        await page.waitForFunction((t) => document.body.innerText.includes(t), expected, {
+          timeout: SETTLE_MS,
+        });
       }
+      await page.waitForLoadState('networkidle', { timeout: SETTLE_MS });
       const adminText = await page.innerText('body');
       for (const methods of Object.values(
         admin.paths as Record<string, Record<string, Operation>>,
