@@ -18,7 +18,9 @@
 import { sql } from 'kysely';
 import pino from 'pino';
 import { loadConfig } from '../src/config.ts';
+import { subscriptionClaimShare } from '../src/domain/worker-slots.ts';
 import { createRuntime } from '../src/runtime.ts';
+import { DEFAULT_BATCH_SIZE, DEFAULT_MAX_PER_SUBSCRIPTION } from '../src/webhooks/worker.ts';
 import { testCa } from '../test/helpers/https-receiver.ts';
 import { RetentionSeed, runSeed } from '../test/helpers/retention-seed.ts';
 import { emitBacklog, Receiver, steadyRate, webhookServerEnv } from './deliveries.ts';
@@ -44,9 +46,9 @@ export interface ScaleBenchOptions {
 }
 
 const SUBSCRIPTIONS = 20;
-const CLAIM_BATCH = 200;
-/** As the worker claims: half its per-subscription cap. */
-const CLAIM_PER_SUBSCRIPTION = 16;
+/** As the worker claims, with its default settings. */
+const CLAIM_BATCH = DEFAULT_BATCH_SIZE;
+const CLAIM_PER_SUBSCRIPTION = subscriptionClaimShare(DEFAULT_MAX_PER_SUBSCRIPTION);
 /** Events of each timed backlog (× 20 subscriptions = 30,000 pending rows, 150 claims). */
 const CLAIM_BACKLOG_EVENTS = 1_500;
 const WORKERS = 2;

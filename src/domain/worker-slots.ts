@@ -1,4 +1,12 @@
 /**
+ * Most rows one claim takes of a subscription: half its cap, so a claim never takes one past the
+ * cap while it still holds up to the other half.
+ */
+export function subscriptionClaimShare(maxPerSubscription: number): number {
+  return Math.ceil(maxPerSubscription / 2);
+}
+
+/**
  * How many of a worker's attempt slots one tenant may hold: an equal share among the tenants
  * holding slots now plus one more, so there is always room for a tenant that has none yet, but
  * never less than one subscription's cap. Alone, a tenant gets half the slots: a tenant whose

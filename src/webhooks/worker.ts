@@ -4,6 +4,7 @@ import type { Config } from '../config.ts';
 import { DELIVERIES_CHANNEL, type Notifier } from '../db/notifier.ts';
 import { signatureHeader } from '../domain/signing.ts';
 import {
+  subscriptionClaimShare,
   type TenantClaimPlan,
   tenantClaimPlan,
   tenantReopened,
@@ -56,6 +57,8 @@ export interface WorkerEvents {
 
 export const DEFAULT_MAX_IN_FLIGHT = 256;
 export const DEFAULT_MAX_PER_SUBSCRIPTION = 32;
+/** Most rows one claim takes. */
+export const DEFAULT_BATCH_SIZE = 200;
 
 /** Flush settled attempts when this many wait, or after FLUSH_DELAY_MS. */
 const FLUSH_BATCH = 200;
@@ -73,6 +76,11 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
   private readonly maxPerSubscription: number;
   /** Most rows one claim takes of a subscription: half the cap (see claim). */
   private readonly claimPerSubscription: number;
+  /**
+   * A subscription with more in flight than this is left out of claims; one that falls back to
+   * it signals the claim loop (it has room for a claim's share again).
+   */
+  private readonly subscriptionReopenAt: number;
   private readonly batchSize: number;
   private readonly pollIntervalMs: number;
   private readonly userAgent: string;
@@ -105,8 +113,9 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     super();
     this.maxInFlight = options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
     this.maxPerSubscription = options.maxPerSubscription ?? DEFAULT_MAX_PER_SUBSCRIPTION;
-    this.claimPerSubscription = Math.ceil(this.maxPerSubscription / 2);
-    this.batchSize = options.batchSize ?? 200;
+    this.claimPerSubscription = subscriptionClaimShare(this.maxPerSubscription);
+    this.subscriptionReopenAt = this.maxPerSubscription - this.claimPerSubscription;
+    this.batchSize = options.batchSize ?? DEFAULT_BATCH_SIZE;
     this.pollIntervalMs = options.pollIntervalMs ?? 1_000;
     this.userAgent = `Service-Webhooks/1.0 (+${deps.config.publicBaseUrl})`;
   }
@@ -182,7 +191,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       }
     }
     const skip = [...this.perSubscription]
-      .filter(([, count]) => count > this.maxPerSubscription - this.claimPerSubscription)
+      .filter(([, count]) => count > this.subscriptionReopenAt)
       .map(([id]) => id);
     // The same one level up: one tenant's hung endpoints cannot hold another tenant's slots.
     const tenants = tenantClaimPlan(this.perTenant, this.maxInFlight, this.maxPerSubscription);
@@ -214,9 +223,9 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       bySubscription.set(subscriptionId, (bySubscription.get(subscriptionId) ?? 0) + 1);
       byTenant.set(tenantId, (byTenant.get(tenantId) ?? 0) + 1);
     }
-    const reopenAt = this.maxPerSubscription - this.claimPerSubscription;
     for (const [id, count] of bySubscription) {
-      if (count >= this.claimPerSubscription && (this.perSubscription.get(id) ?? 0) <= reopenAt) {
+      const holding = this.perSubscription.get(id) ?? 0;
+      if (count >= this.claimPerSubscription && holding <= this.subscriptionReopenAt) {
         return true;
       }
     }
@@ -269,7 +278,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
           this.onSignal();
         }
         // The subscription became claimable again: it may have rows waiting.
-        if (left === this.maxPerSubscription - this.claimPerSubscription) this.onSignal();
+        if (left === this.subscriptionReopenAt) this.onSignal();
       });
     this.inFlight.add(attempt);
   }
