@@ -12,8 +12,6 @@ import type {
   StoredAnswer,
 } from '../repositories/idempotency-repository.ts';
 
-export type StoredResponse = StoredAnswer;
-
 /** A key this request holds: the request runs in `transaction`, which records its answer. */
 export interface IdempotencyClaim extends IdempotencyEntry {
   readonly transaction: AmbientTransaction;
@@ -21,7 +19,7 @@ export interface IdempotencyClaim extends IdempotencyEntry {
 
 export type IdempotencyStart =
   | { kind: 'execute'; claim: IdempotencyClaim }
-  | { kind: 'replay'; response: StoredResponse };
+  | { kind: 'replay'; response: StoredAnswer };
 
 /** "Briefly" of api-spec 4.10: how long a duplicate waits for the first request's answer. */
 const WAIT_FOR_FIRST_MS = 2_000;
@@ -114,7 +112,7 @@ export class IdempotencyService {
    * Stores what the endpoint answered and commits the claim's transaction, or, for answers that
    * must not stick, rolls the request back, which frees the key.
    */
-  async finish(claim: IdempotencyClaim, response: StoredResponse): Promise<void> {
+  async finish(claim: IdempotencyClaim, response: StoredAnswer): Promise<void> {
     if (!isStored(response.status)) return this.abandon(claim);
     const { tenantId, key, transaction } = claim;
     const sealed = {
