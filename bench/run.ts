@@ -954,8 +954,7 @@ function verdict(row: Row): string {
   }
   const p99Target = row.p99TargetMs === undefined ? P99_TARGET_MS : row.p99TargetMs;
   if (p99Target !== null && !(row.m.p99 < p99Target)) misses.push('p99');
-  const disturbed = involved.some(isDisturbed) ? ' ⚠ disturbed' : '';
-  return (misses.length === 0 ? '✅ yes' : `❌ no (${misses.join(', ')})`) + disturbed;
+  return metOrMisses(misses) + disturbedMark;
 }
 
 function cpuModel(): string {
@@ -1054,6 +1053,11 @@ function drainMet(r: DeliveryResult): string {
       ? []
       : ['CPU']),
   ];
+  return metOrMisses(misses);
+}
+
+/** A row's verdict from the targets it missed. */
+function metOrMisses(misses: string[]): string {
   return misses.length === 0 ? '✅ yes' : `❌ no (${misses.join(', ')})`;
 }
 
