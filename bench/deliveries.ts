@@ -438,7 +438,6 @@ function backlogEvent(index: number) {
   };
 }
 
-/** `count` client.created events through the events service, EMIT_BATCH per transaction. */
 /** The environment of an API or worker process delivering to this process's receivers. */
 export function webhookServerEnv(
   dbEnv: Record<string, string>,
@@ -454,6 +453,7 @@ export function webhookServerEnv(
   };
 }
 
+/** `count` client.created events through the events service, EMIT_BATCH per transaction. */
 export async function emitBacklog(
   runtime: Runtime,
   tenantId: string,
