@@ -9,6 +9,8 @@
  *   `GET /page?tenant=…&after=…` with the API's page of 50 trips: the same keyset SQL, its rows
  *   serialized by the API's own response schema (`{data: Trip[], meta}`), the cursor encoded the
  *   same way; columns are aliased to the schema's names in SQL, the cheapest way to get there.
+ *   `page-sqlite` also answers `GET /trips/:id?tenant=…` with the API's single read: the same
+ *   primary-key read on the tenant, serialized by the API's schema (`{data: Trip}`).
  *
  * No logger, no hooks, no authentication: the floor an API route cannot go below.
  */
@@ -16,7 +18,7 @@ import { Type } from '@sinclair/typebox';
 import BetterSqlite3 from 'better-sqlite3';
 import Fastify from 'fastify';
 import pg from 'pg';
-import { Meta, PageOf, Trip } from '../src/http/schemas.ts';
+import { DataOf, Meta, PageOf, Trip } from '../src/http/schemas.ts';
 import { encodeCursor } from '../src/lib/cursor.ts';
 
 /** The Trip schema's members, as `column as "member"`. */
@@ -79,6 +81,16 @@ if (mode === 'json') {
   );
   pageRoute(
     async (tenant, after) => statement.all(tenant, after, PAGE + 1) as Array<{ id: string }>,
+  );
+  const byId = sqlite.prepare(`select ${TRIP_COLUMNS} from trips where tenant_id = ? and id = ?`);
+  app.get<{ Params: { id: string }; Querystring: { tenant: string } }>(
+    '/trips/:id',
+    { schema: { response: { 200: DataOf(Type.Ref(Trip)) } } },
+    async (request, reply) => {
+      const row = byId.get(request.query.tenant, request.params.id);
+      if (row === undefined) return reply.code(404).send({ error: 'not found' });
+      return { data: row };
+    },
   );
 } else {
   throw new Error(`REFERENCE: unknown mode ${mode}`);

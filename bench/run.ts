@@ -211,11 +211,12 @@ process.on('SIGTERM', () =>
   abort('terminated: stopping servers and removing bench databases', 143),
 );
 
-// Rows per backend: a reference, the single read, two list pages (+ on SQLite: /healthz, the read
-// with rate limiting stubbed out, and a POST without and with an Idempotency-Key).
+// Rows per backend: a reference, the single read, two list pages (+ on SQLite: /healthz, a bare
+// route with the read's SQL and schema, the read with rate limiting stubbed out, and a POST
+// without and with an Idempotency-Key).
 const backendsPlanned = (BACKEND !== 'postgres' ? 1 : 0) + (BACKEND !== 'sqlite' ? 1 : 0);
 const rowsPlanned = HTTP_ROWS
-  ? (BACKEND !== 'postgres' ? 10 : 0) + (BACKEND !== 'sqlite' ? 6 : 0)
+  ? (BACKEND !== 'postgres' ? 11 : 0) + (BACKEND !== 'sqlite' ? 6 : 0)
   : 0;
 /** The open-loop rows: one window each of the three read rows per backend. */
 const openLoopSec = HTTP_ROWS ? backendsPlanned * 3 * (DURATION + ROUND_WARMUP + 3) : 0;
@@ -605,6 +606,18 @@ async function benchBackend(
           label: 'diagnostic: API GET /healthz (no auth, no DB)',
           path: '/healthz',
           check: expectJson((json) => (json.status === 'ok' ? null : 'unexpected body')),
+        }),
+      );
+    }
+    if (backend === 'SQLite') {
+      // Diagnostic: the single read's own floor, its SQL and response schema on a bare route.
+      jobs.push(
+        job(pageReference, {
+          label: 'diagnostic: bare Fastify, the same SQLite read and schema',
+          path: `/trips/${small.tripId}?tenant=${small.tenantId}`,
+          check: expectJson((json) =>
+            (json.data as { id?: string } | undefined)?.id === small.tripId ? null : 'not the trip',
+          ),
         }),
       );
     }
