@@ -1189,7 +1189,7 @@ function scaleReport(): string[] {
     '',
     `Claims: ${CLAIM_BACKLOG_TEXT} claimed 200 at a time (16 a subscription, as the worker claims) by ` +
       '`DeliveriesService.claim` in the benchmark process, as delivered history grows (rows written by the ' +
-      'database, then ANALYZE). Drain: the API with its worker and two `tourops worker` processes on the ' +
+      'database, then ANALYZE and a CHECKPOINT). Drain: the API with its worker and two `tourops worker` processes on the ' +
       'largest history, to an HTTPS receiver in the benchmark process (answers 200 at once); deliveries/s ' +
       'between the 5th and 95th percentile arrival. RETENTION_DAYS=0.',
     '',
