@@ -10,10 +10,19 @@
  * A measurement combines the windows of one probe (the benchmark interleaves the probes it
  * compares, round after round, so a slow minute of the machine hits both sides of a ratio).
  */
+
+import { fork } from 'node:child_process';
 import { cpus } from 'node:os';
+import { join } from 'node:path';
 import autocannon, { type Result } from 'autocannon';
-import { Pool } from 'undici';
-import { commandCpuDelta, commandCpuSeconds, type ServerProcess, systemCpu } from './processes.ts';
+import type { OpenLoopConfig, OpenLoopResult } from './open-loop.ts';
+import {
+  commandCpuDelta,
+  commandCpuSeconds,
+  REPO_ROOT,
+  type ServerProcess,
+  systemCpu,
+} from './processes.ts';
 
 export interface LoadOptions {
   url: string;
@@ -55,6 +64,12 @@ export interface Window {
   systemTotal: number | null;
   /** Machine CPU used just before the window with the bench idle, percent of one core. */
   backgroundCpuPct: number | null;
+  /**
+   * Open loop: the longest the generator's own event loop was held up in the measured part, ms.
+   * Requests due meanwhile leave late and their answers are read late, and both count in their
+   * latency: this much of the tail can be the generator's (mostly its garbage collection).
+   */
+  generatorStallMs?: number;
 }
 
 export interface Measurement {
@@ -273,94 +288,44 @@ function measured(
  * connections; a request finding every connection busy waits for one. Each latency is measured
  * from the request's scheduled time, so time spent queued behind a slow answer counts (no
  * coordinated omission). autocannon's `overallRate` is not this: each connection runs flat out
- * until it has spent its requests of the second, then idles.
+ * until it has spent its requests of the second, then idles. The generator is a child process
+ * (bench/open-loop.ts) with nothing else on its heap.
  */
 export async function runOpenLoopWindow(
   server: ServerProcess,
-  options: {
-    url: string;
-    headers?: Record<string, string>;
-    connections: number;
-    rate: number;
-    warmupSec: number;
-    durationSec: number;
-  },
+  options: OpenLoopConfig,
   hooks: WindowHooks = {},
 ): Promise<Window> {
   const background = await backgroundCpu();
-  const target = new URL(options.url);
-  const pool = new Pool(target.origin, { connections: options.connections, pipelining: 1 });
-  const samples = new Samples();
-  const statusCodes: Record<string, number> = {};
-  let requests = 0;
-  let non2xx = 0;
-  let errors = 0;
-  let bytes = 0;
+  const child = fork(join(REPO_ROOT, 'bench', 'open-loop.ts'), [], {
+    cwd: REPO_ROOT,
+    execArgv: ['--import', 'tsx'],
+    env: { PATH: process.env.PATH ?? '', BENCH_OPEN_LOOP: JSON.stringify(options) },
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+  });
   let start: CpuSnapshot | null = null;
-  const path = target.pathname + target.search;
-  const interval = 1000 / options.rate;
-  const began = performance.now();
-  const measureFrom = began + options.warmupSec * 1000;
-  const end = measureFrom + options.durationSec * 1000;
-  const inFlight = new Set<Promise<void>>();
-  const send = (scheduled: number) => {
-    const counted = scheduled >= measureFrom;
-    const done: Promise<void> = pool
-      .request({ path, method: 'GET', headers: options.headers })
-      .then(async (response) => {
-        const body = await response.body.arrayBuffer();
-        if (!counted) return;
-        statusCodes[response.statusCode] = (statusCodes[response.statusCode] ?? 0) + 1;
-        if (response.statusCode >= 200 && response.statusCode < 300) {
-          samples.push(performance.now() - scheduled);
-          requests++;
-          bytes += body.byteLength;
-        } else {
-          non2xx++;
-        }
-      })
-      .catch(() => {
-        if (counted) errors++;
-      })
-      .finally(() => inFlight.delete(done));
-    inFlight.add(done);
-  };
-  let next = 0;
-  await new Promise<void>((resolve) => {
-    const tick = () => {
-      const now = performance.now();
-      if (start === null && now >= measureFrom) {
+  const result = await new Promise<OpenLoopResult>((resolve, reject) => {
+    child.on('message', (message: { kind: string }) => {
+      if (message.kind === 'measuring') {
         start = snapshot(server, hooks.dbProcessName);
         hooks.onMeasureStart?.();
+      } else if (message.kind === 'done') {
+        resolve(message as OpenLoopResult);
       }
-      for (
-        let at = began + next * interval;
-        at <= now && at < end;
-        at = began + ++next * interval
-      ) {
-        send(at);
-      }
-      if (now >= end) resolve();
-      else setTimeout(tick, 1);
-    };
-    tick();
+    });
+    child.once('exit', (code) => reject(new Error(`open-loop generator exited (${code})`)));
   });
-  // The last requests' answers (bounded: a request that never answers is an error).
-  await Promise.race([
-    Promise.all(inFlight),
-    new Promise((resolve) => setTimeout(resolve, 10_000)),
-  ]);
   const finished = snapshot(server, hooks.dbProcessName);
-  await pool.destroy();
-  return measured(options.url, start, finished, background, {
-    requests,
-    non2xx,
-    errors: errors + inFlight.size,
+  const window = measured(options.url, start, finished, background, {
+    requests: result.requests,
+    non2xx: result.non2xx,
+    errors: result.errors,
     timeouts: 0,
-    statusCodes,
-    bytes,
-    latencies: samples.values(),
+    statusCodes: result.statusCodes,
+    bytes: result.bytes,
+    latencies: Float64Array.from(result.latencies),
   });
+  return { ...window, clientCpuSec: result.cpuSec, generatorStallMs: result.stallMs };
 }
 
 function sumOrNull(values: Array<number | null>): number | null {

@@ -387,7 +387,10 @@ async function measureJobs(jobs: Job[]): Promise<Measurement[]> {
 }
 
 /** One open-loop window at a fixed request rate (see runOpenLoopWindow). */
-async function measureOpenLoop(job: Job, rate: number): Promise<Measurement> {
+async function measureOpenLoop(
+  job: Job,
+  rate: number,
+): Promise<{ m: Measurement; generatorStallMs: number }> {
   log(`  ${job.probe.label}: open loop at ${fmtInt(rate)} req/s`);
   const window = await runOpenLoopWindow(
     job.server,
@@ -401,8 +404,10 @@ async function measureOpenLoop(job: Job, rate: number): Promise<Measurement> {
     },
     { dbProcessName: job.dbProcessName },
   );
+  const generatorStallMs = window.generatorStallMs ?? 0;
   log(
-    `    p50 ${fmtMs(window.latencies.slice().sort()[Math.floor(window.latencies.length / 2)])} ms`,
+    `    p50 ${fmtMs(window.latencies.slice().sort()[Math.floor(window.latencies.length / 2)])} ms; ` +
+      `the generator's longest pause ${fmtMs(generatorStallMs)} ms`,
   );
   const m = combine(
     `${job.probe.label}, open loop at ${fmtInt(rate)} req/s`,
@@ -411,7 +416,7 @@ async function measureOpenLoop(job: Job, rate: number): Promise<Measurement> {
     [window],
   );
   measurements.push(m);
-  return m;
+  return { m, generatorStallMs };
 }
 
 function expectJson(check: (json: Record<string, unknown>) => string | null, expected = 200) {
@@ -767,9 +772,9 @@ async function benchBackend(
     ];
     for (const [openJob, closed, p99Target] of openLoop) {
       const rate = Math.max(1, Math.round(closed.rps * OPEN_LOOP_SHARE));
-      const m = await measureOpenLoop(openJob, rate);
+      const { m, generatorStallMs } = await measureOpenLoop(openJob, rate);
       rows.push({
-        scenario: `Open loop at ${fmtInt(rate)} req/s (${OPEN_LOOP_SHARE * 100}% of the closed-loop maximum): ${openJob.probe.label}`,
+        scenario: `Open loop at ${fmtInt(rate)} req/s (${OPEN_LOOP_SHARE * 100}% of the closed-loop maximum): ${openJob.probe.label}; the generator paused up to ${fmtMs(generatorStallMs)} ms`,
         backend,
         m,
         targetText: `p99 < ${p99Target} ms`,
