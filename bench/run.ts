@@ -147,9 +147,13 @@ if (!URL.canParse(PG_URL) || new URL(PG_URL).hostname !== '127.0.0.1') {
   usageError('--pg-url must be a postgres:// URL on 127.0.0.1 (loopback only)');
 }
 
-const P99_TARGET_MS = 10;
-/** Open-loop rows: the rate (share of the closed-loop maximum) and the pages' p99 target. */
+/**
+ * Latency targets are the open-loop rows' (issue 13): at 50 connections in a closed loop the p99
+ * is queueing (50 clients × 0.4 ms a page is 20 ms already), so those rows report it untargeted.
+ * The rate is a share of the closed-loop maximum.
+ */
 const OPEN_LOOP_SHARE = 0.5;
+const P99_TARGET_MS = 10;
 const PAGE_P99_TARGET_MS = 20;
 const CORES = availableParallelism();
 /** `tourops serve --processes auto` against one process, single read, SQLite. */
@@ -535,8 +539,8 @@ interface Row {
   targetText: string;
   /** No target: "met" shows only whether the run was valid (and disturbed). */
   informational?: boolean;
-  /** The p99 target, ms (default P99_TARGET_MS); null: none. */
-  p99TargetMs?: number | null;
+  /** The p99 target, ms (open-loop rows); none when absent. */
+  p99TargetMs?: number;
 }
 const rows: Row[] = [];
 
@@ -706,8 +710,6 @@ async function benchBackend(
         ref: results[noLimitsIndex],
         ratioTarget: RATE_LIMIT_TARGET,
         targetText: `ratio ≥ ${RATE_LIMIT_TARGET.toFixed(2)} (limiting costs < ${Math.round((1 - RATE_LIMIT_TARGET) * 100)}%)`,
-        // A cost ratio: the single read's own row holds its latency target.
-        p99TargetMs: null,
       });
     }
 
@@ -722,13 +724,14 @@ async function benchBackend(
         m: single,
         ref: refM,
         ratioTarget: targetRatio,
-        targetText: `ratio ≥ ${targetRatio.toFixed(2)}, p99 < ${P99_TARGET_MS} ms`,
+        targetText: `ratio ≥ ${targetRatio.toFixed(2)}`,
       },
       {
         scenario: `\`GET /api/v1/trips?limit=50\` mid-list page, tenant with ${fmtInt(small.trips)} trips`,
         backend,
         m: smallList,
-        targetText: `p99 < ${P99_TARGET_MS} ms`,
+        targetText: 'informational (its latency target is the open-loop row)',
+        informational: true,
       },
       {
         scenario: `\`GET /api/v1/trips?limit=50\` mid-list page, tenant with ${fmtInt(large.trips)} trips (ref: the ${fmtInt(small.trips)}-trip page)`,
@@ -736,7 +739,7 @@ async function benchBackend(
         m: largeList,
         ref: smallList,
         ratioTarget: 1 / LARGE_COST_TARGET,
-        targetText: `ratio ≥ ${(1 / LARGE_COST_TARGET).toFixed(2)} (cost ≤ ${LARGE_COST_TARGET}×), p99 < ${P99_TARGET_MS} ms`,
+        targetText: `ratio ≥ ${(1 / LARGE_COST_TARGET).toFixed(2)} (cost ≤ ${LARGE_COST_TARGET}×)`,
       },
     );
     rows.push({
@@ -748,7 +751,6 @@ async function benchBackend(
         ? {
             ratioTarget: SCALING_TARGET,
             targetText: `ratio ≥ ${SCALING_TARGET.toFixed(2)} (scaling)`,
-            p99TargetMs: null,
           }
         : {
             targetText: 'informational (PostgreSQL shares the cores)',
@@ -762,7 +764,6 @@ async function benchBackend(
       ref: results[pageReferenceIndex],
       ratioTarget: 1 / PAGE_COST_TARGET,
       targetText: `ratio ≥ ${(1 / PAGE_COST_TARGET).toFixed(2)} (cost ≤ ${PAGE_COST_TARGET}×)`,
-      p99TargetMs: null,
     });
     // Latency at a load the server keeps up with: each read row again at half its maximum.
     const openLoop: Array<[Job, Measurement, number]> = [
@@ -789,7 +790,6 @@ async function benchBackend(
         ref: postPlain,
         ratioTarget: 1 / KEYED_COST_TARGET,
         targetText: `ratio ≥ ${(1 / KEYED_COST_TARGET).toFixed(2)} (cost ≤ ${KEYED_COST_TARGET}×)`,
-        p99TargetMs: null,
       });
     }
   } finally {
@@ -970,8 +970,7 @@ function verdict(row: Row): string {
   if (row.ref && row.ratioTarget !== undefined && row.m.rps / row.ref.rps < row.ratioTarget) {
     misses.push('ratio');
   }
-  const p99Target = row.p99TargetMs === undefined ? P99_TARGET_MS : row.p99TargetMs;
-  if (p99Target !== null && !(row.m.p99 < p99Target)) misses.push('p99');
+  if (row.p99TargetMs !== undefined && !(row.m.p99 < row.p99TargetMs)) misses.push('p99');
   return metOrMisses(misses) + disturbedMark;
 }
 
