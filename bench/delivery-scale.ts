@@ -4,9 +4,10 @@
  * together on one database.
  *
  * - Claims: with 0, half and all of `history` delivered rows over 20 subscriptions (written by
- *   the database itself, then ANALYZE as autovacuum would, and a CHECKPOINT), a backlog of 30,000 pending rows is
- *   claimed 200 at a time by `DeliveriesService.claim` exactly as the worker calls it (16 a
- *   subscription), each claim timed in this process; claimed rows are then marked delivered.
+ *   the database itself, then ANALYZE as autovacuum would, and a CHECKPOINT), a backlog of
+ *   30,000 pending rows is claimed 200 at a time by `DeliveriesService.claim` exactly as the
+ *   worker calls it (16 a subscription), each claim timed in this process; claimed rows are then
+ *   marked delivered.
  * - Drain: on the full history, a backlog of `deliveries` (to the same 20 subscriptions) drained
  *   by one API process with its worker (`src/main.ts`) and two `tourops worker` processes, to an
  *   HTTPS receiver in this process; deliveries/s between the 5th and 95th percentile arrival.

@@ -1043,8 +1043,9 @@ function httpReport(notes: string[]): string[] {
   }
   out.push(
     '',
-    'CPU % is of one core: the server process; all `postgres` processes on the machine; autocannon (this process: near ' +
-      '100 means the load generator, not the server, set the pace); "other" is the rest of the machine during the ' +
+    'CPU % is of one core: the server process; all `postgres` processes on the machine; the load generator ' +
+      "(autocannon in this process; the open-loop rows' generator in a child process): near 100 means it, not the " +
+      'server, set the pace; "other" is the rest of the machine during the ' +
       'measured windows (kernel network work, and any other process); "machine CPU % before" is the most the machine ' +
       `used just before a window, every bench server idle. ${cpus().length} cores are shared by all of them.`,
     '',
