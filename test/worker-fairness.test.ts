@@ -151,19 +151,14 @@ interface ClaimCounts {
   rows: number;
 }
 
-/** Drains `events` client.created events to `subscriptions` endpoints that answer after `delayMs`. */
+/** Drains `events` client.created events to `subscriptions` endpoints that answer after 5 ms. */
 async function drainBacklog(
   backend: (typeof BACKENDS)[number],
-  setup: {
-    subscriptions: number;
-    events: number;
-    options: Parameters<typeof startWorker>[1];
-    delayMs?: number;
-  },
+  setup: { subscriptions: number; events: number; options: Parameters<typeof startWorker>[1] },
 ): Promise<ClaimCounts> {
   const ctx = await createWebhookTestContext(backend);
   const receiver = await HttpsReceiver.start({
-    responder: () => ({ status: 200, delayMs: setup.delayMs ?? 5 }),
+    responder: () => ({ status: 200, delayMs: 5 }),
   });
   let worker: ReturnType<typeof startWorker> | null = null;
   try {
