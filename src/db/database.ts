@@ -16,6 +16,7 @@ import { makePrivateDirectory } from '../lib/private-dir.ts';
 import { AmbientDialect, type AmbientTransaction } from './ambient.ts';
 import { SnakeCaseQueriesPlugin } from './camel-case.ts';
 import { statementName } from './prepared.ts';
+import { clientWithReadTimeout } from './read-timeout.ts';
 import { RowBuilders, storedParameters } from './row-builder.ts';
 import type { DB } from './schema.ts';
 import { isDatabaseUnavailable } from './unavailable.ts';
@@ -155,61 +156,89 @@ function transactionStatus(client: pg.PoolClient): string | null {
 
 /** pg clients that return camelCase row objects built from array rows (see RowBuilders). */
 class CamelRowPool {
+  /**
+   * One wrapper per pg client, reused at each checkout. Kysely keys its own connection objects by
+   * the wrapper in a WeakMap, and V8's scavenges keep a weak map's young keys: a new wrapper per
+   * checkout took the wrapper and Kysely's connection into the old generation at every query.
+   */
+  private readonly connections = new WeakMap<pg.PoolClient, CamelRowConnection>();
+
   constructor(
     private readonly pool: pg.Pool,
     private readonly rows: RowBuilders,
   ) {}
 
-  async connect() {
+  async connect(): Promise<CamelRowConnection> {
     const client = await this.pool.connect();
-    const rows = this.rows;
-    let broken = false;
-    // pg-pool listens for errors on idle clients only: a connection cut while checked out (the
-    // server stopped mid-transaction) would otherwise be an uncaught 'error' that ends the process.
-    const onError = () => {
-      broken = true;
-    };
-    client.on('error', onError);
-    return {
-      query(sql: string | pg.Submittable, parameters?: unknown[]) {
-        // Cursors (streaming) pass through untouched.
-        if (typeof sql !== 'string') return client.query(sql);
-        const values = parameters && storedParameters(parameters);
-        const name = statementName(sql);
-        const run = (named: boolean): Promise<unknown> =>
-          client.query({ text: sql, values, rowMode: 'array', ...(named ? { name } : {}) }).then(
-            (result: pg.QueryArrayResult) => {
-              const build = rows.for(result.fields.map((field) => field.name));
-              return {
-                command: result.command,
-                rowCount: result.rowCount,
-                rows: result.rows.map(build),
-              };
-            },
-            (error: unknown) => {
-              if (isDatabaseUnavailable(error)) broken = true;
-              // A migration changed a table under a statement this connection prepared: the
-              // connection is replaced, and outside a transaction the query runs again unnamed.
-              if (named && isStalePlan(error)) {
-                broken = true;
-                if (transactionStatus(client) === 'I') return run(false);
-              }
-              throw error;
-            },
-          );
-        return run(name !== undefined);
-      },
-      // A connection that timed out or broke is dropped, not handed to the next request with a
-      // query still pending on it.
-      release: () => {
-        client.removeListener('error', onError);
-        client.release(broken ? true : undefined);
-      },
-    };
+    let connection = this.connections.get(client);
+    if (!connection) {
+      connection = new CamelRowConnection(client, this.rows);
+      this.connections.set(client, connection);
+    }
+    connection.broken = false;
+    return connection;
   }
 
   end(): Promise<void> {
     return this.pool.end();
+  }
+}
+
+class CamelRowConnection {
+  /** The connection timed out or broke: dropped at release, not handed to the next request. */
+  broken = false;
+
+  constructor(
+    private readonly client: pg.PoolClient,
+    private readonly rows: RowBuilders,
+  ) {
+    // pg-pool listens for errors on idle clients only: a connection cut while checked out (the
+    // server stopped mid-transaction) would otherwise be an uncaught 'error' that ends the
+    // process. Listening for the client's whole life also costs nothing per checkout.
+    client.on('error', () => {
+      this.broken = true;
+    });
+  }
+
+  query(sql: string | pg.Submittable, parameters?: unknown[]): Promise<unknown> | pg.Submittable {
+    // Cursors (streaming) pass through untouched.
+    if (typeof sql !== 'string') return this.client.query(sql);
+    const values = parameters && storedParameters(parameters);
+    return this.run(sql, values, statementName(sql));
+  }
+
+  private run(
+    sql: string,
+    values: unknown[] | undefined,
+    name: string | undefined,
+  ): Promise<unknown> {
+    const client = this.client;
+    return client
+      .query({ text: sql, values, rowMode: 'array', ...(name !== undefined ? { name } : {}) })
+      .then(
+        (result: pg.QueryArrayResult) => {
+          const build = this.rows.for(result.fields.map((field) => field.name));
+          return {
+            command: result.command,
+            rowCount: result.rowCount,
+            rows: result.rows.map(build),
+          };
+        },
+        (error: unknown) => {
+          if (isDatabaseUnavailable(error)) this.broken = true;
+          // A migration changed a table under a statement this connection prepared: the
+          // connection is replaced, and outside a transaction the query runs again unnamed.
+          if (name !== undefined && isStalePlan(error)) {
+            this.broken = true;
+            if (transactionStatus(client) === 'I') return this.run(sql, values, undefined);
+          }
+          throw error;
+        },
+      );
+  }
+
+  release(): void {
+    this.client.release(this.broken ? true : undefined);
   }
 }
 
@@ -287,7 +316,10 @@ export function createDatabase(options: DatabaseOptions): Database {
       // 0: no time-out (migrations). The server cancels at statement_timeout; a frozen or
       // unreachable one cannot, so the client gives up a little later on its own.
       ...(statementTimeoutMs > 0
-        ? { statement_timeout: statementTimeoutMs, query_timeout: statementTimeoutMs + 1_000 }
+        ? {
+            statement_timeout: statementTimeoutMs,
+            Client: clientWithReadTimeout(statementTimeoutMs + 1_000),
+          }
         : {}),
     });
     pool.on('error', (error) => options.onIdleConnectionError?.(error));
