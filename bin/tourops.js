@@ -4,4 +4,6 @@
 import { register } from 'tsx/esm/api';
 
 register();
+// The serving processes' V8 flags (`serve`, `worker`, and a cluster's processes, which run this too).
+await import('../src/v8-flags.ts');
 await import('../src/cli/main.ts');

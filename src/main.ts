@@ -1,3 +1,4 @@
+import './v8-flags.ts';
 import { loadConfig } from './config.ts';
 import { serve } from './serve.ts';
 import { describeStartupError } from './startup-error.ts';
