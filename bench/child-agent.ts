@@ -8,17 +8,21 @@
  *   measurement window (not start-up, not warm-up), written to the file the benchmark names.
  *
  * - `retention-purge` runs the worker's retention purge now and answers with its report (see
- *   BENCH_RETENTION below).
+ *   BENCH_RETENTION below);
+ * - `gc-stats` answers with how many mark-compacts the child has run so far (the open-loop rows
+ *   report those of their window: each one's concurrent marking takes a core for a while).
  *
  * Without an IPC channel (run by hand) it does nothing.
  */
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
+import { constants, PerformanceObserver } from 'node:perf_hooks';
 
 type Message =
   | { type: 'cpu-profile-start'; intervalUs?: number }
   | { type: 'cpu-profile-stop'; file: string }
-  | { type: 'retention-purge' };
+  | { type: 'retention-purge' }
+  | { type: 'gc-stats' };
 
 // The "rate limiting off" API child: the limiter's checks become no-ops (module instances are
 // shared, so src/main.ts sees the patched class). A measurement seam only; the product has no switch.
@@ -47,6 +51,14 @@ if (process.send && process.channel) {
   process.channel.unref();
   process.on('disconnect', () => process.exit(0));
 
+  let markCompacts = 0;
+  new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      const kind = (entry as unknown as { detail?: { kind?: number } }).detail?.kind;
+      if (kind === constants.NODE_PERFORMANCE_GC_MAJOR) markCompacts++;
+    }
+  }).observe({ entryTypes: ['gc'] });
+
   let session: Session | null = null;
   const post = (method: string, params?: object) =>
     new Promise<unknown>((resolve, reject) => {
@@ -66,6 +78,8 @@ if (process.send && process.channel) {
           await post('Profiler.setSamplingInterval', { interval: message.intervalUs ?? 200 });
           await post('Profiler.start');
           process.send?.({ type: 'cpu-profile-started' });
+        } else if (message.type === 'gc-stats') {
+          process.send?.({ type: 'gc-stats', markCompacts });
         } else if (message.type === 'retention-purge') {
           if (!sweeper) throw new Error('no retention sweeper (BENCH_RETENTION=manual, a worker)');
           const report = await sweeper.runNow();

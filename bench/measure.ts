@@ -70,6 +70,8 @@ export interface Window {
    * latency: this much of the tail can be the generator's (mostly its garbage collection).
    */
   generatorStallMs?: number;
+  /** Open loop: the mark-compacts the server ran in the measured part. */
+  serverMarkCompacts?: number;
 }
 
 export interface Measurement {
@@ -304,10 +306,12 @@ export async function runOpenLoopWindow(
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   });
   let start: CpuSnapshot | null = null;
+  let markCompactsBefore: Promise<number> | null = null;
   const result = await new Promise<OpenLoopResult>((resolve, reject) => {
     child.on('message', (message: { kind: string }) => {
       if (message.kind === 'measuring') {
         start = snapshot(server, hooks.dbProcessName);
+        markCompactsBefore = server.markCompacts();
         hooks.onMeasureStart?.();
       } else if (message.kind === 'done') {
         resolve(message as OpenLoopResult);
@@ -316,6 +320,7 @@ export async function runOpenLoopWindow(
     child.once('exit', (code) => reject(new Error(`open-loop generator exited (${code})`)));
   });
   const finished = snapshot(server, hooks.dbProcessName);
+  const markCompacts = (await server.markCompacts()) - (await (markCompactsBefore ?? 0));
   const window = measured(options.url, start, finished, background, {
     requests: result.requests,
     non2xx: result.non2xx,
@@ -325,7 +330,12 @@ export async function runOpenLoopWindow(
     bytes: result.bytes,
     latencies: Float64Array.from(result.latencies),
   });
-  return { ...window, clientCpuSec: result.cpuSec, generatorStallMs: result.stallMs };
+  return {
+    ...window,
+    clientCpuSec: result.cpuSec,
+    generatorStallMs: result.stallMs,
+    serverMarkCompacts: markCompacts,
+  };
 }
 
 function sumOrNull(values: Array<number | null>): number | null {

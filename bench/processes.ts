@@ -156,6 +156,8 @@ export interface ServerProcess {
   stopCpuProfile(file: string): Promise<void>;
   /** Runs the worker's retention purge now (BENCH_RETENTION=manual); resolves with its report. */
   retentionPurge(timeoutMs: number): Promise<unknown>;
+  /** The mark-compacts the child has run since it started (its main process only). */
+  markCompacts(): Promise<number>;
   stop(): Promise<void>;
 }
 
@@ -279,6 +281,11 @@ export async function startServer(options: StartOptions): Promise<ServerProcess>
       const written = waitForMessage('cpu-profile-written', 30_000);
       child.send({ type: 'cpu-profile-stop', file });
       await written;
+    },
+    async markCompacts() {
+      const answered = waitForMessage('gc-stats', 10_000);
+      child.send({ type: 'gc-stats' });
+      return (await answered).markCompacts as number;
     },
     async retentionPurge(timeoutMs: number) {
       const purged = waitForMessage('retention-purged', timeoutMs);

@@ -394,7 +394,7 @@ async function measureJobs(jobs: Job[]): Promise<Measurement[]> {
 async function measureOpenLoop(
   job: Job,
   rate: number,
-): Promise<{ m: Measurement; generatorStallMs: number }> {
+): Promise<{ m: Measurement; generatorStallMs: number; markCompacts: number }> {
   log(`  ${job.probe.label}: open loop at ${fmtInt(rate)} req/s`);
   const window = await runOpenLoopWindow(
     job.server,
@@ -409,9 +409,11 @@ async function measureOpenLoop(
     { dbProcessName: job.dbProcessName },
   );
   const generatorStallMs = window.generatorStallMs ?? 0;
+  const markCompacts = window.serverMarkCompacts ?? 0;
   log(
     `    p50 ${fmtMs(window.latencies.slice().sort()[Math.floor(window.latencies.length / 2)])} ms; ` +
-      `the generator's longest pause ${fmtMs(generatorStallMs)} ms`,
+      `the generator's longest pause ${fmtMs(generatorStallMs)} ms; ` +
+      `the API's mark-compacts ${markCompacts}`,
   );
   const m = combine(
     `${job.probe.label}, open loop at ${fmtInt(rate)} req/s`,
@@ -420,7 +422,7 @@ async function measureOpenLoop(
     [window],
   );
   measurements.push(m);
-  return { m, generatorStallMs };
+  return { m, generatorStallMs, markCompacts };
 }
 
 function expectJson(check: (json: Record<string, unknown>) => string | null, expected = 200) {
@@ -773,9 +775,9 @@ async function benchBackend(
     ];
     for (const [openJob, closed, p99Target] of openLoop) {
       const rate = Math.max(1, Math.round(closed.rps * OPEN_LOOP_SHARE));
-      const { m, generatorStallMs } = await measureOpenLoop(openJob, rate);
+      const { m, generatorStallMs, markCompacts } = await measureOpenLoop(openJob, rate);
       rows.push({
-        scenario: `Open loop at ${fmtInt(rate)} req/s (${OPEN_LOOP_SHARE * 100}% of the closed-loop maximum): ${openJob.probe.label}; the generator paused up to ${fmtMs(generatorStallMs)} ms`,
+        scenario: `Open loop at ${fmtInt(rate)} req/s (${OPEN_LOOP_SHARE * 100}% of the closed-loop maximum): ${openJob.probe.label}; the generator paused up to ${fmtMs(generatorStallMs)} ms; the API ran ${markCompacts} mark-compacts`,
         backend,
         m,
         targetText: `p99 < ${p99Target} ms`,
