@@ -70,7 +70,7 @@ export interface Window {
    * latency: this much of the tail can be the generator's (mostly its garbage collection).
    */
   generatorStallMs?: number;
-  /** Open loop: the mark-compacts the server ran in the measured part. */
+  /** Open loop: the mark-compacts the server ran in the measured part (NaN: unknown). */
   serverMarkCompacts?: number;
 }
 
@@ -311,7 +311,8 @@ export async function runOpenLoopWindow(
     child.on('message', (message: { kind: string }) => {
       if (message.kind === 'measuring') {
         start = snapshot(server, hooks.dbProcessName);
-        markCompactsBefore = server.markCompacts();
+        // NaN when the child does not answer (reported as unknown, not a failed run).
+        markCompactsBefore = server.markCompacts().catch(() => Number.NaN);
         hooks.onMeasureStart?.();
       } else if (message.kind === 'done') {
         resolve(message as OpenLoopResult);
@@ -320,7 +321,8 @@ export async function runOpenLoopWindow(
     child.once('exit', (code) => reject(new Error(`open-loop generator exited (${code})`)));
   });
   const finished = snapshot(server, hooks.dbProcessName);
-  const markCompacts = (await server.markCompacts()) - (await (markCompactsBefore ?? 0));
+  const markCompacts =
+    (await server.markCompacts().catch(() => Number.NaN)) - (await (markCompactsBefore ?? NaN));
   const window = measured(options.url, start, finished, background, {
     requests: result.requests,
     non2xx: result.non2xx,

@@ -394,7 +394,7 @@ async function measureJobs(jobs: Job[]): Promise<Measurement[]> {
 async function measureOpenLoop(
   job: Job,
   rate: number,
-): Promise<{ m: Measurement; generatorStallMs: number; markCompacts: number }> {
+): Promise<{ m: Measurement; generatorStallMs: number; markCompacts: string }> {
   log(`  ${job.probe.label}: open loop at ${fmtInt(rate)} req/s`);
   const window = await runOpenLoopWindow(
     job.server,
@@ -409,7 +409,8 @@ async function measureOpenLoop(
     { dbProcessName: job.dbProcessName },
   );
   const generatorStallMs = window.generatorStallMs ?? 0;
-  const markCompacts = window.serverMarkCompacts ?? 0;
+  const compacts = window.serverMarkCompacts ?? Number.NaN;
+  const markCompacts = Number.isFinite(compacts) ? String(compacts) : 'unknown';
   log(
     `    p50 ${fmtMs(window.latencies.slice().sort()[Math.floor(window.latencies.length / 2)])} ms; ` +
       `the generator's longest pause ${fmtMs(generatorStallMs)} ms; ` +

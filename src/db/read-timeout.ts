@@ -3,8 +3,9 @@ import pg from 'pg';
 /**
  * A pg `Client` class with a read time-out: a connection with a query outstanding and no answer
  * for `timeoutMs` is closed, so its queries fail at once ("Connection terminated", which
- * `isDatabaseUnavailable` counts) instead of waiting on a server that is frozen or unreachable. A slow statement is the server's to end (`statement_timeout`, an answer);
- * this is for the server that cannot answer.
+ * `isDatabaseUnavailable` counts) instead of waiting on a server that is frozen or unreachable.
+ * A slow statement is the server's to end (`statement_timeout`, an answer); this is for the
+ * server that cannot answer.
  *
  * pg's own `query_timeout` does this with a timer per query, and each of those timers took its
  * query's parsed fields and rows into V8's old generation: bare pg at 2,500 queries/s promoted
