@@ -411,11 +411,6 @@ async function measureOpenLoop(
   const generatorStallMs = window.generatorStallMs ?? 0;
   const compacts = window.serverMarkCompacts ?? Number.NaN;
   const markCompacts = Number.isFinite(compacts) ? String(compacts) : 'unknown';
-  log(
-    `    p50 ${fmtMs(window.latencies.slice().sort()[Math.floor(window.latencies.length / 2)])} ms; ` +
-      `the generator's longest pause ${fmtMs(generatorStallMs)} ms; ` +
-      `the API's mark-compacts ${markCompacts}`,
-  );
   const m = combine(
     `${job.probe.label}, open loop at ${fmtInt(rate)} req/s`,
     job.backend,
@@ -423,6 +418,10 @@ async function measureOpenLoop(
     [window],
   );
   measurements.push(m);
+  log(
+    `    p50 ${fmtMs(m.p50)} ms; the generator's longest pause ${fmtMs(generatorStallMs)} ms; ` +
+      `the API's mark-compacts ${markCompacts}`,
+  );
   return { m, generatorStallMs, markCompacts };
 }
 
