@@ -30,6 +30,8 @@ export class RetentionSeed {
     ms: number,
     status: (i: RawBuilder<unknown>) => RawBuilder<unknown>,
     subscriptions: string[],
+    /** The first row's i (a large set is seeded in several statements). */
+    from = 1,
   ): RawBuilder<unknown> {
     // Inlined (sql.lit): better-sqlite3 binds a JS number as REAL, and `/` would not divide
     // integers.
@@ -38,7 +40,7 @@ export class RetentionSeed {
       subscriptions.map((id, k) => sql`when ${sql.lit(k)} then ${text(id)}`),
       sql` `,
     );
-    return sql`${series(n)}
+    return sql`${series(n, from)}
       insert into webhook_deliveries (id, tenant_id, subscription_id, event_id, event_type, status, attempts, created_at)
       select ${idAt('dlv', ms, group)}, ${text(this.tenantId)}, case (i % ${count}) ${subscription} end,
         'evt-' || ${text(tag)} || '-' || cast(((i - 1) / ${count}) + 1 as text),
@@ -66,21 +68,32 @@ export class RetentionSeed {
    * events no one subscribed to.
    */
   pastRetention(ms: number, deliveries: number, subscriptions: string[]): RawBuilder<unknown>[] {
+    // In statements of at most 50,000 rows: 200,000 deliveries in one, each checked against
+    // three foreign keys, outlasted the pool's 5 s statement_timeout on a slow host.
+    const chunks: RawBuilder<unknown>[] = [];
+    for (let from = 1; from <= deliveries; from += SEED_CHUNK) {
+      chunks.push(
+        this.deliveries(
+          1,
+          'old',
+          Math.min(SEED_CHUNK, deliveries - from + 1),
+          ms,
+          (i) => sql`case when ${i} % 4 = 3 then 'dead_letter' else 'success' end`,
+          subscriptions,
+          from,
+        ),
+      );
+    }
     return [
       this.events('old', deliveries / subscriptions.length, ms),
-      this.deliveries(
-        1,
-        'old',
-        deliveries,
-        ms,
-        (i) => sql`case when ${i} % 4 = 3 then 'dead_letter' else 'success' end`,
-        subscriptions,
-      ),
+      ...chunks,
       this.attempts(1, 1, deliveries / 4, ms),
       this.events('orphan', 1_000, ms),
     ];
   }
 }
+
+const SEED_CHUNK = 50_000;
 
 /** Runs seed statements in order. */
 export async function runSeed(db: Kysely<DB>, statements: RawBuilder<unknown>[]): Promise<void> {
@@ -89,7 +102,7 @@ export async function runSeed(db: Kysely<DB>, statements: RawBuilder<unknown>[])
 
 const iso = (ms: number) => new Date(ms).toISOString();
 const text = (value: string) => sql`cast(${value} as varchar(40))`;
-const series = (n: number) =>
-  sql`with recursive n(i) as (select 1 union all select i + 1 from n where i < ${n})`;
+const series = (n: number, from = 1) =>
+  sql`with recursive n(i) as (select ${sql.lit(from)} union all select i + 1 from n where i < ${sql.lit(from + n - 1)})`;
 const idAt = (prefix: 'dlv' | 'att' | 'ntf', ms: number, group: number) =>
   sql`cast(${firstIdAt(prefix, ms).slice(0, 14)} || ${String(group).padStart(9, '0')} || cast(i + 1000000 as text) as varchar(40))`;
