@@ -73,4 +73,32 @@ describe('PostgreSQL read time-out (a connection the server stopped answering)',
       client.release();
     }
   });
+
+  it("cuts a connection in pg's pipeline mode too (the API's pool), where end() waits for answers", async () => {
+    const pipelined = new pg.Pool({
+      connectionString: url,
+      max: 1,
+      pipeline: true,
+      Client: clientWithReadTimeout(READ_TIMEOUT_MS),
+    });
+    pipelined.on('error', () => undefined);
+    try {
+      const client = await pipelined.connect();
+      client.on('error', () => undefined);
+      // Two on the wire at once: both fail with the connection.
+      const results = await Promise.allSettled([
+        failure(client.query('select pg_sleep(3)')),
+        failure(client.query('select 1')),
+      ]).finally(() => client.release(true));
+      for (const result of results) {
+        assert.equal(result.status, 'fulfilled');
+        const { error, ms } = result.value;
+        assert.ok(isDatabaseUnavailable(error), error.message);
+        assert.ok(ms < READ_TIMEOUT_MS * 5, `failed after ${ms} ms`);
+      }
+      assert.deepEqual((await pipelined.query('select 1 as one')).rows, [{ one: 1 }]);
+    } finally {
+      await pipelined.end();
+    }
+  });
 });

@@ -133,6 +133,58 @@ for (const backend of BACKENDS) {
       const all = (await ids()).filter((id) => id.startsWith('f'));
       assert.deepEqual(all, ['f1', 'f2', 'f3', 'f5', 'f8']);
     });
+
+    it('commitWith commits its statement with the rest, or, when the statement fails, nothing', async () => {
+      const transaction = await database.beginAmbient();
+      await transaction.run(async () => {
+        await insert('g1');
+        await database.withTransaction(() => insert('g2'));
+      });
+      await transaction.commitWith(() => insert('g3'));
+      assert.deepEqual(
+        (await ids()).filter((id) => id.startsWith('g')),
+        ['g1', 'g2', 'g3'],
+      );
+
+      const failing = await database.beginAmbient();
+      await failing.run(() => insert('h1'));
+      // A duplicate key: the statement fails at the server, after its COMMIT was sent with it.
+      await assert.rejects(
+        failing.commitWith(() => insert('g1')),
+        (error: Error) => /unique|duplicate/i.test(error.message),
+      );
+      await failing.rollback();
+      assert.ok(!(await ids()).includes('h1'));
+      // The connection went back clean: the next transactions run and commit.
+      await database.withTransaction(() => insert('h2'));
+      assert.ok((await ids()).includes('h2'));
+    });
+
+    it('commitWith undoes everything when its function fails before any statement', async () => {
+      const transaction = await database.beginAmbient();
+      await transaction.run(() => insert('i1'));
+      await assert.rejects(
+        transaction.commitWith(async () => {
+          throw new Error('refused');
+        }),
+        /refused/,
+      );
+      await transaction.rollback();
+      assert.ok(!(await ids()).includes('i1'));
+    });
+
+    it('commits transactions and savepoints that ran no statement', async () => {
+      const empty = await database.beginAmbient();
+      await empty.run(() => database.withTransaction(async () => undefined));
+      await empty.commit();
+      await database.withTransaction(async () => {
+        await database.withTransaction(async () => undefined);
+        await insert('j1');
+      });
+      const rolledBack = await database.beginAmbient();
+      await rolledBack.rollback();
+      assert.ok((await ids()).includes('j1'));
+    });
   });
 
   describe(`a service's unit of work (${backend})`, () => {

@@ -8,6 +8,7 @@ import {
   type Driver,
   type Kysely,
   type QueryCompiler,
+  type QueryResult,
   type TransactionSettings,
 } from 'kysely';
 
@@ -15,15 +16,111 @@ import {
 export interface AmbientTransaction {
   /** Runs `fn` so that each of its queries, and each transaction it opens, joins this one. */
   run<T>(fn: () => Promise<T>): Promise<T>;
+  /**
+   * Runs `fn`, which sends one statement, in the transaction and commits it: on a pipelining
+   * connection COMMIT follows that statement on the wire (one round trip for both), so `fn` must
+   * send exactly one (a second fails) and do nothing that can fail after it. When the statement
+   * fails, the server turns that COMMIT into a rollback and this throws the statement's error.
+   */
+  commitWith(fn: () => Promise<unknown>): Promise<void>;
   commit(): Promise<void>;
   rollback(): Promise<void>;
 }
 
 interface Scope {
   /** Null once committed or rolled back: late queries of the context then get their own. */
-  connection: DatabaseConnection | null;
+  connection: ScopeConnection | null;
   /** Open nested transactions, each a savepoint. */
   depth: number;
+}
+
+const ignore = () => undefined;
+
+/** A connection that can put the statements sent next into one socket write (PgConnection). */
+interface WriteHolding {
+  holdWrites(): void;
+  releaseWrites(): void;
+}
+
+/**
+ * The connection of an ambient transaction. On a pipelining connection (pg's pipeline mode) it
+ * sends BEGIN, SAVEPOINT and COMMIT without waiting for the answers of what went before: the
+ * next statement follows them on the wire and waits for their answers with its own, so none of
+ * them costs a round trip of its own. Elsewhere (SQLite) each is awaited where it is sent.
+ */
+class ScopeConnection implements DatabaseConnection {
+  /** Statements sent ahead whose answers no one has awaited yet (their failure included). */
+  #unanswered: Promise<unknown> | null = null;
+  /** commitWith: COMMIT goes out right behind the next statement. */
+  #commitBehindNext = false;
+  #commit: Promise<unknown> | null = null;
+
+  constructor(
+    readonly inner: DatabaseConnection,
+    readonly pipelined: boolean,
+  ) {}
+
+  /** Sends a statement whose answer the next statement (or `settle`) waits for. */
+  async sendAhead(sql: string): Promise<void> {
+    if (!this.pipelined) {
+      await this.inner.executeQuery(CompiledQuery.raw(sql));
+      return;
+    }
+    // Held, it leaves in one socket write with the statement that follows.
+    (this.inner as Partial<WriteHolding>).holdWrites?.();
+    const sent = this.inner.executeQuery(CompiledQuery.raw(sql));
+    const before = this.#unanswered;
+    const unanswered = before === null ? sent : Promise.all([before, sent]);
+    // Handled now, awaited later: a failure is not an unhandled rejection meanwhile.
+    unanswered.catch(ignore);
+    this.#unanswered = unanswered;
+  }
+
+  executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
+    if (this.#commit !== null) {
+      return Promise.reject(new Error('commitWith: a second statement after the commit was sent'));
+    }
+    const unanswered = this.#unanswered;
+    this.#unanswered = null;
+    if (this.#commitBehindNext) (this.inner as Partial<WriteHolding>).holdWrites?.();
+    const result = this.inner.executeQuery<R>(query);
+    if (this.#commitBehindNext) {
+      this.#commitBehindNext = false;
+      this.#commit = this.inner.executeQuery(CompiledQuery.raw('commit'));
+      this.#commit.catch(ignore);
+    }
+    (this.inner as Partial<WriteHolding>).releaseWrites?.();
+    if (unanswered === null) return result;
+    result.catch(ignore);
+    // The first failure on the wire is the one that counts (the rest follow from it).
+    return unanswered.then(() => result);
+  }
+
+  async *streamQuery<R>(query: CompiledQuery, chunkSize: number) {
+    await this.settle();
+    yield* this.inner.streamQuery<R>(query, chunkSize);
+  }
+
+  /** Waits for the answers of the statements sent ahead; throws the first failure. */
+  async settle(): Promise<void> {
+    const unanswered = this.#unanswered;
+    this.#unanswered = null;
+    (this.inner as Partial<WriteHolding>).releaseWrites?.();
+    if (unanswered !== null) await unanswered;
+  }
+
+  /** Arms commitWith: the next statement takes a COMMIT behind it (when pipelined). */
+  commitBehindNext(): void {
+    this.#commitBehindNext = this.pipelined;
+  }
+
+  /** Disarms commitWith; the COMMIT sent behind its statement, or null when none was sent. */
+  takeCommit(): Promise<unknown> | null {
+    const commit = this.#commit;
+    this.#commitBehindNext = false;
+    this.#commit = null;
+    return commit;
+  }
 }
 
 /**
@@ -40,6 +137,7 @@ class AmbientDriver implements Driver {
   constructor(
     private readonly inner: Driver,
     private readonly scopes: AsyncLocalStorage<Scope>,
+    private readonly pipelined: boolean,
   ) {}
 
   init(): Promise<void> {
@@ -110,13 +208,16 @@ class AmbientDriver implements Driver {
     scope.depth += 1;
     const name = `ambient_${scope.depth}`;
     try {
-      await connection.executeQuery(CompiledQuery.raw(`savepoint ${name}`));
+      await connection.sendAhead(`savepoint ${name}`);
       let result: T;
       try {
         result = await fn();
+        await connection.settle();
       } catch (error) {
         await connection
-          .executeQuery(CompiledQuery.raw(`rollback to savepoint ${name}`))
+          .settle()
+          .catch(ignore)
+          .then(() => connection.executeQuery(CompiledQuery.raw(`rollback to savepoint ${name}`)))
           .then(() => connection.executeQuery(CompiledQuery.raw(`release savepoint ${name}`)))
           .catch(() => undefined);
         throw error;
@@ -130,14 +231,19 @@ class AmbientDriver implements Driver {
     }
   }
 
-  /** Opens the outer transaction on a connection of its own. */
+  /**
+   * Opens the outer transaction on a connection of its own. Pipelined, BEGIN goes out ahead of
+   * the first statement; a BEGIN that fails (the connection broke) fails that statement.
+   */
   async begin(): Promise<AmbientTransaction> {
     await this.init();
-    const connection = await this.inner.acquireConnection();
+    const inner = await this.inner.acquireConnection();
+    const connection = new ScopeConnection(inner, this.pipelined);
     try {
-      await this.inner.beginTransaction(connection, {});
+      if (this.pipelined) await connection.sendAhead('begin');
+      else await this.inner.beginTransaction(inner, {});
     } catch (error) {
-      await this.inner.releaseConnection(connection);
+      await this.inner.releaseConnection(inner);
       throw error;
     }
     const scope: Scope = { connection, depth: 0 };
@@ -145,17 +251,38 @@ class AmbientDriver implements Driver {
       if (scope.connection === null) return;
       scope.connection = null;
       try {
-        if (how === 'commit') await this.inner.commitTransaction(connection);
-        else await this.inner.rollbackTransaction(connection);
+        if (this.pipelined) await connection.executeQuery(CompiledQuery.raw(how));
+        else if (how === 'commit') await this.inner.commitTransaction(inner);
+        else await this.inner.rollbackTransaction(inner);
       } finally {
-        await this.inner.releaseConnection(connection);
+        await this.inner.releaseConnection(inner);
       }
     };
-    return {
-      run: (fn) => this.scopes.run(scope, fn),
-      commit: () => end('commit'),
-      rollback: () => end('rollback'),
+    const run = <T>(fn: () => Promise<T>) => this.scopes.run(scope, fn);
+    const commitWith = async (fn: () => Promise<unknown>) => {
+      if (scope.connection === null) throw new Error('commitWith: the transaction has ended');
+      connection.commitBehindNext();
+      let failure: { error: unknown } | null = null;
+      try {
+        await run(fn);
+      } catch (error) {
+        failure = { error };
+      }
+      const commit = connection.takeCommit();
+      if (commit === null) {
+        // Nothing went out with a COMMIT behind it (not pipelined, or fn failed before sending).
+        if (failure) throw failure.error;
+        return end('commit');
+      }
+      scope.connection = null;
+      try {
+        await commit;
+      } finally {
+        await this.inner.releaseConnection(inner);
+      }
+      if (failure) throw failure.error;
     };
+    return { run, commitWith, commit: () => end('commit'), rollback: () => end('rollback') };
   }
 
   private scopeOf(connection: DatabaseConnection): Scope | undefined {
@@ -169,10 +296,17 @@ export class AmbientDialect implements Dialect {
   private readonly scopes = new AsyncLocalStorage<Scope>();
   private driver: AmbientDriver | null = null;
 
-  constructor(private readonly inner: Dialect) {}
+  /**
+   * `pipelined`: the inner driver's connections send a statement before the previous one is
+   * answered (pg's pipeline mode), so transaction control statements need not wait for theirs.
+   */
+  constructor(
+    private readonly inner: Dialect,
+    private readonly options: { pipelined: boolean },
+  ) {}
 
   createDriver(): Driver {
-    this.driver = new AmbientDriver(this.inner.createDriver(), this.scopes);
+    this.driver = new AmbientDriver(this.inner.createDriver(), this.scopes, this.options.pipelined);
     return this.driver;
   }
 

@@ -5,8 +5,6 @@ import {
   CompiledQuery,
   type DatabaseConnection,
   Kysely,
-  PostgresDialect,
-  type PostgresDialectConfig,
   SqliteDialect,
   SqliteDriver,
 } from 'kysely';
@@ -15,11 +13,10 @@ import { ConfigError } from '../config.ts';
 import { makePrivateDirectory } from '../lib/private-dir.ts';
 import { AmbientDialect, type AmbientTransaction } from './ambient.ts';
 import { SnakeCaseQueriesPlugin } from './camel-case.ts';
-import { statementName } from './prepared.ts';
+import { PgDialect } from './pg-driver.ts';
 import { clientWithReadTimeout } from './read-timeout.ts';
 import { RowBuilders, storedParameters } from './row-builder.ts';
 import type { DB } from './schema.ts';
-import { isDatabaseUnavailable } from './unavailable.ts';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -144,104 +141,6 @@ class CachingSqlite {
   }
 }
 
-/** "cached plan must not change result type": a prepared statement's table changed shape. */
-function isStalePlan(error: unknown): boolean {
-  return (error as { code?: unknown }).code === '0A000';
-}
-
-/** 'I' idle, 'T' in a transaction, 'E' in a failed one (pg's last ReadyForQuery). */
-function transactionStatus(client: pg.PoolClient): string | null {
-  return (client as unknown as { getTransactionStatus(): string | null }).getTransactionStatus();
-}
-
-/** pg clients that return camelCase row objects built from array rows (see RowBuilders). */
-class CamelRowPool {
-  /**
-   * One wrapper per pg client, reused at each checkout. Kysely keys its own connection objects by
-   * the wrapper in a WeakMap, and V8's scavenges keep a weak map's young keys: a new wrapper per
-   * checkout took the wrapper and Kysely's connection into the old generation at every query.
-   */
-  private readonly connections = new WeakMap<pg.PoolClient, CamelRowConnection>();
-
-  constructor(
-    private readonly pool: pg.Pool,
-    private readonly rows: RowBuilders,
-  ) {}
-
-  async connect(): Promise<CamelRowConnection> {
-    const client = await this.pool.connect();
-    let connection = this.connections.get(client);
-    if (!connection) {
-      connection = new CamelRowConnection(client, this.rows);
-      this.connections.set(client, connection);
-    }
-    connection.broken = false;
-    return connection;
-  }
-
-  end(): Promise<void> {
-    return this.pool.end();
-  }
-}
-
-class CamelRowConnection {
-  /** The connection timed out or broke: dropped at release, not handed to the next request. */
-  broken = false;
-
-  constructor(
-    private readonly client: pg.PoolClient,
-    private readonly rows: RowBuilders,
-  ) {
-    // pg-pool listens for errors on idle clients only: a connection cut while checked out (the
-    // server stopped mid-transaction) would otherwise be an uncaught 'error' that ends the
-    // process. Listening for the client's whole life also costs nothing per checkout.
-    client.on('error', () => {
-      this.broken = true;
-    });
-  }
-
-  query(sql: string | pg.Submittable, parameters?: unknown[]): Promise<unknown> | pg.Submittable {
-    // Cursors (streaming) pass through untouched.
-    if (typeof sql !== 'string') return this.client.query(sql);
-    const values = parameters && storedParameters(parameters);
-    return this.run(sql, values, statementName(sql));
-  }
-
-  private run(
-    sql: string,
-    values: unknown[] | undefined,
-    name: string | undefined,
-  ): Promise<unknown> {
-    const client = this.client;
-    return client
-      .query({ text: sql, values, rowMode: 'array', ...(name !== undefined ? { name } : {}) })
-      .then(
-        (result: pg.QueryArrayResult) => {
-          const build = this.rows.for(result.fields.map((field) => field.name));
-          return {
-            command: result.command,
-            rowCount: result.rowCount,
-            rows: result.rows.map(build),
-          };
-        },
-        (error: unknown) => {
-          if (isDatabaseUnavailable(error)) this.broken = true;
-          // A migration changed a table under a statement this connection prepared: the
-          // connection is replaced, and outside a transaction the query runs again unnamed.
-          if (name !== undefined && isStalePlan(error)) {
-            this.broken = true;
-            if (transactionStatus(client) === 'I') return this.run(sql, values, undefined);
-          }
-          throw error;
-        },
-      );
-  }
-
-  release(): void {
-    this.client.release(this.broken ? true : undefined);
-  }
-}
-
 /**
  * `BEGIN IMMEDIATE` takes the write lock up front, so two processes sharing the file (the server
  * and the CLI) wait on busy_timeout instead of failing on a read-to-write upgrade.
@@ -317,6 +216,10 @@ export function createDatabase(options: DatabaseOptions): Database {
       // Every statement here is short and index-bound; JIT compiling one whose cost estimate
       // passes jit_above_cost (a LIMIT over a large range, say) costs more than it saves (10+ ms).
       options: '-c jit=off',
+      // Each statement is written without waiting for the previous one's answer (each still
+      // with its own Sync, so a failure ends only its own): transactions send BEGIN, SAVEPOINT
+      // and an idempotent answer's COMMIT behind or ahead of a statement, in one round trip.
+      pipeline: true,
       // 0: no time-out (migrations). The server cancels at statement_timeout; a frozen or
       // unreachable one cannot, so the client gives up a little later on its own.
       ...(statementTimeoutMs > 0
@@ -329,11 +232,7 @@ export function createDatabase(options: DatabaseOptions): Database {
     pool.on('error', (error) => options.onIdleConnectionError?.(error));
     const camelCase = new SnakeCaseQueriesPlugin();
     const rows = new RowBuilders((name) => camelCase.toCamelCase(name));
-    const dialect = new AmbientDialect(
-      new PostgresDialect({
-        pool: new CamelRowPool(pool, rows) as unknown as PostgresDialectConfig['pool'],
-      }),
-    );
+    const dialect = new AmbientDialect(new PgDialect(pool, rows), { pipelined: true });
     const db = new Kysely<DB>({ dialect, plugins: [camelCase] });
     return {
       db,
@@ -358,6 +257,8 @@ export function createDatabase(options: DatabaseOptions): Database {
     new ImmediateSqliteDialect({
       database: new CachingSqlite(sqlite, rows) as unknown as BetterSqlite3.Database,
     }),
+    // A BEGIN IMMEDIATE can fail (the lock held past busy_timeout): nothing may run behind it.
+    { pipelined: false },
   );
   const db = new Kysely<DB>({ dialect, plugins: [camelCase] });
   return {

@@ -55,7 +55,10 @@ export function clientWithReadTimeout(timeoutMs: number): typeof pg.Client {
     /** Ends the connection at once: its queries fail, and no 'error' event is raised for it. */
     giveUp(): void {
       this.outstanding = 0;
+      // end() marks the close as ours; in pipeline mode it then waits for the answers, so the
+      // socket is destroyed too (pg then fails every query with "Connection terminated").
       this.end().catch(() => undefined);
+      this.connection.stream.destroy();
     }
 
     watch(): () => void {

@@ -120,8 +120,8 @@ export class IdempotencyService {
       body: this.deps.secrets.encrypt(response.body, sealContext(tenantId, key)),
     };
     try {
-      await transaction.run(() => this.deps.keys.complete(claim, sealed));
-      await transaction.commit();
+      // The answer's row and COMMIT go out together.
+      await transaction.commitWith(() => this.deps.keys.complete(claim, sealed));
     } catch (error) {
       await this.abandon(claim);
       throw error;
