@@ -54,11 +54,15 @@ class ScopeConnection implements DatabaseConnection {
   /** commitWith: COMMIT goes out right behind the next statement. */
   #commitBehindNext = false;
   #commit: Promise<unknown> | null = null;
+  /** The inner connection's write holding, where it has one. */
+  readonly #writes: Partial<WriteHolding>;
 
   constructor(
     readonly inner: DatabaseConnection,
     readonly pipelined: boolean,
-  ) {}
+  ) {
+    this.#writes = inner as Partial<WriteHolding>;
+  }
 
   /** Sends a statement whose answer the next statement (or `settle`) waits for. */
   async sendAhead(sql: string): Promise<void> {
@@ -67,7 +71,7 @@ class ScopeConnection implements DatabaseConnection {
       return;
     }
     // Held, it leaves in one socket write with the statement that follows.
-    (this.inner as Partial<WriteHolding>).holdWrites?.();
+    this.#writes.holdWrites?.();
     const sent = this.inner.executeQuery(CompiledQuery.raw(sql));
     const before = this.#unanswered;
     const unanswered = before === null ? sent : Promise.all([before, sent]);
@@ -82,14 +86,14 @@ class ScopeConnection implements DatabaseConnection {
     }
     const unanswered = this.#unanswered;
     this.#unanswered = null;
-    if (this.#commitBehindNext) (this.inner as Partial<WriteHolding>).holdWrites?.();
+    if (this.#commitBehindNext) this.#writes.holdWrites?.();
     const result = this.inner.executeQuery<R>(query);
     if (this.#commitBehindNext) {
       this.#commitBehindNext = false;
       this.#commit = this.inner.executeQuery(CompiledQuery.raw('commit'));
       this.#commit.catch(ignore);
     }
-    (this.inner as Partial<WriteHolding>).releaseWrites?.();
+    this.#writes.releaseWrites?.();
     if (unanswered === null) return result;
     result.catch(ignore);
     // The first failure on the wire is the one that counts (the rest follow from it).
@@ -105,7 +109,7 @@ class ScopeConnection implements DatabaseConnection {
   async settle(): Promise<void> {
     const unanswered = this.#unanswered;
     this.#unanswered = null;
-    (this.inner as Partial<WriteHolding>).releaseWrites?.();
+    this.#writes.releaseWrites?.();
     if (unanswered !== null) await unanswered;
   }
 
@@ -251,9 +255,9 @@ class AmbientDriver implements Driver {
       if (scope.connection === null) return;
       scope.connection = null;
       try {
-        if (this.pipelined) await connection.executeQuery(CompiledQuery.raw(how));
-        else if (how === 'commit') await this.inner.commitTransaction(inner);
-        else await this.inner.rollbackTransaction(inner);
+        // Through the scope's connection, so that it waits for what went ahead (pipelined);
+        // both inner drivers end a transaction with exactly this statement.
+        await connection.executeQuery(CompiledQuery.raw(how));
       } finally {
         await this.inner.releaseConnection(inner);
       }
