@@ -257,6 +257,88 @@ for (const backend of BACKENDS) {
       assert.ok((await ctx.runtime.services.idempotency.purgeExpired()) >= 1);
     });
 
+    /** Keys stored straight into the table, expiring at the given instants. */
+    const storeKeys = async (prefix: string, expiries: string[]) => {
+      const createdAt = clock.now().toISOString();
+      const rows = expiries.map((expiresAt, i) => ({
+        tenantId: tenant.id,
+        key: `${prefix}-${i}`,
+        fingerprint: 'f',
+        status: 'done' as const,
+        responseStatus: 201,
+        responseType: 'application/json',
+        responseBody: '{}',
+        createdAt,
+        expiresAt,
+      }));
+      for (let i = 0; i < rows.length; i += 500) {
+        await ctx.runtime.database.db
+          .insertInto('idempotencyKeys')
+          .values(rows.slice(i, i + 500))
+          .execute();
+      }
+    };
+    const keysExpired = async (expired: boolean) => {
+      const now = clock.now().toISOString();
+      const { n } = await ctx.runtime.database.db
+        .selectFrom('idempotencyKeys')
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .where('expiresAt', expired ? '<=' : '>', now)
+        .executeTakeFirstOrThrow();
+      return Number(n);
+    };
+
+    it('purges expired keys in statements of a bounded size, same-instant expiries across statements included', async () => {
+      const now = clock.now().getTime();
+      const at = (ms: number) => new Date(now + ms).toISOString();
+      // 600 keys expiring at one instant (more than a statement takes), 450 at distinct ones, and
+      // keys that have not expired yet.
+      await storeKeys(
+        'purge-tie',
+        Array.from({ length: 600 }, () => at(-3_600_000)),
+      );
+      await storeKeys(
+        'purge-spread',
+        Array.from({ length: 450 }, (_, i) => at(-i * 1000)),
+      );
+      await storeKeys('purge-live', [at(1), at(60_000), at(3_600_000)]);
+      const expired = await keysExpired(true);
+      const live = await keysExpired(false);
+      assert.ok(expired >= 1050, String(expired));
+
+      const batches: number[] = [];
+      const purged = await ctx.runtime.services.idempotency.purgeExpired({
+        batchSize: 250,
+        pauseFactor: 0,
+        onBatch: (keys) => batches.push(keys),
+      });
+      assert.equal(purged, expired);
+      assert.ok(
+        batches.every((keys) => keys <= 250),
+        batches.join(' '),
+      );
+      assert.equal(batches.length, Math.floor(expired / 250) + 1, batches.join(' '));
+      assert.deepEqual([await keysExpired(true), await keysExpired(false)], [0, live]);
+    });
+
+    it('stops a purge between its statements when asked to', async () => {
+      const now = clock.now().getTime();
+      await storeKeys(
+        'purge-stop',
+        Array.from({ length: 300 }, (_, i) => new Date(now - i).toISOString()),
+      );
+      const stop = new AbortController();
+      const purged = await ctx.runtime.services.idempotency.purgeExpired({
+        batchSize: 100,
+        pauseFactor: 0,
+        signal: stop.signal,
+        onBatch: () => stop.abort(),
+      });
+      assert.equal(purged, 100);
+      assert.equal(await keysExpired(true), 200);
+      assert.equal(await ctx.runtime.services.idempotency.purgeExpired(), 200);
+    });
+
     it('replaces a row an earlier version left in_progress, and a replay answers after it', async () => {
       const now = clock.now();
       await ctx.runtime.database.db

@@ -44,13 +44,24 @@ export function registerIdempotency(app: FastifyInstance, service: IdempotencySe
   app.addHook('onRequestAbort', abandon);
 
   // Expired keys are purged in the background; a reused expired key is also freed by its claim.
-  const purge = () =>
-    service
-      .purgeExpired()
-      .catch((error) => app.log.warn({ err: error }, 'idempotency purge failed'));
+  // Closing stops a purge between its statements.
+  const closing = new AbortController();
+  let purging: Promise<unknown> | null = null;
+  const purge = () => {
+    purging ??= service
+      .purgeExpired({ signal: closing.signal })
+      .catch((error) => app.log.warn({ err: error }, 'idempotency purge failed'))
+      .finally(() => {
+        purging = null;
+      });
+  };
   const timer = setInterval(purge, PURGE_EVERY_MS);
   timer.unref();
-  app.addHook('onClose', async () => clearInterval(timer));
+  app.addHook('onClose', async () => {
+    clearInterval(timer);
+    closing.abort();
+    await purging;
+  });
 
   app.addHook('preValidation', async (request: FastifyRequest, reply: FastifyReply) => {
     const header = request.headers['idempotency-key'];

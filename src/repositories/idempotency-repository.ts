@@ -159,12 +159,20 @@ export class IdempotencyRepository extends Repository {
     return row as IdempotencyRow | undefined;
   }
 
-  async purgeExpired(now: string): Promise<number> {
-    const result = await this.db
-      .deleteFrom('idempotencyKeys')
-      .where('expiresAt', '<=', now)
-      .executeTakeFirst();
-    return Number(result.numDeletedRows);
+  /**
+   * One statement of a purge: deletes up to `limit` keys that expired by `now`, walking the
+   * expiry index from `from` (inclusive: keys expiring at the same instant may span two
+   * statements), and returns their expiry times. Keys another transaction holds are passed over.
+   */
+  async deleteExpired(from: string, now: string, limit: number): Promise<string[]> {
+    const result = await sql<{ expiresAt: string }>`
+      delete from idempotency_keys where (tenant_id, key) in (
+        select k.tenant_id, k.key from idempotency_keys k
+        where k.expires_at >= ${from} and k.expires_at <= ${now}
+        order by k.expires_at limit ${limit} ${this.skipLocked('k')}
+      )
+      returning expires_at`.execute(this.db);
+    return result.rows.map((row) => row.expiresAt);
   }
 }
 

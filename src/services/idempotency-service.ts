@@ -21,6 +21,20 @@ export type IdempotencyStart =
   | { kind: 'execute'; claim: IdempotencyClaim }
   | { kind: 'replay'; response: StoredAnswer };
 
+export interface IdempotencyPurgeOptions {
+  /** Most keys one statement deletes. */
+  batchSize?: number;
+  /** After each statement, a pause of this many times its duration (at least 1 ms). */
+  pauseFactor?: number;
+  /** Stops between statements (the server is closing). */
+  signal?: AbortSignal;
+  /** Called after every statement with the keys it deleted. */
+  onBatch?: (keys: number) => void;
+}
+
+const PURGE_BATCH = 500;
+const PURGE_PAUSE_FACTOR = 2;
+
 /** "Briefly" of api-spec 4.10: how long a duplicate waits for the first request's answer. */
 const WAIT_FOR_FIRST_MS = 2_000;
 const POLL_MS = 20;
@@ -140,8 +154,28 @@ export class IdempotencyService {
       : stored;
   }
 
-  purgeExpired(): Promise<number> {
-    return this.deps.keys.purgeExpired(nowIso(this.deps.clock));
+  /**
+   * Deletes the keys expired by now, in statements of at most `batchSize` keys, each paused
+   * after like the retention purge's: one DELETE of everything would hold SQLite's write lock
+   * (every write waits) or run into PostgreSQL's statement_timeout, and fail again each time.
+   * Resolves with the number of keys deleted.
+   */
+  async purgeExpired(options: IdempotencyPurgeOptions = {}): Promise<number> {
+    const limit = options.batchSize ?? PURGE_BATCH;
+    const factor = options.pauseFactor ?? PURGE_PAUSE_FACTOR;
+    const now = nowIso(this.deps.clock);
+    let deleted = 0;
+    for (let from = ''; !options.signal?.aborted; ) {
+      const started = performance.now();
+      const expiries = await this.deps.keys.deleteExpired(from, now, limit);
+      deleted += expiries.length;
+      options.onBatch?.(expiries.length);
+      // A short batch reached the end (or, on PostgreSQL, keys a live request holds).
+      if (expiries.length < limit) break;
+      from = expiries.reduce((latest, at) => (at > latest ? at : latest));
+      await sleep(Math.max(1, (performance.now() - started) * factor));
+    }
+    return deleted;
   }
 }
 
