@@ -1,0 +1,238 @@
+/**
+ * `npm run bench:ab -- --base <dir>`: A/B of one request against two checkouts, for changes too
+ * small for the noise between two `npm run bench` runs. Each window starts a fresh API from one
+ * checkout, warms it, then measures it; the checkouts alternate window by window (A B, B A, …) on
+ * the same seeded database, so a host that slows down for a while slows both. Reports the API's
+ * CPU per request (from /proc, steadier than rates) and req/s of every window, and per pair the
+ * ratio B/A (B is this checkout), with their geometric mean.
+ *
+ *   git worktree add /tmp/base <rev> && ln -s "$PWD/node_modules" /tmp/base/node_modules
+ *   npm run bench:ab -- --base /tmp/base --row read --backend postgres --pairs 6
+ *
+ * Both checkouts must have the same migrations (the database is seeded once, by this checkout).
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import autocannon, { type Options, type Result } from 'autocannon';
+import pg from 'pg';
+import { killAllChildrenNow, REPO_ROOT, startServer } from './processes.ts';
+import { type SeededTenant, seedTenant } from './seed.ts';
+
+const USAGE = `usage: npm run bench:ab -- --base <dir> [options]
+  --base <dir>          the other checkout (A); this one is B. It needs node_modules (a symlink)
+  --row <row>           read | page | create | keyed (default read)
+  --backend <b>         sqlite | postgres (default sqlite)
+  --pairs <n>           window pairs (default 6)
+  --seconds <s>         measured seconds per window (default 6)
+  --warmup <s>          warm-up seconds per window (default 2)
+  --connections <n>     concurrent connections (default 50)
+  --pg-url <url>        PostgreSQL server for the database, 127.0.0.1 only
+                        (default postgres://postgres@127.0.0.1:5432/postgres)`;
+
+const { values: args } = parseArgs({
+  options: {
+    base: { type: 'string' },
+    row: { type: 'string', default: 'read' },
+    backend: { type: 'string', default: 'sqlite' },
+    pairs: { type: 'string', default: '6' },
+    seconds: { type: 'string', default: '6' },
+    warmup: { type: 'string', default: '2' },
+    connections: { type: 'string', default: '50' },
+    'pg-url': { type: 'string', default: 'postgres://postgres@127.0.0.1:5432/postgres' },
+    help: { type: 'boolean', default: false },
+  },
+});
+
+function usageError(message: string): never {
+  console.error(`${message}\n\n${USAGE}`);
+  process.exit(2);
+}
+if (args.help) {
+  console.log(USAGE);
+  process.exit(0);
+}
+const integer = (name: string, text: string, min: number, max: number): number => {
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < min || value > max) {
+    usageError(`--${name} must be an integer between ${min} and ${max}`);
+  }
+  return value;
+};
+if (!args.base) usageError('--base is required');
+const BASE = resolve(args.base);
+const ROW = args.row;
+if (!['read', 'page', 'create', 'keyed'].includes(ROW)) {
+  usageError('--row must be read, page, create or keyed');
+}
+const BACKEND = args.backend;
+if (BACKEND !== 'sqlite' && BACKEND !== 'postgres')
+  usageError('--backend must be sqlite or postgres');
+const PAIRS = integer('pairs', args.pairs, 1, 50);
+const SECONDS = integer('seconds', args.seconds, 1, 120);
+const WARMUP = integer('warmup', args.warmup, 0, 60);
+const CONNECTIONS = integer('connections', args.connections, 1, 1000);
+const PG_URL = args['pg-url'];
+if (!/^postgres(ql)?:\/\/[^@/]*@?127\.0\.0\.1(:\d+)?\//.test(PG_URL)) {
+  usageError('--pg-url must be a postgres:// URL on 127.0.0.1 (loopback only)');
+}
+
+const migrations = (dir: string) =>
+  readdirSync(join(dir, 'src', 'db', 'migrations'))
+    .filter((name) => !name.endsWith('.test.ts'))
+    .sort()
+    .join(' ');
+try {
+  if (migrations(BASE) !== migrations(REPO_ROOT)) {
+    usageError('the two checkouts have different migrations: one database cannot serve both');
+  }
+} catch (error) {
+  if ((error as NodeJS.ErrnoException).code === 'ENOENT') usageError(`${BASE} is not a checkout`);
+  throw error;
+}
+
+interface Request {
+  method: 'GET' | 'POST';
+  path: string;
+  body?: string;
+  /** A fresh Idempotency-Key on every request. */
+  keyed?: boolean;
+}
+
+function requestOf(tenant: SeededTenant): Request {
+  switch (ROW) {
+    case 'page':
+      return { method: 'GET', path: `/api/v1/trips?limit=50&cursor=${tenant.middleCursor}` };
+    case 'create':
+    case 'keyed':
+      return {
+        method: 'POST',
+        path: '/api/v1/clients',
+        body: JSON.stringify({ kind: 'individual', displayName: 'A/B client' }),
+        keyed: ROW === 'keyed',
+      };
+    default:
+      return { method: 'GET', path: `/api/v1/trips/${tenant.tripId}` };
+  }
+}
+
+function runLoad(options: Options): Promise<Result> {
+  return new Promise((done, fail) =>
+    autocannon(options, (error, result) => (error ? fail(error) : done(result))),
+  );
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const fmt = (x: number) => x.toFixed(0);
+
+const admin = BACKEND === 'postgres' ? new pg.Client({ connectionString: PG_URL }) : null;
+const databaseName = `tourops_ab_${Date.now()}_${randomBytes(3).toString('hex')}`;
+const dataDir = mkdtempSync(join(tmpdir(), 'tourops-ab-'));
+
+try {
+  const env: Record<string, string> = {
+    SECRET_KEY: randomBytes(32).toString('hex'),
+    DATA_DIR: dataDir,
+  };
+  if (admin) {
+    await admin.connect();
+    await admin.query(`create database ${databaseName}`);
+    const url = new URL(PG_URL);
+    url.pathname = `/${databaseName}`;
+    env.DATABASE_URL = url.toString();
+  }
+  const tenant = await seedTenant(env, ROW === 'page' || ROW === 'read' ? 1000 : 10);
+  const request = requestOf(tenant);
+  const apiEnv = {
+    ...env,
+    LOG_LEVEL: 'warn',
+    DEPLOYMENT_ENV: 'test',
+    // No limiter may turn the load into 429s, as in `npm run bench`.
+    RATE_LIMIT_BURST_PER_SEC: '1000000',
+    RATE_LIMIT_PER_MIN: '100000000',
+    RATE_LIMIT_IP_PER_MIN: '100000000',
+  };
+  const checkouts = { A: BASE, B: REPO_ROOT } as const;
+  const cpu: Record<'A' | 'B', number[]> = { A: [], B: [] };
+  const rates: Record<'A' | 'B', number[]> = { A: [], B: [] };
+  console.log(
+    `A = ${BASE}, B = ${REPO_ROOT}; ${request.method} ${request.path.replace(/cursor=[^&]+/, 'cursor=…')}` +
+      `${request.keyed ? ' with a fresh Idempotency-Key' : ''}, ${BACKEND}, ${CONNECTIONS} connections, ` +
+      `${PAIRS} pairs of ${WARMUP} s + ${SECONDS} s windows`,
+  );
+  for (let pair = 0; pair < PAIRS; pair++) {
+    const order: Array<'A' | 'B'> = pair % 2 === 0 ? ['A', 'B'] : ['B', 'A'];
+    for (const label of order) {
+      const server = await startServer({
+        name: `api ${label}`,
+        entry: join(checkouts[label], 'src', 'main.ts'),
+        env: apiEnv,
+      });
+      try {
+        const load = (seconds: number) =>
+          runLoad({
+            url: `${server.baseUrl}${request.path}`,
+            method: request.method,
+            connections: CONNECTIONS,
+            duration: seconds,
+            headers: {
+              authorization: `Bearer ${tenant.token}`,
+              ...(request.body ? { 'content-type': 'application/json' } : {}),
+            },
+            ...(request.body ? { body: request.body } : {}),
+            ...(request.keyed
+              ? {
+                  requests: [
+                    {
+                      setupRequest: (r) => {
+                        Object.assign(r.headers, { 'idempotency-key': randomUUID() });
+                        return r;
+                      },
+                    },
+                  ],
+                }
+              : {}),
+          });
+        if (WARMUP > 0) await load(WARMUP);
+        const before = server.cpuSeconds();
+        const result = await load(SECONDS);
+        const after = server.cpuSeconds();
+        const ok = result.requests.total - result.non2xx;
+        if (before === null || after === null || ok === 0) {
+          throw new Error(`window ${pair + 1} ${label}: no CPU reading or no 2xx answer`);
+        }
+        if (result.non2xx > 0 || result.errors > 0) {
+          throw new Error(
+            `window ${pair + 1} ${label}: ${result.non2xx} non-2xx answers, ${result.errors} errors`,
+          );
+        }
+        cpu[label].push(((after - before) * 1e6) / ok);
+        rates[label].push(result.requests.average);
+        console.log(
+          `pair ${pair + 1} ${label}: ${fmt(result.requests.average)} req/s, ${fmt(cpu[label].at(-1) ?? 0)} µs CPU a request`,
+        );
+      } finally {
+        await server.stop();
+      }
+    }
+  }
+  const ratios = cpu.B.map((b, i) => b / cpu.A[i]);
+  const geomean = Math.exp(ratios.reduce((sum, r) => sum + Math.log(r), 0) / ratios.length);
+  console.log(
+    `\nAPI CPU a request, median: A ${fmt(median(cpu.A))} µs, B ${fmt(median(cpu.B))} µs; ` +
+      `req/s, median: A ${fmt(median(rates.A))}, B ${fmt(median(rates.B))}\n` +
+      `B/A CPU per pair: ${ratios.map((r) => r.toFixed(2)).join(' ')}; geometric mean ` +
+      `${geomean.toFixed(3)}; B cheaper in ${ratios.filter((r) => r < 1).length} of ${ratios.length}`,
+  );
+} finally {
+  killAllChildrenNow();
+  rmSync(dataDir, { recursive: true, force: true });
+  if (admin) {
+    await admin
+      .query(`drop database if exists ${databaseName} with (force)`)
+      .catch(() => undefined);
+    await admin.end();
+  }
+}
