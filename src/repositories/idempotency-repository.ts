@@ -162,7 +162,8 @@ export class IdempotencyRepository extends Repository {
   /**
    * One statement of a purge: deletes up to `limit` keys that expired by `now`, walking the
    * expiry index from `from` (inclusive: keys expiring at the same instant may span two
-   * statements), and returns their expiry times. Keys another transaction holds are passed over.
+   * statements), and returns their expiry times, in order. Keys another transaction holds are
+   * passed over.
    */
   async deleteExpired(from: string, now: string, limit: number): Promise<string[]> {
     const result = await sql<{ expiresAt: string }>`
@@ -172,7 +173,7 @@ export class IdempotencyRepository extends Repository {
         order by k.expires_at limit ${limit} ${this.skipLocked('k')}
       )
       returning expires_at`.execute(this.db);
-    return result.rows.map((row) => row.expiresAt);
+    return result.rows.map((row) => row.expiresAt).sort();
   }
 }
 

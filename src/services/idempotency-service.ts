@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { AmbientTransaction } from '../db/ambient.ts';
 import type { Database } from '../db/database.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
+import { pacedBatches } from '../lib/paced-batches.ts';
 import { ApiProblem, fieldError } from '../lib/problems.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
 import type {
@@ -162,19 +163,22 @@ export class IdempotencyService {
    */
   async purgeExpired(options: IdempotencyPurgeOptions = {}): Promise<number> {
     const limit = options.batchSize ?? PURGE_BATCH;
-    const factor = options.pauseFactor ?? PURGE_PAUSE_FACTOR;
+    const pacing = {
+      batchSize: limit,
+      pauseFactor: options.pauseFactor ?? PURGE_PAUSE_FACTOR,
+      signal: options.signal,
+    };
     const now = nowIso(this.deps.clock);
     let deleted = 0;
-    for (let from = ''; !options.signal?.aborted; ) {
-      const started = performance.now();
-      const expiries = await this.deps.keys.deleteExpired(from, now, limit);
-      deleted += expiries.length;
-      options.onBatch?.(expiries.length);
-      // A short batch reached the end (or, on PostgreSQL, keys a live request holds).
-      if (expiries.length < limit) break;
-      from = expiries.reduce((latest, at) => (at > latest ? at : latest));
-      await sleep(Math.max(1, (performance.now() - started) * factor));
-    }
+    await pacedBatches(
+      '',
+      pacing,
+      (from) => this.deps.keys.deleteExpired(from, now, limit),
+      (keys) => {
+        deleted += keys;
+        options.onBatch?.(keys);
+      },
+    );
     return deleted;
   }
 }

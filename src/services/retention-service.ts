@@ -1,6 +1,6 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Clock } from '../lib/clock.ts';
 import { firstIdAt } from '../lib/ids.ts';
+import { pacedBatches } from '../lib/paced-batches.ts';
 import type { RetentionRepository } from '../repositories/retention-repository.ts';
 
 interface RetentionServiceDeps {
@@ -81,24 +81,13 @@ export class RetentionService {
       statements: 0,
       ms: 0,
     };
-    /**
-     * Deletes through `run(after)` statement by statement, paced, each going on from the last
-     * key the one before deleted, until a short batch says the range is done.
-     */
-    const walk = async <K>(table: RetainedTable, first: K, run: (after: K) => Promise<K[]>) => {
-      for (let after = first; !options.signal?.aborted; ) {
-        const t0 = performance.now();
-        const keys = await run(after);
+    const pacing = { batchSize: limit, pauseFactor: factor, signal: options.signal };
+    const walk = <K>(table: RetainedTable, first: K, run: (after: K) => Promise<K[]>) =>
+      pacedBatches(first, pacing, run, (rows) => {
         report.statements++;
-        report[table] += keys.length;
-        options.onBatch?.(table, keys.length);
-        if (keys.length === 0) return;
-        await sleep(Math.max(1, (performance.now() - t0) * factor));
-        // A short batch found the end of the range (or, on PostgreSQL, rows another purger holds).
-        if (keys.length < limit) return;
-        after = keys[keys.length - 1];
-      }
-    };
+        report[table] += rows;
+        options.onBatch?.(table, rows);
+      });
 
     const lastDelivery = firstIdAt('dlv', cutoff.getTime());
     await walk('deliveries', '', (after) => retention.deleteDeliveries(after, lastDelivery, limit));
