@@ -16,9 +16,15 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import autocannon, { type Options, type Result } from 'autocannon';
 import pg from 'pg';
-import { killAllChildrenNow, REPO_ROOT, startServer } from './processes.ts';
+import { runWindow } from './measure.ts';
+import {
+  DEFAULT_PG_URL,
+  killAllChildrenNow,
+  onLoopback,
+  REPO_ROOT,
+  startServer,
+} from './processes.ts';
 import { type SeededTenant, seedTenant } from './seed.ts';
 
 const USAGE = `usage: npm run bench:ab -- --base <dir> [options]
@@ -29,8 +35,8 @@ const USAGE = `usage: npm run bench:ab -- --base <dir> [options]
   --seconds <s>         measured seconds per window (default 6)
   --warmup <s>          warm-up seconds per window (default 2)
   --connections <n>     concurrent connections (default 50)
-  --pg-url <url>        PostgreSQL server for the database, 127.0.0.1 only
-                        (default postgres://postgres@127.0.0.1:5432/postgres)`;
+  --pg-url <url>        PostgreSQL server to create the database on, 127.0.0.1 only
+                        (default $BENCH_PG_URL or postgres://postgres@127.0.0.1:5432/test)`;
 
 const { values: args } = parseArgs({
   options: {
@@ -41,7 +47,7 @@ const { values: args } = parseArgs({
     seconds: { type: 'string', default: '6' },
     warmup: { type: 'string', default: '2' },
     connections: { type: 'string', default: '50' },
-    'pg-url': { type: 'string', default: 'postgres://postgres@127.0.0.1:5432/postgres' },
+    'pg-url': { type: 'string', default: DEFAULT_PG_URL },
     help: { type: 'boolean', default: false },
   },
 });
@@ -75,7 +81,7 @@ const SECONDS = integer('seconds', args.seconds, 1, 120);
 const WARMUP = integer('warmup', args.warmup, 0, 60);
 const CONNECTIONS = integer('connections', args.connections, 1, 1000);
 const PG_URL = args['pg-url'];
-if (!/^postgres(ql)?:\/\/[^@/]*@?127\.0\.0\.1(:\d+)?\//.test(PG_URL)) {
+if (!onLoopback(PG_URL)) {
   usageError('--pg-url must be a postgres:// URL on 127.0.0.1 (loopback only)');
 }
 
@@ -116,12 +122,6 @@ function requestOf(tenant: SeededTenant): Request {
     default:
       return { method: 'GET', path: `/api/v1/trips/${tenant.tripId}` };
   }
-}
-
-function runLoad(options: Options): Promise<Result> {
-  return new Promise((done, fail) =>
-    autocannon(options, (error, result) => (error ? fail(error) : done(result))),
-  );
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
@@ -171,47 +171,34 @@ try {
         env: apiEnv,
       });
       try {
-        const load = (seconds: number) =>
-          runLoad({
-            url: `${server.baseUrl}${request.path}`,
-            method: request.method,
-            connections: CONNECTIONS,
-            duration: seconds,
-            headers: {
-              authorization: `Bearer ${tenant.token}`,
-              ...(request.body ? { 'content-type': 'application/json' } : {}),
-            },
-            ...(request.body ? { body: request.body } : {}),
-            ...(request.keyed
-              ? {
-                  requests: [
-                    {
-                      setupRequest: (r) => {
-                        Object.assign(r.headers, { 'idempotency-key': randomUUID() });
-                        return r;
-                      },
-                    },
-                  ],
-                }
-              : {}),
-          });
-        if (WARMUP > 0) await load(WARMUP);
-        const before = server.cpuSeconds();
-        const result = await load(SECONDS);
-        const after = server.cpuSeconds();
-        const ok = result.requests.total - result.non2xx;
-        if (before === null || after === null || ok === 0) {
-          throw new Error(`window ${pair + 1} ${label}: no CPU reading or no 2xx answer`);
-        }
-        if (result.non2xx > 0 || result.errors > 0) {
+        const window = await runWindow(server, {
+          url: `${server.baseUrl}${request.path}`,
+          method: request.method,
+          headers: {
+            authorization: `Bearer ${tenant.token}`,
+            ...(request.body ? { 'content-type': 'application/json' } : {}),
+          },
+          body: request.body,
+          perRequestHeaders: request.keyed
+            ? () => ({ 'idempotency-key': randomUUID() })
+            : undefined,
+          connections: CONNECTIONS,
+          warmupSec: WARMUP,
+          durationSec: SECONDS,
+        });
+        if (window.non2xx > 0 || window.errors > 0 || window.timeouts > 0) {
           throw new Error(
-            `window ${pair + 1} ${label}: ${result.non2xx} non-2xx answers, ${result.errors} errors`,
+            `window ${pair + 1} ${label}: ${window.non2xx} non-2xx answers, ${window.errors} errors, ${window.timeouts} timeouts`,
           );
         }
-        cpu[label].push(((after - before) * 1e6) / ok);
-        rates[label].push(result.requests.average);
+        if (window.serverCpuSec === null || window.requests === 0) {
+          throw new Error(`window ${pair + 1} ${label}: no CPU reading or no 2xx answer`);
+        }
+        const rate = window.requests / window.wallSec;
+        cpu[label].push((window.serverCpuSec * 1e6) / window.requests);
+        rates[label].push(rate);
         console.log(
-          `pair ${pair + 1} ${label}: ${fmt(result.requests.average)} req/s, ${fmt(cpu[label].at(-1) ?? 0)} µs CPU a request`,
+          `pair ${pair + 1} ${label}: ${fmt(rate)} req/s, ${fmt(cpu[label].at(-1) ?? 0)} µs CPU a request`,
         );
       } finally {
         await server.stop();

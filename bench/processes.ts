@@ -41,6 +41,14 @@ export function freePort(): Promise<number> {
   });
 }
 
+/** The benchmark's PostgreSQL server: given, from BENCH_PG_URL, or the local one. */
+export const DEFAULT_PG_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+
+/** Whether a database URL points at 127.0.0.1: the benchmark never leaves loopback. */
+export function onLoopback(url: string): boolean {
+  return URL.canParse(url) && new URL(url).hostname === '127.0.0.1';
+}
+
 let clockTicks: number | null = null;
 function ticksPerSecond(): number {
   if (clockTicks === null) {

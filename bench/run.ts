@@ -38,7 +38,14 @@ import {
   type Window,
   windowDisturbed,
 } from './measure.ts';
-import { killAllChildrenNow, REPO_ROOT, type ServerProcess, startServer } from './processes.ts';
+import {
+  DEFAULT_PG_URL,
+  killAllChildrenNow,
+  onLoopback,
+  REPO_ROOT,
+  type ServerProcess,
+  startServer,
+} from './processes.ts';
 import { type CpuProfile, formatProfileSummary, summarizeProfile } from './profile.ts';
 import { benchRetention, type RetentionResult } from './retention.ts';
 import { type SeededTenant, seedTenant } from './seed.ts';
@@ -141,9 +148,8 @@ const BACKEND = args.backend;
 if (!['all', 'sqlite', 'postgres'].includes(BACKEND)) {
   usageError('--backend must be all, sqlite or postgres');
 }
-const PG_URL =
-  args['pg-url'] ?? process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-if (!URL.canParse(PG_URL) || new URL(PG_URL).hostname !== '127.0.0.1') {
+const PG_URL = args['pg-url'] ?? DEFAULT_PG_URL;
+if (!onLoopback(PG_URL)) {
   usageError('--pg-url must be a postgres:// URL on 127.0.0.1 (loopback only)');
 }
 
