@@ -86,6 +86,34 @@ describe('LeasedLimiter', () => {
     }
   });
 
+  it("sizes a busy key's chunks to its rate, and keeps a quiet key's small", async () => {
+    let now = 1_000_000;
+    const { store, calls } = countingStore(10_000_000);
+    const limiter = new LeasedLimiter(store, { now: () => now });
+    try {
+      // 20,000 requests at 10 a millisecond: chunks of about 100 ms of traffic (1,000 points).
+      for (let i = 0; i < 20_000; i++) {
+        assert.equal((await settle(limiter.take('busy'))).allowed, true);
+        now += 0.1;
+      }
+      assert.ok(calls.consume <= 30, `${calls.consume} store calls for the busy key`);
+      // No more taken than 100 ms of its traffic beyond what it spent.
+      assert.ok(calls.points - 20_000 <= 1_000, `${calls.points - 20_000} points unspent`);
+
+      // One request every 10 ms: chunks stay at 16 points.
+      calls.consume = 0;
+      calls.points = 0;
+      for (let i = 0; i < 200; i++) {
+        assert.equal((await settle(limiter.take('quiet'))).allowed, true);
+        now += 10;
+      }
+      assert.ok(calls.points - 200 < 16, `${calls.points - 200} points unspent`);
+      assert.ok(calls.consume >= 200 / 16, `${calls.consume} store calls for the quiet key`);
+    } finally {
+      limiter.close();
+    }
+  });
+
   it('refuses with the store window, then counts again in the next window', async () => {
     let now = 1_000_000;
     const { store } = countingStore(3, 1);

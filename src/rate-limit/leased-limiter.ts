@@ -18,11 +18,16 @@ interface Lease {
   /** The store refused: every request is refused here until resetAt. */
   blocked: boolean;
   refill: Promise<Take> | null;
+  /** Size of the last chunk taken from the store, and when: the key's recent rate. */
+  chunk: number;
+  takenAt: number;
 }
 
-/** A lease never holds more than this many points, nor more than 1/DIVISOR of what is left. */
-const MAX_CHUNK = 16;
+/** A lease never holds more than 1/DIVISOR of what is left, */
 const CHUNK_DIVISOR = 8;
+/** nor more than this many points, or what the key spent in the last LEASE_TARGET_MS if more. */
+const MIN_CHUNK = 16;
+const LEASE_TARGET_MS = 100;
 const SWEEP_INTERVAL_MS = 60_000;
 const STORE_AVOID_MS = 1_000;
 
@@ -34,7 +39,9 @@ const STORE_AVOID_MS = 1_000;
  * The chunk is at most 1/8 of the window's remaining points (and 1 for the first request of a
  * window), so near the limit every request goes to the store and the count is exact; points a
  * process took and did not spend before the window ends are lost (at most 1/8 of what was left
- * when it took them). After a refusal the key is refused locally until the window ends, so a flood
+ * when it took them). Within that bound a chunk is 16 points, or about 100 ms of the key's
+ * traffic in this process when that is more, so a busy key goes to the store a few times a
+ * second whatever its rate, and a quiet one holds few points. After a refusal the key is refused locally until the window ends, so a flood
  * of over-limit requests costs the store nothing.
  *
  * `exclusive`: the store is this process's own (the in-memory store of the embedded setup), so
@@ -78,7 +85,15 @@ export class LeasedLimiter {
     const now = this.now();
     let lease = this.leases.get(key);
     if (lease === undefined) {
-      lease = { left: 0, remaining: 0, resetAt: 0, blocked: false, refill: null };
+      lease = {
+        left: 0,
+        remaining: 0,
+        resetAt: 0,
+        blocked: false,
+        refill: null,
+        chunk: 0,
+        takenAt: 0,
+      };
       this.leases.set(key, lease);
     }
     if (lease.refill) return lease.refill.then(() => this.take(key));
@@ -105,10 +120,15 @@ export class LeasedLimiter {
     if (now < lease.resetAt) {
       chunk = this.exclusive
         ? Math.max(1, lease.remaining)
-        : Math.max(1, Math.min(MAX_CHUNK, Math.floor(lease.remaining / CHUNK_DIVISOR)));
+        : Math.max(
+            1,
+            Math.min(Math.floor(lease.remaining / CHUNK_DIVISOR), this.demand(lease, now)),
+          );
     }
     const refill = this.consume(key, chunk, now).then(
       (result) => {
+        lease.chunk = chunk;
+        lease.takenAt = now;
         const msBeforeNext = Math.max(1, result.msBeforeNext);
         lease.left = chunk - 1;
         lease.remaining = Math.max(0, result.remainingPoints);
@@ -133,6 +153,13 @@ export class LeasedLimiter {
       lease.refill = null;
     });
     return refill;
+  }
+
+  /** MIN_CHUNK, or what the last chunk's rate would spend in LEASE_TARGET_MS when that is more. */
+  private demand(lease: Lease, now: number): number {
+    const spent = lease.chunk - lease.left;
+    const rate = spent / Math.max(1, now - lease.takenAt);
+    return Math.max(MIN_CHUNK, Math.ceil(rate * LEASE_TARGET_MS));
   }
 
   /** The store's answer, or the fallback's when the store is slow or avoided. */
