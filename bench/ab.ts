@@ -11,13 +11,22 @@
  *
  * Both checkouts must have the same migrations (the database is seeded once, by this checkout).
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { runWindow } from './measure.ts';
+import { usage } from './options.ts';
+import {
+  checkProbe,
+  createClientProbe,
+  listProbe,
+  type Probe,
+  singleTripProbe,
+  UNLIMITED_RATES,
+} from './probes.ts';
 import {
   DEFAULT_PG_URL,
   killAllChildrenNow,
@@ -36,7 +45,8 @@ const USAGE = `usage: npm run bench:ab -- --base <dir> [options]
   --warmup <s>          warm-up seconds per window (default 2)
   --connections <n>     concurrent connections (default 50)
   --pg-url <url>        PostgreSQL server to create the database on, 127.0.0.1 only
-                        (default $BENCH_PG_URL or postgres://postgres@127.0.0.1:5432/test)`;
+                        (default $BENCH_PG_URL or postgres://postgres@127.0.0.1:5432/test)
+`;
 
 const { values: args } = parseArgs({
   options: {
@@ -52,23 +62,12 @@ const { values: args } = parseArgs({
   },
 });
 
-function usageError(message: string): never {
-  console.error(`${message}\n\n${USAGE}`);
-  process.exit(2);
-}
 if (args.help) {
-  console.log(USAGE);
+  process.stdout.write(USAGE);
   process.exit(0);
 }
-const integer = (name: string, text: string, min: number, max: number): number => {
-  const value = Number(text);
-  if (!Number.isInteger(value) || value < min || value > max) {
-    usageError(`--${name} must be an integer between ${min} and ${max}`);
-  }
-  return value;
-};
-if (!args.base) usageError('--base is required');
-const BASE = resolve(args.base);
+const { usageError, integer } = usage('bench:ab', USAGE);
+const BASE = resolve(args.base ?? usageError('--base is required'));
 const ROW = args.row;
 if (!['read', 'page', 'create', 'keyed'].includes(ROW)) {
   usageError('--row must be read, page, create or keyed');
@@ -99,28 +98,16 @@ try {
   throw error;
 }
 
-interface Request {
-  method: 'GET' | 'POST';
-  path: string;
-  body?: string;
-  /** A fresh Idempotency-Key on every request. */
-  keyed?: boolean;
-}
-
-function requestOf(tenant: SeededTenant): Request {
+/** The row's request; a check of its answer runs before every window's load. */
+function probeOf(tenant: SeededTenant): Probe {
   switch (ROW) {
     case 'page':
-      return { method: 'GET', path: `/api/v1/trips?limit=50&cursor=${tenant.middleCursor}` };
+      return listProbe(tenant);
     case 'create':
     case 'keyed':
-      return {
-        method: 'POST',
-        path: '/api/v1/clients',
-        body: JSON.stringify({ kind: 'individual', displayName: 'A/B client' }),
-        keyed: ROW === 'keyed',
-      };
+      return createClientProbe(tenant, ROW === 'keyed');
     default:
-      return { method: 'GET', path: `/api/v1/trips/${tenant.tripId}` };
+      return singleTripProbe(tenant);
   }
 }
 
@@ -144,22 +131,13 @@ try {
     env.DATABASE_URL = url.toString();
   }
   const tenant = await seedTenant(env, ROW === 'page' || ROW === 'read' ? 1000 : 10);
-  const request = requestOf(tenant);
-  const apiEnv = {
-    ...env,
-    LOG_LEVEL: 'warn',
-    DEPLOYMENT_ENV: 'test',
-    // No limiter may turn the load into 429s, as in `npm run bench`.
-    RATE_LIMIT_BURST_PER_SEC: '1000000',
-    RATE_LIMIT_PER_MIN: '100000000',
-    RATE_LIMIT_IP_PER_MIN: '100000000',
-  };
+  const probe = probeOf(tenant);
+  const apiEnv = { ...env, LOG_LEVEL: 'warn', DEPLOYMENT_ENV: 'test', ...UNLIMITED_RATES };
   const checkouts = { A: BASE, B: REPO_ROOT } as const;
   const cpu: Record<'A' | 'B', number[]> = { A: [], B: [] };
   const rates: Record<'A' | 'B', number[]> = { A: [], B: [] };
   console.log(
-    `A = ${BASE}, B = ${REPO_ROOT}; ${request.method} ${request.path.replace(/cursor=[^&]+/, 'cursor=…')}` +
-      `${request.keyed ? ' with a fresh Idempotency-Key' : ''}, ${BACKEND}, ${CONNECTIONS} connections, ` +
+    `A = ${BASE}, B = ${REPO_ROOT}; ${probe.label}, ${BACKEND}, ${CONNECTIONS} connections, ` +
       `${PAIRS} pairs of ${WARMUP} s + ${SECONDS} s windows`,
   );
   for (let pair = 0; pair < PAIRS; pair++) {
@@ -171,17 +149,13 @@ try {
         env: apiEnv,
       });
       try {
+        await checkProbe(server.baseUrl, probe);
         const window = await runWindow(server, {
-          url: `${server.baseUrl}${request.path}`,
-          method: request.method,
-          headers: {
-            authorization: `Bearer ${tenant.token}`,
-            ...(request.body ? { 'content-type': 'application/json' } : {}),
-          },
-          body: request.body,
-          perRequestHeaders: request.keyed
-            ? () => ({ 'idempotency-key': randomUUID() })
-            : undefined,
+          url: `${server.baseUrl}${probe.path}`,
+          method: probe.method,
+          headers: probe.headers,
+          body: probe.body,
+          perRequestHeaders: probe.perRequestHeaders,
           connections: CONNECTIONS,
           warmupSec: WARMUP,
           durationSec: SECONDS,

@@ -18,7 +18,7 @@
  *   npm run bench -- [--duration 10] [--warmup 5] [--rounds 2] [--connections 50]
  *                    [--backend all|sqlite|postgres] [--log-level warn] [--profile]
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { availableParallelism, cpus, platform, release, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -38,6 +38,16 @@ import {
   type Window,
   windowDisturbed,
 } from './measure.ts';
+import { usage } from './options.ts';
+import {
+  checkProbe,
+  createClientProbe,
+  expectJson,
+  listProbe,
+  type Probe,
+  singleTripProbe,
+  UNLIMITED_RATES,
+} from './probes.ts';
 import {
   DEFAULT_PG_URL,
   killAllChildrenNow,
@@ -100,18 +110,7 @@ if (args.help) {
   process.exit(0);
 }
 
-function usageError(message: string): never {
-  process.stderr.write(`bench: ${message}\n\n${USAGE}`);
-  process.exit(2);
-}
-
-function integer(name: string, value: string, min: number, max: number): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < min || n > max) {
-    usageError(`--${name} must be an integer between ${min} and ${max}`);
-  }
-  return n;
-}
+const { usageError, integer } = usage('bench', USAGE);
 
 const DURATION = integer('duration', args.duration, 1, 600);
 const WARMUP = integer('warmup', args.warmup, 1, 600);
@@ -257,20 +256,6 @@ setTimeout(
 // ---------------------------------------------------------------------------------------------
 // Probes, rounds, windows.
 
-interface Probe {
-  label: string;
-  /** GET when omitted. */
-  method?: 'GET' | 'POST';
-  path: string;
-  headers?: Record<string, string>;
-  /** Request body, sent as is (its content-type goes in `headers`). */
-  body?: string;
-  /** Headers drawn anew for every request (a unique Idempotency-Key), the check's included. */
-  perRequestHeaders?: () => Record<string, string>;
-  /** Checks one response before any load: a benchmark of errors measures nothing. */
-  check(status: number, body: string): string | null;
-}
-
 interface Job {
   probe: Probe;
   server: ServerProcess;
@@ -298,23 +283,6 @@ async function waitForQuiet(maxMs: number): Promise<void> {
     if (busy === null || busy < QUIET_PCT) return;
   }
   log(`  the machine is still busy after ${maxMs / 1000} s: measuring anyway`);
-}
-
-async function verify(job: Job): Promise<void> {
-  const method = job.probe.method ?? 'GET';
-  const response = await fetch(`${job.server.baseUrl}${job.probe.path}`, {
-    method,
-    headers: { ...job.probe.headers, ...job.probe.perRequestHeaders?.() },
-    body: job.probe.body,
-    signal: AbortSignal.timeout(10_000),
-  });
-  const body = await response.text();
-  const problem = job.probe.check(response.status, body);
-  if (problem) {
-    throw new Error(
-      `${job.probe.label}: ${problem}\n${method} ${job.probe.path} -> ${response.status} ${body.slice(0, 500)}`,
-    );
-  }
 }
 
 async function measureWindow(job: Job, round: number): Promise<void> {
@@ -372,7 +340,7 @@ async function measureWindow(job: Job, round: number): Promise<void> {
 
 /** Verifies every probe, then measures them in interleaved rounds. */
 async function measureJobs(jobs: Job[]): Promise<Measurement[]> {
-  for (const job of jobs) await verify(job);
+  for (const job of jobs) await checkProbe(job.server.baseUrl, job.probe);
   for (let round = 0; round < ROUNDS; round++) {
     log(
       `${jobs[0].backend}: round ${round + 1}/${ROUNDS}: ${round === 0 ? WARMUP : ROUND_WARMUP} s warm-up + ` +
@@ -431,17 +399,6 @@ async function measureOpenLoop(
   return { m, generatorStallMs, markCompacts };
 }
 
-function expectJson(check: (json: Record<string, unknown>) => string | null, expected = 200) {
-  return (status: number, body: string): string | null => {
-    if (status !== expected) return `expected ${expected}, got ${status}`;
-    try {
-      return check(JSON.parse(body) as Record<string, unknown>);
-    } catch {
-      return 'the body is not JSON';
-    }
-  };
-}
-
 // ---------------------------------------------------------------------------------------------
 // The API and reference servers.
 
@@ -460,10 +417,7 @@ function apiEnv(database: Record<string, string>): Record<string, string> {
     ...(BENCH_REDIS_URL && database.DATABASE_URL ? { REDIS_URL: BENCH_REDIS_URL } : {}),
     LOG_LEVEL,
     DEPLOYMENT_ENV: 'test',
-    // No limiter may turn the load into 429s (the limits are per token and per IP).
-    RATE_LIMIT_BURST_PER_SEC: '1000000',
-    RATE_LIMIT_PER_MIN: '100000000',
-    RATE_LIMIT_IP_PER_MIN: '100000000',
+    ...UNLIMITED_RATES,
   };
 }
 
@@ -476,63 +430,6 @@ async function start(
   const server = await startServer({ name, entry, env, args });
   running.add(server);
   return server;
-}
-
-function singleTripProbe(tenant: SeededTenant): Probe {
-  return {
-    label: 'GET /api/v1/trips/{id}',
-    path: `/api/v1/trips/${tenant.tripId}`,
-    headers: { authorization: `Bearer ${tenant.token}` },
-    check: expectJson((json) =>
-      (json.data as { id?: string } | undefined)?.id === tenant.tripId
-        ? null
-        : 'not the trip asked for',
-    ),
-  };
-}
-
-function listProbe(tenant: SeededTenant): Probe {
-  return {
-    label: `GET /api/v1/trips?limit=50 mid-list, ${fmtInt(tenant.trips)} trips`,
-    path: `/api/v1/trips?limit=50&cursor=${tenant.middleCursor}`,
-    headers: { authorization: `Bearer ${tenant.token}` },
-    check: expectJson((json) => {
-      const data = json.data as unknown[] | undefined;
-      const meta = json.meta as { hasMore?: boolean } | undefined;
-      const expected = Math.min(
-        50,
-        tenant.trips - Math.max(0, Math.floor(tenant.trips / 2) - 1) - 1,
-      );
-      if (!Array.isArray(data) || data.length !== expected) {
-        return `expected a page of ${expected} trips, got ${Array.isArray(data) ? data.length : 'none'}`;
-      }
-      return meta && typeof meta.hasMore === 'boolean' ? null : 'no meta.hasMore';
-    }),
-  };
-}
-
-const CLIENT_BODY = JSON.stringify({ kind: 'individual', displayName: 'Bench client' });
-
-/** `POST /api/v1/clients`, each request creating a client; with a fresh Idempotency-Key each time. */
-function createClientProbe(tenant: SeededTenant, idempotencyKey: boolean): Probe {
-  return {
-    label: `POST /api/v1/clients, ${idempotencyKey ? 'unique Idempotency-Key' : 'no Idempotency-Key'}`,
-    method: 'POST',
-    path: '/api/v1/clients',
-    headers: {
-      authorization: `Bearer ${tenant.token}`,
-      'content-type': 'application/json',
-    },
-    body: CLIENT_BODY,
-    perRequestHeaders: idempotencyKey ? () => ({ 'idempotency-key': randomUUID() }) : undefined,
-    check: expectJson(
-      (json) =>
-        (json.data as { displayName?: string } | undefined)?.displayName === 'Bench client'
-          ? null
-          : 'not the created client',
-      201,
-    ),
-  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -700,7 +597,7 @@ async function benchBackend(
       ...(apiNoLimits ? [[apiNoLimits, small] as [ServerProcess, SeededTenant]] : []),
     ];
     for (const [server, tenant] of readServers) {
-      await verify(job(server, createClientProbe(tenant, true)));
+      await checkProbe(server.baseUrl, createClientProbe(tenant, true));
     }
 
     const noLimitsIndex = jobs.findIndex((j) => j.server === apiNoLimits);
