@@ -16,12 +16,9 @@ const live = new Set<ChildProcess>();
 
 /** Last resort, synchronous: nothing may outlive the benchmark. */
 export function killAllChildrenNow(): void {
+  // The children's children too: a paused cluster's processes would not notice their primary go.
   for (const child of live) {
-    try {
-      child.kill('SIGKILL');
-    } catch {
-      // already gone
-    }
+    if (child.pid !== undefined) signalTree(child.pid, 'SIGKILL');
   }
   live.clear();
 }
@@ -83,6 +80,17 @@ export function childPids(pid: number): number[] {
     );
   } catch {
     return [];
+  }
+}
+
+/** Sends the signal to a process and its children; ones that have ended are skipped. */
+function signalTree(pid: number, signal: NodeJS.Signals): void {
+  for (const target of [pid, ...childPids(pid)]) {
+    try {
+      process.kill(target, signal);
+    } catch {
+      // ended meanwhile
+    }
   }
 }
 
@@ -166,6 +174,12 @@ export interface ServerProcess {
   retentionPurge(timeoutMs: number): Promise<unknown>;
   /** The mark-compacts the child has run since it started (its main process only). */
   markCompacts(): Promise<number>;
+  /**
+   * Stops the process and its children (SIGSTOP) until `resume`, so a window measuring another
+   * server shares the cores with none of it.
+   */
+  pause(): void;
+  resume(): void;
   stop(): Promise<void>;
 }
 
@@ -300,8 +314,15 @@ export async function startServer(options: StartOptions): Promise<ServerProcess>
       child.send({ type: 'retention-purge' });
       return (await purged).report;
     },
+    pause() {
+      signalTree(child.pid as number, 'SIGSTOP');
+    },
+    resume() {
+      signalTree(child.pid as number, 'SIGCONT');
+    },
     async stop() {
       if (exited) return;
+      signalTree(child.pid as number, 'SIGCONT');
       child.kill('SIGTERM');
       const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
       await exitPromise;

@@ -370,18 +370,29 @@ async function measureOpenLoop(
   rate: number,
 ): Promise<{ m: Measurement; generatorStallMs: number; markCompacts: string }> {
   log(`  ${job.probe.label}: open loop at ${fmtInt(rate)} req/s`);
-  const window = await runOpenLoopWindow(
-    job.server,
-    {
-      url: `${job.server.baseUrl}${job.probe.path}`,
-      headers: job.probe.headers,
-      connections: CONNECTIONS,
-      rate,
-      warmupSec: ROUND_WARMUP,
-      durationSec: DURATION,
-    },
-    { dbProcessName: job.dbProcessName },
-  );
+  // The other servers of the run are paused for the window: coming off their own windows, their
+  // collectors and timers took the cores in bursts of tens of ms, and this row measures the tail
+  // of one API (with its database and the generator), not theirs.
+  const others = [...running].filter((server) => server !== job.server);
+  for (const server of others) server.pause();
+  let window: Window;
+  try {
+    await waitForQuiet(10_000);
+    window = await runOpenLoopWindow(
+      job.server,
+      {
+        url: `${job.server.baseUrl}${job.probe.path}`,
+        headers: job.probe.headers,
+        connections: CONNECTIONS,
+        rate,
+        warmupSec: ROUND_WARMUP,
+        durationSec: DURATION,
+      },
+      { dbProcessName: job.dbProcessName },
+    );
+  } finally {
+    for (const server of others) server.resume();
+  }
   const generatorStallMs = window.generatorStallMs ?? 0;
   const compacts = window.serverMarkCompacts ?? Number.NaN;
   const markCompacts = Number.isFinite(compacts) ? String(compacts) : 'unknown';
