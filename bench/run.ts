@@ -963,7 +963,9 @@ function httpReport(notes: string[]): string[] {
       "(autocannon in this process; the open-loop rows' generator in a child process): near 100 means it, not the " +
       'server, set the pace; "other" is the rest of the machine during the ' +
       'measured windows (kernel network work, and any other process); "machine CPU % before" is the most the machine ' +
-      `used just before a window, every bench server idle. ${cpus().length} cores are shared by all of them.`,
+      `used just before a window, every bench server idle. ${cpus().length} cores are shared by all of them. ` +
+      "During an open-loop row's window the run's other servers are paused (SIGSTOP): its tail is the API's, " +
+      "its database's and the generator's.",
     '',
     '</details>',
     '',
