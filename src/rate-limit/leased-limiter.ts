@@ -25,7 +25,7 @@ interface Lease {
 
 /** A lease never holds more than 1/DIVISOR of what is left, */
 const CHUNK_DIVISOR = 8;
-/** nor more than this many points, or what the key spent in the last LEASE_TARGET_MS if more. */
+/** nor more than MIN_CHUNK points, or what the key spent in LEASE_TARGET_MS when that is more. */
 const MIN_CHUNK = 16;
 const LEASE_TARGET_MS = 100;
 const SWEEP_INTERVAL_MS = 60_000;
@@ -41,8 +41,8 @@ const STORE_AVOID_MS = 1_000;
  * process took and did not spend before the window ends are lost (at most 1/8 of what was left
  * when it took them). Within that bound a chunk is 16 points, or about 100 ms of the key's
  * traffic in this process when that is more, so a busy key goes to the store a few times a
- * second whatever its rate, and a quiet one holds few points. After a refusal the key is refused locally until the window ends, so a flood
- * of over-limit requests costs the store nothing.
+ * second whatever its rate, and a quiet one holds few points. After a refusal the key is refused
+ * locally until the window ends, so a flood of over-limit requests costs the store nothing.
  *
  * `exclusive`: the store is this process's own (the in-memory store of the embedded setup), so
  * nobody else can need the points: the second take of a window leases all that is left, and the
