@@ -370,8 +370,8 @@ async function measureOpenLoop(
   rate: number,
 ): Promise<{ m: Measurement; generatorStallMs: number; markCompacts: string }> {
   log(`  ${job.probe.label}: open loop at ${fmtInt(rate)} req/s`);
-  // The other servers of the run are paused for the window: coming off their own windows, their
-  // collectors and timers took the cores in bursts of tens of ms, and this row measures the tail
+  // The other servers of the run are paused for the window: their bursts of CPU on the shared
+  // cores put tens to hundreds of ms into the tail (bench/README), and this row measures the tail
   // of one API (with its database and the generator), not theirs.
   const others = [...running].filter((server) => server !== job.server);
   for (const server of others) server.pause();
