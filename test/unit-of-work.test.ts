@@ -185,6 +185,35 @@ for (const backend of BACKENDS) {
       await rolledBack.rollback();
       assert.ok((await ids()).includes('j1'));
     });
+
+    it('runs a transaction again when the server aborts it as a deadlock victim', {
+      skip: backend === 'sqlite' && 'SQLite transactions are serial: they cannot deadlock',
+    }, async () => {
+      await insert('k1');
+      await insert('k2');
+      let runs = 0;
+      // Two transactions lock the same two rows in opposite orders, each waiting for the other
+      // to hold its first: one is aborted (40P01) and must be run again, not reported.
+      let bothHold = () => {};
+      const bothHoldOne = new Promise<void>((resolve) => {
+        bothHold = resolve;
+      });
+      let holding = 0;
+      const lockBoth = (first: string, second: string) =>
+        database.withTransaction(async () => {
+          runs += 1;
+          await sql`select id from notes where id = ${first} for update`.execute(database.db);
+          if (++holding === 2) bothHold();
+          await bothHoldOne;
+          await sql`select id from notes where id = ${second} for update`.execute(database.db);
+          return first;
+        });
+      assert.deepEqual(await Promise.all([lockBoth('k1', 'k2'), lockBoth('k2', 'k1')]), [
+        'k1',
+        'k2',
+      ]);
+      assert.equal(runs, 3);
+    });
   });
 
   describe(`a service's unit of work (${backend})`, () => {

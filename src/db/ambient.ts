@@ -36,6 +36,19 @@ interface Scope {
 
 const ignore = () => undefined;
 
+/** Runs of a transaction's body that the server aborted for a conflict, the last one included. */
+export const TRANSACTION_ATTEMPTS = 3;
+
+/**
+ * Whether the server aborted the transaction only because of a concurrent one (PostgreSQL's
+ * serialization_failure and deadlock_detected): running the same body again is then safe, and
+ * succeeds once the other has ended.
+ */
+export function isRetryable(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return code === '40001' || code === '40P01';
+}
+
 /** A connection that can put the statements sent next into one socket write (PgConnection). */
 interface WriteHolding {
   holdWrites(): void;
@@ -197,17 +210,18 @@ class AmbientDriver implements Driver {
     const scope = this.scopes.getStore();
     const connection = scope?.connection;
     if (!scope || !connection) {
-      const outer = await this.begin();
-      let result: T;
-      try {
-        result = await outer.run(fn);
-      } catch (error) {
-        // The first failure is the one worth reporting; a failed rollback drops the connection.
-        await outer.rollback().catch(() => undefined);
-        throw error;
+      for (let attempt = 1; ; attempt++) {
+        const outer = await this.begin();
+        try {
+          const result = await outer.run(fn);
+          await outer.commit();
+          return result;
+        } catch (error) {
+          // The first failure is the one worth reporting; a failed rollback drops the connection.
+          await outer.rollback().catch(() => undefined);
+          if (!isRetryable(error) || attempt === TRANSACTION_ATTEMPTS) throw error;
+        }
       }
-      await outer.commit();
-      return result;
     }
     scope.depth += 1;
     const name = `ambient_${scope.depth}`;

@@ -25,10 +25,15 @@ export class TenantsRepository extends Repository {
     return this.db.selectFrom('tenants').selectAll().where('slug', '=', slug).executeTakeFirst();
   }
 
-  /** Locks the tenant row on PostgreSQL for quota checks (SQLite transactions are already serial). */
-  lockForUpdate(id: string) {
+  /**
+   * The tenant row, locked until the transaction ends (PostgreSQL; SQLite transactions are
+   * serial already): quota checks of one tenant take turns. NO KEY UPDATE, not UPDATE: every
+   * insert of a row that references the tenant (an idempotency claim, a trip) holds KEY SHARE
+   * on it, which UPDATE would wait for while its holder waits for this lock, a deadlock.
+   */
+  lockForQuota(id: string) {
     const query = this.db.selectFrom('tenants').selectAll().where('id', '=', id);
-    return (this.dialect === 'postgres' ? query.forUpdate() : query).executeTakeFirst();
+    return (this.dialect === 'postgres' ? query.forNoKeyUpdate() : query).executeTakeFirst();
   }
 
   async insert(row: Insertable<TenantsTable>): Promise<TenantRow> {

@@ -25,6 +25,20 @@ export class TripsRepository extends Repository {
     return row as TripRow | undefined;
   }
 
+  /**
+   * The trip, locked until the transaction ends (PostgreSQL; SQLite transactions are serial
+   * already), so that a change decided on what it read is the only one made from that state. NO
+   * KEY UPDATE: it must not wait for the KEY SHARE locks of bookings inserted under the trip.
+   */
+  lockById(tenantId: string, id: string): Promise<TripRow | undefined> {
+    const query = this.db
+      .selectFrom('trips')
+      .selectAll()
+      .where('tenantId', '=', tenantId)
+      .where('id', '=', id);
+    return (this.dialect === 'postgres' ? query.forNoKeyUpdate() : query).executeTakeFirst();
+  }
+
   /** Keyset page by id ascending; fetches `limit + 1` rows so the caller can tell `hasMore`. */
   list(tenantId: string, filter: TripListFilter): Promise<TripRow[]> {
     const shape = {
@@ -60,15 +74,20 @@ export class TripsRepository extends Repository {
     return this.db.insertInto('trips').values(row).returningAll().executeTakeFirstOrThrow();
   }
 
+  /**
+   * `fromStatus`: a compare-and-set, the row changes only while it is still in that status (two
+   * concurrent transitions cannot both win; the loser finds no row).
+   */
   update(
     tenantId: string,
     id: string,
     patch: Updateable<TripsTable>,
-    options: { bumpVersion?: boolean } = {},
+    options: { bumpVersion?: boolean; fromStatus?: TripStatus } = {},
   ): Promise<TripRow | undefined> {
     let query = this.db.updateTable('trips').set(patch);
     // In SQL, so concurrent PATCHes each get their own version number.
     if (options.bumpVersion) query = query.set((eb) => ({ version: eb('version', '+', 1) }));
+    if (options.fromStatus !== undefined) query = query.where('status', '=', options.fromStatus);
     return query
       .where('tenantId', '=', tenantId)
       .where('id', '=', id)

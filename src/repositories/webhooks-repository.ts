@@ -114,6 +114,21 @@ export class WebhooksRepository extends Repository {
     return Number(row.count);
   }
 
+  /**
+   * The subscription unless deleted, locked until the transaction ends (PostgreSQL; SQLite
+   * transactions are serial already), for a change decided on what it holds (its key). NO KEY
+   * UPDATE, as in lockSubscriptions.
+   */
+  lockLiveSubscription(tenantId: string, id: string): Promise<SubscriptionRow | undefined> {
+    const query = this.db
+      .selectFrom('webhookSubscriptions')
+      .selectAll()
+      .where('tenantId', '=', tenantId)
+      .where('id', '=', id)
+      .where('deletedAt', 'is', null);
+    return (this.dialect === 'postgres' ? query.forNoKeyUpdate() : query).executeTakeFirst();
+  }
+
   updateSubscription(
     tenantId: string,
     id: string,
@@ -124,6 +139,22 @@ export class WebhooksRepository extends Repository {
       .set(patch)
       .where('tenantId', '=', tenantId)
       .where('id', '=', id)
+      .returningAll()
+      .executeTakeFirst();
+  }
+
+  /** Changes a subscription unless deleted: undefined when there is none (any more). */
+  updateLiveSubscription(
+    tenantId: string,
+    id: string,
+    patch: Updateable<WebhookSubscriptionsTable>,
+  ): Promise<SubscriptionRow | undefined> {
+    return this.db
+      .updateTable('webhookSubscriptions')
+      .set(patch)
+      .where('tenantId', '=', tenantId)
+      .where('id', '=', id)
+      .where('deletedAt', 'is', null)
       .returningAll()
       .executeTakeFirst();
   }

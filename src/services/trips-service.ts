@@ -123,7 +123,7 @@ export class TripsService {
     errors.throwIfAny();
 
     return this.deps.database.withTransaction(async () => {
-      const tenant = await this.deps.tenants.lockForUpdate(tenantId);
+      const tenant = await this.deps.tenants.lockForQuota(tenantId);
       if (!tenant) throw notFound('Tenant');
       const quota = effectiveTripQuota(tenant);
       if (quota !== null && (await this.deps.trips.count(tenantId)) >= quota) {
@@ -211,7 +211,7 @@ export class TripsService {
 
   async publish(tenantId: string, id: string): Promise<TripRow> {
     return this.deps.database.withTransaction(async () => {
-      const trip = await this.deps.trips.findById(tenantId, id);
+      const trip = await this.deps.trips.lockById(tenantId, id);
       if (!trip) throw notFound('Trip');
       if (isPublished(trip)) return trip;
       const now = nowIso(this.deps.clock);
@@ -229,7 +229,7 @@ export class TripsService {
 
   async unpublish(tenantId: string, id: string): Promise<TripRow> {
     return this.deps.database.withTransaction(async () => {
-      const trip = await this.deps.trips.findById(tenantId, id);
+      const trip = await this.deps.trips.lockById(tenantId, id);
       if (!trip) throw notFound('Trip');
       if (!isPublished(trip)) return trip;
       const now = nowIso(this.deps.clock);
@@ -246,11 +246,14 @@ export class TripsService {
   async setStatus(tenantId: string, id: string, to: TripStatus): Promise<TripRow> {
     const trip = await this.get(tenantId, id);
     if (!canMove(TRIP_TRANSITIONS, trip.status, to)) throw invalidTransition(trip.status, to);
-    const updated = await this.deps.trips.update(tenantId, id, {
-      status: to,
-      updatedAt: nowIso(this.deps.clock),
-    });
-    if (!updated) throw notFound('Trip');
+    const updated = await this.deps.trips.update(
+      tenantId,
+      id,
+      { status: to, updatedAt: nowIso(this.deps.clock) },
+      { fromStatus: trip.status },
+    );
+    // Another change won since the read: the move is judged again from where that one left it.
+    if (!updated) return this.setStatus(tenantId, id, to);
     return updated;
   }
 

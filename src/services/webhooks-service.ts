@@ -146,7 +146,44 @@ export class WebhooksService {
     tenantId: string,
     input: CreateSubscriptionInput,
   ): Promise<{ subscription: Subscription; signingKey: string }> {
-    const tenant = await this.deps.tenants.findById(tenantId);
+    // Checked before the URL's resolution (403 before 422), and again under the lock below.
+    await this.assertRoomForEndpoint(tenantId, false);
+    const check = await this.deps.guard.checkUrl(input.url);
+    if (!check.ok) throw fieldError('url', check.reason);
+    const id = newId('whs');
+    const signingKey = newSigningKey();
+    const row = await this.deps.database.withTransaction(async () => {
+      await this.assertRoomForEndpoint(tenantId, true);
+      return this.deps.webhooks.insertSubscription({
+        id,
+        tenantId,
+        url: input.url,
+        events: JSON.stringify([...new Set(input.events)]),
+        active: true,
+        pausedAt: null,
+        deletedAt: null,
+        consecutiveFailures: 0,
+        clientErrorRun: 0,
+        clientErrorRunSince: null,
+        lastSuccessAt: null,
+        lastFailureAt: null,
+        signingKey: this.deps.secrets.encrypt(signingKey, id),
+        legacySigningKey: null,
+        legacySigningKeyExpiresAt: null,
+        createdAt: nowIso(this.deps.clock),
+      });
+    });
+    return { subscription: toSubscription(row), signingKey };
+  }
+
+  /**
+   * 403 unless the plan has webhooks and room for one more endpoint. `locked`: the tenant row is
+   * held until the transaction ends, so that concurrent registrations count one after another.
+   */
+  private async assertRoomForEndpoint(tenantId: string, locked: boolean): Promise<void> {
+    const tenant = locked
+      ? await this.deps.tenants.lockForQuota(tenantId)
+      : await this.deps.tenants.findById(tenantId);
     if (!tenant) throw notFound('Tenant');
     if (!isTier(tenant.tier) || !TIERS[tenant.tier].webhooks) {
       throw forbidden(`The ${tenant.tier} plan does not include webhooks.`, 'feature_off_for_tier');
@@ -158,40 +195,18 @@ export class WebhooksService {
         'webhook_quota_exceeded',
       );
     }
-    const check = await this.deps.guard.checkUrl(input.url);
-    if (!check.ok) throw fieldError('url', check.reason);
-    const id = newId('whs');
-    const signingKey = newSigningKey();
-    const row = await this.deps.webhooks.insertSubscription({
-      id,
-      tenantId,
-      url: input.url,
-      events: JSON.stringify([...new Set(input.events)]),
-      active: true,
-      pausedAt: null,
-      deletedAt: null,
-      consecutiveFailures: 0,
-      clientErrorRun: 0,
-      clientErrorRunSince: null,
-      lastSuccessAt: null,
-      lastFailureAt: null,
-      signingKey: this.deps.secrets.encrypt(signingKey, id),
-      legacySigningKey: null,
-      legacySigningKeyExpiresAt: null,
-      createdAt: nowIso(this.deps.clock),
-    });
-    return { subscription: toSubscription(row), signingKey };
   }
 
   /** Soft delete: inactive, `pausedAt` now; history kept. A deleted one is gone (404). */
   async remove(tenantId: string, id: string): Promise<void> {
-    await this.live(tenantId, id);
     const now = nowIso(this.deps.clock);
-    await this.deps.webhooks.updateSubscription(tenantId, id, {
+    // Conditional: of concurrent deletes, one finds the subscription live; the others 404.
+    const deleted = await this.deps.webhooks.updateLiveSubscription(tenantId, id, {
       active: false,
       pausedAt: now,
       deletedAt: now,
     });
+    if (!deleted) throw notFound('Webhook subscription');
   }
 
   /** A new key; the old one keeps signing (second v1) for the overlap. */
@@ -203,15 +218,20 @@ export class WebhooksService {
     signingKey: string;
     legacySigningKeyExpiresAt: string;
   }> {
-    const current = await this.live(tenantId, id);
     const signingKey = newSigningKey();
     const expiresAt = new Date(
       this.deps.clock.now().getTime() + this.deps.keyOverlapMs,
     ).toISOString();
-    const row = await this.deps.webhooks.updateSubscription(tenantId, id, {
-      signingKey: this.deps.secrets.encrypt(signingKey, id),
-      legacySigningKey: current.signingKey,
-      legacySigningKeyExpiresAt: expiresAt,
+    // Under the row's lock: the key that becomes the legacy one is the one current now, so of
+    // two concurrent rotations the second keeps the first's new key signing.
+    const row = await this.deps.database.withTransaction(async () => {
+      const current = await this.deps.webhooks.lockLiveSubscription(tenantId, id);
+      if (!current) throw notFound('Webhook subscription');
+      return this.deps.webhooks.updateSubscription(tenantId, id, {
+        signingKey: this.deps.secrets.encrypt(signingKey, id),
+        legacySigningKey: current.signingKey,
+        legacySigningKeyExpiresAt: expiresAt,
+      });
     });
     if (!row) throw notFound('Webhook subscription');
     const recent = (await this.recent(tenantId, [id])).get(id);
@@ -378,9 +398,8 @@ export class WebhooksService {
   /** Admin re-enable: active again, counters cleared; its pending deliveries resume. */
   async enable(id: string): Promise<Subscription> {
     const tenantId = await this.tenantOf(id);
-    await this.live(tenantId, id);
     const row = await this.deps.database.withTransaction(async () => {
-      const updated = await this.deps.webhooks.updateSubscription(tenantId, id, {
+      const updated = await this.deps.webhooks.updateLiveSubscription(tenantId, id, {
         active: true,
         pausedAt: null,
         consecutiveFailures: 0,
