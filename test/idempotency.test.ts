@@ -6,7 +6,13 @@ import { after, before, describe, it } from 'node:test';
 import { createHttpApp } from '../src/runtime.ts';
 import { ManualClock } from './helpers/clock.ts';
 import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
-import { createTenant, createTrip, type TenantFixture, tripBody } from './helpers/fixtures.ts';
+import {
+  createTenant,
+  createTrip,
+  mintToken,
+  type TenantFixture,
+  tripBody,
+} from './helpers/fixtures.ts';
 
 for (const backend of BACKENDS) {
   describe(`idempotency keys (${backend})`, () => {
@@ -130,6 +136,54 @@ for (const backend of BACKENDS) {
         assert.equal(response.statusCode, 422, JSON.stringify(key));
         assert.ok(response.json().errors['Idempotency-Key']);
       }
+    });
+
+    it("stores the token's 403s like other 4xx: a retry once it is allowed replays them", async () => {
+      const reader = await mintToken(ctx, tenant.id, ['clients:read']);
+      const body = { kind: 'individual', displayName: 'Not yet' };
+      const refused = await post('key-scope', body, reader.token);
+      assert.equal(refused.statusCode, 403);
+      assert.match(refused.json().type, /scope-required$/);
+      // Another token of the tenant, allowed this time: the key answers what it answered.
+      const replay = await post('key-scope', body);
+      assert.equal(replay.statusCode, 403);
+      assert.equal(replay.headers['idempotency-replayed'], 'true');
+      assert.equal(replay.body, refused.body);
+
+      const free = await createTenant(ctx);
+      await ctx.admin('PATCH', `/admin/v1/tenants/${free.id}`, { tier: 'free' });
+      const noPlan = await post('key-plan', body, free.token);
+      assert.equal(noPlan.statusCode, 403);
+      assert.match(noPlan.json().type, /plan-required$/);
+      await ctx.admin('PATCH', `/admin/v1/tenants/${free.id}`, { tier: 'pro' });
+      const after = await post('key-plan', body, free.token);
+      assert.equal(after.headers['idempotency-replayed'], 'true');
+      assert.equal(after.body, noPlan.body);
+      assert.equal(await clientCount(free), 0);
+    });
+
+    it("refuses a token short of the scope before replaying another's answer", async () => {
+      const created = await ctx.api('POST', '/api/v1/webhooks', {
+        token: tenant.token,
+        body: { url: 'https://127.0.0.1:9/scope', events: ['trip.published'] },
+        headers: { 'idempotency-key': 'key-secret' },
+      });
+      assert.equal(created.statusCode, 201);
+      const reader = await mintToken(ctx, tenant.id, ['webhooks:read']);
+      const refused = await ctx.api('POST', '/api/v1/webhooks', {
+        token: reader.token,
+        body: { url: 'https://127.0.0.1:9/scope', events: ['trip.published'] },
+        headers: { 'idempotency-key': 'key-secret' },
+      });
+      assert.equal(refused.statusCode, 403);
+      assert.doesNotMatch(refused.body, /whsec_/);
+      // The 403 outranks a body that does not parse, too.
+      const unparsable = await ctx.api('POST', '/api/v1/webhooks', {
+        token: reader.token,
+        body: '{"url":',
+        headers: { 'content-type': 'application/json', 'idempotency-key': 'key-bad-json' },
+      });
+      assert.equal(unparsable.statusCode, 403);
     });
 
     it('replays PATCH too', async () => {

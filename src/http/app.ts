@@ -179,7 +179,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.setErrorHandler((error, request, reply) => {
     let problem: ApiProblem | null = null;
     try {
-      problem = toProblem(error as Error);
+      // The token's 403 outranks what went wrong with the body (see authenticateHook).
+      problem = request.refusal ?? toProblem(error as Error);
     } catch (mappingError) {
       // Never Fastify's default body: a fault while mapping is a fault like any other.
       request.log.error({ err: mappingError }, 'mapping an error to a problem failed');

@@ -12,6 +12,11 @@ declare module 'fastify' {
   }
   interface FastifyRequest {
     auth: AuthContext | null;
+    /**
+     * The token's 403 (plan, then scope), found before the body is read and answered once it is
+     * (see refuseHook), so that a keyed write can store it; it outranks the body's 422s.
+     */
+    refusal: ApiProblem | null;
   }
 }
 
@@ -32,7 +37,7 @@ export function ipGuardHook(limits: RateLimits) {
 /**
  * Runs at onRequest, before the body is read, so the documented order holds: 401, then the
  * token's rate limits (429; every later answer carries X-RateLimit-*), then 403 (plan, then
- * scope), and only then 422 for the body.
+ * scope: kept in `refusal`, see refuseHook), and only then 422 for the body.
  */
 export function authenticateHook(tokens: TokensService, limits: RateLimits) {
   return async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
@@ -44,16 +49,26 @@ export function authenticateHook(tokens: TokensService, limits: RateLimits) {
     reply.header('X-RateLimit-Reset', verdict.state.resetSeconds);
     if (!verdict.allowed) throw rateLimited(verdict.retryAfterSeconds, 'token');
     const tier = auth.tenant.tier;
-    if (!isTier(tier) || !TIERS[tier].api) {
-      throw new ApiProblem('plan-required', `The ${tier} plan does not include API access.`, {
-        required_plans: PLANS_WITH_API,
-        current_plan: tier,
-      });
-    }
     const scope = request.routeOptions.config.scope;
-    if (scope !== undefined && !auth.scopes.has(scope)) throw scopeRequired(scope);
+    if (!isTier(tier) || !TIERS[tier].api) {
+      request.refusal = new ApiProblem(
+        'plan-required',
+        `The ${tier} plan does not include API access.`,
+        { required_plans: PLANS_WITH_API, current_plan: tier },
+      );
+    } else if (scope !== undefined && !auth.scopes.has(scope)) {
+      request.refusal = scopeRequired(scope);
+    }
     request.auth = auth;
   };
+}
+
+/**
+ * Answers the token's 403 once the body is read (preValidation). Registered after the
+ * idempotency hook, which answers it itself for a keyed write, so that the 403 is stored.
+ */
+export async function refuseHook(request: FastifyRequest): Promise<void> {
+  if (request.refusal) throw request.refusal;
 }
 
 /** The caller of an authenticated route (set by the hook above). */

@@ -1,47 +1,85 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify';
-import { type IdempotencyClaim, IdempotencyService } from '../services/idempotency-service.ts';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { ApiProblem } from '../lib/problems.ts';
+import type { StoredAnswer } from '../repositories/idempotency-repository.ts';
+import { IdempotencyService, type KeyedWrite } from '../services/idempotency-service.ts';
 import { callerOf } from './auth.ts';
+import { PROBLEM_CONTENT_TYPE, problemBody } from './problem-reply.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /**
-     * Set when this request claimed its Idempotency-Key and must record its answer; its
-     * transaction is the one the handler runs in (the answer commits with it).
-     */
-    idempotencyClaim: IdempotencyClaim | null;
+    /** A write with an Idempotency-Key whose answer no one has settled yet (see Writes). */
+    keyedWrite: KeyedWrite | null;
   }
 }
 
 const WRITE_METHODS = new Set(['POST', 'PATCH', 'DELETE']);
 const PURGE_EVERY_MS = 10 * 60_000;
+const JSON_TYPE = 'application/json; charset=utf-8';
+
+/** What a write route answers: a status and the body its response schema serializes. */
+export interface WriteAnswer {
+  status: number;
+  body?: unknown;
+}
 
 /**
- * Idempotency-Key on every write under /api/v1. The claim happens once the body is parsed and
- * before it is validated, so a 422 is the endpoint's answer too and is replayed like any other.
- * The claim opens the transaction the handler runs in and that also stores its answer (onSend),
- * so claim, side effect and record commit together. Must be registered before the routes.
+ * The unit of work of every write route under /api/v1. A route first does what needs no
+ * database (resolving a webhook URL, say), then hands the rest to `run`, which, for a request
+ * with an Idempotency-Key, claims the key, runs the service call in the claim's transaction,
+ * stores the serialized answer and commits, in that order (IdempotencyService.run); without a
+ * key it runs the call alone.
+ */
+export class Writes {
+  constructor(
+    private readonly service: IdempotencyService,
+    private readonly errorsBaseUrl: string,
+  ) {}
+
+  async run(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    work: () => Promise<WriteAnswer>,
+  ): Promise<FastifyReply> {
+    const write = takeWrite(request);
+    if (write === null) {
+      const answer = await work();
+      return reply.code(answer.status).send(answer.body);
+    }
+    const { answer, replayed } = await this.service.run(write, async () => {
+      try {
+        return this.serialized(reply, await work());
+      } catch (error) {
+        if (!(error instanceof ApiProblem)) throw error;
+        // A refusal is the endpoint's answer too: stored, and replayed like a success.
+        for (const [name, value] of Object.entries(error.headers)) reply.header(name, value);
+        return {
+          status: error.status,
+          type: PROBLEM_CONTENT_TYPE,
+          body: problemBody(error, this.errorsBaseUrl),
+        };
+      }
+    });
+    return sendStored(reply, answer, replayed);
+  }
+
+  /** The bytes the client gets, serialized by the route's response schema for the status. */
+  private serialized(reply: FastifyReply, answer: WriteAnswer): StoredAnswer {
+    reply.code(answer.status);
+    if (answer.body === undefined) return { status: answer.status, type: null, body: '' };
+    // The routes' serializers are JSON ones: they return text.
+    const body = reply.serialize(answer.body) as string;
+    return { status: answer.status, type: JSON_TYPE, body };
+  }
+}
+
+/**
+ * The hooks of Idempotency-Key: once the body is parsed, and before it is validated, a replay
+ * (a finished request with the key) is answered from its stored bytes; an answer given before
+ * the route runs (a 422 of the body, a 403 of the token) is stored like the route's own. The
+ * claim itself is the route's (Writes.run). Must be registered before the routes.
  */
 export function registerIdempotency(app: FastifyInstance, service: IdempotencyService): void {
-  app.decorateRequest('idempotencyClaim', null);
-
-  app.addHook('onRoute', (route) => {
-    const methods = Array.isArray(route.method) ? route.method : [route.method];
-    if (!methods.some((method) => WRITE_METHODS.has(method))) return;
-    const handler = route.handler as RouteHandlerMethod;
-    route.handler = function inTransaction(request, reply) {
-      const claim = request.idempotencyClaim;
-      if (!claim) return handler.call(this, request, reply);
-      return claim.transaction.run(async () => handler.call(this, request, reply));
-    };
-  });
-
-  // Whatever ended the request without onSend (an aborted connection): undo and free the key.
-  const abandon = async (request: FastifyRequest) => {
-    const claim = takeClaim(request);
-    if (claim) await service.abandon(claim);
-  };
-  app.addHook('onResponse', abandon);
-  app.addHook('onRequestAbort', abandon);
+  app.decorateRequest('keyedWrite', null);
 
   // Expired keys are purged in the background; a reused expired key is also freed by its claim.
   // Closing stops a purge between its statements.
@@ -67,50 +105,45 @@ export function registerIdempotency(app: FastifyInstance, service: IdempotencySe
     const header = request.headers['idempotency-key'];
     if (header === undefined || !WRITE_METHODS.has(request.method)) return;
     service.assertValidKey(header);
-    const tenantId = callerOf(request).tenant.id;
     const body = request.body === undefined ? '' : JSON.stringify(request.body);
-    const fingerprint = IdempotencyService.fingerprint(request.method, request.url, body);
-    const start = await service.start(tenantId, header, fingerprint);
-    if (start.kind === 'execute') {
-      request.idempotencyClaim = start.claim;
-      return;
-    }
-    const { status, type, body: stored } = start.response;
-    reply.header('Idempotency-Replayed', 'true').code(status);
-    if (type) reply.type(type);
-    return reply.send(stored);
+    const write: KeyedWrite = {
+      tenantId: callerOf(request).tenant.id,
+      key: header,
+      fingerprint: IdempotencyService.fingerprint(request.method, request.url, body),
+    };
+    request.keyedWrite = write;
+    // The token's refusal comes before any replay: a stored answer is for callers allowed to
+    // make the request (it can hold a signing key).
+    if (request.refusal) throw request.refusal;
+    const stored = await service.storedAnswer(write);
+    if (stored === null) return;
+    request.keyedWrite = null;
+    return sendStored(reply, stored, true);
   });
 
   app.addHook('onSend', async (request, reply, payload) => {
-    const claim = takeClaim(request);
-    if (!claim) return payload;
-    const body =
-      payload === undefined || payload === null
-        ? '' // 204
-        : typeof payload === 'string'
-          ? payload
-          : Buffer.isBuffer(payload)
-            ? payload.toString('utf8')
-            : null;
-    if (body === null) {
-      // A stream: nothing to store byte for byte.
-      await service.abandon(claim);
-    } else {
-      const type = reply.getHeader('content-type');
-      const response = {
-        status: reply.statusCode,
-        type: typeof type === 'string' ? type : null,
-        body,
-      };
-      await service.finish(claim, response);
-    }
+    const write = takeWrite(request);
+    if (write === null || typeof payload !== 'string') return payload;
+    const type = reply.getHeader('content-type');
+    await service.storeEarlyAnswer(write, {
+      status: reply.statusCode,
+      type: typeof type === 'string' ? type : null,
+      body: payload,
+    });
     return payload;
   });
 }
 
-/** The request's claim, taken off it so that exactly one hook settles it. */
-function takeClaim(request: FastifyRequest): IdempotencyClaim | null {
-  const claim = request.idempotencyClaim;
-  request.idempotencyClaim = null;
-  return claim;
+function sendStored(reply: FastifyReply, answer: StoredAnswer, replayed: boolean): FastifyReply {
+  if (replayed) reply.header('Idempotency-Replayed', 'true');
+  reply.code(answer.status);
+  if (answer.type) reply.type(answer.type);
+  return reply.send(answer.body);
+}
+
+/** The request's keyed write, taken off it so that exactly one place settles it. */
+function takeWrite(request: FastifyRequest): KeyedWrite | null {
+  const write = request.keyedWrite;
+  request.keyedWrite = null;
+  return write;
 }

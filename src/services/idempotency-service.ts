@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { AmbientTransaction } from '../db/ambient.ts';
+import { type AmbientTransaction, isRetryable, TRANSACTION_ATTEMPTS } from '../db/ambient.ts';
 import type { Database } from '../db/database.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
 import { pacedBatches } from '../lib/paced-batches.ts';
@@ -13,14 +13,28 @@ import type {
   StoredAnswer,
 } from '../repositories/idempotency-repository.ts';
 
+/** A write sent with an Idempotency-Key: whose key, and what it asks. */
+export interface KeyedWrite {
+  tenantId: string;
+  key: string;
+  /** Method, path with query and body, hashed (see fingerprint). */
+  fingerprint: string;
+}
+
 /** A key this request holds: the request runs in `transaction`, which records its answer. */
-export interface IdempotencyClaim extends IdempotencyEntry {
+interface IdempotencyClaim extends IdempotencyEntry {
   readonly transaction: AmbientTransaction;
 }
 
-export type IdempotencyStart =
+type IdempotencyStart =
   | { kind: 'execute'; claim: IdempotencyClaim }
   | { kind: 'replay'; response: StoredAnswer };
+
+/** What `run` answered, and whether it was the stored answer of an earlier request. */
+export interface WriteOutcome {
+  answer: StoredAnswer;
+  replayed: boolean;
+}
 
 export interface IdempotencyPurgeOptions {
   /** Most keys one statement deletes. */
@@ -73,17 +87,92 @@ export class IdempotencyService {
     }
   }
 
-  async start(tenantId: string, key: string, fingerprint: string): Promise<IdempotencyStart> {
+  /**
+   * The stored answer of a finished request with this key, if any (a replay needs no
+   * transaction); 422 when that request asked something else. A key held by a running request,
+   * or expired, reads as none: `run` waits for it or claims it anew.
+   */
+  async storedAnswer(write: KeyedWrite): Promise<StoredAnswer | null> {
+    const row = await this.deps.keys.find(write.tenantId, write.key);
+    if (row?.status !== 'done' || row.expiresAt <= nowIso(this.deps.clock)) return null;
+    return this.replayOf(row, write);
+  }
+
+  /**
+   * Runs a write once per key (api-spec 4.10): claims the key, runs `execute` in the claim's
+   * transaction, stores its answer and commits, so claim, side effects and stored answer commit
+   * together or not at all. A key already answered replays that answer; a key another request
+   * holds is waited for briefly. An answer that must not stick (5xx, 401, 429) or a failure
+   * rolls everything back and frees the key. `execute` must do no I/O but the database's: the
+   * claim holds a transaction open (on SQLite, the write lock) while it runs. When PostgreSQL
+   * aborts the transaction for a conflict (deadlock, serialization), it all runs again.
+   */
+  async run(write: KeyedWrite, execute: () => Promise<StoredAnswer>): Promise<WriteOutcome> {
+    for (let attempt = 1; ; attempt++) {
+      const start = await this.start(write);
+      if (start.kind === 'replay') return { answer: start.response, replayed: true };
+      const { claim } = start;
+      try {
+        const answer = await claim.transaction.run(execute);
+        await this.finish(claim, answer);
+        return { answer, replayed: false };
+      } catch (error) {
+        await this.abandon(claim).catch(() => undefined);
+        if (!isRetryable(error) || attempt === TRANSACTION_ATTEMPTS) throw error;
+      }
+    }
+  }
+
+  /**
+   * Stores an answer given before the write could run (its body refused, its token's scope
+   * short), so that a retry with the key replays it like any other. A key that is held or
+   * answered already is left as it is.
+   */
+  async storeEarlyAnswer(write: KeyedWrite, answer: StoredAnswer): Promise<void> {
+    if (!isStored(answer.status)) return;
+    const entry = this.entry(write);
+    const transaction = await this.deps.database.beginAmbient();
+    try {
+      if ((await transaction.run(() => this.deps.keys.claim(entry))) !== 'claimed') {
+        await transaction.rollback();
+        return;
+      }
+      await this.finish({ ...entry, transaction }, answer);
+    } catch (error) {
+      await transaction.rollback().catch(() => undefined);
+      throw error;
+    }
+  }
+
+  private entry(write: KeyedWrite): IdempotencyEntry {
+    const now = this.deps.clock.now();
+    return {
+      ...write,
+      createdAt: now.toISOString(),
+      expiresAt: new Date(now.getTime() + this.deps.ttlMs).toISOString(),
+    };
+  }
+
+  private replayOf(row: IdempotencyRow, write: KeyedWrite): StoredAnswer | null {
+    if (row.fingerprint !== write.fingerprint) {
+      throw new ApiProblem(
+        'idempotency-key-reuse',
+        'This Idempotency-Key was already used with a different method, path or body.',
+      );
+    }
+    if (row.responseStatus == null || row.responseBody === null) return null;
+    return {
+      status: row.responseStatus,
+      type: row.responseType,
+      body: this.unseal(row.responseBody, write.tenantId, write.key),
+    };
+  }
+
+  private async start(write: KeyedWrite): Promise<IdempotencyStart> {
+    const { tenantId, key } = write;
     const deadline = Date.now() + WAIT_FOR_FIRST_MS;
     for (;;) {
-      const now = this.deps.clock.now();
-      const entry: IdempotencyEntry = {
-        tenantId,
-        key,
-        fingerprint,
-        createdAt: now.toISOString(),
-        expiresAt: new Date(now.getTime() + this.deps.ttlMs).toISOString(),
-      };
+      const entry = this.entry(write);
       const transaction = await this.deps.database.beginAmbient();
       let row: IdempotencyRow | undefined;
       try {
@@ -96,22 +185,8 @@ export class IdempotencyService {
         throw error;
       }
       await transaction.rollback();
-      if (row && row.fingerprint !== fingerprint) {
-        throw new ApiProblem(
-          'idempotency-key-reuse',
-          'This Idempotency-Key was already used with a different method, path or body.',
-        );
-      }
-      if (row?.responseStatus != null && row.responseBody !== null) {
-        return {
-          kind: 'replay',
-          response: {
-            status: row.responseStatus,
-            type: row.responseType,
-            body: this.unseal(row.responseBody, tenantId, key),
-          },
-        };
-      }
+      const stored = row ? this.replayOf(row, write) : null;
+      if (stored) return { kind: 'replay', response: stored };
       // Another live request holds the key (or its row was just purged): wait for its answer.
       if (Date.now() >= deadline) {
         throw new ApiProblem(
@@ -127,7 +202,7 @@ export class IdempotencyService {
    * Stores what the endpoint answered and commits the claim's transaction, or, for answers that
    * must not stick, rolls the request back, which frees the key.
    */
-  async finish(claim: IdempotencyClaim, response: StoredAnswer): Promise<void> {
+  private async finish(claim: IdempotencyClaim, response: StoredAnswer): Promise<void> {
     if (!isStored(response.status)) return this.abandon(claim);
     const { tenantId, key, transaction } = claim;
     const sealed = {
@@ -144,7 +219,7 @@ export class IdempotencyService {
   }
 
   /** Undoes the request's writes and its claim: the key is free for a retry. */
-  async abandon(claim: IdempotencyClaim): Promise<void> {
+  private async abandon(claim: IdempotencyClaim): Promise<void> {
     await claim.transaction.rollback();
   }
 

@@ -47,6 +47,11 @@ export interface CreateSubscriptionInput {
   events: string[];
 }
 
+/** A webhook URL the address guard accepted (checkTarget). */
+export interface CheckedTarget {
+  readonly url: string;
+}
+
 const TEST_MESSAGE = 'This is a test event fired from POST /api/v1/webhooks/test.';
 
 /** What happened to a subscription's deliveries created in the last 24 hours. */
@@ -145,11 +150,9 @@ export class WebhooksService {
   async create(
     tenantId: string,
     input: CreateSubscriptionInput,
+    target?: CheckedTarget,
   ): Promise<{ subscription: Subscription; signingKey: string }> {
-    // Checked before the URL's resolution (403 before 422), and again under the lock below.
-    await this.assertRoomForEndpoint(tenantId, false);
-    const check = await this.deps.guard.checkUrl(input.url);
-    if (!check.ok) throw fieldError('url', check.reason);
+    const checked = target ?? (await this.checkTarget(tenantId, input.url));
     const id = newId('whs');
     const signingKey = newSigningKey();
     const row = await this.deps.database.withTransaction(async () => {
@@ -157,7 +160,7 @@ export class WebhooksService {
       return this.deps.webhooks.insertSubscription({
         id,
         tenantId,
-        url: input.url,
+        url: checked.url,
         events: JSON.stringify([...new Set(input.events)]),
         active: true,
         pausedAt: null,
@@ -174,6 +177,19 @@ export class WebhooksService {
       });
     });
     return { subscription: toSubscription(row), signingKey };
+  }
+
+  /**
+   * What registering `url` needs before any transaction: the plan's room (403, before the body's
+   * 422s as everywhere; counted again under a lock by `create`), then the URL's check, which
+   * resolves its host (422). Run it outside any transaction: resolving takes up to
+   * WEBHOOK_DNS_TIMEOUT, and a transaction open that long holds SQLite's write lock.
+   */
+  async checkTarget(tenantId: string, url: string): Promise<CheckedTarget> {
+    await this.assertRoomForEndpoint(tenantId, false);
+    const check = await this.deps.guard.checkUrl(url);
+    if (!check.ok) throw fieldError('url', check.reason);
+    return { url };
   }
 
   /**

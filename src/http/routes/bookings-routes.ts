@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { callerOf } from '../auth.ts';
+import { toProblem } from '../problem-reply.ts';
 import {
   Booking,
   DataOf,
@@ -30,7 +31,10 @@ const CreateBookingBody = Type.Object(
   { additionalProperties: false },
 );
 
-export const bookingRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app, { services }) => {
+export const bookingRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (
+  app,
+  { services, writes },
+) => {
   app.get(
     '/bookings',
     {
@@ -78,12 +82,15 @@ export const bookingRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app
       // The spec orders 404 (unknown trip) before 422, so schema failures wait for the trip lookup.
       attachValidation: true,
     },
-    async (request) => {
+    async (request, reply) => {
       const tenantId = callerOf(request).tenant.id;
-      const tripId = (request.body as { tripId?: unknown } | undefined)?.tripId;
-      if (typeof tripId === 'string') await services.bookings.assertTripExists(tenantId, tripId);
-      if (request.validationError) throw request.validationError;
-      await services.bookings.refuseApiCreation(tenantId, request.body.tripId);
+      return writes.run(request, reply, async () => {
+        const tripId = (request.body as { tripId?: unknown } | undefined)?.tripId;
+        if (typeof tripId === 'string') await services.bookings.assertTripExists(tenantId, tripId);
+        if (request.validationError)
+          throw toProblem(request.validationError) ?? request.validationError;
+        return services.bookings.refuseApiCreation(tenantId, request.body.tripId);
+      });
     },
   );
 

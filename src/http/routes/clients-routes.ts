@@ -54,7 +54,10 @@ export const CreateClientBody = Type.Object(
   { additionalProperties: false },
 );
 
-export const clientRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app, { services }) => {
+export const clientRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (
+  app,
+  { services, writes },
+) => {
   app.get(
     '/clients',
     {
@@ -101,8 +104,11 @@ export const clientRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app,
       },
     },
     async (request, reply) => {
-      const client = await services.clients.create(callerOf(request).tenant.id, request.body);
-      return reply.code(201).send({ data: client });
+      const tenantId = callerOf(request).tenant.id;
+      return writes.run(request, reply, async () => ({
+        status: 201,
+        body: { data: await services.clients.create(tenantId, request.body) },
+      }));
     },
   );
 

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { RateLimits } from '../../rate-limit/rate-limits.ts';
-import { authenticateHook, ipGuardHook } from '../auth.ts';
-import { registerIdempotency } from '../idempotency.ts';
+import { authenticateHook, ipGuardHook, refuseHook } from '../auth.ts';
+import { registerIdempotency, Writes } from '../idempotency.ts';
 import { bookingRoutes } from './bookings-routes.ts';
 import { clientRoutes } from './clients-routes.ts';
 import { libraryRoutes } from './libraries-routes.ts';
@@ -11,16 +11,19 @@ import { paymentRoutes } from './payments-routes.ts';
 import { tripRoutes } from './trips-routes.ts';
 import { webhookRoutes } from './webhooks-routes.ts';
 
-export interface ApiOptions extends RouteOptions {
+export interface ApiOptions extends Omit<RouteOptions, 'writes'> {
   rateLimits: RateLimits;
 }
 
 /** Everything under /api/v1: authenticated, tenant-scoped. */
 export const apiV1: FastifyPluginAsync<ApiOptions> = async (app, options) => {
   app.decorateRequest('auth', null);
+  app.decorateRequest('refusal', null);
   app.addHook('onRequest', ipGuardHook(options.rateLimits));
   app.addHook('onRequest', authenticateHook(options.services.tokens, options.rateLimits));
   registerIdempotency(app, options.services.idempotency);
+  app.addHook('preValidation', refuseHook);
+  const writes = new Writes(options.services.idempotency, options.config.errorsBaseUrl);
   for (const routes of [
     meRoutes,
     tripRoutes,
@@ -30,6 +33,6 @@ export const apiV1: FastifyPluginAsync<ApiOptions> = async (app, options) => {
     libraryRoutes,
     webhookRoutes,
   ]) {
-    await app.register(routes, { config: options.config, services: options.services });
+    await app.register(routes, { config: options.config, services: options.services, writes });
   }
 };

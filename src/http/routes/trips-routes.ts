@@ -60,7 +60,10 @@ const PatchTripBody = Type.Object(
   { additionalProperties: false },
 );
 
-export const tripRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app, { services }) => {
+export const tripRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (
+  app,
+  { services, writes },
+) => {
   app.get(
     '/trips',
     {
@@ -109,13 +112,13 @@ export const tripRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app, {
     },
     async (request, reply) => {
       const { tenant, token } = callerOf(request);
-      // The audit actor is the member who minted the token, else the token itself.
-      const trip = await services.trips.create(
-        tenant.id,
-        token.createdBy ?? token.id,
-        request.body,
-      );
-      return reply.code(201).send({ data: trip });
+      return writes.run(request, reply, async () => ({
+        status: 201,
+        // The audit actor is the member who minted the token, else the token itself.
+        body: {
+          data: await services.trips.create(tenant.id, token.createdBy ?? token.id, request.body),
+        },
+      }));
     },
   );
 
@@ -156,12 +159,12 @@ export const tripRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app, {
         },
       },
     },
-    async (request) => ({
-      data: await services.trips.update(
-        callerOf(request).tenant.id,
-        request.params.id,
-        request.body,
-      ),
-    }),
+    async (request, reply) => {
+      const tenantId = callerOf(request).tenant.id;
+      return writes.run(request, reply, async () => ({
+        status: 200,
+        body: { data: await services.trips.update(tenantId, request.params.id, request.body) },
+      }));
+    },
   );
 };

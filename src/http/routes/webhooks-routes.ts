@@ -66,7 +66,10 @@ const TestBody = Type.Object(
   { additionalProperties: false },
 );
 
-export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app, { services }) => {
+export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (
+  app,
+  { services, writes },
+) => {
   app.get(
     '/webhooks',
     {
@@ -118,8 +121,16 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app
       },
     },
     async (request, reply) => {
-      const created = await services.webhooks.create(callerOf(request).tenant.id, request.body);
-      return reply.code(201).send({ data: created.subscription, signingKey: created.signingKey });
+      const tenantId = callerOf(request).tenant.id;
+      // Resolving the URL is no database work: it comes before the unit of work.
+      const target = await services.webhooks.checkTarget(tenantId, request.body.url);
+      return writes.run(request, reply, async () => {
+        const created = await services.webhooks.create(tenantId, request.body, target);
+        return {
+          status: 201,
+          body: { data: created.subscription, signingKey: created.signingKey },
+        };
+      });
     },
   );
 
@@ -142,8 +153,11 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app
       },
     },
     async (request, reply) => {
-      await services.webhooks.remove(callerOf(request).tenant.id, request.params.id);
-      return reply.code(204).send();
+      const tenantId = callerOf(request).tenant.id;
+      return writes.run(request, reply, async () => {
+        await services.webhooks.remove(tenantId, request.params.id);
+        return { status: 204 };
+      });
     },
   );
 
@@ -175,16 +189,19 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app
         },
       },
     },
-    async (request) => {
-      const rotated = await services.webhooks.rotateKey(
-        callerOf(request).tenant.id,
-        request.params.id,
-      );
-      return {
-        data: rotated.subscription,
-        signingKey: rotated.signingKey,
-        legacySigningKeyExpiresAt: rotated.legacySigningKeyExpiresAt,
-      };
+    async (request, reply) => {
+      const tenantId = callerOf(request).tenant.id;
+      return writes.run(request, reply, async () => {
+        const rotated = await services.webhooks.rotateKey(tenantId, request.params.id);
+        return {
+          status: 200,
+          body: {
+            data: rotated.subscription,
+            signingKey: rotated.signingKey,
+            legacySigningKeyExpiresAt: rotated.legacySigningKeyExpiresAt,
+          },
+        };
+      });
     },
   );
 
@@ -276,9 +293,12 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app
       },
     },
     async (request, reply) => {
+      const tenantId = callerOf(request).tenant.id;
       const { id, deliveryId } = request.params;
-      const data = await services.webhooks.redeliver(callerOf(request).tenant.id, id, deliveryId);
-      return reply.code(202).send({ data });
+      return writes.run(request, reply, async () => ({
+        status: 202,
+        body: { data: await services.webhooks.redeliver(tenantId, id, deliveryId) },
+      }));
     },
   );
 
@@ -324,12 +344,11 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app
       },
     },
     async (request, reply) => {
-      const data = await services.webhooks.recover(
-        callerOf(request).tenant.id,
-        request.params.id,
-        request.body,
-      );
-      return reply.code(202).send({ data });
+      const tenantId = callerOf(request).tenant.id;
+      return writes.run(request, reply, async () => ({
+        status: 202,
+        body: { data: await services.webhooks.recover(tenantId, request.params.id, request.body) },
+      }));
     },
   );
 
@@ -367,8 +386,12 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (app
         },
       },
     },
-    async (request) => ({
-      data: await services.webhooks.fireTest(callerOf(request).tenant.id, request.body),
-    }),
+    async (request, reply) => {
+      const tenantId = callerOf(request).tenant.id;
+      return writes.run(request, reply, async () => ({
+        status: 200,
+        body: { data: await services.webhooks.fireTest(tenantId, request.body) },
+      }));
+    },
   );
 };
