@@ -37,6 +37,8 @@ export interface Config {
     leaseGraceMs: number;
     allowPrivateTargets: boolean;
     caFile: string | null;
+    /** Longest a webhook host name's resolution may take, at registration and at connect. */
+    dnsTimeoutMs: number;
   };
   rateLimit: { burstPerSec: number; perMin: number; ipPerMin: number };
   idempotencyTtlMs: number;
@@ -71,6 +73,12 @@ export function parseDuration(name: string, value: string): number {
     );
   }
   return Number(match[1]) * DURATION_UNITS[match[2]];
+}
+
+function parsePositiveDuration(name: string, value: string): number {
+  const ms = parseDuration(name, value);
+  if (ms === 0) throw new ConfigError(`${name}: "${value}" must be more than 0`);
+  return ms;
 }
 
 function parseInteger(name: string, value: string, min: number, max: number): number {
@@ -239,6 +247,10 @@ export function loadConfig(env: Env = process.env): Config {
         get('WEBHOOK_ALLOW_PRIVATE_TARGETS') ?? 'false',
       ),
       caFile: optional('WEBHOOK_CA_FILE', parseCaFile),
+      dnsTimeoutMs: parsePositiveDuration(
+        'WEBHOOK_DNS_TIMEOUT',
+        get('WEBHOOK_DNS_TIMEOUT') ?? '2s',
+      ),
     },
     rateLimit: {
       burstPerSec: parseInteger(

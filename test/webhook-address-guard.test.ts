@@ -1,7 +1,14 @@
 import assert from 'node:assert/strict';
 import type { LookupAddress } from 'node:dns';
+import { lookup as dnsLookup } from 'node:dns/promises';
 import { describe, it } from 'node:test';
-import { AddressGuard, type Resolver, type UrlCheck } from '../src/domain/address-guard.ts';
+import {
+  AddressGuard,
+  caresResolver,
+  type Resolver,
+  type UrlCheck,
+} from '../src/domain/address-guard.ts';
+import { DnsServer } from './helpers/dns-server.ts';
 
 /** A resolver from a fixed table; checkUrl only resolves, it never connects. */
 function tableResolver(table: Record<string, string[]>): Resolver {
@@ -288,5 +295,47 @@ describe('AddressGuard.lookup (connect time)', () => {
       );
     });
     assert.deepEqual(v4, [null, '127.0.0.1', 4]);
+  });
+});
+
+describe('name resolution is bounded and off the thread pool', () => {
+  const never: Resolver = () => new Promise(() => {});
+
+  it('refuses a name whose resolver never answers, within WEBHOOK_DNS_TIMEOUT', async () => {
+    const guard = new AddressGuard({ allowPrivate: false, timeoutMs: 300, resolver: never });
+    const started = performance.now();
+    assert.equal(
+      reasonOf(await guard.checkUrl('https://slow.example.com/hook')),
+      'host name did not resolve within 300 ms',
+    );
+    const { error } = await lookup(guard, 'slow.example.com', true);
+    const took = performance.now() - started;
+    // At connect time as dns.lookup reports a temporary failure (the attempt's class: dns).
+    assert.equal(error?.code, 'EAI_AGAIN');
+    assert.ok(took >= 590 && took < 1_500, `took ${took} ms`);
+  });
+
+  it("asks DNS servers through c-ares: others' lookups go on while names hang", async () => {
+    const server = await DnsServer.start({ 'hooks.test': '127.0.0.1' }, ['hang.test']);
+    try {
+      const resolver = caresResolver({ timeoutMs: 1_000, servers: [server.address] });
+      assert.deepEqual(await resolver('hooks.test'), ['127.0.0.1']);
+      await assert.rejects(resolver('nowhere.test'), { code: 'ENOTFOUND' });
+      assert.deepEqual(await resolver('LocalHost'), ['127.0.0.1', '::1']);
+      const guard = new AddressGuard({ allowPrivate: true, timeoutMs: 1_000, resolver });
+      assert.equal((await guard.checkUrl('https://hooks.test/hook')).ok, true);
+      // Eight names that never resolve, twice libuv's pool: dns.lookup, which takes a thread
+      // of that pool, still answers at once beside them.
+      const hanging = Array.from({ length: 8 }, () => guard.checkUrl('https://hang.test/hook'));
+      const started = performance.now();
+      await dnsLookup('localhost');
+      assert.ok(performance.now() - started < 500);
+      for (const check of await Promise.all(hanging)) {
+        assert.equal(reasonOf(check), 'host name did not resolve within 1 s');
+      }
+      assert.ok(server.queries.includes('hang.test'));
+    } finally {
+      await server.close();
+    }
   });
 });

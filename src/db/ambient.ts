@@ -344,6 +344,11 @@ export class AmbientDialect implements Dialect {
     return this.initialized().begin();
   }
 
+  /** Whether the calling async context runs inside an open transaction. */
+  inTransaction(): boolean {
+    return (this.scopes.getStore()?.connection ?? null) !== null;
+  }
+
   transaction<T>(fn: () => Promise<T>): Promise<T> {
     return this.initialized().transaction(fn);
   }

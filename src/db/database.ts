@@ -42,6 +42,11 @@ export interface Database {
    */
   beginAmbient(): Promise<AmbientTransaction>;
   /**
+   * Whether the calling async context is inside a transaction: nothing but the database's own
+   * statements may wait there (tests check that URL resolution never does).
+   */
+  inTransaction(): boolean;
+  /**
    * Copies the embedded database to `file` while it serves (SQLite's online backup: a consistent
    * snapshot, writers keep going). PostgreSQL has pg_dump for that: there it throws ConfigError.
    */
@@ -240,6 +245,7 @@ export function createDatabase(options: DatabaseOptions): Database {
       pool,
       withTransaction: (fn) => dialect.transaction(fn),
       beginAmbient: () => dialect.begin(),
+      inTransaction: () => dialect.inTransaction(),
       backup: async () => {
         throw new ConfigError(
           'backup copies the embedded database; with DATABASE_URL use pg_dump (and keep SECRET_KEY)',
@@ -267,6 +273,7 @@ export function createDatabase(options: DatabaseOptions): Database {
     pool: null,
     withTransaction: (fn) => dialect.transaction(fn),
     beginAmbient: () => dialect.begin(),
+    inTransaction: () => dialect.inTransaction(),
     backup: async (target) => {
       await sqlite.backup(target);
     },

@@ -5,10 +5,31 @@ import ipaddr from 'ipaddr.js';
 /** Every A/AAAA address of a host name. */
 export type Resolver = (hostname: string) => Promise<string[]>;
 
-const systemResolver: Resolver = async (hostname) => {
-  const found = await dns.promises.lookup(hostname, { all: true, verbatim: true });
-  return found.map((entry) => entry.address);
-};
+/**
+ * A resolver that asks the system's DNS servers (or `servers`) through c-ares, as
+ * `dns.promises.Resolver` does: unlike `dns.lookup`, it takes no thread of libuv's small pool,
+ * so names that never resolve cannot stall the process's other lookups (file system work and
+ * crypto share that pool). `localhost` names are loopback (RFC 6761) without a query.
+ */
+export function caresResolver(options: { timeoutMs: number; servers?: string[] }): Resolver {
+  const resolver = new dns.promises.Resolver({ timeout: options.timeoutMs, tries: 1 });
+  if (options.servers) resolver.setServers(options.servers);
+  return async (hostname) => {
+    const name = hostname.toLowerCase().replace(/\.$/, '');
+    if (name === 'localhost' || name.endsWith('.localhost')) return ['127.0.0.1', '::1'];
+    const [v4, v6] = await Promise.allSettled([
+      resolver.resolve4(hostname),
+      resolver.resolve6(hostname),
+    ]);
+    const addresses = [v4, v6].flatMap((answer) =>
+      answer.status === 'fulfilled' ? answer.value : [],
+    );
+    if (addresses.length > 0) return addresses;
+    // Neither family: "no such name" only when both said so, else the resolver's failure.
+    const failures = [v4, v6].map((answer) => (answer as PromiseRejectedResult).reason);
+    throw failures.find((error) => !NO_SUCH_NAME.has(error?.code)) ?? failures[0];
+  };
+}
 
 export type UrlCheck = { ok: true; url: URL } | { ok: false; reason: string };
 
@@ -32,10 +53,28 @@ const IPV4_COMPATIBLE = ipaddr.parseCIDR('::/96');
 export class AddressGuard {
   private readonly allowPrivate: boolean;
   private readonly resolver: Resolver;
+  private readonly timeoutMs: number;
 
-  constructor(options: { allowPrivate: boolean; resolver?: Resolver }) {
+  /**
+   * `timeoutMs` (WEBHOOK_DNS_TIMEOUT) bounds every resolution, by any resolver: a name that does
+   * not resolve in time is refused at registration and fails the attempt at connect time.
+   */
+  constructor(options: { allowPrivate: boolean; timeoutMs?: number; resolver?: Resolver }) {
     this.allowPrivate = options.allowPrivate;
-    this.resolver = options.resolver ?? systemResolver;
+    this.timeoutMs = options.timeoutMs ?? 2_000;
+    this.resolver = options.resolver ?? caresResolver({ timeoutMs: this.timeoutMs });
+  }
+
+  /** The host's addresses, or an error whose code is ETIMEOUT when no answer came in time. */
+  private resolve(hostname: string): Promise<string[]> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(
+        () => reject(lookupError('ETIMEOUT', `${hostname} did not resolve in time`, hostname)),
+        this.timeoutMs,
+      );
+    });
+    return Promise.race([this.resolver(hostname), late]).finally(() => clearTimeout(timer));
   }
 
   /**
@@ -89,7 +128,7 @@ export class AddressGuard {
 
     let addresses: string[];
     try {
-      addresses = await this.resolver(parsed.hostname);
+      addresses = await this.resolve(parsed.hostname);
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
       return {
@@ -97,7 +136,9 @@ export class AddressGuard {
         reason:
           code !== undefined && NO_SUCH_NAME.has(code)
             ? 'host name does not resolve'
-            : 'host name could not be resolved',
+            : code === 'ETIMEOUT'
+              ? `host name did not resolve within ${duration(this.timeoutMs)}`
+              : 'host name could not be resolved',
       };
     }
     if (addresses.length === 0) return { ok: false, reason: 'host name does not resolve' };
@@ -117,7 +158,7 @@ export class AddressGuard {
    */
   readonly lookup: LookupFunction = (hostname, options, callback) => {
     const family = familyNumber(options.family);
-    this.resolver(hostname).then(
+    this.resolve(hostname).then(
       (addresses) => {
         const candidates =
           family === 0 ? addresses : addresses.filter((address) => isIP(address) === family);
@@ -141,7 +182,10 @@ export class AddressGuard {
         }
       },
       (error: NodeJS.ErrnoException) => {
-        callback(error, '');
+        // As dns.lookup reports it: no such name, or a temporary failure (c-ares's own codes,
+        // ECONNREFUSED among them, would read as the endpoint's).
+        const code = NO_SUCH_NAME.has(error.code ?? '') ? 'ENOTFOUND' : 'EAI_AGAIN';
+        callback(lookupError(code, error.message, hostname), '');
       },
     );
   };
@@ -152,6 +196,11 @@ export function literalAddress(hostname: string): string | null {
   const host =
     hostname.startsWith('[') && hostname.endsWith(']') ? hostname.slice(1, -1) : hostname;
   return isIP(host) === 0 ? null : host;
+}
+
+/** `2 s`, or `300 ms`: for messages. */
+function duration(ms: number): string {
+  return ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`;
 }
 
 function familyNumber(family: number | 'IPv4' | 'IPv6' | undefined): number {

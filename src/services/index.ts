@@ -107,6 +107,7 @@ export function createServices(
   const secrets = new SecretBox(options.secretKey);
   const addressGuard = new AddressGuard({
     allowPrivate: config.webhook.allowPrivateTargets,
+    timeoutMs: config.webhook.dnsTimeoutMs,
     resolver: options.resolver,
   });
   const authCache = new AuthCache(AUTH_CACHE_TTL_MS);
