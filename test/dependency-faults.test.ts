@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyInstance } from 'fastify';
+import { sql } from 'kysely';
 import pino from 'pino';
 import { loadConfig } from '../src/config.ts';
 import { createHttpApp, createRuntime, type Runtime } from '../src/runtime.ts';
@@ -220,6 +221,82 @@ describe('PostgreSQL frozen and stopped (a throwaway cluster)', {
       displayName: 'Up',
     });
     assert.equal(created.response.statusCode, 201, created.response.body);
+  });
+});
+
+describe('PostgreSQL frozen, with the default time-outs: fail fast', {
+  skip: postgresBin() === null,
+}, () => {
+  let cluster: PgCluster;
+  let api: Harness | undefined;
+
+  before(async () => {
+    cluster = await PgCluster.start();
+    // DATABASE_STATEMENT_TIMEOUT 5s and DATABASE_CONNECT_TIMEOUT 2s: the defaults.
+    api = await startApi({
+      DATABASE_URL: cluster.url,
+      SECRET_KEY: randomBytes(32).toString('hex'),
+    });
+  });
+  after(async () => {
+    cluster?.thaw();
+    await stopApi(api);
+    cluster?.destroy();
+  });
+
+  it('answers every request within 2 s of the freeze, within 1 s once it is known, and recovers within 1 s', async () => {
+    const harness = api as Harness;
+    const { token, tenantId } = await mint(harness.app);
+    const requests = () => [
+      timed(harness.app, 'GET', '/api/v1/trips', token),
+      timed(harness.app, 'GET', '/api/v1/clients', token),
+      timed(harness.app, 'POST', '/api/v1/clients', token, {
+        kind: 'individual',
+        displayName: 'Frozen',
+      }),
+      timed(harness.app, 'GET', '/api/v1/me', `tk_test_${'0'.repeat(26)}`),
+      timed(harness.app, 'GET', `/admin/v1/tenants/${tenantId}`, ADMIN_TOKEN),
+    ];
+    // More requests than the pool has connections: some wait for a checkout, not a statement.
+    const first = await Promise.all([...requests(), ...requests(), ...requests()]);
+    assert.equal(first[0].response.statusCode, 200);
+
+    cluster.freeze();
+    let thawedAt = 0;
+    try {
+      const early = await Promise.all([...requests(), ...requests(), ...requests()]);
+      for (const [i, answer] of early.entries()) assertUnavailable(answer, 2_000, `first ${i}`);
+      const known = await Promise.all(requests());
+      for (const [i, answer] of known.entries()) assertUnavailable(answer, 1_000, `known ${i}`);
+      assertUnavailable(await timed(harness.app, 'GET', '/readyz'), 1_000, '/readyz');
+    } finally {
+      cluster.thaw();
+      thawedAt = performance.now();
+    }
+    await eventually(
+      async () =>
+        (await timed(harness.app, 'GET', '/api/v1/trips', token)).response.statusCode === 200,
+      'reads succeed again after SIGCONT',
+      1_000,
+    );
+    assert.ok(performance.now() - thawedAt < 1_000, 'recovered within 1 s');
+    assert.equal((await timed(harness.app, 'GET', '/readyz')).response.statusCode, 200);
+  });
+
+  it('does not take a slow statement on a healthy server for an outage', async () => {
+    const harness = api as Harness;
+    const { token } = await mint(harness.app);
+    const { db } = harness.runtime.database;
+    const started = performance.now();
+    const slow = sql`select pg_sleep(2.5)`.execute(db);
+    await sleep(1_800);
+    // The probe was answered: requests beside it go on, and the statement runs to its end.
+    const beside = await timed(harness.app, 'GET', '/api/v1/trips', token);
+    assert.equal(beside.response.statusCode, 200, beside.response.body);
+    await slow;
+    assert.ok(performance.now() - started >= 2_500);
+    // The statement time-out still applies.
+    await assert.rejects(sql`select pg_sleep(6)`.execute(db), { code: '57014' });
   });
 });
 

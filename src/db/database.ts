@@ -13,12 +13,25 @@ import { ConfigError } from '../config.ts';
 import { makePrivateDirectory } from '../lib/private-dir.ts';
 import { AmbientDialect, type AmbientTransaction } from './ambient.ts';
 import { SnakeCaseQueriesPlugin } from './camel-case.ts';
+import { OutageBreaker } from './outage-breaker.ts';
 import { PgDialect } from './pg-driver.ts';
 import { clientWithReadTimeout } from './read-timeout.ts';
 import { RowBuilders, storedParameters } from './row-builder.ts';
 import type { DB } from './schema.ts';
 
 export type Dialect = 'sqlite' | 'postgres';
+
+/**
+ * A request that has waited 1 s while a probe sent half a second earlier got no answer is
+ * evidence enough of an outage: every request answers within 2 s of arrival, even the first
+ * ones, and at once after that; the first answered probe ends the outage.
+ */
+const OUTAGE_BREAKER = {
+  probeAfterMs: 500,
+  outageAfterMs: 1_000,
+  probeTimeoutMs: 500,
+  checkEveryMs: 100,
+};
 
 /**
  * The one database interface the rest of the code sees. Repositories hold `db`; a statement they
@@ -213,6 +226,8 @@ export function createDatabase(options: DatabaseOptions): Database {
           : pg.types.getTypeParser(oid, format as 'text'),
     };
     const statementTimeoutMs = options.statementTimeoutMs ?? 5_000;
+    const readTimeoutClient =
+      statementTimeoutMs > 0 ? clientWithReadTimeout(statementTimeoutMs + 1_000) : null;
     const pool = new pg.Pool({
       connectionString: options.databaseUrl,
       max: options.poolSize ?? 10,
@@ -227,17 +242,18 @@ export function createDatabase(options: DatabaseOptions): Database {
       pipeline: true,
       // 0: no time-out (migrations). The server cancels at statement_timeout; a frozen or
       // unreachable one cannot, so the client gives up a little later on its own.
-      ...(statementTimeoutMs > 0
-        ? {
-            statement_timeout: statementTimeoutMs,
-            Client: clientWithReadTimeout(statementTimeoutMs + 1_000),
-          }
+      ...(readTimeoutClient
+        ? { statement_timeout: statementTimeoutMs, Client: readTimeoutClient }
         : {}),
     });
     pool.on('error', (error) => options.onIdleConnectionError?.(error));
+    // Serving connections (those with time-outs) fail fast while the server does not answer.
+    const breaker = readTimeoutClient
+      ? new OutageBreaker(options.databaseUrl, readTimeoutClient, OUTAGE_BREAKER)
+      : null;
     const camelCase = new SnakeCaseQueriesPlugin();
     const rows = new RowBuilders((name) => camelCase.toCamelCase(name));
-    const dialect = new AmbientDialect(new PgDialect(pool, rows), { pipelined: true });
+    const dialect = new AmbientDialect(new PgDialect(pool, rows, breaker), { pipelined: true });
     const db = new Kysely<DB>({ dialect, plugins: [camelCase] });
     return {
       db,

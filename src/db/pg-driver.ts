@@ -6,6 +6,7 @@ import {
   type QueryResult,
 } from 'kysely';
 import type pg from 'pg';
+import { DatabaseOutage, type OutageBreaker } from './outage-breaker.ts';
 import { statementName } from './prepared.ts';
 import { type RowBuilders, storedParameters } from './row-builder.ts';
 import { isDatabaseUnavailable } from './unavailable.ts';
@@ -20,12 +21,13 @@ export class PgDialect extends PostgresDialect {
   constructor(
     private readonly pool: pg.Pool,
     private readonly rows: RowBuilders,
+    private readonly breaker: OutageBreaker | null,
   ) {
     super({ pool });
   }
 
   override createDriver(): Driver {
-    return new PgDriver(this.pool, this.rows);
+    return new PgDriver(this.pool, this.rows, this.breaker);
   }
 }
 
@@ -40,15 +42,18 @@ class PgDriver implements Driver {
   constructor(
     private readonly pool: pg.Pool,
     private readonly rows: RowBuilders,
+    private readonly breaker: OutageBreaker | null,
   ) {}
 
   async init(): Promise<void> {}
 
   async acquireConnection(): Promise<PgConnection> {
-    const client = await this.pool.connect();
+    const client = this.breaker
+      ? await this.breaker.checkout(this.pool)
+      : await this.pool.connect();
     let connection = this.connections.get(client);
     if (!connection) {
-      connection = new PgConnection(client, this.rows);
+      connection = new PgConnection(client, this.rows, this.breaker);
       this.connections.set(client, connection);
     }
     connection.broken = false;
@@ -72,6 +77,7 @@ class PgDriver implements Driver {
   }
 
   async destroy(): Promise<void> {
+    this.breaker?.close();
     await this.pool.end();
   }
 }
@@ -96,6 +102,7 @@ class PgConnection implements DatabaseConnection {
   constructor(
     private readonly client: pg.PoolClient,
     private readonly rows: RowBuilders,
+    private readonly breaker: OutageBreaker | null,
   ) {
     // pg-pool listens for errors on idle clients only: a connection cut while checked out (the
     // server stopped mid-transaction) would otherwise be an uncaught 'error' that ends the
@@ -146,6 +153,8 @@ class PgConnection implements DatabaseConnection {
     values: readonly unknown[],
     name: string | undefined,
   ): Promise<QueryResult<unknown>> {
+    // A statement of a transaction begun before the outage was known fails at once too.
+    if (this.breaker?.open) return Promise.reject(new DatabaseOutage());
     const client = this.client;
     return client
       .query({

@@ -1,4 +1,5 @@
 import pg from 'pg';
+import type { WatchedWaits } from './outage-breaker.ts';
 
 /**
  * A pg `Client` class with a read time-out: a connection with a query outstanding and no answer
@@ -13,7 +14,7 @@ import pg from 'pg';
  * whose concurrent marking took most of a core and put 20-50 ms stalls in the latency tail. Here
  * a query costs a counter and a timestamp, and one sweep timer per pool checks its connections.
  */
-export function clientWithReadTimeout(timeoutMs: number): typeof pg.Client {
+export function clientWithReadTimeout(timeoutMs: number): typeof pg.Client & WatchedWaits {
   // Every client of the pool, for its whole life: per query nothing is added or removed (a set's
   // table resized by queries coming and going was itself old-generation garbage).
   const clients = new Set<WatchedClient>();
@@ -30,6 +31,22 @@ export function clientWithReadTimeout(timeoutMs: number): typeof pg.Client {
   const query = pg.Client.prototype.query as (this: pg.Client, ...args: unknown[]) => unknown;
 
   class WatchedClient extends pg.Client {
+    /** The oldest wait of any client's queries (the outage breaker's question). */
+    static oldestWaitSince(): number | null {
+      let oldest: number | null = null;
+      for (const client of clients) {
+        if (client.outstanding > 0 && (oldest === null || client.waitingSince < oldest)) {
+          oldest = client.waitingSince;
+        }
+      }
+      return oldest;
+    }
+
+    /** Fails the queries of every client that waits for answers (the breaker opened). */
+    static cutWaits(): void {
+      for (const client of clients) if (client.outstanding > 0) client.giveUp();
+    }
+
     /** Queries sent and not answered yet. */
     outstanding = 0;
     /** When the server last answered, or the first outstanding query was sent after a pause. */

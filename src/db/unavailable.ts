@@ -18,6 +18,8 @@ export function isDatabaseUnavailable(error: unknown): boolean {
 }
 
 const NODE_CODES = new Set([
+  // DatabaseOutage: the breaker knows the server does not answer.
+  'EDBOUTAGE',
   'ECONNREFUSED',
   'ECONNRESET',
   'ETIMEDOUT',

@@ -1,0 +1,212 @@
+import pg from 'pg';
+
+/** What a request gets while the database is known to be out: a 503 (isDatabaseUnavailable). */
+export class DatabaseOutage extends Error {
+  readonly code = 'EDBOUTAGE';
+  constructor() {
+    super('the database is not answering (its health probe got no answer)');
+  }
+}
+
+export interface OutageBreakerOptions {
+  /** A statement or checkout unanswered this long makes the breaker probe. */
+  probeAfterMs: number;
+  /** A statement or checkout unanswered this long, beside a probe unanswered, is an outage. */
+  outageAfterMs: number;
+  /** A probe unanswered this long is unanswered. */
+  probeTimeoutMs: number;
+  /** How often waits are checked, and, while out, the probe is tried again. */
+  checkEveryMs: number;
+}
+
+/** What the breaker watches: the connections' statements (see clientWithReadTimeout). */
+export interface WatchedWaits {
+  /** performance.now() of the oldest statement still waiting for its answer, or null. */
+  oldestWaitSince(): number | null;
+  /** Fails every waiting statement at once (their connections are dropped). */
+  cutWaits(): void;
+}
+
+/**
+ * A circuit breaker on the PostgreSQL pool. Every wait a request has is bounded by its own
+ * time-outs (statement, connect), which a frozen or unreachable server makes each request wait
+ * out in full. Instead: when any statement or checkout has waited `probeAfterMs`, one probe
+ * (`select 1` on a connection of the breaker's own) asks whether the server answers at all. A
+ * wait of `outageAfterMs` beside a probe unanswered for `probeTimeoutMs` opens the breaker: the
+ * waits are cut, and every new statement
+ * or checkout fails at once (503 with Retry-After) until the probe is answered, which closes it.
+ * A slow statement on a healthy server is not an outage: the probe is answered, and the
+ * statement time-out still applies.
+ */
+export class OutageBreaker {
+  #open = false;
+  #openedAt = 0;
+  #trip: { promise: Promise<never>; reject: (error: Error) => void } | null = null;
+  #probe: ProbeConnection;
+  #timer: NodeJS.Timeout;
+  /** Checkouts waiting for a connection, and since when the first of them waits. */
+  #checkouts = 0;
+  #checkoutsSince = 0;
+
+  constructor(
+    connectionString: string,
+    private readonly statements: WatchedWaits,
+    private readonly options: OutageBreakerOptions,
+  ) {
+    this.#probe = new ProbeConnection(connectionString, options.probeTimeoutMs);
+    this.#timer = setInterval(() => this.check(), options.checkEveryMs).unref();
+  }
+
+  /** Whether the database is known to be out: statements and checkouts fail at once. */
+  get open(): boolean {
+    return this.#open;
+  }
+
+  /**
+   * A pool checkout under the breaker: fails at once while it is open, and when it opens while
+   * the checkout waits (a full pool of stuck connections, or a new one to a server that does
+   * not answer); a connection handed out after that goes back to the pool.
+   */
+  async checkout(pool: pg.Pool): Promise<pg.PoolClient> {
+    if (this.#open) throw new DatabaseOutage();
+    // Watched even with idle connections: waiters queued earlier may take them first.
+    if (this.#checkouts++ === 0) this.#checkoutsSince = performance.now();
+    const checkout = pool.connect();
+    try {
+      return await Promise.race([checkout, this.whenOpened()]);
+    } catch (error) {
+      checkout.then(
+        (client) => client.release(),
+        () => undefined,
+      );
+      throw error;
+    } finally {
+      this.#checkouts -= 1;
+    }
+  }
+
+  /** Rejects (DatabaseOutage) when the breaker opens. */
+  private whenOpened(): Promise<never> {
+    if (this.#trip === null) {
+      let reject: (error: Error) => void = () => undefined;
+      const promise = new Promise<never>((_resolve, fail) => {
+        reject = fail;
+      });
+      promise.catch(() => undefined);
+      this.#trip = { promise, reject };
+    }
+    return this.#trip.promise;
+  }
+
+  close(): void {
+    clearInterval(this.#timer);
+    this.#probe.close();
+  }
+
+  private check(): void {
+    const now = performance.now();
+    if (this.#open) {
+      if (this.#probe.ask(now, this.#openedAt) === 'answered') this.#open = false;
+      return;
+    }
+    const statement = this.statements.oldestWaitSince();
+    const since =
+      this.#checkouts > 0 && (statement === null || this.#checkoutsSince < statement)
+        ? this.#checkoutsSince
+        : statement;
+    if (since === null || now - since < this.options.probeAfterMs) return;
+    // An answer since that wait began tells enough: the server answers, the wait is slow.
+    const probe = this.#probe.ask(now, since);
+    if (probe !== 'unanswered' || now - since < this.options.outageAfterMs) return;
+    this.#open = true;
+    this.#openedAt = now;
+    this.#trip?.reject(new DatabaseOutage());
+    this.#trip = null;
+    this.statements.cutWaits();
+  }
+}
+
+/**
+ * The breaker's own connection, with at most one `select 1` outstanding: `ask` sends one when
+ * none is, and says whether the last one was answered, is still within its time, or is not. A
+ * connection that failed, or whose probe is long overdue (a half-open socket), is replaced.
+ */
+class ProbeConnection {
+  #client: pg.Client | null = null;
+  /** When the outstanding probe was sent; null when none is. */
+  #sentAt: number | null = null;
+  /** When a probe was last answered. */
+  #answeredAt = Number.NEGATIVE_INFINITY;
+  /** When a probe last failed without an answer (its connection refused or cut). */
+  #failedAt = Number.NEGATIVE_INFINITY;
+
+  constructor(
+    private readonly connectionString: string,
+    private readonly timeoutMs: number,
+  ) {}
+
+  /**
+   * 'answered' when a probe was answered at or after `since`; else one is sent (unless one is
+   * outstanding): 'waiting' while it is within its time, 'unanswered' after.
+   */
+  ask(now: number, since: number): 'answered' | 'waiting' | 'unanswered' {
+    if (this.#answeredAt >= since) return 'answered';
+    if (this.#sentAt === null) {
+      // One failed since (refused, reset): that is no answer, and the next probe goes out now.
+      const failed = this.#failedAt >= since;
+      this.send(now);
+      return failed ? 'unanswered' : 'waiting';
+    }
+    const waited = now - this.#sentAt;
+    if (waited < this.timeoutMs) return 'waiting';
+    // Long overdue: the answer may never come on this socket; a new connection asks next.
+    if (waited >= 4 * this.timeoutMs) this.replace();
+    return 'unanswered';
+  }
+
+  close(): void {
+    this.replace();
+  }
+
+  private send(now: number): void {
+    this.#sentAt = now;
+    const client = this.connected();
+    client.query('select 1').then(
+      () => {
+        if (client !== this.#client) return;
+        this.#answeredAt = performance.now();
+        this.#sentAt = null;
+      },
+      () => this.failed(client),
+    );
+  }
+
+  private connected(): pg.Client {
+    if (this.#client !== null) return this.#client;
+    const client = new pg.Client({
+      connectionString: this.connectionString,
+      connectionTimeoutMillis: this.timeoutMs,
+      application_name: 'tourops health probe',
+    });
+    // A probe's connection failing is what it is there to find out: never an uncaught error.
+    client.on('error', () => this.failed(client));
+    client.connect().catch(() => undefined);
+    this.#client = client;
+    return client;
+  }
+
+  /** The connection failed: an outstanding probe counts as failed, and it is replaced. */
+  private failed(client: pg.Client): void {
+    if (client !== this.#client) return;
+    if (this.#sentAt !== null) this.#failedAt = performance.now();
+    this.replace();
+  }
+
+  /** Drops the connection (not awaited: a frozen server never answers its goodbye). */
+  private replace(): void {
+    const client = this.#client;
+    this.#client = null;
+    this.#sentAt = null;
+    client?.end().catch(() => undefined);
+  }
+}
