@@ -186,6 +186,38 @@ for (const backend of BACKENDS) {
       assert.ok((await ids()).includes('j1'));
     });
 
+    it('refuses statements run at once in one transaction, loudly, and keeps none of them', async () => {
+      await assert.rejects(
+        database.withTransaction(async () => {
+          await insert('m0');
+          await Promise.all([insert('m1'), insert('m2')]);
+        }),
+        /overlapping statements in one transaction/,
+      );
+      await assert.rejects(
+        database.withTransaction(() =>
+          Promise.all([
+            database.withTransaction(() => insert('m3')),
+            database.withTransaction(() => insert('m4')),
+          ]),
+        ),
+        /overlapping statements in one transaction/,
+      );
+      const transaction = await database.beginAmbient();
+      await assert.rejects(
+        transaction.run(() => Promise.all([insert('m5'), insert('m6')])),
+        /overlapping statements/,
+      );
+      await transaction.rollback();
+      assert.deepEqual(
+        (await ids()).filter((id) => id.startsWith('m')),
+        [],
+      );
+      // The connections went back clean: the next transactions work.
+      await database.withTransaction(() => insert('m7'));
+      assert.ok((await ids()).includes('m7'));
+    });
+
     it('runs a transaction again when the server aborts it as a deadlock victim', {
       skip: backend === 'sqlite' && 'SQLite transactions are serial: they cannot deadlock',
     }, async () => {

@@ -36,6 +36,17 @@ interface Scope {
 
 const ignore = () => undefined;
 
+/**
+ * A transaction's statements run one after another: two at once (a `Promise.all` inside a unit
+ * of work) would interleave on its one connection, and their savepoints would no longer nest.
+ * Refused loudly instead.
+ */
+function overlapping(): Error {
+  return new Error(
+    'overlapping statements in one transaction: run them one after another (await each; no Promise.all inside a unit of work)',
+  );
+}
+
 /** Runs of a transaction's body that the server aborted for a conflict, the last one included. */
 export const TRANSACTION_ATTEMPTS = 3;
 
@@ -69,6 +80,11 @@ class ScopeConnection implements DatabaseConnection {
   #commit: Promise<unknown> | null = null;
   /** The inner connection's write holding, where it has one. */
   readonly #writes: Partial<WriteHolding>;
+  /** The statement sent and not answered yet: one at a time (see overlapping). */
+  #running: Promise<unknown> | null = null;
+  readonly #settled = () => {
+    this.#running = null;
+  };
 
   constructor(
     readonly inner: DatabaseConnection,
@@ -80,9 +96,10 @@ class ScopeConnection implements DatabaseConnection {
   /** Sends a statement whose answer the next statement (or `settle`) waits for. */
   async sendAhead(sql: string): Promise<void> {
     if (!this.pipelined) {
-      await this.inner.executeQuery(CompiledQuery.raw(sql));
+      await this.executeQuery(CompiledQuery.raw(sql));
       return;
     }
+    if (this.#running !== null) throw overlapping();
     // Held, it leaves in one socket write with the statement that follows.
     this.#writes.holdWrites?.();
     const sent = this.inner.executeQuery(CompiledQuery.raw(sql));
@@ -97,6 +114,7 @@ class ScopeConnection implements DatabaseConnection {
     if (this.#commit !== null) {
       return Promise.reject(new Error('commitWith: a second statement after the commit was sent'));
     }
+    if (this.#running !== null) return Promise.reject(overlapping());
     const unanswered = this.#unanswered;
     this.#unanswered = null;
     if (this.#commitBehindNext) this.#writes.holdWrites?.();
@@ -107,10 +125,20 @@ class ScopeConnection implements DatabaseConnection {
       this.#commit.catch(ignore);
     }
     this.#writes.releaseWrites?.();
-    if (unanswered === null) return result;
-    result.catch(ignore);
-    // The first failure on the wire is the one that counts (the rest follow from it).
-    return unanswered.then(() => result);
+    let answer = result;
+    if (unanswered !== null) {
+      result.catch(ignore);
+      // The first failure on the wire is the one that counts (the rest follow from it).
+      answer = unanswered.then(() => result);
+    }
+    this.#running = answer;
+    answer.then(this.#settled, this.#settled);
+    return answer;
+  }
+
+  /** Resolves once no statement runs (whatever its outcome): ending the transaction waits. */
+  async idle(): Promise<void> {
+    while (this.#running !== null) await this.#running.catch(ignore);
   }
 
   async *streamQuery<R>(query: CompiledQuery, chunkSize: number) {
@@ -233,7 +261,8 @@ class AmbientDriver implements Driver {
         await connection.settle();
       } catch (error) {
         await connection
-          .settle()
+          .idle()
+          .then(() => connection.settle())
           .catch(ignore)
           .then(() => connection.executeQuery(CompiledQuery.raw(`rollback to savepoint ${name}`)))
           .then(() => connection.executeQuery(CompiledQuery.raw(`release savepoint ${name}`)))
@@ -269,8 +298,10 @@ class AmbientDriver implements Driver {
       if (scope.connection === null) return;
       scope.connection = null;
       try {
-        // Through the scope's connection, so that it waits for what went ahead (pipelined);
-        // both inner drivers end a transaction with exactly this statement.
+        // After whatever still runs (a refused overlap's sibling), through the scope's
+        // connection, so that it waits for what went ahead (pipelined); both inner drivers end
+        // a transaction with exactly this statement.
+        await connection.idle();
         await connection.executeQuery(CompiledQuery.raw(how));
       } finally {
         await this.inner.releaseConnection(inner);
