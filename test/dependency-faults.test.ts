@@ -349,6 +349,44 @@ describe('Redis killed and frozen (rate-limit counters)', () => {
     );
   });
 
+  it('allows a token its burst and no more while Redis is killed and restarted every 200 ms', async () => {
+    const flapping = await RedisServer.start();
+    const harness = await startApi({ REDIS_URL: flapping.url, RATE_LIMIT_BURST_PER_SEC: '30' });
+    let stop = false;
+    const flap = (async () => {
+      while (!stop) {
+        await sleep(100);
+        await flapping.restart();
+        await sleep(100);
+      }
+    })();
+    try {
+      const { token } = await mint(harness.app);
+      // The burst's window is a second: 3x the burst, sent within it.
+      const started = performance.now();
+      const answers = [];
+      for (let batch = 0; batch < 9; batch++) {
+        answers.push(
+          ...(await Promise.all(
+            Array.from({ length: 10 }, () => timed(harness.app, 'GET', '/api/v1/me', token)),
+          )),
+        );
+        await sleep(60);
+      }
+      assert.ok(performance.now() - started < 1_000, 'sent within one window');
+      const allowed = answers.filter(({ response }) => response.statusCode === 200).length;
+      const refused = answers.filter(({ response }) => response.statusCode === 429).length;
+      assert.equal(allowed + refused, 90);
+      assert.ok(allowed <= 33, `${allowed} allowed of a burst of 30`);
+      assert.ok(allowed >= 27, `${allowed} allowed of a burst of 30`);
+    } finally {
+      stop = true;
+      await flap;
+      flapping.kill();
+      await stopApi(harness);
+    }
+  });
+
   it('keeps answering promptly when Redis is killed', async () => {
     const harness = api as Harness;
     const { token } = await mint(harness.app);

@@ -127,7 +127,7 @@ describe('rate limits shared through Redis', () => {
 describe('rate limits when Redis is down', () => {
   let ctx: TestContext;
   before(async () => {
-    // Nothing listens there: the store fails and the in-memory insurance answers.
+    // Nothing listens there: the store fails and the process's own count answers.
     ctx = await createTestContext('sqlite', { env: { REDIS_URL: 'redis://127.0.0.1:6390' } });
   });
   after(() => ctx.close());

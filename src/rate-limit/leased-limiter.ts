@@ -54,9 +54,9 @@ export class LeasedLimiter {
 
   private readonly now: () => number;
   private readonly exclusive: boolean;
-  private readonly fallback: RateLimiterAbstract | null;
+  private readonly local: RateLimiterAbstract | null;
   private readonly storeTimeoutMs: number;
-  /** The store timed out: until then the fallback counts, so no request waits on the store. */
+  /** The store failed or timed out: until then the local count answers alone. */
   private storeAvoidedUntil = 0;
 
   constructor(
@@ -65,16 +65,19 @@ export class LeasedLimiter {
       now?: () => number;
       exclusive?: boolean;
       /**
-       * Counts in process when the shared store does not answer within `storeTimeoutMs` (a frozen
-       * Redis or PostgreSQL accepts the request and never replies), and for a second after.
+       * This process's own count of every key, beside the shared store's: the one fallback. It
+       * answers alone when the store fails or does not answer within `storeTimeoutMs` (a frozen
+       * Redis or PostgreSQL accepts the request and never replies), and for a second after; and
+       * it refuses what this process alone would allow past the limit, so a store that flaps
+       * (back empty after a restart) cannot let a process through more than the limit.
        */
-      fallback?: RateLimiterAbstract;
+      local?: RateLimiterAbstract;
       storeTimeoutMs?: number;
     } = {},
   ) {
     this.now = options.now ?? Date.now;
     this.exclusive = options.exclusive ?? false;
-    this.fallback = options.fallback ?? null;
+    this.local = options.local ?? null;
     this.storeTimeoutMs = options.storeTimeoutMs ?? 50;
     this.sweeper = setInterval(() => this.sweep(), SWEEP_INTERVAL_MS);
     this.sweeper.unref();
@@ -145,7 +148,8 @@ export class LeasedLimiter {
           lease.blocked = true;
           return { allowed: false, remaining: 0, msBeforeNext };
         }
-        // A store fault the insurance limiter did not absorb: let the request through, keep no lease.
+        // A store fault with no local count to answer (none is given): let the request through,
+        // keep no lease.
         return { allowed: true, remaining: lease.remaining, msBeforeNext: 1_000 };
       },
     );
@@ -162,26 +166,35 @@ export class LeasedLimiter {
     return Math.max(MIN_CHUNK, Math.ceil(rate * LEASE_TARGET_MS));
   }
 
-  /** The store's answer, or the fallback's when the store is slow or avoided. */
-  private consume(key: string, points: number, now: number): Promise<RateLimiterRes> {
-    const fallback = this.fallback;
-    if (fallback === null) return this.store.consume(key, points);
-    if (now < this.storeAvoidedUntil) return fallback.consume(key, points);
+  /**
+   * Takes `points` from the local count (a refusal there is final), then from the store, whose
+   * refusal is final too; when the store fails or is slow, or is avoided, the local count's
+   * answer stands.
+   */
+  private async consume(key: string, points: number, now: number): Promise<RateLimiterRes> {
+    const local = this.local;
+    if (local === null) return this.store.consume(key, points);
+    const counted = await local.consume(key, points);
+    if (now < this.storeAvoidedUntil) return counted;
+    const answer = await this.storeAnswer(key, points);
+    if (answer !== null) return answer;
+    this.storeAvoidedUntil = this.now() + STORE_AVOID_MS;
+    return counted;
+  }
+
+  /** The store's result; null when it failed or did not answer in time. Refusals reject. */
+  private storeAnswer(key: string, points: number): Promise<RateLimiterRes | null> {
     return new Promise((resolve, reject) => {
-      let settled = false;
-      const timer = setTimeout(() => {
-        settled = true;
-        this.storeAvoidedUntil = this.now() + STORE_AVOID_MS;
-        fallback.consume(key, points).then(resolve, reject);
-      }, this.storeTimeoutMs);
+      const timer = setTimeout(() => resolve(null), this.storeTimeoutMs);
       this.store.consume(key, points).then(
         (result) => {
           clearTimeout(timer);
-          if (!settled) resolve(result);
+          resolve(result);
         },
         (rejection: unknown) => {
           clearTimeout(timer);
-          if (!settled) reject(rejection);
+          if (rejection instanceof RateLimiterRes) reject(rejection);
+          else resolve(null);
         },
       );
     });

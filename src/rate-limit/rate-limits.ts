@@ -37,9 +37,10 @@ const STORE_TIMEOUT_MS = 100;
  * Per-token burst and sustained limits and the per-IP guard (api-spec 8), counted by
  * rate-limiter-flexible: in memory for the embedded database, in Redis when REDIS_URL is set, else
  * in PostgreSQL, so several API processes share one count (the processes of `tourops serve
- * --processes N` on the embedded database share the primary's). When the shared store fails, each
- * limiter falls back to an in-memory one (the API keeps answering, limited per process) and a
- * warning is logged. Each store is read through a LeasedLimiter, so most requests are counted
+ * --processes N` on the embedded database share the primary's). Each process also keeps its own
+ * count, the one fallback: when the shared store fails or is slow it answers alone (the API
+ * keeps answering, limited per process), and it never lets one process allow more than the
+ * limit. Each store is read through a LeasedLimiter, so most requests are counted
  * synchronously, without a round trip to the store.
  */
 export class RateLimits {
@@ -63,7 +64,7 @@ export class RateLimits {
 
     if (config.redisUrl) {
       const redis = new Redis(config.redisUrl, {
-        // Fail fast while disconnected: the insurance limiter answers instead of queueing.
+        // Fail fast while disconnected: the local count answers instead of queueing.
         enableOfflineQueue: false,
         maxRetriesPerRequest: 1,
         lazyConnect: false,
@@ -82,8 +83,8 @@ export class RateLimits {
           );
         }
       });
-      // Start serving with the shared counters when Redis answers in time; otherwise the in-memory
-      // insurance limiters answer until it does (requests are never held up by Redis).
+      // Start serving with the shared counters when Redis answers in time; otherwise the local
+      // counts answer until it does (requests are never held up by Redis).
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, REDIS_READY_WAIT_MS);
         redis.once('ready', () => {
@@ -97,7 +98,6 @@ export class RateLimits {
             ...spec,
             storeClient: redis,
             rejectIfRedisNotReady: true,
-            insuranceLimiter: memory(spec),
           }),
       );
       return RateLimits.leased('redis', limiters, perMin, async () => {
@@ -117,7 +117,6 @@ export class RateLimits {
             storeType: 'pool',
             tableName: 'rate_limits',
             tableCreated: true,
-            insuranceLimiter: memory(spec),
           }),
       );
       return RateLimits.leased('postgres', limiters, perMin, async () => undefined);
@@ -143,7 +142,7 @@ export class RateLimits {
       (limiter) =>
         new LeasedLimiter(limiter, {
           exclusive,
-          fallback: exclusive
+          local: exclusive
             ? undefined
             : new RateLimiterMemory({
                 points: limiter.points,

@@ -135,24 +135,34 @@ export class PgCluster {
 /** A redis-server of our own on a free loopback port, keeping nothing on disk. */
 export class RedisServer {
   private constructor(
-    private readonly child: ChildProcess,
+    private child: ChildProcess,
     readonly port: number,
   ) {}
 
   static async start(): Promise<RedisServer> {
     const port = await freePort();
-    const child = spawn(
-      'redis-server',
-      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-      { stdio: 'ignore' },
-    );
-    const server = new RedisServer(child, port);
+    const server = new RedisServer(RedisServer.spawn(port), port);
     for (let i = 0; i < 100; i++) {
       if (server.ping()) return server;
       await sleep(50);
     }
     server.kill();
     throw new Error('redis-server did not start');
+  }
+
+  private static spawn(port: number): ChildProcess {
+    return spawn(
+      'redis-server',
+      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+      { stdio: 'ignore' },
+    );
+  }
+
+  /** Killed (if running) and started again on the same port, empty: it keeps nothing. */
+  async restart(): Promise<void> {
+    this.kill();
+    await new Promise((resolve) => this.child.once('exit', resolve));
+    this.child = RedisServer.spawn(this.port);
   }
 
   get url(): string {
