@@ -339,6 +339,8 @@ for (const backend of BACKENDS) {
           [`GET /api/v1/trips HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(17_000)}\r\n\r\n`, 431],
           [`GET /api/v1/trips?q=${'a'.repeat(17_000)} HTTP/1.1\r\nHost: x\r\n\r\n`, 431],
           [`GET /api/v1/trips HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n`, 422],
+          [`GET /api/v1/trips HTTP/1.1\r\nAccept: */*\r\n\r\n`, 422],
+          [`POST /api/v1/clients HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}`, 422],
           [
             `GET /api/v1/trips HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n`,
             422,

@@ -10,7 +10,12 @@ import { isDatabaseUnavailable } from '../db/unavailable.ts';
 import { CODE_FORMATS } from '../domain/codes.ts';
 import type { Clock } from '../lib/clock.ts';
 import type { Metrics } from '../lib/metrics.ts';
-import { type ApiProblem, notFound, serviceUnavailable } from '../lib/problems.ts';
+import {
+  type ApiProblem,
+  notFound,
+  serviceUnavailable,
+  validationFailed,
+} from '../lib/problems.ts';
 import type { RateLimits } from '../rate-limit/rate-limits.ts';
 import type { AuthContext } from '../services/context.ts';
 import type { Services } from '../services/index.ts';
@@ -96,6 +101,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       reply.header('Service-Request-Id', request.id);
       return sendProblem(reply, notFound('The route'), config.errorsBaseUrl);
     },
+    // Node answers an HTTP/1.1 request without Host with a bare 400 of its own; the hook below
+    // answers it as the contract answers what the parser refuses.
+    http: { requireHostHeader: false },
     // What the HTTP parser rejects before any route (unknown method, head over 16 KB, …).
     clientErrorHandler: (error, socket) =>
       answerClientError(error as NodeJS.ErrnoException, socket, config.errorsBaseUrl),
@@ -136,7 +144,18 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Callback-style hooks: they run on every request, and need no promise.
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('Service-Request-Id', request.id);
-    done();
+    if (request.headers.host !== undefined || request.raw.httpVersion !== '1.1') {
+      done();
+      return;
+    }
+    // Malformed like what the parser refuses, and answered the same way: 422, then closed.
+    reply.header('Connection', 'close');
+    done(
+      validationFailed(
+        { host: ['is required in an HTTP/1.1 request'] },
+        'An HTTP/1.1 request must carry a Host header.',
+      ),
+    );
   });
   app.addHook('preValidation', refuseNul);
   app.decorate('gracefulClose', new GracefulClose(app));
