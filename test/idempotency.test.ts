@@ -186,6 +186,25 @@ for (const backend of BACKENDS) {
       assert.equal(unparsable.statusCode, 403);
     });
 
+    it('replays a finished answer even when a check before the unit of work now fails', async () => {
+      const capped = await createTenant(ctx);
+      const body = { url: 'https://127.0.0.1:9/capped', events: ['trip.published'] };
+      const send = () =>
+        ctx.api('POST', '/api/v1/webhooks', {
+          token: capped.token,
+          body,
+          headers: { 'idempotency-key': 'key-capped' },
+        });
+      const first = await send();
+      assert.equal(first.statusCode, 201);
+      // The endpoint cap is full now: a new registration would be refused before its claim.
+      await ctx.admin('PATCH', `/admin/v1/tenants/${capped.id}`, { webhookEndpointCap: 1 });
+      const replay = await send();
+      assert.equal(replay.statusCode, 201);
+      assert.equal(replay.headers['idempotency-replayed'], 'true');
+      assert.equal(replay.body, first.body);
+    });
+
     it('replays PATCH too', async () => {
       const trip = await createTrip(ctx, tenant);
       const patch = () =>

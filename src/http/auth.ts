@@ -65,10 +65,15 @@ export function authenticateHook(tokens: TokensService, limits: RateLimits) {
 
 /**
  * Answers the token's 403 once the body is read (preValidation). Registered after the
- * idempotency hook, which answers it itself for a keyed write, so that the 403 is stored.
+ * idempotency hook, which answers it itself for a keyed write, so that the 403 is stored. A
+ * callback hook: it runs on every request, and needs no promise.
  */
-export async function refuseHook(request: FastifyRequest): Promise<void> {
-  if (request.refusal) throw request.refusal;
+export function refuseHook(
+  request: FastifyRequest,
+  _reply: FastifyReply,
+  done: HookHandlerDoneFunction,
+): void {
+  done(request.refusal ?? undefined);
 }
 
 /** The caller of an authenticated route (set by the hook above). */

@@ -51,12 +51,7 @@ export class Writes {
       } catch (error) {
         if (!(error instanceof ApiProblem)) throw error;
         // A refusal is the endpoint's answer too: stored, and replayed like a success.
-        for (const [name, value] of Object.entries(error.headers)) reply.header(name, value);
-        return {
-          status: error.status,
-          type: PROBLEM_CONTENT_TYPE,
-          body: problemBody(error, this.errorsBaseUrl),
-        };
+        return rendered(error, reply, this.errorsBaseUrl);
       }
     });
     return sendStored(reply, answer, replayed);
@@ -73,12 +68,18 @@ export class Writes {
 }
 
 /**
- * The hooks of Idempotency-Key: once the body is parsed, and before it is validated, a replay
- * (a finished request with the key) is answered from its stored bytes; an answer given before
- * the route runs (a 422 of the body, a 403 of the token) is stored like the route's own. The
- * claim itself is the route's (Writes.run). Must be registered before the routes.
+ * The hooks of Idempotency-Key: once the body is parsed, and before it is validated, the
+ * request's key and fingerprint are read (422 for a malformed key); an answer given before the
+ * route's unit of work (a 422 of the body, the token's 403, a failed check) settles the key from
+ * onSend: stored like the route's own, or, when a finished request holds the key, replaced by
+ * that request's answer. The claim itself is the route's (Writes.run). Must be registered before
+ * the routes.
  */
-export function registerIdempotency(app: FastifyInstance, service: IdempotencyService): void {
+export function registerIdempotency(
+  app: FastifyInstance,
+  service: IdempotencyService,
+  errorsBaseUrl: string,
+): void {
   app.decorateRequest('keyedWrite', null);
 
   // Expired keys are purged in the background; a reused expired key is also freed by its claim.
@@ -101,37 +102,63 @@ export function registerIdempotency(app: FastifyInstance, service: IdempotencySe
     await purging;
   });
 
-  app.addHook('preValidation', async (request: FastifyRequest, reply: FastifyReply) => {
-    const header = request.headers['idempotency-key'];
-    if (header === undefined || !WRITE_METHODS.has(request.method)) return;
-    service.assertValidKey(header);
+  // A callback hook: it runs on every request, and needs no promise.
+  app.addHook('preValidation', (request, _reply, done) => {
+    const key = request.headers['idempotency-key'];
+    if (key === undefined || !WRITE_METHODS.has(request.method)) {
+      done();
+      return;
+    }
+    try {
+      service.assertValidKey(key);
+    } catch (error) {
+      done(error as Error);
+      return;
+    }
     const body = request.body === undefined ? '' : JSON.stringify(request.body);
-    const write: KeyedWrite = {
+    request.keyedWrite = {
       tenantId: callerOf(request).tenant.id,
-      key: header,
+      key,
       fingerprint: IdempotencyService.fingerprint(request.method, request.url, body),
     };
-    request.keyedWrite = write;
-    // The token's refusal comes before any replay: a stored answer is for callers allowed to
-    // make the request (it can hold a signing key).
-    if (request.refusal) throw request.refusal;
-    const stored = await service.storedAnswer(write);
-    if (stored === null) return;
-    request.keyedWrite = null;
-    return sendStored(reply, stored, true);
+    done();
   });
 
   app.addHook('onSend', async (request, reply, payload) => {
     const write = takeWrite(request);
     if (write === null || typeof payload !== 'string') return payload;
     const type = reply.getHeader('content-type');
-    await service.storeEarlyAnswer(write, {
+    const given = {
       status: reply.statusCode,
       type: typeof type === 'string' ? type : null,
       body: payload,
-    });
-    return payload;
+    };
+    let settled: { answer: StoredAnswer; replayed: boolean };
+    try {
+      // The token's refusal is never replaced: a stored answer is for callers allowed to make
+      // the request (it can hold a signing key).
+      settled = await service.settleEarly(write, given, request.refusal === null);
+    } catch (error) {
+      if (!(error instanceof ApiProblem)) throw error;
+      settled = { answer: rendered(error, reply, errorsBaseUrl), replayed: false };
+    }
+    if (settled.answer === given) return payload;
+    // Another answer than the one given: set out as it was stored.
+    if (settled.replayed) reply.header('Idempotency-Replayed', 'true');
+    reply.code(settled.answer.status);
+    if (settled.answer.type) reply.type(settled.answer.type);
+    return settled.answer.body;
   });
+}
+
+/** A problem as the bytes of an answer (its headers set on the reply). */
+function rendered(problem: ApiProblem, reply: FastifyReply, errorsBaseUrl: string): StoredAnswer {
+  for (const [name, value] of Object.entries(problem.headers)) reply.header(name, value);
+  return {
+    status: problem.status,
+    type: PROBLEM_CONTENT_TYPE,
+    body: problemBody(problem, errorsBaseUrl),
+  };
 }
 
 function sendStored(reply: FastifyReply, answer: StoredAnswer, replayed: boolean): FastifyReply {

@@ -88,17 +88,6 @@ export class IdempotencyService {
   }
 
   /**
-   * The stored answer of a finished request with this key, if any (a replay needs no
-   * transaction); 422 when that request asked something else. A key held by a running request,
-   * or expired, reads as none: `run` waits for it or claims it anew.
-   */
-  async storedAnswer(write: KeyedWrite): Promise<StoredAnswer | null> {
-    const row = await this.deps.keys.find(write.tenantId, write.key);
-    if (row?.status !== 'done' || row.expiresAt <= nowIso(this.deps.clock)) return null;
-    return this.replayOf(row, write);
-  }
-
-  /**
    * Runs a write once per key (api-spec 4.10): claims the key, runs `execute` in the claim's
    * transaction, stores its answer and commits, so claim, side effects and stored answer commit
    * together or not at all. A key already answered replays that answer; a key another request
@@ -124,24 +113,38 @@ export class IdempotencyService {
   }
 
   /**
-   * Stores an answer given before the write could run (its body refused, its token's scope
-   * short), so that a retry with the key replays it like any other. A key that is held or
-   * answered already is left as it is.
+   * Settles a key with an answer given before the write could run (its body refused, a check
+   * before its unit of work failed): stored, so that a retry replays it like any other; or, when
+   * a finished request holds the key already, that request's answer, which `replayable` callers
+   * get instead (a refused token is not one: its 403 comes before any replay). 422 when the key
+   * was used for something else. A key another request holds is left to it.
    */
-  async storeEarlyAnswer(write: KeyedWrite, answer: StoredAnswer): Promise<void> {
-    if (!isStored(answer.status)) return;
+  async settleEarly(
+    write: KeyedWrite,
+    answer: StoredAnswer,
+    replayable: boolean,
+  ): Promise<WriteOutcome> {
+    const given = { answer, replayed: false };
+    if (!isStored(answer.status)) return given;
     const entry = this.entry(write);
     const transaction = await this.deps.database.beginAmbient();
+    let row: IdempotencyRow | undefined;
     try {
-      if ((await transaction.run(() => this.deps.keys.claim(entry))) !== 'claimed') {
-        await transaction.rollback();
-        return;
+      const outcome = await transaction.run(() => this.deps.keys.claim(entry));
+      if (outcome === 'claimed') {
+        await this.finish({ ...entry, transaction }, answer);
+        return given;
       }
-      await this.finish({ ...entry, transaction }, answer);
+      if (outcome === 'taken' && replayable) {
+        row = await transaction.run(() => this.deps.keys.find(write.tenantId, write.key));
+      }
     } catch (error) {
       await transaction.rollback().catch(() => undefined);
       throw error;
     }
+    await transaction.rollback();
+    const stored = row ? this.replayOf(row, write) : null;
+    return stored ? { answer: stored, replayed: true } : given;
   }
 
   private entry(write: KeyedWrite): IdempotencyEntry {

@@ -21,7 +21,7 @@ export const apiV1: FastifyPluginAsync<ApiOptions> = async (app, options) => {
   app.decorateRequest('refusal', null);
   app.addHook('onRequest', ipGuardHook(options.rateLimits));
   app.addHook('onRequest', authenticateHook(options.services.tokens, options.rateLimits));
-  registerIdempotency(app, options.services.idempotency);
+  registerIdempotency(app, options.services.idempotency, options.config.errorsBaseUrl);
   app.addHook('preValidation', refuseHook);
   const writes = new Writes(options.services.idempotency, options.config.errorsBaseUrl);
   for (const routes of [
