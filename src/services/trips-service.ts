@@ -123,12 +123,7 @@ export class TripsService {
     errors.throwIfAny();
 
     return this.deps.database.withTransaction(async () => {
-      const tenant = await this.deps.tenants.lockForQuota(tenantId);
-      if (!tenant) throw notFound('Tenant');
-      const quota = effectiveTripQuota(tenant);
-      if (quota !== null && (await this.deps.trips.count(tenantId)) >= quota) {
-        throw forbidden(`The trip quota of this plan (${quota}) is full.`, 'trip_quota_exceeded');
-      }
+      await this.assertTripRoom(tenantId);
       const now = nowIso(this.deps.clock);
       return this.deps.trips.insert({
         id: newId('trp'),
@@ -160,6 +155,22 @@ export class TripsService {
         updatedAt: now,
       });
     });
+  }
+
+  /**
+   * 403 when the plan's trip quota is full. Counted under the tenant row's lock, so concurrent
+   * creates take turns and cannot overshoot; a plan without a quota locks nothing, and its
+   * creates run side by side.
+   */
+  private async assertTripRoom(tenantId: string): Promise<void> {
+    const tenant = await this.deps.tenants.findById(tenantId);
+    if (!tenant) throw notFound('Tenant');
+    if (effectiveTripQuota(tenant) === null) return;
+    const locked = await this.deps.tenants.lockForQuota(tenantId);
+    const quota = locked ? effectiveTripQuota(locked) : null;
+    if (quota !== null && (await this.deps.trips.count(tenantId)) >= quota) {
+      throw forbidden(`The trip quota of this plan (${quota}) is full.`, 'trip_quota_exceeded');
+    }
   }
 
   async update(tenantId: string, id: string, input: PatchTripInput): Promise<TripRow> {
