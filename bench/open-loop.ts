@@ -5,18 +5,25 @@
  * benchmark's own process its garbage collection, over the state of every row measured before,
  * held its event loop up to 27 ms, and those pauses landed in the measured tail.
  *
- *   BENCH_OPEN_LOOP=<json: url, headers, connections, rate, warmupSec, durationSec>
+ *   BENCH_OPEN_LOOP=<json: url, headers, connections, rate, warmupSec, durationSec, and for a
+ *                   write: method, body, idempotencyKeys>
  *   node --import tsx bench/open-loop.ts   (with an IPC channel)
  *
  * Messages to the parent: `{ kind: 'measuring' }` when the measured part opens, then
  * `{ kind: 'done', … }` with its counts, latencies, CPU and longest event-loop pause.
  */
+import { randomUUID } from 'node:crypto';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Pool } from 'undici';
 
 export interface OpenLoopConfig {
   url: string;
   headers?: Record<string, string>;
+  /** GET when omitted. */
+  method?: 'GET' | 'POST';
+  body?: string;
+  /** A fresh Idempotency-Key on every request. */
+  idempotencyKeys?: boolean;
   connections: number;
   rate: number;
   warmupSec: number;
@@ -58,8 +65,11 @@ async function run(config: OpenLoopConfig): Promise<OpenLoopResult> {
   const inFlight = new Set<Promise<void>>();
   const send = (scheduled: number) => {
     const counted = scheduled >= measureFrom;
+    const headers = config.idempotencyKeys
+      ? { ...config.headers, 'idempotency-key': randomUUID() }
+      : config.headers;
     const done: Promise<void> = pool
-      .request({ path, method: 'GET', headers: config.headers })
+      .request({ path, method: config.method ?? 'GET', headers, body: config.body })
       .then(async (response) => {
         // Counted chunk by chunk: a copy of every 40 KB page doubled the garbage.
         let length = 0;

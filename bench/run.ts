@@ -24,6 +24,13 @@ import { availableParallelism, cpus, platform, release, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
+import {
+  benchContention,
+  CONTENTION_CONNECTIONS,
+  type ContentionResult,
+  MIXED_READ_RATE,
+  MIXED_WRITE_RATE,
+} from './contention.ts';
 import { benchDeliveries, type DeliveryResult } from './deliveries.ts';
 import { benchDeliveryScale, type ScaleResult } from './delivery-scale.ts';
 import {
@@ -74,8 +81,8 @@ const USAGE = `usage: npm run bench -- [options]
                        (default $BENCH_PG_URL or postgres://postgres@127.0.0.1:5432/test)
   --retries <n>        windows repeated, in all (0-10), because other processes took CPU during
                        them (default 2)
-  --only <what>        all | http | deliveries | retention | scale (default all; scale is
-                       PostgreSQL only)
+  --only <what>        all | http | contention | deliveries | retention | scale (default all;
+                       scale is PostgreSQL only)
   --deliveries <n>     events per webhook delivery run, each delivered to 4 subscriptions
                        (default 5000)
   --scale-history <n>  delivered rows the scale row grows the table to (default 1000000)
@@ -126,9 +133,10 @@ if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(LOG
   usageError('--log-level must be a pino level (warn, info, …)');
 }
 const ONLY = args.only;
-if (!['all', 'http', 'deliveries', 'retention', 'scale'].includes(ONLY))
-  usageError('--only must be all, http, deliveries, retention or scale');
+if (!['all', 'http', 'contention', 'deliveries', 'retention', 'scale'].includes(ONLY))
+  usageError('--only must be all, http, contention, deliveries, retention or scale');
 const HTTP_ROWS = ONLY === 'all' || ONLY === 'http';
+const CONTENTION_ROWS = ONLY === 'all' || ONLY === 'contention';
 const DELIVERY_ROWS = ONLY === 'all' || ONLY === 'deliveries';
 const RETENTION_ROWS = ONLY === 'all' || ONLY === 'retention';
 const SCALE_ROWS = ONLY === 'all' || ONLY === 'scale';
@@ -173,6 +181,8 @@ const KEYED_COST_TARGET = 1.4;
 /** The drain against bare POSTs to the same receiver, and the API's CPU per delivery. */
 const DRAIN_CEILING_TARGET = 0.9;
 const DRAIN_CPU_TARGET_US = 80;
+/** Keyed creates of one tenant at 32 connections against unkeyed ones: req/s at least this. */
+const CONTENTION_TARGET = 0.7;
 /** Machine load (percent of one core) under which the machine counts as quiet. */
 const QUIET_PCT = 15;
 
@@ -236,6 +246,10 @@ const deliverySec = DELIVERY_ROWS
 const windowSec = DURATION / ROUNDS + ROUND_WARMUP + 1;
 // Per backend: seeding, a warm-up, two windows without the purge and one during it.
 const retentionSec = RETENTION_ROWS ? backendsPlanned * (WARMUP + 2 * DURATION + 360) : 0;
+// Per backend: seeding, the two create rows' windows, and the mixed window.
+const contentionSec = CONTENTION_ROWS
+  ? backendsPlanned * (30 + 2 * (WARMUP + ROUNDS * windowSec) + WARMUP + DURATION + 10)
+  : 0;
 // Seeding about 40k rows a second, the claims, and the drain at a few thousand a second.
 const scaleSec =
   SCALE_ROWS && BACKEND !== 'sqlite' ? SCALE_HISTORY / 20_000 + SCALE_DELIVERIES / 500 + 120 : 0;
@@ -243,6 +257,7 @@ const budgetSec = Math.ceil(
   rowsPlanned * (WARMUP + ROUNDS * windowSec) +
     RETRIES * (windowSec + 10) +
     deliverySec +
+    contentionSec +
     retentionSec +
     scaleSec +
     openLoopSec +
@@ -268,6 +283,7 @@ interface Job {
 const measurements: Measurement[] = [];
 const deliveryResults: DeliveryResult[] = [];
 const retentionResults: RetentionResult[] = [];
+const contentionResults: ContentionResult[] = [];
 const scaleResults: ScaleResult[] = [];
 const profiles: string[] = [];
 const profileDir = PROFILE ? mkdtempSync(join(tmpdir(), 'tourops-bench-prof-')) : null;
@@ -730,6 +746,7 @@ async function benchSqlite(): Promise<null> {
     const writer = await seedTenant(writesDb, 10);
     await benchBackend('SQLite', small, large, smallDb, largeDb, { tenant: writer, db: writesDb });
   }
+  if (CONTENTION_ROWS) await contentionRows('SQLite', { DATA_DIR: join(root, 'contention') });
   if (DELIVERY_ROWS) await deliveryRows('SQLite', { DATA_DIR: join(root, 'deliveries') });
   if (RETENTION_ROWS) await retentionRows('SQLite', { DATA_DIR: join(root, 'retention') });
   return null;
@@ -755,6 +772,27 @@ async function retentionRows(backend: string, dbEnv: Record<string, string>): Pr
       },
     }),
   );
+}
+
+async function contentionRows(backend: string, dbEnv: Record<string, string>): Promise<void> {
+  await waitForQuiet(10_000);
+  log(`${backend}: contention, ${CONTENTION_CONNECTIONS} clients of one tenant`);
+  const result = await benchContention({
+    backend,
+    dbEnv,
+    logLevel: LOG_LEVEL,
+    rounds: ROUNDS,
+    warmupSec: WARMUP,
+    durationSec: DURATION,
+    dbProcessName: backend === 'PostgreSQL' ? 'postgres' : undefined,
+    log,
+    track: (server, live) => {
+      if (live) running.add(server);
+      else running.delete(server);
+    },
+  });
+  measurements.push(result.plain, result.keyed, result.reads, ...result.writers);
+  contentionResults.push(result);
 }
 
 async function deliveryRows(backend: string, dbEnv: Record<string, string>): Promise<void> {
@@ -801,6 +839,7 @@ async function benchPostgres(): Promise<string | null> {
   const databases: Record<string, string>[] = [];
   const suffixes = [
     ...(HTTP_ROWS ? ['small', 'large', 'writes'] : []),
+    ...(CONTENTION_ROWS ? ['contention'] : []),
     ...(DELIVERY_ROWS ? ['deliveries'] : []),
     ...(RETENTION_ROWS ? ['retention'] : []),
     ...(SCALE_ROWS ? ['scale'] : []),
@@ -835,6 +874,7 @@ async function benchPostgres(): Promise<string | null> {
     });
   }
   const named = (suffix: string) => databases[suffixes.indexOf(suffix)];
+  if (CONTENTION_ROWS) await contentionRows('PostgreSQL', named('contention'));
   if (DELIVERY_ROWS) await deliveryRows('PostgreSQL', named('deliveries'));
   if (RETENTION_ROWS) await retentionRows('PostgreSQL', named('retention'));
   if (SCALE_ROWS) {
@@ -977,6 +1017,46 @@ function httpReport(notes: string[]): string[] {
       ...profiles.flatMap((p) => [p, '']),
       "> Profiled run: the numbers above include the profiler's overhead.",
       '',
+    );
+  }
+  return out;
+}
+
+function contentionReport(): string[] {
+  if (contentionResults.length === 0) return [];
+  const out = [
+    '',
+    '### Contention',
+    '',
+    `One API process with its worker (\`src/main.ts\`). Creates: ${CONTENTION_CONNECTIONS} connections of one tenant, windows of ` +
+      "keyed and unkeyed creates interleaved; every answer must be 201. Mixed: tenant A's single-trip reads " +
+      'beside tenants A and B each creating clients with fresh keys, every create an event the worker delivers ' +
+      'to a receiver on 127.0.0.1; all three at fixed rates (open loop, latency from the scheduled time).',
+    '',
+    '| scenario | backend | req/s | p50 ms | p99 ms | reference req/s | ratio | target | met |',
+    '|---|---|---:|---:|---:|---:|---:|---|---|',
+  ];
+  for (const r of contentionResults) {
+    const ratio = r.keyed.rps / r.plain.rps;
+    const errors = [r.keyed, r.plain].reduce((n, m) => n + m.non2xx + m.errors + m.timeouts, 0);
+    const misses = [
+      ...(ratio >= CONTENTION_TARGET ? [] : ['ratio']),
+      ...(errors === 0 ? [] : ['errors']),
+    ];
+    out.push(
+      `| Keyed \`POST /api/v1/trips\`, ${CONTENTION_CONNECTIONS} connections, one tenant, vs unkeyed | ${r.backend} | ` +
+        `${fmtInt(r.keyed.rps)} | ${fmtMs(r.keyed.p50)} | ${fmtMs(r.keyed.p99)} | ${fmtInt(r.plain.rps)} | ` +
+        `${ratio.toFixed(2)} | ratio ≥ ${CONTENTION_TARGET}, 0 errors (${errors}) | ${metOrMisses(misses)} |`,
+    );
+    const writes = r.writers.map((m) => `${fmtInt(m.rps)}/s, p99 ${fmtMs(m.p99)} ms`).join(' and ');
+    const writeErrors = [r.reads, ...r.writers].reduce(
+      (n, m) => n + m.non2xx + m.errors + m.timeouts,
+      0,
+    );
+    out.push(
+      `| Mixed: reads at ${MIXED_READ_RATE}/s beside keyed creates of two tenants at ${MIXED_WRITE_RATE}/s each (${writes}) and the worker (${fmtInt(r.delivered)} deliveries) | ` +
+        `${r.backend} | ${fmtInt(r.reads.rps)} | ${fmtMs(r.reads.p50)} | ${fmtMs(r.reads.p99)} | – | – | ` +
+        `the reads' p99, 0 errors (${writeErrors}) | ${metOrMisses(writeErrors === 0 ? [] : ['errors'])} |`,
     );
   }
   return out;
@@ -1148,6 +1228,7 @@ function printReport(notes: string[], startedAt: number): void {
   const deliveryProfiles = deliveryResults.flatMap((r) => (r.profile ? [r.profile, ''] : []));
   const out = [
     ...(HTTP_ROWS ? httpReport(notes) : ['', ...notes.map((note) => `> ${note}`)]),
+    ...contentionReport(),
     ...deliveryReport(),
     ...retentionReport(),
     ...scaleReport(),

@@ -22,6 +22,8 @@ export interface SeededTenant {
   tripId: string;
   /** Cursor whose page starts at the middle of the tenant's list (keyset position trips/2). */
   middleCursor: string;
+  /** The tenant's two library cities (a trip's start and end). */
+  cityIds: [string, string];
   seedMs: number;
 }
 
@@ -64,6 +66,7 @@ function calendarDay(index: number): string {
 export async function seedTenant(
   env: Record<string, string>,
   trips: number,
+  slug = 'bench',
 ): Promise<SeededTenant> {
   const started = performance.now();
   const config = loadConfig({ ...env, LOG_LEVEL: 'silent' });
@@ -72,7 +75,7 @@ export async function seedTenant(
     const { services, database } = runtime;
     const tenant = await services.tenants.create({
       name: 'Bench Tours',
-      slug: 'bench',
+      slug,
       tier: 'enterprise',
     });
     const lisbon = await services.library.create(tenant.id, 'cities', {
@@ -152,6 +155,7 @@ export async function seedTenant(
       trips,
       tripId,
       middleCursor: encodeCursor('trips', before.id),
+      cityIds: [lisbon.id, porto.id],
       seedMs: performance.now() - started,
     };
   } finally {
