@@ -5031,7 +5031,7 @@ export interface operations {
                  *     }
                  */
                 "application/json": {
-                    /** @description HTTPS only; every address the host resolves to must be public (private, loopback, link-local and CGNAT addresses are refused). */
+                    /** @description HTTPS only; every address the host resolves to must be public (private, loopback, link-local and CGNAT addresses are refused). A host that does not resolve within `WEBHOOK_DNS_TIMEOUT` (2 s by default) is 422 too. */
                     url: string;
                     /** @description Event types from the catalog; `webhook.test` is not subscribable. */
                     events: ("booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created")[];

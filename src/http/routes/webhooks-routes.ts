@@ -33,7 +33,7 @@ const CreateWebhookBody = Type.Object(
     url: Type.String({
       maxLength: MAX_URL_LENGTH,
       description:
-        'HTTPS only; every address the host resolves to must be public (private, loopback, link-local and CGNAT addresses are refused).',
+        'HTTPS only; every address the host resolves to must be public (private, loopback, link-local and CGNAT addresses are refused). A host that does not resolve within `WEBHOOK_DNS_TIMEOUT` (2 s by default) is 422 too.',
     }),
     events: Type.Array(StringEnum(SUBSCRIBABLE_EVENT_TYPES), {
       minItems: 1,
