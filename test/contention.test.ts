@@ -265,7 +265,89 @@ for (const backend of BACKENDS) {
       assert.deepEqual(statuses(answers), { 204: 1, 404: 3 });
     });
 
-    it('delivered every event the writes emitted, each once, while they ran', async () => {
+    it('runs every write route at once, keyed and not: no 5xx, each write applied once', async () => {
+      const trip = await createTrip(ctx, tenant);
+      const published = await createTrip(ctx, tenant);
+      const delivered = await ctx.runtime.database.db
+        .selectFrom('webhookDeliveries')
+        .select(['id', 'subscriptionId'])
+        .where('tenantId', '=', tenant.id)
+        .where('status', '=', 'success')
+        .executeTakeFirstOrThrow();
+      const since = new Date(Date.now() - 3_600_000).toISOString();
+      const patches = 8;
+      const calls: Array<() => Promise<Answer>> = [
+        ...Array.from(
+          { length: patches },
+          (_, i) => () =>
+            ctx.api('PATCH', `/api/v1/trips/${trip.id}`, {
+              token: tenant.token,
+              headers: keyed(i),
+              body: { notes: `patch ${i}` },
+            }),
+        ),
+        ...Array.from(
+          { length: 4 },
+          (_, i) => () =>
+            ctx.api('POST', '/api/v1/webhooks/test', {
+              token: tenant.token,
+              headers: keyed(i),
+              body: { subscriptionId: hookId },
+            }),
+        ),
+        ...Array.from(
+          { length: 4 },
+          (_, i) => () =>
+            ctx.api(
+              'POST',
+              `/api/v1/webhooks/${delivered.subscriptionId}/deliveries/${delivered.id}/redeliver`,
+              { token: tenant.token, headers: keyed(i) },
+            ),
+        ),
+        ...Array.from(
+          { length: 4 },
+          (_, i) => () =>
+            ctx.api('POST', `/api/v1/webhooks/${hookId}/recover`, {
+              token: tenant.token,
+              headers: keyed(i),
+              body: { since },
+            }),
+        ),
+        ...Array.from(
+          { length: 4 },
+          (_, i) => () =>
+            ctx.adminRequest('POST', `/admin/v1/tenants/${tenant.id}/tokens`, {
+              scopes: ['trips:read'],
+              name: `parallel ${i}`,
+            }),
+        ),
+        ...Array.from(
+          { length: 4 },
+          (_, i) => () =>
+            ctx.adminRequest('POST', `/admin/v1/tenants/${tenant.id}/members`, {
+              email: `member${i}.${randomUUID().slice(0, 8)}@example.com`,
+              role: 'member',
+            }),
+        ),
+        () => ctx.adminRequest('PATCH', `/admin/v1/tenants/${tenant.id}`, { name: 'Renamed' }),
+        () => ctx.adminRequest('POST', `/admin/v1/trips/${published.id}/publish`),
+        () => ctx.adminRequest('POST', `/admin/v1/webhooks/${hookId}/enable`),
+        () =>
+          ctx.api('POST', '/api/v1/clients', {
+            token: tenant.token,
+            headers: keyed(0),
+            body: { kind: 'company', displayName: 'At once' },
+          }),
+      ];
+      const answers = await Promise.all(calls.map((call) => call()));
+      const wrong = answers.find((answer) => answer.statusCode >= 300);
+      assert.ok(wrong === undefined, `${JSON.stringify(statuses(answers))}: ${wrong?.body}`);
+      // Each PATCH took a version of its own.
+      const stored = await ctx.runtime.repositories.trips.findById(tenant.id, trip.id);
+      assert.equal(stored?.version, 1 + patches);
+    });
+
+    it('delivered every delivery the writes queued, each once, while they ran', async () => {
       const { db } = ctx.runtime.database;
       const unsettled = () =>
         db
@@ -281,18 +363,19 @@ for (const backend of BACKENDS) {
       assert.deepEqual(await unsettled(), []);
       const delivered = await db
         .selectFrom('webhookDeliveries')
-        .select(['eventId', 'status'])
+        .select(['id', 'status'])
         .where('tenantId', '=', tenant.id)
         .where('subscriptionId', '=', hookId)
         .execute();
       assert.ok(delivered.length >= PARALLEL / 2);
       assert.ok(delivered.every((delivery) => delivery.status === 'success'));
-      // The /hook subscription's events reached it once each (the others have paths of their own).
+      // Each delivery row of the /hook subscription reached it once (a redelivery is a row of its
+      // own; the others have paths of their own). Its request id is `<delivery id>.<attempt>`.
       const received = receiver.requests
         .filter((request) => request.path === '/hook')
-        .map((request) => JSON.parse(request.body).id as string);
+        .map((request) => String(request.headers['service-request-id']).split('.')[0]);
       assert.equal(new Set(received).size, received.length);
-      assert.deepEqual(received.sort(), delivered.map((delivery) => delivery.eventId).sort());
+      assert.deepEqual(received.sort(), delivered.map((delivery) => delivery.id).sort());
     });
   });
 }
