@@ -448,6 +448,12 @@ function apiEnv(database: Record<string, string>): Record<string, string> {
   };
 }
 
+/** A server a bench part started (live) or stopped: stopped with the others on an abort. */
+function track(server: ServerProcess, live: boolean): void {
+  if (live) running.add(server);
+  else running.delete(server);
+}
+
 async function start(
   name: string,
   entry: 'src/main.ts' | 'bench/reference-server.ts' | 'bin/tourops.js',
@@ -766,10 +772,7 @@ async function retentionRows(backend: string, dbEnv: Record<string, string>): Pr
       durationSec: DURATION,
       dbProcessName: backend === 'PostgreSQL' ? 'postgres' : undefined,
       log,
-      track: (server, live) => {
-        if (live) running.add(server);
-        else running.delete(server);
-      },
+      track,
     }),
   );
 }
@@ -786,10 +789,7 @@ async function contentionRows(backend: string, dbEnv: Record<string, string>): P
     durationSec: DURATION,
     dbProcessName: backend === 'PostgreSQL' ? 'postgres' : undefined,
     log,
-    track: (server, live) => {
-      if (live) running.add(server);
-      else running.delete(server);
-    },
+    track,
   });
   measurements.push(result.plain, result.keyed, result.reads, ...result.writers);
   contentionResults.push(result);
@@ -807,10 +807,7 @@ async function deliveryRows(backend: string, dbEnv: Record<string, string>): Pro
       logLevel: LOG_LEVEL,
       profileDir,
       log,
-      track: (server, live) => {
-        if (live) running.add(server);
-        else running.delete(server);
-      },
+      track,
     }),
   );
 }
@@ -888,10 +885,7 @@ async function benchPostgres(): Promise<string | null> {
         deliveries: SCALE_DELIVERIES,
         logLevel: LOG_LEVEL,
         log,
-        track: (server, live) => {
-          if (live) running.add(server);
-          else running.delete(server);
-        },
+        track,
       }),
     );
   }

@@ -129,19 +129,16 @@ async function eventually(check: () => Promise<boolean>, what: string, timeoutMs
 const logCount = (harness: Harness, pattern: RegExp) =>
   harness.logs.filter((line) => pattern.test(String(line.msg))).length;
 
-describe('PostgreSQL frozen and stopped (a throwaway cluster)', {
-  skip: postgresBin() === null,
-}, () => {
-  let cluster: PgCluster;
+/** A throwaway cluster with an in-process API on it (`env`: the API's time-outs). */
+function clusterWithApi(env: Record<string, string>): { cluster: PgCluster; api: Harness } {
+  let cluster: PgCluster | undefined;
   let api: Harness | undefined;
-
   before(async () => {
     cluster = await PgCluster.start();
     api = await startApi({
       DATABASE_URL: cluster.url,
       SECRET_KEY: randomBytes(32).toString('hex'),
-      DATABASE_STATEMENT_TIMEOUT: '1s',
-      DATABASE_CONNECT_TIMEOUT: '500ms',
+      ...env,
     });
   });
   after(async () => {
@@ -149,16 +146,33 @@ describe('PostgreSQL frozen and stopped (a throwaway cluster)', {
     await stopApi(api);
     cluster?.destroy();
   });
+  return {
+    get cluster() {
+      return cluster as PgCluster;
+    },
+    get api() {
+      return api as Harness;
+    },
+  };
+}
+
+describe('PostgreSQL frozen and stopped (a throwaway cluster)', {
+  skip: postgresBin() === null,
+}, () => {
+  const faults = clusterWithApi({
+    DATABASE_STATEMENT_TIMEOUT: '1s',
+    DATABASE_CONNECT_TIMEOUT: '500ms',
+  });
 
   it('answers 503 service-unavailable with Retry-After, bounded, while frozen; recovers when thawed', async () => {
-    const harness = api as Harness;
+    const harness = faults.api;
     const { token, tenantId } = await mint(harness.app);
     assert.equal(
       (await timed(harness.app, 'GET', '/api/v1/trips', token)).response.statusCode,
       200,
     );
 
-    cluster.freeze();
+    faults.cluster.freeze();
     try {
       const bound = 4_000; // statement time-out + 1 s client read time-out + connect, with slack
       const answers = await Promise.all([
@@ -175,7 +189,7 @@ describe('PostgreSQL frozen and stopped (a throwaway cluster)', {
       const ready = await timed(harness.app, 'GET', '/readyz');
       assertUnavailable(ready, 1_800, '/readyz');
     } finally {
-      cluster.thaw();
+      faults.cluster.thaw();
     }
     assert.equal(logCount(harness, /database unavailable/), 1, 'one warning for the outage');
     assert.equal(logCount(harness, /unhandled error/), 0, 'no error and stack per request');
@@ -190,10 +204,10 @@ describe('PostgreSQL frozen and stopped (a throwaway cluster)', {
   });
 
   it('answers 503 at once while stopped for real, and recovers when it is started again', async () => {
-    const harness = api as Harness;
+    const harness = faults.api;
     const { token } = await mint(harness.app);
     const before = logCount(harness, /database unavailable/);
-    cluster.stopServer();
+    faults.cluster.stopServer();
     try {
       for (const url of ['/api/v1/trips', '/api/v1/clients']) {
         assertUnavailable(await timed(harness.app, 'GET', url, token), 2_000, url);
@@ -208,7 +222,7 @@ describe('PostgreSQL frozen and stopped (a throwaway cluster)', {
       );
       assertUnavailable(await timed(harness.app, 'GET', '/readyz'), 1_800, '/readyz');
     } finally {
-      cluster.startServer();
+      faults.cluster.startServer();
     }
     assert.equal(logCount(harness, /database unavailable/), before + 1);
     await eventually(
@@ -227,25 +241,11 @@ describe('PostgreSQL frozen and stopped (a throwaway cluster)', {
 describe('PostgreSQL frozen, with the default time-outs: fail fast', {
   skip: postgresBin() === null,
 }, () => {
-  let cluster: PgCluster;
-  let api: Harness | undefined;
-
-  before(async () => {
-    cluster = await PgCluster.start();
-    // DATABASE_STATEMENT_TIMEOUT 5s and DATABASE_CONNECT_TIMEOUT 2s: the defaults.
-    api = await startApi({
-      DATABASE_URL: cluster.url,
-      SECRET_KEY: randomBytes(32).toString('hex'),
-    });
-  });
-  after(async () => {
-    cluster?.thaw();
-    await stopApi(api);
-    cluster?.destroy();
-  });
+  // DATABASE_STATEMENT_TIMEOUT 5s and DATABASE_CONNECT_TIMEOUT 2s: the defaults.
+  const faults = clusterWithApi({});
 
   it('answers every request within 2 s of the freeze, within 1 s once it is known, and recovers within 1 s', async () => {
-    const harness = api as Harness;
+    const harness = faults.api;
     const { token, tenantId } = await mint(harness.app);
     const requests = () => [
       timed(harness.app, 'GET', '/api/v1/trips', token),
@@ -261,7 +261,7 @@ describe('PostgreSQL frozen, with the default time-outs: fail fast', {
     const first = await Promise.all([...requests(), ...requests(), ...requests()]);
     assert.equal(first[0].response.statusCode, 200);
 
-    cluster.freeze();
+    faults.cluster.freeze();
     let thawedAt = 0;
     try {
       const early = await Promise.all([...requests(), ...requests(), ...requests()]);
@@ -270,7 +270,7 @@ describe('PostgreSQL frozen, with the default time-outs: fail fast', {
       for (const [i, answer] of known.entries()) assertUnavailable(answer, 1_000, `known ${i}`);
       assertUnavailable(await timed(harness.app, 'GET', '/readyz'), 1_000, '/readyz');
     } finally {
-      cluster.thaw();
+      faults.cluster.thaw();
       thawedAt = performance.now();
     }
     await eventually(
@@ -284,7 +284,7 @@ describe('PostgreSQL frozen, with the default time-outs: fail fast', {
   });
 
   it('does not take a slow statement on a healthy server for an outage', async () => {
-    const harness = api as Harness;
+    const harness = faults.api;
     const { token } = await mint(harness.app);
     const { db } = harness.runtime.database;
     const started = performance.now();

@@ -129,34 +129,23 @@ export class WebhooksRepository extends Repository {
     return (this.dialect === 'postgres' ? query.forNoKeyUpdate() : query).executeTakeFirst();
   }
 
+  /**
+   * `onlyLive`: a deleted subscription is left as it is (a conditional update: of concurrent
+   * callers, those that come after a delete find none); undefined when none was changed.
+   */
   updateSubscription(
     tenantId: string,
     id: string,
     patch: Updateable<WebhookSubscriptionsTable>,
+    options: { onlyLive?: boolean } = {},
   ): Promise<SubscriptionRow | undefined> {
-    return this.db
+    let query = this.db
       .updateTable('webhookSubscriptions')
       .set(patch)
       .where('tenantId', '=', tenantId)
-      .where('id', '=', id)
-      .returningAll()
-      .executeTakeFirst();
-  }
-
-  /** Changes a subscription unless deleted: undefined when there is none (any more). */
-  updateLiveSubscription(
-    tenantId: string,
-    id: string,
-    patch: Updateable<WebhookSubscriptionsTable>,
-  ): Promise<SubscriptionRow | undefined> {
-    return this.db
-      .updateTable('webhookSubscriptions')
-      .set(patch)
-      .where('tenantId', '=', tenantId)
-      .where('id', '=', id)
-      .where('deletedAt', 'is', null)
-      .returningAll()
-      .executeTakeFirst();
+      .where('id', '=', id);
+    if (options.onlyLive) query = query.where('deletedAt', 'is', null);
+    return query.returningAll().executeTakeFirst();
   }
 
   /** The tenant's active subscriptions with their events lists (JSON), for the fan-out. */

@@ -217,11 +217,12 @@ export class WebhooksService {
   async remove(tenantId: string, id: string): Promise<void> {
     const now = nowIso(this.deps.clock);
     // Conditional: of concurrent deletes, one finds the subscription live; the others 404.
-    const deleted = await this.deps.webhooks.updateLiveSubscription(tenantId, id, {
-      active: false,
-      pausedAt: now,
-      deletedAt: now,
-    });
+    const deleted = await this.deps.webhooks.updateSubscription(
+      tenantId,
+      id,
+      { active: false, pausedAt: now, deletedAt: now },
+      { onlyLive: true },
+    );
     if (!deleted) throw notFound('Webhook subscription');
   }
 
@@ -415,13 +416,18 @@ export class WebhooksService {
   async enable(id: string): Promise<Subscription> {
     const tenantId = await this.tenantOf(id);
     const row = await this.deps.database.withTransaction(async () => {
-      const updated = await this.deps.webhooks.updateLiveSubscription(tenantId, id, {
-        active: true,
-        pausedAt: null,
-        consecutiveFailures: 0,
-        clientErrorRun: 0,
-        clientErrorRunSince: null,
-      });
+      const updated = await this.deps.webhooks.updateSubscription(
+        tenantId,
+        id,
+        {
+          active: true,
+          pausedAt: null,
+          consecutiveFailures: 0,
+          clientErrorRun: 0,
+          clientErrorRunSince: null,
+        },
+        { onlyLive: true },
+      );
       await this.deps.notifier.publish(DELIVERIES_CHANNEL);
       return updated;
     });
