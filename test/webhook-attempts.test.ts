@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:net';
 import { after, before, describe, it } from 'node:test';
+import pino from 'pino';
+import { SecretBox } from '../src/lib/secret-box.ts';
 import { startWorker } from '../src/webhooks/start-worker.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
-import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
+import { createClient, createTenant, type TenantFixture } from './helpers/fixtures.ts';
 import { HttpsReceiver, type Responder } from './helpers/https-receiver.ts';
 import { until } from './helpers/until.ts';
 
@@ -167,6 +169,77 @@ for (const backend of BACKENDS) {
         { token: tenant.token },
       );
       assert.equal(foreign.statusCode, 404);
+    });
+  });
+}
+
+for (const backend of BACKENDS) {
+  describe(`a failure on our side (${backend})`, () => {
+    it('records it as an internal attempt that follows the cascade to a dead letter, logged at warn', async () => {
+      const lines: Array<Record<string, unknown>> = [];
+      const logger = pino(
+        { level: 'info' },
+        { write: (line: string) => lines.push(JSON.parse(line)) },
+      );
+      const ctx = await createWebhookTestContext(
+        backend,
+        { WEBHOOK_RETRY_SCHEDULE: '100ms,100ms' },
+        { logger },
+      );
+      const receiver = await HttpsReceiver.start();
+      const worker = startWorker(ctx.runtime, { pollIntervalMs: 50 });
+      try {
+        const tenant = await createTenant(ctx);
+        const created = await ctx.api('POST', '/api/v1/webhooks', {
+          token: tenant.token,
+          body: { url: receiver.url('/hook'), events: ['client.created'] },
+        });
+        const id = created.json().data.id as string;
+        // A key sealed under another SECRET_KEY (a restored row, a rotated variable): it cannot
+        // be opened, so nothing can be signed.
+        await ctx.runtime.repositories.webhooks.updateSubscription(tenant.id, id, {
+          signingKey: new SecretBox('another-secret-key-0123456789abcdef').encrypt('whsec_x', id),
+        });
+        await createClient(ctx, tenant);
+        const delivery = await until(async () => {
+          const [row] = (
+            await ctx.api('GET', `/api/v1/webhooks/${id}/deliveries`, { token: tenant.token })
+          ).json().data;
+          return row?.status === 'dead_letter' ? row : undefined;
+        });
+        assert.equal(delivery.lastError, 'internal');
+        assert.equal(delivery.attempts, 3);
+        const attempts = (
+          await ctx.api('GET', `/api/v1/webhooks/${id}/deliveries/${delivery.id}/attempts`, {
+            token: tenant.token,
+          })
+        ).json().data;
+        assert.deepEqual(
+          attempts.map((a: { errorClass: string; status: number | null }) => [
+            a.errorClass,
+            a.status,
+          ]),
+          [
+            ['internal', null],
+            ['internal', null],
+            ['internal', null],
+          ],
+        );
+        assert.equal(receiver.requests.length, 0, 'nothing unsigned was sent');
+        // The endpoint did nothing wrong: its counters are untouched.
+        const subscription = (
+          await ctx.api('GET', '/api/v1/webhooks', { token: tenant.token })
+        ).json().data[0];
+        assert.equal(subscription.consecutiveFailures, 0);
+        const deadLettered = lines.filter((line) => line.msg === 'webhook dead-lettered');
+        assert.equal(deadLettered.length, 1);
+        assert.equal(deadLettered[0].level, 40);
+        assert.equal(deadLettered[0].error, 'internal');
+      } finally {
+        await worker.stop();
+        await receiver.close();
+        await ctx.close();
+      }
     });
   });
 }

@@ -1167,7 +1167,7 @@ export interface components {
              * @description Why the last attempt got no usable answer (see the attempts); null after a 2xx, before any attempt, or when `lastResponseStatus` tells all.
              * @enum {string|null}
              */
-            lastError: "timeout" | "connection_refused" | "connection_reset" | "dns" | "tls" | "address_blocked" | "redirect" | "body_too_large" | null;
+            lastError: "timeout" | "connection_refused" | "connection_reset" | "dns" | "tls" | "address_blocked" | "redirect" | "body_too_large" | "internal" | null;
             /**
              * Format: date-time
              * @description Queued at UTC.
@@ -1199,10 +1199,10 @@ export interface components {
             /** @description The HTTP status answered; null when none arrived. */
             status: number | null;
             /**
-             * @description `timeout`, `connection_refused`, `connection_reset` (any other failure of the connection too), `dns`, `tls`, `address_blocked` (refused before connecting), `redirect` (a 3xx; not followed), `body_too_large` (the answer went past 64 KiB and was cut); null when the status tells all.
+             * @description `timeout`, `connection_refused`, `connection_reset` (any other failure of the connection too), `dns`, `tls`, `address_blocked` (refused before connecting), `redirect` (a 3xx; not followed), `body_too_large` (the answer went past 64 KiB and was cut), `internal` (a failure on our side before or during the attempt); null when the status tells all.
              * @enum {string|null}
              */
-            errorClass: "timeout" | "connection_refused" | "connection_reset" | "dns" | "tls" | "address_blocked" | "redirect" | "body_too_large" | null;
+            errorClass: "timeout" | "connection_refused" | "connection_reset" | "dns" | "tls" | "address_blocked" | "redirect" | "body_too_large" | "internal" | null;
             /** @description The first KiB of the response body, as text; empty when none arrived. */
             responseBody: string;
         };

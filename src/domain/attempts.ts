@@ -2,7 +2,9 @@
  * Why an attempt produced no usable answer (contract section 5): `timeout`, `connection_refused`,
  * `connection_reset` (also any other failure of the connection), `dns`, `tls`, `address_blocked`
  * (refused by the address guard before connecting), `redirect` (a 3xx, not followed; its status is
- * kept) and `body_too_large` (the answer went on past 64 KiB and was cut; its status is kept).
+ * kept), `body_too_large` (the answer went on past 64 KiB and was cut; its status is kept) and
+ * `internal` (a failure on our side before or during the attempt: a signing key that does not
+ * decrypt, say; it follows the retry cascade like the others).
  */
 export const ATTEMPT_ERROR_CLASSES = [
   'timeout',
@@ -13,6 +15,7 @@ export const ATTEMPT_ERROR_CLASSES = [
   'address_blocked',
   'redirect',
   'body_too_large',
+  'internal',
 ] as const;
 export type AttemptErrorClass = (typeof ATTEMPT_ERROR_CLASSES)[number];
 

@@ -356,7 +356,7 @@ export const WebhookAttempt = Type.Object(
     errorClass: Nullable(
       StringEnum(ATTEMPT_ERROR_CLASSES, {
         description:
-          '`timeout`, `connection_refused`, `connection_reset` (any other failure of the connection too), `dns`, `tls`, `address_blocked` (refused before connecting), `redirect` (a 3xx; not followed), `body_too_large` (the answer went past 64 KiB and was cut); null when the status tells all.',
+          '`timeout`, `connection_refused`, `connection_reset` (any other failure of the connection too), `dns`, `tls`, `address_blocked` (refused before connecting), `redirect` (a 3xx; not followed), `body_too_large` (the answer went past 64 KiB and was cut), `internal` (a failure on our side before or during the attempt); null when the status tells all.',
       }),
     ),
     responseBody: Type.String({

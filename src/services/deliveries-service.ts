@@ -131,7 +131,7 @@ export class DeliveriesService {
    * Records a batch of attempts and folds them into their subscriptions' counters, in one
    * transaction; returns the subscriptions it paused, whose notification rows it wrote. A test
    * fire's events change no counter, whatever their type: it leaves the subscription as it was
-   * (api-spec 4.9).
+   * (api-spec 4.9); nor do attempts that failed on our side.
    */
   record(batch: readonly SettledAttempt[]): Promise<PausedNotice[]> {
     return this.deps.database.withTransaction(async () => {
@@ -145,7 +145,10 @@ export class DeliveriesService {
           ...s.attempt,
         })),
       );
-      return this.updateSubscriptions(batch.filter((s) => !s.delivery.isTest));
+      // Our own failures (`internal`) say nothing of the endpoint: no counter, no auto-pause.
+      return this.updateSubscriptions(
+        batch.filter((s) => !s.delivery.isTest && s.attempt.errorClass !== 'internal'),
+      );
     });
   }
 

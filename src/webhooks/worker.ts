@@ -317,8 +317,28 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     this.inFlight.add(attempt);
   }
 
+  /**
+   * One attempt, always settled: a failure on this side before or during the send (a signing key
+   * that does not decrypt, a fault in the sender) is an attempt of class `internal` that follows
+   * the retry cascade, never a delivery left in flight until its lease runs out.
+   */
   private async attempt(delivery: ClaimedDelivery): Promise<void> {
     const now = this.deps.clock.now();
+    const startedAt = performance.now();
+    let result: SendResult;
+    try {
+      result = await this.send(delivery, now);
+    } catch (error) {
+      this.deps.logger.error(
+        { err: error, subscriptionId: delivery.subscriptionId, deliveryId: delivery.id },
+        'delivery attempt failed on our side',
+      );
+      result = { status: null, error: 'internal', errorClass: 'internal', body: '' };
+    }
+    this.settle(delivery, result, now.toISOString(), performance.now() - startedAt);
+  }
+
+  private send(delivery: ClaimedDelivery, now: Date): Promise<SendResult> {
     const created = Math.floor(now.getTime() / 1000);
     // The stored data is the validated JSON text: spliced in, not parsed and re-serialized.
     const test = delivery.isTest ? ',"test":true' : '';
@@ -332,9 +352,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       'service-request-id': `${delivery.id}.${delivery.attempts}`,
       'service-delivery-attempt': String(delivery.attempts),
     };
-    const startedAt = performance.now();
-    const result = await this.deps.sender.send(delivery.url, headers, body);
-    this.settle(delivery, result, now.toISOString(), performance.now() - startedAt);
+    return this.deps.sender.send(delivery.url, headers, body);
   }
 
   /** The current key, then the legacy one while its overlap lasts; decrypted once each. */
@@ -398,7 +416,9 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       ms: Math.round(ms),
       next: outcome.status,
     };
+    // A dead letter is the end of a delivery: at warn, where alerts look.
     if (outcome.status === 'success') this.deps.logger.debug(line, 'webhook attempt delivered');
+    else if (outcome.status === 'dead_letter') this.deps.logger.warn(line, 'webhook dead-lettered');
     else this.deps.logger.info(line, 'webhook attempt failed');
     this.settled.push(settled);
     this.emit('attempted', settled);
