@@ -301,6 +301,11 @@ export function resolveSecretKey(config: Config): string {
   return key;
 }
 
+/** Where resolveSecretKey takes the key from, for messages. */
+export function secretKeySource(config: Config): string {
+  return config.secretKey ? 'the SECRET_KEY variable' : join(config.dataDir, 'secret.key');
+}
+
 /** "SQLite in /path" or "PostgreSQL at host/db", never the password. */
 export function describeDatabase(config: Config): string {
   if (!config.databaseUrl) return `SQLite in ${config.dataDir}`;

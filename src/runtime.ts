@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
-import { type Config, resolveSecretKey } from './config.ts';
+import { type Config, resolveSecretKey, secretKeySource } from './config.ts';
 import { createDatabase, type Database } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
 import { AUTH_CHANGES_CHANNEL, DELIVERIES_CHANNEL } from './db/notifier.ts';
@@ -82,8 +82,14 @@ export async function createRuntime(
     database,
     clock,
     (error) => logger.warn({ err: error }, 'background write failed'),
-    { secretKey, resolver: options.resolver },
+    { secretKey, resolver: options.resolver, keySource: secretKeySource(config) },
   );
+  try {
+    await services.secretKeyCheck.verify();
+  } catch (error) {
+    await database.close();
+    throw error;
+  }
   let listener: PgListener | null = null;
   if (options.listen && config.databaseUrl) {
     const { notifier, authCache } = services;

@@ -11,6 +11,7 @@ import * as m0008 from './migrations/0008_events_is_test.ts';
 import * as m0009 from './migrations/0009_webhook_attempts.ts';
 import * as m0010 from './migrations/0010_retention_indexes.ts';
 import * as m0011 from './migrations/0011_partial_queue_indexes.ts';
+import * as m0012 from './migrations/0012_instance_settings.ts';
 
 interface Migration {
   id: string;
@@ -30,6 +31,7 @@ export const migrations: Migration[] = [
   { id: '0009_webhook_attempts', up: m0009.up },
   { id: '0010_retention_indexes', up: m0010.up },
   { id: '0011_partial_queue_indexes', up: m0011.up },
+  { id: '0012_instance_settings', up: m0012.up },
 ];
 
 /** Arbitrary constant naming our advisory lock on PostgreSQL. */

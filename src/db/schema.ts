@@ -295,6 +295,12 @@ export interface IdempotencyKeysTable {
   expiresAt: string;
 }
 
+/** Values about the installation itself (see migration 0012). */
+interface InstanceSettingsTable {
+  name: string;
+  value: string;
+}
+
 interface SchemaMigrationsTable {
   id: string;
   appliedAt: string;
@@ -319,5 +325,6 @@ export interface DB {
   webhookSubscriptions: WebhookSubscriptionsTable;
   webhookDeliveries: WebhookDeliveriesTable;
   webhookAttempts: WebhookAttemptsTable;
+  instanceSettings: InstanceSettingsTable;
   schemaMigrations: SchemaMigrationsTable;
 }

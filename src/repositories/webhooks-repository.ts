@@ -99,6 +99,15 @@ export class WebhooksRepository extends Repository {
       .executeTakeFirst();
   }
 
+  /** One subscription's sealed signing key, whichever (the SECRET_KEY check of old databases). */
+  anySigningKey(): Promise<Pick<SubscriptionRow, 'id' | 'signingKey'> | undefined> {
+    return this.db
+      .selectFrom('webhookSubscriptions')
+      .select(['id', 'signingKey'])
+      .limit(1)
+      .executeTakeFirst();
+  }
+
   findSubscriptionTenant(id: string): Promise<string | undefined> {
     return this.owningTenant('webhookSubscriptions', id);
   }

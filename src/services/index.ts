@@ -8,6 +8,7 @@ import { BookingsRepository } from '../repositories/bookings-repository.ts';
 import { ClientsRepository } from '../repositories/clients-repository.ts';
 import { EventsRepository } from '../repositories/events-repository.ts';
 import { IdempotencyRepository } from '../repositories/idempotency-repository.ts';
+import { InstanceSettingsRepository } from '../repositories/instance-settings-repository.ts';
 import { LibraryRepository } from '../repositories/library-repository.ts';
 import { NotificationsRepository } from '../repositories/notifications-repository.ts';
 import { PaymentsRepository } from '../repositories/payments-repository.ts';
@@ -28,6 +29,7 @@ import { IdempotencyService } from './idempotency-service.ts';
 import { LibraryService } from './library-service.ts';
 import { PaymentsService } from './payments-service.ts';
 import { RetentionService } from './retention-service.ts';
+import { SecretKeyCheck } from './secret-key-check.ts';
 import { TenantsService } from './tenants-service.ts';
 import { TokensService } from './tokens-service.ts';
 import { TripsService } from './trips-service.ts';
@@ -54,6 +56,8 @@ export interface Services {
   notifier: Notifier;
   /** Seals signing keys at rest (SECRET_KEY). */
   secrets: SecretBox;
+  /** Refuses a SECRET_KEY that cannot open what the database holds (run at start-up). */
+  secretKeyCheck: SecretKeyCheck;
   /** Decides which webhook endpoints may be registered and connected to. */
   addressGuard: AddressGuard;
 }
@@ -82,6 +86,7 @@ function createRepositories(database: Database) {
     idempotency: new IdempotencyRepository(database),
     webhooks: new WebhooksRepository(database),
     retention: new RetentionRepository(database),
+    settings: new InstanceSettingsRepository(database),
   };
 }
 
@@ -94,7 +99,7 @@ export function createServices(
   database: Database,
   clock: Clock,
   onBackgroundError: (error: unknown) => void,
-  options: { secretKey: string; resolver?: Resolver },
+  options: { secretKey: string; resolver?: Resolver; keySource?: string },
 ): { services: Services; repositories: Repositories } {
   const repositories = createRepositories(database);
   const notifier = new Notifier(database);
@@ -191,6 +196,12 @@ export function createServices(
     }),
     notifier,
     secrets,
+    secretKeyCheck: new SecretKeyCheck({
+      settings: repositories.settings,
+      webhooks: repositories.webhooks,
+      secrets,
+      keySource: options.keySource ?? 'SECRET_KEY',
+    }),
     addressGuard,
   };
   return { services, repositories };
