@@ -193,9 +193,6 @@ export function loadConfig(env: Env = process.env): Config {
   if (secretKey !== null && secretKey.length < 32) {
     throw new ConfigError('SECRET_KEY: must be at least 32 characters');
   }
-  if (databaseUrl !== null && secretKey === null) {
-    throw new ConfigError('SECRET_KEY: required when DATABASE_URL selects PostgreSQL');
-  }
 
   const scheduleRaw = get('WEBHOOK_RETRY_SCHEDULE') ?? '1m,5m,30m,2h,12h';
   const retryScheduleMs = scheduleRaw
@@ -291,10 +288,20 @@ export function loadConfig(env: Env = process.env): Config {
  * The embedded database keeps a generated SECRET_KEY beside itself, so a laptop needs no setup
  * and the key survives restarts. PostgreSQL deployments must bring their own (checked above).
  */
-export function resolveSecretKey(config: Config): string {
+export function resolveSecretKey(
+  config: Config,
+  need: 'required' | 'if-present' = 'required',
+): string | null {
   if (config.secretKey) return config.secretKey;
+  if (config.databaseUrl) {
+    if (need === 'if-present') return null;
+    throw new ConfigError(
+      'SECRET_KEY: required when DATABASE_URL selects PostgreSQL (at least 32 characters, e.g. openssl rand -hex 32)',
+    );
+  }
   const file = join(config.dataDir, 'secret.key');
   if (existsSync(file)) return readFileSync(file, 'utf8').trim();
+  if (need === 'if-present') return null;
   makePrivateDirectory(config.dataDir);
   const key = randomBytes(32).toString('base64url');
   writeFileSync(file, `${key}\n`, { mode: 0o600, flag: 'wx' });
@@ -304,6 +311,27 @@ export function resolveSecretKey(config: Config): string {
 /** Where resolveSecretKey takes the key from, for messages. */
 export function secretKeySource(config: Config): string {
   return config.secretKey ? 'the SECRET_KEY variable' : join(config.dataDir, 'secret.key');
+}
+
+/**
+ * What a printed `npx tourops …` hint puts before the command so that it reaches this process's
+ * database when pasted into a shell: DATA_DIR when it is not the default, DATABASE_URL as given,
+ * or as "$DATABASE_URL" when it holds a password (never printed). Empty for the defaults.
+ */
+export function cliEnvPrefix(config: Config): string {
+  const quoted = (value: string) => `'${value.replaceAll("'", "'\\''")}'`;
+  if (config.databaseUrl) {
+    let password = true;
+    try {
+      password = new URL(config.databaseUrl).password !== '';
+    } catch {
+      // Printed as the variable, like one with a password.
+    }
+    return password
+      ? 'DATABASE_URL="$DATABASE_URL" '
+      : `DATABASE_URL=${quoted(config.databaseUrl)} `;
+  }
+  return config.dataDir === resolve('./data') ? '' : `DATA_DIR=${quoted(config.dataDir)} `;
 }
 
 /** "SQLite in /path" or "PostgreSQL at host/db", never the password. */

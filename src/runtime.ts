@@ -22,7 +22,8 @@ export interface Runtime {
   metrics: Metrics;
   clock: Clock;
   logger: pino.Logger;
-  secretKey: string;
+  /** null when the process was started without one (`secretKey: 'if-present'`). */
+  secretKey: string | null;
   close(): Promise<void>;
 }
 
@@ -40,9 +41,18 @@ export async function createRuntime(
     listen?: boolean;
     /** DNS for the webhook address guard (tests inject answers). */
     resolver?: Resolver;
+    /**
+     * `if-present`: the process seals and opens nothing (most CLI commands), so it runs without
+     * a SECRET_KEY; one that is there is still checked. Default `required`.
+     */
+    secretKey?: 'required' | 'if-present';
   } = {},
 ): Promise<Runtime> {
   const logger = options.logger ?? pino({ level: config.logLevel });
+  const keyNeed = options.secretKey ?? 'required';
+  // PostgreSQL's key comes from the environment alone: a missing one stops start-up before any
+  // connection. The embedded one lives in DATA_DIR, which the database opens (and checks) first.
+  const pgKey = config.databaseUrl ? resolveSecretKey(config, keyNeed) : null;
   const clock = options.clock ?? systemClock;
   const database = createDatabase({
     databaseUrl: config.databaseUrl,
@@ -76,7 +86,7 @@ export async function createRuntime(
     await database.close();
     throw error;
   }
-  const secretKey = resolveSecretKey(config);
+  const secretKey = config.databaseUrl ? pgKey : resolveSecretKey(config, keyNeed);
   const { services, repositories } = createServices(
     config,
     database,
@@ -85,7 +95,7 @@ export async function createRuntime(
     { secretKey, resolver: options.resolver, keySource: secretKeySource(config) },
   );
   try {
-    await services.secretKeyCheck.verify();
+    if (secretKey !== null) await services.secretKeyCheck.verify();
   } catch (error) {
     await database.close();
     throw error;

@@ -1,7 +1,7 @@
 import cluster from 'node:cluster';
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
-import { type Config, ConfigError, describeDatabase } from './config.ts';
+import { type Config, ConfigError, cliEnvPrefix, describeDatabase } from './config.ts';
 import { demoInstructions, seedDemoIfEmpty } from './demo.ts';
 import { createHttpApp, createRuntime, type Runtime } from './runtime.ts';
 import { startWorker } from './webhooks/start-worker.ts';
@@ -47,7 +47,7 @@ export async function serve(
     process.stdout.write(`\n${demoInstructions(demo, config.publicBaseUrl)}\n`);
   } else if (options.seedDemo) {
     process.stdout.write(
-      'Mint a token with: npx tourops token create --tenant demo --scopes all\n',
+      `Mint a token with: ${cliEnvPrefix(config)}npx tourops token create --tenant demo --scopes all\n`,
     );
   }
   process.stdout.write(`OpenAPI document: ${config.publicBaseUrl}/v1/openapi.json\n\n`);

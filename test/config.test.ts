@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { ConfigError, loadConfig, parseDuration } from '../src/config.ts';
+import { ConfigError, loadConfig, parseDuration, resolveSecretKey } from '../src/config.ts';
 
 describe('configuration', () => {
   it('has the documented defaults', () => {
@@ -34,6 +34,15 @@ describe('configuration', () => {
     );
   });
 
+  it('requires SECRET_KEY with PostgreSQL where a process seals or opens secrets', () => {
+    const config = loadConfig({ DATABASE_URL: 'postgres://localhost/db' });
+    assert.throws(() => resolveSecretKey(config), {
+      name: 'ConfigError',
+      message: /^SECRET_KEY: required when DATABASE_URL selects PostgreSQL/,
+    });
+    assert.equal(resolveSecretKey(config, 'if-present'), null);
+  });
+
   it('derives the base URLs from PORT and PUBLIC_BASE_URL', () => {
     assert.equal(loadConfig({ PORT: '8080' }).publicBaseUrl, 'http://localhost:8080');
     const config = loadConfig({ PUBLIC_BASE_URL: 'https://api.example.com/' });
@@ -46,7 +55,6 @@ describe('configuration', () => {
       [{ PORT: 'abc' }, /^PORT:/],
       [{ PORT: '70000' }, /^PORT:/],
       [{ DATABASE_URL: 'mysql://x' }, /^DATABASE_URL:/],
-      [{ DATABASE_URL: 'postgres://localhost/db' }, /^SECRET_KEY:/],
       [{ WEBHOOK_RETRY_SCHEDULE: '1m,5x' }, /^WEBHOOK_RETRY_SCHEDULE:/],
       [{ IDEMPOTENCY_TTL: '24' }, /^IDEMPOTENCY_TTL:/],
       [{ DEPLOYMENT_ENV: 'prod' }, /^DEPLOYMENT_ENV:/],

@@ -1,10 +1,11 @@
 import { chmodSync, constants, copyFileSync, existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { describeDatabase } from '../config.ts';
+import { cliEnvPrefix, describeDatabase } from '../config.ts';
 import { demoInstructions, seedDemo } from '../demo.ts';
 import { isTier, TIER_NAMES } from '../domain/plans.ts';
 import { DELIVERY_STATUSES, isOneOf } from '../domain/states.ts';
-import { ApiProblem, notFound } from '../lib/problems.ts';
+import { ApiProblem } from '../lib/problems.ts';
+import type { Runtime } from '../runtime.ts';
 import { type OptionSpec, type ParsedArgs, type PositionalSpec, UsageError } from './args.ts';
 import type { CommandContext } from './context.ts';
 import { checkSlug, checkTenantName, parseExpiry, parseProcesses, parseScopes } from './values.ts';
@@ -119,7 +120,7 @@ const webhookEnableCommand: Command = {
   async run(ctx, args) {
     const [id] = args.positionals;
     const subscription = await ctx.withRuntime((runtime) =>
-      namingNotFound(runtime.services.webhooks.enable(id), `Webhook subscription "${id}"`),
+      namingNotFound(runtime, runtime.services.webhooks.enable(id), `Webhook subscription "${id}"`),
     );
     ctx.print(
       `Webhook subscription ${subscription.id} enabled (${subscription.url}).\n`,
@@ -234,7 +235,7 @@ const tenantCreateCommand: Command = {
     );
     ctx.print(
       `Tenant "${tenant.slug}" created: ${tenant.id} (tier ${tenant.tier}).\n` +
-        `Mint a token with: tourops token create --tenant ${tenant.slug} --scopes all\n`,
+        `Mint a token with: ${cliEnvPrefix(ctx.config())}npx tourops token create --tenant ${tenant.slug} --scopes all\n`,
       tenant,
     );
     return 'done';
@@ -284,6 +285,7 @@ const tokenCreateCommand: Command = {
     const name = args.string('name') ?? null;
     const { tenant, minted } = await ctx.withRuntime(async (runtime) => {
       const tenant = await namingNotFound(
+        runtime,
         runtime.services.tenants.resolve(tenantRef),
         `Tenant "${tenantRef}"`,
       );
@@ -316,7 +318,7 @@ const tokenRevokeCommand: Command = {
   async run(ctx, args) {
     const [id] = args.positionals;
     const token = await ctx.withRuntime((runtime) =>
-      namingNotFound(runtime.services.tokens.revoke(id), `Token "${id}"`),
+      namingNotFound(runtime, runtime.services.tokens.revoke(id), `Token "${id}"`),
     );
     ctx.print(`Token ${token.id} (${token.prefix}…) revoked.\n`, token);
     return 'done';
@@ -342,15 +344,19 @@ const backupCommand: Command = {
     const [target] = args.positionals;
     const file = resolve(target);
     if (existsSync(file)) throw new UsageError(`${target} exists: choose a new file`, 'backup');
-    const keyFile = await ctx.withRuntime(async (runtime) => {
-      await runtime.database.backup(file);
-      chmodSync(file, 0o600);
-      if (runtime.config.secretKey !== null) return null;
-      const copy = `${file}.secret.key`;
-      copyFileSync(join(runtime.config.dataDir, 'secret.key'), copy, constants.COPYFILE_EXCL);
-      chmodSync(copy, 0o600);
-      return copy;
-    });
+    const keyFile = await ctx.withRuntime(
+      async (runtime) => {
+        await runtime.database.backup(file);
+        chmodSync(file, 0o600);
+        if (runtime.config.secretKey !== null) return null;
+        const copy = `${file}.secret.key`;
+        copyFileSync(join(runtime.config.dataDir, 'secret.key'), copy, constants.COPYFILE_EXCL);
+        chmodSync(copy, 0o600);
+        return copy;
+      },
+      // The copy's key goes with it.
+      { needsKey: true },
+    );
     ctx.print(
       `Database copied to ${file}.\n` +
         (keyFile === null
@@ -399,7 +405,11 @@ const deliveryListCommand: Command = {
     }
     const page = await ctx.withRuntime(async (runtime) => {
       const { webhooks } = runtime.services;
-      const tenantId = await namingNotFound(webhooks.tenantOf(id), `Webhook subscription "${id}"`);
+      const tenantId = await namingNotFound(
+        runtime,
+        webhooks.tenantOf(id),
+        `Webhook subscription "${id}"`,
+      );
       return webhooks.listDeliveries(tenantId, id, { limit, status });
     });
     const lines = page.data.map(
@@ -425,8 +435,13 @@ const deliveryRedeliverCommand: Command = {
     const id = args.required('webhook');
     const queued = await ctx.withRuntime(async (runtime) => {
       const { webhooks } = runtime.services;
-      const tenantId = await namingNotFound(webhooks.tenantOf(id), `Webhook subscription "${id}"`);
+      const tenantId = await namingNotFound(
+        runtime,
+        webhooks.tenantOf(id),
+        `Webhook subscription "${id}"`,
+      );
       return namingNotFound(
+        runtime,
         webhooks.redeliver(tenantId, id, deliveryId),
         `Delivery "${deliveryId}"`,
       );
@@ -462,7 +477,11 @@ const deliveryRecoverCommand: Command = {
     const until = args.string('until');
     const result = await ctx.withRuntime(async (runtime) => {
       const { webhooks } = runtime.services;
-      const tenantId = await namingNotFound(webhooks.tenantOf(id), `Webhook subscription "${id}"`);
+      const tenantId = await namingNotFound(
+        runtime,
+        webhooks.tenantOf(id),
+        `Webhook subscription "${id}"`,
+      );
       return webhooks.recover(tenantId, id, until === undefined ? { since } : { since, until });
     });
     ctx.print(`Queued ${result.queued} deliveries.\n`, result);
@@ -511,7 +530,7 @@ const tokenListCommand: Command = {
   async run(ctx, args) {
     const tenantRef = args.required('tenant');
     const tokens = await ctx.withRuntime((runtime) =>
-      namingNotFound(runtime.services.tokens.list(tenantRef), `Tenant "${tenantRef}"`),
+      namingNotFound(runtime, runtime.services.tokens.list(tenantRef), `Tenant "${tenantRef}"`),
     );
     const lines = tokens.map(
       (t) =>
@@ -523,12 +542,20 @@ const tokenListCommand: Command = {
   },
 };
 
-/** The services say "Tenant was not found."; on a command line, name what was typed. */
-async function namingNotFound<T>(work: Promise<T>, what: string): Promise<T> {
+/**
+ * The services say "Tenant was not found."; on a command line, name what was typed and where it
+ * was looked for (a DATA_DIR or DATABASE_URL other than the server's is the usual reason).
+ */
+async function namingNotFound<T>(runtime: Runtime, work: Promise<T>, what: string): Promise<T> {
   try {
     return await work;
   } catch (error) {
-    if (error instanceof ApiProblem && error.slug === 'not-found') throw notFound(what);
+    if (error instanceof ApiProblem && error.slug === 'not-found') {
+      throw new ApiProblem(
+        'not-found',
+        `${what} was not found in ${describeDatabase(runtime.config)}.`,
+      );
+    }
     throw error;
   }
 }

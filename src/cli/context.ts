@@ -19,8 +19,15 @@ export interface CommandContext {
   json: boolean;
   /** Parsed once, on first use, so `--help` and usage errors never need a valid environment. */
   config(): Config;
-  /** Opens the runtime (migrating first, like `npm start`), runs `work`, always closes it. */
-  withRuntime<T>(work: (runtime: Runtime) => Promise<T>): Promise<T>;
+  /**
+   * Opens the runtime (migrating first, like `npm start`), runs `work`, always closes it. Without
+   * a SECRET_KEY unless `needsKey` (the command seals or opens secrets); one that is there is
+   * still checked against the database.
+   */
+  withRuntime<T>(
+    work: (runtime: Runtime) => Promise<T>,
+    options?: { needsKey?: boolean },
+  ): Promise<T>;
   /** The human text, or with --json the value as JSON. Both on stdout. */
   print(human: string, json: unknown): void;
 }
@@ -34,7 +41,7 @@ export function createCommandContext(io: CliIo, json: boolean): CommandContext {
       config ??= loadConfig(io.env);
       return config;
     },
-    async withRuntime(work) {
+    async withRuntime(work, options = {}) {
       const runtimeConfig = context.config();
       // Loaded on first use: --help and usage errors then answer without loading the database
       // drivers, the services and Fastify (most of a second).
@@ -44,6 +51,7 @@ export function createCommandContext(io: CliIo, json: boolean): CommandContext {
       ]);
       const runtime = await createRuntime(runtimeConfig, {
         logger: cliLogger(pino, runtimeConfig),
+        secretKey: options.needsKey ? 'required' : 'if-present',
       });
       try {
         return await work(runtime);

@@ -42,9 +42,14 @@ function nextIv(): Buffer {
  * value copied to another row no longer decrypts. decrypt must be given the same context.
  */
 export class SecretBox {
-  readonly #key: KeyObject;
+  readonly #key: KeyObject | null;
 
-  constructor(secretKey: string) {
+  /** null: no key (a CLI command that seals and opens nothing); using the box then throws. */
+  constructor(secretKey: string | null) {
+    if (secretKey === null) {
+      this.#key = null;
+      return;
+    }
     if (secretKey.length < 32) throw new Error('SecretBox: SECRET_KEY must be at least 32 chars');
     const derived = Buffer.from(hkdfSync('sha256', secretKey, Buffer.alloc(0), HKDF_INFO, 32));
     this.#key = createSecretKey(derived);
@@ -52,8 +57,9 @@ export class SecretBox {
   }
 
   encrypt(plaintext: string, context?: string): string {
+    const key = this.key();
     const iv = nextIv();
-    const cipher = createCipheriv('aes-256-gcm', this.#key, iv, { authTagLength: TAG_BYTES });
+    const cipher = createCipheriv('aes-256-gcm', key, iv, { authTagLength: TAG_BYTES });
     const aad = contextBytes(context);
     if (aad) cipher.setAAD(aad);
     const ciphertext = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
@@ -74,7 +80,7 @@ export class SecretBox {
     }
     const aad = contextBytes(context);
     try {
-      const decipher = createDecipheriv('aes-256-gcm', this.#key, bytes.subarray(0, IV_BYTES), {
+      const decipher = createDecipheriv('aes-256-gcm', this.key(), bytes.subarray(0, IV_BYTES), {
         authTagLength: TAG_BYTES,
       });
       decipher.setAuthTag(bytes.subarray(IV_BYTES, IV_BYTES + TAG_BYTES));
@@ -88,6 +94,11 @@ export class SecretBox {
         { cause },
       );
     }
+  }
+
+  private key(): KeyObject {
+    if (this.#key === null) throw new Error('SecretBox: no SECRET_KEY was given to this process');
+    return this.#key;
   }
 }
 

@@ -99,7 +99,7 @@ export function createServices(
   database: Database,
   clock: Clock,
   onBackgroundError: (error: unknown) => void,
-  options: { secretKey: string; resolver?: Resolver; keySource?: string },
+  options: { secretKey: string | null; resolver?: Resolver; keySource?: string },
 ): { services: Services; repositories: Repositories } {
   const repositories = createRepositories(database);
   const notifier = new Notifier(database);
