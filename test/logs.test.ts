@@ -90,8 +90,10 @@ describe('logs that explain what happened', () => {
           error: null,
           ms: 0,
           next: 'pending',
+          nextAttemptAt: failed[0].nextAttemptAt,
         },
       );
+      assert.match(String(failed[0].nextAttemptAt), /^\d{4}-\d{2}-\d{2}T/);
       assert.match(String(failed[0].deliveryId), /^dlv_/);
       assert.equal(delivered.attempt, 2);
     } finally {

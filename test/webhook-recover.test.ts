@@ -119,10 +119,21 @@ for (const backend of BACKENDS) {
         human.stdout,
         /^dlv_\w+ {2}success {2}client\.created {2}attempts 1 {2}last 204/m,
       );
-      const again = tourops(
-        ['delivery', 'redeliver', deadRows[0].id, '--webhook', id, '--json'],
-        ctx.env,
+      // The next page, as printed: the six, two by two, each once.
+      const seen = [...human.stdout.matchAll(/^(dlv_\w+) /gm)].map((m) => m[1]);
+      let more = /^More: tourops (.+)$/m.exec(human.stdout)?.[1];
+      while (more) {
+        const page = tourops(more.split(' '), ctx.env);
+        assert.equal(page.status, 0, page.stderr);
+        seen.push(...[...page.stdout.matchAll(/^(dlv_\w+) /gm)].map((m) => m[1]));
+        more = /^More: tourops (.+)$/m.exec(page.stdout)?.[1];
+      }
+      assert.deepEqual(
+        seen,
+        JSON.parse(listed.stdout).map((d: { id: string }) => d.id),
       );
+      // The delivery names its subscription: --webhook may be left out.
+      const again = tourops(['delivery', 'redeliver', deadRows[0].id, '--json'], ctx.env);
       assert.equal(again.status, 0, again.stderr);
       assert.equal(JSON.parse(again.stdout).status, 'pending');
       const recovered = tourops(

@@ -390,6 +390,11 @@ const deliveryListCommand: Command = {
       description: 'only deliveries in this status',
     },
     limit: { type: 'string', value: '<n>', description: 'at most n (1-100, default 20)' },
+    cursor: {
+      type: 'string',
+      value: '<cursor>',
+      description: 'the next page, as the previous page printed it',
+    },
   },
   json: true,
   async run(ctx, args) {
@@ -410,7 +415,11 @@ const deliveryListCommand: Command = {
         webhooks.tenantOf(id),
         `Webhook subscription "${id}"`,
       );
-      return webhooks.listDeliveries(tenantId, id, { limit, status });
+      return webhooks.listDeliveries(tenantId, id, {
+        limit,
+        status,
+        cursor: args.string('cursor'),
+      });
     });
     const lines = page.data.map(
       (d) =>
@@ -418,7 +427,10 @@ const deliveryListCommand: Command = {
         `${d.lastResponseStatus === null ? '' : `  last ${d.lastResponseStatus}`}` +
         `${d.lastError === null ? '' : `  ${d.lastError}`}  ${d.createdAt}\n`,
     );
-    ctx.print(lines.length === 0 ? 'No deliveries.\n' : lines.join(''), page.data);
+    const more = page.meta.hasMore
+      ? `More: tourops delivery list --webhook ${id} --cursor ${page.meta.cursor}\n`
+      : '';
+    ctx.print(lines.length === 0 ? 'No deliveries.\n' : lines.join('') + more, page.data);
     return 'done';
   },
 };
@@ -428,13 +440,26 @@ const deliveryRedeliverCommand: Command = {
   summary: 'send a delivery again (a new delivery, the same event)',
   description: ['JSON: {"deliveryId", "eventId", "status": "pending"}.'],
   positionals: [{ name: 'delivery', description: 'the delivery id (dlv_…)' }],
-  options: webhookOption,
+  options: {
+    webhook: {
+      ...webhookOption.webhook,
+      required: false,
+      description: "the subscription id (whs_…); default: the delivery's own",
+    },
+  },
   json: true,
   async run(ctx, args) {
     const [deliveryId] = args.positionals;
-    const id = args.required('webhook');
     const queued = await ctx.withRuntime(async (runtime) => {
       const { webhooks } = runtime.services;
+      // Delivery ids are unique: the subscription is the delivery's unless one is named.
+      const id =
+        args.string('webhook') ??
+        (await namingNotFound(
+          runtime,
+          webhooks.subscriptionOfDelivery(deliveryId),
+          `Delivery "${deliveryId}"`,
+        ));
       const tenantId = await namingNotFound(
         runtime,
         webhooks.tenantOf(id),
@@ -508,7 +533,10 @@ const tenantListCommand: Command = {
     const lines = tenants.map(
       (t) => `${t.id}  ${t.slug}  ${t.tier}${t.active ? '' : '  (inactive)'}  ${t.name}\n`,
     );
-    ctx.print(lines.length === 0 ? 'No tenants.\n' : lines.join(''), tenants);
+    ctx.print(
+      lines.length === 0 ? 'No tenants.\n' : `ID  SLUG  TIER  NAME\n${lines.join('')}`,
+      tenants,
+    );
     return 'done';
   },
 };
@@ -537,7 +565,10 @@ const tokenListCommand: Command = {
         `${t.id}  ${t.prefix}…  ${t.revoked ? 'revoked' : t.expiresAt ? `expires ${t.expiresAt}` : 'active'}  ` +
         `${t.scopes.join(',')}${t.name === null ? '' : `  "${t.name}"`}\n`,
     );
-    ctx.print(lines.length === 0 ? 'No tokens.\n' : lines.join(''), tokens);
+    ctx.print(
+      lines.length === 0 ? 'No tokens.\n' : `ID  PREFIX  STATE  SCOPES  NAME\n${lines.join('')}`,
+      tokens,
+    );
     return 'done';
   },
 };

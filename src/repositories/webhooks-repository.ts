@@ -108,6 +108,16 @@ export class WebhooksRepository extends Repository {
       .executeTakeFirst();
   }
 
+  /** A delivery's subscription, by the delivery's id alone (the operator CLI). */
+  findDeliverySubscription(deliveryId: string): Promise<string | undefined> {
+    return this.db
+      .selectFrom('webhookDeliveries')
+      .select('subscriptionId')
+      .where('id', '=', deliveryId)
+      .executeTakeFirst()
+      .then((row) => row?.subscriptionId);
+  }
+
   findSubscriptionTenant(id: string): Promise<string | undefined> {
     return this.owningTenant('webhookSubscriptions', id);
   }

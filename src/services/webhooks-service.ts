@@ -272,6 +272,13 @@ export class WebhooksService {
     return { data: page.data.map(toDelivery), meta: page.meta };
   }
 
+  /** The subscription a delivery belongs to, for the operator CLI (delivery ids are unique). */
+  async subscriptionOfDelivery(deliveryId: string): Promise<string> {
+    const id = await this.deps.webhooks.findDeliverySubscription(deliveryId);
+    if (id === undefined) throw notFound('Delivery');
+    return id;
+  }
+
   /** The tenant of a subscription, for the operator CLI, which names it by id alone. */
   tenantOf(id: string): Promise<string> {
     return owningTenant(

@@ -415,6 +415,8 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       error: result.errorClass,
       ms: Math.round(ms),
       next: outcome.status,
+      // When the next attempt is due (a retry), else null.
+      nextAttemptAt: outcome.nextAttemptAt,
     };
     // A dead letter is the end of a delivery: at warn, where alerts look.
     if (outcome.status === 'success') this.deps.logger.debug(line, 'webhook attempt delivered');
