@@ -191,3 +191,38 @@ describe('who may read /metrics', () => {
     }
   });
 });
+
+for (const backend of BACKENDS) {
+  describe(`stuck work shows (${backend})`, () => {
+    it('counts deliveries in flight past their lease in /metrics and in /readyz', async () => {
+      // No worker: nothing takes the stuck row over while the test looks at it.
+      const ctx = await createWebhookTestContext(backend);
+      try {
+        const tenant = await createTenant(ctx);
+        const hook = await ctx.api('POST', '/api/v1/webhooks', {
+          token: tenant.token,
+          body: { url: 'https://127.0.0.1:9/stuck', events: ['client.created'] },
+        });
+        assert.equal(hook.statusCode, 201, hook.body);
+        await ctx.api('POST', '/api/v1/clients', {
+          token: tenant.token,
+          body: { kind: 'individual', displayName: 'Stuck' },
+        });
+        // As a worker that died mid-attempt an hour ago leaves it.
+        await ctx.runtime.database.db
+          .updateTable('webhookDeliveries')
+          .set({ status: 'in_flight', claimedAt: new Date(Date.now() - 3_600_000).toISOString() })
+          .where('tenantId', '=', tenant.id)
+          .execute();
+        const families = parseExposition((await ctx.app.inject({ url: '/metrics' })).body);
+        assert.equal(family(families, 'tourops_webhook_deliveries_stuck').type, 'gauge');
+        assert.equal(value(families, 'tourops_webhook_deliveries_stuck'), 1);
+        const ready = await ctx.app.inject({ url: '/readyz' });
+        assert.equal(ready.statusCode, 200);
+        assert.equal(ready.json().deliveries.stuck, 1);
+      } finally {
+        await ctx.close();
+      }
+    });
+  });
+}

@@ -9,8 +9,8 @@ import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
 import { HttpsReceiver } from './helpers/https-receiver.ts';
 
 const DNS_TIMEOUT_MS = 1_000;
-/** How long each measured window of the other tenant's traffic lasts. */
-const WINDOW_MS = 1_500;
+/** How long each measured window of the other tenant's traffic lasts (the names hang 1 s). */
+const WINDOW_MS = 2_000;
 
 function percentile(values: number[], p: number): number {
   const sorted = [...values].sort((a, b) => a - b);
@@ -81,11 +81,9 @@ for (const backend of BACKENDS) {
       return latencies;
     };
 
-    it("holds no other request while one tenant's names hang, and bounds the wait", async () => {
-      const base = await otherTenantWindow();
-      // Eight registrations at once, half of them keyed, each waiting for a name that never
-      // resolves, while the other tenant goes on.
-      const registrations = Array.from({ length: 8 }, async (_, i) => {
+    /** Eight registrations at once, half keyed, on a name that never resolves. */
+    const hangingRegistrations = () =>
+      Array.from({ length: 8 }, async (_, i) => {
         const started = performance.now();
         const response = await ctx.api('POST', '/api/v1/webhooks', {
           token: slow.token,
@@ -94,19 +92,35 @@ for (const backend of BACKENDS) {
         });
         return { response, ms: performance.now() - started };
       });
-      const during = await otherTenantWindow();
-      for (const { response, ms } of await Promise.all(registrations)) {
-        assert.equal(response.statusCode, 422, response.body);
-        assert.deepEqual(response.json().errors, {
-          url: ['host name did not resolve within 1 s'],
-        });
-        // Each waited for its own resolution, not for the others' one after another.
-        assert.ok(ms >= DNS_TIMEOUT_MS && ms < 2 * DNS_TIMEOUT_MS, `answered in ${ms} ms`);
+
+    it("holds no other request while one tenant's names hang, and bounds the wait", async () => {
+      // Windows alone and beside the hanging names, interleaved three times: the suites running
+      // beside this one load the machine in bursts, and a burst then lands on one window of each.
+      const p99s = { alone: [] as number[], beside: [] as number[] };
+      let slowest = 0;
+      for (let round = 0; round < 3; round++) {
+        p99s.alone.push(percentile(await otherTenantWindow(), 99));
+        const registrations = hangingRegistrations();
+        const beside = await otherTenantWindow();
+        p99s.beside.push(percentile(beside, 99));
+        slowest = Math.max(slowest, ...beside);
+        for (const { response, ms } of await Promise.all(registrations)) {
+          assert.equal(response.statusCode, 422, response.body);
+          assert.deepEqual(response.json().errors, {
+            url: ['host name did not resolve within 1 s'],
+          });
+          // Each waited for its own resolution, not for the others' one after another.
+          assert.ok(ms >= DNS_TIMEOUT_MS && ms < 2 * DNS_TIMEOUT_MS, `answered in ${ms} ms`);
+        }
       }
-      const [p99Base, p99During] = [percentile(base, 99), percentile(during, 99)];
+      // No request of the other tenant waited for a resolution (each takes the time-out)...
+      assert.ok(slowest < DNS_TIMEOUT_MS, `the other tenant's slowest answer: ${slowest} ms`);
+      // ...and its p99 stays within 2x of its own alone (the median window of each kind).
+      const [alone, beside] = [p99s.alone, p99s.beside].map((values) => percentile(values, 50));
       assert.ok(
-        p99During <= 2 * Math.max(p99Base, 10),
-        `the other tenant's p99: ${p99Base.toFixed(1)} ms alone, ${p99During.toFixed(1)} ms beside the hanging names`,
+        beside <= 2 * Math.max(alone, 10),
+        `the other tenant's p99: ${p99s.alone.map((v) => v.toFixed(1)).join(', ')} ms alone, ` +
+          `${p99s.beside.map((v) => v.toFixed(1)).join(', ')} ms beside the hanging names`,
       );
       assert.deepEqual(insideTransactions, []);
     });

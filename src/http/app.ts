@@ -216,7 +216,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     sendProblem(reply, notFound('The route'), config.errorsBaseUrl),
   );
 
-  await app.register(healthRoutes, { database: deps.database, config, outage });
+  await app.register(healthRoutes, { database: deps.database, config, outage, metrics });
   registerMetricsRoute(app, config, metrics);
   await app.register(errorPages, { config });
   await app.register(legacyRoutes, { config, clock: deps.clock });

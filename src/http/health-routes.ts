@@ -2,6 +2,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import { sql } from 'kysely';
 import type { Config } from '../config.ts';
 import type { Database } from '../db/database.ts';
+import type { Metrics } from '../lib/metrics.ts';
 import { serviceUnavailable } from '../lib/problems.ts';
 import type { OutageLog } from './outage-log.ts';
 import { sendProblem } from './problem-reply.ts';
@@ -9,12 +10,16 @@ import { sendProblem } from './problem-reply.ts';
 /** A readiness probe answers within this, whatever the database does. */
 const READY_PROBE_MS = 1_000;
 
-/** Liveness and readiness, outside /api/v1 and without authentication. */
+/**
+ * Liveness and readiness, outside /api/v1 and without authentication. A ready answer also says
+ * what the delivery queue holds (the metrics' figures): work stuck in flight shows there too.
+ */
 export const healthRoutes: FastifyPluginAsync<{
   database: Database;
   config: Config;
   outage: OutageLog;
-}> = async (app, { database, config, outage }) => {
+  metrics: Metrics;
+}> = async (app, { database, config, outage, metrics }) => {
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
   app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
     let timer: NodeJS.Timeout | undefined;
@@ -22,8 +27,13 @@ export const healthRoutes: FastifyPluginAsync<{
       timer = setTimeout(() => reject(new Error('readiness probe timed out')), READY_PROBE_MS);
     });
     try {
-      await Promise.race([sql`select 1`.execute(database.db), timedOut]);
-      return { status: 'ok' };
+      const [, queue] = await Promise.race([
+        Promise.all([sql`select 1`.execute(database.db), metrics.queueStats()]),
+        timedOut,
+      ]);
+      if (queue === null) return { status: 'ok' };
+      const { pending, stuck, oldestDueAgeSeconds } = queue;
+      return { status: 'ok', deliveries: { pending, stuck, oldestDueAgeSeconds } };
     } catch (error) {
       outage.failed(error);
       return sendProblem(reply, serviceUnavailable(), config.errorsBaseUrl);

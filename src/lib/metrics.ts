@@ -12,6 +12,8 @@ import {
 /** What the delivery queue holds now (see Metrics: queried at most every QUEUE_STATS_TTL_MS). */
 export interface QueueStats {
   pending: number;
+  /** In flight past their lease: their worker died, or cannot record what it did. */
+  stuck: number;
   /** Seconds since the oldest due pending delivery became due; 0 when none is due. */
   oldestDueAgeSeconds: number;
   pausedSubscriptions: number;
@@ -84,6 +86,12 @@ export class Metrics {
   });
 
   #stats: { at: number; value: Promise<QueueStats> } | null = null;
+  #queueStats: (() => Promise<QueueStats>) | null = null;
+
+  /** The queue's figures, cached like the gauges'; null in a process without a database. */
+  queueStats(): Promise<QueueStats> | null {
+    return this.#queueStats?.() ?? null;
+  }
   /** The labelled request histograms, found once each: prom-client hashes labels on every call. */
   readonly #requestSeries = new Map<string, { observe(value: number): void }>();
 
@@ -115,6 +123,7 @@ export class Metrics {
       }
       return this.#stats.value;
     };
+    this.#queueStats = stats;
     const gauge = (name: string, help: string, pick: (s: QueueStats) => number) =>
       new Gauge({
         name,
@@ -130,6 +139,11 @@ export class Metrics {
       'tourops_webhook_deliveries_pending',
       'Deliveries waiting for an attempt.',
       (s) => s.pending,
+    );
+    gauge(
+      'tourops_webhook_deliveries_stuck',
+      'Deliveries in flight past their lease (their worker died or cannot record); others take them over.',
+      (s) => s.stuck,
     );
     gauge(
       'tourops_webhook_oldest_due_age_seconds',

@@ -393,9 +393,13 @@ export class WebhooksRepository extends Repository {
    * webhook_deliveries_pending_idx (partial: pending rows only, whatever the history), and paused
    * live subscriptions.
    */
-  async queueStats(now: string): Promise<{
+  async queueStats(
+    now: string,
+    staleBefore: string,
+  ): Promise<{
     pending: number;
     oldestDue: string | null;
+    stuck: number;
     paused: number;
   }> {
     const queue = await this.db
@@ -415,6 +419,13 @@ export class WebhooksRepository extends Repository {
       ])
       .where('status', '=', PENDING)
       .executeTakeFirstOrThrow();
+    // Through webhook_deliveries_in_flight_idx (partial): in-flight rows only.
+    const stuck = await this.db
+      .selectFrom('webhookDeliveries')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('status', '=', IN_FLIGHT)
+      .where('claimedAt', '<', staleBefore)
+      .executeTakeFirstOrThrow();
     const paused = await this.db
       .selectFrom('webhookSubscriptions')
       .select((eb) => eb.fn.countAll<number>().as('n'))
@@ -424,6 +435,7 @@ export class WebhooksRepository extends Repository {
     return {
       pending: Number(queue.pending),
       oldestDue: (queue.oldestDue as string | null) ?? null,
+      stuck: Number(stuck.n),
       paused: Number(paused.n),
     };
   }

@@ -70,9 +70,13 @@ export class DeliveriesService {
   /** The queue as the metrics show it. */
   async queueStats(): Promise<QueueStats> {
     const now = this.deps.clock.now();
-    const stats = await this.deps.webhooks.queueStats(now.toISOString());
+    const stats = await this.deps.webhooks.queueStats(
+      now.toISOString(),
+      this.staleBefore(now.getTime()),
+    );
     return {
       pending: stats.pending,
+      stuck: stats.stuck,
       oldestDueAgeSeconds:
         stats.oldestDue === null
           ? 0
