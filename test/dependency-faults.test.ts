@@ -283,6 +283,31 @@ describe('PostgreSQL frozen, with the default time-outs: fail fast', {
     assert.equal((await timed(harness.app, 'GET', '/readyz')).response.statusCode, 200);
   });
 
+  it('still answers within 2 s when the server freezes during a slow statement', async () => {
+    const harness = faults.api;
+    const { token } = await mint(harness.app);
+    // Answered probes while it runs: the server was healthy when this began.
+    const slow = sql`select pg_sleep(3)`.execute(harness.runtime.database.db).catch(() => null);
+    await sleep(800);
+    faults.cluster.freeze();
+    try {
+      const answers = await Promise.all([
+        timed(harness.app, 'GET', '/api/v1/trips', token),
+        timed(harness.app, 'GET', '/api/v1/clients', token),
+      ]);
+      for (const [i, answer] of answers.entries()) assertUnavailable(answer, 2_000, `request ${i}`);
+    } finally {
+      faults.cluster.thaw();
+    }
+    await slow;
+    await eventually(
+      async () =>
+        (await timed(harness.app, 'GET', '/api/v1/trips', token)).response.statusCode === 200,
+      'reads succeed again after SIGCONT',
+      2_000,
+    );
+  });
+
   it('does not take a slow statement on a healthy server for an outage', async () => {
     const harness = faults.api;
     const { token } = await mint(harness.app);

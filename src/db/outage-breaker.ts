@@ -115,8 +115,9 @@ export class OutageBreaker {
         ? this.#checkoutsSince
         : statement;
     if (since === null || now - since < this.options.probeAfterMs) return;
-    // An answer since that wait began tells enough: the server answers, the wait is slow.
-    const probe = this.#probe.ask(now, since);
+    // A recent answer (since the wait began, and within probeAfterMs) tells enough: the server
+    // answers, the wait is slow. An older one may predate a freeze: asked again.
+    const probe = this.#probe.ask(now, Math.max(since, now - this.options.probeAfterMs));
     if (probe !== 'unanswered' || now - since < this.options.outageAfterMs) return;
     this.#open = true;
     this.#openedAt = now;

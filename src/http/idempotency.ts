@@ -142,12 +142,8 @@ export function registerIdempotency(
       if (!(error instanceof ApiProblem)) throw error;
       settled = { answer: rendered(error, reply, errorsBaseUrl), replayed: false };
     }
-    if (settled.answer === given) return payload;
     // Another answer than the one given: set out as it was stored.
-    if (settled.replayed) reply.header('Idempotency-Replayed', 'true');
-    reply.code(settled.answer.status);
-    if (settled.answer.type) reply.type(settled.answer.type);
-    return settled.answer.body;
+    return settled.answer === given ? payload : setOut(reply, settled.answer, settled.replayed);
   });
 }
 
@@ -162,10 +158,15 @@ function rendered(problem: ApiProblem, reply: FastifyReply, errorsBaseUrl: strin
 }
 
 function sendStored(reply: FastifyReply, answer: StoredAnswer, replayed: boolean): FastifyReply {
+  return reply.send(setOut(reply, answer, replayed));
+}
+
+/** Sets the reply's status and headers for a stored answer; its body. */
+function setOut(reply: FastifyReply, answer: StoredAnswer, replayed: boolean): string {
   if (replayed) reply.header('Idempotency-Replayed', 'true');
   reply.code(answer.status);
   if (answer.type) reply.type(answer.type);
-  return reply.send(answer.body);
+  return answer.body;
 }
 
 /** The request's keyed write, taken off it so that exactly one place settles it. */
