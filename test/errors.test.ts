@@ -171,6 +171,18 @@ for (const backend of BACKENDS) {
         assert.match(String(response.headers['content-type']), /^application\/problem\+json/);
         assert.equal(response.json().type, 'http://api.test/errors/not-found');
       }
+      // A path that exists under other methods says which, the status still 404.
+      const wrongMethod = async (method: 'PUT' | 'DELETE', url: string) =>
+        (await ctx.app.inject({ method, url })).json().detail;
+      assert.equal(
+        await wrongMethod('PUT', '/api/v1/trips/trp_x?expand=1'),
+        'PUT is not a method of this path; it answers GET, PATCH.',
+      );
+      assert.equal(
+        await wrongMethod('DELETE', '/api/v1/trips'),
+        'DELETE is not a method of this path; it answers GET, POST.',
+      );
+      assert.equal(await wrongMethod('PUT', '/api/v1/nope'), 'The route was not found.');
     });
 
     it('turns a fault into 500 internal with the request id and no internals', async () => {

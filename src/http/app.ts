@@ -10,12 +10,7 @@ import { isDatabaseUnavailable } from '../db/unavailable.ts';
 import { CODE_FORMATS } from '../domain/codes.ts';
 import type { Clock } from '../lib/clock.ts';
 import type { Metrics } from '../lib/metrics.ts';
-import {
-  type ApiProblem,
-  notFound,
-  serviceUnavailable,
-  validationFailed,
-} from '../lib/problems.ts';
+import { ApiProblem, notFound, serviceUnavailable, validationFailed } from '../lib/problems.ts';
 import type { RateLimits } from '../rate-limit/rate-limits.ts';
 import type { AuthContext } from '../services/context.ts';
 import type { Services } from '../services/index.ts';
@@ -34,6 +29,7 @@ import { OutageLog } from './outage-log.ts';
 import { internalProblem, sendProblem, toProblem } from './problem-reply.ts';
 import { publicApi } from './public-api.ts';
 import { registerReferencePage } from './reference-page.ts';
+import { RouteMethods } from './route-methods.ts';
 import { OPTIONAL_BODY, SHARED_SCHEMAS } from './schemas.ts';
 
 declare module 'fastify' {
@@ -212,9 +208,19 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     request.log.error({ err: error }, 'unhandled error');
     return sendProblem(reply, internalProblem(request), config.errorsBaseUrl);
   });
-  app.setNotFoundHandler((_request, reply) =>
-    sendProblem(reply, notFound('The route'), config.errorsBaseUrl),
-  );
+  // Before any route is added: it learns them as they are.
+  const routeMethods = new RouteMethods(app);
+  app.setNotFoundHandler((request, reply) => {
+    const allowed = routeMethods.allowed(request.url);
+    const problem =
+      allowed.length === 0
+        ? notFound('The route')
+        : new ApiProblem(
+            'not-found',
+            `${request.method} is not a method of this path; it answers ${allowed.join(', ')}.`,
+          );
+    return sendProblem(reply, problem, config.errorsBaseUrl);
+  });
 
   await app.register(healthRoutes, { database: deps.database, config, outage, metrics });
   registerMetricsRoute(app, config, metrics);
