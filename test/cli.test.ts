@@ -186,6 +186,13 @@ for (const backend of BACKENDS) {
       ]);
       assertFails(tier, 2, /--tier must be one of free, starter, pro, enterprise/);
       assertFails(slug, 2, /--slug "Not_a_slug"/);
+      // Every bad flag in one answer, and every missing one.
+      const [both, missing] = await Promise.all([
+        tourops('tenant create --name X --slug Not_a_slug --tier gold', env),
+        tourops('tenant create --name X', env),
+      ]);
+      assertFails(both, 2, /--slug "Not_a_slug" must be .*; --tier must be one of/);
+      assertFails(missing, 2, /--slug, --tier are required/);
     });
 
     it('token create by tenant id mints a token that authenticates with its scopes', async () => {

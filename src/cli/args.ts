@@ -87,8 +87,13 @@ export function parseCommandArgs(spec: ParseSpec, argv: string[]): ParsedArgs {
   };
   if (args.help) return args;
 
-  for (const [name, option] of Object.entries(spec.options)) {
-    if (option.required) args.required(name);
+  // Every missing option at once, not the first of them.
+  const missing = Object.entries(spec.options)
+    .filter(([name, option]) => option.required && args.string(name) === undefined)
+    .map(([name]) => `--${name}`);
+  if (missing.length > 0) {
+    const verb = missing.length === 1 ? 'is' : 'are';
+    throw new UsageError(`${missing.join(', ')} ${verb} required`, spec.command);
   }
   if (positionals.length < spec.positionals.length) {
     const missing = spec.positionals[positionals.length];

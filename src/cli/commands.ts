@@ -221,14 +221,24 @@ const tenantCreateCommand: Command = {
   json: true,
   async run(ctx, args) {
     const command = 'tenant create';
-    const name = checkTenantName(args.required('name'), command);
-    const slug = checkSlug(args.required('slug'), command);
+    // Every bad value at once, not the first of them.
+    const problems: string[] = [];
+    const checked = <T>(check: () => T): T | undefined => {
+      try {
+        return check();
+      } catch (error) {
+        if (!(error instanceof UsageError)) throw error;
+        problems.push(error.message);
+        return undefined;
+      }
+    };
+    const name = checked(() => checkTenantName(args.required('name'), command));
+    const slug = checked(() => checkSlug(args.required('slug'), command));
     const tier = args.required('tier');
-    if (!isTier(tier)) {
-      throw new UsageError(
-        `--tier must be one of ${TIER_NAMES.join(', ')} (got "${tier}")`,
-        command,
-      );
+    if (!isTier(tier))
+      problems.push(`--tier must be one of ${TIER_NAMES.join(', ')} (got "${tier}")`);
+    if (problems.length > 0 || name === undefined || slug === undefined || !isTier(tier)) {
+      throw new UsageError(problems.join('; '), command);
     }
     const tenant = await ctx.withRuntime((runtime) =>
       runtime.services.tenants.create({ name, slug, tier }),
