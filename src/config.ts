@@ -286,7 +286,8 @@ export function loadConfig(env: Env = process.env): Config {
 
 /**
  * The embedded database keeps a generated SECRET_KEY beside itself, so a laptop needs no setup
- * and the key survives restarts. PostgreSQL deployments must bring their own (checked above).
+ * and the key survives restarts. PostgreSQL deployments must bring their own. `if-present`: a
+ * process that seals and opens nothing runs without one (null), and generates none.
  */
 export function resolveSecretKey(
   config: Config,

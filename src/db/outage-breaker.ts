@@ -33,8 +33,8 @@ export interface WatchedWaits {
  * out in full. Instead: when any statement or checkout has waited `probeAfterMs`, one probe
  * (`select 1` on a connection of the breaker's own) asks whether the server answers at all. A
  * wait of `outageAfterMs` beside a probe unanswered for `probeTimeoutMs` opens the breaker: the
- * waits are cut, and every new statement
- * or checkout fails at once (503 with Retry-After) until the probe is answered, which closes it.
+ * waits are cut, and every new statement or checkout fails at once (503 with Retry-After) until
+ * the probe is answered, which closes it.
  * A slow statement on a healthy server is not an outage: the probe is answered, and the
  * statement time-out still applies.
  */

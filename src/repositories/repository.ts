@@ -30,6 +30,17 @@ export abstract class Repository {
   }
 
   /**
+   * The rows a select reads, locked until the transaction ends (PostgreSQL; SQLite transactions
+   * are serial already), for a change decided on what was read. FOR NO KEY UPDATE, not FOR
+   * UPDATE: every insert of a row referencing a locked one (a foreign key) holds FOR KEY SHARE on
+   * it, which FOR UPDATE would wait for while that insert's transaction waited for this lock in
+   * turn: a deadlock.
+   */
+  protected lockedRows<Q extends { forNoKeyUpdate(): Q }>(query: Q): Q {
+    return this.dialect === 'postgres' ? query.forNoKeyUpdate() : query;
+  }
+
+  /**
    * Rows another transaction holds are passed over (PostgreSQL); SQLite runs each writing
    * statement under its single write lock, so there is nothing to skip.
    */

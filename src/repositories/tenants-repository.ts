@@ -26,14 +26,13 @@ export class TenantsRepository extends Repository {
   }
 
   /**
-   * The tenant row, locked until the transaction ends (PostgreSQL; SQLite transactions are
-   * serial already): quota checks of one tenant take turns. NO KEY UPDATE, not UPDATE: every
-   * insert of a row that references the tenant (an idempotency claim, a trip) holds KEY SHARE
-   * on it, which UPDATE would wait for while its holder waits for this lock, a deadlock.
+   * The tenant row, locked (see lockedRows): quota checks of one tenant take turns, beside the
+   * idempotency claims and trips inserted under it.
    */
   lockForQuota(id: string) {
-    const query = this.db.selectFrom('tenants').selectAll().where('id', '=', id);
-    return (this.dialect === 'postgres' ? query.forNoKeyUpdate() : query).executeTakeFirst();
+    return this.lockedRows(
+      this.db.selectFrom('tenants').selectAll().where('id', '=', id),
+    ).executeTakeFirst();
   }
 
   async insert(row: Insertable<TenantsTable>): Promise<TenantRow> {

@@ -26,17 +26,13 @@ export class TripsRepository extends Repository {
   }
 
   /**
-   * The trip, locked until the transaction ends (PostgreSQL; SQLite transactions are serial
-   * already), so that a change decided on what it read is the only one made from that state. NO
-   * KEY UPDATE: it must not wait for the KEY SHARE locks of bookings inserted under the trip.
+   * The trip, locked (see lockedRows), so that a change decided on what it read is the only one
+   * made from that state, beside the bookings inserted under it.
    */
   lockById(tenantId: string, id: string): Promise<TripRow | undefined> {
-    const query = this.db
-      .selectFrom('trips')
-      .selectAll()
-      .where('tenantId', '=', tenantId)
-      .where('id', '=', id);
-    return (this.dialect === 'postgres' ? query.forNoKeyUpdate() : query).executeTakeFirst();
+    return this.lockedRows(
+      this.db.selectFrom('trips').selectAll().where('tenantId', '=', tenantId).where('id', '=', id),
+    ).executeTakeFirst();
   }
 
   /** Keyset page by id ascending; fetches `limit + 1` rows so the caller can tell `hasMore`. */

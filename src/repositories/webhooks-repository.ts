@@ -134,18 +134,18 @@ export class WebhooksRepository extends Repository {
   }
 
   /**
-   * The subscription unless deleted, locked until the transaction ends (PostgreSQL; SQLite
-   * transactions are serial already), for a change decided on what it holds (its key). NO KEY
-   * UPDATE, as in lockSubscriptions.
+   * The subscription unless deleted, locked (see lockedRows), for a change decided on what it
+   * holds (its key), beside the deliveries inserted under it.
    */
   lockLiveSubscription(tenantId: string, id: string): Promise<SubscriptionRow | undefined> {
-    const query = this.db
-      .selectFrom('webhookSubscriptions')
-      .selectAll()
-      .where('tenantId', '=', tenantId)
-      .where('id', '=', id)
-      .where('deletedAt', 'is', null);
-    return (this.dialect === 'postgres' ? query.forNoKeyUpdate() : query).executeTakeFirst();
+    return this.lockedRows(
+      this.db
+        .selectFrom('webhookSubscriptions')
+        .selectAll()
+        .where('tenantId', '=', tenantId)
+        .where('id', '=', id)
+        .where('deletedAt', 'is', null),
+    ).executeTakeFirst();
   }
 
   /**
@@ -506,18 +506,13 @@ export class WebhooksRepository extends Repository {
   }
 
   /**
-   * Locks the subscriptions whose counters a batch of outcomes changes (PostgreSQL), in id order
-   * so two workers cannot deadlock. NO KEY UPDATE: an event's transaction inserting delivery rows
-   * holds KEY SHARE locks on these rows (the foreign key), which FOR UPDATE would wait for, and
-   * the two orders of locking would deadlock.
+   * Locks the subscriptions whose counters a batch of outcomes changes (see lockedRows: beside
+   * the events' transactions inserting delivery rows under them), in id order so two workers
+   * cannot deadlock.
    */
   lockSubscriptions(ids: string[]) {
-    let query = this.db
-      .selectFrom('webhookSubscriptions')
-      .selectAll()
-      .where('id', 'in', ids)
-      .orderBy('id');
-    if (this.dialect === 'postgres') query = query.forNoKeyUpdate();
-    return query.execute();
+    return this.lockedRows(
+      this.db.selectFrom('webhookSubscriptions').selectAll().where('id', 'in', ids).orderBy('id'),
+    ).execute();
   }
 }

@@ -126,16 +126,30 @@ export class IdempotencyService {
   ): Promise<WriteOutcome> {
     const given = { answer, replayed: false };
     if (!isStored(answer.status)) return given;
+    const tried = await this.claimOnce(write, replayable);
+    if ('claim' in tried) {
+      await this.finish(tried.claim, answer);
+      return given;
+    }
+    const stored = tried.row ? this.replayOf(tried.row, write) : null;
+    return stored ? { answer: stored, replayed: true } : given;
+  }
+
+  /**
+   * One try at the key: the claim, holding its transaction; or, when a finished request holds
+   * the key, its row (read only when `readTaken`); or neither, when a live request holds it.
+   */
+  private async claimOnce(
+    write: KeyedWrite,
+    readTaken: boolean,
+  ): Promise<{ claim: IdempotencyClaim } | { row: IdempotencyRow | undefined }> {
     const entry = this.entry(write);
     const transaction = await this.deps.database.beginAmbient();
     let row: IdempotencyRow | undefined;
     try {
       const outcome = await transaction.run(() => this.deps.keys.claim(entry));
-      if (outcome === 'claimed') {
-        await this.finish({ ...entry, transaction }, answer);
-        return given;
-      }
-      if (outcome === 'taken' && replayable) {
+      if (outcome === 'claimed') return { claim: { ...entry, transaction } };
+      if (outcome === 'taken' && readTaken) {
         row = await transaction.run(() => this.deps.keys.find(write.tenantId, write.key));
       }
     } catch (error) {
@@ -143,8 +157,7 @@ export class IdempotencyService {
       throw error;
     }
     await transaction.rollback();
-    const stored = row ? this.replayOf(row, write) : null;
-    return stored ? { answer: stored, replayed: true } : given;
+    return { row };
   }
 
   private entry(write: KeyedWrite): IdempotencyEntry {
@@ -172,23 +185,11 @@ export class IdempotencyService {
   }
 
   private async start(write: KeyedWrite): Promise<IdempotencyStart> {
-    const { tenantId, key } = write;
     const deadline = Date.now() + WAIT_FOR_FIRST_MS;
     for (;;) {
-      const entry = this.entry(write);
-      const transaction = await this.deps.database.beginAmbient();
-      let row: IdempotencyRow | undefined;
-      try {
-        const outcome = await transaction.run(() => this.deps.keys.claim(entry));
-        if (outcome === 'claimed') return { kind: 'execute', claim: { ...entry, transaction } };
-        if (outcome === 'taken')
-          row = await transaction.run(() => this.deps.keys.find(tenantId, key));
-      } catch (error) {
-        await transaction.rollback();
-        throw error;
-      }
-      await transaction.rollback();
-      const stored = row ? this.replayOf(row, write) : null;
+      const tried = await this.claimOnce(write, true);
+      if ('claim' in tried) return { kind: 'execute', claim: tried.claim };
+      const stored = tried.row ? this.replayOf(tried.row, write) : null;
       if (stored) return { kind: 'replay', response: stored };
       // Another live request holds the key (or its row was just purged): wait for its answer.
       if (Date.now() >= deadline) {
