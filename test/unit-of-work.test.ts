@@ -244,7 +244,9 @@ for (const backend of BACKENDS) {
         'k1',
         'k2',
       ]);
-      assert.equal(runs, 3);
+      // At least one rerun; a rerun can meet the other transaction again (each may run three
+      // times), so the count above three is not fixed.
+      assert.ok(runs >= 3, `${runs} runs`);
     });
   });
 

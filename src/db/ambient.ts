@@ -1,4 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { randomInt } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   CompiledQuery,
   type DatabaseConnection,
@@ -58,6 +60,15 @@ export const TRANSACTION_ATTEMPTS = 3;
 export function isRetryable(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
   return code === '40001' || code === '40P01';
+}
+
+/**
+ * The wait before a conflict's rerun. Run at once, the rerun can take its first row back before
+ * the transaction that survived the conflict (woken, but not yet scheduled) locks it, and the two
+ * deadlock again; a short random pause lets the survivor finish first.
+ */
+export function pauseBeforeRerun(attempt: number): Promise<void> {
+  return sleep(randomInt(5, 25) * attempt);
 }
 
 /** A connection that can put the statements sent next into one socket write (PgConnection). */
@@ -248,6 +259,7 @@ class AmbientDriver implements Driver {
           // The first failure is the one worth reporting; a failed rollback drops the connection.
           await outer.rollback().catch(() => undefined);
           if (!isRetryable(error) || attempt === TRANSACTION_ATTEMPTS) throw error;
+          await pauseBeforeRerun(attempt);
         }
       }
     }

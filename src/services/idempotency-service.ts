@@ -1,6 +1,11 @@
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type AmbientTransaction, isRetryable, TRANSACTION_ATTEMPTS } from '../db/ambient.ts';
+import {
+  type AmbientTransaction,
+  isRetryable,
+  pauseBeforeRerun,
+  TRANSACTION_ATTEMPTS,
+} from '../db/ambient.ts';
 import type { Database } from '../db/database.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
 import { pacedBatches } from '../lib/paced-batches.ts';
@@ -108,6 +113,7 @@ export class IdempotencyService {
       } catch (error) {
         await this.abandon(claim).catch(() => undefined);
         if (!isRetryable(error) || attempt === TRANSACTION_ATTEMPTS) throw error;
+        await pauseBeforeRerun(attempt);
       }
     }
   }
