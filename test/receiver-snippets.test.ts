@@ -1,15 +1,176 @@
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
 import { after, before, describe, it } from 'node:test';
+import Stripe from 'stripe';
+import { freePort } from '../bench/processes.ts';
+import { newSigningKey } from '../src/domain/signing.ts';
 import { startWorker } from '../src/webhooks/start-worker.ts';
-import { createTestContext, type TestContext } from './helpers/context.ts';
-import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
+import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
+import { createClient, createTenant, type TenantFixture } from './helpers/fixtures.ts';
 import { HttpsReceiver, type ReceivedRequest, testCa } from './helpers/https-receiver.ts';
+import { ROOT, startTourops } from './helpers/processes.ts';
 import { until } from './helpers/until.ts';
 
-// The receiver snippets of the README and docs/snippets, run against a real signed delivery.
+// The receivers of docs/snippets (also on /docs), run as a reader would run them, against events
+// that `tourops listen` forwards and deliveries the worker sends.
 
-describe('the receiver snippets verify a real delivery', () => {
+/** A snippet receiver process on a free port: `node receiver.mjs` or `python3 receiver.py`. */
+async function startReceiver(command: string, file: string, signingKey: string) {
+  const port = await freePort();
+  const child: ChildProcess = spawn(command, [`docs/snippets/${file}`], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', PORT: String(port), TOUROPS_SIGNING_KEYS: signingKey },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
+    output += chunk;
+  });
+  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+    output += chunk;
+  });
+  await until(() => output.includes('listening on') || undefined, 10_000, `${file} listening`);
+  return {
+    url: `http://localhost:${port}/webhooks`,
+    output: () => output,
+    stop: async () => {
+      child.kill('SIGTERM');
+      if (child.exitCode === null && child.signalCode === null) await once(child, 'exit');
+    },
+  };
+}
+
+for (const backend of BACKENDS) {
+  describe(`tourops listen forwards real events to the snippet receivers (${backend})`, () => {
+    let ctx: TestContext;
+    let tenant: TenantFixture;
+    before(async () => {
+      ctx = await createTestContext(backend);
+      tenant = await createTenant(ctx);
+    });
+    after(() => ctx.close());
+
+    const eventIdsOf = async (type: string) =>
+      (await ctx.runtime.repositories.events.listForTenant(tenant.id))
+        .filter((event) => event.type === type)
+        .map((event) => event.id);
+
+    it('Node: only the types asked for, signed with the given key, verified', async () => {
+      const signingKey = newSigningKey();
+      const receiver = await startReceiver(process.execPath, 'receiver.mjs', signingKey);
+      const listen = await startTourops(
+        [
+          'listen',
+          '--tenant',
+          tenant.slug,
+          '--events',
+          'client.created',
+          '--forward-to',
+          receiver.url,
+          '--signing-key',
+          signingKey,
+        ],
+        ctx.env,
+        'Signing key:',
+      );
+      try {
+        await createClient(ctx, tenant);
+        const [eventId] = await eventIdsOf('client.created');
+        await until(
+          () => receiver.output().includes(`verified client.created ${eventId}`) || undefined,
+          10_000,
+          receiver.output(),
+        );
+        assert.match(listen.output(), new RegExp(`client\\.created  ${eventId}  → 204 \\(`));
+        // A forged one is refused by the same receiver.
+        const forged = await fetch(receiver.url, {
+          method: 'POST',
+          headers: {
+            'service-signature': `t=${Math.floor(Date.now() / 1000)},v1=${'0'.repeat(64)}`,
+          },
+          body: '{"id":"x","type":"client.created"}',
+        });
+        assert.equal(forged.status, 400);
+        assert.equal(await listen.stop('SIGINT'), 0);
+        assert.match(listen.output(), /Stopped after forwarding 1 event\(s\)\./);
+        assert.equal(receiver.output().match(/^verified /gm)?.length, 1, receiver.output());
+      } finally {
+        await listen.stop();
+        await receiver.stop();
+      }
+    });
+
+    it('Python: every type, with the key it printed', async () => {
+      const placeholder = await startTourops(
+        ['listen', '--tenant', tenant.id, '--forward-to', 'http://127.0.0.1:9/unused'],
+        ctx.env,
+        'Signing key:',
+      );
+      // Each run prints a key of its own; this one forwards to a receiver started with it.
+      const printed = /Signing key: (whsec_\S+)/.exec(placeholder.output())?.[1];
+      assert.equal(await placeholder.stop('SIGINT'), 0);
+      assert.ok(printed);
+      assert.match(placeholder.output(), /Stopped after forwarding 0 event\(s\)\./);
+      const listen = await startTourops(
+        ['listen', '--tenant', tenant.id, '--forward-to', 'http://127.0.0.1:9/unused'],
+        ctx.env,
+        'Signing key:',
+      );
+      const key = /Signing key: (whsec_\S+)/.exec(listen.output())?.[1] as string;
+      assert.notEqual(key, printed);
+      await listen.stop('SIGINT');
+
+      const receiver = await startReceiver('python3', 'receiver.py', key);
+      const forwarding = await startTourops(
+        ['listen', '--tenant', tenant.slug, '--forward-to', receiver.url, '--signing-key', key],
+        ctx.env,
+        'Signing key:',
+      );
+      try {
+        const before = new Set(await eventIdsOf('client.created'));
+        await createClient(ctx, tenant);
+        const eventId = (await eventIdsOf('client.created')).find((id) => !before.has(id));
+        await until(
+          () => receiver.output().includes(`verified client.created ${eventId}`) || undefined,
+          10_000,
+          receiver.output(),
+        );
+        assert.equal(await forwarding.stop('SIGINT'), 0);
+      } finally {
+        await forwarding.stop();
+        await receiver.stop();
+      }
+    });
+
+    it('refuses a URL off this machine, an unknown event type and an unknown tenant', async () => {
+      const run = (args: string[]) =>
+        spawnSync(process.execPath, ['bin/tourops.js', 'listen', ...args], {
+          cwd: ROOT,
+          env: { PATH: process.env.PATH ?? '', ...ctx.env },
+          encoding: 'utf8',
+        });
+      const offMachine = run(['--tenant', tenant.slug, '--forward-to', 'http://192.0.2.1/hook']);
+      assert.equal(offMachine.status, 2);
+      assert.match(offMachine.stderr, /--forward-to must be an http\(s\) URL on this machine/);
+      const unknownType = run([
+        '--tenant',
+        tenant.slug,
+        '--events',
+        'client.created,trip.exploded',
+        '--forward-to',
+        'http://localhost:4242/webhooks',
+      ]);
+      assert.equal(unknownType.status, 2);
+      assert.match(unknownType.stderr, /--events: unknown trip\.exploded/);
+      const unknownTenant = run(['--tenant', 'nobody', '--forward-to', 'http://[::1]:4242/']);
+      assert.equal(unknownTenant.status, 1);
+      assert.match(unknownTenant.stderr, /Tenant "nobody" was not found in /);
+    });
+  });
+}
+
+describe('the receiver snippets verify a real delivery of the worker', () => {
   let ctx: TestContext;
   let tenant: TenantFixture;
   let receiver: HttpsReceiver;
@@ -44,38 +205,63 @@ describe('the receiver snippets verify a real delivery', () => {
 
   const signature = () => String(delivery.headers['service-signature']);
 
-  it('Node, with the SDK and with Stripe', async () => {
+  it('Node, with the SDK; and Stripe’s library accepts it too', async () => {
     process.env.TOUROPS_SIGNING_KEYS = signingKey;
-    const { handleWithSdk, handleWithStripe, server } = await import(
-      '../docs/snippets/receiver.ts'
-    );
+    const { handleDelivery } = await import('../docs/snippets/receiver-sdk.ts');
     const body = Buffer.from(delivery.body);
-    assert.match(handleWithSdk(body, delivery.headers), /^booking bkg_\w+ confirmed$/);
-    assert.match(handleWithStripe(body, signature()), /^booking\.confirmed [0-9a-f-]{36}$/);
-    assert.throws(() =>
-      handleWithSdk(Buffer.from(delivery.body.replace('EUR', 'USD')), delivery.headers),
-    );
-    assert.throws(() => handleWithStripe(Buffer.from(`${delivery.body} `), signature()));
-    server.close();
+    const handled = handleDelivery(body, delivery.headers);
+    assert.equal(handled.status, 204);
+    assert.match(handled.message, /^booking bkg_\w+ confirmed$/);
+    const tampered = Buffer.from(delivery.body.replace('EUR', 'USD'));
+    assert.equal(handleDelivery(tampered, delivery.headers).status, 400);
+    const stripe = new Stripe('sk_unused');
+    const event = stripe.webhooks.constructEvent(body, signature(), signingKey, 300);
+    assert.equal(event.type, 'booking.confirmed');
+    assert.throws(() => stripe.webhooks.constructEvent(tampered, signature(), signingKey, 300));
   });
 
-  it('Python, standard library only', () => {
-    const run = (body: string, keys: string[]) =>
-      spawnSync('python3', ['docs/snippets/verify_webhook.py', signature(), ...keys], {
-        input: body,
-        encoding: 'utf8',
-      });
-    const accepted = run(delivery.body, [signingKey]);
+  it('Node and Python, standard library only: verify, with either key of a rotation', async () => {
+    const node = await startReceiver(process.execPath, 'receiver.mjs', signingKey);
+    try {
+      const post = (raw: string) =>
+        fetch(node.url, {
+          method: 'POST',
+          headers: { 'service-signature': signature() },
+          body: raw,
+        }).then((response) => response.status);
+      assert.equal(await post(delivery.body), 204);
+      assert.equal(await post(delivery.body.replace('EUR', 'USD')), 400);
+      await until(
+        () =>
+          /verified booking\.confirmed [0-9a-f-]{36}\nrefused: no signature/.test(node.output()) ||
+          undefined,
+        5_000,
+        node.output(),
+      );
+    } finally {
+      await node.stop();
+    }
+
+    const python = (raw: string, keys: string[]) =>
+      spawnSync(
+        'python3',
+        [
+          '-c',
+          'import sys, receiver\n' +
+            'event = receiver.verify(sys.stdin.buffer.read(), sys.argv[1], sys.argv[2:])\n' +
+            'print(event["type"], event["id"])',
+          signature(),
+          ...keys,
+        ],
+        { cwd: `${ROOT}/docs/snippets`, input: raw, encoding: 'utf8' },
+      );
+    const accepted = python(delivery.body, [signingKey]);
     assert.equal(accepted.status, 0, accepted.stderr);
     assert.match(accepted.stdout, /^booking\.confirmed [0-9a-f-]{36}\n$/);
-    // Either key during a rotation.
-    assert.equal(
-      run(delivery.body, ['whsec_old-key-0000000000000000000000000', signingKey]).status,
-      0,
-    );
-    const tampered = run(delivery.body.replace('EUR', 'USD'), [signingKey]);
+    const rotating = python(delivery.body, ['whsec_old-key-0000000000000000000000000', signingKey]);
+    assert.equal(rotating.status, 0, rotating.stderr);
+    const tampered = python(delivery.body.replace('EUR', 'USD'), [signingKey]);
     assert.equal(tampered.status, 1);
-    assert.match(tampered.stderr, /no signature matches/);
-    assert.equal(run(delivery.body, ['whsec_wrong-key-000000000000000000000000']).status, 1);
+    assert.match(tampered.stderr, /ValueError: no signature matches/);
   });
 });

@@ -5,6 +5,7 @@ import { describe, it } from 'node:test';
 import {
   AddressGuard,
   caresResolver,
+  PRIVATE_TARGETS_HINT,
   type Resolver,
   type UrlCheck,
 } from '../src/domain/address-guard.ts';
@@ -184,7 +185,7 @@ describe('AddressGuard.checkUrl', () => {
     ]) {
       assert.equal(
         reasonOf(await guard.checkUrl(url)),
-        `is a private or reserved address (${address})`,
+        `is a private or reserved address (${address}); ${PRIVATE_TARGETS_HINT}`,
         url,
       );
     }
@@ -193,11 +194,11 @@ describe('AddressGuard.checkUrl', () => {
   it('rejects a name with one private address among public ones', async () => {
     assert.equal(
       reasonOf(await guard.checkUrl('https://mixed.example.com/')),
-      'resolves to a private or reserved address (10.0.0.1)',
+      `resolves to a private or reserved address (10.0.0.1); ${PRIVATE_TARGETS_HINT}`,
     );
     assert.equal(
       reasonOf(await guard.checkUrl('https://v6-private.example.com/')),
-      'resolves to a private or reserved address (fd00::5)',
+      `resolves to a private or reserved address (fd00::5); ${PRIVATE_TARGETS_HINT}`,
     );
   });
 
@@ -232,7 +233,7 @@ describe('AddressGuard.checkUrl', () => {
     });
     assert.equal(
       reasonOf(await local.checkUrl('https://localhost:8443/')),
-      'resolves to a private or reserved address (::1)',
+      `resolves to a private or reserved address (::1); ${PRIVATE_TARGETS_HINT}`,
     );
   });
 

@@ -3,12 +3,22 @@ import { join, resolve } from 'node:path';
 import { cliEnvPrefix, describeDatabase } from '../config.ts';
 import { demoInstructions, seedDemo } from '../demo.ts';
 import { isTier, TIER_NAMES } from '../domain/plans.ts';
+import { newSigningKey } from '../domain/signing.ts';
 import { DELIVERY_STATUSES, isOneOf } from '../domain/states.ts';
 import { ApiProblem } from '../lib/problems.ts';
 import type { Runtime } from '../runtime.ts';
 import { type OptionSpec, type ParsedArgs, type PositionalSpec, UsageError } from './args.ts';
 import type { CommandContext } from './context.ts';
-import { checkSlug, checkTenantName, parseExpiry, parseProcesses, parseScopes } from './values.ts';
+import {
+  checkSigningKey,
+  checkSlug,
+  checkTenantName,
+  parseEventTypes,
+  parseExpiry,
+  parseLoopbackUrl,
+  parseProcesses,
+  parseScopes,
+} from './values.ts';
 
 /** `serving`: the command keeps the process alive (the server) and exits on a signal. */
 type CommandOutcome = 'done' | 'serving';
@@ -19,6 +29,8 @@ export interface Command {
   summary: string;
   /** Paragraphs of help text after the usage line. */
   description: string[];
+  /** Command lines shown as they are (never wrapped), each one runnable as printed. */
+  examples?: string[];
   positionals: PositionalSpec[];
   options: Record<string, OptionSpec>;
   /** Whether `--json` is accepted. */
@@ -197,6 +209,7 @@ const tenantCreateCommand: Command = {
   description: [
     'JSON: the tenant {"id", "name", "slug", "tier", "active", "tripQuota", "webhookEndpointCap", ...}',
   ],
+  examples: ['npx tourops tenant create --name "Acme Tours" --slug acme --tier pro'],
   positionals: [],
   options: {
     name: {
@@ -258,6 +271,9 @@ const tokenCreateCommand: Command = {
   description: [
     'Only the SHA-256 of the token is stored: its value is printed now and never again.',
     'JSON: the token object {"id", "name", "prefix", "scopes", "expiresAt", "createdAt", "revoked", ...} plus "token", the value.',
+  ],
+  examples: [
+    'npx tourops token create --tenant acme --scopes trips:read,clients:write --name "booking sync"',
   ],
   positionals: [],
   options: {
@@ -583,6 +599,82 @@ const tokenListCommand: Command = {
   },
 };
 
+const listenCommand: Command = {
+  name: 'listen',
+  summary: "forward a tenant's events to a local URL while it runs (like `stripe listen`)",
+  description: [
+    "Reads the tenant's events as they are committed (from now on; test fires excluded) and POSTs " +
+      'each to --forward-to, a URL on this machine, signed like a webhook delivery: same body, same ' +
+      'Service-* headers, with the signing key it prints (or --signing-key). One at a time, in order, ' +
+      'no retries; each line shows the event and the local answer. No subscription is created and ' +
+      'nothing is written: Ctrl-C (or SIGTERM) stops it and leaves nothing behind.',
+  ],
+  examples: [
+    'npx tourops listen --tenant demo --events client.created --forward-to http://localhost:4242/webhooks',
+  ],
+  positionals: [],
+  options: {
+    tenant: {
+      type: 'string',
+      value: '<id|slug>',
+      required: true,
+      description: 'tenant id (ten_…) or slug',
+    },
+    'forward-to': {
+      type: 'string',
+      value: '<url>',
+      required: true,
+      description: 'http(s) URL on this machine: localhost, 127.0.0.1 or [::1]',
+    },
+    events: {
+      type: 'string',
+      value: '<a,b>',
+      description: 'comma-separated event types (default: every type)',
+    },
+    'signing-key': {
+      type: 'string',
+      value: '<whsec_…>',
+      description: 'sign with this key (keep one across runs); default: a new key each run',
+    },
+  },
+  json: false,
+  async run(ctx, args) {
+    const command = 'listen';
+    const tenantRef = args.required('tenant');
+    const forwardTo = parseLoopbackUrl(args.required('forward-to'), 'forward-to', command);
+    const types = args.string('events');
+    const events = types === undefined ? null : new Set(parseEventTypes(types, command));
+    const key = args.string('signing-key');
+    const signingKey = key === undefined ? newSigningKey() : checkSigningKey(key, command);
+    const { forwardEvents } = await import('../webhooks/listen.ts');
+    const stop = new AbortController();
+    const onSignal = () => stop.abort();
+    process.once('SIGINT', onSignal);
+    process.once('SIGTERM', onSignal);
+    try {
+      const forwarded = await ctx.withRuntime(async (runtime) => {
+        const tenant = await namingNotFound(
+          runtime,
+          runtime.services.tenants.resolve(tenantRef),
+          `Tenant "${tenantRef}"`,
+        );
+        ctx.io.stdout.write(
+          `Forwarding ${events === null ? 'every event' : [...events].join(', ')} of tenant ` +
+            `"${tenant.slug}" (${tenant.id}) to ${forwardTo.href}; Ctrl-C stops.\n` +
+            `Signing key: ${signingKey}\n`,
+        );
+        const options = { tenantId: tenant.id, events, forwardTo, signingKey };
+        return forwardEvents(runtime, options, ctx.io.stdout, stop.signal);
+      });
+      ctx.io.stdout.write(`Stopped after forwarding ${forwarded} event(s).\n`);
+    } finally {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+    }
+    return 'done';
+  },
+};
+
 /**
  * The services say "Tenant was not found."; on a command line, name what was typed and where it
  * was looked for (a DATA_DIR or DATABASE_URL other than the server's is the usual reason).
@@ -617,5 +709,6 @@ export const COMMANDS: Command[] = [
   deliveryListCommand,
   deliveryRedeliverCommand,
   deliveryRecoverCommand,
+  listenCommand,
   backupCommand,
 ];

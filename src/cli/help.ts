@@ -64,7 +64,8 @@ export function commandHelp(command: Command): string {
   return (
     `Usage: ${usageLine(command)}\n\n` +
     paragraphs.map((paragraph) => wrap(paragraph, WIDTH).join('\n')).join('\n\n') +
-    `\n\nOptions:\n${table(rows)}\n`
+    `\n\nOptions:\n${table(rows)}\n` +
+    examplesSection(command.examples ?? [])
   );
 }
 
@@ -87,7 +88,9 @@ export function topHelp(commands: Command[]): string {
         '(DATABASE_URL, DATA_DIR, SECRET_KEY, PUBLIC_BASE_URL, LOG_LEVEL, ...).',
       WIDTH,
     ).join('\n') +
-    `\n\nCommands:\n${table(rows)}\n\n` +
+    `\n\nCommands:\n${table(rows)}\n` +
+    examplesSection(commands.flatMap((command) => command.examples ?? [])) +
+    '\n' +
     'Every command takes -h/--help; all but serve take --json (machine-readable output on stdout,\n' +
     'errors too: {"error": {"message", "type", ...}}). `tourops --version` prints the version.\n' +
     'Run `tourops <command> --help` for its options.\n\n' +
@@ -102,4 +105,10 @@ export function groupHelp(group: string, commands: Command[]): string {
     `Usage: tourops ${group} <command> [options]\n\nCommands:\n${entries.join('\n')}\n\n` +
     `Run \`tourops ${group} <command> --help\` for details.\n`
   );
+}
+
+function examplesSection(examples: string[]): string {
+  return examples.length === 0
+    ? ''
+    : `\nExamples:\n${examples.map((line) => `  ${line}\n`).join('')}`;
 }

@@ -1,5 +1,7 @@
 import { availableParallelism } from 'node:os';
+import ipaddr from 'ipaddr.js';
 import { isScope, SCOPES } from '../domain/plans.ts';
+import { SUBSCRIBABLE_EVENT_TYPES, type SubscribableEventType } from '../domain/states.ts';
 import {
   TENANT_NAME_MAX_LENGTH,
   TENANT_SLUG_PATTERN,
@@ -121,4 +123,61 @@ export function parseProcesses(raw: string | undefined): number {
     );
   }
   return Number(raw);
+}
+
+/** `booking.confirmed,client.created`: subscribable event types, every one known. */
+export function parseEventTypes(raw: string, command: string): SubscribableEventType[] {
+  const items = raw
+    .split(',')
+    .map((item) => item.trim())
+    .filter((item) => item !== '');
+  const known = new Set<string>(SUBSCRIBABLE_EVENT_TYPES);
+  const unknown = items.filter((item) => !known.has(item));
+  if (items.length === 0 || unknown.length > 0) {
+    throw new UsageError(
+      `--events: ${items.length === 0 ? 'needs at least one event type' : `unknown ${unknown.join(', ')}`}; ` +
+        `one or more of ${SUBSCRIBABLE_EVENT_TYPES.join(', ')}`,
+      command,
+    );
+  }
+  return items as SubscribableEventType[];
+}
+
+/**
+ * An http(s) URL on this machine: `localhost` or a loopback address. Events of a real tenant go
+ * nowhere else from an operator's terminal.
+ */
+export function parseLoopbackUrl(raw: string, option: string, command: string): URL {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new UsageError(
+      `--${option} "${raw}" is not a URL (e.g. http://localhost:4242/webhooks)`,
+      command,
+    );
+  }
+  const host = url.hostname.replace(/^\[|\]$/g, '').toLowerCase();
+  const loopback =
+    host === 'localhost' ||
+    host.endsWith('.localhost') ||
+    (ipaddr.isValid(host) && ipaddr.process(host).range() === 'loopback');
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || !loopback) {
+    throw new UsageError(
+      `--${option} must be an http(s) URL on this machine (localhost, 127.0.0.1 or [::1]), not "${raw}"`,
+      command,
+    );
+  }
+  return url;
+}
+
+/** `whsec_` and 32 to 100 URL-safe characters, like the keys the API issues. */
+export function checkSigningKey(raw: string, command: string): string {
+  if (!/^whsec_[A-Za-z0-9_-]{32,100}$/.test(raw)) {
+    throw new UsageError(
+      '--signing-key must be whsec_ followed by 32 to 100 of A-Z a-z 0-9 _ -',
+      command,
+    );
+  }
+  return raw;
 }

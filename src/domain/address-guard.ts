@@ -31,6 +31,15 @@ export function caresResolver(options: { timeoutMs: number; servers?: string[] }
   };
 }
 
+/**
+ * Said after a refused address: what to do about it, so a developer trying a receiver on their
+ * own machine does not have to read the server's source.
+ */
+export const PRIVATE_TARGETS_HINT =
+  'this instance delivers to public addresses only (its operator can allow others with ' +
+  'WEBHOOK_ALLOW_PRIVATE_TARGETS=true; for a receiver on a laptop, `tourops listen` forwards ' +
+  'events to a local URL)';
+
 export type UrlCheck = { ok: true; url: URL } | { ok: false; reason: string };
 
 export const MAX_URL_LENGTH = 2048;
@@ -123,7 +132,10 @@ export class AddressGuard {
     if (literal !== null) {
       return this.isAllowedAddress(literal)
         ? { ok: true, url: parsed }
-        : { ok: false, reason: `is a private or reserved address (${literal})` };
+        : {
+            ok: false,
+            reason: `is a private or reserved address (${literal}); ${PRIVATE_TARGETS_HINT}`,
+          };
     }
 
     let addresses: string[];
@@ -144,7 +156,10 @@ export class AddressGuard {
     if (addresses.length === 0) return { ok: false, reason: 'host name does not resolve' };
     for (const address of addresses) {
       if (!this.isAllowedAddress(address)) {
-        return { ok: false, reason: `resolves to a private or reserved address (${address})` };
+        return {
+          ok: false,
+          reason: `resolves to a private or reserved address (${address}); ${PRIVATE_TARGETS_HINT}`,
+        };
       }
     }
     return { ok: true, url: parsed };

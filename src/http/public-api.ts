@@ -37,12 +37,22 @@ const RECEIVING_WEBHOOKS = [
   '## Receiving webhooks',
   'Verify every delivery against its raw body before acting on it; answer 2xx quickly and ' +
     "deduplicate on the event `id`. The scheme is the same as Stripe's (a 300 s tolerance on `t`), " +
-    'so its libraries verify deliveries too. Test events (`POST /api/v1/webhooks/test`, optionally ' +
-    'with an `eventType`) carry `"test": true`.',
-  "### Node: the SDK (`sdk/`), or Stripe's library",
-  `\`\`\`ts\n${snippet('receiver.ts')}\n\`\`\``,
+    'so its libraries (`stripe.webhooks.constructEvent`) verify deliveries too. Test events ' +
+    '(`POST /api/v1/webhooks/test`, optionally with an `eventType`) carry `"test": true`.',
+  '### On your laptop',
+  "Deliveries go to public `https` URLs only. To receive a tenant's events on your own machine, " +
+    'run one of the receivers below (`PORT`, default 4242) and, where the server runs, ' +
+    '`npx tourops listen --tenant <id|slug> --forward-to http://localhost:4242/webhooks`: it forwards ' +
+    'every event committed while it runs, signed like a delivery with the key it prints ' +
+    '(give it to the receiver as `TOUROPS_SIGNING_KEYS`). An operator can instead allow private ' +
+    'targets with `WEBHOOK_ALLOW_PRIVATE_TARGETS=true` (and `WEBHOOK_CA_FILE`, a PEM file of the ' +
+    "CA that signed the receiver's certificate), read at start-up.",
+  '### Node: the standard library only',
+  `\`\`\`js\n${snippet('receiver.mjs')}\n\`\`\``,
+  '### Node: with the SDK',
+  `\`\`\`ts\n${snippet('receiver-sdk.ts')}\n\`\`\``,
   '### Python: the standard library only',
-  `\`\`\`python\n${snippet('verify_webhook.py')}\n\`\`\``,
+  `\`\`\`python\n${snippet('receiver.py')}\n\`\`\``,
 ].join('\n\n');
 
 /** Every tag the public operations use, in the order readers meet them. */

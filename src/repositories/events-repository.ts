@@ -15,4 +15,29 @@ export class EventsRepository extends Repository {
       .orderBy('seq')
       .execute();
   }
+
+  /** The tenant's newest event's `seq`, or 0. */
+  async newestSeq(tenantId: string): Promise<number> {
+    const row = await this.db
+      .selectFrom('events')
+      .select('seq')
+      .where('tenantId', '=', tenantId)
+      .orderBy('seq', 'desc')
+      .limit(1)
+      .executeTakeFirst();
+    return row === undefined ? 0 : Number(row.seq);
+  }
+
+  /** The tenant's events (test fires excluded) after `afterSeq`, oldest first. */
+  after(tenantId: string, afterSeq: number, limit: number) {
+    return this.db
+      .selectFrom('events')
+      .select(['seq', 'id', 'type', 'data', 'isTest'])
+      .where('tenantId', '=', tenantId)
+      .where('seq', '>', afterSeq)
+      .where('isTest', '=', false)
+      .orderBy('seq')
+      .limit(limit)
+      .execute();
+  }
 }

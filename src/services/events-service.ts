@@ -52,6 +52,16 @@ export class EventsService {
     return id;
   }
 
+  /** Where a reader of the tenant's events from now on starts (`after`). */
+  newestSeq(tenantId: string): Promise<number> {
+    return this.deps.events.newestSeq(tenantId);
+  }
+
+  /** The tenant's events after `afterSeq`, oldest first, test fires excluded (`tourops listen`). */
+  after(tenantId: string, afterSeq: number, limit: number) {
+    return this.deps.events.after(tenantId, afterSeq, limit);
+  }
+
   /** One pending delivery of the event per subscription, due now. */
   async queue(
     tenantId: string,

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import { DELIVERIES_CHANNEL, type Notifier } from '../db/notifier.ts';
-import { signatureHeader } from '../domain/signing.ts';
+import { deliveryRequest, deliveryUserAgent } from '../domain/delivery-request.ts';
 import {
   subscriptionClaimShare,
   type TenantClaimPlan,
@@ -129,7 +129,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     this.subscriptionLowAt = Math.floor(this.subscriptionReopenAt / 2);
     this.batchSize = options.batchSize ?? DEFAULT_BATCH_SIZE;
     this.pollIntervalMs = options.pollIntervalMs ?? 1_000;
-    this.userAgent = `Service-Webhooks/1.0 (+${deps.config.publicBaseUrl})`;
+    this.userAgent = deliveryUserAgent(deps.config.publicBaseUrl);
   }
 
   start(): void {
@@ -339,19 +339,22 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
   }
 
   private send(delivery: ClaimedDelivery, now: Date): Promise<SendResult> {
-    const created = Math.floor(now.getTime() / 1000);
-    // The stored data is the validated JSON text: spliced in, not parsed and re-serialized.
-    const test = delivery.isTest ? ',"test":true' : '';
-    const body = `{"id":"${delivery.eventId}","type":"${delivery.eventType}","created":${created}${test},"data":${delivery.data}}`;
-    const headers = {
-      'content-type': 'application/json',
-      'user-agent': this.userAgent,
-      'service-signature': signatureHeader(created, body, this.signingKeys(delivery, now)),
-      'service-event-type': delivery.eventType,
-      'service-event-id': delivery.eventId,
-      'service-request-id': `${delivery.id}.${delivery.attempts}`,
-      'service-delivery-attempt': String(delivery.attempts),
+    const event = {
+      id: delivery.eventId,
+      type: delivery.eventType,
+      data: delivery.data,
+      isTest: delivery.isTest,
     };
+    const { body, headers } = deliveryRequest(
+      event,
+      Math.floor(now.getTime() / 1000),
+      this.signingKeys(delivery, now),
+      {
+        requestId: `${delivery.id}.${delivery.attempts}`,
+        attempt: delivery.attempts,
+        userAgent: this.userAgent,
+      },
+    );
     return this.deps.sender.send(delivery.url, headers, body);
   }
 

@@ -1,0 +1,49 @@
+import { signatureHeader } from './signing.ts';
+
+/** An event as stored: its data is the validated JSON text. */
+export interface StoredEvent {
+  id: string;
+  type: string;
+  data: string;
+  isTest: boolean;
+}
+
+/** What one attempt sends, besides the event itself. */
+export interface AttemptLabels {
+  /** `Service-Request-Id`: distinct per attempt. */
+  requestId: string;
+  attempt: number;
+  userAgent: string;
+}
+
+/**
+ * The body and headers of one delivery attempt, signed with `keys` (the current key first). The
+ * worker and `tourops listen` both send this, so a receiver cannot tell them apart. The data is
+ * spliced in, not parsed and re-serialized: the signature covers the exact text sent.
+ */
+export function deliveryRequest(
+  event: StoredEvent,
+  createdSeconds: number,
+  keys: readonly string[],
+  labels: AttemptLabels,
+): { body: string; headers: Record<string, string> } {
+  const test = event.isTest ? ',"test":true' : '';
+  const body = `{"id":"${event.id}","type":"${event.type}","created":${createdSeconds}${test},"data":${event.data}}`;
+  return {
+    body,
+    headers: {
+      'content-type': 'application/json',
+      'user-agent': labels.userAgent,
+      'service-signature': signatureHeader(createdSeconds, body, keys),
+      'service-event-type': event.type,
+      'service-event-id': event.id,
+      'service-request-id': labels.requestId,
+      'service-delivery-attempt': String(labels.attempt),
+    },
+  };
+}
+
+/** The `User-Agent` of every delivery from an instance. */
+export function deliveryUserAgent(publicBaseUrl: string): string {
+  return `Service-Webhooks/1.0 (+${publicBaseUrl})`;
+}
