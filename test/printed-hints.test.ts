@@ -82,3 +82,67 @@ for (const backend of BACKENDS) {
     });
   });
 }
+
+for (const backend of BACKENDS) {
+  describe(`the examples of tourops --help run as printed (${backend})`, () => {
+    let database: TestDatabase;
+    before(async () => {
+      database = await createTestDatabase(backend);
+    });
+    after(() => database.drop());
+
+    it('each one, in order, in the environment of a served database', async () => {
+      const help = runPrinted('npx tourops --help');
+      const examples = (/\nExamples:\n((?: {2}.+\n)+)/.exec(help)?.[1] ?? '')
+        .split('\n')
+        .map((line) => line.trim())
+        .filter((line) => line !== '');
+      assert.ok(examples.length >= 3, help);
+      // The tenant "demo" that `npm start` seeds, which the examples name.
+      runPrinted('npx tourops demo', database.env);
+      for (const example of examples) {
+        if (example.startsWith('npx tourops listen ')) {
+          // npx itself dies of the Ctrl-C, as it does in a terminal; the command stopped cleanly.
+          const output = await runUntilInterrupted(example, database.env, 'Signing key:');
+          assert.match(output, /Stopped after forwarding 0 event\(s\)\./);
+        } else {
+          runPrinted(example, database.env);
+        }
+      }
+      const tenants = JSON.parse(runPrinted('npx tourops tenant list --json', database.env));
+      assert.ok(tenants.some((tenant: { slug: string }) => tenant.slug === 'acme'));
+    });
+  });
+}
+
+/**
+ * A command that runs until interrupted, started as a terminal would (a process group of its
+ * own), then Ctrl-C'd once it printed `ready`: its whole output.
+ */
+async function runUntilInterrupted(line: string, env: Record<string, string>, ready: string) {
+  const child = spawn('sh', ['-c', `exec ${line}`], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
+  let output = '';
+  child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
+    output += chunk;
+  });
+  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+    output += chunk;
+  });
+  const exited = once(child, 'close');
+  const deadline = Date.now() + 30_000;
+  while (!output.includes(ready)) {
+    if (Date.now() > deadline || child.exitCode !== null) {
+      if (child.exitCode === null) process.kill(-(child.pid as number), 'SIGKILL');
+      throw new Error(`${line}: not ready:\n${output}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  process.kill(-(child.pid as number), 'SIGINT');
+  await exited;
+  return output;
+}
