@@ -188,6 +188,7 @@ for (const backend of BACKENDS) {
         deliveredAt: null,
         claimedAt: null,
         redeliveredFromId: null,
+        isTest: false,
         createdAt: '2026-11-01T12:00:00.000Z',
       }));
       for (let i = 0; i < rows.length; i += 500) {

@@ -347,6 +347,36 @@ for (const backend of BACKENDS) {
       assert.equal(after.lastFailureAt, null);
     });
 
+    it('leaves test fires out of last24h, redelivered ones too, and counts real events', async () => {
+      const { data: subscription } = await subscribe('/tally', ['client.created']);
+      const last24h = async () =>
+        (await ctx.api('GET', '/api/v1/webhooks', { token: tenant.token }))
+          .json()
+          .data.find((s: { id: string }) => s.id === subscription.id).last24h;
+      const succeeded = (n: number) =>
+        until(
+          async () =>
+            (await deliveries(subscription.id, '?status=success')).length === n || undefined,
+        );
+      await ctx.api('POST', '/api/v1/webhooks/test', {
+        token: tenant.token,
+        body: { subscriptionId: subscription.id, eventType: 'client.created' },
+      });
+      await succeeded(1);
+      const [test] = await deliveries(subscription.id);
+      const redelivered = await ctx.api(
+        'POST',
+        `/api/v1/webhooks/${subscription.id}/deliveries/${test.id}/redeliver`,
+        { token: tenant.token },
+      );
+      assert.equal(redelivered.statusCode, 202);
+      await succeeded(2);
+      assert.deepEqual(await last24h(), { succeeded: 0, deadLettered: 0, pending: 0 });
+      await createClient('Counted');
+      await succeeded(3);
+      assert.deepEqual(await last24h(), { succeeded: 1, deadLettered: 0, pending: 0 });
+    });
+
     it('leaves the subscription as it was after a test fire, whatever the outcome', async () => {
       const { data: subscription } = await subscribe('/test-gone', ['trip.published'], () => ({
         status: 410,

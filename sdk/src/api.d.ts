@@ -1099,7 +1099,7 @@ export interface components {
              * @description Last failed attempt. UTC.
              */
             lastFailureAt: string | null;
-            /** @description Deliveries created in the last 24 hours, by where they stand now. */
+            /** @description Deliveries created in the last 24 hours, by where they stand now; test fires (and their redeliveries) are not counted. */
             last24h: {
                 /** @description Delivered (a 2xx). */
                 succeeded: number;

@@ -12,6 +12,7 @@ import * as m0009 from './migrations/0009_webhook_attempts.ts';
 import * as m0010 from './migrations/0010_retention_indexes.ts';
 import * as m0011 from './migrations/0011_partial_queue_indexes.ts';
 import * as m0012 from './migrations/0012_instance_settings.ts';
+import * as m0013 from './migrations/0013_deliveries_is_test.ts';
 
 interface Migration {
   id: string;
@@ -32,6 +33,7 @@ export const migrations: Migration[] = [
   { id: '0010_retention_indexes', up: m0010.up },
   { id: '0011_partial_queue_indexes', up: m0011.up },
   { id: '0012_instance_settings', up: m0012.up },
+  { id: '0013_deliveries_is_test', up: m0013.up },
 ];
 
 /** Arbitrary constant naming our advisory lock on PostgreSQL. */

@@ -264,6 +264,8 @@ export interface WebhookDeliveriesTable {
   redeliveredFromId: string | null;
   /** Error class of the last attempt that had one (see AttemptErrorClass); null after a 2xx. */
   lastError: AttemptErrorClass | null;
+  /** Of a test fire: counted in no subscription figure. */
+  isTest: boolean;
   createdAt: string;
 }
 

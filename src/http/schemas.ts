@@ -299,7 +299,8 @@ export const WebhookSubscription = Type.Object(
       },
       {
         additionalProperties: false,
-        description: 'Deliveries created in the last 24 hours, by where they stand now.',
+        description:
+          'Deliveries created in the last 24 hours, by where they stand now; test fires (and their redeliveries) are not counted.',
       },
     ),
     createdAt: At('Created at'),

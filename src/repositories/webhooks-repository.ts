@@ -384,6 +384,7 @@ export class WebhooksRepository extends Repository {
       .where('tenantId', '=', tenantId)
       .where('subscriptionId', 'in', subscriptionIds)
       .where('id', '>=', sinceId)
+      .where('isTest', '=', false)
       .groupBy(['subscriptionId', 'status'])
       .execute();
   }
@@ -464,10 +465,10 @@ export class WebhooksRepository extends Repository {
     tenantId: string,
     subscriptionId: string,
     window: { since: string; until: string; afterId: string | null; limit: number },
-  ): Promise<Pick<DeliveryRow, 'id' | 'eventId' | 'eventType'>[]> {
+  ): Promise<Pick<DeliveryRow, 'id' | 'eventId' | 'eventType' | 'isTest'>[]> {
     let query = this.db
       .selectFrom('webhookDeliveries')
-      .select(['id', 'eventId', 'eventType'])
+      .select(['id', 'eventId', 'eventType', 'isTest'])
       .where('tenantId', '=', tenantId)
       .where('subscriptionId', '=', subscriptionId)
       .where('status', '=', 'dead_letter')

@@ -68,7 +68,7 @@ export class EventsService {
     eventId: string,
     type: EventType,
     subscriptionIds: string[],
-    redeliveredFromId: string | null = null,
+    options: { redeliveredFromId?: string; test?: boolean } = {},
   ): Promise<string[]> {
     return this.insertPending(
       tenantId,
@@ -76,7 +76,8 @@ export class EventsService {
         subscriptionId,
         eventId,
         eventType: type,
-        redeliveredFromId,
+        redeliveredFromId: options.redeliveredFromId ?? null,
+        isTest: options.test === true,
       })),
     );
   }
@@ -85,7 +86,7 @@ export class EventsService {
   requeue(
     tenantId: string,
     subscriptionId: string,
-    originals: ReadonlyArray<{ id: string; eventId: string; eventType: string }>,
+    originals: ReadonlyArray<{ id: string; eventId: string; eventType: string; isTest: boolean }>,
   ): Promise<string[]> {
     return this.insertPending(
       tenantId,
@@ -94,6 +95,7 @@ export class EventsService {
         eventId: original.eventId,
         eventType: original.eventType,
         redeliveredFromId: original.id,
+        isTest: original.isTest,
       })),
     );
   }
@@ -105,6 +107,7 @@ export class EventsService {
       eventId: string;
       eventType: string;
       redeliveredFromId: string | null;
+      isTest: boolean;
     }>,
   ): Promise<string[]> {
     if (deliveries.length === 0) return [];

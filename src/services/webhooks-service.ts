@@ -368,13 +368,10 @@ export class WebhooksService {
     }
     requireActive(subscription);
     const [newDeliveryId] = await this.deps.database.withTransaction(() =>
-      this.deps.events.queue(
-        tenantId,
-        original.eventId,
-        original.eventType as EventType,
-        [id],
-        original.id,
-      ),
+      this.deps.events.queue(tenantId, original.eventId, original.eventType as EventType, [id], {
+        redeliveredFromId: original.id,
+        test: original.isTest,
+      }),
     );
     return { deliveryId: newDeliveryId, eventId: original.eventId, status: 'pending' };
   }
@@ -414,7 +411,7 @@ export class WebhooksService {
           test: true,
         },
       );
-      const queued = await this.deps.events.queue(tenantId, eventId, type, targets);
+      const queued = await this.deps.events.queue(tenantId, eventId, type, targets, { test: true });
       return { eventId, deliveries: queued.length };
     });
   }
