@@ -66,9 +66,21 @@ for (const backend of BACKENDS) {
       for (let i = 0; i < 5; i++) created.push(await api().trips.create(tripBody(`SDK ${i}`)));
       assert.equal((await api().trips.get(created[0].id)).title, 'SDK 0');
       const seen = [];
-      for await (const trip of api().trips.list({ limit: 2 })) seen.push(trip.id);
+      for await (const trip of api().trips.list({ pageSize: 2 })) seen.push(trip.id);
       for (const trip of created) assert.ok(seen.includes(trip.id));
       assert.equal(new Set(seen).size, seen.length, 'no trip twice across pages');
+      // `limit` is how many in all, across pages of `pageSize`.
+      const three = [];
+      for await (const trip of api().trips.list({ limit: 3, pageSize: 2 })) three.push(trip.id);
+      assert.deepEqual(three, seen.slice(0, 3));
+      const one = [];
+      for await (const trip of api().trips.list({ limit: 1 })) one.push(trip.id);
+      assert.deepEqual(one, seen.slice(0, 1));
+      // Every list iterates, the unpaginated one too.
+      await api().webhooks.create({ url: receiver.url('/listed'), events: ['trip.published'] });
+      const subscriptions = [];
+      for await (const subscription of api().webhooks.list()) subscriptions.push(subscription.url);
+      assert.ok(subscriptions.includes(receiver.url('/listed')));
     });
 
     it('throws one error class carrying the problem', async () => {

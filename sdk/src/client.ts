@@ -103,6 +103,14 @@ type Body<O extends keyof operations> = operations[O] extends {
 }
   ? B
   : never;
+/**
+ * The filters of a list operation, plus `limit`: how many items to iterate in all (default: every
+ * one), and `pageSize`: items per request (1-100, default 100). The cursor is followed for you.
+ */
+export type ListOptions<O extends keyof operations> = Omit<Query<O>, 'cursor' | 'limit'> & {
+  limit?: number;
+  pageSize?: number;
+};
 /** Options of every write: a key of your own makes a retry of the same operation safe too. */
 export interface WriteOptions {
   idempotencyKey?: string;
@@ -151,10 +159,8 @@ export class TourOps {
   }
 
   readonly trips = {
-    list: (query: Omit<Query<'listTrips'>, 'cursor'> = {}) =>
-      this.#all((cursor) =>
-        this.#client.GET('/api/v1/trips', { params: { query: { ...query, cursor } } }),
-      ),
+    list: (options: ListOptions<'listTrips'> = {}) =>
+      this.#all(options, (query) => this.#client.GET('/api/v1/trips', { params: { query } })),
     page: (query: Query<'listTrips'> = {}) =>
       this.#call(this.#client.GET('/api/v1/trips', { params: { query } })),
     get: (id: string) =>
@@ -172,10 +178,8 @@ export class TourOps {
   };
 
   readonly bookings = {
-    list: (query: Omit<Query<'listBookings'>, 'cursor'> = {}) =>
-      this.#all((cursor) =>
-        this.#client.GET('/api/v1/bookings', { params: { query: { ...query, cursor } } }),
-      ),
+    list: (options: ListOptions<'listBookings'> = {}) =>
+      this.#all(options, (query) => this.#client.GET('/api/v1/bookings', { params: { query } })),
     page: (query: Query<'listBookings'> = {}) =>
       this.#call(this.#client.GET('/api/v1/bookings', { params: { query } })),
     get: (id: string) =>
@@ -186,10 +190,8 @@ export class TourOps {
   };
 
   readonly clients = {
-    list: (query: Omit<Query<'listClients'>, 'cursor'> = {}) =>
-      this.#all((cursor) =>
-        this.#client.GET('/api/v1/clients', { params: { query: { ...query, cursor } } }),
-      ),
+    list: (options: ListOptions<'listClients'> = {}) =>
+      this.#all(options, (query) => this.#client.GET('/api/v1/clients', { params: { query } })),
     page: (query: Query<'listClients'> = {}) =>
       this.#call(this.#client.GET('/api/v1/clients', { params: { query } })),
     get: (id: string) =>
@@ -199,27 +201,26 @@ export class TourOps {
   };
 
   readonly payments = {
-    list: (query: Omit<Query<'listPayments'>, 'cursor'> = {}) =>
-      this.#all((cursor) =>
-        this.#client.GET('/api/v1/payments', { params: { query: { ...query, cursor } } }),
-      ),
+    list: (options: ListOptions<'listPayments'> = {}) =>
+      this.#all(options, (query) => this.#client.GET('/api/v1/payments', { params: { query } })),
     page: (query: Query<'listPayments'> = {}) =>
       this.#call(this.#client.GET('/api/v1/payments', { params: { query } })),
   };
 
   /** The tenant's catalogs, by kind. */
   readonly libraries = {
-    list: <K extends LibraryKind>(kind: K, query: { cityId?: string; q?: string } = {}) =>
-      this.#all((cursor) =>
+    list: <K extends LibraryKind>(kind: K, options: ListOptions<'listHotels'> = {}) =>
+      this.#all(options, (query) =>
         // One shape for the five kinds; the path names the kind.
         this.#client.GET(LIBRARY_PATHS[kind] as '/api/v1/libraries/hotels', {
-          params: { query: { ...query, cursor } },
+          params: { query },
         }),
       ),
   };
 
   readonly webhooks = {
-    list: () => this.#call(this.#client.GET('/api/v1/webhooks')),
+    /** Every subscription, newest first (deleted ones included, inactive): one request. */
+    list: () => this.#each(this.#client.GET('/api/v1/webhooks')),
     /** The answer holds `signingKey`: the only time it is shown. */
     create: (body: Body<'createWebhook'>, options: WriteOptions = {}) =>
       this.#call(this.#client.POST('/api/v1/webhooks', { body, headers: this.#key(options) })),
@@ -237,17 +238,15 @@ export class TourOps {
           headers: this.#key(options),
         }),
       ),
-    deliveries: (id: string, query: Omit<Query<'listWebhookDeliveries'>, 'cursor'> = {}) =>
-      this.#all((cursor) =>
-        this.#client.GET('/api/v1/webhooks/{id}/deliveries', {
-          params: { path: { id }, query: { ...query, cursor } },
-        }),
+    deliveries: (id: string, options: ListOptions<'listWebhookDeliveries'> = {}) =>
+      this.#all(options, (query) =>
+        this.#client.GET('/api/v1/webhooks/{id}/deliveries', { params: { path: { id }, query } }),
       ),
     /** A delivery's HTTP attempts, newest first: status or error class, duration, response start. */
-    attempts: (id: string, deliveryId: string) =>
-      this.#all((cursor) =>
+    attempts: (id: string, deliveryId: string, options: ListOptions<'listWebhookAttempts'> = {}) =>
+      this.#all(options, (query) =>
         this.#client.GET('/api/v1/webhooks/{id}/deliveries/{deliveryId}/attempts', {
-          params: { path: { id, deliveryId }, query: { cursor } },
+          params: { path: { id, deliveryId }, query },
         }),
       ),
     redeliver: (id: string, deliveryId: string, options: WriteOptions = {}) =>
@@ -294,18 +293,33 @@ export class TourOps {
     return (await this.#call(pending)).data;
   }
 
-  /** Every item of a list, page after page, following `meta.cursor`. */
-  async *#all<T>(
+  /**
+   * Every item of a list, page after page, following `meta.cursor`, until `limit` items (all by
+   * default); `pageSize` items a request (100, the most the API serves, by default).
+   */
+  async *#all<T, Q>(
+    options: Q & { limit?: number; pageSize?: number },
     fetchPage: (
-      cursor: string | undefined,
+      query: Omit<Q, 'limit' | 'pageSize'> & { cursor?: string; limit: number },
     ) => Promise<{ data?: Page<T>; error?: unknown; response: Response }>,
   ): AsyncGenerator<T> {
+    const { limit = Number.POSITIVE_INFINITY, pageSize = 100, ...filters } = options;
+    let left = limit;
     let cursor: string | undefined;
-    for (;;) {
-      const page = await this.#call(fetchPage(cursor));
-      yield* page.data;
+    while (left > 0) {
+      const query = { ...filters, cursor, limit: Math.min(pageSize, left) };
+      const page = await this.#call(fetchPage(query));
+      for (const item of page.data.slice(0, left)) yield item;
+      left -= page.data.length;
       if (!page.meta.hasMore || page.meta.cursor === null) return;
       cursor = page.meta.cursor;
     }
+  }
+
+  /** The items of a list the API answers whole. */
+  async *#each<T>(
+    pending: Promise<{ data?: { data: T[] }; error?: unknown; response: Response }>,
+  ): AsyncGenerator<T> {
+    yield* (await this.#call(pending)).data;
   }
 }
