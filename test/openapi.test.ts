@@ -6,11 +6,23 @@ import Ajv2020 from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import packageJson from '../package.json' with { type: 'json' };
 import { assertEventData, type EventData } from '../src/domain/event-schemas.ts';
+import { SCOPES } from '../src/domain/plans.ts';
 import { newSigningKey, signatureHeader } from '../src/domain/signing.ts';
 import { EVENT_TYPES, type EventType } from '../src/domain/states.ts';
 import { Meta, Trip } from '../src/http/schemas.ts';
 import { toDocumentSchema, webhookDocs } from '../src/http/webhook-docs.ts';
 import { ADMIN_TOKEN, createTestContext, type TestContext } from './helpers/context.ts';
+import { createTenant, mintToken } from './helpers/fixtures.ts';
+
+interface Op {
+  operationId: string;
+  description?: string;
+  security?: Array<{ bearerAuth?: string[] }>;
+  responses: Record<
+    string,
+    { content?: Record<string, { example?: { type: string; required_scope?: string } }> }
+  >;
+}
 
 interface WebhookOperation {
   operationId: string;
@@ -324,6 +336,54 @@ describe('OpenAPI documents', () => {
       assert.throws(() => toDocumentSchema(Type.Object({ x: Type.Ref('Nowhere') })), /Nowhere/);
       assert.throws(() => toDocumentSchema(Type.Object({ at: Type.Date() })), /JSON type/);
     });
+  });
+
+  it('names the scope of each operation, the one the server enforces, and its own 403', async () => {
+    const document = (await ctx.app.inject({ method: 'GET', url: '/v1/openapi.json' })).json();
+    const tenant = await createTenant(ctx);
+    const tokens = new Map<string, string>();
+    const lacking = async (scope: string) => {
+      let token = tokens.get(scope);
+      if (token === undefined) {
+        const others = SCOPES.filter((other) => other !== scope);
+        token = (await mintToken(ctx, tenant.id, others, tenant.ownerId)).token;
+        tokens.set(scope, token);
+      }
+      return token;
+    };
+    const errorsBase = `${ctx.runtime.config.errorsBaseUrl}/`;
+    let checked = 0;
+    for (const [path, item] of Object.entries(document.paths) as [string, Record<string, Op>][]) {
+      for (const [method, operation] of Object.entries(item)) {
+        const scope = operation.security?.[0]?.bearerAuth?.[0];
+        const forbidden = operation.responses['403']?.content?.['application/problem+json']?.example;
+        for (const response of Object.values(operation.responses)) {
+          const example = response.content?.['application/problem+json']?.example;
+          if (example)
+            assert.ok(
+              example.type.startsWith(errorsBase),
+              `${operation.operationId}: ${example.type}`,
+            );
+        }
+        if (operation.operationId === 'getMe') {
+          assert.equal(scope, undefined);
+          assert.equal(forbidden?.type, `${errorsBase}plan-required`);
+          continue;
+        }
+        assert.ok(scope, `${operation.operationId} names no scope`);
+        assert.match(operation.description ?? '', new RegExp(`Scope \`${scope}\``));
+        assert.equal(forbidden?.required_scope, scope, operation.operationId);
+        // A token with every scope but that one is refused, naming it.
+        const url = path.replace(/\{[^}]+\}/g, 'x_01JD3X7E9P2QK5VN4T8R6MZWYC');
+        const refused = await ctx.api(method.toUpperCase() as 'GET', url, {
+          token: await lacking(scope),
+        });
+        assert.equal(refused.statusCode, 403, `${method} ${url}: ${refused.body}`);
+        assert.equal(refused.json().required_scope, scope, `${method} ${url}`);
+        checked += 1;
+      }
+    }
+    assert.ok(checked >= 20, `${checked} operations`);
   });
 
   it('serves the admin API its own document', async () => {

@@ -38,7 +38,7 @@ export interface paths {
         put?: never;
         /**
          * Create a trip
-         * @description Created as `draft`. The token's creator is recorded as the audit actor. 403 `forbidden` with `code` `trip_quota_exceeded` when the plan's trip quota is full.
+         * @description Created as `draft`. The token's creator is recorded as the audit actor. 403 `forbidden` with `code` `trip_quota_exceeded` when the plan's trip quota is full. Scope `trips:write`.
          */
         post: operations["createTrip"];
         delete?: never;
@@ -66,7 +66,7 @@ export interface paths {
         head?: never;
         /**
          * Partially update a trip
-         * @description Omitted fields are unchanged; `null` clears a nullable field.
+         * @description Omitted fields are unchanged; `null` clears a nullable field. Scope `trips:write`.
          */
         patch: operations["updateTrip"];
         trace?: never;
@@ -86,7 +86,7 @@ export interface paths {
         put?: never;
         /**
          * Create a booking (not supported yet: 501 after validation)
-         * @description Validates the request (404 for an unknown trip, 422 when it is not published), then always answers 501 `booking-create-not-supported` with `next.checkoutUrl`, the storefront checkout where the traveller completes payment. No booking is created.
+         * @description Validates the request (404 for an unknown trip, 422 when it is not published), then always answers 501 `booking-create-not-supported` with `next.checkoutUrl`, the storefront checkout where the traveller completes payment. No booking is created. Scope `bookings:write`.
          */
         post: operations["createBooking"];
         delete?: never;
@@ -130,7 +130,7 @@ export interface paths {
         put?: never;
         /**
          * Create a client
-         * @description Emits `client.created` to the tenant's active subscriptions.
+         * @description Emits `client.created` to the tenant's active subscriptions. Scope `clients:write`.
          */
         post: operations["createClient"];
         delete?: never;
@@ -294,7 +294,7 @@ export interface paths {
         put?: never;
         /**
          * Subscribe an HTTPS endpoint to events
-         * @description 403 `forbidden` with `code` `feature_off_for_tier` when the plan has no webhooks, `webhook_quota_exceeded` when the endpoint cap is full.
+         * @description 403 `forbidden` with `code` `feature_off_for_tier` when the plan has no webhooks, `webhook_quota_exceeded` when the endpoint cap is full. Scope `webhooks:write`.
          */
         post: operations["createWebhook"];
         delete?: never;
@@ -394,7 +394,7 @@ export interface paths {
         put?: never;
         /**
          * Send an event again: a new delivery row, same event id, attempts from 1
-         * @description 409 `conflict` with `code` `in_flight` while an attempt runs, `subscription_inactive` when the subscription is paused or deleted.
+         * @description 409 `conflict` with `code` `in_flight` while an attempt runs, `subscription_inactive` when the subscription is paused or deleted. Scope `webhooks:write`.
          */
         post: operations["redeliverWebhook"];
         delete?: never;
@@ -414,7 +414,7 @@ export interface paths {
         put?: never;
         /**
          * Redeliver every dead-lettered delivery of a time window
-         * @description Queues one new delivery (as redeliver does) for every `dead_letter` delivery of the subscription created at or after `since` and before `until` (default: now). At most 10,000: a larger window is 422, nothing queued. 409 `subscription_inactive` when the subscription is paused or deleted.
+         * @description Queues one new delivery (as redeliver does) for every `dead_letter` delivery of the subscription created at or after `since` and before `until` (default: now). At most 10,000: a larger window is 422, nothing queued. 409 `subscription_inactive` when the subscription is paused or deleted. Scope `webhooks:write`.
          */
         post: operations["recoverWebhook"];
         delete?: never;
@@ -434,7 +434,7 @@ export interface paths {
         put?: never;
         /**
          * Fire a test event
-         * @description A `webhook.test` event, or with `eventType` a sample of that type, to one subscription or to every active one whatever its events list. Test events carry `"test": true` in their envelope and change none of the subscription's counters. 404 for an unknown or deleted subscription, 422 for a paused one or for an `eventType` that is not a subscribable type.
+         * @description A `webhook.test` event, or with `eventType` a sample of that type, to one subscription or to every active one whatever its events list. Test events carry `"test": true` in their envelope and change none of the subscription's counters. 404 for an unknown or deleted subscription, 422 for a paused one or for an `eventType` that is not a subscribable type. Scope `webhooks:write`.
          */
         post: operations["testWebhooks"];
         delete?: never;
@@ -1506,11 +1506,16 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "type": "https://api.tourops.test/errors/scope-required",
-                     *       "title": "Scope required",
+                     *       "title": "Plan required",
                      *       "status": 403,
-                     *       "detail": "This token lacks trips:write.",
-                     *       "required_scope": "trips:write"
+                     *       "detail": "The free plan does not include API access.",
+                     *       "required_plans": [
+                     *         "starter",
+                     *         "pro",
+                     *         "enterprise"
+                     *       ],
+                     *       "current_plan": "free",
+                     *       "type": "https://api.tourops.test/errors/plan-required"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -1685,8 +1690,8 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/scope-required",
                      *       "title": "Scope required",
                      *       "status": 403,
-                     *       "detail": "This token lacks trips:write.",
-                     *       "required_scope": "trips:write"
+                     *       "detail": "This token lacks trips:read.",
+                     *       "required_scope": "trips:read"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -2134,8 +2139,8 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/scope-required",
                      *       "title": "Scope required",
                      *       "status": 403,
-                     *       "detail": "This token lacks trips:write.",
-                     *       "required_scope": "trips:write"
+                     *       "detail": "This token lacks trips:read.",
+                     *       "required_scope": "trips:read"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -2582,8 +2587,8 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/scope-required",
                      *       "title": "Scope required",
                      *       "status": 403,
-                     *       "detail": "This token lacks trips:write.",
-                     *       "required_scope": "trips:write"
+                     *       "detail": "This token lacks bookings:read.",
+                     *       "required_scope": "bookings:read"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -2742,8 +2747,8 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/scope-required",
                      *       "title": "Scope required",
                      *       "status": 403,
-                     *       "detail": "This token lacks trips:write.",
-                     *       "required_scope": "trips:write"
+                     *       "detail": "This token lacks bookings:write.",
+                     *       "required_scope": "bookings:write"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -2987,8 +2992,8 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/scope-required",
                      *       "title": "Scope required",
                      *       "status": 403,
-                     *       "detail": "This token lacks trips:write.",
-                     *       "required_scope": "trips:write"
+                     *       "detail": "This token lacks bookings:read.",
+                     *       "required_scope": "bookings:read"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -3178,8 +3183,8 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/scope-required",
                      *       "title": "Scope required",
                      *       "status": 403,
-                     *       "detail": "This token lacks trips:write.",
-                     *       "required_scope": "trips:write"
+                     *       "detail": "This token lacks clients:read.",
+                     *       "required_scope": "clients:read"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -3405,8 +3410,8 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/scope-required",
                      *       "title": "Scope required",
                      *       "status": 403,
-                     *       "detail": "This token lacks trips:write.",
-                     *       "required_scope": "trips:write"
+                     *       "detail": "This token lacks clients:write.",
+                     *       "required_scope": "clients:write"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -3610,8 +3615,8 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/scope-required",
                      *       "title": "Scope required",
                      *       "status": 403,
-                     *       "detail": "This token lacks trips:write.",
-                     *       "required_scope": "trips:write"
+                     *       "detail": "This token lacks clients:read.",
+                     *       "required_scope": "clients:read"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -3794,8 +3799,8 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/scope-required",
                      *       "title": "Scope required",
                      *       "status": 403,
-                     *       "detail": "This token lacks trips:write.",
-                     *       "required_scope": "trips:write"
+                     *       "detail": "This token lacks payments:read.",
+                     *       "required_scope": "payments:read"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -3978,8 +3983,8 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/scope-required",
                      *       "title": "Scope required",
                      *       "status": 403,
-                     *       "detail": "This token lacks trips:write.",
-                     *       "required_scope": "trips:write"
+                     *       "detail": "This token lacks libraries:read.",
+                     *       "required_scope": "libraries:read"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -4165,8 +4170,8 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/scope-required",
                      *       "title": "Scope required",
                      *       "status": 403,
-                     *       "detail": "This token lacks trips:write.",
-                     *       "required_scope": "trips:write"
+                     *       "detail": "This token lacks libraries:read.",
+                     *       "required_scope": "libraries:read"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -4352,8 +4357,8 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/scope-required",
                      *       "title": "Scope required",
                      *       "status": 403,
-                     *       "detail": "This token lacks trips:write.",
-                     *       "required_scope": "trips:write"
+                     *       "detail": "This token lacks libraries:read.",
+                     *       "required_scope": "libraries:read"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -4537,8 +4542,8 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/scope-required",
                      *       "title": "Scope required",
                      *       "status": 403,
-                     *       "detail": "This token lacks trips:write.",
-                     *       "required_scope": "trips:write"
+                     *       "detail": "This token lacks libraries:read.",
+                     *       "required_scope": "libraries:read"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -4727,8 +4732,8 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/scope-required",
                      *       "title": "Scope required",
                      *       "status": 403,
-                     *       "detail": "This token lacks trips:write.",
-                     *       "required_scope": "trips:write"
+                     *       "detail": "This token lacks libraries:read.",
+                     *       "required_scope": "libraries:read"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -4911,8 +4916,8 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/scope-required",
                      *       "title": "Scope required",
                      *       "status": 403,
-                     *       "detail": "This token lacks trips:write.",
-                     *       "required_scope": "trips:write"
+                     *       "detail": "This token lacks webhooks:read.",
+                     *       "required_scope": "webhooks:read"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -5120,8 +5125,8 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/scope-required",
                      *       "title": "Scope required",
                      *       "status": 403,
-                     *       "detail": "This token lacks trips:write.",
-                     *       "required_scope": "trips:write"
+                     *       "detail": "This token lacks webhooks:write.",
+                     *       "required_scope": "webhooks:write"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -5292,8 +5297,8 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/scope-required",
                      *       "title": "Scope required",
                      *       "status": 403,
-                     *       "detail": "This token lacks trips:write.",
-                     *       "required_scope": "trips:write"
+                     *       "detail": "This token lacks webhooks:write.",
+                     *       "required_scope": "webhooks:write"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -5527,8 +5532,8 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/scope-required",
                      *       "title": "Scope required",
                      *       "status": 403,
-                     *       "detail": "This token lacks trips:write.",
-                     *       "required_scope": "trips:write"
+                     *       "detail": "This token lacks webhooks:write.",
+                     *       "required_scope": "webhooks:write"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -5759,8 +5764,8 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/scope-required",
                      *       "title": "Scope required",
                      *       "status": 403,
-                     *       "detail": "This token lacks trips:write.",
-                     *       "required_scope": "trips:write"
+                     *       "detail": "This token lacks webhooks:read.",
+                     *       "required_scope": "webhooks:read"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -5965,8 +5970,8 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/scope-required",
                      *       "title": "Scope required",
                      *       "status": 403,
-                     *       "detail": "This token lacks trips:write.",
-                     *       "required_scope": "trips:write"
+                     *       "detail": "This token lacks webhooks:read.",
+                     *       "required_scope": "webhooks:read"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -6163,8 +6168,8 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/scope-required",
                      *       "title": "Scope required",
                      *       "status": 403,
-                     *       "detail": "This token lacks trips:write.",
-                     *       "required_scope": "trips:write"
+                     *       "detail": "This token lacks webhooks:write.",
+                     *       "required_scope": "webhooks:write"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -6397,8 +6402,8 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/scope-required",
                      *       "title": "Scope required",
                      *       "status": 403,
-                     *       "detail": "This token lacks trips:write.",
-                     *       "required_scope": "trips:write"
+                     *       "detail": "This token lacks webhooks:write.",
+                     *       "required_scope": "webhooks:write"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -6629,8 +6634,8 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/scope-required",
                      *       "title": "Scope required",
                      *       "status": 403,
-                     *       "detail": "This token lacks trips:write.",
-                     *       "required_scope": "trips:write"
+                     *       "detail": "This token lacks webhooks:write.",
+                     *       "required_scope": "webhooks:write"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];

@@ -4,6 +4,8 @@
  * them (`addMediaExamples`). `test/openapi.test.ts` validates every example against its schema.
  */
 
+import { PLANS_WITH_API } from '../domain/plans.ts';
+
 const CITY_LISBON = 'cty_01JD3X5Q8M4V2RZK7N9T6WBHCE';
 const CITY_PORTO = 'cty_01JD3X5QB2T7YHK4P8R3M6VDFA';
 const TRIP = 'trp_01JD3X7E9P2QK5VN4T8R6MZWYC';
@@ -448,3 +450,69 @@ export function addMediaExamples<T extends { paths?: object; components?: object
   }
   return document;
 }
+
+const PLAN_REQUIRED = {
+  title: 'Plan required',
+  status: 403,
+  detail: 'The free plan does not include API access.',
+  required_plans: PLANS_WITH_API,
+  current_plan: 'free',
+};
+
+/** The host the problem examples above are written with; a document serves its own instead. */
+const EXAMPLE_ERRORS_BASE = 'https://api.tourops.test/errors';
+
+/**
+ * Makes a document's examples right for the instance serving it and for each operation: problem
+ * `type`s under `errorsBaseUrl`, and on an operation with a scope, its 403 naming that scope.
+ * The operation also lists its scope under `security` and in its description. Mutates (copies
+ * of the shared examples) and returns the document.
+ */
+export function instanceExamples<T extends { paths?: object }>(
+  document: T,
+  options: { errorsBaseUrl: string; scopes?: ReadonlyMap<string, string> },
+): T {
+  const base = options.errorsBaseUrl.replace(/\/+$/, '');
+  for (const item of Object.values(document.paths ?? {}) as Array<
+    Record<string, ScopedOperation>
+  >) {
+    for (const operation of Object.values(item)) {
+      if (typeof operation !== 'object' || operation === null) continue;
+      const scope = options.scopes?.get(operation.operationId ?? '');
+      if (scope !== undefined) {
+        operation.security = [{ bearerAuth: [scope] }];
+        const named = `Scope \`${scope}\``;
+        if (!operation.description?.includes(named)) {
+          operation.description = `${operation.description ?? ''} ${named}.`.trim();
+        }
+      }
+      for (const [status, response] of Object.entries(operation.responses ?? {})) {
+        for (const media of Object.values(response.content ?? {})) {
+          const example = media.example as { type?: unknown } | undefined;
+          if (typeof example?.type !== 'string' || !example.type.startsWith(EXAMPLE_ERRORS_BASE)) {
+            continue;
+          }
+          const own: Record<string, unknown> = {
+            ...example,
+            type: `${base}${example.type.slice(EXAMPLE_ERRORS_BASE.length)}`,
+          };
+          if (status === '403' && 'required_scope' in own) {
+            // The scope this operation requires; with none, the only 403 left is the plan's.
+            media.example =
+              scope === undefined
+                ? { ...PLAN_REQUIRED, type: `${base}/plan-required` }
+                : { ...own, detail: `This token lacks ${scope}.`, required_scope: scope };
+            continue;
+          }
+          media.example = own;
+        }
+      }
+    }
+  }
+  return document;
+}
+
+type ScopedOperation = Operation & {
+  description?: string;
+  security?: Array<Record<string, string[]>>;
+};

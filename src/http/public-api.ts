@@ -5,7 +5,7 @@ import packageJson from '../../package.json' with { type: 'json' };
 import type { Config } from '../config.ts';
 import type { RateLimits } from '../rate-limit/rate-limits.ts';
 import type { Services } from '../services/index.ts';
-import { addMediaExamples } from './examples.ts';
+import { addMediaExamples, instanceExamples } from './examples.ts';
 import { registerPostmanCollection } from './postman.ts';
 import { registerReferencePage } from './reference-page.ts';
 import { apiV1 } from './routes/index.ts';
@@ -139,8 +139,20 @@ export const publicApi: FastifyPluginAsync<{
     refResolver,
     transformObject: (documentObject) =>
       'openapiObject' in documentObject
-        ? addMediaExamples(markOptionalBodies(documentObject.openapiObject))
+        ? instanceExamples(addMediaExamples(markOptionalBodies(documentObject.openapiObject)), {
+            errorsBaseUrl: config.errorsBaseUrl,
+            scopes,
+          })
         : documentObject.swaggerObject,
+  });
+  // The scope each operation requires (its route's `config.scope`), for the document.
+  const scopes = new Map<string, string>();
+  app.addHook('onRoute', (route) => {
+    const scope = (route.config as { scope?: unknown } | undefined)?.scope;
+    const operationId = (route.schema as { operationId?: unknown } | undefined)?.operationId;
+    if (typeof scope === 'string' && typeof operationId === 'string') {
+      scopes.set(operationId, scope);
+    }
   });
 
   await app.register(apiV1, { prefix: '/api/v1', config, services, rateLimits });

@@ -6,7 +6,7 @@ import { notFound, unauthorized } from '../../lib/problems.ts';
 import type { RateLimits } from '../../rate-limit/rate-limits.ts';
 import type { Services } from '../../services/index.ts';
 import { ipGuardHook } from '../auth.ts';
-import { addMediaExamples } from '../examples.ts';
+import { addMediaExamples, instanceExamples } from '../examples.ts';
 import { API_VERSION, refResolver } from '../public-api.ts';
 import { pruneUnusedSchemas } from '../schemas.ts';
 import { adminBookingRoutes } from './bookings-routes.ts';
@@ -85,7 +85,9 @@ export const adminApi: FastifyPluginAsync<{
     refResolver,
     transformObject: (documentObject) =>
       'openapiObject' in documentObject
-        ? addMediaExamples(pruneUnusedSchemas(documentObject.openapiObject))
+        ? instanceExamples(addMediaExamples(pruneUnusedSchemas(documentObject.openapiObject)), {
+            errorsBaseUrl: config.errorsBaseUrl,
+          })
         : documentObject.swaggerObject,
   });
   for (const routes of [
