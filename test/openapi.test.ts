@@ -17,7 +17,7 @@ import { createTenant, mintToken } from './helpers/fixtures.ts';
 interface Op {
   operationId: string;
   description?: string;
-  security?: Array<{ bearerAuth?: string[] }>;
+  'x-required-scope'?: string;
   responses: Record<
     string,
     { content?: Record<string, { example?: { type: string; required_scope?: string } }> }
@@ -355,8 +355,9 @@ describe('OpenAPI documents', () => {
     let checked = 0;
     for (const [path, item] of Object.entries(document.paths) as [string, Record<string, Op>][]) {
       for (const [method, operation] of Object.entries(item)) {
-        const scope = operation.security?.[0]?.bearerAuth?.[0];
-        const forbidden = operation.responses['403']?.content?.['application/problem+json']?.example;
+        const scope = operation['x-required-scope'];
+        const forbidden =
+          operation.responses['403']?.content?.['application/problem+json']?.example;
         for (const response of Object.values(operation.responses)) {
           const example = response.content?.['application/problem+json']?.example;
           if (example)

@@ -465,7 +465,7 @@ const EXAMPLE_ERRORS_BASE = 'https://api.tourops.test/errors';
 /**
  * Makes a document's examples right for the instance serving it and for each operation: problem
  * `type`s under `errorsBaseUrl`, and on an operation with a scope, its 403 naming that scope.
- * The operation also lists its scope under `security` and in its description. Mutates (copies
+ * The operation also names its scope in `x-required-scope` and its description. Mutates (copies
  * of the shared examples) and returns the document.
  */
 export function instanceExamples<T extends { paths?: object }>(
@@ -480,7 +480,8 @@ export function instanceExamples<T extends { paths?: object }>(
       if (typeof operation !== 'object' || operation === null) continue;
       const scope = options.scopes?.get(operation.operationId ?? '');
       if (scope !== undefined) {
-        operation.security = [{ bearerAuth: [scope] }];
+        // Machine-readable too; `security` cannot carry it (a bearer scheme has no scopes).
+        operation['x-required-scope'] = scope;
         const named = `Scope \`${scope}\``;
         if (!operation.description?.includes(named)) {
           operation.description = `${operation.description ?? ''} ${named}.`.trim();
@@ -514,5 +515,5 @@ export function instanceExamples<T extends { paths?: object }>(
 
 type ScopedOperation = Operation & {
   description?: string;
-  security?: Array<Record<string, string[]>>;
+  'x-required-scope'?: string;
 };
