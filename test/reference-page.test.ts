@@ -80,8 +80,23 @@ describe('the API reference page in Chromium', { skip }, () => {
       });
       page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
 
-      // `/` points to the reference, which loads everything from this server.
+      // `/`: styled by its own stylesheet, naming the token prefix of this instance; it points to
+      // the reference, which loads everything from this server.
+      const shots = mkdtempSync(join(tmpdir(), 'tourops-reference-'));
       await page.goto(`${origin}/`);
+      const start = await page.innerText('body');
+      assert.match(start, /start with tk_test_/);
+      assert.doesNotMatch(start, /tk_live_/);
+      assert.equal(
+        await page.evaluate(
+          () => getComputedStyle(document.querySelector('.cards') as Element).display,
+        ),
+        'grid',
+      );
+      for (const card of ['Receiving webhooks', 'TypeScript SDK', 'Problem types']) {
+        assert.ok(start.includes(card), card);
+      }
+      await page.screenshot({ path: join(shots, 'start.png'), fullPage: true });
       await page.click('a[href="/docs/"]');
       // Rendered progressively: wait for the document's title and for an example from it, then
       // for the network to settle (every request answered before `problems` is read). Generous
@@ -113,7 +128,10 @@ describe('the API reference page in Chromium', { skip }, () => {
       assert.ok(text.includes('validation-failed'), 'a problem example is shown');
       assert.ok(text.includes('Receiving webhooks'), 'the receiver snippets are shown');
       assert.ok(text.includes('hmac.compare_digest'), 'the Python snippet is shown');
-      const shots = mkdtempSync(join(tmpdir(), 'tourops-reference-'));
+      assert.ok(text.includes('npm pack ./sdk'), "the SDK's README is shown");
+      assert.ok(!text.includes('Generate SDKs'), "Scalar's own toolbar is off");
+      // One sidebar group per name: no tag is called like the section Scalar gives the events.
+      assert.ok(!tags.has('Webhooks'), 'a tag named Webhooks beside the events');
       await page.screenshot({ path: join(shots, 'docs.png') });
       await page.screenshot({ path: join(shots, 'docs-full.png'), fullPage: true });
       console.log(`# screenshots in ${shots}`);

@@ -5,7 +5,7 @@ import { notFound, PROBLEM_TYPES, type ProblemSlug } from '../lib/problems.ts';
 /** What each problem type means and what the integrator should do about it. */
 const EXPLANATIONS: Record<ProblemSlug, string> = {
   unauthorized:
-    'The bearer token is missing, malformed, unknown, revoked or expired (the detail says which), or its tenant is inactive. Send <code>Authorization: Bearer tk_live_…</code> with a valid token. Do not retry with the same token.',
+    'The bearer token is missing, malformed, unknown, revoked or expired (the detail says which), or its tenant is inactive. Send <code>Authorization: Bearer tk_live_…</code> (or <code>tk_test_…</code>) with a valid token. Do not retry with the same token.',
   'scope-required':
     'The token is valid but lacks the scope this endpoint needs; <code>required_scope</code> names it. Mint a token with that scope.',
   'plan-required':
@@ -42,29 +42,104 @@ const escapeHtml = (text: string) =>
     (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c] ?? c,
   );
 
+/**
+ * The look of the pages served beside the reference: the system font stack, the reference's
+ * accent, light or dark as the reader's system is. A file of its own (no inline style), cached.
+ */
+const STYLESHEET = `
+:root { color-scheme: light dark; --bg: #fff; --fg: #1b1b1f; --muted: #5d5d66; --line: #e3e3e8;
+  --card: #f7f7f9; --accent: #2f6fdf; }
+@media (prefers-color-scheme: dark) { :root { --bg: #0f0f12; --fg: #e8e8ec; --muted: #a0a0ab;
+  --line: #2a2a31; --card: #17171c; --accent: #7aa5ff; } }
+* { box-sizing: border-box; }
+body { margin: 0; background: var(--bg); color: var(--fg); line-height: 1.55;
+  font: 16px/1.55 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
+main { max-width: 56rem; margin: 0 auto; padding: 3rem 1.25rem 4rem; }
+h1 { font-size: 2rem; margin: 0 0 .5rem; letter-spacing: -.01em; }
+h2 { font-size: 1.15rem; margin: 2.25rem 0 .75rem; }
+p.lead { color: var(--muted); font-size: 1.1rem; margin: 0 0 1.5rem; }
+a { color: var(--accent); text-decoration: none; } a:hover { text-decoration: underline; }
+code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: .9em; }
+code { background: var(--card); border: 1px solid var(--line); border-radius: 4px; padding: .05em .3em; }
+pre { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: .9rem 1rem;
+  overflow-x: auto; }
+pre code { background: none; border: 0; padding: 0; }
+.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(15rem, 1fr)); gap: .75rem;
+  padding: 0; list-style: none; }
+.cards a { display: block; height: 100%; padding: 1rem; border: 1px solid var(--line);
+  border-radius: 10px; background: var(--card); color: var(--fg); }
+.cards a:hover, .cards a:focus-visible { border-color: var(--accent); text-decoration: none; }
+.cards strong { display: block; color: var(--accent); margin-bottom: .25rem; }
+.cards span { color: var(--muted); font-size: .92rem; }
+ul.plain { padding-left: 1.1rem; } ul.plain li { margin: .3rem 0; }
+footer { margin-top: 3rem; color: var(--muted); font-size: .9rem; }
+`;
+
 const page = (title: string, body: string) =>
-  `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>${escapeHtml(title)}</title></head><body>${body}</body></html>\n`;
+  '<!doctype html><html lang="en"><head><meta charset="utf-8">' +
+  '<meta name="viewport" content="width=device-width, initial-scale=1">' +
+  `<title>${escapeHtml(title)}</title><link rel="stylesheet" href="/assets/site.css"></head>` +
+  `<body><main>${body}</main></body></html>\n`;
+
+const card = (href: string, title: string, text: string) =>
+  `<li><a href="${href}"><strong>${title}</strong><span>${text}</span></a></li>`;
 
 /**
  * `GET /`: where an integrator starts; `GET /errors`: every problem type; `GET /errors/<slug>`: the
- * human page behind each problem `type` URL. Plain HTML, nothing loaded from elsewhere.
+ * human page behind each problem `type` URL. Plain HTML and one stylesheet, nothing loaded from
+ * elsewhere.
  */
-export const errorPages: FastifyPluginAsync<{ config: Config }> = async (app) => {
+export const errorPages: FastifyPluginAsync<{ config: Config }> = async (app, { config }) => {
+  const base = escapeHtml(config.publicBaseUrl);
+  const prefix = `tk_${config.deploymentEnv}_`;
+  const start = page(
+    'Tour-Operator API',
+    '<h1>Tour-Operator API</h1>' +
+      '<p class="lead">Server-to-server API for tour operators: trips, bookings, clients, payments, ' +
+      'catalogs, and webhook subscriptions with signed, retried deliveries.</p>' +
+      '<h2>Start</h2>' +
+      `<p>Every call under <code>${base}/api/v1</code> carries an API token: on this instance they ` +
+      `start with <code>${prefix}</code> (the demo token <code>npm start</code> prints is one).</p>` +
+      `<pre><code>curl -s -H "Authorization: Bearer ${prefix}…" ${base}/api/v1/me</code></pre>` +
+      '<h2>Guides and references</h2><ul class="cards">' +
+      card(
+        '/docs/',
+        'API reference',
+        'Every operation, webhook event and example; try requests in the page.',
+      ) +
+      card(
+        '/docs/#description/receiving-webhooks',
+        'Receiving webhooks',
+        'Verify signatures; receivers in Node and Python; <code>tourops listen</code> on a laptop.',
+      ) +
+      card(
+        '/docs/#description/typescript-sdk',
+        'TypeScript SDK',
+        'Install it, iterate lists, retry writes safely, verify deliveries.',
+      ) +
+      card('/errors', 'Problem types', 'What each error means and what to do about it.') +
+      card(
+        '/v1/openapi.json',
+        'OpenAPI 3.1 document',
+        'The document that validates the traffic; JSON.',
+      ) +
+      card(
+        '/v1/postman.json',
+        'Postman collection',
+        'Import it and set its <code>bearerToken</code> variable.',
+      ) +
+      '</ul>' +
+      '<footer>Health: <a href="/healthz">/healthz</a> · <a href="/readyz">/readyz</a></footer>',
+  );
   app.get('/', { schema: { hide: true } }, async (_request, reply) =>
+    reply.type('text/html; charset=utf-8').send(start),
+  );
+
+  app.get('/assets/site.css', { schema: { hide: true } }, async (_request, reply) =>
     reply
-      .type('text/html; charset=utf-8')
-      .send(
-        page(
-          'Tour-Operator API',
-          '<h1>Tour-Operator API</h1><ul>' +
-            '<li><a href="/docs/">API reference</a>: every operation, webhook event and example</li>' +
-            '<li><a href="/v1/openapi.json">OpenAPI 3.1 document</a> (JSON)</li>' +
-            '<li><a href="/v1/postman.json">Postman collection</a>: set its <code>bearerToken</code> variable</li>' +
-            '<li><a href="/errors">Problem types</a>: what each error means and what to do</li>' +
-            '<li><a href="/healthz">/healthz</a> and <a href="/readyz">/readyz</a></li>' +
-            '</ul><p>Authenticate with <code>Authorization: Bearer tk_live_…</code> under <code>/api/v1</code>.</p>',
-        ),
-      ),
+      .type('text/css; charset=utf-8')
+      .header('cache-control', 'public, max-age=3600')
+      .send(STYLESHEET),
   );
 
   // Browsers ask for it on every page; an empty answer keeps their consoles free of 404s.
@@ -81,7 +156,15 @@ export const errorPages: FastifyPluginAsync<{ config: Config }> = async (app) =>
       .join('');
     return reply
       .type('text/html; charset=utf-8')
-      .send(page('Problem types', `<h1>Problem types</h1><ul>${items}</ul>`));
+      .send(
+        page(
+          'Problem types',
+          '<p><a href="/">Tour-Operator API</a></p><h1>Problem types</h1>' +
+            '<p class="lead">Every error answer is <code>application/problem+json</code>; its ' +
+            '<code>type</code> ends with one of these.</p>' +
+            `<ul class="plain">${items}</ul>`,
+        ),
+      );
   });
 
   app.get<{ Params: { slug: string } }>(
@@ -94,9 +177,12 @@ export const errorPages: FastifyPluginAsync<{ config: Config }> = async (app) =>
       return reply
         .type('text/html; charset=utf-8')
         .send(
-          `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${title}</title></head>` +
-            `<body><h1>${title}</h1><p>HTTP status ${status}. Problem type <code>${slug}</code>.</p>` +
-            `<p>${EXPLANATIONS[slug]}</p></body></html>\n`,
+          page(
+            title,
+            '<p><a href="/errors">Problem types</a></p>' +
+              `<h1>${escapeHtml(title)}</h1><p class="lead">HTTP status ${status}. Problem type ` +
+              `<code>${slug}</code>.</p><p>${EXPLANATIONS[slug]}</p>`,
+          ),
         );
     },
   );

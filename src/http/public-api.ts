@@ -55,6 +55,30 @@ const RECEIVING_WEBHOOKS = [
   `\`\`\`python\n${snippet('receiver.py')}\n\`\`\``,
 ].join('\n\n');
 
+/**
+ * The SDK's own README (sdk/README.md), one heading level down, so the reference shows how to
+ * install and use it and cannot drift from the file beside the code.
+ */
+const TYPESCRIPT_SDK = [
+  '',
+  '## TypeScript SDK',
+  demoteHeadings(readFileSync(new URL('../../sdk/README.md', import.meta.url), 'utf8')),
+].join('\n\n');
+
+/** Markdown without its title, every other heading one level down; code blocks untouched. */
+function demoteHeadings(markdown: string): string {
+  let inCode = false;
+  return markdown
+    .replace(/^# .*\n/, '')
+    .split('\n')
+    .map((line) => {
+      if (line.startsWith('```')) inCode = !inCode;
+      return !inCode && /^#+ /.test(line) ? `#${line}` : line;
+    })
+    .join('\n')
+    .trim();
+}
+
 /** Every tag the public operations use, in the order readers meet them. */
 const PUBLIC_TAGS = [
   {
@@ -85,9 +109,9 @@ const PUBLIC_TAGS = [
       'The reusable catalogs trips are built from: cities, hotels, activities, vehicles and guides.',
   },
   {
-    name: 'Webhooks',
+    name: 'Webhook endpoints',
     description:
-      'Subscriptions of HTTPS endpoints to events, their signing keys and their deliveries. The events themselves are described in the `webhooks` section.',
+      'Subscriptions of HTTPS endpoints to events, their signing keys and their deliveries. The events themselves, and what each delivery carries, are listed under Webhooks.',
   },
 ];
 
@@ -114,8 +138,9 @@ export const publicApi: FastifyPluginAsync<{
           `under ${config.errorsBaseUrl}. Lists use cursor pagination (\`meta.cursor\`, ` +
           '`meta.hasMore`); trips, bookings, clients, payments and library items are ordered by id ' +
           'ascending (creation order). Every response carries `Service-Request-Id`. The events ' +
-          'posted to webhook subscriptions are described under `webhooks`.' +
-          RECEIVING_WEBHOOKS,
+          'posted to webhook subscriptions are described under Webhooks.' +
+          RECEIVING_WEBHOOKS +
+          TYPESCRIPT_SDK,
       },
       servers: [{ url: config.publicBaseUrl }],
       components: {

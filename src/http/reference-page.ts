@@ -25,6 +25,9 @@ export async function registerReferencePage(
       // Every operation is listed and rendered at once: readers search the page.
       defaultOpenAllTags: true,
       hideClientButton: false,
+      // Scalar's own toolbar (generate SDKs, share, deploy) is for Scalar's hosted service; the
+      // SDK of this API is described in the page itself.
+      showDeveloperTools: 'never',
     },
   });
 }

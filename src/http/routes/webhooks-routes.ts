@@ -76,7 +76,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (
       config: { scope: 'webhooks:read' },
       schema: {
         operationId: 'listWebhooks',
-        tags: ['Webhooks'],
+        tags: ['Webhook endpoints'],
         summary: 'List webhook subscriptions, newest first (deleted ones included, inactive)',
         description:
           'Every subscription of the tenant, with its delivery health (`consecutiveFailures`, `lastSuccessAt`, `lastFailureAt`). The signing key is never shown again. Scope `webhooks:read`.',
@@ -102,7 +102,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (
       config: { scope: 'webhooks:write' },
       schema: {
         operationId: 'createWebhook',
-        tags: ['Webhooks'],
+        tags: ['Webhook endpoints'],
         summary: 'Subscribe an HTTPS endpoint to events',
         description:
           '403 `forbidden` with `code` `feature_off_for_tier` when the plan has no webhooks, `webhook_quota_exceeded` when the endpoint cap is full.',
@@ -140,7 +140,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (
       config: { scope: 'webhooks:write' },
       schema: {
         operationId: 'deleteWebhook',
-        tags: ['Webhooks'],
+        tags: ['Webhook endpoints'],
         summary: 'Delete a subscription (soft: it stays listed, inactive, with its deliveries)',
         description:
           'Stops deliveries at once; pending ones are never sent. A second delete is 404. Scope `webhooks:write`.',
@@ -167,7 +167,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (
       config: { scope: 'webhooks:write' },
       schema: {
         operationId: 'rotateWebhookKey',
-        tags: ['Webhooks'],
+        tags: ['Webhook endpoints'],
         summary: 'Replace the signing key; the old one keeps signing for 24 hours',
         description:
           "Returns the new key once. For `WEBHOOK_KEY_OVERLAP` (24 h) deliveries carry two `v1` signatures, the new key's first, so receivers can switch keys without dropping events. Scope `webhooks:write`.",
@@ -211,7 +211,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (
       config: { scope: 'webhooks:read' },
       schema: {
         operationId: 'listWebhookDeliveries',
-        tags: ['Webhooks'],
+        tags: ['Webhook endpoints'],
         summary: 'List deliveries of a subscription, newest first',
         description:
           'One row per delivery of an event to this subscription (a redelivery is a new row). Filter by `status`. Scope `webhooks:read`.',
@@ -239,7 +239,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (
       config: { scope: 'webhooks:read' },
       schema: {
         operationId: 'listWebhookAttempts',
-        tags: ['Webhooks'],
+        tags: ['Webhook endpoints'],
         summary: 'List the HTTP attempts of a delivery, newest first',
         description:
           'What each attempt got: its status, or why there was none (`errorClass`), how long it took, and the start of the response body. Scope `webhooks:read`.',
@@ -268,7 +268,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (
       config: { scope: 'webhooks:write' },
       schema: {
         operationId: 'redeliverWebhook',
-        tags: ['Webhooks'],
+        tags: ['Webhook endpoints'],
         summary: 'Send an event again: a new delivery row, same event id, attempts from 1',
         description:
           '409 `conflict` with `code` `in_flight` while an attempt runs, `subscription_inactive` when the subscription is paused or deleted.',
@@ -308,7 +308,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (
       config: { scope: 'webhooks:write' },
       schema: {
         operationId: 'recoverWebhook',
-        tags: ['Webhooks'],
+        tags: ['Webhook endpoints'],
         summary: 'Redeliver every dead-lettered delivery of a time window',
         description:
           'Queues one new delivery (as redeliver does) for every `dead_letter` delivery of the subscription created at or after `since` and before `until` (default: now). At most 10,000: a larger window is 422, nothing queued. 409 `subscription_inactive` when the subscription is paused or deleted.',
@@ -362,7 +362,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (
       },
       schema: {
         operationId: 'testWebhooks',
-        tags: ['Webhooks'],
+        tags: ['Webhook endpoints'],
         summary: 'Fire a test event',
         description:
           'A `webhook.test` event, or with `eventType` a sample of that type, to one subscription or to every active one whatever its events list. Test events carry `"test": true` in their envelope and change none of the subscription\'s counters. 404 for an unknown or deleted subscription, 422 for a paused one or for an `eventType` that is not a subscribable type.',
