@@ -4,7 +4,7 @@ import { once } from 'node:events';
 import { after, before, describe, it } from 'node:test';
 import { freePort } from '../bench/processes.ts';
 import { BACKENDS, createTestDatabase, type TestDatabase } from './helpers/context.ts';
-import { ROOT } from './helpers/processes.ts';
+import { outputOf, ROOT } from './helpers/processes.ts';
 
 /** `npm start`'s entry with `env`, until its banner is out; the banner, and a way to stop it. */
 async function npmStart(env: Record<string, string>) {
@@ -14,23 +14,17 @@ async function npmStart(env: Record<string, string>) {
     env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', PORT: String(port), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let output = '';
-  child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
-    output += chunk;
-  });
-  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
-    output += chunk;
-  });
+  const output = outputOf(child);
   const deadline = Date.now() + 30_000;
-  while (!output.includes('OpenAPI document:')) {
+  while (!output().includes('OpenAPI document:')) {
     if (Date.now() > deadline || child.exitCode !== null) {
       child.kill('SIGKILL');
-      throw new Error(`no banner:\n${output}`);
+      throw new Error(`no banner:\n${output()}`);
     }
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   return {
-    banner: output,
+    banner: output(),
     stop: async () => {
       child.kill('SIGTERM');
       if (child.exitCode === null) await once(child, 'exit');
@@ -126,23 +120,17 @@ async function runUntilInterrupted(line: string, env: Record<string, string>, re
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
   });
-  let output = '';
-  child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
-    output += chunk;
-  });
-  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
-    output += chunk;
-  });
+  const output = outputOf(child);
   const exited = once(child, 'close');
   const deadline = Date.now() + 30_000;
-  while (!output.includes(ready)) {
+  while (!output().includes(ready)) {
     if (Date.now() > deadline || child.exitCode !== null) {
       if (child.exitCode === null) process.kill(-(child.pid as number), 'SIGKILL');
-      throw new Error(`${line}: not ready:\n${output}`);
+      throw new Error(`${line}: not ready:\n${output()}`);
     }
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   process.kill(-(child.pid as number), 'SIGINT');
   await exited;
-  return output;
+  return output();
 }

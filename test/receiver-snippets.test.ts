@@ -9,7 +9,7 @@ import { startWorker } from '../src/webhooks/start-worker.ts';
 import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
 import { createClient, createTenant, type TenantFixture } from './helpers/fixtures.ts';
 import { HttpsReceiver, type ReceivedRequest, testCa } from './helpers/https-receiver.ts';
-import { ROOT, startTourops } from './helpers/processes.ts';
+import { outputOf, ROOT, startTourops } from './helpers/processes.ts';
 import { until } from './helpers/until.ts';
 
 // The receivers of docs/snippets (also on /docs), run as a reader would run them, against events
@@ -23,17 +23,11 @@ async function startReceiver(command: string, file: string, signingKey: string) 
     env: { PATH: process.env.PATH ?? '', PORT: String(port), TOUROPS_SIGNING_KEYS: signingKey },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let output = '';
-  child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
-    output += chunk;
-  });
-  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
-    output += chunk;
-  });
-  await until(() => output.includes('listening on') || undefined, 10_000, `${file} listening`);
+  const output = outputOf(child);
+  await until(() => output().includes('listening on') || undefined, 10_000, `${file} listening`);
   return {
     url: `http://localhost:${port}/webhooks`,
-    output: () => output,
+    output,
     stop: async () => {
       child.kill('SIGTERM');
       if (child.exitCode === null && child.signalCode === null) await once(child, 'exit');
@@ -82,7 +76,9 @@ for (const backend of BACKENDS) {
           10_000,
           receiver.output(),
         );
-        assert.match(listen.output(), new RegExp(`client\\.created  ${eventId}  → 204 \\(`));
+        // listen prints the answer once it has it, which may be after the receiver's line.
+        const answered = new RegExp(`client\\.created  ${eventId}  → 204 \\(`);
+        await until(() => answered.test(listen.output()) || undefined, 10_000, listen.output());
         // A forged one is refused by the same receiver.
         const forged = await fetch(receiver.url, {
           method: 'POST',

@@ -265,6 +265,15 @@ const tenantCreateCommand: Command = {
   },
 };
 
+const tenantOption = {
+  tenant: {
+    type: 'string' as const,
+    value: '<id|slug>',
+    required: true,
+    description: 'tenant id (ten_…) or slug',
+  },
+};
+
 const tokenCreateCommand: Command = {
   name: 'token create',
   summary: 'mint an API token for a tenant and print its value once',
@@ -277,12 +286,7 @@ const tokenCreateCommand: Command = {
   ],
   positionals: [],
   options: {
-    tenant: {
-      type: 'string',
-      value: '<id|slug>',
-      required: true,
-      description: 'tenant id (ten_…) or slug',
-    },
+    ...tenantOption,
     scopes: {
       type: 'string',
       value: '<list|all>',
@@ -573,12 +577,7 @@ const tokenListCommand: Command = {
   description: ['JSON: an array of token objects, oldest first, revoked ones included.'],
   positionals: [],
   options: {
-    tenant: {
-      type: 'string',
-      value: '<id|slug>',
-      required: true,
-      description: 'tenant id (ten_…) or slug',
-    },
+    ...tenantOption,
   },
   json: true,
   async run(ctx, args) {
@@ -614,12 +613,7 @@ const listenCommand: Command = {
   ],
   positionals: [],
   options: {
-    tenant: {
-      type: 'string',
-      value: '<id|slug>',
-      required: true,
-      description: 'tenant id (ten_…) or slug',
-    },
+    ...tenantOption,
     'forward-to': {
       type: 'string',
       value: '<url>',

@@ -1,4 +1,4 @@
-import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
+import { type ChildProcess, type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../../bench/processes.ts';
@@ -80,4 +80,15 @@ export async function callService(
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   return { status: response.status, headers: response.headers, text: await response.text() };
+}
+
+/** Everything a child process wrote on stdout and stderr so far, as one text. */
+export function outputOf(child: ChildProcess): () => string {
+  let output = '';
+  const collect = (chunk: string) => {
+    output += chunk;
+  };
+  child.stdout?.setEncoding('utf8').on('data', collect);
+  child.stderr?.setEncoding('utf8').on('data', collect);
+  return () => output;
 }
