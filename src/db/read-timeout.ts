@@ -8,11 +8,10 @@ import type { WatchedWaits } from './outage-breaker.ts';
  * A slow statement is the server's to end (`statement_timeout`, an answer); this is for the
  * server that cannot answer.
  *
- * pg's own `query_timeout` does this with a timer per query, and each of those timers took its
- * query's parsed fields and rows into V8's old generation: bare pg at 2,500 queries/s promoted
- * 0.8 KB a query with it and 45 B without; the API 5 MB/s, so a mark-compact every few seconds
- * whose concurrent marking took most of a core and put 20-50 ms stalls in the latency tail. Here
- * a query costs a counter and a timestamp, and one sweep timer per pool checks its connections.
+ * pg's own `query_timeout` does this with a timer per query, and each of those timers kept its
+ * query's parsed fields and rows alive into V8's old generation, so frequent mark-compacts put
+ * stalls in the latency tail (bench/README.md). Here a query costs a counter and a timestamp, and
+ * one sweep timer per pool checks its connections.
  */
 export function clientWithReadTimeout(timeoutMs: number): typeof pg.Client & WatchedWaits {
   // Every client of the pool, for its whole life: per query nothing is added or removed (a set's

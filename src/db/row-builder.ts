@@ -22,9 +22,8 @@ export function storedParameters(parameters: readonly unknown[]): unknown[] {
 
 /**
  * Builds camelCase row objects from arrays of column values. Both drivers create an object one
- * property at a time (about 5 µs a row for our tables) and the camelCase plugin then copied it
- * again; one generated object literal per column list does both jobs several times faster, and
- * turns the 0/1 columns into booleans on the way.
+ * property at a time and the camelCase plugin then copied it again; one generated object literal
+ * per column list does both jobs at once, and turns the 0/1 columns into booleans on the way.
  */
 export class RowBuilders {
   private readonly cache = new Map<string, RowBuilder>();

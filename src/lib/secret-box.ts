@@ -15,9 +15,9 @@ const TAG_BYTES = 16;
 const HKDF_INFO = 'tourops secret-box v1 aes-256-gcm';
 
 /**
- * IVs are handed out from one fill of the system's random generator at a time: on a request's
- * path a lone 12-byte randomBytes call measured 12 µs, more than the cipher's own work. Each IV
- * is taken once; IVs are not secret, only never reused.
+ * IVs are handed out from one fill of the system's random generator at a time: a lone 12-byte
+ * randomBytes call on a request's path costs more than the cipher's own work. Each IV is taken
+ * once; IVs are not secret, only never reused.
  */
 const ivPool = Buffer.alloc(IV_BYTES * 256);
 let ivAt = ivPool.length;
