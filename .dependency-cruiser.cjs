@@ -36,6 +36,29 @@ module.exports = {
         pathNot: [layer(name), ...below[name].map(layer)],
       },
     })),
+    // Inside src/http: the request pipeline and the reference the API serves about itself sit
+    // below the routes; public and admin routes share them but never each other.
+    {
+      name: 'http-pipeline-stays-below',
+      severity: 'error',
+      comment: 'src/http/pipeline is what every request goes through: it knows no route or page.',
+      from: { path: '^src/http/pipeline/', pathNot: '\\.test\\.ts$' },
+      to: { path: '^src/http/', pathNot: '^src/http/pipeline/' },
+    },
+    {
+      name: 'http-reference-stays-below-routes',
+      severity: 'error',
+      comment: 'src/http/reference describes the API; it may use the schemas, not the routes.',
+      from: { path: '^src/http/reference/' },
+      to: { path: '^src/http/(routes|admin)/|^src/http/(app|public-api)\\.ts$' },
+    },
+    {
+      name: 'http-public-and-admin-routes-apart',
+      severity: 'error',
+      comment: 'Shared shapes live in src/http/schemas.ts, not in the other API\'s routes.',
+      from: { path: '^src/http/(routes|admin)/' },
+      to: { path: '^src/http/(routes|admin)/', pathNot: '^src/http/$1/' },
+    },
     {
       name: 'src-never-imports-tests-or-bench',
       severity: 'error',

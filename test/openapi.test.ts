@@ -9,8 +9,8 @@ import { assertEventData, type EventData } from '../src/domain/event-schemas.ts'
 import { SCOPES } from '../src/domain/plans.ts';
 import { newSigningKey, signatureHeader } from '../src/domain/signing.ts';
 import { EVENT_TYPES, type EventType } from '../src/domain/states.ts';
+import { toDocumentSchema, webhookDocs } from '../src/http/reference/webhook-docs.ts';
 import { Meta, Trip } from '../src/http/schemas.ts';
-import { toDocumentSchema, webhookDocs } from '../src/http/webhook-docs.ts';
 import { ADMIN_TOKEN, createTestContext, type TestContext } from './helpers/context.ts';
 import { createTenant, mintToken } from './helpers/fixtures.ts';
 

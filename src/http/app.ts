@@ -15,21 +15,26 @@ import type { RateLimits } from '../rate-limit/rate-limits.ts';
 import type { AuthContext } from '../services/context.ts';
 import type { Services } from '../services/index.ts';
 import { adminApi } from './admin/admin-api.ts';
-import { ipGuardHook } from './auth.ts';
-import { answerClientError } from './client-errors.ts';
-import { errorPages } from './error-pages.ts';
-import { GracefulClose } from './graceful-close.ts';
 import { healthRoutes } from './health-routes.ts';
-import { decimalNumbersOnly, refuseNul } from './input-guards.ts';
-import { BODY_LIMIT_BYTES, exceedsDepth, nulProblem, tooDeepProblem } from './json-body.ts';
 import { legacyRoutes } from './legacy-routes.ts';
-import { loggedQuery } from './log-fields.ts';
 import { registerMetricsRoute } from './metrics-route.ts';
-import { OutageLog } from './outage-log.ts';
-import { internalProblem, sendProblem, toProblem } from './problem-reply.ts';
+import { ipGuardHook } from './pipeline/auth.ts';
+import { GracefulClose } from './pipeline/graceful-close.ts';
+import { decimalNumbersOnly, refuseNul } from './pipeline/input-guards.ts';
+import {
+  BODY_LIMIT_BYTES,
+  exceedsDepth,
+  nulProblem,
+  tooDeepProblem,
+} from './pipeline/json-body.ts';
+import { loggedQuery } from './pipeline/log-fields.ts';
+import { OutageLog } from './pipeline/outage-log.ts';
+import { answerParserError } from './pipeline/parser-errors.ts';
+import { internalProblem, sendProblem, toProblem } from './pipeline/problem-reply.ts';
+import { RouteMethods } from './pipeline/route-methods.ts';
 import { publicApi } from './public-api.ts';
-import { registerReferencePage } from './reference-page.ts';
-import { RouteMethods } from './route-methods.ts';
+import { errorPages } from './reference/error-pages.ts';
+import { registerReferencePage } from './reference/reference-page.ts';
 import { OPTIONAL_BODY, SHARED_SCHEMAS } from './schemas.ts';
 
 declare module 'fastify' {
@@ -102,7 +107,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     http: { requireHostHeader: false },
     // What the HTTP parser rejects before any route (unknown method, head over 16 KB, …).
     clientErrorHandler: (error, socket) =>
-      answerClientError(error as NodeJS.ErrnoException, socket, config.errorsBaseUrl),
+      answerParserError(error as NodeJS.ErrnoException, socket, config.errorsBaseUrl),
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   const validators = createValidators();

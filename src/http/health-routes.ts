@@ -4,8 +4,8 @@ import type { Config } from '../config.ts';
 import type { Database } from '../db/database.ts';
 import type { Metrics } from '../lib/metrics.ts';
 import { serviceUnavailable } from '../lib/problems.ts';
-import type { OutageLog } from './outage-log.ts';
-import { sendProblem } from './problem-reply.ts';
+import type { OutageLog } from './pipeline/outage-log.ts';
+import { sendProblem } from './pipeline/problem-reply.ts';
 
 /** A readiness probe answers within this, whatever the database does. */
 const READY_PROBE_MS = 1_000;

@@ -5,12 +5,12 @@ import packageJson from '../../package.json' with { type: 'json' };
 import type { Config } from '../config.ts';
 import type { RateLimits } from '../rate-limit/rate-limits.ts';
 import type { Services } from '../services/index.ts';
-import { addMediaExamples, instanceExamples } from './examples.ts';
-import { registerPostmanCollection } from './postman.ts';
-import { registerReferencePage } from './reference-page.ts';
+import { addMediaExamples, instanceExamples } from './reference/examples.ts';
+import { registerPostmanCollection } from './reference/postman.ts';
+import { registerReferencePage } from './reference/reference-page.ts';
+import { webhookDocs } from './reference/webhook-docs.ts';
 import { apiV1 } from './routes/index.ts';
 import { markOptionalBodies } from './schemas.ts';
-import { webhookDocs } from './webhook-docs.ts';
 
 /** The API's version is the package's: one number to bump, in package.json. */
 export const API_VERSION: string = packageJson.version;

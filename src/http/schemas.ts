@@ -11,7 +11,7 @@ import {
   TRANSPORT_MODES,
   TRIP_STATUSES,
 } from '../domain/states.ts';
-import { PROBLEM_EXAMPLES } from './examples.ts';
+import { PROBLEM_EXAMPLES } from './reference/examples.ts';
 
 /**
  * `type: [T, "null"]` rather than anyOf: OpenAPI 3.1 reads it the same, and fast-json-stringify
@@ -508,3 +508,33 @@ export function pruneUnusedSchemas<
   for (const name of Object.keys(schemas)) if (!used.has(name)) delete schemas[name];
   return document;
 }
+
+/** A client as the public API and the admin API create one. */
+export const CreateClientBody = Type.Object(
+  {
+    kind: StringEnum(CLIENT_KINDS),
+    displayName: Type.String({ minLength: 1, maxLength: 200 }),
+    legalName: Type.Optional(Type.String({ maxLength: 200 })),
+    email: Type.Optional(Email),
+    phone: Type.Optional(Type.String({ maxLength: 40 })),
+    countryIso: Type.Optional(
+      Type.String({
+        format: 'country-code',
+        pattern: '^[A-Za-z]{2}$',
+        description: 'ISO 3166-1 alpha-2, either case; stored upper-case.',
+      }),
+    ),
+    language: Type.Optional(Type.String({ maxLength: 20 })),
+    currency: Type.Optional(
+      Type.String({
+        format: 'currency-code',
+        pattern: '^[A-Za-z]{3}$',
+        description: 'ISO 4217, either case; stored upper-case.',
+      }),
+    ),
+    vatId: Type.Optional(Type.String({ maxLength: 40 })),
+    notes: Type.Optional(Type.String({ maxLength: 2000 })),
+    tags: Type.Optional(Type.Array(Type.String({ maxLength: 40 }), { maxItems: 20 })),
+  },
+  { additionalProperties: false },
+);

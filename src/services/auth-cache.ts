@@ -1,4 +1,4 @@
-import type { TokenWithTenant } from '../repositories/tenants-repository.ts';
+import type { TokenWithTenant } from '../repositories/tokens-repository.ts';
 
 interface Entry {
   found: TokenWithTenant;

@@ -6,8 +6,8 @@ import type { Clock } from '../lib/clock.ts';
 import { newId } from '../lib/ids.ts';
 import type { QueueStats } from '../lib/metrics.ts';
 import type { PausedNotice } from '../notifications/mailer.ts';
+import type { MembersRepository } from '../repositories/members-repository.ts';
 import type { NotificationsRepository } from '../repositories/notifications-repository.ts';
-import type { MembersRepository } from '../repositories/tenants-repository.ts';
 import type {
   ClaimedDelivery,
   ClaimOptions,

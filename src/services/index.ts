@@ -10,14 +10,12 @@ import { EventsRepository } from '../repositories/events-repository.ts';
 import { IdempotencyRepository } from '../repositories/idempotency-repository.ts';
 import { InstanceSettingsRepository } from '../repositories/instance-settings-repository.ts';
 import { LibraryRepository } from '../repositories/library-repository.ts';
+import { MembersRepository } from '../repositories/members-repository.ts';
 import { NotificationsRepository } from '../repositories/notifications-repository.ts';
 import { PaymentsRepository } from '../repositories/payments-repository.ts';
 import { RetentionRepository } from '../repositories/retention-repository.ts';
-import {
-  MembersRepository,
-  TenantsRepository,
-  TokensRepository,
-} from '../repositories/tenants-repository.ts';
+import { TenantsRepository } from '../repositories/tenants-repository.ts';
+import { TokensRepository } from '../repositories/tokens-repository.ts';
 import { TripsRepository } from '../repositories/trips-repository.ts';
 import { WebhooksRepository } from '../repositories/webhooks-repository.ts';
 import { AuthCache } from './auth-cache.ts';

@@ -11,13 +11,9 @@ import {
 import { type Clock, nowIso } from '../lib/clock.ts';
 import { newId } from '../lib/ids.ts';
 import { conflict, notFound } from '../lib/problems.ts';
+import type { MemberRow, MembersRepository } from '../repositories/members-repository.ts';
 import type { NotificationsRepository } from '../repositories/notifications-repository.ts';
-import type {
-  MemberRow,
-  MembersRepository,
-  TenantRow,
-  TenantsRepository,
-} from '../repositories/tenants-repository.ts';
+import type { TenantRow, TenantsRepository } from '../repositories/tenants-repository.ts';
 import type { AuthCache } from './auth-cache.ts';
 import { FieldErrorCollector } from './validation.ts';
 

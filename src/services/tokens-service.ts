@@ -6,12 +6,9 @@ import { type Clock, nowIso } from '../lib/clock.ts';
 import { newId, randomCrockford } from '../lib/ids.ts';
 import { parseStoredJson } from '../lib/json.ts';
 import { fieldError, notFound, unauthorized } from '../lib/problems.ts';
-import type {
-  MembersRepository,
-  TenantsRepository,
-  TokenRow,
-  TokensRepository,
-} from '../repositories/tenants-repository.ts';
+import type { MembersRepository } from '../repositories/members-repository.ts';
+import type { TenantsRepository } from '../repositories/tenants-repository.ts';
+import type { TokenRow, TokensRepository } from '../repositories/tokens-repository.ts';
 import type { AuthCache } from './auth-cache.ts';
 import type { AuthContext } from './context.ts';
 

@@ -1,7 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { CreateClientBody } from '../routes/clients-routes.ts';
-import { Client, DataOf, IdParams } from '../schemas.ts';
+import { Client, CreateClientBody, DataOf, IdParams } from '../schemas.ts';
 import { type AdminRouteOptions, adminProblems } from './shared.ts';
 
 /** Clients: creation in a tenant, and archiving. */

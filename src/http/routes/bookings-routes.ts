@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { callerOf } from '../auth.ts';
-import { toProblem } from '../problem-reply.ts';
+import { callerOf } from '../pipeline/auth.ts';
+import { toProblem } from '../pipeline/problem-reply.ts';
 import {
   Booking,
   DataOf,

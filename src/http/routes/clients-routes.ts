@@ -1,11 +1,10 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { CLIENT_KINDS } from '../../domain/states.ts';
-import { callerOf } from '../auth.ts';
+import { callerOf } from '../pipeline/auth.ts';
 import {
   Client,
+  CreateClientBody,
   DataOf,
-  Email,
   IdempotencyHeaders,
   IdParams,
   ok,
@@ -24,35 +23,6 @@ const ListClientsQuery = Query({
     description: 'true: only archived; false: only non-archived; omitted: both.',
   }),
 });
-
-export const CreateClientBody = Type.Object(
-  {
-    kind: StringEnum(CLIENT_KINDS),
-    displayName: Type.String({ minLength: 1, maxLength: 200 }),
-    legalName: Type.Optional(Type.String({ maxLength: 200 })),
-    email: Type.Optional(Email),
-    phone: Type.Optional(Type.String({ maxLength: 40 })),
-    countryIso: Type.Optional(
-      Type.String({
-        format: 'country-code',
-        pattern: '^[A-Za-z]{2}$',
-        description: 'ISO 3166-1 alpha-2, either case; stored upper-case.',
-      }),
-    ),
-    language: Type.Optional(Type.String({ maxLength: 20 })),
-    currency: Type.Optional(
-      Type.String({
-        format: 'currency-code',
-        pattern: '^[A-Za-z]{3}$',
-        description: 'ISO 4217, either case; stored upper-case.',
-      }),
-    ),
-    vatId: Type.Optional(Type.String({ maxLength: 40 })),
-    notes: Type.Optional(Type.String({ maxLength: 2000 })),
-    tags: Type.Optional(Type.Array(Type.String({ maxLength: 40 }), { maxItems: 20 })),
-  },
-  { additionalProperties: false },
-);
 
 export const clientRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (
   app,

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { RateLimits } from '../../rate-limit/rate-limits.ts';
-import { authenticateHook, ipGuardHook, refuseHook } from '../auth.ts';
-import { registerIdempotency, Writes } from '../idempotency.ts';
+import { authenticateHook, ipGuardHook, refuseHook } from '../pipeline/auth.ts';
+import { registerIdempotency, Writes } from '../pipeline/idempotency.ts';
 import { bookingRoutes } from './bookings-routes.ts';
 import { clientRoutes } from './clients-routes.ts';
 import { libraryRoutes } from './libraries-routes.ts';

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { CITY_SCOPED_KINDS, LIBRARY_KINDS } from '../../domain/library.ts';
-import { callerOf } from '../auth.ts';
+import { callerOf } from '../pipeline/auth.ts';
 import { LibraryItems, ok, PageOf, PageQuery, problems, Query } from '../schemas.ts';
 import type { RouteOptions } from './options.ts';
 

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { SCOPES, TIER_NAMES } from '../../domain/plans.ts';
 import { toPublicToken } from '../../services/tokens-service.ts';
-import { callerOf } from '../auth.ts';
+import { callerOf } from '../pipeline/auth.ts';
 import {
   DateTime,
   Nullable,

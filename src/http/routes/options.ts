@@ -1,6 +1,6 @@
 import type { Config } from '../../config.ts';
 import type { Services } from '../../services/index.ts';
-import type { Writes } from '../idempotency.ts';
+import type { Writes } from '../pipeline/idempotency.ts';
 
 /** What every public route plugin receives. */
 export interface RouteOptions {

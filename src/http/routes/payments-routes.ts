@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { callerOf } from '../auth.ts';
+import { callerOf } from '../pipeline/auth.ts';
 import { ok, PageOf, PageQuery, Payment, problems, Query } from '../schemas.ts';
 import type { RouteOptions } from './options.ts';
 

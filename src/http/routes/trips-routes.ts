@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { PRICING_DISPLAY_MODES, TRANSPORT_MODES, TRIP_STATUSES } from '../../domain/states.ts';
-import { callerOf } from '../auth.ts';
+import { callerOf } from '../pipeline/auth.ts';
 import {
   CalendarDate,
   DataOf,

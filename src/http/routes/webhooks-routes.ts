@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { MAX_URL_LENGTH } from '../../domain/address-guard.ts';
 import { DELIVERY_STATUSES, SUBSCRIBABLE_EVENT_TYPES } from '../../domain/states.ts';
-import { callerOf } from '../auth.ts';
+import { callerOf } from '../pipeline/auth.ts';
 import {
   DataOf,
   DateTime,

@@ -1,12 +1,12 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { CODE_FORMATS } from '../domain/codes.ts';
+import { CODE_FORMATS } from '../../domain/codes.ts';
 import {
   ApiProblem,
   type FieldErrors,
   notFound,
   PROBLEM_TYPES,
   validationFailed,
-} from '../lib/problems.ts';
+} from '../../lib/problems.ts';
 import { BODY_LIMIT_BYTES } from './json-body.ts';
 
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json';

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { ApiProblem } from '../lib/problems.ts';
-import type { StoredAnswer } from '../repositories/idempotency-repository.ts';
-import { IdempotencyService, type KeyedWrite } from '../services/idempotency-service.ts';
+import { ApiProblem } from '../../lib/problems.ts';
+import type { StoredAnswer } from '../../repositories/idempotency-repository.ts';
+import { IdempotencyService, type KeyedWrite } from '../../services/idempotency-service.ts';
 import { callerOf } from './auth.ts';
 import { PROBLEM_CONTENT_TYPE, problemBody } from './problem-reply.ts';
 

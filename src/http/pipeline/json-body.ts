@@ -1,4 +1,4 @@
-import { type FieldErrors, validationFailed } from '../lib/problems.ts';
+import { type FieldErrors, validationFailed } from '../../lib/problems.ts';
 
 /** The largest request body accepted (413 is answered as 422 with this figure). */
 export const BODY_LIMIT_BYTES = 262_144;

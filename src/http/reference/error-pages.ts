@@ -1,6 +1,6 @@
 import type { FastifyPluginAsync } from 'fastify';
-import type { Config } from '../config.ts';
-import { notFound, PROBLEM_TYPES, type ProblemSlug } from '../lib/problems.ts';
+import type { Config } from '../../config.ts';
+import { notFound, PROBLEM_TYPES, type ProblemSlug } from '../../lib/problems.ts';
 
 /** What each problem type means and what the integrator should do about it. */
 const EXPLANATIONS: Record<ProblemSlug, string> = {

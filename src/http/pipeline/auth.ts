@@ -1,9 +1,9 @@
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
-import { isTier, PLANS_WITH_API, TIERS } from '../domain/plans.ts';
-import { ApiProblem, rateLimited, scopeRequired } from '../lib/problems.ts';
-import type { RateLimits } from '../rate-limit/rate-limits.ts';
-import type { AuthContext } from '../services/context.ts';
-import type { TokensService } from '../services/tokens-service.ts';
+import { isTier, PLANS_WITH_API, TIERS } from '../../domain/plans.ts';
+import { ApiProblem, rateLimited, scopeRequired } from '../../lib/problems.ts';
+import type { RateLimits } from '../../rate-limit/rate-limits.ts';
+import type { AuthContext } from '../../services/context.ts';
+import type { TokensService } from '../../services/tokens-service.ts';
 
 declare module 'fastify' {
   interface FastifyContextConfig {

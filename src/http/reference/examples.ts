@@ -4,7 +4,7 @@
  * them (`addMediaExamples`). `test/openapi.test.ts` validates every example against its schema.
  */
 
-import { PLANS_WITH_API } from '../domain/plans.ts';
+import { PLANS_WITH_API } from '../../domain/plans.ts';
 
 const CITY_LISBON = 'cty_01JD3X5Q8M4V2RZK7N9T6WBHCE';
 const CITY_PORTO = 'cty_01JD3X5QB2T7YHK4P8R3M6VDFA';

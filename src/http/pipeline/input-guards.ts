@@ -4,7 +4,7 @@ import type {
   FastifySchemaValidationError,
   HookHandlerDoneFunction,
 } from 'fastify';
-import { type FieldErrors, notFound, validationFailed } from '../lib/problems.ts';
+import { type FieldErrors, notFound, validationFailed } from '../../lib/problems.ts';
 import { NUL_MESSAGE } from './json-body.ts';
 
 function holdsNul(value: unknown): boolean {

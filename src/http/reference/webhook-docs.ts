@@ -1,8 +1,8 @@
 import type { TSchema } from '@sinclair/typebox';
-import { sampleEventData } from '../domain/event-samples.ts';
-import { EVENT_DATA_SCHEMAS } from '../domain/event-schemas.ts';
-import { EVENT_TYPES, type EventType } from '../domain/states.ts';
-import { SHARED_SCHEMAS } from './schemas.ts';
+import { sampleEventData } from '../../domain/event-samples.ts';
+import { EVENT_DATA_SCHEMAS } from '../../domain/event-schemas.ts';
+import { EVENT_TYPES, type EventType } from '../../domain/states.ts';
+import { SHARED_SCHEMAS } from '../schemas.ts';
 
 type Json = { [key: string]: unknown };
 

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
-import { ApiProblem, notFound, validationFailed } from '../lib/problems.ts';
+import { ApiProblem, notFound, validationFailed } from '../../lib/problems.ts';
 import { PROBLEM_CONTENT_TYPE, problemBody } from './problem-reply.ts';
 
 /** What the HTTP parser rejected, as the problem the API answers for it. */
@@ -29,7 +29,7 @@ function problemFor(error: NodeJS.ErrnoException): ApiProblem {
  * is still a problem with a request id, and says `Connection: close` because the connection ends
  * with it (a keep-alive client must not send its next request into a reset).
  */
-export function answerClientError(
+export function answerParserError(
   error: NodeJS.ErrnoException,
   socket: Socket,
   errorsBaseUrl: string,
