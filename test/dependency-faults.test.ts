@@ -142,9 +142,12 @@ function clusterWithApi(env: Record<string, string>): { cluster: PgCluster; api:
     });
   });
   after(async () => {
-    cluster?.thaw();
-    await stopApi(api);
-    cluster?.destroy();
+    try {
+      cluster?.thaw();
+      await stopApi(api);
+    } finally {
+      cluster?.destroy();
+    }
   });
   return {
     get cluster() {

@@ -105,11 +105,22 @@ export class PgCluster {
 
   /** SIGSTOP to every server process: connections stay open, nothing answers. */
   freeze(): void {
-    for (const pid of this.pids()) process.kill(pid, 'SIGSTOP');
+    this.signal('SIGSTOP');
   }
 
   thaw(): void {
-    for (const pid of this.pids()) process.kill(pid, 'SIGCONT');
+    this.signal('SIGCONT');
+  }
+
+  /** A backend that exited between listing and signalling (a closed connection) is skipped. */
+  private signal(signal: NodeJS.Signals): void {
+    for (const pid of this.pids()) {
+      try {
+        process.kill(pid, signal);
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
+      }
+    }
   }
 
   /** Stopped for real: the server exits at once, connections are cut. */
