@@ -86,14 +86,14 @@ for (const backend of BACKENDS) {
     after(() => database.drop());
 
     it('each one, in order, in the environment of a served database', async () => {
-      const help = runPrinted('npx tourops --help');
+      const help = runPrinted('node bin/tourops.js --help');
       const examples = (/\nExamples:\n((?: {2}.+\n)+)/.exec(help)?.[1] ?? '')
         .split('\n')
         .map((line) => line.trim())
         .filter((line) => line !== '');
       assert.ok(examples.length >= 3, help);
       // The tenant "demo" that `npm start` seeds, which the examples name.
-      runPrinted('npx tourops demo', database.env);
+      runPrinted('node bin/tourops.js demo', database.env);
       for (const example of examples) {
         if (example.startsWith('npx tourops listen ')) {
           // npx itself dies of the Ctrl-C, as it does in a terminal; the command stopped cleanly.
@@ -103,7 +103,9 @@ for (const backend of BACKENDS) {
           runPrinted(example, database.env);
         }
       }
-      const tenants = JSON.parse(runPrinted('npx tourops tenant list --json', database.env));
+      const tenants = JSON.parse(
+        runPrinted('node bin/tourops.js tenant list --json', database.env),
+      );
       assert.ok(tenants.some((tenant: { slug: string }) => tenant.slug === 'acme'));
     });
   });
