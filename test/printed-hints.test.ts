@@ -4,7 +4,7 @@ import { once } from 'node:events';
 import { after, before, describe, it } from 'node:test';
 import { freePort } from '../bench/processes.ts';
 import { BACKENDS, createTestDatabase, type TestDatabase } from './helpers/context.ts';
-import { outputOf, ROOT } from './helpers/processes.ts';
+import { outputOf, ROOT, untilOutput } from './helpers/processes.ts';
 
 /** `npm start`'s entry with `env`, until its banner is out; the banner, and a way to stop it. */
 async function npmStart(env: Record<string, string>) {
@@ -15,14 +15,7 @@ async function npmStart(env: Record<string, string>) {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const output = outputOf(child);
-  const deadline = Date.now() + 30_000;
-  while (!output().includes('OpenAPI document:')) {
-    if (Date.now() > deadline || child.exitCode !== null) {
-      child.kill('SIGKILL');
-      throw new Error(`no banner:\n${output()}`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+  await untilOutput(child, output, 'OpenAPI document:', 30_000);
   return {
     banner: output(),
     stop: async () => {
@@ -124,14 +117,9 @@ async function runUntilInterrupted(line: string, env: Record<string, string>, re
   });
   const output = outputOf(child);
   const exited = once(child, 'close');
-  const deadline = Date.now() + 30_000;
-  while (!output().includes(ready)) {
-    if (Date.now() > deadline || child.exitCode !== null) {
-      if (child.exitCode === null) process.kill(-(child.pid as number), 'SIGKILL');
-      throw new Error(`${line}: not ready:\n${output()}`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+  await untilOutput(child, output, ready, 30_000, () =>
+    process.kill(-(child.pid as number), 'SIGKILL'),
+  );
   process.kill(-(child.pid as number), 'SIGINT');
   await exited;
   return output();

@@ -9,7 +9,7 @@ import { startWorker } from '../src/webhooks/start-worker.ts';
 import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
 import { createClient, createTenant, type TenantFixture } from './helpers/fixtures.ts';
 import { HttpsReceiver, type ReceivedRequest, testCa } from './helpers/https-receiver.ts';
-import { outputOf, ROOT, startTourops } from './helpers/processes.ts';
+import { outputOf, ROOT, startTourops, untilOutput } from './helpers/processes.ts';
 import { until } from './helpers/until.ts';
 
 // The receivers of docs/snippets (also on /docs), run as a reader would run them, against events
@@ -24,7 +24,7 @@ async function startReceiver(command: string, file: string, signingKey: string, 
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const output = outputOf(child);
-  await until(() => output().includes('listening on') || undefined, 10_000, `${file} listening`);
+  await untilOutput(child, output, 'listening on', 10_000);
   return {
     url: `http://localhost:${port}/webhooks`,
     output,

@@ -25,8 +25,11 @@ export const refResolver = {
   },
 };
 
-const snippet = (name: string) =>
-  readFileSync(new URL(`../../docs/snippets/${name}`, import.meta.url), 'utf8').trim();
+/** A file of the repository, as text (the docs below are the very files beside the code). */
+const repositoryText = (path: string) =>
+  readFileSync(new URL(`../../${path}`, import.meta.url), 'utf8');
+
+const snippet = (name: string) => repositoryText(`docs/snippets/${name}`).trim();
 
 /**
  * How to verify a delivery, in the reference's introduction: the very snippets the tests run
@@ -62,7 +65,7 @@ const RECEIVING_WEBHOOKS = [
 const TYPESCRIPT_SDK = [
   '',
   '## TypeScript SDK',
-  demoteHeadings(readFileSync(new URL('../../sdk/README.md', import.meta.url), 'utf8')),
+  demoteHeadings(repositoryText('sdk/README.md')),
 ].join('\n\n');
 
 /** Markdown without its title, every other heading one level down; code blocks untouched. */

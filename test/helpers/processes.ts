@@ -92,3 +92,28 @@ export function outputOf(child: ChildProcess): () => string {
   child.stderr?.setEncoding('utf8').on('data', collect);
   return () => output;
 }
+
+/**
+ * Waits until `output` (see outputOf) holds `text`. Fails, with the output so far, when the child
+ * exits first or `timeoutMs` passes; a child still running is then stopped with `kill` (default:
+ * SIGKILL to it).
+ */
+export async function untilOutput(
+  child: ChildProcess,
+  output: () => string,
+  text: string,
+  timeoutMs: number,
+  kill: () => void = () => child.kill('SIGKILL'),
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!output().includes(text)) {
+    const exited = child.exitCode !== null || child.signalCode !== null;
+    if (exited || Date.now() > deadline) {
+      if (!exited) kill();
+      throw new Error(
+        `no "${text}" ${exited ? 'before it exited' : `in ${timeoutMs} ms`}:\n${output()}`,
+      );
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
