@@ -6,19 +6,25 @@ import { createDatabase, type Database } from '../src/db/database.ts';
 import { createTestDatabase, type TestDatabase } from './helpers/context.ts';
 
 /**
- * A TCP relay between the API's pool and PostgreSQL on loopback that counts what the pool writes:
- * each batch of statements the pool sends in one socket write arrives as one chunk.
+ * A TCP relay between the API's pool and PostgreSQL on loopback that counts round trips: what the
+ * pool sends before the server has answered anything since its previous sending is one trip
+ * (statements written back to back without waiting for an answer count once).
  */
 async function countingRelay(
   target: URL,
-): Promise<{ url: URL; writes(): number; close(): Promise<void> }> {
-  let writes = 0;
+): Promise<{ url: URL; roundTrips(): number; close(): Promise<void> }> {
+  let roundTrips = 0;
+  let answered = true;
   const sockets = new Set<Socket>();
   const server: Server = createServer((client) => {
     const upstream = connect(Number(target.port || 5432), target.hostname);
     sockets.add(client).add(upstream);
     client.on('data', () => {
-      writes += 1;
+      if (answered) roundTrips += 1;
+      answered = false;
+    });
+    upstream.on('data', () => {
+      answered = true;
     });
     client.pipe(upstream).pipe(client);
     const close = () => {
@@ -36,7 +42,7 @@ async function countingRelay(
   url.port = String(address.port);
   return {
     url,
-    writes: () => writes,
+    roundTrips: () => roundTrips,
     close: async () => {
       for (const socket of sockets) socket.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));
@@ -44,7 +50,7 @@ async function countingRelay(
   };
 }
 
-describe('PostgreSQL statements pipelined in one write (BEGIN, SAVEPOINT, COMMIT behind an answer)', {
+describe('PostgreSQL statements pipelined in one round trip (BEGIN, SAVEPOINT, COMMIT behind an answer)', {
   skip: process.env.TEST_DATABASE_URL ? false : 'TEST_DATABASE_URL is not set',
 }, () => {
   let testDb: TestDatabase;
@@ -65,25 +71,25 @@ describe('PostgreSQL statements pipelined in one write (BEGIN, SAVEPOINT, COMMIT
   });
 
   const insert = (id: string) => sql`insert into notes (id) values (${id})`.execute(database.db);
-  const writesOf = async (work: () => Promise<unknown>) => {
-    const before = relay.writes();
+  const roundTripsOf = async (work: () => Promise<unknown>) => {
+    const before = relay.roundTrips();
     await work();
-    return relay.writes() - before;
+    return relay.roundTrips() - before;
   };
 
   it('a transaction sends BEGIN with its first statement', async () => {
-    const writes = await writesOf(() =>
+    const trips = await roundTripsOf(() =>
       database.withTransaction(async () => {
         await insert('a1');
         await insert('a2');
       }),
     );
-    // begin+a1, a2, commit (each awaited in turn, so none can share a write by chance).
-    assert.equal(writes, 3);
+    // begin+a1, a2, commit (each awaited in turn, so none can share a trip by chance).
+    assert.equal(trips, 3);
   });
 
   it('an idempotent request: claim with BEGIN, the handler with its SAVEPOINT, the answer with COMMIT', async () => {
-    const writes = await writesOf(async () => {
+    const trips = await roundTripsOf(async () => {
       const transaction = await database.beginAmbient();
       await transaction.run(async () => {
         await insert('b1'); // the claim
@@ -95,7 +101,7 @@ describe('PostgreSQL statements pipelined in one write (BEGIN, SAVEPOINT, COMMIT
       await transaction.commitWith(() => insert('b4')); // the answer
     });
     // begin+b1, savepoint+b2, b3, b4+commit.
-    assert.equal(writes, 4);
+    assert.equal(trips, 4);
     const rows = await sql<{
       id: string;
     }>`select id from notes where id like 'b%' order by id`.execute(database.db);

@@ -71,12 +71,6 @@ export function pauseBeforeRerun(attempt: number): Promise<void> {
   return sleep(randomInt(5, 25) * attempt);
 }
 
-/** A connection that can put the statements sent next into one socket write (PgConnection). */
-interface WriteHolding {
-  holdWrites(): void;
-  releaseWrites(): void;
-}
-
 /**
  * The connection of an ambient transaction. On a pipelining connection (pg's pipeline mode) it
  * sends BEGIN, SAVEPOINT and COMMIT without waiting for the answers of what went before: the
@@ -89,8 +83,6 @@ class ScopeConnection implements DatabaseConnection {
   /** commitWith: COMMIT goes out right behind the next statement. */
   #commitBehindNext = false;
   #commit: Promise<unknown> | null = null;
-  /** The inner connection's write holding, where it has one. */
-  readonly #writes: Partial<WriteHolding>;
   /** The statement sent and not answered yet: one at a time (see overlapping). */
   #running: Promise<unknown> | null = null;
   readonly #settled = () => {
@@ -100,9 +92,7 @@ class ScopeConnection implements DatabaseConnection {
   constructor(
     readonly inner: DatabaseConnection,
     readonly pipelined: boolean,
-  ) {
-    this.#writes = inner as Partial<WriteHolding>;
-  }
+  ) {}
 
   /** Sends a statement whose answer the next statement (or `settle`) waits for. */
   async sendAhead(sql: string): Promise<void> {
@@ -111,8 +101,6 @@ class ScopeConnection implements DatabaseConnection {
       return;
     }
     if (this.#running !== null) throw overlapping();
-    // Held, it leaves in one socket write with the statement that follows.
-    this.#writes.holdWrites?.();
     const sent = this.inner.executeQuery(CompiledQuery.raw(sql));
     const before = this.#unanswered;
     const unanswered = before === null ? sent : Promise.all([before, sent]);
@@ -128,14 +116,12 @@ class ScopeConnection implements DatabaseConnection {
     if (this.#running !== null) return Promise.reject(overlapping());
     const unanswered = this.#unanswered;
     this.#unanswered = null;
-    if (this.#commitBehindNext) this.#writes.holdWrites?.();
     const result = this.inner.executeQuery<R>(query);
     if (this.#commitBehindNext) {
       this.#commitBehindNext = false;
       this.#commit = this.inner.executeQuery(CompiledQuery.raw('commit'));
       this.#commit.catch(ignore);
     }
-    this.#writes.releaseWrites?.();
     let answer = result;
     if (unanswered !== null) {
       result.catch(ignore);
@@ -161,7 +147,6 @@ class ScopeConnection implements DatabaseConnection {
   async settle(): Promise<void> {
     const unanswered = this.#unanswered;
     this.#unanswered = null;
-    this.#writes.releaseWrites?.();
     if (unanswered !== null) await unanswered;
   }
 

@@ -14,8 +14,7 @@ import { makePrivateDirectory } from '../lib/private-dir.ts';
 import { AmbientDialect, type AmbientTransaction } from './ambient.ts';
 import { SnakeCaseQueriesPlugin } from './camel-case.ts';
 import { OutageBreaker } from './outage-breaker.ts';
-import { PgDialect } from './pg-driver.ts';
-import { clientWithReadTimeout } from './read-timeout.ts';
+import { PgDialect, PgStatements } from './pg-driver.ts';
 import { RowBuilders, storedParameters } from './row-builder.ts';
 import type { DB } from './schema.ts';
 
@@ -226,8 +225,6 @@ export function createDatabase(options: DatabaseOptions): Database {
           : pg.types.getTypeParser(oid, format as 'text'),
     };
     const statementTimeoutMs = options.statementTimeoutMs ?? 5_000;
-    const readTimeoutClient =
-      statementTimeoutMs > 0 ? clientWithReadTimeout(statementTimeoutMs + 1_000) : null;
     const pool = new pg.Pool({
       connectionString: options.databaseUrl,
       max: options.poolSize ?? 10,
@@ -241,19 +238,24 @@ export function createDatabase(options: DatabaseOptions): Database {
       // and an idempotent answer's COMMIT behind or ahead of a statement, in one round trip.
       pipeline: true,
       // 0: no time-out (migrations). The server cancels at statement_timeout; a frozen or
-      // unreachable one cannot, so the client gives up a little later on its own.
-      ...(readTimeoutClient
-        ? { statement_timeout: statementTimeoutMs, Client: readTimeoutClient }
+      // unreachable one cannot, so the client gives up a little later on its own (pg then
+      // closes the connection, failing what was pipelined behind the statement too).
+      ...(statementTimeoutMs > 0
+        ? { statement_timeout: statementTimeoutMs, query_timeout: statementTimeoutMs + 1_000 }
         : {}),
     });
     pool.on('error', (error) => options.onIdleConnectionError?.(error));
     // Serving connections (those with time-outs) fail fast while the server does not answer.
-    const breaker = readTimeoutClient
-      ? new OutageBreaker(options.databaseUrl, readTimeoutClient, OUTAGE_BREAKER)
-      : null;
+    const statements = new PgStatements();
+    const breaker =
+      statementTimeoutMs > 0
+        ? new OutageBreaker(options.databaseUrl, statements, OUTAGE_BREAKER)
+        : null;
     const camelCase = new SnakeCaseQueriesPlugin();
     const rows = new RowBuilders((name) => camelCase.toCamelCase(name));
-    const dialect = new AmbientDialect(new PgDialect(pool, rows, breaker), { pipelined: true });
+    const dialect = new AmbientDialect(new PgDialect(pool, rows, statements, breaker), {
+      pipelined: true,
+    });
     const db = new Kysely<DB>({ dialect, plugins: [camelCase] });
     return {
       db,

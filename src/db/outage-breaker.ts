@@ -19,7 +19,7 @@ export interface OutageBreakerOptions {
   checkEveryMs: number;
 }
 
-/** What the breaker watches: the connections' statements (see clientWithReadTimeout). */
+/** What the breaker watches: the connections' statements (see PgStatements). */
 export interface WatchedWaits {
   /** performance.now() of the oldest statement still waiting for its answer, or null. */
   oldestWaitSince(): number | null;

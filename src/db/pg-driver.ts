@@ -6,28 +6,60 @@ import {
   type QueryResult,
 } from 'kysely';
 import type pg from 'pg';
-import { DatabaseOutage, type OutageBreaker } from './outage-breaker.ts';
+import { DatabaseOutage, type OutageBreaker, type WatchedWaits } from './outage-breaker.ts';
 import { statementName } from './prepared.ts';
 import { type RowBuilders, storedParameters } from './row-builder.ts';
 import { isDatabaseUnavailable } from './unavailable.ts';
 
 /**
- * Kysely's PostgreSQL dialect with a driver of our own: its connections build camelCase row
- * objects from array rows (see RowBuilders), run `prepare`d statements under their names, and can
- * hold their writes so that statements sent back to back on a pipelining client leave in one
- * socket write (see `holdWrites`).
+ * Kysely's PostgreSQL dialect with a driver of our own, on pg's public API only (`Pool.connect`,
+ * `Client.query` with a config object and a callback, `release`): its connections build camelCase
+ * row objects from array rows (see RowBuilders), run `prepare`d statements under their names, and
+ * tell the outage breaker which statements wait for an answer (see PgStatements).
  */
 export class PgDialect extends PostgresDialect {
   constructor(
     private readonly pool: pg.Pool,
     private readonly rows: RowBuilders,
+    private readonly statements: PgStatements,
     private readonly breaker: OutageBreaker | null,
   ) {
     super({ pool });
   }
 
   override createDriver(): Driver {
-    return new PgDriver(this.pool, this.rows, this.breaker);
+    return new PgDriver(this.pool, this.rows, this.statements, this.breaker);
+  }
+}
+
+/**
+ * The statements of every connection of a pool that wait for the server's answer: what the
+ * outage breaker watches, and what it fails at once when it opens. A query costs a counter and a
+ * timestamp here; pg's own `query_timeout` (set on the pool) still ends a connection whose answer
+ * never comes, which also frees its socket.
+ */
+export class PgStatements implements WatchedWaits {
+  readonly #connections = new Set<PgConnection>();
+
+  add(connection: PgConnection): void {
+    this.#connections.add(connection);
+  }
+
+  delete(connection: PgConnection): void {
+    this.#connections.delete(connection);
+  }
+
+  oldestWaitSince(): number | null {
+    let oldest: number | null = null;
+    for (const connection of this.#connections) {
+      const since = connection.waitingSince();
+      if (since !== null && (oldest === null || since < oldest)) oldest = since;
+    }
+    return oldest;
+  }
+
+  cutWaits(): void {
+    for (const connection of this.#connections) connection.cut();
   }
 }
 
@@ -42,6 +74,7 @@ class PgDriver implements Driver {
   constructor(
     private readonly pool: pg.Pool,
     private readonly rows: RowBuilders,
+    private readonly statements: PgStatements,
     private readonly breaker: OutageBreaker | null,
   ) {}
 
@@ -53,7 +86,7 @@ class PgDriver implements Driver {
       : await this.pool.connect();
     let connection = this.connections.get(client);
     if (!connection) {
-      connection = new PgConnection(client, this.rows, this.breaker);
+      connection = new PgConnection(client, this.rows, this.statements, this.breaker);
       this.connections.set(client, connection);
     }
     connection.broken = false;
@@ -87,21 +120,24 @@ function isStalePlan(error: unknown): boolean {
   return (error as { code?: unknown }).code === '0A000';
 }
 
-/** 'I' idle, 'T' in a transaction, 'E' in a failed one (pg's last ReadyForQuery). */
-function transactionStatus(client: pg.PoolClient): string | null {
-  return (client as unknown as { getTransactionStatus(): string | null }).getTransactionStatus();
-}
-
 const WRITES_AFFECTING_ROWS = new Set(['INSERT', 'UPDATE', 'DELETE', 'MERGE']);
+
+type Reject = (error: Error) => void;
 
 class PgConnection implements DatabaseConnection {
   /** The connection timed out or broke: dropped at release, not handed to the next request. */
   broken = false;
-  #holding = false;
+  /** Inside BEGIN … COMMIT/ROLLBACK (as sent on this connection). */
+  #inTransaction = false;
+  /** The statements sent and not answered yet, in the order sent; each fails its caller. */
+  readonly #waiting: Reject[] = [];
+  /** When the server last answered, or the first waiting statement was sent after a pause. */
+  #waitingSince = 0;
 
   constructor(
     private readonly client: pg.PoolClient,
     private readonly rows: RowBuilders,
+    private readonly statements: PgStatements,
     private readonly breaker: OutageBreaker | null,
   ) {
     // pg-pool listens for errors on idle clients only: a connection cut while checked out (the
@@ -110,10 +146,14 @@ class PgConnection implements DatabaseConnection {
     client.on('error', () => {
       this.broken = true;
     });
+    statements.add(this);
+    client.once('end', () => statements.delete(this));
   }
 
   executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
     const { sql, parameters } = query;
+    if (sql === 'begin') this.#inTransaction = true;
+    else if (sql === 'commit' || sql === 'rollback') this.#inTransaction = false;
     return this.run(sql, storedParameters(parameters), statementName(sql)) as Promise<
       QueryResult<R>
     >;
@@ -124,28 +164,24 @@ class PgConnection implements DatabaseConnection {
     throw new Error('streaming queries are not supported (pg pipeline mode refuses cursors)');
   }
 
-  /**
-   * Holds this connection's socket writes (a cork) until `releaseWrites`, or at the latest until
-   * the current run of microtasks is over: a statement sent ahead (BEGIN, SAVEPOINT) then leaves
-   * in one write with the statement that follows it. Each write to a local socket wakes the
-   * server's process, which costs this process tens of µs of system time.
-   */
-  holdWrites(): void {
-    if (this.#holding) return;
-    this.#holding = true;
-    this.client.connection.stream.cork();
-    process.nextTick(() => this.releaseWrites());
-  }
-
-  releaseWrites(): void {
-    if (!this.#holding) return;
-    this.#holding = false;
-    this.client.connection.stream.uncork();
-  }
-
   release(): void {
-    this.releaseWrites();
+    this.#inTransaction = false;
     this.client.release(this.broken ? true : undefined);
+  }
+
+  /** performance.now() since which the oldest unanswered statement waits, or null. */
+  waitingSince(): number | null {
+    return this.#waiting.length > 0 ? this.#waitingSince : null;
+  }
+
+  /**
+   * Fails every waiting statement now (the breaker opened; those that follow fail while it is
+   * open) and drops the connection at its release.
+   */
+  cut(): void {
+    if (this.#waiting.length === 0) return;
+    this.broken = true;
+    for (const reject of this.#waiting.splice(0)) reject(new DatabaseOutage());
   }
 
   private run(
@@ -155,34 +191,49 @@ class PgConnection implements DatabaseConnection {
   ): Promise<QueryResult<unknown>> {
     // A statement of a transaction begun before the outage was known fails at once too.
     if (this.breaker?.open) return Promise.reject(new DatabaseOutage());
-    const client = this.client;
-    return client
-      .query({
-        text: sql,
-        values: values as unknown[],
-        rowMode: 'array',
-        ...(name !== undefined ? { name } : {}),
-      })
-      .then(
-        (result: pg.QueryArrayResult) => {
-          const build = this.rows.for(result.fields.map((field) => field.name));
-          return {
-            numAffectedRows: WRITES_AFFECTING_ROWS.has(result.command)
-              ? BigInt(result.rowCount ?? 0)
-              : undefined,
-            rows: result.rows.map(build),
-          };
+    return new Promise((resolve, reject) => {
+      if (this.#waiting.length === 0) this.#waitingSince = performance.now();
+      this.#waiting.push(reject);
+      this.client.query(
+        {
+          text: sql,
+          values: values as unknown[],
+          rowMode: 'array',
+          ...(name !== undefined ? { name } : {}),
         },
-        (error: unknown) => {
+        (error: Error | undefined, result: pg.QueryArrayResult) => {
+          const index = this.#waiting.indexOf(reject);
+          // Cut meanwhile: its caller already has its answer.
+          if (index === -1) return;
+          this.#waiting.splice(index, 1);
+          this.#waitingSince = performance.now();
+          if (!error) {
+            resolve(this.toResult(result));
+            return;
+          }
           if (isDatabaseUnavailable(error)) this.broken = true;
           // A migration changed a table under a statement this connection prepared: the
           // connection is replaced, and outside a transaction the query runs again unnamed.
           if (name !== undefined && isStalePlan(error)) {
             this.broken = true;
-            if (transactionStatus(client) === 'I') return this.run(sql, values, undefined);
+            if (!this.#inTransaction) {
+              this.run(sql, values, undefined).then(resolve, reject);
+              return;
+            }
           }
-          throw error;
+          reject(error);
         },
       );
+    });
+  }
+
+  private toResult(result: pg.QueryArrayResult): QueryResult<unknown> {
+    const build = this.rows.for(result.fields.map((field) => field.name));
+    return {
+      numAffectedRows: WRITES_AFFECTING_ROWS.has(result.command)
+        ? BigInt(result.rowCount ?? 0)
+        : undefined,
+      rows: result.rows.map(build),
+    };
   }
 }
