@@ -7,7 +7,7 @@ import addFormats from 'ajv-formats';
 import packageJson from '../package.json' with { type: 'json' };
 import { assertEventData, type EventData } from '../src/domain/event-schemas.ts';
 import { SCOPES } from '../src/domain/plans.ts';
-import { newSigningKey, signatureHeader } from '../src/domain/signing.ts';
+import { newSigningKey, signatureHeader, standardSignature } from '../src/domain/signing.ts';
 import { EVENT_TYPES, type EventType } from '../src/domain/states.ts';
 import { toDocumentSchema, webhookDocs } from '../src/http/reference/webhook-docs.ts';
 import { Meta, Trip } from '../src/http/schemas.ts';
@@ -48,6 +48,9 @@ const WEBHOOK_HEADERS = [
   'Service-Request-Id',
   'Service-Delivery-Attempt',
 ];
+
+/** Sent when they apply: the sequence (not on test events), Standard Webhooks when asked for. */
+const OPTIONAL_WEBHOOK_HEADERS = ['webhook-id', 'webhook-timestamp', 'webhook-signature'];
 
 /** Data the domain itself accepts for each type (checked with assertEventData below). */
 const SAMPLE_DATA: { [T in EventType]: EventData<T> } = {
@@ -259,18 +262,28 @@ describe('OpenAPI documents', () => {
       assert.equal(data?.properties?.status.const, 'confirmed');
     });
 
-    it('lists the seven delivery headers, with patterns that match what is sent', () => {
+    it('lists the seven delivery headers and the optional ones, with patterns that match what is sent', () => {
       const key = newSigningKey();
       const oneKey = signatureHeader(1_767_225_600, '{}', [key]);
       const twoKeys = signatureHeader(1_767_225_600, '{}', [key, newSigningKey()]);
+      const standardTwoKeys = standardSignature('evt', 1_767_225_600, '{}', [key, newSigningKey()]);
       for (const [type, { post }] of Object.entries(webhooks)) {
-        const headers = post.parameters.filter((p) => p.in === 'header');
+        const all = post.parameters.filter((p) => p.in === 'header');
+        const headers = all.filter((h) => h.required);
         assert.deepEqual(
           headers.map((h) => h.name),
           WEBHOOK_HEADERS,
           `${type} lists the headers`,
         );
-        assert.ok(headers.every((h) => h.required === true && h.schema));
+        assert.deepEqual(
+          all.filter((h) => !h.required).map((h) => h.name),
+          type === 'webhook.test'
+            ? OPTIONAL_WEBHOOK_HEADERS
+            : ['Service-Event-Sequence', ...OPTIONAL_WEBHOOK_HEADERS],
+        );
+        assert.ok(all.every((h) => h.schema));
+        const signature = all.find((h) => h.name === 'webhook-signature')?.schema.pattern as string;
+        assert.ok(new RegExp(signature).test(standardTwoKeys), standardTwoKeys);
         const schema = Object.fromEntries(headers.map((h) => [h.name, h.schema]));
         assert.equal(schema['Service-Event-Type'].const, type);
         assert.equal(schema['Content-Type'].const, 'application/json');

@@ -193,6 +193,30 @@ for (const backend of BACKENDS) {
         /more than 300 s/,
       );
       assert.ok(verifyWebhook(second.body, second.headers, rotated.signingKey, { now: t + 299 }));
+
+      // Standard Webhooks on: the other header set alone verifies too (a proxy that drops ours).
+      const updated = await api().webhooks.update(created.data.id, { standardWebhooks: true });
+      assert.equal(updated.standardWebhooks, true);
+      await api().clients.create({ kind: 'individual', displayName: 'Standard' });
+      const third = await until(async () => receiver.requests.filter((r) => r.path === '/sdk')[2]);
+      const { 'service-signature': _ours, ...standardOnly } = third.headers;
+      const standard = verifyWebhook(third.body, standardOnly, [rotated.signingKey]);
+      assert.equal(standard.type, 'client.created');
+      assert.equal(typeof standard.sequence, 'number');
+      assert.throws(
+        () =>
+          verifyWebhook(
+            third.body.replace('Standard', 'Standarx'),
+            standardOnly,
+            rotated.signingKey,
+          ),
+        WebhookVerificationError,
+      );
+      // And the pull API returns the same event under the same sequence.
+      const page = await api().webhooks.events(created.data.id, { after: 0 });
+      assert.ok(
+        page.data.some((item) => item.id === standard.id && item.sequence === standard.sequence),
+      );
     });
 
     it('fires a typed test event that verifyWebhook returns as that type', async () => {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { createDecipheriv, createHmac, hkdfSync, randomBytes } from 'node:crypto';
 import { describe, it } from 'node:test';
 import Stripe from 'stripe';
-import { newSigningKey, signatureHeader } from '../src/domain/signing.ts';
+import { newSigningKey, servesStandardWebhooks, signatureHeader } from '../src/domain/signing.ts';
 import { SecretBox } from '../src/lib/secret-box.ts';
 
 // constructEvent only verifies and parses locally; the client never makes a request here.
@@ -27,14 +27,18 @@ const NO_MATCH = (error: unknown) =>
 const HEADER = /^t=(\d+),v1=([0-9a-f]{64})(?:,v1=([0-9a-f]{64}))?$/;
 
 describe('webhook signing keys', () => {
-  it('have the documented shape: whsec_ + 43 base64url chars of 32 random bytes', () => {
+  it('have the documented shape: whsec_ + the base64 of 33 random bytes, letters and digits only', () => {
     for (let i = 0; i < 50; i++) {
       const key = newSigningKey();
-      assert.match(key, /^whsec_[A-Za-z0-9_-]{43}$/);
-      const raw = Buffer.from(key.slice('whsec_'.length), 'base64url');
-      assert.equal(raw.length, 32);
-      assert.equal(raw.toString('base64url'), key.slice('whsec_'.length));
+      assert.match(key, /^whsec_[A-Za-z0-9]{44}$/);
+      const raw = Buffer.from(key.slice('whsec_'.length), 'base64');
+      assert.equal(raw.length, 33);
+      assert.equal(raw.toString('base64'), key.slice('whsec_'.length));
+      assert.ok(servesStandardWebhooks(key));
     }
+    // The form made before: Stripe's libraries only.
+    assert.ok(!servesStandardWebhooks(`whsec_${'A'.repeat(42)}_`));
+    assert.ok(!servesStandardWebhooks(`whsec_${'A'.repeat(43)}`));
   });
 
   it('are unique', () => {

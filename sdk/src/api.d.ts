@@ -320,6 +320,30 @@ export interface paths {
         delete: operations["deleteWebhook"];
         options?: never;
         head?: never;
+        /**
+         * Change a subscription: URL, events, Standard Webhooks headers, pause or enable
+         * @description Any of the members; what is not given stays. A new `url` is checked as at creation (422). `active: true` re-enables a paused subscription, `active: false` pauses it. `standardWebhooks: true` with a signing key made before the Standard Webhooks form is 409 `conflict` with `code` `signing_key_rotation_required`: rotate the key first. A deleted subscription is 404. Scope `webhooks:write`.
+         */
+        patch: operations["updateWebhook"];
+        trace?: never;
+    };
+    "/api/v1/webhooks/{id}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Pull the subscription's events after a sequence (the same ledger push sends)
+         * @description Each event fanned out to this subscription, ascending by `sequence`, exactly as push sends it plus its latest delivery's `deliveryStatus` and `deliveryId`. A receiver that processed up to N asks `after=N`. When retention removed events after `after`, 409 `conflict` with `code` `events_expired` and `firstSequence` (the oldest kept): never a silent skip. Paused and deleted subscriptions keep their ledger until retention. Scope `webhooks:read`.
+         */
+        get: operations["listWebhookEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
         patch?: never;
         trace?: never;
     };
@@ -464,6 +488,8 @@ export interface webhooks {
          *
          *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
          *
+         *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
+         *
          *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. A 429 or 503 with `Retry-After` (seconds or an HTTP date) moves the next attempt to at least that time, up to twice its scheduled wait and at most 12 hours later.
          */
         post: operations["bookingConfirmedEvent"];
@@ -491,6 +517,8 @@ export interface webhooks {
          *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first. Code for Node and Python: "Receiving webhooks" in the introduction.
          *
          *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
+         *
+         *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
          *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. A 429 or 503 with `Retry-After` (seconds or an HTTP date) moves the next attempt to at least that time, up to twice its scheduled wait and at most 12 hours later.
          */
@@ -520,6 +548,8 @@ export interface webhooks {
          *
          *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
          *
+         *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
+         *
          *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. A 429 or 503 with `Retry-After` (seconds or an HTTP date) moves the next attempt to at least that time, up to twice its scheduled wait and at most 12 hours later.
          */
         post: operations["bookingRefundedEvent"];
@@ -547,6 +577,8 @@ export interface webhooks {
          *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first. Code for Node and Python: "Receiving webhooks" in the introduction.
          *
          *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
+         *
+         *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
          *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. A 429 or 503 with `Retry-After` (seconds or an HTTP date) moves the next attempt to at least that time, up to twice its scheduled wait and at most 12 hours later.
          */
@@ -576,6 +608,8 @@ export interface webhooks {
          *
          *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
          *
+         *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
+         *
          *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. A 429 or 503 with `Retry-After` (seconds or an HTTP date) moves the next attempt to at least that time, up to twice its scheduled wait and at most 12 hours later.
          */
         post: operations["paymentFailedEvent"];
@@ -603,6 +637,8 @@ export interface webhooks {
          *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first. Code for Node and Python: "Receiving webhooks" in the introduction.
          *
          *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
+         *
+         *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
          *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. A 429 or 503 with `Retry-After` (seconds or an HTTP date) moves the next attempt to at least that time, up to twice its scheduled wait and at most 12 hours later.
          */
@@ -632,6 +668,8 @@ export interface webhooks {
          *
          *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
          *
+         *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
+         *
          *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. A 429 or 503 with `Retry-After` (seconds or an HTTP date) moves the next attempt to at least that time, up to twice its scheduled wait and at most 12 hours later.
          */
         post: operations["disputeClosedEvent"];
@@ -659,6 +697,8 @@ export interface webhooks {
          *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first. Code for Node and Python: "Receiving webhooks" in the introduction.
          *
          *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
+         *
+         *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
          *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. A 429 or 503 with `Retry-After` (seconds or an HTTP date) moves the next attempt to at least that time, up to twice its scheduled wait and at most 12 hours later.
          */
@@ -688,6 +728,8 @@ export interface webhooks {
          *
          *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
          *
+         *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
+         *
          *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. A 429 or 503 with `Retry-After` (seconds or an HTTP date) moves the next attempt to at least that time, up to twice its scheduled wait and at most 12 hours later.
          */
         post: operations["tripUnpublishedEvent"];
@@ -716,6 +758,8 @@ export interface webhooks {
          *
          *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
          *
+         *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
+         *
          *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. A 429 or 503 with `Retry-After` (seconds or an HTTP date) moves the next attempt to at least that time, up to twice its scheduled wait and at most 12 hours later.
          */
         post: operations["clientCreatedEvent"];
@@ -743,6 +787,8 @@ export interface webhooks {
          *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first. Code for Node and Python: "Receiving webhooks" in the introduction.
          *
          *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
+         *
+         *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
          *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. A 429 or 503 with `Retry-After` (seconds or an HTTP date) moves the next attempt to at least that time, up to twice its scheduled wait and at most 12 hours later.
          */
@@ -1071,6 +1117,7 @@ export interface components {
          *         "deadLettered": 0,
          *         "pending": 3
          *       },
+         *       "standardWebhooks": false,
          *       "createdAt": "2026-11-02T09:14:27.512Z"
          *     }
          */
@@ -1108,6 +1155,8 @@ export interface components {
                 /** @description Waiting for an attempt or a retry, or being attempted. */
                 pending: number;
             };
+            /** @description Deliveries also carry the Standard Webhooks headers `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64>` per signing key, space separated), verifiable with the same signing key string. */
+            standardWebhooks: boolean;
             /**
              * Format: date-time
              * @description Created at UTC.
@@ -1126,6 +1175,7 @@ export interface components {
          *       "deliveredAt": "2026-11-05T10:02:45.201Z",
          *       "claimedAt": null,
          *       "redeliveredFromId": null,
+         *       "sequence": 42,
          *       "lastError": null,
          *       "createdAt": "2026-11-05T10:02:44.030Z"
          *     }
@@ -1163,6 +1213,8 @@ export interface components {
             claimedAt: string | null;
             /** @description The delivery this one redelivers, if any. */
             redeliveredFromId: string | null;
+            /** @description The event's place in this subscription's ledger (body member `sequence`, header `Service-Event-Sequence`); a redelivery keeps its original's; null for test fires and deliveries from before sequences existed. */
+            sequence: number | null;
             /**
              * @description Why the last attempt got no usable answer (see the attempts); null after a 2xx, before any attempt, or when `lastResponseStatus` tells all.
              * @enum {string|null}
@@ -1236,6 +1288,8 @@ export interface components {
                 /** Format: uri */
                 checkoutUrl: string;
             };
+            /** @description On `events_expired`: the oldest sequence of the subscription's ledger still kept. */
+            firstSequence?: number;
             /** @description Quote it when reporting a 500. */
             requestId?: string;
         } & {
@@ -4873,6 +4927,7 @@ export interface operations {
                      *             "deadLettered": 0,
                      *             "pending": 3
                      *           },
+                     *           "standardWebhooks": false,
                      *           "createdAt": "2026-11-02T09:14:27.512Z"
                      *         }
                      *       ]
@@ -5040,6 +5095,8 @@ export interface operations {
                     url: string;
                     /** @description Event types from the catalog; `webhook.test` is not subscribable. */
                     events: ("booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created")[];
+                    /** @description Also send the Standard Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature`), verifiable with the same signing key by the `standardwebhooks` libraries. Default false. */
+                    standardWebhooks?: boolean;
                 };
             };
         };
@@ -5077,16 +5134,17 @@ export interface operations {
                      *           "deadLettered": 0,
                      *           "pending": 3
                      *         },
+                     *         "standardWebhooks": false,
                      *         "createdAt": "2026-11-02T09:14:27.512Z"
                      *       },
-                     *       "signingKey": "whsec_kQ3vY8pZr2Tn6Wb1Lx9Cf4Hs7Dg0Mj5Ve2Ua8Ro3Ni6"
+                     *       "signingKey": "whsec_kQ3vY8pZr2Tn6Wb1Lx9Cf4Hs7Dg0Mj5Ve2Ua8Ro3Ni6T"
                      *     }
                      */
                     "application/json": {
                         data: components["schemas"]["WebhookSubscription"];
                         /**
-                         * @description Shown only in this response. `Service-Signature` v1 = hex HMAC-SHA256 keyed by this whole string over `<t>.<raw body>` (Stripe-compatible).
-                         * @example whsec_kQ3vY8pZr2Tn6Wb1Lx9Cf4Hs7Dg0Mj5Ve2Ua8Ro3Ni6
+                         * @description Shown only in this response. `Service-Signature` v1 = hex HMAC-SHA256 keyed by this whole string over `<t>.<raw body>` (Stripe-compatible); the part after `whsec_` is base64 (44 letters and digits), the key Standard Webhooks verifiers decode. Keys made before that form are 43 base64url characters.
+                         * @example whsec_kQ3vY8pZr2Tn6Wb1Lx9Cf4Hs7Dg0Mj5Ve2Ua8Ro3Ni6T
                          */
                         signingKey: string;
                     };
@@ -5434,6 +5492,510 @@ export interface operations {
             };
         };
     };
+    updateWebhook: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the write safe to retry for 24 hours: the first answer (2xx or 4xx) is replayed byte for byte with `Idempotency-Replayed: true`. A UUID v4 per logical operation is recommended. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "events": [
+                 *         "booking.confirmed",
+                 *         "booking.cancelled"
+                 *       ],
+                 *       "standardWebhooks": true
+                 *     }
+                 */
+                "application/json": {
+                    /** @description HTTPS only; every address the host resolves to must be public (private, loopback, link-local and CGNAT addresses are refused). A host that does not resolve within `WEBHOOK_DNS_TIMEOUT` (2 s by default) is 422 too. */
+                    url?: string;
+                    /** @description Event types from the catalog; `webhook.test` is not subscribable. */
+                    events?: ("booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created")[];
+                    /** @description Also send the Standard Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature`), verifiable with the same signing key by the `standardwebhooks` libraries. Default false. */
+                    standardWebhooks?: boolean;
+                    /** @description `true` re-enables a paused subscription (failure counters cleared; its pending deliveries resume); `false` pauses it (pending deliveries stay pending). */
+                    active?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description The subscription as it is now. */
+            200: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Requests allowed per minute (sustained). */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current minute. */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window refreshes. */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "whs_01JD3XC8K2V5R7N4T9M6QWZBHF",
+                     *         "url": "https://hooks.operator.test/tourops",
+                     *         "events": [
+                     *           "booking.confirmed",
+                     *           "payment.succeeded"
+                     *         ],
+                     *         "active": true,
+                     *         "pausedAt": null,
+                     *         "consecutiveFailures": 0,
+                     *         "lastSuccessAt": "2026-11-05T10:02:45.201Z",
+                     *         "lastFailureAt": null,
+                     *         "last24h": {
+                     *           "succeeded": 412,
+                     *           "deadLettered": 0,
+                     *           "pending": 3
+                     *         },
+                     *         "standardWebhooks": false,
+                     *         "createdAt": "2026-11-02T09:14:27.512Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["WebhookSubscription"];
+                    };
+                };
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/scope-required",
+                     *       "title": "Scope required",
+                     *       "status": 403,
+                     *       "detail": "This token lacks webhooks:write.",
+                     *       "required_scope": "webhooks:write"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or owned by another tenant (`not-found`). */
+            404: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/not-found",
+                     *       "title": "Not found",
+                     *       "status": 404,
+                     *       "detail": "Trip not found."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description State clash (`conflict`), or the Idempotency-Key was used for another request (`idempotency-key-reuse`) or its first request is still running (`idempotency-in-progress`). */
+            409: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/conflict",
+                     *       "title": "Conflict",
+                     *       "status": 409,
+                     *       "detail": "Cannot move from draft to archived.",
+                     *       "code": "invalid_transition"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listWebhookEvents: {
+        parameters: {
+            query?: {
+                /** @description The last sequence already processed; the answer starts after it. */
+                after?: number;
+                /** @description Page size, 1-100. */
+                limit?: number;
+                /** @description Only events of this type. */
+                type?: "booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created";
+                /** @description Only events whose latest delivery is in this status. */
+                deliveryStatus?: "pending" | "in_flight" | "success" | "dead_letter";
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the ledger. */
+            200: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Requests allowed per minute (sustained). */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current minute. */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window refreshes. */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
+                     *           "type": "client.created",
+                     *           "created": 1793870565,
+                     *           "data": {
+                     *             "clientId": "cli_01JD3X9C2M7T4RK8V5N6QWZPYD",
+                     *             "kind": "company",
+                     *             "displayName": "Atlântico Viagens"
+                     *           },
+                     *           "sequence": 43,
+                     *           "deliveryStatus": "dead_letter",
+                     *           "deliveryId": "dlv_01JD3XD3M8Q5T2R7K9V4NWZBHC"
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "hasMore": false
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: {
+                            /** @description The event id (`Service-Event-Id`). */
+                            id: string;
+                            /** @description The event type. */
+                            type: string;
+                            /** @description Unix seconds of the event (push sends the time of the attempt). */
+                            created: number;
+                            /** @description The event data, as push sends it. */
+                            data: {
+                                [key: string]: unknown;
+                            };
+                            /** @description The event's place in this ledger. */
+                            sequence: number;
+                            /**
+                             * @description Status of its latest delivery (the original or its latest redelivery).
+                             * @enum {string}
+                             */
+                            deliveryStatus: "pending" | "in_flight" | "success" | "dead_letter";
+                            /** @description Its latest delivery. */
+                            deliveryId: string;
+                        }[];
+                        meta: {
+                            /** @description More events follow: ask again with the last `sequence`. */
+                            hasMore: boolean;
+                        };
+                    };
+                };
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/scope-required",
+                     *       "title": "Scope required",
+                     *       "status": 403,
+                     *       "detail": "This token lacks webhooks:read.",
+                     *       "required_scope": "webhooks:read"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or owned by another tenant (`not-found`). */
+            404: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/not-found",
+                     *       "title": "Not found",
+                     *       "status": 404,
+                     *       "detail": "Trip not found."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description State clash (`conflict`), or the Idempotency-Key was used for another request (`idempotency-key-reuse`) or its first request is still running (`idempotency-in-progress`). */
+            409: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/conflict",
+                     *       "title": "Conflict",
+                     *       "status": 409,
+                     *       "detail": "Cannot move from draft to archived.",
+                     *       "code": "invalid_transition"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     rotateWebhookKey: {
         parameters: {
             query?: never;
@@ -5481,17 +6043,18 @@ export interface operations {
                      *           "deadLettered": 0,
                      *           "pending": 3
                      *         },
+                     *         "standardWebhooks": false,
                      *         "createdAt": "2026-11-02T09:14:27.512Z"
                      *       },
-                     *       "signingKey": "whsec_kQ3vY8pZr2Tn6Wb1Lx9Cf4Hs7Dg0Mj5Ve2Ua8Ro3Ni6",
+                     *       "signingKey": "whsec_kQ3vY8pZr2Tn6Wb1Lx9Cf4Hs7Dg0Mj5Ve2Ua8Ro3Ni6T",
                      *       "legacySigningKeyExpiresAt": "2026-11-02T09:14:27.512Z"
                      *     }
                      */
                     "application/json": {
                         data: components["schemas"]["WebhookSubscription"];
                         /**
-                         * @description Shown only in this response. `Service-Signature` v1 = hex HMAC-SHA256 keyed by this whole string over `<t>.<raw body>` (Stripe-compatible).
-                         * @example whsec_kQ3vY8pZr2Tn6Wb1Lx9Cf4Hs7Dg0Mj5Ve2Ua8Ro3Ni6
+                         * @description Shown only in this response. `Service-Signature` v1 = hex HMAC-SHA256 keyed by this whole string over `<t>.<raw body>` (Stripe-compatible); the part after `whsec_` is base64 (44 letters and digits), the key Standard Webhooks verifiers decode. Keys made before that form are 43 base64url characters.
+                         * @example whsec_kQ3vY8pZr2Tn6Wb1Lx9Cf4Hs7Dg0Mj5Ve2Ua8Ro3Ni6T
                          */
                         signingKey: string;
                         /** Format: date-time */
@@ -5715,6 +6278,7 @@ export interface operations {
                      *           "deliveredAt": "2026-11-05T10:02:45.201Z",
                      *           "claimedAt": null,
                      *           "redeliveredFromId": null,
+                     *           "sequence": 42,
                      *           "lastError": null,
                      *           "createdAt": "2026-11-05T10:02:44.030Z"
                      *         }
@@ -6789,6 +7353,14 @@ export interface operations {
                 "Service-Request-Id": string;
                 /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
                 "Service-Delivery-Attempt": number;
+                /** @description The event's `sequence` in this subscription's ledger (equals the body's); absent on test events. */
+                "Service-Event-Sequence"?: number;
+                /** @description Standard Webhooks (when the subscription has `standardWebhooks`): the event id. */
+                "webhook-id"?: string;
+                /** @description Standard Webhooks: unix seconds, the `t` of `Service-Signature`. */
+                "webhook-timestamp"?: number;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. */
+                "webhook-signature"?: string;
             };
             path?: never;
             cookie?: never;
@@ -6800,6 +7372,7 @@ export interface operations {
                  *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
                  *       "type": "booking.confirmed",
                  *       "created": 1793870565,
+                 *       "sequence": 42,
                  *       "data": {
                  *         "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
                  *         "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
@@ -6827,6 +7400,8 @@ export interface operations {
                      * @constant
                      */
                     test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
                     data: {
                         bookingId: string;
                         tripId: string;
@@ -6873,6 +7448,14 @@ export interface operations {
                 "Service-Request-Id": string;
                 /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
                 "Service-Delivery-Attempt": number;
+                /** @description The event's `sequence` in this subscription's ledger (equals the body's); absent on test events. */
+                "Service-Event-Sequence"?: number;
+                /** @description Standard Webhooks (when the subscription has `standardWebhooks`): the event id. */
+                "webhook-id"?: string;
+                /** @description Standard Webhooks: unix seconds, the `t` of `Service-Signature`. */
+                "webhook-timestamp"?: number;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. */
+                "webhook-signature"?: string;
             };
             path?: never;
             cookie?: never;
@@ -6884,6 +7467,7 @@ export interface operations {
                  *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
                  *       "type": "booking.cancelled",
                  *       "created": 1793870565,
+                 *       "sequence": 42,
                  *       "data": {
                  *         "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
                  *         "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
@@ -6911,6 +7495,8 @@ export interface operations {
                      * @constant
                      */
                     test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
                     data: {
                         bookingId: string;
                         tripId: string;
@@ -6956,6 +7542,14 @@ export interface operations {
                 "Service-Request-Id": string;
                 /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
                 "Service-Delivery-Attempt": number;
+                /** @description The event's `sequence` in this subscription's ledger (equals the body's); absent on test events. */
+                "Service-Event-Sequence"?: number;
+                /** @description Standard Webhooks (when the subscription has `standardWebhooks`): the event id. */
+                "webhook-id"?: string;
+                /** @description Standard Webhooks: unix seconds, the `t` of `Service-Signature`. */
+                "webhook-timestamp"?: number;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. */
+                "webhook-signature"?: string;
             };
             path?: never;
             cookie?: never;
@@ -6967,6 +7561,7 @@ export interface operations {
                  *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
                  *       "type": "booking.refunded",
                  *       "created": 1793870565,
+                 *       "sequence": 42,
                  *       "data": {
                  *         "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
                  *         "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
@@ -6994,6 +7589,8 @@ export interface operations {
                      * @constant
                      */
                     test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
                     data: {
                         bookingId: string;
                         tripId: string;
@@ -7039,6 +7636,14 @@ export interface operations {
                 "Service-Request-Id": string;
                 /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
                 "Service-Delivery-Attempt": number;
+                /** @description The event's `sequence` in this subscription's ledger (equals the body's); absent on test events. */
+                "Service-Event-Sequence"?: number;
+                /** @description Standard Webhooks (when the subscription has `standardWebhooks`): the event id. */
+                "webhook-id"?: string;
+                /** @description Standard Webhooks: unix seconds, the `t` of `Service-Signature`. */
+                "webhook-timestamp"?: number;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. */
+                "webhook-signature"?: string;
             };
             path?: never;
             cookie?: never;
@@ -7050,6 +7655,7 @@ export interface operations {
                  *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
                  *       "type": "payment.succeeded",
                  *       "created": 1793870565,
+                 *       "sequence": 42,
                  *       "data": {
                  *         "paymentId": "pay_01JD3XB6N3T8R5K2V7M9QWZCDE",
                  *         "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
@@ -7077,6 +7683,8 @@ export interface operations {
                      * @constant
                      */
                     test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
                     data: {
                         paymentId: string;
                         bookingId: string;
@@ -7122,6 +7730,14 @@ export interface operations {
                 "Service-Request-Id": string;
                 /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
                 "Service-Delivery-Attempt": number;
+                /** @description The event's `sequence` in this subscription's ledger (equals the body's); absent on test events. */
+                "Service-Event-Sequence"?: number;
+                /** @description Standard Webhooks (when the subscription has `standardWebhooks`): the event id. */
+                "webhook-id"?: string;
+                /** @description Standard Webhooks: unix seconds, the `t` of `Service-Signature`. */
+                "webhook-timestamp"?: number;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. */
+                "webhook-signature"?: string;
             };
             path?: never;
             cookie?: never;
@@ -7133,6 +7749,7 @@ export interface operations {
                  *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
                  *       "type": "payment.failed",
                  *       "created": 1793870565,
+                 *       "sequence": 42,
                  *       "data": {
                  *         "paymentId": "pay_01JD3XB6N3T8R5K2V7M9QWZCDE",
                  *         "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
@@ -7160,6 +7777,8 @@ export interface operations {
                      * @constant
                      */
                     test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
                     data: {
                         paymentId: string;
                         bookingId: string;
@@ -7205,6 +7824,14 @@ export interface operations {
                 "Service-Request-Id": string;
                 /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
                 "Service-Delivery-Attempt": number;
+                /** @description The event's `sequence` in this subscription's ledger (equals the body's); absent on test events. */
+                "Service-Event-Sequence"?: number;
+                /** @description Standard Webhooks (when the subscription has `standardWebhooks`): the event id. */
+                "webhook-id"?: string;
+                /** @description Standard Webhooks: unix seconds, the `t` of `Service-Signature`. */
+                "webhook-timestamp"?: number;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. */
+                "webhook-signature"?: string;
             };
             path?: never;
             cookie?: never;
@@ -7216,6 +7843,7 @@ export interface operations {
                  *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
                  *       "type": "dispute.opened",
                  *       "created": 1793870565,
+                 *       "sequence": 42,
                  *       "data": {
                  *         "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
                  *         "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
@@ -7243,6 +7871,8 @@ export interface operations {
                      * @constant
                      */
                     test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
                     data: {
                         bookingId: string;
                         tripId: string;
@@ -7288,6 +7918,14 @@ export interface operations {
                 "Service-Request-Id": string;
                 /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
                 "Service-Delivery-Attempt": number;
+                /** @description The event's `sequence` in this subscription's ledger (equals the body's); absent on test events. */
+                "Service-Event-Sequence"?: number;
+                /** @description Standard Webhooks (when the subscription has `standardWebhooks`): the event id. */
+                "webhook-id"?: string;
+                /** @description Standard Webhooks: unix seconds, the `t` of `Service-Signature`. */
+                "webhook-timestamp"?: number;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. */
+                "webhook-signature"?: string;
             };
             path?: never;
             cookie?: never;
@@ -7299,6 +7937,7 @@ export interface operations {
                  *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
                  *       "type": "dispute.closed",
                  *       "created": 1793870565,
+                 *       "sequence": 42,
                  *       "data": {
                  *         "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
                  *         "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
@@ -7326,6 +7965,8 @@ export interface operations {
                      * @constant
                      */
                     test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
                     data: {
                         bookingId: string;
                         tripId: string;
@@ -7371,6 +8012,14 @@ export interface operations {
                 "Service-Request-Id": string;
                 /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
                 "Service-Delivery-Attempt": number;
+                /** @description The event's `sequence` in this subscription's ledger (equals the body's); absent on test events. */
+                "Service-Event-Sequence"?: number;
+                /** @description Standard Webhooks (when the subscription has `standardWebhooks`): the event id. */
+                "webhook-id"?: string;
+                /** @description Standard Webhooks: unix seconds, the `t` of `Service-Signature`. */
+                "webhook-timestamp"?: number;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. */
+                "webhook-signature"?: string;
             };
             path?: never;
             cookie?: never;
@@ -7382,6 +8031,7 @@ export interface operations {
                  *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
                  *       "type": "trip.published",
                  *       "created": 1793870565,
+                 *       "sequence": 42,
                  *       "data": {
                  *         "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
                  *         "publicSlug": "lisbon-in-spring-3f9a2c",
@@ -7408,6 +8058,8 @@ export interface operations {
                      * @constant
                      */
                     test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
                     data: {
                         tripId: string;
                         publicSlug: string | null;
@@ -7452,6 +8104,14 @@ export interface operations {
                 "Service-Request-Id": string;
                 /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
                 "Service-Delivery-Attempt": number;
+                /** @description The event's `sequence` in this subscription's ledger (equals the body's); absent on test events. */
+                "Service-Event-Sequence"?: number;
+                /** @description Standard Webhooks (when the subscription has `standardWebhooks`): the event id. */
+                "webhook-id"?: string;
+                /** @description Standard Webhooks: unix seconds, the `t` of `Service-Signature`. */
+                "webhook-timestamp"?: number;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. */
+                "webhook-signature"?: string;
             };
             path?: never;
             cookie?: never;
@@ -7463,6 +8123,7 @@ export interface operations {
                  *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
                  *       "type": "trip.unpublished",
                  *       "created": 1793870565,
+                 *       "sequence": 42,
                  *       "data": {
                  *         "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
                  *         "publicSlug": "lisbon-in-spring-3f9a2c",
@@ -7489,6 +8150,8 @@ export interface operations {
                      * @constant
                      */
                     test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
                     data: {
                         tripId: string;
                         publicSlug: string | null;
@@ -7533,6 +8196,14 @@ export interface operations {
                 "Service-Request-Id": string;
                 /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
                 "Service-Delivery-Attempt": number;
+                /** @description The event's `sequence` in this subscription's ledger (equals the body's); absent on test events. */
+                "Service-Event-Sequence"?: number;
+                /** @description Standard Webhooks (when the subscription has `standardWebhooks`): the event id. */
+                "webhook-id"?: string;
+                /** @description Standard Webhooks: unix seconds, the `t` of `Service-Signature`. */
+                "webhook-timestamp"?: number;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. */
+                "webhook-signature"?: string;
             };
             path?: never;
             cookie?: never;
@@ -7544,6 +8215,7 @@ export interface operations {
                  *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
                  *       "type": "client.created",
                  *       "created": 1793870565,
+                 *       "sequence": 42,
                  *       "data": {
                  *         "clientId": "cli_01JD3X9C2M7T4RK8V5N6QWZPYD",
                  *         "kind": "individual",
@@ -7569,6 +8241,8 @@ export interface operations {
                      * @constant
                      */
                     test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
                     data: {
                         clientId: string;
                         kind: string;
@@ -7612,6 +8286,12 @@ export interface operations {
                 "Service-Request-Id": string;
                 /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
                 "Service-Delivery-Attempt": number;
+                /** @description Standard Webhooks (when the subscription has `standardWebhooks`): the event id. */
+                "webhook-id"?: string;
+                /** @description Standard Webhooks: unix seconds, the `t` of `Service-Signature`. */
+                "webhook-timestamp"?: number;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. */
+                "webhook-signature"?: string;
             };
             path?: never;
             cookie?: never;
@@ -7647,6 +8327,8 @@ export interface operations {
                      * @constant
                      */
                     test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
                     data: {
                         subscriptionId: string | null;
                         message: string;

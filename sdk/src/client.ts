@@ -224,6 +224,23 @@ export class TourOps {
     /** The answer holds `signingKey`: the only time it is shown. */
     create: (body: Body<'createWebhook'>, options: WriteOptions = {}) =>
       this.#call(this.#client.POST('/api/v1/webhooks', { body, headers: this.#key(options) })),
+    /** Any of `url`, `events`, `standardWebhooks`, `active` (false pauses, true re-enables). */
+    update: (id: string, body: Body<'updateWebhook'>, options: WriteOptions = {}) =>
+      this.#data(
+        this.#client.PATCH('/api/v1/webhooks/{id}', {
+          params: { path: { id } },
+          body,
+          headers: this.#key(options),
+        }),
+      ),
+    /**
+     * One page of the subscription's ledger after `after` (the last sequence processed):
+     * `{ data, meta: { hasMore } }`. A 409 `events_expired` names `firstSequence`.
+     */
+    events: (id: string, query: Query<'listWebhookEvents'> = {}) =>
+      this.#call(
+        this.#client.GET('/api/v1/webhooks/{id}/events', { params: { path: { id }, query } }),
+      ),
     delete: (id: string, options: WriteOptions = {}) =>
       this.#call(
         this.#client.DELETE('/api/v1/webhooks/{id}', {

@@ -38,11 +38,14 @@ function header(headers: Headers, name: string): string | undefined {
 }
 
 /**
- * Verifies a delivery and returns its event: `Service-Signature` (`t=<unix seconds>,v1=<hex>…`)
- * must hold a `v1` that is the HMAC-SHA256 of `<t>.<raw body>` under one of `signingKeys` (both
- * the old and the new key during a rotation), compared in constant time, and `t` must be within
+ * Verifies a delivery and returns its event. With `Service-Signature` (`t=<unix seconds>,v1=<hex>…`)
+ * it must hold a `v1` that is the HMAC-SHA256 of `<t>.<raw body>` under one of `signingKeys` (both
+ * the old and the new key during a rotation); without it, the Standard Webhooks headers must
+ * (`webhook-signature` `v1,<base64>` of `<webhook-id>.<webhook-timestamp>.<raw body>`, keyed by the
+ * base64 after `whsec_`). Compared in constant time; the timestamp must be within
  * `toleranceSeconds` of now. `rawBody` must be the bytes received, before any JSON parsing.
- * Throws WebhookVerificationError otherwise. Deduplicate on the event's `id`.
+ * Throws WebhookVerificationError otherwise. Deduplicate on the event's `id`; a `sequence` past
+ * the next one expected means a missed event: pull it with `webhooks.events(id, { after })`.
  */
 export function verifyWebhook(
   rawBody: string | Uint8Array,
@@ -50,8 +53,13 @@ export function verifyWebhook(
   signingKeys: string | readonly string[],
   options: VerifyOptions = {},
 ): WebhookEvent {
+  const body = typeof rawBody === 'string' ? Buffer.from(rawBody, 'utf8') : Buffer.from(rawBody);
+  const keys = typeof signingKeys === 'string' ? [signingKeys] : signingKeys;
   const signature = header(headers, 'service-signature');
-  if (!signature) throw new WebhookVerificationError('no Service-Signature header');
+  if (!signature) {
+    if (header(headers, 'webhook-signature')) return verifyStandard(body, headers, keys, options);
+    throw new WebhookVerificationError('no Service-Signature or webhook-signature header');
+  }
   let timestamp: number | undefined;
   const candidates: Buffer[] = [];
   for (const part of signature.split(',')) {
@@ -64,19 +72,52 @@ export function verifyWebhook(
   if (timestamp === undefined || candidates.length === 0) {
     throw new WebhookVerificationError('Service-Signature has no t or no v1');
   }
-  const now = options.now ?? Math.floor(Date.now() / 1000);
-  const tolerance = options.toleranceSeconds ?? 300;
-  if (Math.abs(now - timestamp) > tolerance) {
-    throw new WebhookVerificationError(`t is more than ${tolerance} s from now`);
-  }
-  const body = typeof rawBody === 'string' ? Buffer.from(rawBody, 'utf8') : Buffer.from(rawBody);
-  const keys = typeof signingKeys === 'string' ? [signingKeys] : signingKeys;
+  checkTimestamp(timestamp, options);
   let valid = false;
   for (const key of keys) {
     const expected = createHmac('sha256', key).update(`${timestamp}.`).update(body).digest();
     // Every candidate is compared, so the time taken does not tell which one matched.
     for (const candidate of candidates) {
       if (timingSafeEqual(expected, candidate)) valid = true;
+    }
+  }
+  if (!valid) throw new WebhookVerificationError('no signature matches the signing keys');
+  return JSON.parse(body.toString('utf8')) as WebhookEvent;
+}
+
+function checkTimestamp(timestamp: number, options: VerifyOptions): void {
+  const now = options.now ?? Math.floor(Date.now() / 1000);
+  const tolerance = options.toleranceSeconds ?? 300;
+  if (Math.abs(now - timestamp) > tolerance) {
+    throw new WebhookVerificationError(`the timestamp is more than ${tolerance} s from now`);
+  }
+}
+
+/** The Standard Webhooks header set (see verifyWebhook). */
+function verifyStandard(
+  body: Buffer,
+  headers: Headers,
+  keys: readonly string[],
+  options: VerifyOptions,
+): WebhookEvent {
+  const id = header(headers, 'webhook-id');
+  const stamp = header(headers, 'webhook-timestamp');
+  if (!id || !stamp || !/^\d+$/.test(stamp)) {
+    throw new WebhookVerificationError('webhook-id or webhook-timestamp missing');
+  }
+  checkTimestamp(Number(stamp), options);
+  const candidates = (header(headers, 'webhook-signature') ?? '')
+    .split(' ')
+    .filter((part) => part.startsWith('v1,'))
+    .map((part) => Buffer.from(part.slice(3), 'base64'));
+  let valid = false;
+  for (const key of keys) {
+    const secret = Buffer.from(key.replace(/^whsec_/, ''), 'base64');
+    const expected = createHmac('sha256', secret).update(`${id}.${stamp}.`).update(body).digest();
+    for (const candidate of candidates) {
+      if (candidate.length === expected.length && timingSafeEqual(expected, candidate)) {
+        valid = true;
+      }
     }
   }
   if (!valid) throw new WebhookVerificationError('no signature matches the signing keys');

@@ -13,6 +13,7 @@ import * as m0010 from './migrations/0010_retention_indexes.ts';
 import * as m0011 from './migrations/0011_partial_queue_indexes.ts';
 import * as m0012 from './migrations/0012_instance_settings.ts';
 import * as m0013 from './migrations/0013_deliveries_is_test.ts';
+import * as m0014 from './migrations/0014_subscription_sequences.ts';
 
 interface Migration {
   id: string;
@@ -34,6 +35,7 @@ export const migrations: Migration[] = [
   { id: '0011_partial_queue_indexes', up: m0011.up },
   { id: '0012_instance_settings', up: m0012.up },
   { id: '0013_deliveries_is_test', up: m0013.up },
+  { id: '0014_subscription_sequences', up: m0014.up },
 ];
 
 /** Arbitrary constant naming our advisory lock on PostgreSQL. */

@@ -137,7 +137,7 @@ class PgConnection implements DatabaseConnection {
   constructor(
     private readonly client: pg.PoolClient,
     private readonly rows: RowBuilders,
-    private readonly statements: PgStatements,
+    statements: PgStatements,
     private readonly breaker: OutageBreaker | null,
   ) {
     // pg-pool listens for errors on idle clients only: a connection cut while checked out (the

@@ -5,7 +5,13 @@ type RowBuilder = (values: unknown[]) => Record<string, unknown>;
  * booleans: converted here, where rows are built, and back in `storedParameters`. Names as in SQL
  * (`tenant_active` is the token lookup's alias of `tenants.active`).
  */
-const BOOLEAN_COLUMNS = new Set(['active', 'is_deposit', 'is_test', 'tenant_active']);
+const BOOLEAN_COLUMNS = new Set([
+  'active',
+  'is_deposit',
+  'is_test',
+  'standard_webhooks',
+  'tenant_active',
+]);
 
 /** Query parameters as the backends store them: booleans as 0/1 (neither driver binds them so). */
 export function storedParameters(parameters: readonly unknown[]): unknown[] {

@@ -244,7 +244,16 @@ export interface WebhookSubscriptionsTable {
   signingKey: string;
   legacySigningKey: string | null;
   legacySigningKeyExpiresAt: string | null;
+  /** Deliveries also carry the Standard Webhooks headers (webhook-id, -timestamp, -signature). */
+  standardWebhooks: boolean;
   createdAt: string;
+}
+
+/** Each subscription's last event sequence taken (see migration 0014). */
+interface WebhookSequencesTable {
+  subscriptionId: string;
+  tenantId: string;
+  lastSequence: number;
 }
 
 export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
@@ -266,6 +275,8 @@ export interface WebhookDeliveriesTable {
   lastError: AttemptErrorClass | null;
   /** Of a test fire: counted in no subscription figure. */
   isTest: boolean;
+  /** The event's place in its subscription's ledger; a redelivery keeps it; null on test fires. */
+  sequence: number | null;
   createdAt: string;
 }
 
@@ -325,6 +336,7 @@ export interface DB {
   notifications: NotificationsTable;
   idempotencyKeys: IdempotencyKeysTable;
   webhookSubscriptions: WebhookSubscriptionsTable;
+  webhookSequences: WebhookSequencesTable;
   webhookDeliveries: WebhookDeliveriesTable;
   webhookAttempts: WebhookAttemptsTable;
   instanceSettings: InstanceSettingsTable;

@@ -1,4 +1,4 @@
-import { signatureHeader } from './signing.ts';
+import { signatureHeader, standardSignature } from './signing.ts';
 
 /** An event as stored: its data is the validated JSON text. */
 export interface StoredEvent {
@@ -6,6 +6,8 @@ export interface StoredEvent {
   type: string;
   data: string;
   isTest: boolean;
+  /** Its place in the subscription's ledger; null for a test fire (and in `tourops listen`). */
+  sequence: number | null;
 }
 
 /** What one attempt sends, besides the event itself. */
@@ -26,21 +28,30 @@ export function deliveryRequest(
   createdSeconds: number,
   keys: readonly string[],
   labels: AttemptLabels,
+  options: { standardWebhooks?: boolean } = {},
 ): { body: string; headers: Record<string, string> } {
   const test = event.isTest ? ',"test":true' : '';
-  const body = `{"id":"${event.id}","type":"${event.type}","created":${createdSeconds}${test},"data":${event.data}}`;
-  return {
-    body,
-    headers: {
-      'content-type': 'application/json',
-      'user-agent': labels.userAgent,
-      'service-signature': signatureHeader(createdSeconds, body, keys),
-      'service-event-type': event.type,
-      'service-event-id': event.id,
-      'service-request-id': labels.requestId,
-      'service-delivery-attempt': String(labels.attempt),
-    },
+  const sequence = event.sequence === null ? '' : `,"sequence":${event.sequence}`;
+  const body = `{"id":"${event.id}","type":"${event.type}","created":${createdSeconds}${test}${sequence},"data":${event.data}}`;
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    'user-agent': labels.userAgent,
+    'service-signature': signatureHeader(createdSeconds, body, keys),
+    'service-event-type': event.type,
+    'service-event-id': event.id,
+    'service-request-id': labels.requestId,
+    'service-delivery-attempt': String(labels.attempt),
   };
+  if (event.sequence !== null) headers['service-event-sequence'] = String(event.sequence);
+  if (options.standardWebhooks) {
+    const signature = standardSignature(event.id, createdSeconds, body, keys);
+    if (signature !== '') {
+      headers['webhook-id'] = event.id;
+      headers['webhook-timestamp'] = String(createdSeconds);
+      headers['webhook-signature'] = signature;
+    }
+  }
+  return { body, headers };
 }
 
 /** The `User-Agent` of every delivery from an instance. */

@@ -2,9 +2,49 @@ import { createHmac, randomBytes } from 'node:crypto';
 
 const KEY_PREFIX = 'whsec_';
 
-/** `whsec_` + 43 base64url chars (256 random bits), the shape Stripe-style receivers expect. */
+/**
+ * `whsec_` + 44 letters and digits: the base64 of 33 random bytes, drawn again until it holds no
+ * `+` or `/` (264 bits less about two). Both verifier families accept the one string: Stripe's
+ * libraries key their HMAC with the whole string, Standard Webhooks' with the base64-decoded
+ * bytes after the prefix; and it needs no quoting in an env file or a shell.
+ */
 export function newSigningKey(): string {
-  return `${KEY_PREFIX}${randomBytes(32).toString('base64url')}`;
+  for (;;) {
+    const encoded = randomBytes(33).toString('base64');
+    if (!/[+/]/.test(encoded)) return `${KEY_PREFIX}${encoded}`;
+  }
+}
+
+const STANDARD_KEY = /^whsec_(?:[A-Za-z0-9+/]{4})+(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
+/**
+ * Whether Standard Webhooks' verifiers can use the key: its part after `whsec_` must be base64.
+ * Keys made before that (43 base64url characters) are not: a subscription rotates its key first.
+ */
+export function servesStandardWebhooks(key: string): boolean {
+  return STANDARD_KEY.test(key);
+}
+
+/**
+ * `webhook-signature` (Standard Webhooks): `v1,<base64 HMAC-SHA256>` over
+ * `<webhook-id>.<webhook-timestamp>.<body>`, keyed by the decoded key, one per key that can
+ * serve (current first), space separated. Empty when none can.
+ */
+export function standardSignature(
+  messageId: string,
+  timestampSeconds: number,
+  body: string,
+  keys: readonly string[],
+): string {
+  const signed = `${messageId}.${timestampSeconds}.`;
+  const signatures: string[] = [];
+  for (const key of keys) {
+    if (!servesStandardWebhooks(key)) continue;
+    const secret = Buffer.from(key.slice(KEY_PREFIX.length), 'base64');
+    const mac = createHmac('sha256', secret).update(signed).update(body).digest('base64');
+    signatures.push(`v1,${mac}`);
+  }
+  return signatures.join(' ');
 }
 
 /**

@@ -267,6 +267,12 @@ const Problem = Type.Object(
         { description: 'On `booking-create-not-supported`: where to send the traveller.' },
       ),
     ),
+    firstSequence: Type.Optional(
+      Type.Integer({
+        description:
+          "On `events_expired`: the oldest sequence of the subscription's ledger still kept.",
+      }),
+    ),
     requestId: Type.Optional(Type.String({ description: 'Quote it when reporting a 500.' })),
   },
   {
@@ -303,6 +309,10 @@ export const WebhookSubscription = Type.Object(
           'Deliveries created in the last 24 hours, by where they stand now; test fires (and their redeliveries) are not counted.',
       },
     ),
+    standardWebhooks: Type.Boolean({
+      description:
+        'Deliveries also carry the Standard Webhooks headers `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64>` per signing key, space separated), verifiable with the same signing key string.',
+    }),
     createdAt: At('Created at'),
   },
   {
@@ -331,6 +341,13 @@ export const WebhookDelivery = Type.Object(
     deliveredAt: At('When a 2xx arrived.'),
     claimedAt: At('When the running attempt started, while `in_flight`.'),
     redeliveredFromId: Text('The delivery this one redelivers, if any.'),
+    sequence: Nullable(
+      Type.Integer({
+        minimum: 1,
+        description:
+          "The event's place in this subscription's ledger (body member `sequence`, header `Service-Event-Sequence`); a redelivery keeps its original's; null for test fires and deliveries from before sequences existed.",
+      }),
+    ),
     lastError: Nullable(
       StringEnum(ATTEMPT_ERROR_CLASSES, {
         description:

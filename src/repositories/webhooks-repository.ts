@@ -25,6 +25,17 @@ export type SubscriptionRow = Selectable<WebhookSubscriptionsTable>;
 export type DeliveryRow = Selectable<WebhookDeliveriesTable>;
 export type AttemptRow = Selectable<WebhookAttemptsTable>;
 
+/** One event of a subscription's ledger with its latest delivery (see `ledger`). */
+export interface LedgerRow {
+  sequence: number;
+  deliveryId: string;
+  status: DeliveryStatus;
+  eventId: string;
+  type: string;
+  data: string;
+  createdAt: string;
+}
+
 /** A claimed delivery with what sending it needs. */
 export interface ClaimedDelivery {
   id: string;
@@ -37,7 +48,10 @@ export interface ClaimedDelivery {
   data: string;
   /** A test fire's event: marked in the envelope, changes no counter. */
   isTest: boolean;
+  /** The event's place in the subscription's ledger; null for a test fire. */
+  sequence: number | null;
   url: string;
+  standardWebhooks: boolean;
   signingKey: string;
   legacySigningKey: string | null;
   legacySigningKeyExpiresAt: string | null;
@@ -177,6 +191,129 @@ export class WebhooksRepository extends Repository {
       .execute();
   }
 
+  /**
+   * Takes each subscription's next sequence in one statement (a counter row at 1 the first time,
+   * else its number plus one). The counter rows stay locked until the transaction ends, so the
+   * numbers are handed out in commit order and a rollback gives them back: no gap, no reuse. Ids
+   * are sorted so that transactions sharing subscriptions lock them in one order.
+   */
+  async takeSequences(tenantId: string, subscriptionIds: string[]): Promise<Map<string, number>> {
+    const rows = await this.db
+      .insertInto('webhookSequences')
+      .values(
+        [...subscriptionIds]
+          .sort()
+          .map((subscriptionId) => ({ subscriptionId, tenantId, lastSequence: 1 })),
+      )
+      .onConflict((conflict) =>
+        conflict
+          .column('subscriptionId')
+          .doUpdateSet((eb) => ({ lastSequence: eb('webhookSequences.lastSequence', '+', 1) })),
+      )
+      .returning(['subscriptionId', 'lastSequence'])
+      .execute();
+    return new Map(rows.map((row) => [row.subscriptionId, row.lastSequence]));
+  }
+
+  /** The subscription's last sequence taken; 0 before its first event. */
+  async lastSequence(tenantId: string, subscriptionId: string): Promise<number> {
+    const row = await this.db
+      .selectFrom('webhookSequences')
+      .select('lastSequence')
+      .where('tenantId', '=', tenantId)
+      .where('subscriptionId', '=', subscriptionId)
+      .executeTakeFirst();
+    return row?.lastSequence ?? 0;
+  }
+
+  /**
+   * The ledger after `after`, by sequence: per sequence its newest delivery (the original or its
+   * latest redelivery) with the event; `type` and `deliveryStatus` filter on those.
+   */
+  async ledger(
+    tenantId: string,
+    subscriptionId: string,
+    query: { after: number; limit: number; type?: string; deliveryStatus?: DeliveryStatus },
+  ): Promise<LedgerRow[]> {
+    let select = this.db
+      .selectFrom('webhookDeliveries as d')
+      .innerJoin('events as e', 'e.id', 'd.eventId')
+      .select([
+        'd.sequence',
+        'd.id as deliveryId',
+        'd.status',
+        'd.eventId',
+        'e.type',
+        'e.data',
+        'e.createdAt',
+      ])
+      .where('d.tenantId', '=', tenantId)
+      .where('d.subscriptionId', '=', subscriptionId)
+      .where('d.sequence', '>', query.after)
+      .where(({ not, exists, selectFrom }) =>
+        not(
+          exists(
+            selectFrom('webhookDeliveries as n')
+              .select('n.id')
+              .whereRef('n.subscriptionId', '=', 'd.subscriptionId')
+              .whereRef('n.sequence', '=', 'd.sequence')
+              .whereRef('n.id', '>', 'd.id'),
+          ),
+        ),
+      );
+    if (query.type !== undefined) select = select.where('d.eventType', '=', query.type);
+    if (query.deliveryStatus !== undefined) {
+      select = select.where('d.status', '=', query.deliveryStatus);
+    }
+    return (await select.orderBy('d.sequence').limit(query.limit).execute()) as LedgerRow[];
+  }
+
+  /**
+   * The first sequence in (after, upTo] with no delivery left (retention removed it), or null
+   * when every one is there. Counted first, walked only when one is missing.
+   */
+  async firstMissingSequence(
+    tenantId: string,
+    subscriptionId: string,
+    after: number,
+    upTo: number,
+  ): Promise<number | null> {
+    if (upTo <= after) return null;
+    const inRange = this.db
+      .selectFrom('webhookDeliveries')
+      .where('tenantId', '=', tenantId)
+      .where('subscriptionId', '=', subscriptionId)
+      .where('sequence', '>', after)
+      .where('sequence', '<=', upTo);
+    const counted = await inRange
+      .select((eb) => eb.fn.count<number>('sequence').distinct().as('count'))
+      .executeTakeFirstOrThrow();
+    if (Number(counted.count) === upTo - after) return null;
+    const kept = await inRange.select('sequence').distinct().orderBy('sequence').execute();
+    let expected = after + 1;
+    for (const row of kept) {
+      if (row.sequence !== expected) return expected;
+      expected += 1;
+    }
+    return expected;
+  }
+
+  /** The oldest sequence after `after` still kept, or null. */
+  async firstKeptSequence(
+    tenantId: string,
+    subscriptionId: string,
+    after: number,
+  ): Promise<number | null> {
+    const row = await this.db
+      .selectFrom('webhookDeliveries')
+      .select((eb) => eb.fn.min('sequence').as('first'))
+      .where('tenantId', '=', tenantId)
+      .where('subscriptionId', '=', subscriptionId)
+      .where('sequence', '>', after)
+      .executeTakeFirst();
+    return row?.first === null || row?.first === undefined ? null : Number(row.first);
+  }
+
   insertDeliveries(rows: Insertable<WebhookDeliveriesTable>[]) {
     return this.db.insertInto('webhookDeliveries').values(rows).execute();
   }
@@ -312,7 +449,9 @@ export class WebhooksRepository extends Repository {
         'd.claimedAt',
         'e.data',
         'e.isTest',
+        'd.sequence',
         's.url',
+        's.standardWebhooks',
         's.signingKey',
         's.legacySigningKey',
         's.legacySigningKeyExpiresAt',
@@ -465,10 +604,10 @@ export class WebhooksRepository extends Repository {
     tenantId: string,
     subscriptionId: string,
     window: { since: string; until: string; afterId: string | null; limit: number },
-  ): Promise<Pick<DeliveryRow, 'id' | 'eventId' | 'eventType' | 'isTest'>[]> {
+  ): Promise<Pick<DeliveryRow, 'id' | 'eventId' | 'eventType' | 'isTest' | 'sequence'>[]> {
     let query = this.db
       .selectFrom('webhookDeliveries')
-      .select(['id', 'eventId', 'eventType', 'isTest'])
+      .select(['id', 'eventId', 'eventType', 'isTest', 'sequence'])
       .where('tenantId', '=', tenantId)
       .where('subscriptionId', '=', subscriptionId)
       .where('status', '=', 'dead_letter')

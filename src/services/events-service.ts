@@ -5,7 +5,7 @@ import { type Clock, nowIso } from '../lib/clock.ts';
 import { newEventId, newId } from '../lib/ids.ts';
 import { parseStoredJson } from '../lib/json.ts';
 import type { EventsRepository } from '../repositories/events-repository.ts';
-import type { WebhooksRepository } from '../repositories/webhooks-repository.ts';
+import type { DeliveryRow, WebhooksRepository } from '../repositories/webhooks-repository.ts';
 
 /**
  * Writes events into the outbox inside the caller's transaction, with one delivery row per active
@@ -22,13 +22,30 @@ interface EventsServiceDeps {
 export class EventsService {
   constructor(private readonly deps: EventsServiceDeps) {}
 
+  /**
+   * Records the event and queues one delivery per matching subscription, each with that
+   * subscription's next sequence (see WebhooksRepository.takeSequences): the counter rows stay
+   * locked until the caller's transaction ends, so sequences follow commit order.
+   */
   async emit<T extends EventType>(tenantId: string, type: T, data: EventData<T>): Promise<string> {
     const id = await this.record(tenantId, type, data);
     const subscriptions = await this.deps.webhooks.activeSubscriptions(tenantId);
     const matching = subscriptions
       .filter((s) => parseStoredJson<string[]>(s.events).includes(type))
       .map((s) => s.id);
-    await this.queue(tenantId, id, type, matching);
+    if (matching.length === 0) return id;
+    const sequences = await this.deps.webhooks.takeSequences(tenantId, matching);
+    await this.insertPending(
+      tenantId,
+      matching.map((subscriptionId) => ({
+        subscriptionId,
+        eventId: id,
+        eventType: type,
+        redeliveredFromId: null,
+        isTest: false,
+        sequence: sequences.get(subscriptionId) ?? null,
+      })),
+    );
     return id;
   }
 
@@ -62,13 +79,12 @@ export class EventsService {
     return this.deps.events.after(tenantId, afterSeq, limit);
   }
 
-  /** One pending delivery of the event per subscription, due now. */
-  async queue(
+  /** One pending delivery of a test fire per subscription, due now: it takes no sequence. */
+  async queueTest(
     tenantId: string,
     eventId: string,
     type: EventType,
     subscriptionIds: string[],
-    options: { redeliveredFromId?: string; test?: boolean } = {},
   ): Promise<string[]> {
     return this.insertPending(
       tenantId,
@@ -76,17 +92,23 @@ export class EventsService {
         subscriptionId,
         eventId,
         eventType: type,
-        redeliveredFromId: options.redeliveredFromId ?? null,
-        isTest: options.test === true,
+        redeliveredFromId: null,
+        isTest: true,
+        sequence: null,
       })),
     );
   }
 
-  /** One pending redelivery, due now, of each delivery given (recover), to its subscription. */
+  /**
+   * One pending redelivery, due now, of each delivery given (redeliver, recover), to its
+   * subscription: same event, same sequence.
+   */
   requeue(
     tenantId: string,
     subscriptionId: string,
-    originals: ReadonlyArray<{ id: string; eventId: string; eventType: string; isTest: boolean }>,
+    originals: ReadonlyArray<
+      Pick<DeliveryRow, 'id' | 'eventId' | 'eventType' | 'isTest' | 'sequence'>
+    >,
   ): Promise<string[]> {
     return this.insertPending(
       tenantId,
@@ -96,6 +118,7 @@ export class EventsService {
         eventType: original.eventType,
         redeliveredFromId: original.id,
         isTest: original.isTest,
+        sequence: original.sequence,
       })),
     );
   }
@@ -108,6 +131,7 @@ export class EventsService {
       eventType: string;
       redeliveredFromId: string | null;
       isTest: boolean;
+      sequence: number | null;
     }>,
   ): Promise<string[]> {
     if (deliveries.length === 0) return [];

@@ -1,18 +1,19 @@
+import type { Updateable } from 'kysely';
 import type { Database } from '../db/database.ts';
 import { DELIVERIES_CHANNEL, type Notifier } from '../db/notifier.ts';
-import type { DeliveryStatus } from '../db/schema.ts';
+import type { DeliveryStatus, WebhookSubscriptionsTable } from '../db/schema.ts';
 import type { AddressGuard } from '../domain/address-guard.ts';
 import { sampleEventData } from '../domain/event-samples.ts';
 import type { EventData } from '../domain/event-schemas.ts';
 import { effectiveWebhookEndpointCap, isTier, TIERS } from '../domain/plans.ts';
-import { newSigningKey } from '../domain/signing.ts';
-import type { EventType, SubscribableEventType } from '../domain/states.ts';
+import { newSigningKey, servesStandardWebhooks } from '../domain/signing.ts';
+import type { SubscribableEventType } from '../domain/states.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
 import { keysetPage, type Page, type PageRequest } from '../lib/cursor.ts';
 import { firstIdAt, newId } from '../lib/ids.ts';
 import { canonicalInstant } from '../lib/instant.ts';
 import { parseStoredJson } from '../lib/json.ts';
-import { conflict, fieldError, forbidden, notFound } from '../lib/problems.ts';
+import { ApiProblem, conflict, fieldError, forbidden, notFound } from '../lib/problems.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
 import type { TenantsRepository } from '../repositories/tenants-repository.ts';
 import type {
@@ -35,6 +36,7 @@ export interface Subscription {
   lastSuccessAt: string | null;
   lastFailureAt: string | null;
   last24h: RecentDeliveries;
+  standardWebhooks: boolean;
   createdAt: string;
 }
 
@@ -45,6 +47,34 @@ export type Attempt = Omit<AttemptRow, 'tenantId' | 'deliveryId'>;
 export interface CreateSubscriptionInput {
   url: string;
   events: string[];
+  standardWebhooks?: boolean;
+}
+
+/** PATCH: what is given changes; `active` pauses (false) or re-enables (true). */
+export interface UpdateSubscriptionInput {
+  url?: string;
+  events?: string[];
+  standardWebhooks?: boolean;
+  active?: boolean;
+}
+
+/** One event of a subscription's ledger, as push sends it, with its latest delivery. */
+export interface LedgerEvent {
+  id: string;
+  type: string;
+  /** Unix seconds of the event's creation (push sends the attempt's time). */
+  created: number;
+  data: Record<string, unknown>;
+  sequence: number;
+  deliveryStatus: DeliveryStatus;
+  deliveryId: string;
+}
+
+export interface LedgerQuery {
+  after: number;
+  limit: number;
+  type?: string;
+  deliveryStatus?: DeliveryStatus;
 }
 
 /** A webhook URL the address guard accepted (checkTarget). */
@@ -79,6 +109,7 @@ function toSubscription(
     lastSuccessAt: row.lastSuccessAt,
     lastFailureAt: row.lastFailureAt,
     last24h,
+    standardWebhooks: row.standardWebhooks,
     createdAt: row.createdAt,
   };
 }
@@ -173,10 +204,105 @@ export class WebhooksService {
         signingKey: this.deps.secrets.encrypt(signingKey, id),
         legacySigningKey: null,
         legacySigningKeyExpiresAt: null,
+        standardWebhooks: input.standardWebhooks === true,
         createdAt: nowIso(this.deps.clock),
       });
     });
     return { subscription: toSubscription(row), signingKey };
+  }
+
+  /**
+   * PATCH: a new URL (checked like at creation, by `checkUrl` before the transaction), events,
+   * Standard Webhooks headers (409 `signing_key_rotation_required` while the current key predates
+   * the form they need), pause or re-enable. A deleted subscription is 404.
+   */
+  async update(
+    tenantId: string,
+    id: string,
+    input: UpdateSubscriptionInput,
+    target?: CheckedTarget,
+  ): Promise<Subscription> {
+    const checked =
+      input.url === undefined ? undefined : (target ?? (await this.checkUrl(input.url)));
+    const now = nowIso(this.deps.clock);
+    const row = await this.deps.database.withTransaction(async () => {
+      const current = await this.deps.webhooks.lockLiveSubscription(tenantId, id);
+      if (!current) throw notFound('Webhook subscription');
+      if (
+        input.standardWebhooks === true &&
+        !servesStandardWebhooks(this.deps.secrets.decrypt(current.signingKey, id))
+      ) {
+        throw conflict(
+          'This signing key predates the form Standard Webhooks verifiers need: rotate the key (POST /api/v1/webhooks/{id}/rotate-key), then turn standardWebhooks on.',
+          'signing_key_rotation_required',
+        );
+      }
+      const patch: Updateable<WebhookSubscriptionsTable> = {};
+      if (checked) patch.url = checked.url;
+      if (input.events) patch.events = JSON.stringify([...new Set(input.events)]);
+      if (input.standardWebhooks !== undefined) patch.standardWebhooks = input.standardWebhooks;
+      if (input.active === true && !current.active) {
+        Object.assign(patch, {
+          active: true,
+          pausedAt: null,
+          consecutiveFailures: 0,
+          clientErrorRun: 0,
+          clientErrorRunSince: null,
+        });
+        await this.deps.notifier.publish(DELIVERIES_CHANNEL);
+      } else if (input.active === false && current.active) {
+        Object.assign(patch, { active: false, pausedAt: now });
+      }
+      if (Object.keys(patch).length === 0) return current;
+      return this.deps.webhooks.updateSubscription(tenantId, id, patch);
+    });
+    if (!row) throw notFound('Webhook subscription');
+    return toSubscription(row, (await this.recent(tenantId, [id])).get(id));
+  }
+
+  /**
+   * The subscription's ledger after `after`, ascending: each event as push sends it, with its
+   * latest delivery. Deleted and paused subscriptions keep theirs. Never a silent skip: when
+   * retention removed the sequence after `after`, 409 `events_expired` with `firstSequence`;
+   * when it removed one further on, the page ends before it (and the next asks past it).
+   */
+  async ledger(
+    tenantId: string,
+    id: string,
+    query: LedgerQuery,
+  ): Promise<{ data: LedgerEvent[]; meta: { hasMore: boolean } }> {
+    await this.existing(tenantId, id);
+    const { after, limit } = query;
+    const rows = await this.deps.webhooks.ledger(tenantId, id, { ...query, limit: limit + 1 });
+    const page = rows.slice(0, limit);
+    const upTo =
+      page.length > 0
+        ? page[page.length - 1].sequence
+        : await this.deps.webhooks.lastSequence(tenantId, id);
+    const missing = await this.deps.webhooks.firstMissingSequence(tenantId, id, after, upTo);
+    if (missing === after + 1) {
+      const first =
+        (await this.deps.webhooks.firstKeptSequence(tenantId, id, after)) ??
+        (await this.deps.webhooks.lastSequence(tenantId, id)) + 1;
+      throw new ApiProblem(
+        'conflict',
+        `Events after sequence ${after} are past retention; the oldest kept is ${first}.`,
+        { code: 'events_expired', firstSequence: first },
+      );
+    }
+    const kept = missing === null ? page : page.filter((row) => row.sequence < missing);
+    return {
+      data: kept.map((row) => ({
+        id: row.eventId,
+        type: row.type,
+        created: Math.floor(Date.parse(row.createdAt) / 1000),
+        data: parseStoredJson<Record<string, unknown>>(row.data),
+        sequence: row.sequence,
+        deliveryStatus: row.status,
+        deliveryId: row.deliveryId,
+      })),
+      meta: { hasMore: missing !== null || rows.length > limit },
+    };
   }
 
   /**
@@ -187,6 +313,11 @@ export class WebhooksService {
    */
   async checkTarget(tenantId: string, url: string): Promise<CheckedTarget> {
     await this.assertRoomForEndpoint(tenantId, false);
+    return this.checkUrl(url);
+  }
+
+  /** The URL's check alone (a new URL for an existing endpoint): outside any transaction. */
+  async checkUrl(url: string): Promise<CheckedTarget> {
     const check = await this.deps.guard.checkUrl(url);
     if (!check.ok) throw fieldError('url', check.reason);
     return { url };
@@ -368,10 +499,7 @@ export class WebhooksService {
     }
     requireActive(subscription);
     const [newDeliveryId] = await this.deps.database.withTransaction(() =>
-      this.deps.events.queue(tenantId, original.eventId, original.eventType as EventType, [id], {
-        redeliveredFromId: original.id,
-        test: original.isTest,
-      }),
+      this.deps.events.requeue(tenantId, id, [original]),
     );
     return { deliveryId: newDeliveryId, eventId: original.eventId, status: 'pending' };
   }
@@ -411,7 +539,7 @@ export class WebhooksService {
           test: true,
         },
       );
-      const queued = await this.deps.events.queue(tenantId, eventId, type, targets, { test: true });
+      const queued = await this.deps.events.queueTest(tenantId, eventId, type, targets);
       return { eventId, deliveries: queued.length };
     });
   }

@@ -57,11 +57,18 @@ export async function forwardEvents(
         read.set(seq, now);
         if (options.events !== null && !options.events.has(row.type)) continue;
         forwarded += 1;
-        const request = deliveryRequest(row, Math.floor(Date.now() / 1000), [options.signingKey], {
-          requestId: `listen_${row.id}.1`,
-          attempt: 1,
-          userAgent,
-        });
+        // The tenant's stream, not a subscription's ledger: no sequence.
+        const event = { ...row, sequence: null };
+        const request = deliveryRequest(
+          event,
+          Math.floor(Date.now() / 1000),
+          [options.signingKey],
+          {
+            requestId: `listen_${row.id}.1`,
+            attempt: 1,
+            userAgent,
+          },
+        );
         const answer = await post(options.forwardTo, request, timeoutMs);
         out.write(`${new Date().toISOString()}  ${row.type}  ${row.id}  → ${answer}\n`);
       }

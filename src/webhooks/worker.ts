@@ -344,6 +344,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       type: delivery.eventType,
       data: delivery.data,
       isTest: delivery.isTest,
+      sequence: delivery.sequence,
     };
     const { body, headers } = deliveryRequest(
       event,
@@ -354,6 +355,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
         attempt: delivery.attempts,
         userAgent: this.userAgent,
       },
+      { standardWebhooks: delivery.standardWebhooks },
     );
     return this.deps.sender.send(delivery.url, headers, body);
   }

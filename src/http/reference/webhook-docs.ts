@@ -170,6 +170,8 @@ function deliveryDescription(options: WebhookDocsOptions): string {
       '"Receiving webhooks" in the introduction.',
     '**Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event ' +
       'carries it. Ignore unknown fields: new ones may be added.',
+    '**Never miss one**: keep the last `sequence` processed per subscription; when one arrives ' +
+      'past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.',
     `**Answer** any 2xx within ${duration(options.timeoutMs)}. Any other status, a redirect ` +
       '(not followed) or a time-out is a failure, retried after ' +
       `${options.retryScheduleMs.map(duration).join(', ')} (${attempts} attempts in all); ` +
@@ -181,13 +183,24 @@ function deliveryDescription(options: WebhookDocsOptions): string {
 
 function headers(type: EventType, options: WebhookDocsOptions) {
   const userAgent = `Service-Webhooks/1.0 (+${options.publicBaseUrl})`;
-  const header = (name: string, description: string, schema: Json) => ({
+  const header = (name: string, description: string, schema: Json, required = true) => ({
     name,
     in: 'header' as const,
-    required: true,
+    required,
     description,
     schema,
   });
+  const sequence =
+    type === 'webhook.test'
+      ? []
+      : [
+          header(
+            'Service-Event-Sequence',
+            "The event's `sequence` in this subscription's ledger (equals the body's); absent on test events.",
+            { type: 'integer', minimum: 1 },
+            false,
+          ),
+        ];
   return [
     header('Content-Type', 'The body is JSON (UTF-8).', {
       type: 'string',
@@ -230,6 +243,25 @@ function headers(type: EventType, options: WebhookDocsOptions) {
       'Attempt number of this delivery, from 1; a redelivery starts again at 1.',
       { type: 'integer', minimum: 1 },
     ),
+    ...sequence,
+    header(
+      'webhook-id',
+      'Standard Webhooks (when the subscription has `standardWebhooks`): the event id.',
+      { type: 'string', format: 'uuid' },
+      false,
+    ),
+    header(
+      'webhook-timestamp',
+      'Standard Webhooks: unix seconds, the `t` of `Service-Signature`.',
+      { type: 'integer', minimum: 0 },
+      false,
+    ),
+    header(
+      'webhook-signature',
+      'Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string.',
+      { type: 'string', pattern: '^v1,[A-Za-z0-9+/=]+( v1,[A-Za-z0-9+/=]+)?$' },
+      false,
+    ),
   ];
 }
 
@@ -255,6 +287,12 @@ function envelope(type: EventType): Json {
         const: true,
         description:
           'Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.',
+      },
+      sequence: {
+        type: 'integer',
+        minimum: 1,
+        description:
+          "This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`.",
       },
       data: toDocumentSchema(EVENT_DATA_SCHEMAS[type]),
     },
@@ -300,6 +338,7 @@ export function webhookDocs(options: WebhookDocsOptions) {
                   id: '0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90',
                   type,
                   created: 1_793_870_565,
+                  ...(type === 'webhook.test' ? {} : { sequence: 42 }),
                   data: sampleEventData(type, EXAMPLE_TIME, exampleId),
                 },
               },

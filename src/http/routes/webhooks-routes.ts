@@ -24,22 +24,79 @@ import type { RouteOptions } from './options.ts';
 const SigningKey = Type.String({
   pattern: '^whsec_[A-Za-z0-9_-]{32,}$',
   description:
-    'Shown only in this response. `Service-Signature` v1 = hex HMAC-SHA256 keyed by this whole string over `<t>.<raw body>` (Stripe-compatible).',
-  examples: ['whsec_kQ3vY8pZr2Tn6Wb1Lx9Cf4Hs7Dg0Mj5Ve2Ua8Ro3Ni6'],
+    'Shown only in this response. `Service-Signature` v1 = hex HMAC-SHA256 keyed by this whole string over `<t>.<raw body>` (Stripe-compatible); the part after `whsec_` is base64 (44 letters and digits), the key Standard Webhooks verifiers decode. Keys made before that form are 43 base64url characters.',
+  examples: ['whsec_kQ3vY8pZr2Tn6Wb1Lx9Cf4Hs7Dg0Mj5Ve2Ua8Ro3Ni6T'],
+});
+
+const WebhookUrl = Type.String({
+  maxLength: MAX_URL_LENGTH,
+  description:
+    'HTTPS only; every address the host resolves to must be public (private, loopback, link-local and CGNAT addresses are refused). A host that does not resolve within `WEBHOOK_DNS_TIMEOUT` (2 s by default) is 422 too.',
+});
+
+const WebhookEvents = Type.Array(StringEnum(SUBSCRIBABLE_EVENT_TYPES), {
+  minItems: 1,
+  maxItems: SUBSCRIBABLE_EVENT_TYPES.length * 4,
+  description: 'Event types from the catalog; `webhook.test` is not subscribable.',
+});
+
+const StandardWebhooks = Type.Boolean({
+  description:
+    'Also send the Standard Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature`), verifiable with the same signing key by the `standardwebhooks` libraries. Default false.',
 });
 
 const CreateWebhookBody = Type.Object(
   {
-    url: Type.String({
-      maxLength: MAX_URL_LENGTH,
-      description:
-        'HTTPS only; every address the host resolves to must be public (private, loopback, link-local and CGNAT addresses are refused). A host that does not resolve within `WEBHOOK_DNS_TIMEOUT` (2 s by default) is 422 too.',
+    url: WebhookUrl,
+    events: WebhookEvents,
+    standardWebhooks: Type.Optional(StandardWebhooks),
+  },
+  { additionalProperties: false },
+);
+
+const UpdateWebhookBody = Type.Object(
+  {
+    url: Type.Optional(WebhookUrl),
+    events: Type.Optional(WebhookEvents),
+    standardWebhooks: Type.Optional(StandardWebhooks),
+    active: Type.Optional(
+      Type.Boolean({
+        description:
+          '`true` re-enables a paused subscription (failure counters cleared; its pending deliveries resume); `false` pauses it (pending deliveries stay pending).',
+      }),
+    ),
+  },
+  { additionalProperties: false, minProperties: 1 },
+);
+
+const LedgerQuery = Query({
+  after: Type.Integer({
+    minimum: 0,
+    default: 0,
+    description: 'The last sequence already processed; the answer starts after it.',
+  }),
+  limit: Type.Integer({ minimum: 1, maximum: 100, default: 50, description: 'Page size, 1-100.' }),
+  type: StringEnum(SUBSCRIBABLE_EVENT_TYPES, { description: 'Only events of this type.' }),
+  deliveryStatus: StringEnum(DELIVERY_STATUSES, {
+    description: 'Only events whose latest delivery is in this status.',
+  }),
+});
+
+const LedgerEvent = Type.Object(
+  {
+    id: Type.String({ description: 'The event id (`Service-Event-Id`).' }),
+    type: Type.String({ description: 'The event type.' }),
+    created: Type.Integer({
+      description: 'Unix seconds of the event (push sends the time of the attempt).',
     }),
-    events: Type.Array(StringEnum(SUBSCRIBABLE_EVENT_TYPES), {
-      minItems: 1,
-      maxItems: SUBSCRIBABLE_EVENT_TYPES.length * 4,
-      description: 'Event types from the catalog; `webhook.test` is not subscribable.',
+    data: Type.Record(Type.String(), Type.Unknown(), {
+      description: 'The event data, as push sends it.',
     }),
+    sequence: Type.Integer({ minimum: 1, description: "The event's place in this ledger." }),
+    deliveryStatus: StringEnum(DELIVERY_STATUSES, {
+      description: 'Status of its latest delivery (the original or its latest redelivery).',
+    }),
+    deliveryId: Type.String({ description: 'Its latest delivery.' }),
   },
   { additionalProperties: false },
 );
@@ -130,6 +187,84 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (
           status: 201,
           body: { data: created.subscription, signingKey: created.signingKey },
         };
+      });
+    },
+  );
+
+  app.patch(
+    '/webhooks/:id',
+    {
+      config: { scope: 'webhooks:write' },
+      schema: {
+        operationId: 'updateWebhook',
+        tags: ['Webhook endpoints'],
+        summary: 'Change a subscription: URL, events, Standard Webhooks headers, pause or enable',
+        description:
+          'Any of the members; what is not given stays. A new `url` is checked as at creation (422). `active: true` re-enables a paused subscription, `active: false` pauses it. `standardWebhooks: true` with a signing key made before the Standard Webhooks form is 409 `conflict` with `code` `signing_key_rotation_required`: rotate the key first. A deleted subscription is 404. Scope `webhooks:write`.',
+        headers: IdempotencyHeaders,
+        params: IdParams,
+        body: UpdateWebhookBody,
+        response: {
+          200: ok(DataOf(Type.Ref(WebhookSubscription)), 'The subscription as it is now.'),
+          ...problems(401, 403, 404, 409, 422, 429),
+        },
+      },
+    },
+    async (request, reply) => {
+      const tenantId = callerOf(request).tenant.id;
+      const { url } = request.body;
+      // Resolving a new URL is no database work: it comes before the unit of work.
+      const target = url === undefined ? undefined : await services.webhooks.checkUrl(url);
+      return writes.run(request, reply, async () => ({
+        status: 200,
+        body: {
+          data: await services.webhooks.update(tenantId, request.params.id, request.body, target),
+        },
+      }));
+    },
+  );
+
+  app.get(
+    '/webhooks/:id/events',
+    {
+      config: { scope: 'webhooks:read' },
+      schema: {
+        operationId: 'listWebhookEvents',
+        tags: ['Webhook endpoints'],
+        summary: "Pull the subscription's events after a sequence (the same ledger push sends)",
+        description:
+          "Each event fanned out to this subscription, ascending by `sequence`, exactly as push sends it plus its latest delivery's `deliveryStatus` and `deliveryId`. A receiver that processed up to N asks `after=N`. When retention removed events after `after`, 409 `conflict` with `code` `events_expired` and `firstSequence` (the oldest kept): never a silent skip. Paused and deleted subscriptions keep their ledger until retention. Scope `webhooks:read`.",
+        params: IdParams,
+        querystring: LedgerQuery,
+        response: {
+          200: ok(
+            Type.Object(
+              {
+                data: Type.Array(LedgerEvent),
+                meta: Type.Object(
+                  {
+                    hasMore: Type.Boolean({
+                      description: 'More events follow: ask again with the last `sequence`.',
+                    }),
+                  },
+                  { additionalProperties: false },
+                ),
+              },
+              { additionalProperties: false },
+            ),
+            'A page of the ledger.',
+          ),
+          ...problems(401, 403, 404, 409, 422, 429),
+        },
+      },
+    },
+    async (request) => {
+      const { after = 0, limit = 50, type, deliveryStatus } = request.query;
+      return services.webhooks.ledger(callerOf(request).tenant.id, request.params.id, {
+        after,
+        limit,
+        type,
+        deliveryStatus,
       });
     },
   );
