@@ -177,6 +177,23 @@ const ROUTES: RouteCase[] = [
     foreignStatus: 404,
   },
   {
+    method: 'PATCH',
+    template: '/api/v1/webhooks/{id}',
+    url: (i) => `/api/v1/webhooks/${i.webhook}`,
+    scope: 'webhooks:write',
+    body: () => ({ events: ['trip.published', 'client.created'] }),
+    ownerStatus: 200,
+    foreignStatus: 404,
+  },
+  {
+    method: 'GET',
+    template: '/api/v1/webhooks/{id}/events',
+    url: (i) => `/api/v1/webhooks/${i.webhook}/events`,
+    scope: 'webhooks:read',
+    ownerStatus: 200,
+    foreignStatus: 404,
+  },
+  {
     method: 'POST',
     template: '/api/v1/webhooks/{id}/rotate-key',
     url: (i) => `/api/v1/webhooks/${i.webhook}/rotate-key`,

@@ -272,12 +272,19 @@ for (const backend of BACKENDS) {
         { code: hole.json().code, firstSequence: hole.json().firstSequence },
         { code: 'events_expired', firstSequence: 6 },
       );
-      // Filtered, too.
+      // Filtered, too: the page ends before the hole, and the next one meets it first.
       const filtered = await pull(data.id, 'after=3&deliveryStatus=success');
       assert.deepEqual(
         filtered.json().data.map((item: LedgerItem) => item.sequence),
         [4],
       );
+      assert.equal(filtered.json().meta.hasMore, true);
+      const filteredHole = await pull(data.id, 'after=4&type=client.created');
+      assert.equal(filteredHole.statusCode, 409);
+      assert.equal(filteredHole.json().firstSequence, 6);
+      // Nothing of a type after the hole: still not a silent skip.
+      const noneAfter = await pull(data.id, 'after=4&type=booking.confirmed');
+      assert.equal(noneAfter.statusCode, 409);
       assert.deepEqual(
         (await pullAll(data.id, 5)).map((item) => item.sequence),
         [6],

@@ -336,7 +336,7 @@ export interface paths {
         };
         /**
          * Pull the subscription's events after a sequence (the same ledger push sends)
-         * @description Each event fanned out to this subscription, ascending by `sequence`, exactly as push sends it plus its latest delivery's `deliveryStatus` and `deliveryId`. A receiver that processed up to N asks `after=N`. When retention removed events after `after`, 409 `conflict` with `code` `events_expired` and `firstSequence` (the oldest kept): never a silent skip. Paused and deleted subscriptions keep their ledger until retention. Scope `webhooks:read`.
+         * @description Each event fanned out to this subscription, ascending by `sequence`, exactly as push sends it plus its latest delivery's `deliveryStatus` and `deliveryId`. A receiver that processed up to N asks `after=N`. When retention removed a sequence before the first event of the answer, 409 `conflict` with `code` `events_expired` and `firstSequence` (the first kept after it); one further on ends the page before it: never a silent skip. Paused and deleted subscriptions keep their ledger until retention. Scope `webhooks:read`.
          */
         get: operations["listWebhookEvents"];
         put?: never;
@@ -1288,7 +1288,7 @@ export interface components {
                 /** Format: uri */
                 checkoutUrl: string;
             };
-            /** @description On `events_expired`: the oldest sequence of the subscription's ledger still kept. */
+            /** @description On `events_expired`: the first sequence kept after the ones retention removed. */
             firstSequence?: number;
             /** @description Quote it when reporting a 500. */
             requestId?: string;

@@ -270,7 +270,7 @@ const Problem = Type.Object(
     firstSequence: Type.Optional(
       Type.Integer({
         description:
-          "On `events_expired`: the oldest sequence of the subscription's ledger still kept.",
+          'On `events_expired`: the first sequence kept after the ones retention removed.',
       }),
     ),
     requestId: Type.Optional(Type.String({ description: 'Quote it when reporting a 500.' })),

@@ -262,9 +262,10 @@ export class WebhooksService {
 
   /**
    * The subscription's ledger after `after`, ascending: each event as push sends it, with its
-   * latest delivery. Deleted and paused subscriptions keep theirs. Never a silent skip: when
-   * retention removed the sequence after `after`, 409 `events_expired` with `firstSequence`;
-   * when it removed one further on, the page ends before it (and the next asks past it).
+   * latest delivery. Deleted and paused subscriptions keep theirs. Never a silent skip: a
+   * sequence retention removed before the first event of the answer is 409 `events_expired`
+   * (`firstSequence`: the first kept after it); one further on ends the page before it, so the
+   * next request meets it first.
    */
   async ledger(
     tenantId: string,
@@ -280,13 +281,13 @@ export class WebhooksService {
         ? page[page.length - 1].sequence
         : await this.deps.webhooks.lastSequence(tenantId, id);
     const missing = await this.deps.webhooks.firstMissingSequence(tenantId, id, after, upTo);
-    if (missing === after + 1) {
+    if (missing !== null && (page.length === 0 || missing < page[0].sequence)) {
       const first =
-        (await this.deps.webhooks.firstKeptSequence(tenantId, id, after)) ??
+        (await this.deps.webhooks.firstKeptSequence(tenantId, id, missing)) ??
         (await this.deps.webhooks.lastSequence(tenantId, id)) + 1;
       throw new ApiProblem(
         'conflict',
-        `Events after sequence ${after} are past retention; the oldest kept is ${first}.`,
+        `Sequence ${missing} is past retention; the first kept after it is ${first}.`,
         { code: 'events_expired', firstSequence: first },
       );
     }

@@ -72,6 +72,7 @@ const UpdateWebhookBody = Type.Object(
 const LedgerQuery = Query({
   after: Type.Integer({
     minimum: 0,
+    maximum: Number.MAX_SAFE_INTEGER,
     default: 0,
     description: 'The last sequence already processed; the answer starts after it.',
   }),
@@ -233,7 +234,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (
         tags: ['Webhook endpoints'],
         summary: "Pull the subscription's events after a sequence (the same ledger push sends)",
         description:
-          "Each event fanned out to this subscription, ascending by `sequence`, exactly as push sends it plus its latest delivery's `deliveryStatus` and `deliveryId`. A receiver that processed up to N asks `after=N`. When retention removed events after `after`, 409 `conflict` with `code` `events_expired` and `firstSequence` (the oldest kept): never a silent skip. Paused and deleted subscriptions keep their ledger until retention. Scope `webhooks:read`.",
+          "Each event fanned out to this subscription, ascending by `sequence`, exactly as push sends it plus its latest delivery's `deliveryStatus` and `deliveryId`. A receiver that processed up to N asks `after=N`. When retention removed a sequence before the first event of the answer, 409 `conflict` with `code` `events_expired` and `firstSequence` (the first kept after it); one further on ends the page before it: never a silent skip. Paused and deleted subscriptions keep their ledger until retention. Scope `webhooks:read`.",
         params: IdParams,
         querystring: LedgerQuery,
         response: {
