@@ -14,8 +14,12 @@ for (const backend of BACKENDS) {
     let tenant: TenantFixture;
     let receiver: HttpsReceiver;
     let worker: ReturnType<typeof startWorker>;
+    type Answer = { status: number; headers?: Record<string, string> };
     /** The answer to each path's first attempt; later attempts get 204. */
-    const firstAnswers = new Map<string, { status: number; headers?: Record<string, string> }>();
+    const firstAnswers = new Map<string, Answer>();
+    /** The answer to a path's very first request only. */
+    const onceAnswers = new Map<string, Answer>();
+    let other: TenantFixture;
 
     before(async () => {
       const ca = await testCa();
@@ -23,17 +27,26 @@ for (const backend of BACKENDS) {
         env: {
           WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
           WEBHOOK_CA_FILE: ca.caFile,
-          // One second between attempts, so twice it (the cap) is two.
+          // One second between attempts: a longer Retry-After shows.
           WEBHOOK_RETRY_SCHEDULE: '1s,1s',
         },
       });
       tenant = await createTenant(ctx, { tier: 'pro' });
       await ctx.admin('PATCH', `/admin/v1/tenants/${tenant.id}`, { webhookEndpointCap: 20 });
+      other = await createTenant(ctx, { tier: 'pro' });
       receiver = await HttpsReceiver.start({
-        responder: (r) =>
-          (r.headers['service-delivery-attempt'] === '1' && firstAnswers.get(r.path)) || {
-            status: 204,
-          },
+        responder: (r) => {
+          const once = onceAnswers.get(r.path);
+          if (once) {
+            onceAnswers.delete(r.path);
+            return once;
+          }
+          return (
+            (r.headers['service-delivery-attempt'] === '1' && firstAnswers.get(r.path)) || {
+              status: 204,
+            }
+          );
+        },
       });
       worker = startWorker(ctx.runtime, { pollIntervalMs: 50 });
     });
@@ -43,13 +56,28 @@ for (const backend of BACKENDS) {
       await ctx.close();
     });
 
-    /** The gap between the first two attempts to `path`, whose first answer is `first`. */
-    async function gap(path: string, first: { status: number; headers?: Record<string, string> }) {
+    const subscribe = async (path: string, owner = tenant) => {
       const created = await ctx.api('POST', '/api/v1/webhooks', {
-        token: tenant.token,
+        token: owner.token,
         body: { url: receiver.url(path), events: ['client.created'] },
       });
       assert.equal(created.statusCode, 201);
+      return created;
+    };
+    const createClients = (owner: TenantFixture, n: number) =>
+      Promise.all(
+        Array.from({ length: n }, (_, i) =>
+          ctx.api('POST', '/api/v1/clients', {
+            token: owner.token,
+            body: { kind: 'individual', displayName: `Client ${i}` },
+          }),
+        ),
+      );
+    const to = (path: string) => receiver.requests.filter((r) => r.path === path);
+
+    /** The gap between the first two attempts to `path`, whose first answer is `first`. */
+    async function gap(path: string, first: Answer) {
+      const created = await subscribe(path);
       firstAnswers.set(path, first);
       await ctx.api('POST', '/api/v1/webhooks/test', {
         token: tenant.token,
@@ -66,14 +94,70 @@ for (const backend of BACKENDS) {
       return two.receivedAt - one.receivedAt;
     }
 
-    it('waits at least the Retry-After of a 429, within twice the scheduled wait', async () => {
+    it('retries at the Retry-After of a 429 when it is later than the scheduled wait', async () => {
       const waited = await gap('/ra-429', { status: 429, headers: { 'retry-after': '2' } });
       assert.ok(waited >= 1_900 && waited < 3_500, `waited ${Math.round(waited)} ms`);
     });
 
-    it('caps a longer Retry-After of a 503 at twice the scheduled wait', async () => {
-      const waited = await gap('/ra-503', { status: 503, headers: { 'retry-after': '3600' } });
-      assert.ok(waited >= 1_900 && waited < 3_500, `waited ${Math.round(waited)} ms`);
+    it('reads the HTTP-date form', async () => {
+      const at = new Date(Date.now() + 3_000).toUTCString();
+      const waited = await gap('/ra-date', { status: 503, headers: { 'retry-after': at } });
+      // The date has whole seconds: 2-3 s from the answer.
+      assert.ok(waited >= 1_900 && waited < 4_500, `waited ${Math.round(waited)} ms`);
+    });
+
+    it('holds the whole endpoint for the Retry-After; other tenants keep receiving', async () => {
+      const held = await subscribe('/held');
+      await subscribe('/not-held', other);
+      onceAnswers.set('/held', { status: 429, headers: { 'retry-after': '3' } });
+      await ctx.api('POST', '/api/v1/webhooks/test', {
+        token: tenant.token,
+        body: { subscriptionId: held.json().data.id },
+      });
+      const [answered] = await until(async () =>
+        to('/held').length > 0 ? to('/held') : undefined,
+      );
+      // Events for both endpoints while the first is held.
+      await createClients(tenant, 3);
+      await createClients(other, 3);
+      await until(async () => (to('/not-held').length >= 3 ? true : undefined), 2_000);
+      assert.equal(to('/held').length, 1, 'nothing to the held endpoint meanwhile');
+      // After the hold: the test fire's retry and the three events.
+      const after = await until(
+        async () => (to('/held').length >= 5 ? to('/held') : undefined),
+        8_000,
+        'the held deliveries',
+      );
+      const first = Math.min(...after.slice(1).map((r) => r.receivedAt));
+      assert.ok(
+        first - answered.receivedAt >= 2_950,
+        `sent ${Math.round(first - answered.receivedAt)} ms after the 429`,
+      );
+    });
+
+    it('cuts a Retry-After of a day to an hour, for the endpoint and the delivery', async () => {
+      const created = await subscribe('/ra-day');
+      const id = created.json().data.id;
+      firstAnswers.set('/ra-day', { status: 503, headers: { 'retry-after': '86400' } });
+      await ctx.api('POST', '/api/v1/webhooks/test', {
+        token: tenant.token,
+        body: { subscriptionId: id },
+      });
+      const answeredAt = Date.now();
+      const row = await until(async () => {
+        const subscription = await ctx.runtime.repositories.webhooks.findSubscription(
+          tenant.id,
+          id,
+        );
+        return subscription?.heldUntil ? subscription : undefined;
+      });
+      const heldFor = Date.parse(row.heldUntil as string) - answeredAt;
+      assert.ok(Math.abs(heldFor - 3_600_000) < 15_000, `held for ${heldFor} ms`);
+      const [delivery] = (
+        await ctx.api('GET', `/api/v1/webhooks/${id}/deliveries`, { token: tenant.token })
+      ).json().data;
+      const retryIn = Date.parse(delivery.nextAttemptAt) - answeredAt;
+      assert.ok(Math.abs(retryIn - 3_600_000) < 15_000, `retried in ${retryIn} ms`);
     });
 
     it('keeps to the schedule without a Retry-After, or on other statuses', async () => {

@@ -14,6 +14,7 @@ import * as m0011 from './migrations/0011_partial_queue_indexes.ts';
 import * as m0012 from './migrations/0012_instance_settings.ts';
 import * as m0013 from './migrations/0013_deliveries_is_test.ts';
 import * as m0014 from './migrations/0014_subscription_sequences.ts';
+import * as m0015 from './migrations/0015_subscription_hold.ts';
 
 interface Migration {
   id: string;
@@ -36,6 +37,7 @@ export const migrations: Migration[] = [
   { id: '0012_instance_settings', up: m0012.up },
   { id: '0013_deliveries_is_test', up: m0013.up },
   { id: '0014_subscription_sequences', up: m0014.up },
+  { id: '0015_subscription_hold', up: m0015.up },
 ];
 
 /** Arbitrary constant naming our advisory lock on PostgreSQL. */

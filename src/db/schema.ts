@@ -246,6 +246,8 @@ export interface WebhookSubscriptionsTable {
   legacySigningKeyExpiresAt: string | null;
   /** Deliveries also carry the Standard Webhooks headers (webhook-id, -timestamp, -signature). */
   standardWebhooks: boolean;
+  /** Until when the receiver's Retry-After holds every delivery to it (claims skip it). */
+  heldUntil: string | null;
   createdAt: string;
 }
 

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
+  endpointHoldMs,
   foldAttempts,
   MAX_RETRY_AFTER_MS,
   nextStep,
@@ -150,25 +151,29 @@ describe("a receiver's Retry-After", () => {
     }
   });
 
-  it('moves a 429 or 503 retry to at least then, within twice the scheduled wait', () => {
+  it('retries a 429 or 503 at the later of the scheduled wait and the Retry-After', () => {
     // Scheduled wait 60 s for attempt 1.
     assert.equal(nextStep(1, 429, SCHEDULE, T0, 90_000).nextAttemptAt, iso(90_000));
-    assert.equal(nextStep(1, 503, SCHEDULE, T0, 90_000).nextAttemptAt, iso(90_000));
-    assert.equal(nextStep(1, 429, SCHEDULE, T0, 600_000).nextAttemptAt, iso(120_000), 'capped');
+    assert.equal(nextStep(1, 503, SCHEDULE, T0, 600_000).nextAttemptAt, iso(600_000));
     assert.equal(nextStep(1, 429, SCHEDULE, T0, 5_000).nextAttemptAt, iso(60_000), 'never sooner');
     // Other statuses ignore it, and it never saves a delivery from the dead letter.
     assert.equal(nextStep(1, 500, SCHEDULE, T0, 90_000).nextAttemptAt, iso(60_000));
     assert.equal(nextStep(4, 429, SCHEDULE, T0, 90_000).status, 'dead_letter');
   });
 
-  it('never pushes a retry past 12 hours', () => {
+  it('never lets a Retry-After hold more than an hour; the schedule itself may be longer', () => {
+    assert.equal(nextStep(1, 503, SCHEDULE, T0, 86_400_000).nextAttemptAt, iso(MAX_RETRY_AFTER_MS));
+    assert.equal(MAX_RETRY_AFTER_MS, 3_600_000);
     const long = [20 * 3_600_000];
-    const step = nextStep(1, 503, long, T0, 30 * 3_600_000);
-    assert.equal(step.nextAttemptAt, iso(20 * 3_600_000), 'the schedule itself may be longer');
-    const short = [10 * 3_600_000];
-    assert.equal(
-      nextStep(1, 503, short, T0, 30 * 3_600_000).nextAttemptAt,
-      iso(MAX_RETRY_AFTER_MS),
-    );
+    assert.equal(nextStep(1, 503, long, T0, 30 * 3_600_000).nextAttemptAt, iso(20 * 3_600_000));
+  });
+
+  it('holds the whole endpoint only on a 429 or 503 that asks, at most an hour', () => {
+    assert.equal(endpointHoldMs(429, 3_000), 3_000);
+    assert.equal(endpointHoldMs(503, 0), 0);
+    assert.equal(endpointHoldMs(503, 86_400_000), MAX_RETRY_AFTER_MS);
+    assert.equal(endpointHoldMs(429, null), null, 'no or an invalid Retry-After');
+    assert.equal(endpointHoldMs(500, 3_000), null);
+    assert.equal(endpointHoldMs(null, 3_000), null);
   });
 });

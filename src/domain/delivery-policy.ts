@@ -15,8 +15,8 @@ function isDelivered(status: number | null): boolean {
   return status !== null && status >= 200 && status < 300;
 }
 
-/** Longest a receiver's `Retry-After` may push an attempt back. */
-export const MAX_RETRY_AFTER_MS = 12 * 3_600_000;
+/** Longest a receiver's `Retry-After` may hold its endpoint's deliveries back. */
+export const MAX_RETRY_AFTER_MS = 3_600_000;
 
 /**
  * A `Retry-After` value (delay in seconds, or an HTTP date) as milliseconds from `nowMs`; null
@@ -33,11 +33,19 @@ export function parseRetryAfter(value: string | undefined, nowMs: number): numbe
 }
 
 /**
+ * How long a 429 or 503 answer with a valid `Retry-After` (`retryAfterMs`) holds every delivery
+ * to its endpoint, at most MAX_RETRY_AFTER_MS; null when the answer asks for nothing.
+ */
+export function endpointHoldMs(status: number | null, retryAfterMs: number | null): number | null {
+  if ((status !== 429 && status !== 503) || retryAfterMs === null) return null;
+  return Math.min(retryAfterMs, MAX_RETRY_AFTER_MS);
+}
+
+/**
  * After attempt number `attempt` (1 for the first) ended with `status`: delivered on a 2xx; else
  * retried after `scheduleMs[attempt - 1]`, or dead-lettered once the schedule is used up
- * (attempts in all = waits + 1). A 429 or 503 whose `Retry-After` asks for longer (`retryAfterMs`)
- * moves the retry to at least then, but never past twice the scheduled wait nor past 12 h: a
- * receiver cannot stall its own deliveries for long.
+ * (attempts in all = waits + 1). A 429 or 503 with `Retry-After` (`retryAfterMs`) retries at the
+ * later of the scheduled wait and that, the latter capped at an hour (see endpointHoldMs).
  */
 export function nextStep(
   attempt: number,
@@ -53,11 +61,8 @@ export function nextStep(
     return { status: 'dead_letter', deliveredAt: null, nextAttemptAt: null };
   }
   const scheduled = scheduleMs[Math.max(0, attempt - 1)];
-  const asked = status === 429 || status === 503 ? retryAfterMs : null;
-  const wait =
-    asked === null
-      ? scheduled
-      : Math.max(scheduled, Math.min(asked, scheduled * 2, MAX_RETRY_AFTER_MS));
+  const held = endpointHoldMs(status, retryAfterMs);
+  const wait = held === null ? scheduled : Math.max(scheduled, held);
   return {
     status: 'pending',
     deliveredAt: null,

@@ -400,7 +400,8 @@ export class WebhooksRepository extends Repository {
             limit ${perSubscription}
             for update of d skip locked
           ) q
-          where s.active = 1 ${notSkipped('s.id')} ${tenantNotSkipped('s.tenant_id')}`
+          where s.active = 1 and (s.held_until is null or s.held_until <= ${now})
+            ${notSkipped('s.id')} ${tenantNotSkipped('s.tenant_id')}`
         : sql`
           select d.id, d.next_attempt_at, s.tenant_id, row_number() over (partition by s.tenant_id order by d.next_attempt_at) as rank
           from webhook_subscriptions s
@@ -411,7 +412,8 @@ export class WebhooksRepository extends Repository {
             order by d2.next_attempt_at
             limit ${perSubscription}
           )
-          and s.active = 1 ${notSkipped('s.id')} ${tenantNotSkipped('s.tenant_id')}`;
+          and s.active = 1 and (s.held_until is null or s.held_until <= ${now})
+          ${notSkipped('s.id')} ${tenantNotSkipped('s.tenant_id')}`;
     const due = sql`
       select id from (${candidates}) as ranked
       where rank <= ${roomOf}
@@ -650,6 +652,19 @@ export class WebhooksRepository extends Repository {
    * the events' transactions inserting delivery rows under them), in id order so two workers
    * cannot deadlock.
    */
+  /**
+   * Holds every delivery to the subscription until `until` (a receiver's Retry-After), unless it
+   * is held longer already: claims skip it meanwhile.
+   */
+  holdSubscription(id: string, until: string) {
+    return this.db
+      .updateTable('webhookSubscriptions')
+      .set({ heldUntil: until })
+      .where('id', '=', id)
+      .where((eb) => eb.or([eb('heldUntil', 'is', null), eb('heldUntil', '<', until)]))
+      .execute();
+  }
+
   lockSubscriptions(ids: string[]) {
     return this.lockedRows(
       this.db.selectFrom('webhookSubscriptions').selectAll().where('id', 'in', ids).orderBy('id'),

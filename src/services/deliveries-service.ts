@@ -1,7 +1,12 @@
 import type { Config } from '../config.ts';
 import type { Database } from '../db/database.ts';
 import type { AttemptErrorClass } from '../domain/attempts.ts';
-import { foldAttempts, nextStep, parseRetryAfter } from '../domain/delivery-policy.ts';
+import {
+  endpointHoldMs,
+  foldAttempts,
+  nextStep,
+  parseRetryAfter,
+} from '../domain/delivery-policy.ts';
 import type { Clock } from '../lib/clock.ts';
 import { newId } from '../lib/ids.ts';
 import type { QueueStats } from '../lib/metrics.ts';
@@ -35,6 +40,8 @@ export interface SettledAttempt {
   status: number | null;
   /** When it finished (ISO 8601). */
   at: string;
+  /** Until when the answer's Retry-After holds every delivery to the endpoint, if it asks. */
+  holdUntil: string | null;
   /** What the attempt log keeps of it. */
   attempt: {
     startedAt: string;
@@ -132,6 +139,15 @@ export class DeliveriesService {
   }
 
   /**
+   * Until when a 429 or 503 answer's `Retry-After` holds every delivery to its endpoint (at most
+   * an hour; see endpointHoldMs), or null.
+   */
+  holdUntil(status: number | null, nowMs: number, retryAfter?: string): string | null {
+    const ms = endpointHoldMs(status, parseRetryAfter(retryAfter, nowMs));
+    return ms === null ? null : new Date(nowMs + ms).toISOString();
+  }
+
+  /**
    * Records a batch of attempts and folds them into their subscriptions' counters, in one
    * transaction; returns the subscriptions it paused, whose notification rows it wrote. A test
    * fire's events change no counter, whatever their type: it leaves the subscription as it was
@@ -149,6 +165,15 @@ export class DeliveriesService {
           ...s.attempt,
         })),
       );
+      // The endpoint's own request to wait, whatever was delivered (test fires too).
+      const holds = new Map<string, string>();
+      for (const { delivery, holdUntil } of batch) {
+        const held = holds.get(delivery.subscriptionId);
+        if (holdUntil !== null && (held === undefined || held < holdUntil)) {
+          holds.set(delivery.subscriptionId, holdUntil);
+        }
+      }
+      for (const [id, until] of holds) await this.deps.webhooks.holdSubscription(id, until);
       // Our own failures (`internal`) say nothing of the endpoint: no counter, no auto-pause.
       return this.updateSubscriptions(
         batch.filter((s) => !s.delivery.isTest && s.attempt.errorClass !== 'internal'),

@@ -98,6 +98,8 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
   private loop: Promise<void> | null = null;
   private readonly inFlight = new Set<Promise<void>>();
   private readonly perSubscription = new Map<string, number>();
+  /** Subscriptions whose receiver asked to wait (Retry-After), until when (epoch ms). */
+  private readonly holds = new Map<string, number>();
   private readonly perTenant = new Map<string, number>();
   private settled: SettledAttempt[] = [];
   private flushing: Promise<void> | null = null;
@@ -208,6 +210,10 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     const skip = [...this.perSubscription]
       .filter(([, count]) => count > this.subscriptionReopenAt)
       .map(([id]) => id);
+    for (const [id, until] of this.holds) {
+      if (until > now) skip.push(id);
+      else this.holds.delete(id);
+    }
     // The same one level up: one tenant's hung endpoints cannot hold another tenant's slots.
     const tenants = tenantClaimPlan(this.perTenant, this.maxInFlight, this.maxPerSubscription);
     const claimed = await deliveries.claim(now, staleBefore, limit, {
@@ -381,6 +387,11 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     return key;
   }
 
+  private hold(subscriptionId: string, until: string): void {
+    const ms = Date.parse(until);
+    if ((this.holds.get(subscriptionId) ?? 0) < ms) this.holds.set(subscriptionId, ms);
+  }
+
   private settle(
     delivery: ClaimedDelivery,
     result: SendResult,
@@ -398,11 +409,15 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       result.retryAfter,
       result.errorClass,
     );
+    const holdUntil = this.deps.deliveries.holdUntil(status, now.getTime(), result.retryAfter);
+    // Held here at once, before the outcome is recorded for other processes to see.
+    if (holdUntil !== null) this.hold(delivery.subscriptionId, holdUntil);
     const settled: SettledAttempt = {
       delivery,
       outcome,
       status,
       at: now.toISOString(),
+      holdUntil,
       attempt: {
         startedAt,
         durationMs: Math.round(ms),

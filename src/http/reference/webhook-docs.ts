@@ -175,9 +175,9 @@ function deliveryDescription(options: WebhookDocsOptions): string {
     `**Answer** any 2xx within ${duration(options.timeoutMs)}. Any other status, a redirect ` +
       '(not followed) or a time-out is a failure, retried after ' +
       `${options.retryScheduleMs.map(duration).join(', ')} (${attempts} attempts in all); ` +
-      'then the delivery is dead-lettered. A 429 or 503 with `Retry-After` (seconds or an HTTP ' +
-      'date) moves the next attempt to at least that time, up to twice its scheduled wait and ' +
-      'at most 12 hours later.',
+      'then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` ' +
+      '(seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint ' +
+      'until then, and the answered one retries at the later of that and its scheduled wait.',
   ].join('\n\n');
 }
 
