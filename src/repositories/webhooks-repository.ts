@@ -652,19 +652,6 @@ export class WebhooksRepository extends Repository {
    * the events' transactions inserting delivery rows under them), in id order so two workers
    * cannot deadlock.
    */
-  /**
-   * Holds every delivery to the subscription until `until` (a receiver's Retry-After), unless it
-   * is held longer already: claims skip it meanwhile.
-   */
-  holdSubscription(id: string, until: string) {
-    return this.db
-      .updateTable('webhookSubscriptions')
-      .set({ heldUntil: until })
-      .where('id', '=', id)
-      .where((eb) => eb.or([eb('heldUntil', 'is', null), eb('heldUntil', '<', until)]))
-      .execute();
-  }
-
   lockSubscriptions(ids: string[]) {
     return this.lockedRows(
       this.db.selectFrom('webhookSubscriptions').selectAll().where('id', 'in', ids).orderBy('id'),

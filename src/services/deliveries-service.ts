@@ -173,29 +173,49 @@ export class DeliveriesService {
           holds.set(delivery.subscriptionId, holdUntil);
         }
       }
-      for (const [id, until] of holds) await this.deps.webhooks.holdSubscription(id, until);
       // Our own failures (`internal`) say nothing of the endpoint: no counter, no auto-pause.
       return this.updateSubscriptions(
         batch.filter((s) => !s.delivery.isTest && s.attempt.errorClass !== 'internal'),
+        holds,
       );
     });
   }
 
-  private async updateSubscriptions(batch: readonly SettledAttempt[]): Promise<PausedNotice[]> {
+  /**
+   * Folds the batch into its subscriptions' counters and sets their holds (`heldUntil`, unless
+   * held longer already), every row locked first in id order so two workers cannot deadlock.
+   */
+  private async updateSubscriptions(
+    batch: readonly SettledAttempt[],
+    holds: ReadonlyMap<string, string>,
+  ): Promise<PausedNotice[]> {
     const paused: PausedNotice[] = [];
-    if (batch.length === 0) return paused;
+    if (batch.length === 0 && holds.size === 0) return paused;
     const rule = {
       failures: this.deps.webhook.autopauseFailures,
       windowMs: this.deps.webhook.autopauseWindowMs,
     };
-    const ids = [...new Set(batch.map((s) => s.delivery.subscriptionId))];
+    const ids = [...new Set([...batch.map((s) => s.delivery.subscriptionId), ...holds.keys()])];
     const rows = await this.deps.webhooks.lockSubscriptions(ids);
     for (const row of rows) {
       const attempts = batch.filter((s) => s.delivery.subscriptionId === row.id);
+      const hold = holds.get(row.id);
+      const held =
+        hold !== undefined && (row.heldUntil === null || row.heldUntil < hold)
+          ? { heldUntil: hold }
+          : {};
+      if (attempts.length === 0) {
+        // Only a test fire asked to wait: the hold alone, no counter.
+        if ('heldUntil' in held) {
+          await this.deps.webhooks.updateSubscription(row.tenantId, row.id, held);
+        }
+        continue;
+      }
       const { counters, pause } = foldAttempts(row, attempts, rule, row.active);
       const now = this.deps.clock.now().toISOString();
       await this.deps.webhooks.updateSubscription(row.tenantId, row.id, {
         ...counters,
+        ...held,
         ...(pause ? { active: false, pausedAt: now } : {}),
       });
       if (!pause) continue;
