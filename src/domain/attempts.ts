@@ -1,5 +1,5 @@
 /**
- * Why an attempt produced no usable answer (contract section 5): `timeout`, `connection_refused`,
+ * Why an attempt produced no usable answer: `timeout`, `connection_refused`,
  * `connection_reset` (also any other failure of the connection), `dns`, `tls`, `address_blocked`
  * (refused by the address guard before connecting), `redirect` (a 3xx, not followed; its status is
  * kept), `body_too_large` (the answer went on past 64 KiB and was cut; its status is kept) and

@@ -1,5 +1,5 @@
 /**
- * The delivery worker's decisions, as pure functions (api-spec 3.4, 6.2): what becomes of a
+ * The delivery worker's decisions, as pure functions: what becomes of a
  * delivery after an attempt, and how a run of attempts changes its subscription's counters and
  * whether it pauses. The worker and DeliveriesService apply them; the tests call them directly.
  */

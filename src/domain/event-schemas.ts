@@ -41,7 +41,7 @@ const TripEventData = Type.Object(
   { additionalProperties: false },
 );
 
-/** `data` of each event type (api-spec 6.2 for booking.confirmed, contract section 4 for the rest). */
+/** `data` of each event type, as the OpenAPI document's webhooks publish it. */
 export const EVENT_DATA_SCHEMAS = {
   'booking.confirmed': Type.Object(
     { ...BookingEventData.properties, status: Type.Literal('confirmed') },

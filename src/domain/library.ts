@@ -1,4 +1,4 @@
-/** The five catalogs of a tenant (api-spec 2.9, 4.8). */
+/** The five catalogs of a tenant. */
 export const LIBRARY_KINDS = ['cities', 'hotels', 'activities', 'vehicles', 'guides'] as const;
 export type LibraryKind = (typeof LIBRARY_KINDS)[number];
 

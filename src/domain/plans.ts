@@ -1,4 +1,4 @@
-/** Plan tiers (contract section 4). `null` quota means unlimited. */
+/** Plan tiers. `null` quota means unlimited. */
 export const TIERS = {
   free: { api: false, webhooks: false, tripQuota: 0, webhookEndpointCap: 0 },
   starter: { api: true, webhooks: false, tripQuota: 100, webhookEndpointCap: 0 },

@@ -1,4 +1,4 @@
-/** Lifecycles and their allowed moves (api-spec section 3, contract section 4). */
+/** Lifecycles and their allowed moves (docs/api-behaviour.md). */
 
 export const TRIP_STATUSES = [
   'draft',
@@ -98,11 +98,11 @@ export const EVENT_TYPES = [
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 
-/** Every type but `webhook.test`, which is only ever fired by a test (api-spec 6.1). */
+/** Every type but `webhook.test`, which is only ever fired by a test. */
 export const SUBSCRIBABLE_EVENT_TYPES = EVENT_TYPES.filter(
   (type): type is SubscribableEventType => type !== 'webhook.test',
 );
 export type SubscribableEventType = Exclude<EventType, 'webhook.test'>;
 
-/** Webhook delivery statuses (api-spec 2.6). */
+/** Webhook delivery statuses. */
 export const DELIVERY_STATUSES = ['pending', 'in_flight', 'success', 'dead_letter'] as const;

@@ -16,7 +16,7 @@ const LEGACY_PREFIXES: Array<[string, string]> = [
 ];
 
 /**
- * Deprecated routes (api-spec 9): a 308 to the successor until the sunset, 404 after it; both
+ * Deprecated routes: a 308 to the successor until the sunset, 404 after it; both
  * carry Deprecation, Sunset and the successor Link. The clock is injected so tests see both sides.
  */
 export const legacyRoutes: FastifyPluginAsync<{ config: Config; clock: Clock }> = async (

@@ -412,7 +412,7 @@ const COMMON_HEADERS = {
   },
 };
 
-/** Sent on every authenticated answer: the token's sustained window (api-spec 8). */
+/** Sent on every authenticated answer: the token's sustained window. */
 const RATE_LIMIT_HEADERS = {
   'X-RateLimit-Limit': { type: 'integer', description: 'Requests allowed per minute (sustained).' },
   'X-RateLimit-Remaining': { type: 'integer', description: 'Requests left in the current minute.' },

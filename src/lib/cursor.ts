@@ -37,7 +37,7 @@ function toPage<T extends { id: string }>(list: string, rows: T[], limit: number
   };
 }
 
-/** What a list endpoint is asked for; `limit` defaults to DEFAULT_PAGE_SIZE (api-spec 3.2). */
+/** What a list endpoint is asked for; `limit` defaults to DEFAULT_PAGE_SIZE. */
 export interface PageRequest {
   limit?: number;
   cursor?: string;

@@ -1,5 +1,5 @@
 /**
- * Every non-2xx answer is one of these problem types (api-spec 7.2). The error handler renders an
+ * Every non-2xx answer is one of these problem types (`GET /errors`). The error handler renders an
  * ApiProblem as application/problem+json with `type` under ERRORS_BASE_URL.
  */
 export const PROBLEM_TYPES = {
@@ -56,7 +56,7 @@ export const scopeRequired = (scope: string) =>
     required_scope: scope,
   });
 
-/** 429; `scope` ip marks the pre-authentication guard (api-spec 7.2). */
+/** 429; `scope` ip marks the pre-authentication guard. */
 export const rateLimited = (retryAfterSeconds: number, scope: 'token' | 'ip') =>
   new ApiProblem(
     'rate-limited',

@@ -34,7 +34,7 @@ const REDIS_READY_WAIT_MS = 3_000;
 const STORE_TIMEOUT_MS = 100;
 
 /**
- * Per-token burst and sustained limits and the per-IP guard (api-spec 8), counted by
+ * Per-token burst and sustained limits and the per-IP guard, counted by
  * rate-limiter-flexible: in memory for the embedded database, in Redis when REDIS_URL is set, else
  * in PostgreSQL, so several API processes share one count (the processes of `tourops serve
  * --processes N` on the embedded database share the primary's). Each process also keeps its own

@@ -41,7 +41,7 @@ export function applicationFee(totalRetailCents: number): number {
   return Math.min(Math.round(totalRetailCents * 0.02), 4000);
 }
 
-/** Events each move emits, in order (api-spec 3.1 plus the dispute exits of the contract). */
+/** Events each move emits, in order (the dispute exits included). */
 const TRANSITION_EVENTS: Partial<Record<`${BookingStatus}>${BookingStatus}`, EventType[]>> = {
   'deposit_paid>confirmed': ['booking.confirmed'],
   'confirmed>cancelled': ['booking.cancelled'],

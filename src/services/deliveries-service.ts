@@ -151,7 +151,7 @@ export class DeliveriesService {
    * Records a batch of attempts and folds them into their subscriptions' counters, in one
    * transaction; returns the subscriptions it paused, whose notification rows it wrote. A test
    * fire's events change no counter, whatever their type: it leaves the subscription as it was
-   * (api-spec 4.9); nor do attempts that failed on our side.
+   * (a test fire's documented promise); nor do attempts that failed on our side.
    */
   record(batch: readonly SettledAttempt[]): Promise<PausedNotice[]> {
     return this.deps.database.withTransaction(async () => {

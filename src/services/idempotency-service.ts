@@ -55,13 +55,13 @@ export interface IdempotencyPurgeOptions {
 const PURGE_BATCH = 500;
 const PURGE_PAUSE_FACTOR = 2;
 
-/** "Briefly" of api-spec 4.10: how long a duplicate waits for the first request's answer. */
+/** How long a duplicate waits for the first request's answer before its 409. */
 const WAIT_FOR_FIRST_MS = 2_000;
 const POLL_MS = 20;
 const KEY_PATTERN = /^[\x20-\x7e]{1,255}$/;
 
 /**
- * Idempotency keys (api-spec 4.10, contract section 4): the first request claims the key inside
+ * Idempotency keys (docs/api-behaviour.md): the first request claims the key inside
  * the transaction it then executes in, so the claim, the side effects and the stored answer
  * commit together or not at all (a crash frees the key at once); its final response is stored,
  * sealed, for IDEMPOTENCY_TTL; duplicates replay it byte for byte, or wait briefly while it runs.
@@ -93,7 +93,7 @@ export class IdempotencyService {
   }
 
   /**
-   * Runs a write once per key (api-spec 4.10): claims the key, runs `execute` in the claim's
+   * Runs a write once per key: claims the key, runs `execute` in the claim's
    * transaction, stores its answer and commits, so claim, side effects and stored answer commit
    * together or not at all. A key already answered replays that answer; a key another request
    * holds is waited for briefly. An answer that must not stick (5xx, 401, 429) or a failure
@@ -273,7 +273,7 @@ function sealContext(tenantId: string, key: string): string {
   return `idempotency ${tenantId} ${key}`;
 }
 
-/** Whether an answer is kept for replays (contract section 4); the others release the key. */
+/** Whether an answer is kept for replays (under 500, but not 401 or 429); others free the key. */
 function isStored(status: number): boolean {
   return status < 500 && status !== 401 && status !== 429;
 }

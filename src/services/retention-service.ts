@@ -46,7 +46,7 @@ const PAUSE_FACTOR = 2;
  * deleted: deliveries that are settled (or can never be sent: their subscription was deleted) with
  * their attempts, then events no delivery refers to any more, then notifications. Pending
  * deliveries of live subscriptions (a paused endpoint's backlog) and their events are kept
- * whatever their age. Deleted subscriptions' own rows stay (api-spec 6.1 keeps the row); their
+ * whatever their age. Deleted subscriptions' own rows stay (a delete is soft: still listed); their
  * deliveries follow the rule above.
  */
 export class RetentionService {

@@ -90,7 +90,7 @@ export class TripsService {
   }
 
   async list(tenantId: string, query: TripListQuery): Promise<Page<TripRow>> {
-    // api-spec 4.1: an unknown status value is ignored, not an error.
+    // An unknown status value is ignored, not an error (as documented for the filter).
     const status = isOneOf(TRIP_STATUSES, query.status) ? query.status : undefined;
     const publishedAtGte =
       query.publishedAtGte === undefined

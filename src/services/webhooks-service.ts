@@ -25,7 +25,7 @@ import type {
 import type { EventsService } from './events-service.ts';
 import { owningTenant } from './owner.ts';
 
-/** api-spec 2.5; the signing key is never part of it. */
+/** A subscription as the API shows it; the signing key is never part of it. */
 export interface Subscription {
   id: string;
   url: string;
@@ -40,7 +40,7 @@ export interface Subscription {
   createdAt: string;
 }
 
-/** api-spec 2.6. */
+/** A delivery and an attempt as the API shows them. */
 export type Delivery = Omit<DeliveryRow, 'tenantId' | 'subscriptionId'>;
 export type Attempt = Omit<AttemptRow, 'tenantId' | 'deliveryId'>;
 
@@ -131,7 +131,7 @@ export const MAX_RECOVER = 10_000;
 /** Rows a recovery writes per statement. */
 const RECOVER_BATCH = 500;
 
-/** Subscriptions, their deliveries and their keys (api-spec 4.9, 3.4, 3.5, 5.3). */
+/** Subscriptions, their deliveries, their keys and their ledger. */
 interface WebhooksServiceDeps {
   database: Database;
   webhooks: WebhooksRepository;

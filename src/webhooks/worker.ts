@@ -73,7 +73,7 @@ const KEY_CACHE_LIMIT = 10_000;
 const REOPEN_COALESCE_MS = 3;
 
 /**
- * The delivery worker (api-spec 3.4, 6.2): claims due rows in batches, POSTs each signed body,
+ * The delivery worker: claims due rows in batches, POSTs each signed body,
  * and records the outcomes in batches: one transaction per batch, with the subscriptions'
  * counters and auto-pause. Any number of workers may run against one database: claims are atomic
  * and every outcome is fenced by its claim, so a row reclaimed after a crash is never settled twice.

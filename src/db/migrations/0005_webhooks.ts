@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 
 /**
- * Webhook subscriptions and their delivery rows (api-spec 2.5, 2.6). A delivery is written in the
+ * Webhook subscriptions and their delivery rows. A delivery is written in the
  * transaction of the event it carries; the worker claims due rows through `deliveries_due_idx`.
  */
 export async function up(db: Kysely<unknown>): Promise<void> {

@@ -20,8 +20,8 @@ import { adminWebhookRoutes } from './webhooks-routes.ts';
 const sha256 = (value: string) => createHash('sha256').update(value).digest();
 
 /**
- * The operator console's surface (contract section 2). With ADMIN_API_TOKEN unset it does not
- * exist: every /admin route answers 404, like an unknown route.
+ * The operator console's surface (docs/api-behaviour.md, "Admin API"). With ADMIN_API_TOKEN
+ * unset it does not exist: every /admin route answers 404, like an unknown route.
  */
 export const adminApi: FastifyPluginAsync<{
   config: Config;

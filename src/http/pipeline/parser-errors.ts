@@ -14,7 +14,7 @@ function problemFor(error: NodeJS.ErrnoException): ApiProblem {
     case 'ERR_HTTP_REQUEST_TIMEOUT':
       return new ApiProblem('request-timeout', 'The request did not arrive in time.');
     case 'HPE_INVALID_METHOD':
-      // Like any other method the API does not route (contract section 4: no 405).
+      // Like any other method the API does not route (404, never 405).
       return notFound('The route');
     default:
       return validationFailed(

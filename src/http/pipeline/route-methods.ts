@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 
 /**
  * The methods each route path answers, learnt from the routes as they are added, so that a 404
- * for a path that exists under other methods can say which (contract section 4: no 405, the
+ * for a path that exists under other methods can say which (the API answers no 405, the
  * status stays 404). Matching happens only on that 404, never on a routed request.
  */
 export class RouteMethods {

@@ -21,7 +21,7 @@ import type { RouteOptions } from './options.ts';
 
 const ListTripsQuery = Query({
   ...PageQuery,
-  // Documented as the closed set it is, yet any string passes: api-spec 4.1 ignores unknown values.
+  // Documented as the closed set it is, yet any string passes: an unknown value is ignored.
   status: Type.Union([StringEnum(TRIP_STATUSES), Type.String()], {
     description: 'One trip status; an unknown value is ignored.',
   }),
