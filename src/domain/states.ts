@@ -1,4 +1,4 @@
-/** Lifecycles and their allowed moves (docs/api-behaviour.md). */
+/** Lifecycles and their allowed moves (any other move is 409 `invalid_transition`). */
 
 export const TRIP_STATUSES = [
   'draft',
