@@ -99,6 +99,34 @@ for (const backend of BACKENDS) {
       assert.ok(waited >= 1_900 && waited < 3_500, `waited ${Math.round(waited)} ms`);
     });
 
+    it("keeps each attempt's Retry-After in its log", async () => {
+      const created = await subscribe('/ra-logged');
+      const id = created.json().data.id;
+      firstAnswers.set('/ra-logged', { status: 503, headers: { 'retry-after': '1' } });
+      await ctx.api('POST', '/api/v1/webhooks/test', {
+        token: tenant.token,
+        body: { subscriptionId: id },
+      });
+      const url = `/api/v1/webhooks/${id}/deliveries`;
+      const delivery = await until(async () => {
+        const [row] = (await ctx.api('GET', url, { token: tenant.token })).json().data;
+        return row?.status === 'success' ? row : undefined;
+      }, 8_000);
+      const attempts = (
+        await ctx.api('GET', `${url}/${delivery.id}/attempts`, { token: tenant.token })
+      ).json().data;
+      assert.deepEqual(
+        attempts.map((a: { status: number; retryAfter: string | null }) => [
+          a.status,
+          a.retryAfter,
+        ]),
+        [
+          [204, null],
+          [503, '1'],
+        ],
+      );
+    });
+
     it('reads the HTTP-date form', async () => {
       const at = new Date(Date.now() + 3_000).toUTCString();
       const waited = await gap('/ra-date', { status: 503, headers: { 'retry-after': at } });

@@ -396,7 +396,7 @@ export interface paths {
         };
         /**
          * List the HTTP attempts of a delivery, newest first
-         * @description What each attempt got: its status, or why there was none (`errorClass`), how long it took, and the start of the response body. Scope `webhooks:read`.
+         * @description What each attempt got: its status, or why there was none (`errorClass`), how long it took, the start of the response body and any `Retry-After` it carried. Scope `webhooks:read`.
          */
         get: operations["listWebhookAttempts"];
         put?: never;
@@ -1234,7 +1234,8 @@ export interface components {
          *       "durationMs": 10004,
          *       "status": null,
          *       "errorClass": "timeout",
-         *       "responseBody": ""
+         *       "responseBody": "",
+         *       "retryAfter": null
          *     }
          */
         WebhookAttempt: {
@@ -1257,6 +1258,8 @@ export interface components {
             errorClass: "timeout" | "connection_refused" | "connection_reset" | "dns" | "tls" | "address_blocked" | "redirect" | "body_too_large" | "internal" | null;
             /** @description The first KiB of the response body, as text; empty when none arrived. */
             responseBody: string;
+            /** @description The `Retry-After` of a 429 or 503 answer, as received; a valid one held every delivery to the endpoint until then (at most an hour). Null otherwise. */
+            retryAfter: string | null;
         };
         /** @description RFC 7807 problem document (application/problem+json). */
         Problem: {
@@ -6486,7 +6489,8 @@ export interface operations {
                      *           "durationMs": 10004,
                      *           "status": null,
                      *           "errorClass": "timeout",
-                     *           "responseBody": ""
+                     *           "responseBody": "",
+                     *           "retryAfter": null
                      *         }
                      *       ],
                      *       "meta": {

@@ -15,6 +15,7 @@ import * as m0012 from './migrations/0012_instance_settings.ts';
 import * as m0013 from './migrations/0013_deliveries_is_test.ts';
 import * as m0014 from './migrations/0014_subscription_sequences.ts';
 import * as m0015 from './migrations/0015_subscription_hold.ts';
+import * as m0016 from './migrations/0016_attempt_retry_after.ts';
 
 interface Migration {
   id: string;
@@ -38,6 +39,7 @@ export const migrations: Migration[] = [
   { id: '0013_deliveries_is_test', up: m0013.up },
   { id: '0014_subscription_sequences', up: m0014.up },
   { id: '0015_subscription_hold', up: m0015.up },
+  { id: '0016_attempt_retry_after', up: m0016.up },
 ];
 
 /** Arbitrary constant naming our advisory lock on PostgreSQL. */

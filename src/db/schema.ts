@@ -295,6 +295,8 @@ export interface WebhookAttemptsTable {
   errorClass: AttemptErrorClass | null;
   /** The first KiB of the response body, as text. */
   responseBody: string;
+  /** The `Retry-After` of a 429 or 503 answer, as received (cut to 100 characters). */
+  retryAfter: string | null;
 }
 
 export interface IdempotencyKeysTable {

@@ -380,6 +380,13 @@ export const WebhookAttempt = Type.Object(
     responseBody: Type.String({
       description: 'The first KiB of the response body, as text; empty when none arrived.',
     }),
+    retryAfter: Nullable(
+      Type.String({
+        maxLength: 100,
+        description:
+          'The `Retry-After` of a 429 or 503 answer, as received; a valid one held every delivery to the endpoint until then (at most an hour). Null otherwise.',
+      }),
+    ),
   },
   { $id: 'WebhookAttempt', additionalProperties: false },
 );

@@ -18,7 +18,7 @@ const IN_FLIGHT = sql<DeliveryStatus>`'in_flight'`;
 
 /** Seven bind parameters a row: far under both backends' limits. */
 const OUTCOMES_PER_STATEMENT = 500;
-/** Nine bind parameters a row. */
+/** Ten bind parameters a row. */
 const ATTEMPTS_PER_STATEMENT = 300;
 
 export type SubscriptionRow = Selectable<WebhookSubscriptionsTable>;

@@ -50,6 +50,7 @@ export interface SettledAttempt {
     status: number | null;
     errorClass: AttemptErrorClass | null;
     responseBody: string;
+    retryAfter: string | null;
   };
 }
 

@@ -424,6 +424,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
         status: result.status,
         errorClass: result.errorClass,
         responseBody: result.body,
+        retryAfter: result.retryAfter?.slice(0, 100) ?? null,
       },
     };
     // What an operator needs to explain a failure, one line per attempt (successes at debug).

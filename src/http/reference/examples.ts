@@ -127,6 +127,7 @@ const SCHEMA_EXAMPLES: Record<string, unknown> = {
     status: null,
     errorClass: 'timeout',
     responseBody: '',
+    retryAfter: null,
   },
   City: { id: CITY_LISBON, name: 'Lisbon', countryIso: 'PT', ...stamps },
   Hotel: {

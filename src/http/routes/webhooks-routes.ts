@@ -378,7 +378,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (
         tags: ['Webhook endpoints'],
         summary: 'List the HTTP attempts of a delivery, newest first',
         description:
-          'What each attempt got: its status, or why there was none (`errorClass`), how long it took, and the start of the response body. Scope `webhooks:read`.',
+          'What each attempt got: its status, or why there was none (`errorClass`), how long it took, the start of the response body and any `Retry-After` it carried. Scope `webhooks:read`.',
         params: DeliveryParams,
         querystring: Query(PageQuery),
         response: {
