@@ -126,6 +126,15 @@ function requireActive(subscription: SubscriptionRow): void {
   }
 }
 
+/** Re-enabling (PATCH `active: true`, the admin enable): active again, failure counters cleared. */
+const RE_ENABLED = {
+  active: true,
+  pausedAt: null,
+  consecutiveFailures: 0,
+  clientErrorRun: 0,
+  clientErrorRunSince: null,
+} as const satisfies Updateable<WebhookSubscriptionsTable>;
+
 /** Most dead letters one recovery redelivers (contract: larger windows are refused). */
 export const MAX_RECOVER = 10_000;
 /** Rows a recovery writes per statement. */
@@ -242,13 +251,7 @@ export class WebhooksService {
       if (input.events) patch.events = JSON.stringify([...new Set(input.events)]);
       if (input.standardWebhooks !== undefined) patch.standardWebhooks = input.standardWebhooks;
       if (input.active === true && !current.active) {
-        Object.assign(patch, {
-          active: true,
-          pausedAt: null,
-          consecutiveFailures: 0,
-          clientErrorRun: 0,
-          clientErrorRunSince: null,
-        });
+        Object.assign(patch, RE_ENABLED);
         await this.deps.notifier.publish(DELIVERIES_CHANNEL);
       } else if (input.active === false && current.active) {
         Object.assign(patch, { active: false, pausedAt: now });
@@ -549,18 +552,9 @@ export class WebhooksService {
   async enable(id: string): Promise<Subscription> {
     const tenantId = await this.tenantOf(id);
     const row = await this.deps.database.withTransaction(async () => {
-      const updated = await this.deps.webhooks.updateSubscription(
-        tenantId,
-        id,
-        {
-          active: true,
-          pausedAt: null,
-          consecutiveFailures: 0,
-          clientErrorRun: 0,
-          clientErrorRunSince: null,
-        },
-        { onlyLive: true },
-      );
+      const updated = await this.deps.webhooks.updateSubscription(tenantId, id, RE_ENABLED, {
+        onlyLive: true,
+      });
       await this.deps.notifier.publish(DELIVERIES_CHANNEL);
       return updated;
     });
