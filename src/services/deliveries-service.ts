@@ -111,8 +111,9 @@ export class DeliveriesService {
   }
 
   /**
-   * What an attempt that ended with `status` does to its delivery row (see nextStep);
-   * `retryAfter` is the receiver's header on a 429 or 503.
+   * What an attempt that ended with `status` does to its delivery row (see nextStep), and until
+   * when it holds every delivery to the endpoint (see endpointHoldMs), or null; `retryAfter` is
+   * the receiver's header on a 429 or 503.
    */
   outcome(
     delivery: ClaimedDelivery,
@@ -120,32 +121,28 @@ export class DeliveriesService {
     nowMs: number,
     retryAfter?: string,
     errorClass: AttemptErrorClass | null = null,
-  ): DeliveryOutcome {
+  ): { outcome: DeliveryOutcome; holdUntil: string | null } {
+    const retryAfterMs = parseRetryAfter(retryAfter, nowMs);
     const step = nextStep(
       delivery.attempts,
       status,
       this.deps.webhook.retryScheduleMs,
       nowMs,
-      parseRetryAfter(retryAfter, nowMs),
+      retryAfterMs,
     );
+    const holdMs = endpointHoldMs(status, retryAfterMs);
     return {
-      id: delivery.id,
-      claimedAt: delivery.claimedAt,
-      status: step.status,
-      lastResponseStatus: status,
-      lastError: step.status === 'success' ? null : errorClass,
-      nextAttemptAt: step.nextAttemptAt,
-      deliveredAt: step.deliveredAt,
+      outcome: {
+        id: delivery.id,
+        claimedAt: delivery.claimedAt,
+        status: step.status,
+        lastResponseStatus: status,
+        lastError: step.status === 'success' ? null : errorClass,
+        nextAttemptAt: step.nextAttemptAt,
+        deliveredAt: step.deliveredAt,
+      },
+      holdUntil: holdMs === null ? null : new Date(nowMs + holdMs).toISOString(),
     };
-  }
-
-  /**
-   * Until when a 429 or 503 answer's `Retry-After` holds every delivery to its endpoint (at most
-   * an hour; see endpointHoldMs), or null.
-   */
-  holdUntil(status: number | null, nowMs: number, retryAfter?: string): string | null {
-    const ms = endpointHoldMs(status, parseRetryAfter(retryAfter, nowMs));
-    return ms === null ? null : new Date(nowMs + ms).toISOString();
   }
 
   /**

@@ -402,14 +402,13 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     // An answer counts only when it arrived whole: a 2xx whose body stalls past the time-out is a
     // time-out (null), like one that never answered.
     const status = result.error === null ? result.status : null;
-    const outcome = this.deps.deliveries.outcome(
+    const { outcome, holdUntil } = this.deps.deliveries.outcome(
       delivery,
       status,
       now.getTime(),
       result.retryAfter,
       result.errorClass,
     );
-    const holdUntil = this.deps.deliveries.holdUntil(status, now.getTime(), result.retryAfter);
     // Held here at once, before the outcome is recorded for other processes to see.
     if (holdUntil !== null) this.hold(delivery.subscriptionId, holdUntil);
     const settled: SettledAttempt = {
