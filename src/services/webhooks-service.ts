@@ -279,15 +279,14 @@ export class WebhooksService {
     const { after, limit } = query;
     const rows = await this.deps.webhooks.ledger(tenantId, id, { ...query, limit: limit + 1 });
     const page = rows.slice(0, limit);
-    const upTo =
-      page.length > 0
-        ? page[page.length - 1].sequence
-        : await this.deps.webhooks.lastSequence(tenantId, id);
+    // The last sequence taken bounds an empty page's check (read once, kept for the 409).
+    const last = page.length > 0 ? null : await this.deps.webhooks.lastSequence(tenantId, id);
+    const upTo = last ?? page[page.length - 1].sequence;
     const missing = await this.deps.webhooks.firstMissingSequence(tenantId, id, after, upTo);
     if (missing !== null && (page.length === 0 || missing < page[0].sequence)) {
       const first =
         (await this.deps.webhooks.firstKeptSequence(tenantId, id, missing)) ??
-        (await this.deps.webhooks.lastSequence(tenantId, id)) + 1;
+        (last ?? (await this.deps.webhooks.lastSequence(tenantId, id))) + 1;
       throw new ApiProblem(
         'conflict',
         `Sequence ${missing} is past retention; the first kept after it is ${first}.`,
