@@ -7,7 +7,7 @@ import { childPids } from '../bench/processes.ts';
 import { ADMIN_TOKEN, BACKENDS, createTestDatabase, type TestDatabase } from './helpers/context.ts';
 import { BIN, type ChildService, callService, ROOT, startTourops } from './helpers/processes.ts';
 import { parseExposition } from './helpers/prometheus.ts';
-import { until } from './helpers/until.ts';
+import { eventually, until } from './helpers/until.ts';
 
 /** One request on a connection of its own (the cluster hands connections out in turn). */
 function fresh(server: ChildService, path: string, token: string): Promise<number> {
@@ -126,13 +126,9 @@ for (const backend of BACKENDS) {
       assert.ok(alive(survivor));
       // The primary's line travels through a pipe: it may arrive after the replacement forked.
       const exited = new RegExp(`API process ${victim} exited \\(SIGKILL\\)`);
-      await until(
-        () => (exited.test(server.output()) ? true : undefined),
-        15_000,
-        'the exit reported',
-      );
-      await until(
-        () => (/serving in its place/.test(server.output()) ? true : undefined),
+      await eventually(() => exited.test(server.output()), 15_000, 'the exit reported');
+      await eventually(
+        () => /serving in its place/.test(server.output()),
         15_000,
         'the replacement listening',
       );

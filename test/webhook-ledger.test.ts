@@ -9,7 +9,7 @@ import { startWorker } from '../src/webhooks/start-worker.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
 import { HttpsReceiver, type ReceivedRequest } from './helpers/https-receiver.ts';
-import { until } from './helpers/until.ts';
+import { eventually } from './helpers/until.ts';
 
 const stripe = new Stripe('sk_test_x');
 const DAY = 86_400_000;
@@ -33,10 +33,6 @@ interface LedgerItem {
 }
 
 const header = (request: ReceivedRequest, name: string) => String(request.headers[name]);
-
-/** Waits until `condition` holds. */
-const eventually = (condition: () => boolean | Promise<boolean>, timeoutMs = 10_000) =>
-  until(async () => ((await condition()) ? true : undefined), timeoutMs);
 
 for (const backend of BACKENDS) {
   describe(`subscription ledger: sequence, pull API, Standard Webhooks, PATCH (${backend})`, () => {

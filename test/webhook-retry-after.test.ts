@@ -4,7 +4,7 @@ import { startWorker } from '../src/webhooks/start-worker.ts';
 import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
 import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
 import { HttpsReceiver, testCa } from './helpers/https-receiver.ts';
-import { until } from './helpers/until.ts';
+import { eventually, until } from './helpers/until.ts';
 
 // A receiver's Retry-After on 429 and 503, with a real HTTPS receiver and the real worker.
 
@@ -148,7 +148,7 @@ for (const backend of BACKENDS) {
       // Events for both endpoints while the first is held.
       await createClients(tenant, 3);
       await createClients(other, 3);
-      await until(async () => (to('/not-held').length >= 3 ? true : undefined), 2_000);
+      await eventually(() => to('/not-held').length >= 3, 2_000);
       assert.equal(to('/held').length, 1, 'nothing to the held endpoint meanwhile');
       // After the hold: the test fire's retry and the three events.
       const after = await until(

@@ -12,3 +12,12 @@ export async function until<T>(
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }
+
+/** Polls `condition` until it holds; fails after `timeoutMs`. */
+export async function eventually(
+  condition: () => boolean | Promise<boolean>,
+  timeoutMs = 10_000,
+  what = 'condition',
+): Promise<void> {
+  await until(async () => ((await condition()) ? true : undefined), timeoutMs, what);
+}
