@@ -24,6 +24,11 @@ for (const backend of BACKENDS) {
       });
       assert.equal(created.statusCode, 201, created.body);
       subscriptionId = created.json().data.id;
+      // Wide open, so these tests see the queue alone (the limit has a test of its own).
+      await repo().updateSubscription(tenant.id, subscriptionId, {
+        maxConcurrency: 64,
+        concurrencyLimit: 64,
+      });
     });
     after(() => ctx.close());
 
@@ -67,6 +72,40 @@ for (const backend of BACKENDS) {
         assert.equal(JSON.parse(d.data).displayName.startsWith('Q'), true);
       }
       assert.deepEqual(await repo().claimDue(now, at(-60_000), 10), [], 'nothing left');
+    });
+
+    it("keeps each subscription within its concurrency limit, counting every claim's rows", async () => {
+      await reset();
+      await queued(5);
+      const limit = { concurrencyLimit: 2 };
+      await repo().updateSubscription(tenant.id, subscriptionId, limit);
+      try {
+        const first = await repo().claimDue(at(0), at(-60_000), 10);
+        assert.equal(first.length, 2);
+        assert.ok(first.every((d) => d.concurrencyLimit === 2));
+        // Another worker's claim sees the two in flight.
+        assert.deepEqual(await repo().claimDue(at(0), at(-60_000), 10), []);
+        // One settled but not recorded yet frees its slot for the worker that settled it.
+        const [settled] = first;
+        const again = await repo().claimDue(at(0), at(-60_000), 10, {
+          perSubscription: 10,
+          settled: [settled.id],
+        });
+        assert.equal(again.length, 1);
+        // Within a lowered ceiling too.
+        await repo().updateSubscription(tenant.id, subscriptionId, {
+          concurrencyLimit: 64,
+          maxConcurrency: 4,
+        });
+        const rest = await repo().claimDue(at(0), at(-60_000), 10);
+        assert.equal(rest.length, 1, 'three in flight, a ceiling of four');
+        assert.equal(rest[0].concurrencyLimit, 4);
+      } finally {
+        await repo().updateSubscription(tenant.id, subscriptionId, {
+          maxConcurrency: 64,
+          concurrencyLimit: 64,
+        });
+      }
     });
 
     it('takes a claim over only once it is stale, and fences the old claim out', async () => {

@@ -169,6 +169,15 @@ async function drainBacklog(
         body: { url: receiver.url(`/s${i}`), events: ['client.created'] },
       });
       assert.equal(created.statusCode, 201, created.body);
+      // The concurrency limit starts at the worker's own cap, so the slots alone pace the claims
+      // (the limit's climb from its start is flow control's to test).
+      await ctx.runtime.repositories.webhooks.updateSubscription(
+        tenant.id,
+        created.json().data.id,
+        {
+          concurrencyLimit: setup.options?.maxPerSubscription,
+        },
+      );
     }
     for (let i = 0; i < setup.events; i++) {
       await ctx.api('POST', '/api/v1/clients', {

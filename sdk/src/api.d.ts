@@ -490,7 +490,7 @@ export interface webhooks {
          *
          *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait.
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
          */
         post: operations["bookingConfirmedEvent"];
         delete?: never;
@@ -520,7 +520,7 @@ export interface webhooks {
          *
          *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait.
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
          */
         post: operations["bookingCancelledEvent"];
         delete?: never;
@@ -550,7 +550,7 @@ export interface webhooks {
          *
          *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait.
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
          */
         post: operations["bookingRefundedEvent"];
         delete?: never;
@@ -580,7 +580,7 @@ export interface webhooks {
          *
          *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait.
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
          */
         post: operations["paymentSucceededEvent"];
         delete?: never;
@@ -610,7 +610,7 @@ export interface webhooks {
          *
          *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait.
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
          */
         post: operations["paymentFailedEvent"];
         delete?: never;
@@ -640,7 +640,7 @@ export interface webhooks {
          *
          *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait.
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
          */
         post: operations["disputeOpenedEvent"];
         delete?: never;
@@ -670,7 +670,7 @@ export interface webhooks {
          *
          *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait.
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
          */
         post: operations["disputeClosedEvent"];
         delete?: never;
@@ -700,7 +700,7 @@ export interface webhooks {
          *
          *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait.
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
          */
         post: operations["tripPublishedEvent"];
         delete?: never;
@@ -730,7 +730,7 @@ export interface webhooks {
          *
          *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait.
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
          */
         post: operations["tripUnpublishedEvent"];
         delete?: never;
@@ -760,7 +760,7 @@ export interface webhooks {
          *
          *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait.
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
          */
         post: operations["clientCreatedEvent"];
         delete?: never;
@@ -790,7 +790,7 @@ export interface webhooks {
          *
          *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait.
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
          */
         post: operations["webhookTestEvent"];
         delete?: never;
@@ -1118,6 +1118,13 @@ export interface components {
          *         "pending": 3
          *       },
          *       "standardWebhooks": false,
+         *       "maxConcurrency": 16,
+         *       "deliveryState": {
+         *         "concurrencyLimit": 16,
+         *         "inFlight": 3,
+         *         "pausedUntil": null,
+         *         "reason": null
+         *       },
          *       "createdAt": "2026-11-02T09:14:27.512Z"
          *     }
          */
@@ -1157,6 +1164,25 @@ export interface components {
             };
             /** @description Deliveries also carry the Standard Webhooks headers `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64>` per signing key, space separated), verifiable with the same signing key string. */
             standardWebhooks: boolean;
+            /** @description Most attempts in flight to the endpoint at once, 1-64; the adaptive limit (`deliveryState.concurrencyLimit`) moves below it. Default 16. */
+            maxConcurrency: number;
+            /** @description How deliveries flow to the endpoint now, and what holds them back. */
+            deliveryState: {
+                /** @description Attempts in flight at once now. Starts at 4; grows by 1 when the endpoint answers a 2xx in time with the whole limit in use, up to `maxConcurrency`; halves on a 429, 502, 503, 504, a time-out or a refused or reset connection. */
+                concurrencyLimit: number;
+                /** @description Attempts in flight now. */
+                inFlight: number;
+                /**
+                 * Format: date-time
+                 * @description Until when the endpoint asked us to wait (`Retry-After` on a 429 or 503, at most an hour): no attempt goes to it before. Null when not held. UTC.
+                 */
+                pausedUntil: string | null;
+                /**
+                 * @description What holds deliveries back: `paused` or `deleted` (none go), `retry_after` (until `pausedUntil`), `backpressure` (its answers cut `concurrencyLimit`, which grows back as it answers in time). Null when nothing does.
+                 * @enum {string|null}
+                 */
+                reason: "paused" | "deleted" | "retry_after" | "backpressure" | null;
+            };
             /**
              * Format: date-time
              * @description Created at UTC.
@@ -1235,7 +1261,8 @@ export interface components {
          *       "status": null,
          *       "errorClass": "timeout",
          *       "responseBody": "",
-         *       "retryAfter": null
+         *       "retryAfter": null,
+         *       "concurrencyLimit": 16
          *     }
          */
         WebhookAttempt: {
@@ -1260,6 +1287,8 @@ export interface components {
             responseBody: string;
             /** @description The `Retry-After` of a 429 or 503 answer, as received; a valid one held every delivery to the endpoint until then (at most an hour). Null otherwise. */
             retryAfter: string | null;
+            /** @description The subscription's concurrency limit when this attempt was sent (see `deliveryState`). */
+            concurrencyLimit: number | null;
         };
         /** @description RFC 7807 problem document (application/problem+json). */
         Problem: {
@@ -4931,6 +4960,13 @@ export interface operations {
                      *             "pending": 3
                      *           },
                      *           "standardWebhooks": false,
+                     *           "maxConcurrency": 16,
+                     *           "deliveryState": {
+                     *             "concurrencyLimit": 16,
+                     *             "inFlight": 3,
+                     *             "pausedUntil": null,
+                     *             "reason": null
+                     *           },
                      *           "createdAt": "2026-11-02T09:14:27.512Z"
                      *         }
                      *       ]
@@ -5100,6 +5136,8 @@ export interface operations {
                     events: ("booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created")[];
                     /** @description Also send the Standard Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature`), verifiable with the same signing key by the `standardwebhooks` libraries. Default false. */
                     standardWebhooks?: boolean;
+                    /** @description Most attempts in flight to the endpoint at once, 1-64; the adaptive limit (`deliveryState.concurrencyLimit`) moves below it. Default 16. */
+                    maxConcurrency?: number;
                 };
             };
         };
@@ -5138,6 +5176,13 @@ export interface operations {
                      *           "pending": 3
                      *         },
                      *         "standardWebhooks": false,
+                     *         "maxConcurrency": 16,
+                     *         "deliveryState": {
+                     *           "concurrencyLimit": 16,
+                     *           "inFlight": 3,
+                     *           "pausedUntil": null,
+                     *           "reason": null
+                     *         },
                      *         "createdAt": "2026-11-02T09:14:27.512Z"
                      *       },
                      *       "signingKey": "whsec_kQ3vY8pZr2Tn6Wb1Lx9Cf4Hs7Dg0Mj5Ve2Ua8Ro3Ni6T"
@@ -5525,6 +5570,8 @@ export interface operations {
                     events?: ("booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created")[];
                     /** @description Also send the Standard Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature`), verifiable with the same signing key by the `standardwebhooks` libraries. Default false. */
                     standardWebhooks?: boolean;
+                    /** @description Most attempts in flight to the endpoint at once, 1-64; the adaptive limit (`deliveryState.concurrencyLimit`) moves below it. Default 16. */
+                    maxConcurrency?: number;
                     /** @description `true` re-enables a paused subscription (failure counters cleared; its pending deliveries resume); `false` pauses it (pending deliveries stay pending). */
                     active?: boolean;
                 };
@@ -5565,6 +5612,13 @@ export interface operations {
                      *           "pending": 3
                      *         },
                      *         "standardWebhooks": false,
+                     *         "maxConcurrency": 16,
+                     *         "deliveryState": {
+                     *           "concurrencyLimit": 16,
+                     *           "inFlight": 3,
+                     *           "pausedUntil": null,
+                     *           "reason": null
+                     *         },
                      *         "createdAt": "2026-11-02T09:14:27.512Z"
                      *       }
                      *     }
@@ -6047,6 +6101,13 @@ export interface operations {
                      *           "pending": 3
                      *         },
                      *         "standardWebhooks": false,
+                     *         "maxConcurrency": 16,
+                     *         "deliveryState": {
+                     *           "concurrencyLimit": 16,
+                     *           "inFlight": 3,
+                     *           "pausedUntil": null,
+                     *           "reason": null
+                     *         },
                      *         "createdAt": "2026-11-02T09:14:27.512Z"
                      *       },
                      *       "signingKey": "whsec_kQ3vY8pZr2Tn6Wb1Lx9Cf4Hs7Dg0Mj5Ve2Ua8Ro3Ni6T",
@@ -6490,7 +6551,8 @@ export interface operations {
                      *           "status": null,
                      *           "errorClass": "timeout",
                      *           "responseBody": "",
-                     *           "retryAfter": null
+                     *           "retryAfter": null,
+                     *           "concurrencyLimit": 16
                      *         }
                      *       ],
                      *       "meta": {

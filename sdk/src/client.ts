@@ -224,7 +224,10 @@ export class TourOps {
     /** The answer holds `signingKey`: the only time it is shown. */
     create: (body: Body<'createWebhook'>, options: WriteOptions = {}) =>
       this.#call(this.#client.POST('/api/v1/webhooks', { body, headers: this.#key(options) })),
-    /** Any of `url`, `events`, `standardWebhooks`, `active` (false pauses, true re-enables). */
+    /**
+     * Any of `url`, `events`, `standardWebhooks`, `maxConcurrency`, `active` (false pauses, true
+     * re-enables).
+     */
     update: (id: string, body: Body<'updateWebhook'>, options: WriteOptions = {}) =>
       this.#data(
         this.#client.PATCH('/api/v1/webhooks/{id}', {

@@ -16,6 +16,7 @@ import * as m0013 from './migrations/0013_deliveries_is_test.ts';
 import * as m0014 from './migrations/0014_subscription_sequences.ts';
 import * as m0015 from './migrations/0015_subscription_hold.ts';
 import * as m0016 from './migrations/0016_attempt_retry_after.ts';
+import * as m0017 from './migrations/0017_flow_control.ts';
 
 interface Migration {
   id: string;
@@ -40,6 +41,7 @@ export const migrations: Migration[] = [
   { id: '0014_subscription_sequences', up: m0014.up },
   { id: '0015_subscription_hold', up: m0015.up },
   { id: '0016_attempt_retry_after', up: m0016.up },
+  { id: '0017_flow_control', up: m0017.up },
 ];
 
 /** Arbitrary constant naming our advisory lock on PostgreSQL. */

@@ -7,6 +7,7 @@ type RowBuilder = (values: unknown[]) => Record<string, unknown>;
  */
 const BOOLEAN_COLUMNS = new Set([
   'active',
+  'backed_off',
   'is_deposit',
   'is_test',
   'standard_webhooks',

@@ -248,6 +248,12 @@ export interface WebhookSubscriptionsTable {
   standardWebhooks: boolean;
   /** Until when the receiver's Retry-After holds every delivery to it (claims skip it). */
   heldUntil: string | null;
+  /** The most attempts in flight at once its owner allows (1-64). */
+  maxConcurrency: number;
+  /** The adaptive limit on attempts in flight (see nextConcurrencyLimit), at most maxConcurrency. */
+  concurrencyLimit: number;
+  /** The limit's last move was a cut the endpoint's answers asked for. */
+  backedOff: boolean;
   createdAt: string;
 }
 
@@ -297,6 +303,8 @@ export interface WebhookAttemptsTable {
   responseBody: string;
   /** The `Retry-After` of a 429 or 503 answer, as received (cut to 100 characters). */
   retryAfter: string | null;
+  /** The subscription's concurrency limit when it was sent; null before flow control. */
+  concurrencyLimit: number | null;
 }
 
 export interface IdempotencyKeysTable {

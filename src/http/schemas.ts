@@ -1,5 +1,6 @@
 import { type Static, type TProperties, type TSchema, type TUnsafe, Type } from '@sinclair/typebox';
 import { ATTEMPT_ERROR_CLASSES } from '../domain/attempts.ts';
+import { DEFAULT_MAX_CONCURRENCY, MAX_CONCURRENCY } from '../domain/flow-control.ts';
 import {
   BOOKING_STATUSES,
   CLIENT_KINDS,
@@ -282,6 +283,13 @@ const Problem = Type.Object(
   },
 );
 
+/** A subscription's ceiling on attempts in flight at once (set at creation or by PATCH). */
+export const MaxConcurrency = Type.Integer({
+  minimum: 1,
+  maximum: MAX_CONCURRENCY,
+  description: `Most attempts in flight to the endpoint at once, 1-${MAX_CONCURRENCY}; the adaptive limit (\`deliveryState.concurrencyLimit\`) moves below it. Default ${DEFAULT_MAX_CONCURRENCY}.`,
+});
+
 export const WebhookSubscription = Type.Object(
   {
     id: Type.String(),
@@ -313,6 +321,31 @@ export const WebhookSubscription = Type.Object(
       description:
         'Deliveries also carry the Standard Webhooks headers `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64>` per signing key, space separated), verifiable with the same signing key string.',
     }),
+    maxConcurrency: MaxConcurrency,
+    deliveryState: Type.Object(
+      {
+        concurrencyLimit: Type.Integer({
+          minimum: 1,
+          maximum: MAX_CONCURRENCY,
+          description:
+            'Attempts in flight at once now. Starts at 4; grows by 1 when the endpoint answers a 2xx in time with the whole limit in use, up to `maxConcurrency`; halves on a 429, 502, 503, 504, a time-out or a refused or reset connection.',
+        }),
+        inFlight: Type.Integer({ minimum: 0, description: 'Attempts in flight now.' }),
+        pausedUntil: At(
+          'Until when the endpoint asked us to wait (`Retry-After` on a 429 or 503, at most an hour): no attempt goes to it before. Null when not held.',
+        ),
+        reason: Nullable(
+          StringEnum(['paused', 'deleted', 'retry_after', 'backpressure'] as const, {
+            description:
+              'What holds deliveries back: `paused` or `deleted` (none go), `retry_after` (until `pausedUntil`), `backpressure` (its answers cut `concurrencyLimit`, which grows back as it answers in time). Null when nothing does.',
+          }),
+        ),
+      },
+      {
+        additionalProperties: false,
+        description: 'How deliveries flow to the endpoint now, and what holds them back.',
+      },
+    ),
     createdAt: At('Created at'),
   },
   {
@@ -385,6 +418,13 @@ export const WebhookAttempt = Type.Object(
         maxLength: 100,
         description:
           'The `Retry-After` of a 429 or 503 answer, as received; a valid one held every delivery to the endpoint until then (at most an hour). Null otherwise.',
+      }),
+    ),
+    concurrencyLimit: Nullable(
+      Type.Integer({
+        minimum: 1,
+        description:
+          "The subscription's concurrency limit when this attempt was sent (see `deliveryState`).",
       }),
     ),
   },

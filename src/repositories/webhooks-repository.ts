@@ -1,4 +1,4 @@
-import { type Insertable, type Selectable, sql, type Updateable } from 'kysely';
+import { type Insertable, type RawBuilder, type Selectable, sql, type Updateable } from 'kysely';
 import type {
   DeliveryStatus,
   WebhookAttemptsTable,
@@ -52,6 +52,8 @@ export interface ClaimedDelivery {
   sequence: number | null;
   url: string;
   standardWebhooks: boolean;
+  /** The subscription's concurrency limit when claimed (within its maxConcurrency). */
+  concurrencyLimit: number;
   signingKey: string;
   legacySigningKey: string | null;
   legacySigningKeyExpiresAt: string | null;
@@ -81,8 +83,21 @@ export interface ClaimOptions {
   /** Most rows of a tenant not listed. */
   newcomerRoom?: number;
   skipTenants?: string[];
+  /**
+   * Deliveries whose attempt this worker finished but has not recorded yet: their rows are still
+   * in flight, their slots free. By id, not by count: one recorded while the claim runs must not
+   * be taken off twice.
+   */
+  settled?: readonly string[];
   /** Stale claims are taken over only with attempts left (see deadLetterStale). */
   maxAttempts?: number;
+}
+
+/** A subscription's concurrency limit, within the ceiling its owner set. */
+function capOf(subscriptions: string): RawBuilder<number> {
+  const limit = sql.ref(`${subscriptions}.concurrency_limit`);
+  const max = sql.ref(`${subscriptions}.max_concurrency`);
+  return sql<number>`case when ${limit} < ${max} then ${limit} else ${max} end`;
 }
 
 export class WebhooksRepository extends Repository {
@@ -353,7 +368,8 @@ export class WebhooksRepository extends Repository {
 
   /**
    * Claims up to `limit` due deliveries in one statement: for every active subscription not in
-   * `skip`, its earliest due pending rows (at most `perSubscription`, walked through
+   * `skip` and not held, its earliest due pending rows (at most `perSubscription`, and no more
+   * than its concurrency limit less its attempts in flight; walked through
    * webhook_deliveries_pending_idx, so one endpoint's backlog costs the others nothing), the
    * earliest `limit` of them overall; and in-flight rows whose claim is older than `staleBefore`
    * (their worker died) and that have attempts left (see deadLetterStale). Each claimed row gets
@@ -385,37 +401,55 @@ export class WebhooksRepository extends Repository {
         : sql`coalesce((select room.n from (select column1 as tenant_id, column2 as n from (values ${sql.join(
             rooms.map(([tenant, n]) => sql`(cast(${tenant} as text), cast(${n} as integer))`),
           )}) as v) as room where room.tenant_id = ranked.tenant_id), ${newcomerRoom})`;
-    // Per subscription: LATERAL on PostgreSQL; on SQLite (no LATERAL) a correlated IN, with
-    // CROSS JOIN keeping subscriptions the outer loop (else SQLite scans every delivery).
-    // Then at most a tenant's room of its rows (ranked over its subscriptions), the earliest due.
+    // A subscription's rows are claimable while they and its attempts in flight (in every worker
+    // process, counted through the partial in-flight index, less this worker's settled ones) stay
+    // within its concurrency limit.
+    const settled = options.settled ?? [];
+    const unsettled = (column: string) =>
+      settled.length === 0 ? sql`` : sql`and ${sql.ref(column)} not in (${sql.join(settled)})`;
     const candidates =
       this.dialect === 'postgres'
         ? sql`
-          select q.id, q.next_attempt_at, s.tenant_id, row_number() over (partition by s.tenant_id order by q.next_attempt_at) as rank
+          select q.id, q.next_attempt_at, s.tenant_id
           from webhook_subscriptions s
+          cross join lateral (
+            select count(*) as n from webhook_deliveries f
+            where f.subscription_id = s.id and f.status = 'in_flight' ${unsettled('f.id')}
+          ) b
           cross join lateral (
             select d.id, d.next_attempt_at from webhook_deliveries d
             where d.subscription_id = s.id and d.status = 'pending' and d.next_attempt_at <= ${now}
             order by d.next_attempt_at
-            limit ${perSubscription}
+            limit greatest(0, least(${perSubscription}, ${capOf('s')} - b.n))
             for update of d skip locked
           ) q
           where s.active = 1 and (s.held_until is null or s.held_until <= ${now})
             ${notSkipped('s.id')} ${tenantNotSkipped('s.tenant_id')}`
         : sql`
-          select d.id, d.next_attempt_at, s.tenant_id, row_number() over (partition by s.tenant_id order by d.next_attempt_at) as rank
-          from webhook_subscriptions s
-          cross join webhook_deliveries d
-          where d.id in (
-            select d2.id from webhook_deliveries d2
-            where d2.subscription_id = s.id and d2.status = 'pending' and d2.next_attempt_at <= ${now}
-            order by d2.next_attempt_at
-            limit ${perSubscription}
-          )
-          and s.active = 1 and (s.held_until is null or s.held_until <= ${now})
-          ${notSkipped('s.id')} ${tenantNotSkipped('s.tenant_id')}`;
+          select id, next_attempt_at, tenant_id from (
+            select d.id, d.next_attempt_at, s.tenant_id, ${capOf('s')} as cap,
+              row_number() over (partition by s.id order by d.next_attempt_at) + coalesce(b.n, 0) as in_use
+            from webhook_subscriptions s
+            cross join webhook_deliveries d
+            left join (
+              select subscription_id, count(*) as n from webhook_deliveries
+              where status = 'in_flight' ${unsettled('id')} group by subscription_id
+            ) b on b.subscription_id = s.id
+            where d.id in (
+              select d2.id from webhook_deliveries d2
+              where d2.subscription_id = s.id and d2.status = 'pending' and d2.next_attempt_at <= ${now}
+              order by d2.next_attempt_at
+              limit ${perSubscription}
+            )
+            and s.active = 1 and (s.held_until is null or s.held_until <= ${now})
+            ${notSkipped('s.id')} ${tenantNotSkipped('s.tenant_id')}
+          ) as within_room
+          where in_use <= cap`;
+    const ranked = sql`
+      select id, next_attempt_at, tenant_id, row_number() over (partition by tenant_id order by next_attempt_at) as rank
+      from (${candidates}) as candidates`;
     const due = sql`
-      select id from (${candidates}) as ranked
+      select id from (${ranked}) as ranked
       where rank <= ${roomOf}
       order by next_attempt_at
       limit ${limit}`;
@@ -454,6 +488,7 @@ export class WebhooksRepository extends Repository {
         'd.sequence',
         's.url',
         's.standardWebhooks',
+        capOf('s').as('concurrencyLimit'),
         's.signingKey',
         's.legacySigningKey',
         's.legacySigningKeyExpiresAt',
@@ -527,6 +562,22 @@ export class WebhooksRepository extends Repository {
       .where('id', '>=', sinceId)
       .where('isTest', '=', false)
       .groupBy(['subscriptionId', 'status'])
+      .execute();
+  }
+
+  /** Each subscription's deliveries in flight, through the partial in-flight index. */
+  inFlightCounts(
+    tenantId: string,
+    subscriptionIds: string[],
+  ): Promise<Array<{ subscriptionId: string; n: number }>> {
+    if (subscriptionIds.length === 0) return Promise.resolve([]);
+    return this.db
+      .selectFrom('webhookDeliveries')
+      .select((eb) => ['subscriptionId', eb.fn.countAll<number>().as('n')])
+      .where('subscriptionId', 'in', subscriptionIds)
+      .where('status', '=', 'in_flight')
+      .where('tenantId', '=', tenantId)
+      .groupBy('subscriptionId')
       .execute();
   }
 

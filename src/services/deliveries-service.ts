@@ -7,6 +7,7 @@ import {
   nextStep,
   parseRetryAfter,
 } from '../domain/delivery-policy.ts';
+import { type ConcurrencySample, foldConcurrency } from '../domain/flow-control.ts';
 import type { Clock } from '../lib/clock.ts';
 import { newId } from '../lib/ids.ts';
 import type { QueueStats } from '../lib/metrics.ts';
@@ -42,6 +43,8 @@ export interface SettledAttempt {
   at: string;
   /** Until when the answer's Retry-After holds every delivery to the endpoint, if it asks. */
   holdUntil: string | null;
+  /** Attempts in flight to the subscription in this process once it was sent, itself included. */
+  inFlightAtSend: number;
   /** What the attempt log keeps of it. */
   attempt: {
     startedAt: string;
@@ -51,6 +54,8 @@ export interface SettledAttempt {
     errorClass: AttemptErrorClass | null;
     responseBody: string;
     retryAfter: string | null;
+    /** The subscription's concurrency limit it was sent under. */
+    concurrencyLimit: number;
   };
 }
 
@@ -180,7 +185,7 @@ export class DeliveriesService {
   }
 
   /**
-   * Folds the batch into its subscriptions' counters and sets their holds (`heldUntil`, unless
+   * Folds the batch into its subscriptions' counters and concurrency limits and sets their holds (`heldUntil`, unless
    * held longer already), every row locked first in id order so two workers cannot deadlock.
    */
   private async updateSubscriptions(
@@ -210,10 +215,17 @@ export class DeliveriesService {
         continue;
       }
       const { counters, pause } = foldAttempts(row, attempts, rule, row.active);
+      const concurrency = foldConcurrency(
+        { limit: row.concurrencyLimit, backedOff: row.backedOff },
+        attempts.map(concurrencySample),
+        row.maxConcurrency,
+      );
       const now = this.deps.clock.now().toISOString();
       await this.deps.webhooks.updateSubscription(row.tenantId, row.id, {
         ...counters,
         ...held,
+        concurrencyLimit: concurrency.limit,
+        backedOff: concurrency.backedOff,
         ...(pause ? { active: false, pausedAt: now } : {}),
       });
       if (!pause) continue;
@@ -240,4 +252,14 @@ export class DeliveriesService {
     }
     return paused;
   }
+}
+
+/** What an attempt tells its subscription's concurrency limit (see nextConcurrency). */
+function concurrencySample(settled: SettledAttempt): ConcurrencySample {
+  return {
+    limitAtSend: settled.attempt.concurrencyLimit,
+    inFlightAtSend: settled.inFlightAtSend,
+    status: settled.status,
+    errorClass: settled.attempt.errorClass,
+  };
 }

@@ -5,6 +5,7 @@ import type { DeliveryStatus, WebhookSubscriptionsTable } from '../db/schema.ts'
 import type { AddressGuard } from '../domain/address-guard.ts';
 import { sampleEventData } from '../domain/event-samples.ts';
 import type { EventData } from '../domain/event-schemas.ts';
+import { DEFAULT_MAX_CONCURRENCY, INITIAL_CONCURRENCY } from '../domain/flow-control.ts';
 import { effectiveWebhookEndpointCap, isTier, TIERS } from '../domain/plans.ts';
 import { newSigningKey, servesStandardWebhooks } from '../domain/signing.ts';
 import type { SubscribableEventType } from '../domain/states.ts';
@@ -37,7 +38,21 @@ export interface Subscription {
   lastFailureAt: string | null;
   last24h: RecentDeliveries;
   standardWebhooks: boolean;
+  maxConcurrency: number;
+  deliveryState: DeliveryState;
   createdAt: string;
+}
+
+/**
+ * How fast deliveries flow to the endpoint now, and what holds them back: `reason` `paused` (or
+ * `deleted`), `retry_after` (the endpoint asked to wait, until `pausedUntil`), `backpressure` (its
+ * answers cut the concurrency limit, which grows back as it answers in time), or null.
+ */
+interface DeliveryState {
+  concurrencyLimit: number;
+  inFlight: number;
+  pausedUntil: string | null;
+  reason: 'paused' | 'deleted' | 'retry_after' | 'backpressure' | null;
 }
 
 /** A delivery and an attempt as the API shows them. */
@@ -48,6 +63,7 @@ export interface CreateSubscriptionInput {
   url: string;
   events: string[];
   standardWebhooks?: boolean;
+  maxConcurrency?: number;
 }
 
 /** PATCH: what is given changes; `active` pauses (false) or re-enables (true). */
@@ -55,6 +71,7 @@ export interface UpdateSubscriptionInput {
   url?: string;
   events?: string[];
   standardWebhooks?: boolean;
+  maxConcurrency?: number;
   active?: boolean;
 }
 
@@ -85,7 +102,7 @@ export interface CheckedTarget {
 const TEST_MESSAGE = 'This is a test event fired from POST /api/v1/webhooks/test.';
 
 /** What happened to a subscription's deliveries created in the last 24 hours. */
-export interface RecentDeliveries {
+interface RecentDeliveries {
   succeeded: number;
   deadLettered: number;
   /** Waiting for an attempt or a retry, or being attempted now. */
@@ -95,9 +112,33 @@ export interface RecentDeliveries {
 const DAY_MS = 86_400_000;
 const NO_DELIVERIES: RecentDeliveries = { succeeded: 0, deadLettered: 0, pending: 0 };
 
+/** What a subscription's deliveries look like now: the last day's, and those in flight. */
+interface SubscriptionActivity {
+  last24h: RecentDeliveries;
+  inFlight: number;
+}
+
+const NO_ACTIVITY: SubscriptionActivity = { last24h: NO_DELIVERIES, inFlight: 0 };
+
+function deliveryState(row: SubscriptionRow, inFlight: number, now: string): DeliveryState {
+  const held = row.heldUntil !== null && row.heldUntil > now;
+  let reason: DeliveryState['reason'] = null;
+  if (row.deletedAt !== null) reason = 'deleted';
+  else if (!row.active) reason = 'paused';
+  else if (held) reason = 'retry_after';
+  else if (row.backedOff) reason = 'backpressure';
+  return {
+    concurrencyLimit: Math.min(row.concurrencyLimit, row.maxConcurrency),
+    inFlight,
+    pausedUntil: held ? row.heldUntil : null,
+    reason,
+  };
+}
+
 function toSubscription(
   row: SubscriptionRow,
-  last24h: RecentDeliveries = NO_DELIVERIES,
+  now: string,
+  activity: SubscriptionActivity = NO_ACTIVITY,
 ): Subscription {
   return {
     id: row.id,
@@ -108,8 +149,10 @@ function toSubscription(
     consecutiveFailures: row.consecutiveFailures,
     lastSuccessAt: row.lastSuccessAt,
     lastFailureAt: row.lastFailureAt,
-    last24h,
+    last24h: activity.last24h,
     standardWebhooks: row.standardWebhooks,
+    maxConcurrency: row.maxConcurrency,
+    deliveryState: deliveryState(row, activity.inFlight, now),
     createdAt: row.createdAt,
   };
 }
@@ -157,30 +200,40 @@ export class WebhooksService {
   constructor(private readonly deps: WebhooksServiceDeps) {}
 
   async list(tenantId: string): Promise<Subscription[]> {
-    const rows = await this.deps.webhooks.listSubscriptions(tenantId);
-    const recent = await this.recent(
-      tenantId,
-      rows.map((row) => row.id),
-    );
-    return rows.map((row) => toSubscription(row, recent.get(row.id)));
+    return this.shown(tenantId, await this.deps.webhooks.listSubscriptions(tenantId));
   }
 
-  /** Each subscription's deliveries of the last 24 hours, by outcome. */
-  private async recent(tenantId: string, ids: string[]): Promise<Map<string, RecentDeliveries>> {
-    const since = firstIdAt('dlv', this.deps.clock.now().getTime() - DAY_MS);
-    const counts = new Map<string, RecentDeliveries>();
-    for (const { subscriptionId, status, n } of await this.deps.webhooks.recentCounts(
-      tenantId,
-      ids,
-      since,
-    )) {
-      const entry = counts.get(subscriptionId) ?? { ...NO_DELIVERIES };
-      if (status === 'success') entry.succeeded += Number(n);
-      else if (status === 'dead_letter') entry.deadLettered += Number(n);
-      else entry.pending += Number(n);
-      counts.set(subscriptionId, entry);
+  /** Subscriptions as the API shows them, with their deliveries' activity. */
+  private async shown(tenantId: string, rows: SubscriptionRow[]): Promise<Subscription[]> {
+    const now = this.deps.clock.now();
+    const ids = rows.map((row) => row.id);
+    const since = firstIdAt('dlv', now.getTime() - DAY_MS);
+    const recent = await this.deps.webhooks.recentCounts(tenantId, ids, since);
+    const inFlight = await this.deps.webhooks.inFlightCounts(tenantId, ids);
+    const activity = new Map<string, SubscriptionActivity>();
+    const of = (id: string) => {
+      let entry = activity.get(id);
+      if (entry === undefined) {
+        entry = { last24h: { ...NO_DELIVERIES }, inFlight: 0 };
+        activity.set(id, entry);
+      }
+      return entry;
+    };
+    for (const { subscriptionId, status, n } of recent) {
+      const { last24h } = of(subscriptionId);
+      if (status === 'success') last24h.succeeded += Number(n);
+      else if (status === 'dead_letter') last24h.deadLettered += Number(n);
+      else last24h.pending += Number(n);
     }
-    return counts;
+    for (const { subscriptionId, n } of inFlight) of(subscriptionId).inFlight = Number(n);
+    const at = now.toISOString();
+    return rows.map((row) => toSubscription(row, at, activity.get(row.id)));
+  }
+
+  /** One subscription as the API shows it. */
+  private async shownOne(tenantId: string, row: SubscriptionRow): Promise<Subscription> {
+    const [subscription] = await this.shown(tenantId, [row]);
+    return subscription;
   }
 
   /**
@@ -214,10 +267,13 @@ export class WebhooksService {
         legacySigningKey: null,
         legacySigningKeyExpiresAt: null,
         standardWebhooks: input.standardWebhooks === true,
+        maxConcurrency: input.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY,
+        concurrencyLimit: INITIAL_CONCURRENCY,
+        backedOff: false,
         createdAt: nowIso(this.deps.clock),
       });
     });
-    return { subscription: toSubscription(row), signingKey };
+    return { subscription: toSubscription(row, nowIso(this.deps.clock)), signingKey };
   }
 
   /**
@@ -250,6 +306,7 @@ export class WebhooksService {
       if (checked) patch.url = checked.url;
       if (input.events) patch.events = JSON.stringify([...new Set(input.events)]);
       if (input.standardWebhooks !== undefined) patch.standardWebhooks = input.standardWebhooks;
+      if (input.maxConcurrency !== undefined) patch.maxConcurrency = input.maxConcurrency;
       if (input.active === true && !current.active) {
         Object.assign(patch, RE_ENABLED);
         await this.deps.notifier.publish(DELIVERIES_CHANNEL);
@@ -260,7 +317,7 @@ export class WebhooksService {
       return this.deps.webhooks.updateSubscription(tenantId, id, patch);
     });
     if (!row) throw notFound('Webhook subscription');
-    return toSubscription(row, (await this.recent(tenantId, [id])).get(id));
+    return this.shownOne(tenantId, row);
   }
 
   /**
@@ -385,9 +442,8 @@ export class WebhooksService {
       });
     });
     if (!row) throw notFound('Webhook subscription');
-    const recent = (await this.recent(tenantId, [id])).get(id);
     return {
-      subscription: toSubscription(row, recent),
+      subscription: await this.shownOne(tenantId, row),
       signingKey,
       legacySigningKeyExpiresAt: expiresAt,
     };
@@ -558,7 +614,7 @@ export class WebhooksService {
       return updated;
     });
     if (!row) throw notFound('Webhook subscription');
-    return toSubscription(row, (await this.recent(tenantId, [id])).get(id));
+    return this.shownOne(tenantId, row);
   }
 
   /** The tenant's subscription, deleted or not (listing history, redeliver). */

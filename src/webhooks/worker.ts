@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import { DELIVERIES_CHANNEL, type Notifier } from '../db/notifier.ts';
 import { deliveryRequest, deliveryUserAgent } from '../domain/delivery-request.ts';
+import { MAX_CONCURRENCY } from '../domain/flow-control.ts';
 import {
   subscriptionClaimShare,
   type TenantClaimPlan,
@@ -21,8 +22,9 @@ export interface WorkerOptions {
   /** Attempts running at once, over every endpoint. */
   maxInFlight?: number;
   /**
-   * Attempts running at once to one subscription, so a slow endpoint cannot take every slot (and
-   * to one tenant: see tenantSlotCap).
+   * Attempts this process runs at once to one subscription, whatever its concurrency limit (the
+   * limit holds over every process; see claimDue). Also the least one tenant may hold: see
+   * tenantSlotCap.
    */
   maxPerSubscription?: number;
   /** Most rows one claim takes. */
@@ -56,7 +58,7 @@ export interface WorkerEvents {
 }
 
 export const DEFAULT_MAX_IN_FLIGHT = 256;
-export const DEFAULT_MAX_PER_SUBSCRIPTION = 32;
+export const DEFAULT_MAX_PER_SUBSCRIPTION = MAX_CONCURRENCY;
 /** Most rows one claim takes. */
 export const DEFAULT_BATCH_SIZE = 200;
 
@@ -66,9 +68,9 @@ const FLUSH_DELAY_MS = 5;
 const KEY_CACHE_LIMIT = 10_000;
 /**
  * How long a claim for reopened slots waits for other subscriptions' slots to reopen too. The
- * subscription still has half its cap in flight, and a claim costs about the same for one
- * subscription as for several: draining 20,000 deliveries to 4 subscriptions, each claim took
- * one subscription's 16 rows (1,253 claims, about 0.4 ms each in SQLite).
+ * subscription still has half its limit in flight, and a claim costs about the same for one
+ * subscription as for several: without the wait, a drain to a few subscriptions claimed one
+ * subscription's share at a time.
  */
 const REOPEN_COALESCE_MS = 3;
 
@@ -81,15 +83,8 @@ const REOPEN_COALESCE_MS = 3;
 export class DeliveryWorker extends EventEmitter<WorkerEvents> {
   private readonly maxInFlight: number;
   private readonly maxPerSubscription: number;
-  /** Most rows one claim takes of a subscription: half the cap (see claim). */
+  /** Most rows one claim takes of a subscription (see claim). */
   private readonly claimPerSubscription: number;
-  /**
-   * A subscription with more in flight than this is left out of claims; one that falls back to
-   * it signals the claim loop (it has room for a claim's share again).
-   */
-  private readonly subscriptionReopenAt: number;
-  /** A subscription down to this many in flight is claimed for at once (its pipe runs low). */
-  private readonly subscriptionLowAt: number;
   private readonly batchSize: number;
   private readonly pollIntervalMs: number;
   private readonly userAgent: string;
@@ -98,6 +93,13 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
   private loop: Promise<void> | null = null;
   private readonly inFlight = new Set<Promise<void>>();
   private readonly perSubscription = new Map<string, number>();
+  /**
+   * Each subscription's concurrency limit as its latest claim here read it (within
+   * maxPerSubscription), while it has attempts in flight here: what its levels are (see levels).
+   */
+  private readonly caps = new Map<string, number>();
+  /** Deliveries whose attempt finished but is not recorded yet: their rows are still in flight. */
+  private readonly unrecorded = new Set<string>();
   /** Subscriptions whose receiver asked to wait (Retry-After), until when (epoch ms). */
   private readonly holds = new Map<string, number>();
   private readonly perTenant = new Map<string, number>();
@@ -127,8 +129,6 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     this.maxInFlight = options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
     this.maxPerSubscription = options.maxPerSubscription ?? DEFAULT_MAX_PER_SUBSCRIPTION;
     this.claimPerSubscription = subscriptionClaimShare(this.maxPerSubscription);
-    this.subscriptionReopenAt = this.maxPerSubscription - this.claimPerSubscription;
-    this.subscriptionLowAt = Math.floor(this.subscriptionReopenAt / 2);
     this.batchSize = options.batchSize ?? DEFAULT_BATCH_SIZE;
     this.pollIntervalMs = options.pollIntervalMs ?? 1_000;
     this.userAgent = deliveryUserAgent(deps.config.publicBaseUrl);
@@ -186,9 +186,10 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
   }
 
   /**
-   * A claim takes at most half the per-subscription cap from each subscription and none from one
-   * already past the other half, so no subscription ever has more than the cap in flight here.
-   * Once per poll interval, stale claims of rows on their last attempt are dead-lettered first
+   * A claim takes at most half of maxPerSubscription from each subscription, and within its
+   * concurrency limit (counted over every process, see claimDue); none from one with more than
+   * half its limit in flight here (its attempts signal as they end, see levels). Once per poll
+   * interval, stale claims of rows on their last attempt are dead-lettered first
    * (never sent a seventh time).
    */
   private async claim(
@@ -208,7 +209,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       }
     }
     const skip = [...this.perSubscription]
-      .filter(([, count]) => count > this.subscriptionReopenAt)
+      .filter(([id, count]) => count > this.levels(id).reopen)
       .map(([id]) => id);
     for (const [id, until] of this.holds) {
       if (until > now) skip.push(id);
@@ -222,6 +223,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       tenantRoom: tenants.room,
       newcomerRoom: tenants.newcomerRoom,
       skipTenants: tenants.skip,
+      settled: [...this.unrecorded],
     });
     return { claimed, plan: tenants };
   }
@@ -246,9 +248,8 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     }
     for (const [id, count] of bySubscription) {
       const holding = this.perSubscription.get(id) ?? 0;
-      if (count >= this.claimPerSubscription && holding <= this.subscriptionReopenAt) {
-        return true;
-      }
+      const { share, reopen } = this.levels(id);
+      if (count >= share && holding <= reopen) return true;
     }
     for (const [tenant, count] of byTenant) {
       const room = plan.room.get(tenant) ?? plan.newcomerRoom;
@@ -262,6 +263,19 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       }
     }
     return false;
+  }
+
+  /**
+   * A subscription's levels, from its concurrency limit here: a claim takes up to half the limit
+   * (`share`); one with more than `reopen` in flight is left out of claims, and falling back to
+   * it signals the claim loop (held back, see slotsReopened); falling to `low` signals at once
+   * (its pipe runs low).
+   */
+  private levels(id: string): { share: number; reopen: number; low: number } {
+    const cap = this.caps.get(id) ?? this.maxPerSubscription;
+    const share = subscriptionClaimShare(cap);
+    const reopen = cap - share;
+    return { share, reopen, low: Math.floor(reopen / 2) };
   }
 
   /**
@@ -300,15 +314,20 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
   private begin(delivery: ClaimedDelivery): void {
     const id = delivery.subscriptionId;
     const tenant = delivery.tenantId;
-    this.perSubscription.set(id, (this.perSubscription.get(id) ?? 0) + 1);
+    const inFlight = (this.perSubscription.get(id) ?? 0) + 1;
+    this.perSubscription.set(id, inFlight);
+    this.caps.set(id, Math.min(this.maxPerSubscription, delivery.concurrencyLimit));
     this.perTenant.set(tenant, (this.perTenant.get(tenant) ?? 0) + 1);
-    const attempt: Promise<void> = this.attempt(delivery)
+    const attempt: Promise<void> = this.attempt(delivery, inFlight)
       .catch((error) => this.deps.logger.error({ err: error }, 'delivery attempt failed'))
       .finally(() => {
         this.inFlight.delete(attempt);
         const left = (this.perSubscription.get(id) ?? 1) - 1;
-        if (left === 0) this.perSubscription.delete(id);
-        else this.perSubscription.set(id, left);
+        const { reopen, low } = this.levels(id);
+        if (left === 0) {
+          this.perSubscription.delete(id);
+          this.caps.delete(id);
+        } else this.perSubscription.set(id, left);
         const tenantLeft = (this.perTenant.get(tenant) ?? 1) - 1;
         if (tenantLeft === 0) this.perTenant.delete(tenant);
         else this.perTenant.set(tenant, tenantLeft);
@@ -317,8 +336,8 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
           this.slotsReopened();
         }
         // The subscription became claimable again: it may have rows waiting.
-        if (left === this.subscriptionLowAt) this.onSignal();
-        else if (left === this.subscriptionReopenAt) this.slotsReopened();
+        if (left === low) this.onSignal();
+        else if (left === reopen) this.slotsReopened();
       });
     this.inFlight.add(attempt);
   }
@@ -326,9 +345,10 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
   /**
    * One attempt, always settled: a failure on this side before or during the send (a signing key
    * that does not decrypt, a fault in the sender) is an attempt of class `internal` that follows
-   * the retry cascade, never a delivery left in flight until its lease runs out.
+   * the retry cascade, never a delivery left in flight until its lease runs out. `inFlight`: the
+   * subscription's attempts in flight here once this one began, itself included.
    */
-  private async attempt(delivery: ClaimedDelivery): Promise<void> {
+  private async attempt(delivery: ClaimedDelivery, inFlight: number): Promise<void> {
     const now = this.deps.clock.now();
     const startedAt = performance.now();
     let result: SendResult;
@@ -341,7 +361,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       );
       result = { status: null, error: 'internal', errorClass: 'internal', body: '' };
     }
-    this.settle(delivery, result, now.toISOString(), performance.now() - startedAt);
+    this.settle(delivery, inFlight, result, now.toISOString(), performance.now() - startedAt);
   }
 
   private send(delivery: ClaimedDelivery, now: Date): Promise<SendResult> {
@@ -394,6 +414,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
 
   private settle(
     delivery: ClaimedDelivery,
+    inFlight: number,
     result: SendResult,
     startedAt: string,
     ms: number,
@@ -417,6 +438,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       status,
       at: now.toISOString(),
       holdUntil,
+      inFlightAtSend: inFlight,
       attempt: {
         startedAt,
         durationMs: Math.round(ms),
@@ -424,6 +446,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
         errorClass: result.errorClass,
         responseBody: result.body,
         retryAfter: result.retryAfter?.slice(0, 100) ?? null,
+        concurrencyLimit: delivery.concurrencyLimit,
       },
     };
     // What an operator needs to explain a failure, one line per attempt (successes at debug).
@@ -443,6 +466,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     else if (outcome.status === 'dead_letter') this.deps.logger.warn(line, 'webhook dead-lettered');
     else this.deps.logger.info(line, 'webhook attempt failed');
     this.settled.push(settled);
+    this.unrecorded.add(delivery.id);
     this.emit('attempted', settled);
     if (this.settled.length >= FLUSH_BATCH) void this.flush();
     else this.flushTimer ??= setTimeout(() => void this.flush(), FLUSH_DELAY_MS);
@@ -465,6 +489,9 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       })
       .finally(() => {
         this.flushing = null;
+        // Recorded, their rows no longer count in flight; not recorded, they count until their
+        // claims go stale and are taken over.
+        for (const { delivery } of batch) this.unrecorded.delete(delivery.id);
       });
     await this.flushing;
     this.scheduleRetries(batch);

@@ -102,6 +102,8 @@ const SCHEMA_EXAMPLES: Record<string, unknown> = {
     lastFailureAt: null,
     last24h: { succeeded: 412, deadLettered: 0, pending: 3 },
     standardWebhooks: false,
+    maxConcurrency: 16,
+    deliveryState: { concurrencyLimit: 16, inFlight: 3, pausedUntil: null, reason: null },
     createdAt: CREATED,
   },
   WebhookDelivery: {
@@ -128,6 +130,7 @@ const SCHEMA_EXAMPLES: Record<string, unknown> = {
     errorClass: 'timeout',
     responseBody: '',
     retryAfter: null,
+    concurrencyLimit: 16,
   },
   City: { id: CITY_LISBON, name: 'Lisbon', countryIso: 'PT', ...stamps },
   Hotel: {

@@ -177,7 +177,10 @@ function deliveryDescription(options: WebhookDocsOptions): string {
       `${options.retryScheduleMs.map(duration).join(', ')} (${attempts} attempts in all); ` +
       'then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` ' +
       '(seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint ' +
-      'until then, and the answered one retries at the later of that and its scheduled wait.',
+      'until then, and the answered one retries at the later of that and its scheduled wait. ' +
+      'A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries ' +
+      'are in flight to it at once; the limit starts at 4 and grows back by one as you answer ' +
+      "in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).",
   ].join('\n\n');
 }
 

@@ -8,6 +8,7 @@ import {
   DateTime,
   IdempotencyHeaders,
   IdParams,
+  MaxConcurrency,
   OPTIONAL_BODY,
   ok,
   PageOf,
@@ -50,6 +51,7 @@ const CreateWebhookBody = Type.Object(
     url: WebhookUrl,
     events: WebhookEvents,
     standardWebhooks: Type.Optional(StandardWebhooks),
+    maxConcurrency: Type.Optional(MaxConcurrency),
   },
   { additionalProperties: false },
 );
@@ -59,6 +61,7 @@ const UpdateWebhookBody = Type.Object(
     url: Type.Optional(WebhookUrl),
     events: Type.Optional(WebhookEvents),
     standardWebhooks: Type.Optional(StandardWebhooks),
+    maxConcurrency: Type.Optional(MaxConcurrency),
     active: Type.Optional(
       Type.Boolean({
         description:
