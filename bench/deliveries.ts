@@ -11,6 +11,9 @@
  *   (every attempt runs into WEBHOOK_TIMEOUT_MS); the row is the other four's deliveries/s.
  * - The ceiling: bare undici `request()` POSTs from a child process (bench/raw-sender.ts) to the
  *   same receiver, the same number, at the worker's concurrency.
+ * - Push back: one subscription of another tenant whose endpoint answers 200 after PUSHBACK_MS, or
+ *   503 at once to any request beyond PUSHBACK_CAPACITY at a time; deliveries/s against what that
+ *   capacity allows, and the share of attempts refused (the adaptive concurrency limit's cost).
  * - Latency: with the worker idle, clients created through the admin API at a light, steady rate;
  *   each delivery's time from sending the admin request (which commits the event) to its first
  *   byte at the receiver.
@@ -72,11 +75,16 @@ export interface DeliveryResult {
   processes: Rate;
   latency: { p50: number; p90: number; p99: number; max: number; samples: number; perSec: number };
   timeoutMs: number;
+  /** The endpoint that answers 503 above PUSHBACK_CAPACITY requests at once. */
+  pushback: { perSec: number; ideal: number; wasted: number; deliveries: number };
   /** Summary of the API process's CPU profile during the first plain drain (--profile). */
   profile: string | null;
 }
 
 const HEALTHY = 4;
+export const PUSHBACK_CAPACITY = 4;
+export const PUSHBACK_MS = 10;
+const PUSHBACK_EVENTS = 2_000;
 const LATENCY_EVENTS_PER_SEC = 20;
 const LATENCY_SECONDS = 5;
 /** The worker's default maxInFlight: the raw sender runs as many requests at once. */
@@ -187,6 +195,107 @@ export class Receiver {
     this.dropHung();
     this.server.closeAllConnections();
     return new Promise((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+/** An HTTPS endpoint that serves PUSHBACK_CAPACITY requests at a time and refuses the rest. */
+class LimitedReceiver {
+  /** Arrival times of the requests it served. */
+  served: number[] = [];
+  refused = 0;
+  private open = 0;
+
+  private constructor(
+    private readonly server: Server,
+    readonly port: number,
+  ) {}
+
+  static async start(key: string, cert: string): Promise<LimitedReceiver> {
+    let receiver: LimitedReceiver | null = null;
+    const server = createServer({ key, cert, keepAliveTimeout: 30_000 }, (req, res) => {
+      const self = receiver as LimitedReceiver;
+      req.resume();
+      if (self.open >= PUSHBACK_CAPACITY) {
+        self.refused += 1;
+        req.on('end', () => res.writeHead(503).end());
+        return;
+      }
+      self.open += 1;
+      req.on('end', () =>
+        setTimeout(() => {
+          self.open -= 1;
+          self.served.push(now());
+          res.writeHead(200).end();
+        }, PUSHBACK_MS),
+      );
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const address = server.address();
+    if (address === null || typeof address === 'string') throw new Error('no port');
+    receiver = new LimitedReceiver(server, address.port);
+    return receiver;
+  }
+
+  close(): Promise<void> {
+    this.server.closeAllConnections();
+    return new Promise((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+/**
+ * PUSHBACK_EVENTS deliveries to one endpoint that serves PUSHBACK_CAPACITY at a time, drained by
+ * one API process whose retries come a second apart (so refused ones come back within the run).
+ */
+async function pushbackRun(
+  runtime: Runtime,
+  serverEnv: Record<string, string>,
+  ca: { key: string; cert: string },
+  options: DeliveryBenchOptions,
+): Promise<DeliveryResult['pushback']> {
+  const receiver = await LimitedReceiver.start(ca.key, ca.cert);
+  try {
+    const tenant = await runtime.services.tenants.create({
+      name: 'Bench Push Back',
+      slug: 'bench-pushback',
+      tier: 'enterprise',
+    });
+    await runtime.services.webhooks.create(tenant.id, {
+      url: `https://127.0.0.1:${receiver.port}/limited`,
+      events: ['client.created'],
+    });
+    await emitBacklog(runtime, tenant.id, PUSHBACK_EVENTS);
+    const server = await startServer({
+      name: `api-${options.backend}-pushback`,
+      entry: 'src/main.ts',
+      env: { ...serverEnv, WEBHOOK_RETRY_SCHEDULE: '1s,1s,1s,1s,1s' },
+    });
+    options.track(server, true);
+    try {
+      const deadline = now() + 120_000;
+      while (receiver.served.length < PUSHBACK_EVENTS) {
+        if (now() > deadline) {
+          throw new Error(`push back: ${receiver.served.length} of ${PUSHBACK_EVENTS} served`);
+        }
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    } finally {
+      await server.stop();
+      options.track(server, false);
+    }
+    const perSec = steadyRate(receiver.served);
+    const result = {
+      perSec,
+      ideal: (PUSHBACK_CAPACITY * 1000) / PUSHBACK_MS,
+      wasted: receiver.refused / (receiver.refused + receiver.served.length),
+      deliveries: PUSHBACK_EVENTS,
+    };
+    options.log(
+      `${options.backend} deliveries: push back ${Math.round(perSec)}/s, ` +
+        `${(result.wasted * 100).toFixed(1)}% of attempts refused`,
+    );
+    return result;
+  } finally {
+    await receiver.close();
   }
 }
 
@@ -342,6 +451,8 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
       }
     }
 
+    const pushback = await pushbackRun(runtime, serverEnv, ca, options);
+
     // Latency at light load: events through the admin API while the worker idles.
     await runtime.database.db.deleteFrom('webhookDeliveries').execute();
     if (runtime.database.dialect === 'postgres') {
@@ -412,6 +523,7 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
       plain: rate(runs.plain, cpu.plain),
       withTimeouts: rate(runs.withTimeouts, cpu.withTimeouts),
       processes: rate(runs.processes, cpu.processes),
+      pushback,
       latency: {
         p50: percentile(latencies, 50),
         p90: percentile(latencies, 90),

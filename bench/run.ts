@@ -31,7 +31,12 @@ import {
   MIXED_READ_RATE,
   MIXED_WRITE_RATE,
 } from './contention.ts';
-import { benchDeliveries, type DeliveryResult } from './deliveries.ts';
+import {
+  benchDeliveries,
+  type DeliveryResult,
+  PUSHBACK_CAPACITY,
+  PUSHBACK_MS,
+} from './deliveries.ts';
 import { benchDeliveryScale, type ScaleResult } from './delivery-scale.ts';
 import {
   backgroundCpu,
@@ -1078,7 +1083,7 @@ function deliveryReport(): string[] {
     '### Webhook deliveries',
     '',
     `One API process with its worker (\`node --import tsx src/main.ts\`, default worker settings: 256 attempts in flight, ` +
-      '32 per subscription, claims and outcomes in batches of 200) delivering to an HTTPS receiver in the benchmark ' +
+      "each subscription's adaptive limit (4 to 16), claims and outcomes in batches of 200) delivering to an HTTPS receiver in the benchmark " +
       'process (its own CA, answers 200 at once). Throughput: a backlog of ' +
       `${fmtInt(DELIVERY_EVENTS)} \`client.created\` events for 4 subscriptions (${fmtInt(DELIVERY_EVENTS * 4)} deliveries), ` +
       'written through the events service while no worker runs, then drained; deliveries/s at the receiver between ' +
@@ -1107,6 +1112,10 @@ function deliveryReport(): string[] {
         `${fmtInt(r.processes.perSec)} (${runs(r.processes.runs)}) | ref ${fmtInt(r.plain.perSec)} | ` +
         `${(r.processes.perSec / r.plain.perSec).toFixed(2)} | – | – | ${cpu(r.processes.cpuUsPerDelivery)} | ` +
         'informational (scaling; the receiver and PostgreSQL share the cores) | – |',
+      `| One endpoint serving ${PUSHBACK_CAPACITY} requests at a time (${PUSHBACK_MS} ms each), 503 to the rest: ` +
+        `${fmtInt(r.pushback.deliveries)} deliveries, ${(r.pushback.wasted * 100).toFixed(1)}% of attempts refused | ${r.backend} | ` +
+        `${fmtInt(r.pushback.perSec)} | ideal ${fmtInt(r.pushback.ideal)} | ${(r.pushback.perSec / r.pushback.ideal).toFixed(2)} | – | – | – | ` +
+        `refused < 20% | ${mark(r.pushback.wasted < 0.2)} |`,
       `| Event commit to first byte at the receiver, ${r.latency.perSec} deliveries/s | ${r.backend} | – | – | – | ` +
         `${fmtMs(r.latency.p50)} | ${fmtMs(r.latency.p99)} | – | p50 < 50 ms | ${mark(r.latency.p50 < 50)} |`,
     );
