@@ -13,7 +13,17 @@ const below = {
   'rate-limit': ['lib', 'domain', 'config', 'db'],
   services: ['lib', 'domain', 'notifications', 'config', 'db', 'repositories'],
   http: ['lib', 'domain', 'config', 'db', 'repositories', 'rate-limit', 'services'],
-  webhooks: ['lib', 'domain', 'notifications', 'config', 'db', 'repositories', 'services', 'runtime'],
+  webhooks: [
+    'lib',
+    'domain',
+    'notifications',
+    'config',
+    'db',
+    'repositories',
+    'rate-limit',
+    'services',
+    'runtime',
+  ],
 };
 const layers = Object.keys(below);
 

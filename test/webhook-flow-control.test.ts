@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startWorker } from '../src/webhooks/start-worker.ts';
 import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
-import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
+import { createTenant, createTrip, type TenantFixture } from './helpers/fixtures.ts';
 import { HttpsReceiver, type Responder, testCa } from './helpers/https-receiver.ts';
 import { until } from './helpers/until.ts';
 
@@ -123,17 +123,26 @@ for (const backend of BACKENDS) {
       }
     });
 
-    it('refuses a maxConcurrency outside 1-64, at creation and by PATCH, changing nothing', async () => {
+    it('refuses maxConcurrency outside 1-64 and maxPerSecond outside 1-1000, changing nothing', async () => {
       const receiver = await HttpsReceiver.start();
       try {
-        for (const maxConcurrency of [0, 65, 2.5, '8', null]) {
+        const invalid = [
+          ...[0, 65, 2.5, '8', null].map((maxConcurrency) => ({ maxConcurrency })),
+          ...[0, 1001, 1.5, '10'].map((maxPerSecond) => ({ maxPerSecond })),
+        ];
+        for (const member of invalid) {
           const refused = await ctx.api('POST', '/api/v1/webhooks', {
             token: tenant.token,
-            body: { url: receiver.url('/bad'), events: ['client.created'], maxConcurrency },
+            body: { url: receiver.url('/bad'), events: ['client.created'], ...member },
           });
-          assert.equal(refused.statusCode, 422, String(maxConcurrency));
+          assert.equal(refused.statusCode, 422, JSON.stringify(member));
           assert.match(String(refused.headers['content-type']), /^application\/problem\+json/);
         }
+        const listed = await ctx.api('GET', '/api/v1/webhooks', { token: tenant.token });
+        assert.ok(
+          listed.json().data.every((s: { url: string }) => !s.url.endsWith('/bad')),
+          'nothing created',
+        );
         const created = await subscribe(receiver.url('/patched'), { maxConcurrency: 2 });
         assert.equal(created.deliveryState.concurrencyLimit, 2, 'the limit within the ceiling');
         const refused = await ctx.api('PATCH', `/api/v1/webhooks/${created.id}`, {
@@ -148,6 +157,16 @@ for (const backend of BACKENDS) {
         assert.equal(patched.statusCode, 200, patched.body);
         assert.equal(patched.json().data.maxConcurrency, 64);
         assert.equal(patched.json().data.deliveryState.concurrencyLimit, 4);
+        const capped = await ctx.api('PATCH', `/api/v1/webhooks/${created.id}`, {
+          token: tenant.token,
+          body: { maxPerSecond: 1000 },
+        });
+        assert.equal(capped.json().data.maxPerSecond, 1000);
+        const uncapped = await ctx.api('PATCH', `/api/v1/webhooks/${created.id}`, {
+          token: tenant.token,
+          body: { maxPerSecond: null },
+        });
+        assert.equal(uncapped.json().data.maxPerSecond, null);
       } finally {
         await receiver.close();
       }
@@ -198,6 +217,86 @@ for (const backend of BACKENDS) {
         assert.equal(state.reason, null);
         assert.ok(seen.most <= 10 && seen.most > 4, `${seen.most} requests at once`);
       } finally {
+        await receiver.close();
+      }
+    });
+
+    it('holds maxPerSecond, giving claims back unattempted while the second is used up', async () => {
+      const receiver = await HttpsReceiver.start();
+      try {
+        const { id } = await subscribe(receiver.url('/capped'), { maxPerSecond: 5 });
+        await backlog(30);
+        await drain(id, 30);
+        const arrivals = receiver.requests.map((r) => r.receivedAt).sort((a, b) => a - b);
+        assert.equal(arrivals.length, 30, 'each delivered once');
+        // Five a second, each second counted whole: 30 take six windows, at least five seconds
+        // from the first to the last; and no second-long span holds more than two windows' worth.
+        const span = (arrivals[29] - arrivals[0]) / 1000;
+        assert.ok(span >= 4.9, `30 deliveries in ${span.toFixed(2)} s`);
+        for (const start of arrivals) {
+          const within = arrivals.filter((at) => at >= start && at < start + 1_000).length;
+          assert.ok(within <= 10, `${within} deliveries in 1 s from ${Math.round(start)}`);
+        }
+        // Given back, a claim is not an attempt.
+        const attempts = await ctx.runtime.database.db
+          .selectFrom('webhookDeliveries')
+          .select('attempts')
+          .where('subscriptionId', '=', id)
+          .execute();
+        assert.ok(
+          attempts.every((row) => row.attempts === 1),
+          JSON.stringify(attempts),
+        );
+      } finally {
+        await receiver.close();
+      }
+    });
+
+    it('orders per object: A1 fails once, A2 waits for it, B1 does not', async () => {
+      const trips = {
+        a: (await createTrip(ctx, tenant, { title: 'A' })).id as string,
+        b: (await createTrip(ctx, tenant, { title: 'B' })).id as string,
+      };
+      const failedOnce = new Set<string>();
+      const receiver = await HttpsReceiver.start({
+        responder: (request) => {
+          const event = JSON.parse(request.body);
+          const key = `${event.type}:${event.data.tripId}`;
+          if (event.data.tripId === trips.a && !failedOnce.has(key)) {
+            failedOnce.add(key);
+            if (event.type === 'trip.published') return { status: 500 };
+          }
+          return { status: 200 };
+        },
+      });
+      const created = await ctx.api('POST', '/api/v1/webhooks', {
+        token: tenant.token,
+        body: {
+          url: receiver.url('/ordered'),
+          events: ['trip.published', 'trip.unpublished'],
+          ordering: 'per_object',
+        },
+      });
+      assert.equal(created.statusCode, 201, created.body);
+      assert.equal(created.json().data.ordering, 'per_object');
+      await ctx.admin('POST', `/admin/v1/trips/${trips.a}/publish`);
+      await ctx.admin('POST', `/admin/v1/trips/${trips.a}/unpublish`);
+      await ctx.admin('POST', `/admin/v1/trips/${trips.b}/publish`);
+      const worker = startWorker(ctx.runtime, { pollIntervalMs: 50 });
+      try {
+        await receiver.waitFor(4, 10_000);
+        const seen = receiver.requests.map((r) => {
+          const event = JSON.parse(r.body);
+          const trip = event.data.tripId === trips.a ? 'A' : 'B';
+          const step = event.type === 'trip.published' ? 1 : 2;
+          return { name: `${trip}${step}`, at: r.receivedAt, sequence: event.sequence };
+        });
+        const at = (name: string, nth = 0) => seen.filter((e) => e.name === name)[nth].at;
+        assert.deepEqual(seen.map((e) => e.name).sort(), ['A1', 'A1', 'A2', 'B1']);
+        assert.ok(at('A2') > at('A1', 1), 'A2 after A1 was delivered');
+        assert.ok(at('B1') < at('A1', 1), 'B1 did not wait for A1');
+      } finally {
+        await worker.stop();
         await receiver.close();
       }
     });

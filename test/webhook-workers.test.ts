@@ -240,5 +240,44 @@ if (BACKENDS.includes('postgres')) {
         [['success', EVENTS * paths.length]],
       );
     });
+
+    it('hold one subscription to its maxPerSecond between them', async () => {
+      const other = await createTenant(s.ctx, { tier: 'enterprise' });
+      const created = await s.ctx.api('POST', '/api/v1/webhooks', {
+        token: other.token,
+        body: { url: s.receiver.url('/capped'), events: ['client.created'], maxPerSecond: 10 },
+      });
+      assert.equal(created.statusCode, 201, created.body);
+      s.receiver.respond(() => ({ status: 200 }));
+      // A backlog written at once: both workers claim for it as fast as they may.
+      await Promise.all(
+        Array.from({ length: 8 }, async (_, w) => {
+          for (let i = w; i < 140; i += 8) {
+            const written = await s.ctx.api('POST', '/api/v1/clients', {
+              token: other.token,
+              body: { kind: 'individual', displayName: `Capped ${i}` },
+            });
+            assert.equal(written.statusCode, 201, written.body);
+          }
+        }),
+      );
+      const capped = () =>
+        s.receiver.requests.filter((r) => r.path === '/capped').map((r) => r.receivedAt);
+      const first = await until(() => capped()[0], 10_000, 'a first delivery');
+      await new Promise((resolve) => setTimeout(resolve, 10_500));
+      const within = capped().filter((at) => at < first + 10_000).length;
+      assert.ok(within <= 105, `${within} deliveries in 10 s`);
+      assert.ok(within >= 80, `only ${within} deliveries in 10 s`);
+      const ports = workers.map((w) => localPorts(w.child.pid as number));
+      if (ports.every((p) => p !== null)) {
+        const sent = s.receiver.requests.filter((r) => r.path === '/capped');
+        for (const [index, mine] of ports.entries()) {
+          assert.ok(
+            sent.some((r) => mine?.has(r.remotePort)),
+            `worker ${index + 1} sent none of them`,
+          );
+        }
+      }
+    });
   });
 }

@@ -1119,6 +1119,8 @@ export interface components {
          *       },
          *       "standardWebhooks": false,
          *       "maxConcurrency": 16,
+         *       "maxPerSecond": null,
+         *       "ordering": "none",
          *       "deliveryState": {
          *         "concurrencyLimit": 16,
          *         "inFlight": 3,
@@ -1166,6 +1168,13 @@ export interface components {
             standardWebhooks: boolean;
             /** @description Most attempts in flight to the endpoint at once, 1-64; the adaptive limit (`deliveryState.concurrencyLimit`) moves below it. Default 16. */
             maxConcurrency: number;
+            /** @description Most deliveries a second to the endpoint, 1-1000, over every worker process (each second counted whole); null (the default) for none. */
+            maxPerSecond: number | null;
+            /**
+             * @description `none` (the default): deliveries go as they fall due. `per_object`: at most one delivery per object in flight (the `bookingId` of booking, dispute and payment events, the `tripId` of trip events, the `clientId` of client events), in `sequence` order; a retry holds back the later events of its object only. A dead-lettered one lets the next go: the gap shows in `sequence`.
+             * @enum {string}
+             */
+            ordering: "none" | "per_object";
             /** @description How deliveries flow to the endpoint now, and what holds them back. */
             deliveryState: {
                 /** @description Attempts in flight at once now. Starts at 4; grows by 1 when the endpoint answers a 2xx in time with the whole limit in use, up to `maxConcurrency`; halves on a 429, 502, 503, 504, a time-out or a refused or reset connection. */
@@ -4961,6 +4970,8 @@ export interface operations {
                      *           },
                      *           "standardWebhooks": false,
                      *           "maxConcurrency": 16,
+                     *           "maxPerSecond": null,
+                     *           "ordering": "none",
                      *           "deliveryState": {
                      *             "concurrencyLimit": 16,
                      *             "inFlight": 3,
@@ -5138,6 +5149,13 @@ export interface operations {
                     standardWebhooks?: boolean;
                     /** @description Most attempts in flight to the endpoint at once, 1-64; the adaptive limit (`deliveryState.concurrencyLimit`) moves below it. Default 16. */
                     maxConcurrency?: number;
+                    /** @description Most deliveries a second to the endpoint, 1-1000, over every worker process (each second counted whole); null (the default) for none. */
+                    maxPerSecond?: number | null;
+                    /**
+                     * @description `none` (the default): deliveries go as they fall due. `per_object`: at most one delivery per object in flight (the `bookingId` of booking, dispute and payment events, the `tripId` of trip events, the `clientId` of client events), in `sequence` order; a retry holds back the later events of its object only. A dead-lettered one lets the next go: the gap shows in `sequence`.
+                     * @enum {string}
+                     */
+                    ordering?: "none" | "per_object";
                 };
             };
         };
@@ -5177,6 +5195,8 @@ export interface operations {
                      *         },
                      *         "standardWebhooks": false,
                      *         "maxConcurrency": 16,
+                     *         "maxPerSecond": null,
+                     *         "ordering": "none",
                      *         "deliveryState": {
                      *           "concurrencyLimit": 16,
                      *           "inFlight": 3,
@@ -5572,6 +5592,13 @@ export interface operations {
                     standardWebhooks?: boolean;
                     /** @description Most attempts in flight to the endpoint at once, 1-64; the adaptive limit (`deliveryState.concurrencyLimit`) moves below it. Default 16. */
                     maxConcurrency?: number;
+                    /** @description Most deliveries a second to the endpoint, 1-1000, over every worker process (each second counted whole); null (the default) for none. */
+                    maxPerSecond?: number | null;
+                    /**
+                     * @description `none` (the default): deliveries go as they fall due. `per_object`: at most one delivery per object in flight (the `bookingId` of booking, dispute and payment events, the `tripId` of trip events, the `clientId` of client events), in `sequence` order; a retry holds back the later events of its object only. A dead-lettered one lets the next go: the gap shows in `sequence`.
+                     * @enum {string}
+                     */
+                    ordering?: "none" | "per_object";
                     /** @description `true` re-enables a paused subscription (failure counters cleared; its pending deliveries resume); `false` pauses it (pending deliveries stay pending). */
                     active?: boolean;
                 };
@@ -5613,6 +5640,8 @@ export interface operations {
                      *         },
                      *         "standardWebhooks": false,
                      *         "maxConcurrency": 16,
+                     *         "maxPerSecond": null,
+                     *         "ordering": "none",
                      *         "deliveryState": {
                      *           "concurrencyLimit": 16,
                      *           "inFlight": 3,
@@ -6102,6 +6131,8 @@ export interface operations {
                      *         },
                      *         "standardWebhooks": false,
                      *         "maxConcurrency": 16,
+                     *         "maxPerSecond": null,
+                     *         "ordering": "none",
                      *         "deliveryState": {
                      *           "concurrencyLimit": 16,
                      *           "inFlight": 3,

@@ -225,8 +225,8 @@ export class TourOps {
     create: (body: Body<'createWebhook'>, options: WriteOptions = {}) =>
       this.#call(this.#client.POST('/api/v1/webhooks', { body, headers: this.#key(options) })),
     /**
-     * Any of `url`, `events`, `standardWebhooks`, `maxConcurrency`, `active` (false pauses, true
-     * re-enables).
+     * Any of `url`, `events`, `standardWebhooks`, `maxConcurrency`, `maxPerSecond`, `ordering`,
+     * `active` (false pauses, true re-enables).
      */
     update: (id: string, body: Body<'updateWebhook'>, options: WriteOptions = {}) =>
       this.#data(

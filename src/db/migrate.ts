@@ -17,6 +17,8 @@ import * as m0014 from './migrations/0014_subscription_sequences.ts';
 import * as m0015 from './migrations/0015_subscription_hold.ts';
 import * as m0016 from './migrations/0016_attempt_retry_after.ts';
 import * as m0017 from './migrations/0017_flow_control.ts';
+import * as m0018 from './migrations/0018_subscription_rate_cap.ts';
+import * as m0019 from './migrations/0019_per_object_ordering.ts';
 
 interface Migration {
   id: string;
@@ -42,6 +44,8 @@ export const migrations: Migration[] = [
   { id: '0015_subscription_hold', up: m0015.up },
   { id: '0016_attempt_retry_after', up: m0016.up },
   { id: '0017_flow_control', up: m0017.up },
+  { id: '0018_subscription_rate_cap', up: m0018.up },
+  { id: '0019_per_object_ordering', up: m0019.up },
 ];
 
 /** Arbitrary constant naming our advisory lock on PostgreSQL. */

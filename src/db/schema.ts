@@ -1,5 +1,6 @@
 import type { Generated } from 'kysely';
 import type { AttemptErrorClass } from '../domain/attempts.ts';
+import type { Ordering } from '../domain/flow-control.ts';
 import type { Tier } from '../domain/plans.ts';
 import type {
   BookingStatus,
@@ -254,6 +255,10 @@ export interface WebhookSubscriptionsTable {
   concurrencyLimit: number;
   /** The limit's last move was a cut the endpoint's answers asked for. */
   backedOff: boolean;
+  /** The most deliveries a second, over every worker process; null for no cap. */
+  maxPerSecond: number | null;
+  /** `per_object`: one delivery per object in flight at a time, in sequence order. */
+  ordering: Ordering;
   createdAt: string;
 }
 
@@ -285,6 +290,8 @@ export interface WebhookDeliveriesTable {
   isTest: boolean;
   /** The event's place in its subscription's ledger; a redelivery keeps it; null on test fires. */
   sequence: number | null;
+  /** The object the event is about (see orderingKey), for `per_object` ordering. */
+  objectKey: string | null;
   createdAt: string;
 }
 

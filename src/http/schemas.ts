@@ -1,6 +1,6 @@
 import { type Static, type TProperties, type TSchema, type TUnsafe, Type } from '@sinclair/typebox';
 import { ATTEMPT_ERROR_CLASSES } from '../domain/attempts.ts';
-import { DEFAULT_MAX_CONCURRENCY, MAX_CONCURRENCY } from '../domain/flow-control.ts';
+import { DEFAULT_MAX_CONCURRENCY, MAX_CONCURRENCY, ORDERINGS } from '../domain/flow-control.ts';
 import {
   BOOKING_STATUSES,
   CLIENT_KINDS,
@@ -290,6 +290,22 @@ export const MaxConcurrency = Type.Integer({
   description: `Most attempts in flight to the endpoint at once, 1-${MAX_CONCURRENCY}; the adaptive limit (\`deliveryState.concurrencyLimit\`) moves below it. Default ${DEFAULT_MAX_CONCURRENCY}.`,
 });
 
+/** A subscription's cap on deliveries a second (set at creation or by PATCH). */
+export const MaxPerSecond = Nullable(
+  Type.Integer({
+    minimum: 1,
+    maximum: 1000,
+    description:
+      'Most deliveries a second to the endpoint, 1-1000, over every worker process (each second counted whole); null (the default) for none.',
+  }),
+);
+
+/** A subscription's delivery order (set at creation or by PATCH). */
+export const SubscriptionOrdering = StringEnum(ORDERINGS, {
+  description:
+    '`none` (the default): deliveries go as they fall due. `per_object`: at most one delivery per object in flight (the `bookingId` of booking, dispute and payment events, the `tripId` of trip events, the `clientId` of client events), in `sequence` order; a retry holds back the later events of its object only. A dead-lettered one lets the next go: the gap shows in `sequence`.',
+});
+
 export const WebhookSubscription = Type.Object(
   {
     id: Type.String(),
@@ -322,6 +338,8 @@ export const WebhookSubscription = Type.Object(
         'Deliveries also carry the Standard Webhooks headers `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64>` per signing key, space separated), verifiable with the same signing key string.',
     }),
     maxConcurrency: MaxConcurrency,
+    maxPerSecond: MaxPerSecond,
+    ordering: SubscriptionOrdering,
     deliveryState: Type.Object(
       {
         concurrencyLimit: Type.Integer({

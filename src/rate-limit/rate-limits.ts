@@ -26,6 +26,25 @@ export type RateVerdict =
 
 type Store = 'memory' | 'cluster' | 'redis' | 'postgres';
 
+/** What a limiter counts: `points` per `duration` seconds, keys prefixed `keyPrefix`. */
+interface LimiterSpec {
+  keyPrefix: string;
+  points: number;
+  duration: number;
+}
+
+/** Where rate-limit counters live, and limiters over it. */
+export interface LimiterStore {
+  readonly kind: Store;
+  /** A limiter over the store. */
+  limiter(spec: LimiterSpec): RateLimiterAbstract;
+  /** Counts of a limiter over the store, leased (see LeasedLimiter). */
+  leased(spec: LimiterSpec): LeasedLimiter;
+  /** Resolves once the store answers, or after a few seconds: never fails. */
+  ready(): Promise<void>;
+  close(): Promise<void>;
+}
+
 const REDIS_READY_WAIT_MS = 3_000;
 /**
  * A shared store slower than this is skipped for a second (counted in process meanwhile): a
@@ -34,14 +53,106 @@ const REDIS_READY_WAIT_MS = 3_000;
 const STORE_TIMEOUT_MS = 100;
 
 /**
- * Per-token burst and sustained limits and the per-IP guard, counted by
- * rate-limiter-flexible: in memory for the embedded database, in Redis when REDIS_URL is set, else
- * in PostgreSQL, so several API processes share one count (the processes of `tourops serve
- * --processes N` on the embedded database share the primary's). Each process also keeps its own
- * count, the one fallback: when the shared store fails or is slow it answers alone (the API
- * keeps answering, limited per process), and it never lets one process allow more than the
- * limit. Each store is read through a LeasedLimiter, so most requests are counted
- * synchronously, without a round trip to the store.
+ * The store rate-limiter-flexible counts in: Redis when REDIS_URL is set, else PostgreSQL, so
+ * several processes share one count (the processes of `tourops serve --processes N` on the
+ * embedded database share the primary's, over IPC), else this process's memory.
+ */
+export function openLimiterStore(config: Config, database: Database, logger: Logger): LimiterStore {
+  if (config.redisUrl) {
+    const redis = new Redis(config.redisUrl, {
+      // Fail fast while disconnected: the local count answers instead of queueing.
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 1,
+      lazyConnect: false,
+      // A frozen server accepts commands and never answers: they fail instead of piling up
+      // (requests themselves never wait this long, see LeasedLimiter's store time-out).
+      commandTimeout: 1_000,
+      connectTimeout: 2_000,
+    });
+    let lastWarning = 0;
+    redis.on('error', (error) => {
+      if (Date.now() - lastWarning > 10_000) {
+        lastWarning = Date.now();
+        logger.warn(
+          { err: error },
+          'Redis unreachable: rate limits fall back to per-process memory',
+        );
+      }
+    });
+    return limiterStore(
+      'redis',
+      (spec) => new RateLimiterRedis({ ...spec, storeClient: redis, rejectIfRedisNotReady: true }),
+      // Start with the shared counters when Redis answers in time; otherwise the local counts
+      // answer until it does (nothing is held up by Redis).
+      () =>
+        new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, REDIS_READY_WAIT_MS);
+          redis.once('ready', () => {
+            clearTimeout(timer);
+            resolve();
+          });
+        }),
+      async () => {
+        redis.disconnect();
+      },
+    );
+  }
+  if (database.dialect === 'postgres' && database.pool) {
+    const pool = database.pool as pg.Pool;
+    return limiterStore(
+      'postgres',
+      (spec) =>
+        new RateLimiterPostgres({
+          ...spec,
+          storeClient: pool,
+          storeType: 'pool',
+          tableName: 'rate_limits',
+          tableCreated: true,
+        }),
+      // A first connection now, so the first counts do not wait for a connect (and time out
+      // into per-process counting).
+      async () => {
+        await pool.query('select 1').catch(() => undefined);
+      },
+    );
+  }
+  if (cluster.isWorker) {
+    // One of `tourops serve --processes N` on the embedded database: the primary holds the
+    // counters (rate-limiter-flexible's cluster store, over IPC).
+    return limiterStore('cluster', (spec) => new RateLimiterCluster({ ...spec, timeoutMs: 1_000 }));
+  }
+  return limiterStore('memory', (spec) => new RateLimiterMemory(spec));
+}
+
+function limiterStore(
+  kind: Store,
+  limiter: (spec: LimiterSpec) => RateLimiterAbstract,
+  ready: () => Promise<void> = async () => undefined,
+  close: () => Promise<void> = async () => undefined,
+): LimiterStore {
+  // This process's own memory: nobody else can need its points.
+  const exclusive = kind === 'memory';
+  return {
+    kind,
+    limiter,
+    leased: (spec) =>
+      new LeasedLimiter(limiter(spec), {
+        exclusive,
+        local: exclusive ? undefined : new RateLimiterMemory(spec),
+        storeTimeoutMs: STORE_TIMEOUT_MS,
+      }),
+    ready,
+    close,
+  };
+}
+
+/**
+ * Per-token burst and sustained limits and the per-IP guard, counted by rate-limiter-flexible in
+ * the limiter store (see openLimiterStore). Each process also keeps its own count, the one
+ * fallback: when the shared store fails or is slow it answers alone (the API keeps answering,
+ * limited per process), and it never lets one process allow more than the limit. Each store is
+ * read through a LeasedLimiter, so most requests are counted synchronously, without a round trip
+ * to the store.
  */
 export class RateLimits {
   private constructor(
@@ -55,104 +166,14 @@ export class RateLimits {
 
   static async create(config: Config, database: Database, logger: Logger): Promise<RateLimits> {
     const { burstPerSec, perMin, ipPerMin } = config.rateLimit;
-    const specs = [
+    const store = openLimiterStore(config, database, logger);
+    await store.ready();
+    const [burst, sustained, ip] = [
       { keyPrefix: 'rl_burst', points: burstPerSec, duration: 1 },
       { keyPrefix: 'rl_min', points: perMin, duration: 60 },
       { keyPrefix: 'rl_ip', points: ipPerMin, duration: 60 },
-    ];
-    const memory = (spec: (typeof specs)[number]) => new RateLimiterMemory(spec);
-
-    if (config.redisUrl) {
-      const redis = new Redis(config.redisUrl, {
-        // Fail fast while disconnected: the local count answers instead of queueing.
-        enableOfflineQueue: false,
-        maxRetriesPerRequest: 1,
-        lazyConnect: false,
-        // A frozen server accepts commands and never answers: they fail instead of piling up
-        // (requests themselves never wait this long, see LeasedLimiter's store time-out).
-        commandTimeout: 1_000,
-        connectTimeout: 2_000,
-      });
-      let lastWarning = 0;
-      redis.on('error', (error) => {
-        if (Date.now() - lastWarning > 10_000) {
-          lastWarning = Date.now();
-          logger.warn(
-            { err: error },
-            'Redis unreachable: rate limits fall back to per-process memory',
-          );
-        }
-      });
-      // Start serving with the shared counters when Redis answers in time; otherwise the local
-      // counts answer until it does (requests are never held up by Redis).
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, REDIS_READY_WAIT_MS);
-        redis.once('ready', () => {
-          clearTimeout(timer);
-          resolve();
-        });
-      });
-      const limiters = specs.map(
-        (spec) =>
-          new RateLimiterRedis({
-            ...spec,
-            storeClient: redis,
-            rejectIfRedisNotReady: true,
-          }),
-      );
-      return RateLimits.leased('redis', limiters, perMin, async () => {
-        redis.disconnect();
-      });
-    }
-    if (database.dialect === 'postgres' && database.pool) {
-      const pool = database.pool as pg.Pool;
-      // A first connection now, so the first requests' counts do not wait for a connect (and
-      // time out into per-process counting).
-      await pool.query('select 1').catch(() => undefined);
-      const limiters = specs.map(
-        (spec) =>
-          new RateLimiterPostgres({
-            ...spec,
-            storeClient: pool,
-            storeType: 'pool',
-            tableName: 'rate_limits',
-            tableCreated: true,
-          }),
-      );
-      return RateLimits.leased('postgres', limiters, perMin, async () => undefined);
-    }
-    if (cluster.isWorker) {
-      // One of `tourops serve --processes N` on the embedded database: the primary holds the
-      // counters (rate-limiter-flexible's cluster store, over IPC), so the N processes share one
-      // count, leased in chunks like any shared store's.
-      const limiters = specs.map((spec) => new RateLimiterCluster({ ...spec, timeoutMs: 1_000 }));
-      return RateLimits.leased('cluster', limiters, perMin, async () => undefined);
-    }
-    return RateLimits.leased('memory', specs.map(memory), perMin, async () => undefined);
-  }
-
-  private static leased(
-    store: Store,
-    limiters: RateLimiterAbstract[],
-    perMin: number,
-    onClose: () => Promise<void>,
-  ): RateLimits {
-    const exclusive = store === 'memory';
-    const [burst, sustained, ip] = limiters.map(
-      (limiter) =>
-        new LeasedLimiter(limiter, {
-          exclusive,
-          local: exclusive
-            ? undefined
-            : new RateLimiterMemory({
-                points: limiter.points,
-                duration: limiter.duration,
-                keyPrefix: limiter.keyPrefix,
-              }),
-          storeTimeoutMs: STORE_TIMEOUT_MS,
-        }),
-    );
-    return new RateLimits(store, burst, sustained, ip, perMin, onClose);
+    ].map((spec) => store.leased(spec));
+    return new RateLimits(store.kind, burst, sustained, ip, perMin, store.close);
   }
 
   /** Counts a request from `address`; null when allowed, else seconds to wait. */

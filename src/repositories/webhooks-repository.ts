@@ -6,6 +6,7 @@ import type {
   WebhookSubscriptionsTable,
 } from '../db/schema.ts';
 import type { AttemptErrorClass } from '../domain/attempts.ts';
+import type { Ordering } from '../domain/flow-control.ts';
 import { Repository } from './repository.ts';
 
 /**
@@ -54,6 +55,9 @@ export interface ClaimedDelivery {
   standardWebhooks: boolean;
   /** The subscription's concurrency limit when claimed (within its maxConcurrency). */
   concurrencyLimit: number;
+  /** Its cap on deliveries a second, or null. */
+  maxPerSecond: number | null;
+  ordering: Ordering;
   signingKey: string;
   legacySigningKey: string | null;
   legacySigningKeyExpiresAt: string | null;
@@ -407,6 +411,15 @@ export class WebhooksRepository extends Repository {
     const settled = options.settled ?? [];
     const unsettled = (column: string) =>
       settled.length === 0 ? sql`` : sql`and ${sql.ref(column)} not in (${sql.join(settled)})`;
+    // A `per_object` subscription's row waits while an earlier one of its object is still to go
+    // (in flight, or pending with a lower sequence), through webhook_deliveries_object_idx.
+    const inOrder = (
+      row: string,
+    ) => sql`(s.ordering = 'none' or ${sql.ref(`${row}.object_key`)} is null or not exists (
+      select 1 from webhook_deliveries o
+      where o.subscription_id = ${sql.ref(`${row}.subscription_id`)} and o.object_key = ${sql.ref(`${row}.object_key`)}
+        and o.status in ('pending', 'in_flight')
+        and (o.status = 'in_flight' or o.sequence < ${sql.ref(`${row}.sequence`)})))`;
     const candidates =
       this.dialect === 'postgres'
         ? sql`
@@ -419,6 +432,7 @@ export class WebhooksRepository extends Repository {
           cross join lateral (
             select d.id, d.next_attempt_at from webhook_deliveries d
             where d.subscription_id = s.id and d.status = 'pending' and d.next_attempt_at <= ${now}
+              and ${inOrder('d')}
             order by d.next_attempt_at
             limit greatest(0, least(${perSubscription}, ${capOf('s')} - b.n))
             for update of d skip locked
@@ -438,6 +452,7 @@ export class WebhooksRepository extends Repository {
             where d.id in (
               select d2.id from webhook_deliveries d2
               where d2.subscription_id = s.id and d2.status = 'pending' and d2.next_attempt_at <= ${now}
+                and ${inOrder('d2')}
               order by d2.next_attempt_at
               limit ${perSubscription}
             )
@@ -489,6 +504,8 @@ export class WebhooksRepository extends Repository {
         's.url',
         's.standardWebhooks',
         capOf('s').as('concurrencyLimit'),
+        's.maxPerSecond',
+        's.ordering',
         's.signingKey',
         's.legacySigningKey',
         's.legacySigningKeyExpiresAt',
@@ -540,6 +557,29 @@ export class WebhooksRepository extends Repository {
         where webhook_deliveries.id = v.id
           and webhook_deliveries.status = 'in_flight'
           and webhook_deliveries.claimed_at = v.claimed_at`.execute(this.db);
+    }
+  }
+
+  /**
+   * Gives claims back unattempted: each row pending again at its `nextAttemptAt`, its attempt
+   * uncounted, if it still holds that claim (see recordOutcomes).
+   */
+  async releaseClaims(
+    released: ReadonlyArray<{ id: string; claimedAt: string; nextAttemptAt: string }>,
+  ): Promise<void> {
+    for (const { id, claimedAt, nextAttemptAt } of released) {
+      await this.db
+        .updateTable('webhookDeliveries')
+        .set((eb) => ({
+          status: 'pending',
+          claimedAt: null,
+          nextAttemptAt,
+          attempts: eb('attempts', '-', 1),
+        }))
+        .where('id', '=', id)
+        .where('status', '=', 'in_flight')
+        .where('claimedAt', '=', claimedAt)
+        .execute();
     }
   }
 
@@ -657,10 +697,12 @@ export class WebhooksRepository extends Repository {
     tenantId: string,
     subscriptionId: string,
     window: { since: string; until: string; afterId: string | null; limit: number },
-  ): Promise<Pick<DeliveryRow, 'id' | 'eventId' | 'eventType' | 'isTest' | 'sequence'>[]> {
+  ): Promise<
+    Pick<DeliveryRow, 'id' | 'eventId' | 'eventType' | 'isTest' | 'sequence' | 'objectKey'>[]
+  > {
     let query = this.db
       .selectFrom('webhookDeliveries')
-      .select(['id', 'eventId', 'eventType', 'isTest', 'sequence'])
+      .select(['id', 'eventId', 'eventType', 'isTest', 'sequence', 'objectKey'])
       .where('tenantId', '=', tenantId)
       .where('subscriptionId', '=', subscriptionId)
       .where('status', '=', 'dead_letter')

@@ -59,6 +59,12 @@ export interface SettledAttempt {
   };
 }
 
+/** A claim given back unattempted (its subscription's rate cap), due again at `nextAttemptAt`. */
+export interface ReleasedClaim {
+  delivery: ClaimedDelivery;
+  nextAttemptAt: string;
+}
+
 /**
  * The delivery worker's reads and writes: claims, the outcome of an attempt, and recording a batch
  * of outcomes with the subscriptions' counters and auto-pause in one transaction.
@@ -151,13 +157,24 @@ export class DeliveriesService {
   }
 
   /**
-   * Records a batch of attempts and folds them into their subscriptions' counters, in one
-   * transaction; returns the subscriptions it paused, whose notification rows it wrote. A test
-   * fire's events change no counter, whatever their type: it leaves the subscription as it was
-   * (a test fire's documented promise); nor do attempts that failed on our side.
+   * Records a batch of attempts and folds them into their subscriptions' counters, and gives
+   * back the claims `released` unattempted, in one transaction; returns the subscriptions it
+   * paused, whose notification rows it wrote. A test fire's events change no counter, whatever
+   * their type: it leaves the subscription as it was (a test fire's documented promise); nor do
+   * attempts that failed on our side.
    */
-  record(batch: readonly SettledAttempt[]): Promise<PausedNotice[]> {
+  record(
+    batch: readonly SettledAttempt[],
+    released: readonly ReleasedClaim[] = [],
+  ): Promise<PausedNotice[]> {
     return this.deps.database.withTransaction(async () => {
+      await this.deps.webhooks.releaseClaims(
+        released.map(({ delivery, nextAttemptAt }) => ({
+          id: delivery.id,
+          claimedAt: delivery.claimedAt,
+          nextAttemptAt,
+        })),
+      );
       await this.deps.webhooks.recordOutcomes(batch.map((s) => s.outcome));
       await this.deps.webhooks.insertAttempts(
         batch.map((s) => ({

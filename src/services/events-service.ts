@@ -1,5 +1,6 @@
 import { DELIVERIES_CHANNEL, type Notifier } from '../db/notifier.ts';
 import { assertEventData, type EventData } from '../domain/event-schemas.ts';
+import { orderingKey } from '../domain/flow-control.ts';
 import type { EventType } from '../domain/states.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
 import { newEventId, newId } from '../lib/ids.ts';
@@ -35,6 +36,7 @@ export class EventsService {
       .map((s) => s.id);
     if (matching.length === 0) return id;
     const sequences = await this.deps.webhooks.takeSequences(tenantId, matching);
+    const objectKey = orderingKey(type, data);
     await this.insertPending(
       tenantId,
       matching.map((subscriptionId) => ({
@@ -44,6 +46,7 @@ export class EventsService {
         redeliveredFromId: null,
         isTest: false,
         sequence: sequences.get(subscriptionId) ?? null,
+        objectKey,
       })),
     );
     return id;
@@ -95,6 +98,7 @@ export class EventsService {
         redeliveredFromId: null,
         isTest: true,
         sequence: null,
+        objectKey: null,
       })),
     );
   }
@@ -107,7 +111,7 @@ export class EventsService {
     tenantId: string,
     subscriptionId: string,
     originals: ReadonlyArray<
-      Pick<DeliveryRow, 'id' | 'eventId' | 'eventType' | 'isTest' | 'sequence'>
+      Pick<DeliveryRow, 'id' | 'eventId' | 'eventType' | 'isTest' | 'sequence' | 'objectKey'>
     >,
   ): Promise<string[]> {
     return this.insertPending(
@@ -119,6 +123,7 @@ export class EventsService {
         redeliveredFromId: original.id,
         isTest: original.isTest,
         sequence: original.sequence,
+        objectKey: original.objectKey,
       })),
     );
   }
@@ -132,6 +137,7 @@ export class EventsService {
       redeliveredFromId: string | null;
       isTest: boolean;
       sequence: number | null;
+      objectKey: string | null;
     }>,
   ): Promise<string[]> {
     if (deliveries.length === 0) return [];

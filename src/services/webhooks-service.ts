@@ -5,7 +5,11 @@ import type { DeliveryStatus, WebhookSubscriptionsTable } from '../db/schema.ts'
 import type { AddressGuard } from '../domain/address-guard.ts';
 import { sampleEventData } from '../domain/event-samples.ts';
 import type { EventData } from '../domain/event-schemas.ts';
-import { DEFAULT_MAX_CONCURRENCY, INITIAL_CONCURRENCY } from '../domain/flow-control.ts';
+import {
+  DEFAULT_MAX_CONCURRENCY,
+  INITIAL_CONCURRENCY,
+  type Ordering,
+} from '../domain/flow-control.ts';
 import { effectiveWebhookEndpointCap, isTier, TIERS } from '../domain/plans.ts';
 import { newSigningKey, servesStandardWebhooks } from '../domain/signing.ts';
 import type { SubscribableEventType } from '../domain/states.ts';
@@ -39,6 +43,8 @@ export interface Subscription {
   last24h: RecentDeliveries;
   standardWebhooks: boolean;
   maxConcurrency: number;
+  maxPerSecond: number | null;
+  ordering: Ordering;
   deliveryState: DeliveryState;
   createdAt: string;
 }
@@ -56,7 +62,7 @@ interface DeliveryState {
 }
 
 /** A delivery and an attempt as the API shows them. */
-export type Delivery = Omit<DeliveryRow, 'tenantId' | 'subscriptionId'>;
+export type Delivery = Omit<DeliveryRow, 'tenantId' | 'subscriptionId' | 'objectKey'>;
 export type Attempt = Omit<AttemptRow, 'tenantId' | 'deliveryId'>;
 
 export interface CreateSubscriptionInput {
@@ -64,6 +70,8 @@ export interface CreateSubscriptionInput {
   events: string[];
   standardWebhooks?: boolean;
   maxConcurrency?: number;
+  maxPerSecond?: number | null;
+  ordering?: Ordering;
 }
 
 /** PATCH: what is given changes; `active` pauses (false) or re-enables (true). */
@@ -72,6 +80,8 @@ export interface UpdateSubscriptionInput {
   events?: string[];
   standardWebhooks?: boolean;
   maxConcurrency?: number;
+  maxPerSecond?: number | null;
+  ordering?: Ordering;
   active?: boolean;
 }
 
@@ -152,13 +162,15 @@ function toSubscription(
     last24h: activity.last24h,
     standardWebhooks: row.standardWebhooks,
     maxConcurrency: row.maxConcurrency,
+    maxPerSecond: row.maxPerSecond,
+    ordering: row.ordering,
     deliveryState: deliveryState(row, activity.inFlight, now),
     createdAt: row.createdAt,
   };
 }
 
 function toDelivery(row: DeliveryRow): Delivery {
-  const { tenantId: _tenant, subscriptionId: _subscription, ...delivery } = row;
+  const { tenantId: _tenant, subscriptionId: _subscription, objectKey: _object, ...delivery } = row;
   return delivery;
 }
 
@@ -270,6 +282,8 @@ export class WebhooksService {
         maxConcurrency: input.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY,
         concurrencyLimit: INITIAL_CONCURRENCY,
         backedOff: false,
+        maxPerSecond: input.maxPerSecond ?? null,
+        ordering: input.ordering ?? 'none',
         createdAt: nowIso(this.deps.clock),
       });
     });
@@ -307,6 +321,8 @@ export class WebhooksService {
       if (input.events) patch.events = JSON.stringify([...new Set(input.events)]);
       if (input.standardWebhooks !== undefined) patch.standardWebhooks = input.standardWebhooks;
       if (input.maxConcurrency !== undefined) patch.maxConcurrency = input.maxConcurrency;
+      if (input.maxPerSecond !== undefined) patch.maxPerSecond = input.maxPerSecond;
+      if (input.ordering !== undefined) patch.ordering = input.ordering;
       if (input.active === true && !current.active) {
         Object.assign(patch, RE_ENABLED);
         await this.deps.notifier.publish(DELIVERIES_CHANNEL);

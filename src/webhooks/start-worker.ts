@@ -1,4 +1,6 @@
 import { createMailer } from '../notifications/mailer.ts';
+import { DeliveryPacer } from '../rate-limit/delivery-pacer.ts';
+import { openLimiterStore } from '../rate-limit/rate-limits.ts';
 import type { Runtime } from '../runtime.ts';
 import { WebhookSender } from './http-sender.ts';
 import { RetentionSweeper, type SweeperOptions } from './retention-sweeper.ts';
@@ -23,6 +25,7 @@ export function startWorker(
     connectionsPerOrigin: options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT,
   });
   const mailer = createMailer(config.smtpUrl, { publicBaseUrl: config.publicBaseUrl });
+  const pacer = new DeliveryPacer(openLimiterStore(config, runtime.database, runtime.logger));
   const worker = new DeliveryWorker(
     {
       config,
@@ -30,6 +33,7 @@ export function startWorker(
       notifier: services.notifier,
       secrets: services.secrets,
       sender,
+      pacer,
       clock: runtime.clock,
       logger: runtime.logger,
       mailer,
@@ -48,6 +52,7 @@ export function startWorker(
     metrics.deliveries.labels(outcome).inc();
     metrics.attemptDuration.observe(settled.attempt.durationMs / 1000);
   });
+  worker.on('released', () => metrics.inFlight.dec());
   worker.on('paused', () => metrics.autoPauses.inc());
   // The worker also keeps the tables to RETENTION_DAYS.
   const sweeper = new RetentionSweeper(
@@ -68,6 +73,7 @@ export function startWorker(
     async stop() {
       await Promise.all([worker.stop(), sweeper.stop()]);
       await sender.close();
+      await pacer.close();
       mailer?.close();
     },
   };

@@ -14,8 +14,13 @@ import {
 import type { Clock } from '../lib/clock.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
 import type { Mailer, PausedNotice } from '../notifications/mailer.ts';
+import type { DeliveryPacer } from '../rate-limit/delivery-pacer.ts';
 import type { ClaimedDelivery } from '../repositories/webhooks-repository.ts';
-import type { DeliveriesService, SettledAttempt } from '../services/deliveries-service.ts';
+import type {
+  DeliveriesService,
+  ReleasedClaim,
+  SettledAttempt,
+} from '../services/deliveries-service.ts';
 import type { SendResult, WebhookSender } from './http-sender.ts';
 
 export interface WorkerOptions {
@@ -39,6 +44,8 @@ interface Dependencies {
   notifier: Notifier;
   secrets: SecretBox;
   sender: WebhookSender;
+  /** Each subscription's maxPerSecond, over every worker process. */
+  pacer: DeliveryPacer;
   clock: Clock;
   logger: Logger;
   /** Emails auto-pause notices when SMTP_URL is set. */
@@ -48,11 +55,13 @@ interface Dependencies {
 /**
  * What a worker reports as it goes (tests await these instead of polling the database):
  * `claimed` a batch of rows, `attempted` one POST (its delivery and status, null for none),
- * `recorded` a batch of outcomes committed, `paused` a subscription auto-paused.
+ * `recorded` a batch of outcomes committed, `paused` a subscription auto-paused, `released` a
+ * claim given back unattempted (its subscription's maxPerSecond was used up).
  */
 export interface WorkerEvents {
   claimed: [deliveries: ClaimedDelivery[]];
   attempted: [attempt: SettledAttempt];
+  released: [delivery: ClaimedDelivery];
   recorded: [batch: SettledAttempt[]];
   paused: [notice: PausedNotice];
 }
@@ -104,6 +113,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
   private readonly holds = new Map<string, number>();
   private readonly perTenant = new Map<string, number>();
   private settled: SettledAttempt[] = [];
+  private released: ReleasedClaim[] = [];
   private flushing: Promise<void> | null = null;
   private flushTimer: NodeJS.Timeout | null = null;
   /** Set by every signal; the loop claims again before it sleeps if one came meanwhile. */
@@ -349,6 +359,13 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
    * subscription's attempts in flight here once this one began, itself included.
    */
   private async attempt(delivery: ClaimedDelivery, inFlight: number): Promise<void> {
+    if (delivery.maxPerSecond !== null) {
+      const waitMs = await this.deps.pacer.take(delivery.subscriptionId, delivery.maxPerSecond);
+      if (waitMs > 0) {
+        this.release(delivery, waitMs);
+        return;
+      }
+    }
     const now = this.deps.clock.now();
     const startedAt = performance.now();
     let result: SendResult;
@@ -405,6 +422,19 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       this.keys.set(sealed, key);
     }
     return key;
+  }
+
+  /**
+   * Gives a claim back unattempted, due when the subscription's rate window reopens; the
+   * subscription is left out of this worker's claims until then.
+   */
+  private release(delivery: ClaimedDelivery, waitMs: number): void {
+    const until = new Date(this.deps.clock.now().getTime() + waitMs).toISOString();
+    this.hold(delivery.subscriptionId, until);
+    this.released.push({ delivery, nextAttemptAt: until });
+    this.unrecorded.add(delivery.id);
+    this.emit('released', delivery);
+    this.flushSoon();
   }
 
   private hold(subscriptionId: string, until: string): void {
@@ -468,11 +498,18 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     this.settled.push(settled);
     this.unrecorded.add(delivery.id);
     this.emit('attempted', settled);
+    this.flushSoon();
+  }
+
+  private flushSoon(): void {
     if (this.settled.length >= FLUSH_BATCH) void this.flush();
     else this.flushTimer ??= setTimeout(() => void this.flush(), FLUSH_DELAY_MS);
   }
 
-  /** Records every settled attempt so far, in one transaction; one flush at a time. */
+  /**
+   * Records every settled attempt and released claim so far, in one transaction; one flush at a
+   * time.
+   */
   private async flush(): Promise<void> {
     while (this.flushing) await this.flushing;
     if (this.flushTimer) {
@@ -480,9 +517,11 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       this.flushTimer = null;
     }
     const batch = this.settled;
-    if (batch.length === 0) return;
+    const released = this.released;
+    if (batch.length === 0 && released.length === 0) return;
     this.settled = [];
-    this.flushing = this.record(batch)
+    this.released = [];
+    this.flushing = this.record(batch, released)
       .catch((error) => {
         // The claims stay in flight and are retried after the lease: nothing is lost.
         this.deps.logger.error({ err: error }, 'recording delivery outcomes failed');
@@ -491,14 +530,19 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
         this.flushing = null;
         // Recorded, their rows no longer count in flight; not recorded, they count until their
         // claims go stale and are taken over.
-        for (const { delivery } of batch) this.unrecorded.delete(delivery.id);
+        for (const { delivery } of [...batch, ...released]) this.unrecorded.delete(delivery.id);
       });
     await this.flushing;
-    this.scheduleRetries(batch);
+    // A recorded outcome of a `per_object` subscription lets the next of its object go.
+    if (batch.some((s) => s.delivery.ordering === 'per_object')) this.slotsReopened();
+    this.scheduleRetries([
+      ...batch.map((s) => s.outcome.nextAttemptAt),
+      ...released.map((r) => r.nextAttemptAt),
+    ]);
   }
 
-  private async record(batch: SettledAttempt[]): Promise<void> {
-    const paused = await this.deps.deliveries.record(batch);
+  private async record(batch: SettledAttempt[], released: ReleasedClaim[]): Promise<void> {
+    const paused = await this.deps.deliveries.record(batch, released);
     this.emit('recorded', batch);
     for (const notice of paused) {
       this.deps.logger.warn(
@@ -533,13 +577,11 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     this.mailing.add(sending);
   }
 
-  /** Wakes this worker when the earliest retry of the batch is due. */
-  private scheduleRetries(batch: SettledAttempt[]): void {
+  /** Wakes this worker when the earliest of the batch's retries (ISO times or null) is due. */
+  private scheduleRetries(due: ReadonlyArray<string | null>): void {
     let earliest = Number.POSITIVE_INFINITY;
-    for (const s of batch) {
-      if (s.outcome.nextAttemptAt !== null) {
-        earliest = Math.min(earliest, Date.parse(s.outcome.nextAttemptAt));
-      }
+    for (const at of due) {
+      if (at !== null) earliest = Math.min(earliest, Date.parse(at));
     }
     if (!Number.isFinite(earliest) || !this.running || earliest >= this.wakeAt) return;
     const delay = Math.max(0, earliest - this.deps.clock.now().getTime());

@@ -103,6 +103,8 @@ const SCHEMA_EXAMPLES: Record<string, unknown> = {
     last24h: { succeeded: 412, deadLettered: 0, pending: 3 },
     standardWebhooks: false,
     maxConcurrency: 16,
+    maxPerSecond: null,
+    ordering: 'none',
     deliveryState: { concurrencyLimit: 16, inFlight: 3, pausedUntil: null, reason: null },
     createdAt: CREATED,
   },

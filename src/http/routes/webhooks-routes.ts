@@ -9,6 +9,7 @@ import {
   IdempotencyHeaders,
   IdParams,
   MaxConcurrency,
+  MaxPerSecond,
   OPTIONAL_BODY,
   ok,
   PageOf,
@@ -16,6 +17,7 @@ import {
   problems,
   Query,
   StringEnum,
+  SubscriptionOrdering,
   WebhookAttempt,
   WebhookDelivery,
   WebhookSubscription,
@@ -52,6 +54,8 @@ const CreateWebhookBody = Type.Object(
     events: WebhookEvents,
     standardWebhooks: Type.Optional(StandardWebhooks),
     maxConcurrency: Type.Optional(MaxConcurrency),
+    maxPerSecond: Type.Optional(MaxPerSecond),
+    ordering: Type.Optional(SubscriptionOrdering),
   },
   { additionalProperties: false },
 );
@@ -62,6 +66,8 @@ const UpdateWebhookBody = Type.Object(
     events: Type.Optional(WebhookEvents),
     standardWebhooks: Type.Optional(StandardWebhooks),
     maxConcurrency: Type.Optional(MaxConcurrency),
+    maxPerSecond: Type.Optional(MaxPerSecond),
+    ordering: Type.Optional(SubscriptionOrdering),
     active: Type.Optional(
       Type.Boolean({
         description:
