@@ -1,4 +1,5 @@
 import { type Insertable, type RawBuilder, type Selectable, sql, type Updateable } from 'kysely';
+import { prepare } from '../db/prepared.ts';
 import type {
   DeliveryStatus,
   WebhookAttemptsTable,
@@ -19,6 +20,8 @@ const IN_FLIGHT = sql<DeliveryStatus>`'in_flight'`;
 
 /** Seven bind parameters a row: far under both backends' limits. */
 const OUTCOMES_PER_STATEMENT = 500;
+/** maxAttempts when a claim has none: stale claims are taken over whatever their count. */
+const NO_ATTEMPT_CAP = 2_147_483_647;
 /** Ten bind parameters a row. */
 const ATTEMPTS_PER_STATEMENT = 300;
 
@@ -387,58 +390,82 @@ export class WebhooksRepository extends Repository {
     limit: number,
     options: ClaimOptions = { perSubscription: limit },
   ): Promise<ClaimedDelivery[]> {
-    const skip = options.skip ?? [];
-    const skipTenants = options.skipTenants ?? [];
-    const notSkipped = (column: string) =>
-      skip.length === 0 ? sql`` : sql`and ${sql.ref(column)} not in (${sql.join(skip)})`;
-    const tenantNotSkipped = (column: string) =>
-      skipTenants.length === 0
-        ? sql``
-        : sql`and ${sql.ref(column)} not in (${sql.join(skipTenants)})`;
-    const perSubscription = Math.min(limit, options.perSubscription);
-    const newcomerRoom = Math.min(limit, options.newcomerRoom ?? limit);
-    const rooms = [...(options.tenantRoom ?? new Map<string, number>())];
-    // Each tenant's room, as a table the ranked rows are joined to.
-    const roomOf =
-      rooms.length === 0
-        ? sql`${newcomerRoom}`
-        : sql`coalesce((select room.n from (select column1 as tenant_id, column2 as n from (values ${sql.join(
-            rooms.map(([tenant, n]) => sql`(cast(${tenant} as text), cast(${n} as integer))`),
-          )}) as v) as room where room.tenant_id = ranked.tenant_id), ${newcomerRoom})`;
-    // A subscription's rows are claimable while they and its attempts in flight (in every worker
-    // process, counted through the partial in-flight index, less this worker's settled ones) stay
-    // within its concurrency limit.
-    const settled = options.settled ?? [];
-    const unsettled = (column: string) =>
-      settled.length === 0 ? sql`` : sql`and ${sql.ref(column)} not in (${sql.join(settled)})`;
-    // A `per_object` subscription's row waits while an earlier one of its object is still to go
-    // (in flight, or pending with a lower sequence), through webhook_deliveries_object_idx.
-    const inOrder = (
-      row: string,
-    ) => sql`(s.ordering = 'none' or ${sql.ref(`${row}.object_key`)} is null or not exists (
-      select 1 from webhook_deliveries o
-      where o.subscription_id = ${sql.ref(`${row}.subscription_id`)} and o.object_key = ${sql.ref(`${row}.object_key`)}
-        and o.status in ('pending', 'in_flight')
-        and (o.status = 'in_flight' or o.sequence < ${sql.ref(`${row}.sequence`)})))`;
-    const candidates =
-      this.dialect === 'postgres'
+    const claimed = await this.claimStatement(
+      now,
+      staleBefore,
+      limit,
+      Math.min(limit, options.perSubscription),
+      Math.min(limit, options.newcomerRoom ?? limit),
+      options.maxAttempts ?? NO_ATTEMPT_CAP,
+      JSON.stringify(options.skip ?? []),
+      JSON.stringify(options.skipTenants ?? []),
+      JSON.stringify(Object.fromEntries(options.tenantRoom ?? [])),
+      JSON.stringify(options.settled ?? []),
+    );
+    if (claimed.length === 0) return [];
+    return this.claimedRows(now, JSON.stringify(claimed.map((row) => row.id))) as Promise<
+      ClaimedDelivery[]
+    >;
+  }
+
+  /**
+   * The claim (see claimDue), compiled once: every list is one JSON parameter, so the text never
+   * changes (and PostgreSQL plans it once per connection).
+   */
+  private readonly claimStatement = prepare(
+    this.db,
+    (
+      now: string,
+      staleBefore: string,
+      limit: number,
+      perSubscription: number,
+      newcomerRoom: number,
+      maxAttempts: number,
+      skip: string,
+      skipTenants: string,
+      rooms: string,
+      settled: string,
+    ) => {
+      const pg = this.dialect === 'postgres';
+      // The members of a JSON array parameter, as a subquery.
+      const members = (list: string) =>
+        pg
+          ? sql`(select jsonb_array_elements_text(cast(${list} as jsonb)))`
+          : sql`(select value from json_each(${list}))`;
+      // A `per_object` subscription's row waits while an earlier one of its object is still to
+      // go (in flight, or pending with a lower sequence), through webhook_deliveries_object_idx.
+      const inOrder = (
+        row: string,
+      ) => sql`(s.ordering = 'none' or ${sql.ref(`${row}.object_key`)} is null or not exists (
+        select 1 from webhook_deliveries o
+        where o.subscription_id = ${sql.ref(`${row}.subscription_id`)} and o.object_key = ${sql.ref(`${row}.object_key`)}
+          and o.status in ('pending', 'in_flight')
+          and (o.status = 'in_flight' or o.sequence < ${sql.ref(`${row}.sequence`)})))`;
+      const eligible = sql`s.active = 1 and (s.held_until is null or s.held_until <= ${now})
+        and s.id not in ${members(skip)} and s.tenant_id not in ${members(skipTenants)}`;
+      // A subscription's rows are claimable while they and its attempts in flight (in every
+      // worker process, counted through the partial in-flight index, less this worker's settled
+      // ones) stay within its concurrency limit. Per subscription: LATERAL on PostgreSQL, its walk
+      // limited to that room; on SQLite (no LATERAL, no correlated LIMIT) a correlated IN, with
+      // CROSS JOIN keeping subscriptions the outer loop (else SQLite scans every delivery), and
+      // the room applied to the rows it found.
+      const candidates = pg
         ? sql`
           select q.id, q.next_attempt_at, s.tenant_id
           from webhook_subscriptions s
           cross join lateral (
             select count(*) as n from webhook_deliveries f
-            where f.subscription_id = s.id and f.status = 'in_flight' ${unsettled('f.id')}
+            where f.subscription_id = s.id and f.status = 'in_flight' and f.id not in ${members(settled)}
           ) b
           cross join lateral (
             select d.id, d.next_attempt_at from webhook_deliveries d
             where d.subscription_id = s.id and d.status = 'pending' and d.next_attempt_at <= ${now}
               and ${inOrder('d')}
             order by d.next_attempt_at
-            limit greatest(0, least(${perSubscription}, ${capOf('s')} - b.n))
+            limit greatest(0, least(cast(${perSubscription} as integer), ${capOf('s')} - b.n))
             for update of d skip locked
           ) q
-          where s.active = 1 and (s.held_until is null or s.held_until <= ${now})
-            ${notSkipped('s.id')} ${tenantNotSkipped('s.tenant_id')}`
+          where ${eligible}`
         : sql`
           select id, next_attempt_at, tenant_id from (
             select d.id, d.next_attempt_at, s.tenant_id, ${capOf('s')} as cap,
@@ -447,7 +474,7 @@ export class WebhooksRepository extends Repository {
             cross join webhook_deliveries d
             left join (
               select subscription_id, count(*) as n from webhook_deliveries
-              where status = 'in_flight' ${unsettled('id')} group by subscription_id
+              where status = 'in_flight' and id not in ${members(settled)} group by subscription_id
             ) b on b.subscription_id = s.id
             where d.id in (
               select d2.id from webhook_deliveries d2
@@ -456,37 +483,42 @@ export class WebhooksRepository extends Repository {
               order by d2.next_attempt_at
               limit ${perSubscription}
             )
-            and s.active = 1 and (s.held_until is null or s.held_until <= ${now})
-            ${notSkipped('s.id')} ${tenantNotSkipped('s.tenant_id')}
+            and ${eligible}
           ) as within_room
           where in_use <= cap`;
-    const ranked = sql`
-      select id, next_attempt_at, tenant_id, row_number() over (partition by tenant_id order by next_attempt_at) as rank
-      from (${candidates}) as candidates`;
-    const due = sql`
-      select id from (${ranked}) as ranked
-      where rank <= ${roomOf}
-      order by next_attempt_at
-      limit ${limit}`;
-    const stale = sql`
-      select d.id from webhook_deliveries d
-      join webhook_subscriptions s on s.id = d.subscription_id
-      where d.status = 'in_flight' and d.claimed_at < ${staleBefore}
-        ${options.maxAttempts === undefined ? sql`` : sql`and d.attempts < ${options.maxAttempts}`}
-        and s.active = 1 ${notSkipped('d.subscription_id')}
-      order by d.claimed_at
-      limit ${limit}
-      ${this.skipLocked('d')}`;
-    const chosen = sql`select id from (${due}) as due_rows union all select id from (${stale}) as stale_rows`;
-    // The chosen ids are found by primary key (see keyIn).
-    const claimed = await sql<{ id: string }>`
-      update webhook_deliveries
-      set status = 'in_flight', claimed_at = ${now}, attempts = attempts + 1
-      where ${this.keyIn('id', chosen)}
-      returning id`.execute(this.db);
-    const ids = claimed.rows.map((row) => row.id);
-    if (ids.length === 0) return [];
-    return this.db
+      // Then at most a tenant's room of its rows (ranked over its subscriptions), the earliest due.
+      const roomOf = pg
+        ? sql`coalesce(cast(cast(${rooms} as jsonb) ->> ranked.tenant_id as integer), cast(${newcomerRoom} as integer))`
+        : sql`coalesce((select r.value from json_each(${rooms}) as r where r.key = ranked.tenant_id), ${newcomerRoom})`;
+      const due = sql`
+        select id from (
+          select id, next_attempt_at, tenant_id, row_number() over (partition by tenant_id order by next_attempt_at) as rank
+          from (${candidates}) as candidates
+        ) as ranked
+        where rank <= ${roomOf}
+        order by next_attempt_at
+        limit ${limit}`;
+      const stale = sql`
+        select d.id from webhook_deliveries d
+        join webhook_subscriptions s on s.id = d.subscription_id
+        where d.status = 'in_flight' and d.claimed_at < ${staleBefore}
+          and d.attempts < ${maxAttempts} and s.active = 1 and d.subscription_id not in ${members(skip)}
+        order by d.claimed_at
+        limit ${limit}
+        ${this.skipLocked('d')}`;
+      const chosen = sql`select id from (${due}) as due_rows union all select id from (${stale}) as stale_rows`;
+      // The chosen ids are found by primary key (see keyIn).
+      return sql<{ id: string }>`
+        update webhook_deliveries
+        set status = 'in_flight', claimed_at = ${now}, attempts = attempts + 1
+        where ${this.keyIn('id', chosen)}
+        returning id`;
+    },
+  );
+
+  /** What sending each claimed row needs (`ids`: a JSON array), compiled once. */
+  private readonly claimedRows = prepare(this.db, (now: string, ids: string) =>
+    this.db
       .selectFrom('webhookDeliveries as d')
       .innerJoin('events as e', 'e.id', 'd.eventId')
       .innerJoin('webhookSubscriptions as s', 's.id', 'd.subscriptionId')
@@ -510,10 +542,15 @@ export class WebhooksRepository extends Repository {
         's.legacySigningKey',
         's.legacySigningKeyExpiresAt',
       ])
-      .where('d.id', 'in', ids)
-      .where('d.claimedAt', '=', now)
-      .execute() as Promise<ClaimedDelivery[]>;
-  }
+      .where(
+        sql<boolean>`d.id in ${
+          this.dialect === 'postgres'
+            ? sql`(select jsonb_array_elements_text(cast(${ids} as jsonb)))`
+            : sql`(select value from json_each(${ids}))`
+        }`,
+      )
+      .where('d.claimedAt', '=', now),
+  );
 
   /**
    * Dead-letters the stale claims of rows whose last attempt was the one interrupted: it counted

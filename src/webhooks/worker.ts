@@ -346,7 +346,9 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
           this.slotsReopened();
         }
         // The subscription became claimable again: it may have rows waiting.
-        if (left === low) this.onSignal();
+        // Down to its low level it is claimed for at once, unless a claim for reopened slots is
+        // due within REOPEN_COALESCE_MS anyway: that one takes it too.
+        if (left === low && this.reopenTimer === null) this.onSignal();
         else if (left === reopen) this.slotsReopened();
       });
     this.inFlight.add(attempt);
