@@ -3,11 +3,12 @@ import type { LimiterStore } from './rate-limits.ts';
 
 /**
  * Each subscription's `maxPerSecond`, counted in the store the API's rate limits use, so it holds
- * over every worker process (Redis or PostgreSQL; this process's memory on the embedded
- * database, where one worker runs). One fixed one-second window per subscription: any ten
- * seconds hold at most ten windows' worth. Through a LeasedLimiter like the API's limits: most
- * takes need no round trip, near the cap each one does and the count is exact, and a failed or
- * frozen store leaves each process counting alone (the cap then holds per process).
+ * over every worker process (Redis or PostgreSQL; on the embedded database the primary's memory
+ * under `serve --processes`, else this process's). One fixed one-second window per subscription,
+ * each allowing the cap: a span of seconds can straddle one window more than it covers. Through a
+ * LeasedLimiter like the API's limits: most takes need no round trip, near the cap each one does
+ * and the count is exact, and a failed or frozen store leaves each process counting alone (the
+ * cap then holds per process).
  */
 export class DeliveryPacer {
   /** One limiter per rate in use (a limiter's points are fixed). */

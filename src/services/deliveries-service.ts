@@ -202,8 +202,9 @@ export class DeliveriesService {
   }
 
   /**
-   * Folds the batch into its subscriptions' counters and concurrency limits and sets their holds (`heldUntil`, unless
-   * held longer already), every row locked first in id order so two workers cannot deadlock.
+   * Folds the batch into its subscriptions' counters and concurrency limits and sets their holds
+   * (`heldUntil`, unless held longer already), every row locked first in id order so two workers
+   * cannot deadlock.
    */
   private async updateSubscriptions(
     batch: readonly SettledAttempt[],

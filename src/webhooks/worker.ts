@@ -361,12 +361,8 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
    * subscription's attempts in flight here once this one began, itself included.
    */
   private async attempt(delivery: ClaimedDelivery, inFlight: number): Promise<void> {
-    if (delivery.maxPerSecond !== null) {
-      const waitMs = await this.deps.pacer.take(delivery.subscriptionId, delivery.maxPerSecond);
-      if (waitMs > 0) {
-        this.release(delivery, waitMs);
-        return;
-      }
+    if (delivery.maxPerSecond !== null && (await this.paced(delivery, delivery.maxPerSecond))) {
+      return;
     }
     const now = this.deps.clock.now();
     const startedAt = performance.now();
@@ -424,6 +420,26 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       this.keys.set(sealed, key);
     }
     return key;
+  }
+
+  /**
+   * Whether the subscription's maxPerSecond is used up for now: then the claim is given back. The
+   * pacer falls back to counting in this process when its store fails; should it fail anyway, the
+   * attempt goes (logged), rather than stay claimed until its lease runs out.
+   */
+  private async paced(delivery: ClaimedDelivery, perSecond: number): Promise<boolean> {
+    let waitMs: number;
+    try {
+      waitMs = await this.deps.pacer.take(delivery.subscriptionId, perSecond);
+    } catch (error) {
+      this.deps.logger.error(
+        { err: error, subscriptionId: delivery.subscriptionId },
+        'maxPerSecond not counted',
+      );
+      return false;
+    }
+    if (waitMs > 0) this.release(delivery, waitMs);
+    return waitMs > 0;
   }
 
   /**
