@@ -14,10 +14,18 @@ export class DeliveryPacer {
   /** One limiter per rate in use (a limiter's points are fixed). */
   private readonly limiters = new Map<number, LeasedLimiter>();
 
-  constructor(private readonly store: LimiterStore) {}
+  /** Until the store first answers (a few seconds at most), takes wait for it, as the API does. */
+  private ready: Promise<void> | null;
+
+  constructor(private readonly store: LimiterStore) {
+    this.ready = store.ready().then(() => {
+      this.ready = null;
+    });
+  }
 
   /** 0 when a delivery to the subscription may go now, else ms until its next window. */
   take(subscriptionId: string, perSecond: number): number | Promise<number> {
+    if (this.ready !== null) return this.ready.then(() => this.take(subscriptionId, perSecond));
     let limiter = this.limiters.get(perSecond);
     if (limiter === undefined) {
       limiter = this.store.leased({
