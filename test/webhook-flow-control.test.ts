@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startWorker } from '../src/webhooks/start-worker.ts';
-import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
+import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import { RedisServer } from './helpers/dependencies.ts';
 import { createTenant, createTrip, type TenantFixture } from './helpers/fixtures.ts';
-import { HttpsReceiver, type Responder, testCa } from './helpers/https-receiver.ts';
+import { HttpsReceiver, type Responder } from './helpers/https-receiver.ts';
 import { until } from './helpers/until.ts';
 
 // Adaptive concurrency per subscription, with real HTTPS receivers and the real worker: each
@@ -40,13 +40,8 @@ for (const backend of BACKENDS) {
     let tenant: TenantFixture;
 
     before(async () => {
-      const ca = await testCa();
-      ctx = await createTestContext(backend, {
-        env: {
-          WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
-          WEBHOOK_CA_FILE: ca.caFile,
-          WEBHOOK_RETRY_SCHEDULE: '200ms,200ms,200ms,200ms',
-        },
+      ctx = await createWebhookTestContext(backend, {
+        WEBHOOK_RETRY_SCHEDULE: '200ms,200ms,200ms,200ms',
       });
       tenant = await createTenant(ctx, { tier: 'pro' });
       await ctx.admin('PATCH', `/admin/v1/tenants/${tenant.id}`, { webhookEndpointCap: 20 });
@@ -343,14 +338,7 @@ describe('maxPerSecond counted in Redis by two workers', () => {
 
   before(async () => {
     redis = await RedisServer.start();
-    const ca = await testCa();
-    ctx = await createTestContext('sqlite', {
-      env: {
-        WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
-        WEBHOOK_CA_FILE: ca.caFile,
-        REDIS_URL: redis.url,
-      },
-    });
+    ctx = await createWebhookTestContext('sqlite', { REDIS_URL: redis.url });
   });
   after(async () => {
     await ctx.close();

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startWorker } from '../src/webhooks/start-worker.ts';
-import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
+import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
-import { HttpsReceiver, testCa } from './helpers/https-receiver.ts';
+import { HttpsReceiver } from './helpers/https-receiver.ts';
 import { eventually, until } from './helpers/until.ts';
 
 // A receiver's Retry-After on 429 and 503, with a real HTTPS receiver and the real worker.
@@ -22,15 +22,8 @@ for (const backend of BACKENDS) {
     let other: TenantFixture;
 
     before(async () => {
-      const ca = await testCa();
-      ctx = await createTestContext(backend, {
-        env: {
-          WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
-          WEBHOOK_CA_FILE: ca.caFile,
-          // One second between attempts: a longer Retry-After shows.
-          WEBHOOK_RETRY_SCHEDULE: '1s,1s',
-        },
-      });
+      // One second between attempts: a longer Retry-After shows.
+      ctx = await createWebhookTestContext(backend, { WEBHOOK_RETRY_SCHEDULE: '1s,1s' });
       tenant = await createTenant(ctx, { tier: 'pro' });
       await ctx.admin('PATCH', `/admin/v1/tenants/${tenant.id}`, { webhookEndpointCap: 20 });
       other = await createTenant(ctx, { tier: 'pro' });
@@ -75,14 +68,20 @@ for (const backend of BACKENDS) {
       );
     const to = (path: string) => receiver.requests.filter((r) => r.path === path);
 
-    /** The gap between the first two attempts to `path`, whose first answer is `first`. */
-    async function gap(path: string, first: Answer) {
-      const created = await subscribe(path);
+    /** A new subscription at `path` whose first attempt gets `first`, sent a test event; its id. */
+    async function fireTest(path: string, first: Answer): Promise<string> {
+      const id = (await subscribe(path)).json().data.id;
       firstAnswers.set(path, first);
       await ctx.api('POST', '/api/v1/webhooks/test', {
         token: tenant.token,
-        body: { subscriptionId: created.json().data.id },
+        body: { subscriptionId: id },
       });
+      return id;
+    }
+
+    /** The gap between the first two attempts to `path`, whose first answer is `first`. */
+    async function gap(path: string, first: Answer) {
+      await fireTest(path, first);
       const [one, two] = await until(
         async () => {
           const got = receiver.requests.filter((r) => r.path === path);
@@ -100,13 +99,7 @@ for (const backend of BACKENDS) {
     });
 
     it("keeps each attempt's Retry-After in its log", async () => {
-      const created = await subscribe('/ra-logged');
-      const id = created.json().data.id;
-      firstAnswers.set('/ra-logged', { status: 503, headers: { 'retry-after': '1' } });
-      await ctx.api('POST', '/api/v1/webhooks/test', {
-        token: tenant.token,
-        body: { subscriptionId: id },
-      });
+      const id = await fireTest('/ra-logged', { status: 503, headers: { 'retry-after': '1' } });
       const url = `/api/v1/webhooks/${id}/deliveries`;
       const delivery = await until(async () => {
         const [row] = (await ctx.api('GET', url, { token: tenant.token })).json().data;
@@ -164,13 +157,7 @@ for (const backend of BACKENDS) {
     });
 
     it('cuts a Retry-After of a day to an hour, for the endpoint and the delivery', async () => {
-      const created = await subscribe('/ra-day');
-      const id = created.json().data.id;
-      firstAnswers.set('/ra-day', { status: 503, headers: { 'retry-after': '86400' } });
-      await ctx.api('POST', '/api/v1/webhooks/test', {
-        token: tenant.token,
-        body: { subscriptionId: id },
-      });
+      const id = await fireTest('/ra-day', { status: 503, headers: { 'retry-after': '86400' } });
       const answeredAt = Date.now();
       const row = await until(async () => {
         const subscription = await ctx.runtime.repositories.webhooks.findSubscription(
