@@ -604,19 +604,21 @@ export class WebhooksRepository extends Repository {
   async releaseClaims(
     released: ReadonlyArray<{ id: string; claimedAt: string; nextAttemptAt: string }>,
   ): Promise<void> {
-    for (const { id, claimedAt, nextAttemptAt } of released) {
-      await this.db
-        .updateTable('webhookDeliveries')
-        .set((eb) => ({
-          status: 'pending',
-          claimedAt: null,
-          nextAttemptAt,
-          attempts: eb('attempts', '-', 1),
-        }))
-        .where('id', '=', id)
-        .where('status', '=', 'in_flight')
-        .where('claimedAt', '=', claimedAt)
-        .execute();
+    for (let start = 0; start < released.length; start += OUTCOMES_PER_STATEMENT) {
+      const rows = released
+        .slice(start, start + OUTCOMES_PER_STATEMENT)
+        .map((r) => sql`(${r.id}, ${r.claimedAt}, ${r.nextAttemptAt})`);
+      await sql`
+        with v (id, claimed_at, next_attempt_at) as (values ${sql.join(rows)})
+        update webhook_deliveries
+        set status = 'pending',
+            claimed_at = null,
+            next_attempt_at = v.next_attempt_at,
+            attempts = webhook_deliveries.attempts - 1
+        from v
+        where webhook_deliveries.id = v.id
+          and webhook_deliveries.status = 'in_flight'
+          and webhook_deliveries.claimed_at = v.claimed_at`.execute(this.db);
     }
   }
 
