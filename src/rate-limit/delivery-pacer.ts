@@ -14,17 +14,22 @@ export class DeliveryPacer {
   /** One limiter per rate in use (a limiter's points are fixed). */
   private readonly limiters = new Map<number, LeasedLimiter>();
 
+  /** Opened by the first capped delivery: a worker whose subscriptions set no cap opens none. */
+  private store: LimiterStore | null = null;
   /** Until the store first answers (a few seconds at most), takes wait for it, as the API does. */
-  private ready: Promise<void> | null;
+  private ready: Promise<void> | null = null;
 
-  constructor(private readonly store: LimiterStore) {
-    this.ready = store.ready().then(() => {
-      this.ready = null;
-    });
-  }
+  constructor(private readonly open: () => LimiterStore) {}
 
   /** 0 when a delivery to the subscription may go now, else ms until its next window. */
   take(subscriptionId: string, perSecond: number): number | Promise<number> {
+    if (this.store === null) {
+      const store = this.open();
+      this.store = store;
+      this.ready = store.ready().then(() => {
+        this.ready = null;
+      });
+    }
     if (this.ready !== null) return this.ready.then(() => this.take(subscriptionId, perSecond));
     let limiter = this.limiters.get(perSecond);
     if (limiter === undefined) {
@@ -42,6 +47,6 @@ export class DeliveryPacer {
 
   async close(): Promise<void> {
     for (const limiter of this.limiters.values()) limiter.close();
-    await this.store.close();
+    await this.store?.close();
   }
 }

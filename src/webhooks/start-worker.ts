@@ -25,7 +25,7 @@ export function startWorker(
     connectionsPerOrigin: options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT,
   });
   const mailer = createMailer(config.smtpUrl, { publicBaseUrl: config.publicBaseUrl });
-  const pacer = new DeliveryPacer(openLimiterStore(config, runtime.database, runtime.logger));
+  const pacer = new DeliveryPacer(() => openLimiterStore(config, runtime.database, runtime.logger));
   const worker = new DeliveryWorker(
     {
       config,
