@@ -321,8 +321,8 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Change a subscription: URL, events, Standard Webhooks headers, pause or enable
-         * @description Any of the members; what is not given stays. A new `url` is checked as at creation (422). `active: true` re-enables a paused subscription, `active: false` pauses it. `standardWebhooks: true` with a signing key made before the Standard Webhooks form is 409 `conflict` with `code` `signing_key_rotation_required`: rotate the key first. A deleted subscription is 404. Scope `webhooks:write`.
+         * Change a subscription: URL, events, headers, flow control, pause or enable
+         * @description Any of the members; what is not given stays. A new `url` is checked as at creation (422). `active: true` re-enables a paused subscription, `active: false` pauses it. `maxConcurrency`, `maxPerSecond` and `ordering` apply from the next claim. `standardWebhooks: true` with a signing key made before the Standard Webhooks form is 409 `conflict` with `code` `signing_key_rotation_required`: rotate the key first. A deleted subscription is 404. Scope `webhooks:write`.
          */
         patch: operations["updateWebhook"];
         trace?: never;
