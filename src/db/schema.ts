@@ -314,6 +314,21 @@ export interface WebhookAttemptsTable {
   concurrencyLimit: number | null;
 }
 
+/** A webhook portal link and, once used, its browser session (secrets as SHA-256 hex). */
+export interface PortalSessionsTable {
+  id: string;
+  tenantId: string;
+  /** The API token that asked for the link; null when the operator did (admin API). */
+  tokenId: string | null;
+  readOnly: boolean;
+  linkHash: string;
+  linkExpiresAt: string;
+  /** Set when the link is used; null before. */
+  sessionHash: string | null;
+  expiresAt: string | null;
+  createdAt: string;
+}
+
 export interface IdempotencyKeysTable {
   tenantId: string;
   key: string;
@@ -359,5 +374,6 @@ export interface DB {
   webhookDeliveries: WebhookDeliveriesTable;
   webhookAttempts: WebhookAttemptsTable;
   instanceSettings: InstanceSettingsTable;
+  portalSessions: PortalSessionsTable;
   schemaMigrations: SchemaMigrationsTable;
 }

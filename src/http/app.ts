@@ -32,6 +32,7 @@ import { OutageLog } from './pipeline/outage-log.ts';
 import { answerParserError } from './pipeline/parser-errors.ts';
 import { internalProblem, sendProblem, toProblem } from './pipeline/problem-reply.ts';
 import { RouteMethods } from './pipeline/route-methods.ts';
+import { portal } from './portal/portal.ts';
 import { publicApi } from './public-api.ts';
 import { errorPages } from './reference/error-pages.ts';
 import { registerReferencePage } from './reference/reference-page.ts';
@@ -232,6 +233,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(errorPages, { config });
   await app.register(legacyRoutes, { config, clock: deps.clock });
   await app.register(publicApi, {
+    config,
+    services: deps.services,
+    rateLimits: deps.rateLimits,
+  });
+  await app.register(portal, {
+    prefix: '/portal',
     config,
     services: deps.services,
     rateLimits: deps.rateLimits,

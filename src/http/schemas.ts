@@ -450,6 +450,34 @@ export const WebhookAttempt = Type.Object(
 );
 
 /** Shared schemas registered once on the app, so routes and the OpenAPI document `$ref` them. */
+/** A webhook portal link (public and admin APIs). */
+export const PortalSession = Type.Object(
+  {
+    url: Type.String({
+      format: 'uri',
+      description:
+        'Open it in a browser within 10 minutes. It works once: its first use signs that browser in for 1 hour (a cookie bound to the tenant) and lands on the endpoint list. Treat it like a password until then.',
+    }),
+    expiresAt: Type.String({
+      format: 'date-time',
+      description: 'When the link stops working if unused. UTC.',
+    }),
+  },
+  { $id: 'PortalSession', additionalProperties: false },
+);
+
+export const PortalSessionBody = Type.Object(
+  {
+    readOnly: Type.Optional(
+      Type.Boolean({
+        description:
+          'The session sees everything and changes nothing (the server refuses every change). Default false.',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
 export const SHARED_SCHEMAS = [
   Meta,
   Trip,
@@ -459,6 +487,7 @@ export const SHARED_SCHEMAS = [
   WebhookSubscription,
   WebhookDelivery,
   WebhookAttempt,
+  PortalSession,
   Problem,
   ...Object.values(LibraryItems),
 ];

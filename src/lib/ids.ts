@@ -17,7 +17,8 @@ export type IdPrefix =
   | 'htl'
   | 'act'
   | 'veh'
-  | 'gde';
+  | 'gde'
+  | 'pts';
 
 /**
  * ulid's own generator asks the system for one random byte per character, 16 calls per id (a

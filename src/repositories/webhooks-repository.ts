@@ -344,7 +344,12 @@ export class WebhooksRepository extends Repository {
   listDeliveries(
     tenantId: string,
     subscriptionId: string,
-    filter: { beforeId: string | null; limit: number; status?: DeliveryStatus },
+    filter: {
+      beforeId: string | null;
+      limit: number;
+      status?: DeliveryStatus;
+      eventType?: string;
+    },
   ): Promise<DeliveryRow[]> {
     let query = this.db
       .selectFrom('webhookDeliveries')
@@ -353,10 +358,22 @@ export class WebhooksRepository extends Repository {
       .where('subscriptionId', '=', subscriptionId);
     if (filter.beforeId !== null) query = query.where('id', '<', filter.beforeId);
     if (filter.status !== undefined) query = query.where('status', '=', filter.status);
+    if (filter.eventType !== undefined) query = query.where('eventType', '=', filter.eventType);
     return query
       .orderBy('id', 'desc')
       .limit(filter.limit + 1)
       .execute();
+  }
+
+  /** The stored JSON of an event's data (gone after retention). */
+  async eventData(tenantId: string, eventId: string): Promise<string | undefined> {
+    const row = await this.db
+      .selectFrom('events')
+      .select('data')
+      .where('tenantId', '=', tenantId)
+      .where('id', '=', eventId)
+      .executeTakeFirst();
+    return row?.data;
   }
 
   findDelivery(

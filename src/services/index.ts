@@ -13,6 +13,7 @@ import { LibraryRepository } from '../repositories/library-repository.ts';
 import { MembersRepository } from '../repositories/members-repository.ts';
 import { NotificationsRepository } from '../repositories/notifications-repository.ts';
 import { PaymentsRepository } from '../repositories/payments-repository.ts';
+import { PortalSessionsRepository } from '../repositories/portal-sessions-repository.ts';
 import { RetentionRepository } from '../repositories/retention-repository.ts';
 import { TenantsRepository } from '../repositories/tenants-repository.ts';
 import { TokensRepository } from '../repositories/tokens-repository.ts';
@@ -26,6 +27,7 @@ import { EventsService } from './events-service.ts';
 import { IdempotencyService } from './idempotency-service.ts';
 import { LibraryService } from './library-service.ts';
 import { PaymentsService } from './payments-service.ts';
+import { PortalService } from './portal-service.ts';
 import { RetentionService } from './retention-service.ts';
 import { SecretKeyCheck } from './secret-key-check.ts';
 import { TenantsService } from './tenants-service.ts';
@@ -46,6 +48,8 @@ export interface Services {
   events: EventsService;
   idempotency: IdempotencyService;
   webhooks: WebhooksService;
+  /** Webhook portal links and the browser sessions they open. */
+  portal: PortalService;
   /** The delivery worker's claims and outcomes. */
   deliveries: DeliveriesService;
   /** Deletes what RETENTION_DAYS no longer keeps (run by the worker). */
@@ -83,6 +87,7 @@ function createRepositories(database: Database) {
     notifications: new NotificationsRepository(database),
     idempotency: new IdempotencyRepository(database),
     webhooks: new WebhooksRepository(database),
+    portalSessions: new PortalSessionsRepository(database),
     retention: new RetentionRepository(database),
     settings: new InstanceSettingsRepository(database),
   };
@@ -178,6 +183,12 @@ export function createServices(
       secrets,
       clock,
       keyOverlapMs: config.webhook.keyOverlapMs,
+    }),
+    portal: new PortalService({
+      sessions: repositories.portalSessions,
+      tenants: repositories.tenants,
+      clock,
+      publicBaseUrl: config.publicBaseUrl,
     }),
     deliveries: new DeliveriesService({
       database,

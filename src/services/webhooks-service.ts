@@ -215,6 +215,11 @@ export class WebhooksService {
     return this.shown(tenantId, await this.deps.webhooks.listSubscriptions(tenantId));
   }
 
+  /** One subscription, deleted or not; 404 for another tenant's or an unknown id. */
+  async get(tenantId: string, id: string): Promise<Subscription> {
+    return this.shownOne(tenantId, await this.existing(tenantId, id));
+  }
+
   /** Subscriptions as the API shows them, with their deliveries' activity. */
   private async shown(tenantId: string, rows: SubscriptionRow[]): Promise<Subscription[]> {
     const now = this.deps.clock.now();
@@ -469,13 +474,30 @@ export class WebhooksService {
   async listDeliveries(
     tenantId: string,
     id: string,
-    query: PageRequest & { status?: DeliveryStatus },
+    query: PageRequest & { status?: DeliveryStatus; eventType?: string },
   ): Promise<Page<Delivery>> {
     await this.existing(tenantId, id);
+    const { status, eventType } = query;
     const page = await keysetPage('deliveries', query, (beforeId, limit) =>
-      this.deps.webhooks.listDeliveries(tenantId, id, { beforeId, limit, status: query.status }),
+      this.deps.webhooks.listDeliveries(tenantId, id, { beforeId, limit, status, eventType }),
     );
     return { data: page.data.map(toDelivery), meta: page.meta };
+  }
+
+  /** One delivery with the event it carries (its data as push sends it); 404 when unknown. */
+  async getDelivery(
+    tenantId: string,
+    id: string,
+    deliveryId: string,
+  ): Promise<{ delivery: Delivery; eventData: Record<string, unknown> | null }> {
+    await this.existing(tenantId, id);
+    const row = await this.deps.webhooks.findDelivery(tenantId, id, deliveryId);
+    if (!row) throw notFound('Delivery');
+    const data = await this.deps.webhooks.eventData(tenantId, row.eventId);
+    return {
+      delivery: toDelivery(row),
+      eventData: data === undefined ? null : parseStoredJson<Record<string, unknown>>(data),
+    };
   }
 
   /** The subscription a delivery belongs to, for the operator CLI (delivery ids are unique). */

@@ -13,6 +13,7 @@ import { adminBookingRoutes } from './bookings-routes.ts';
 import { adminClientRoutes } from './clients-routes.ts';
 import { adminLibraryRoutes } from './library-routes.ts';
 import { adminPaymentRoutes } from './payments-routes.ts';
+import { adminPortalRoutes } from './portal-routes.ts';
 import { adminTenantRoutes } from './tenants-routes.ts';
 import { adminTripRoutes } from './trips-routes.ts';
 import { adminWebhookRoutes } from './webhooks-routes.ts';
@@ -96,6 +97,7 @@ export const adminApi: FastifyPluginAsync<{
     adminClientRoutes,
     adminTripRoutes,
     adminWebhookRoutes,
+    adminPortalRoutes,
     adminBookingRoutes,
     adminPaymentRoutes,
   ]) {

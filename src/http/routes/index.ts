@@ -8,6 +8,7 @@ import { libraryRoutes } from './libraries-routes.ts';
 import { meRoutes } from './me-routes.ts';
 import type { RouteOptions } from './options.ts';
 import { paymentRoutes } from './payments-routes.ts';
+import { portalRoutes } from './portal-routes.ts';
 import { tripRoutes } from './trips-routes.ts';
 import { webhookRoutes } from './webhooks-routes.ts';
 
@@ -32,6 +33,7 @@ export const apiV1: FastifyPluginAsync<ApiOptions> = async (app, options) => {
     paymentRoutes,
     libraryRoutes,
     webhookRoutes,
+    portalRoutes,
   ]) {
     await app.register(routes, { config: options.config, services: options.services, writes });
   }

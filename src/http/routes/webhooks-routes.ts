@@ -48,7 +48,7 @@ const StandardWebhooks = Type.Boolean({
     'Also send the Standard Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature`), verifiable with the same signing key by the `standardwebhooks` libraries. Default false.',
 });
 
-const CreateWebhookBody = Type.Object(
+export const CreateWebhookBody = Type.Object(
   {
     url: WebhookUrl,
     events: WebhookEvents,
@@ -60,7 +60,7 @@ const CreateWebhookBody = Type.Object(
   { additionalProperties: false },
 );
 
-const UpdateWebhookBody = Type.Object(
+export const UpdateWebhookBody = Type.Object(
   {
     url: Type.Optional(WebhookUrl),
     events: Type.Optional(WebhookEvents),

@@ -1,0 +1,333 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { LightMyRequestResponse } from 'fastify';
+import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
+import { createTenant, mintToken, type TenantFixture } from './helpers/fixtures.ts';
+
+// The webhook portal over HTTP (the browser's view is in portal-browser.test.ts): links, the
+// session cookie, what ends a session, CSRF, read-only sessions, tenants kept apart.
+
+/** A browser's cookie jar and form tokens, enough to drive the portal through inject. */
+class PortalClient {
+  private readonly cookies = new Map<string, string>();
+  constructor(private readonly ctx: TestContext) {}
+
+  private remember(response: LightMyRequestResponse): void {
+    for (const cookie of response.cookies as Array<{ name: string; value: string }>) {
+      if (cookie.value === '') this.cookies.delete(cookie.name);
+      else this.cookies.set(cookie.name, cookie.value);
+    }
+  }
+
+  async get(url: string): Promise<LightMyRequestResponse> {
+    const response = await this.ctx.app.inject({ method: 'GET', url, headers: this.header() });
+    this.remember(response);
+    return response;
+  }
+
+  async post(url: string, form: Record<string, string>): Promise<LightMyRequestResponse> {
+    const response = await this.ctx.app.inject({
+      method: 'POST',
+      url,
+      headers: { ...this.header(), 'content-type': 'application/x-www-form-urlencoded' },
+      payload: new URLSearchParams(form).toString(),
+    });
+    this.remember(response);
+    return response;
+  }
+
+  /** The CSRF token of a page's forms. */
+  async csrf(page = '/portal/'): Promise<string> {
+    const body = (await this.get(page)).body;
+    const match = /name="_csrf" value="([^"]+)"/.exec(body);
+    assert.ok(match, `no CSRF token on ${page}`);
+    return match[1];
+  }
+
+  private header(): Record<string, string> {
+    return this.cookies.size === 0
+      ? {}
+      : { cookie: [...this.cookies].map(([name, value]) => `${name}=${value}`).join('; ') };
+  }
+}
+
+/** The path of a portal link (its origin is PUBLIC_BASE_URL, not the test server). */
+const pathOf = (url: string) => new URL(url).pathname;
+
+const HOOK = 'https://127.0.0.1:9/hook';
+
+for (const backend of BACKENDS) {
+  describe(`webhook portal over HTTP (${backend})`, () => {
+    let ctx: TestContext;
+    let tenant: TenantFixture;
+    let other: TenantFixture;
+
+    before(async () => {
+      ctx = await createWebhookTestContext(backend);
+      tenant = await createTenant(ctx);
+      other = await createTenant(ctx);
+    });
+    after(() => ctx.close());
+
+    const link = async (owner: TenantFixture, body?: unknown): Promise<string> => {
+      const response = await ctx.api('POST', '/api/v1/portal/sessions', {
+        token: owner.token,
+        body,
+      });
+      assert.equal(response.statusCode, 201, response.body);
+      return response.json().data.url;
+    };
+    const signedIn = async (owner: TenantFixture, body?: unknown) => {
+      const client = new PortalClient(ctx);
+      const landed = await client.get(pathOf(await link(owner, body)));
+      assert.equal(landed.statusCode, 303);
+      return client;
+    };
+    // No worker runs here, and no event of the type is made: nothing is sent to it.
+    const subscribe = async (owner: TenantFixture) => {
+      const created = await ctx.api('POST', '/api/v1/webhooks', {
+        token: owner.token,
+        body: { url: HOOK, events: ['client.created'] },
+      });
+      assert.equal(created.statusCode, 201, created.body);
+      return created.json().data.id as string;
+    };
+
+    it('answers 201 with a one-time link valid 10 minutes, for webhooks:write only', async () => {
+      const before = Date.now();
+      const response = await ctx.api('POST', '/api/v1/portal/sessions', { token: tenant.token });
+      assert.equal(response.statusCode, 201);
+      const { url, expiresAt } = response.json().data;
+      assert.match(url, /^http:\/\/api\.test\/portal\/session\/[A-Za-z0-9_-]{43}$/);
+      const ttl = Date.parse(expiresAt) - before;
+      assert.ok(ttl > 9.9 * 60_000 && ttl <= 10 * 60_000 + 1_000, `ttl ${ttl}`);
+
+      const reader = await mintToken(ctx, tenant.id, ['webhooks:read']);
+      const refused = await ctx.api('POST', '/api/v1/portal/sessions', { token: reader.token });
+      assert.equal(refused.statusCode, 403);
+      assert.equal(refused.json().type.endsWith('/scope-required'), true);
+
+      const bad = await ctx.api('POST', '/api/v1/portal/sessions', {
+        token: tenant.token,
+        body: { readOnly: 'yes' },
+      });
+      assert.equal(bad.statusCode, 422);
+      assert.match(String(bad.headers['content-type']), /^application\/problem\+json/);
+    });
+
+    it('lets the admin API make links; an unknown tenant is 404, an inactive one 409', async () => {
+      const made = await ctx.adminRequest(
+        'POST',
+        `/admin/v1/tenants/${tenant.id}/portal-sessions`,
+        {
+          readOnly: true,
+        },
+      );
+      assert.equal(made.statusCode, 201, made.body);
+      const client = new PortalClient(ctx);
+      assert.equal((await client.get(pathOf(made.json().data.url))).statusCode, 303);
+      assert.match((await client.get('/portal/')).body, /Read-only/);
+
+      const unknown = await ctx.adminRequest(
+        'POST',
+        '/admin/v1/tenants/ten_unknown/portal-sessions',
+      );
+      assert.equal(unknown.statusCode, 404);
+
+      const idle = await createTenant(ctx);
+      await ctx.admin('PATCH', `/admin/v1/tenants/${idle.id}`, { active: false });
+      const refused = await ctx.adminRequest(
+        'POST',
+        `/admin/v1/tenants/${idle.id}/portal-sessions`,
+      );
+      assert.equal(refused.statusCode, 409);
+      assert.equal(refused.json().code, 'tenant_inactive');
+    });
+
+    it('exchanges a link once for an HttpOnly, SameSite=Strict session cookie of 1 hour', async () => {
+      const path = pathOf(await link(tenant));
+      const client = new PortalClient(ctx);
+      const first = await client.get(path);
+      assert.equal(first.statusCode, 303);
+      assert.equal(first.headers.location, '/portal/');
+      const cookie = (first.cookies as Array<Record<string, unknown>>).find(
+        (c) => c.name === 'tourops_portal',
+      );
+      assert.ok(cookie);
+      assert.equal(cookie.httpOnly, true);
+      assert.equal(cookie.sameSite, 'Strict');
+      assert.equal(cookie.path, '/portal');
+      assert.equal(cookie.maxAge, 3600);
+      // Served over plain HTTP here: Secure would stop the browser from sending it back.
+      assert.equal(cookie.secure, undefined);
+      const page = await client.get('/portal/');
+      assert.equal(page.statusCode, 200);
+      assert.match(String(page.headers['content-type']), /^text\/html/);
+
+      // Used: a plain page saying so, to anyone (the same browser too).
+      const again = await client.get(path);
+      assert.equal(again.statusCode, 410);
+      assert.match(again.body, /no longer works/);
+      assert.equal(again.headers['set-cookie'], undefined);
+      assert.equal((await new PortalClient(ctx).get(path)).statusCode, 410);
+      // A link that never existed reads the same.
+      assert.equal((await client.get(`/portal/session/${'A'.repeat(43)}`)).statusCode, 410);
+    });
+
+    it('refuses an expired link', async () => {
+      const path = pathOf(await link(tenant));
+      await ctx.runtime.database.db
+        .updateTable('portalSessions')
+        .set({ linkExpiresAt: new Date(Date.now() - 1000).toISOString() })
+        .where('tenantId', '=', tenant.id)
+        .where('sessionHash', 'is', null)
+        .execute();
+      assert.equal((await new PortalClient(ctx).get(path)).statusCode, 410);
+    });
+
+    it('signs out no one else, and every page needs a session', async () => {
+      const anonymous = await ctx.app.inject({ method: 'GET', url: '/portal/' });
+      assert.equal(anonymous.statusCode, 401);
+      assert.match(anonymous.body, /Not signed in/);
+      const forged = await ctx.app.inject({
+        method: 'GET',
+        url: '/portal/catalog',
+        headers: { cookie: `tourops_portal=${'B'.repeat(43)}` },
+      });
+      assert.equal(forged.statusCode, 401);
+
+      const client = await signedIn(tenant);
+      const token = await client.csrf();
+      assert.equal((await client.post('/portal/sign-out', { _csrf: token })).statusCode, 200);
+      assert.equal((await client.get('/portal/')).statusCode, 401);
+    });
+
+    it('ends the sessions of a revoked token and of an inactive tenant', async () => {
+      const owner = await createTenant(ctx);
+      const byToken = await signedIn(owner);
+      const spare = await mintToken(ctx, owner.id, ['*']);
+      const bySpare = new PortalClient(ctx);
+      const made = await ctx.api('POST', '/api/v1/portal/sessions', { token: spare.token });
+      await bySpare.get(pathOf(made.json().data.url));
+      assert.equal((await bySpare.get('/portal/')).statusCode, 200);
+
+      await ctx.admin('POST', `/admin/v1/tokens/${spare.id}/revoke`);
+      assert.equal((await bySpare.get('/portal/')).statusCode, 401);
+      assert.equal((await byToken.get('/portal/')).statusCode, 200, 'another token: still in');
+
+      await ctx.admin('PATCH', `/admin/v1/tenants/${owner.id}`, { active: false });
+      assert.equal((await byToken.get('/portal/')).statusCode, 401);
+    });
+
+    it('refuses a change without its CSRF token, and every change of a read-only session', async () => {
+      const id = await subscribe(tenant);
+      const client = await signedIn(tenant);
+      await client.get('/portal/');
+      const noToken = await client.post(`/portal/endpoints/${id}/pause`, {});
+      assert.equal(noToken.statusCode, 403);
+      assert.match(noToken.body, /form has expired/);
+      const wrong = await client.post(`/portal/endpoints/${id}/pause`, { _csrf: 'x'.repeat(40) });
+      assert.equal(wrong.statusCode, 403);
+      assert.equal((await ctx.runtime.services.webhooks.get(tenant.id, id)).active, true);
+
+      const reader = await signedIn(tenant, { readOnly: true });
+      const page = (await reader.get(`/portal/endpoints/${id}`)).body;
+      assert.doesNotMatch(page, /action="[^"]*\/(pause|rotate-key|delete|test|recover)"/);
+      const token = await reader.csrf(`/portal/endpoints/${id}`);
+      for (const action of ['pause', 'delete', 'rotate-key', 'test', 'recover']) {
+        const refused = await reader.post(`/portal/endpoints/${id}/${action}`, {
+          _csrf: token,
+          eventType: 'client.created',
+          since: '2020-01-01T00:00',
+        });
+        assert.equal(refused.statusCode, 403, action);
+        assert.match(refused.body, /Read-only session/);
+      }
+      const edit = await reader.post(`/portal/endpoints/${id}`, {
+        _csrf: token,
+        url: 'https://portal.test/changed',
+        events: 'client.created',
+      });
+      assert.equal(edit.statusCode, 403);
+      const create = await reader.post('/portal/endpoints', {
+        _csrf: token,
+        url: 'https://portal.test/new',
+        events: 'client.created',
+      });
+      assert.equal(create.statusCode, 403);
+      const after = await ctx.runtime.services.webhooks.get(tenant.id, id);
+      assert.equal(after.active, true);
+      assert.equal(after.url, HOOK);
+      assert.equal((await ctx.runtime.services.webhooks.list(tenant.id)).length >= 1, true);
+      const deliveries = await ctx.runtime.services.webhooks.listDeliveries(tenant.id, id, {});
+      assert.equal(deliveries.data.length, 0, 'no test event was sent');
+      // Signing out is the one thing a read-only session may post.
+      assert.equal((await reader.post('/portal/sign-out', { _csrf: token })).statusCode, 200);
+    });
+
+    it("answers 404 for another tenant's endpoints and deliveries, and changes nothing", async () => {
+      const theirs = await subscribe(other);
+      const client = await signedIn(tenant);
+      for (const path of [
+        `/portal/endpoints/${theirs}`,
+        `/portal/endpoints/${theirs}/events`,
+        `/portal/endpoints/${theirs}/deliveries/dlv_01JD000000000000000000000`,
+      ]) {
+        const response = await client.get(path);
+        assert.equal(response.statusCode, 404, path);
+        assert.match(String(response.headers['content-type']), /^text\/html/);
+      }
+      const token = await client.csrf();
+      const pause = await client.post(`/portal/endpoints/${theirs}/pause`, { _csrf: token });
+      assert.equal(pause.statusCode, 404);
+      assert.equal((await ctx.runtime.services.webhooks.get(other.id, theirs)).active, true);
+    });
+
+    it('acts once per form: a double submit of one rendered form pauses once', async () => {
+      const id = await subscribe(tenant);
+      const client = await signedIn(tenant);
+      const page = (await client.get(`/portal/endpoints/${id}`)).body;
+      const form =
+        /action="\/portal\/endpoints\/[^"]+\/pause"[^>]*>.*?name="_csrf" value="([^"]+)".*?name="idempotencyKey" value="([^"]+)"/s.exec(
+          page,
+        );
+      assert.ok(form, 'a pause form with its key');
+      const fields = { _csrf: form[1], idempotencyKey: form[2] };
+      const first = await client.post(`/portal/endpoints/${id}/pause`, fields);
+      assert.equal(first.statusCode, 303);
+      await ctx.api('PATCH', `/api/v1/webhooks/${id}`, {
+        token: tenant.token,
+        body: { active: true },
+      });
+      // The same form again: replayed, so the endpoint re-enabled in between stays enabled.
+      const second = await client.post(`/portal/endpoints/${id}/pause`, fields);
+      assert.equal(second.statusCode, 303);
+      assert.equal((await ctx.runtime.services.webhooks.get(tenant.id, id)).active, true);
+    });
+
+    it('serves pages with a CSP without unsafe-inline, no-store, and a 422 page for a bad form', async () => {
+      const client = await signedIn(tenant);
+      const page = await client.get('/portal/catalog');
+      const csp = String(page.headers['content-security-policy']);
+      assert.match(csp, /script-src 'self'/);
+      assert.match(csp, /style-src 'self'/);
+      assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval|https:|\*/);
+      assert.equal(page.headers['cache-control'], 'no-store');
+      assert.equal(page.headers['referrer-policy'], 'no-referrer');
+
+      const token = await client.csrf('/portal/endpoints/new');
+      const bad = await client.post('/portal/endpoints', {
+        _csrf: token,
+        url: 'http://insecure.test/hook',
+      });
+      assert.equal(bad.statusCode, 422);
+      assert.match(bad.body, /<code>events<\/code>/);
+      assert.equal(
+        (await ctx.runtime.services.webhooks.list(tenant.id)).some((s) =>
+          s.url.startsWith('http:'),
+        ),
+        false,
+      );
+    });
+  });
+}
