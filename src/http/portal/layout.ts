@@ -60,9 +60,14 @@ export function time(iso: string | null, none = 'never'): string {
   return html`<time datetime="${iso}" title="${utc}">${utc}</time>`;
 }
 
+/** Text as it is, in a scrollable block (focusable, so it scrolls from the keyboard). */
+export function textBlock(text: string, label: string): string {
+  return html`<pre class="code" tabindex="0" aria-label="${label}">${text}</pre>`;
+}
+
 /** Pretty JSON as text in a scrollable block. */
 export function json(value: unknown, label: string): string {
-  return html`<pre class="code" tabindex="0" aria-label="${label}">${JSON.stringify(value, null, 2)}</pre>`;
+  return textBlock(JSON.stringify(value, null, 2), label);
 }
 
 /** A hidden field carrying the form's CSRF token, and one carrying its idempotency key. */

@@ -18,6 +18,7 @@ import {
   page,
   seg,
   statusBadge,
+  textBlock,
   time,
 } from './layout.ts';
 
@@ -171,8 +172,8 @@ export function endpointPage(view: View, data: EndpointPageData): string {
 <div><dt>Id</dt><dd><code>${s.id}</code></dd></div>
 </dl>
 <p><a href="${path}/events">Ledger: every event by sequence</a></p>
-!${canAct ? actions(view, s) : ''}
 !${deliveriesSection(data, path)}
+!${canAct ? actions(view, s) : ''}
 !${canAct ? editSection(view, s) : ''}`,
     view,
   );
@@ -200,7 +201,7 @@ function actions(view: View, s: Subscription): string {
     s.active
       ? html`<form method="post" action="${path}/test" class="stack">!${formFields(view.csrf, view.key())}
 <h3>Send a test event</h3>
-<label for="eventType">Event type</label>
+<label for="eventType">Test event type</label>
 <select id="eventType" name="eventType" data-samples>!${SUBSCRIBABLE_EVENT_TYPES.map(
           (type) => html`<option value="${type}">${type}</option>`,
         )}</select>
@@ -324,13 +325,13 @@ export function deliveryPage(
                 : html`<span class="badge ${a.status < 300 ? 'ok' : 'bad'}">HTTP ${a.status}</span>`
             }</h3>
 <p>!${time(a.startedAt)} · ${a.durationMs} ms!${a.retryAfter ? html` · Retry-After ${a.retryAfter}` : ''}</p>
-!${a.responseBody === '' ? html`<p class="muted">Empty response body.</p>` : json(a.responseBody, `Response body of attempt ${a.attempt}`)}
+!${a.responseBody === '' ? html`<p class="muted">Empty response body.</p>` : textBlock(a.responseBody, `Response body of attempt ${a.attempt}`)}
 </li>`,
           )}</ol>`
     }
 </section>
 <section aria-labelledby="payload-h"><h2 id="payload-h">Event data</h2>
-!${eventData === null ? html`<p class="muted">The event is no longer kept.</p>` : json(eventData, 'Event data')}
+!${eventData === null ? html`<p class="muted">The event is no longer kept.</p>` : json(eventData, 'Data of the event')}
 </section>`,
     view,
   );

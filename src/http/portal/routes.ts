@@ -1,5 +1,5 @@
-import type { TSchema } from '@sinclair/typebox';
-import { Value } from '@sinclair/typebox/value';
+import Ajv, { type ValidateFunction } from 'ajv';
+import addFormats from 'ajv-formats';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { DeliveryStatus } from '../../db/schema.ts';
 import {
@@ -7,13 +7,14 @@ import {
   SUBSCRIBABLE_EVENT_TYPES,
   type SubscribableEventType,
 } from '../../domain/states.ts';
-import { fieldError, validationFailed } from '../../lib/problems.ts';
+import { ApiProblem, fieldError } from '../../lib/problems.ts';
 import type { Services } from '../../services/index.ts';
 import type { PortalSession } from '../../services/portal-service.ts';
 import type {
   CreateSubscriptionInput,
   UpdateSubscriptionInput,
 } from '../../services/webhooks-service.ts';
+import { toProblem } from '../pipeline/problem-reply.ts';
 import { CreateWebhookBody, UpdateWebhookBody } from '../routes/webhooks-routes.ts';
 import {
   catalogPage,
@@ -32,6 +33,11 @@ export interface PortalPagesOptions {
   /** Runs a change once per rendered form (see `once` in portal.ts). */
   once: <T>(request: FastifyRequest, work: () => Promise<T>) => Promise<T>;
 }
+
+/** The API's own body schemas judge the forms, with its messages (no coercion: see below). */
+const ajv = addFormats.default(new Ajv.default({ allErrors: true, strict: false }));
+const createBody = ajv.compile(CreateWebhookBody);
+const updateBody = ajv.compile(UpdateWebhookBody);
 
 type Form = Record<string, string | string[] | undefined>;
 type IdParams = { Params: { id: string }; Body: Form };
@@ -73,10 +79,7 @@ export const portalPages: FastifyPluginAsync<PortalPagesOptions> = async (
 
   app.post<{ Body: Form }>('/endpoints', async (request, reply) => {
     const tenantId = tenantOf(request);
-    const input = checked<CreateSubscriptionInput>(
-      CreateWebhookBody,
-      subscriptionForm(request.body),
-    );
+    const input = checked<CreateSubscriptionInput>(createBody, subscriptionForm(request.body));
     // Resolving the URL is no database work: it comes before the unit of work.
     const target = await webhooks.checkTarget(tenantId, input.url);
     const created = await once(request, () => webhooks.create(tenantId, input, target));
@@ -117,10 +120,7 @@ export const portalPages: FastifyPluginAsync<PortalPagesOptions> = async (
 
   app.post<IdParams>('/endpoints/:id', async (request, reply) => {
     const tenantId = tenantOf(request);
-    const input = checked<UpdateSubscriptionInput>(
-      UpdateWebhookBody,
-      subscriptionForm(request.body),
-    );
+    const input = checked<UpdateSubscriptionInput>(updateBody, subscriptionForm(request.body));
     const target = input.url === undefined ? undefined : await webhooks.checkUrl(input.url);
     await once(request, () => webhooks.update(tenantId, request.params.id, input, target));
     return back(reply, request.params.id, 'saved');
@@ -245,16 +245,14 @@ function subscriptionForm(form: Form): Record<string, unknown> {
   };
 }
 
-/** The body as `schema` validates it (what is undefined dropped), or 422 naming every field. */
-function checked<T>(schema: TSchema, body: Record<string, unknown>): T {
+/** The body as the API's schema validates it (what is undefined dropped), or its 422. */
+function checked<T>(validate: ValidateFunction, body: Record<string, unknown>): T {
   const value = Object.fromEntries(Object.entries(body).filter(([, v]) => v !== undefined));
-  const errors: Record<string, string[]> = {};
-  for (const error of Value.Errors(schema, value)) {
-    const field = error.path.slice(1).replaceAll('/', '.') || 'form';
-    errors[field] = [...(errors[field] ?? []), error.message];
-  }
-  if (Object.keys(errors).length > 0) throw validationFailed(errors);
-  return value as T;
+  if (validate(value)) return value as T;
+  const problem = toProblem(
+    Object.assign(new Error('invalid form'), { validation: validate.errors }),
+  );
+  throw problem ?? new ApiProblem('validation-failed', 'The form is invalid.');
 }
 
 /** A `datetime-local` value read in the browser's zone (`tzOffset`: its getTimezoneOffset). */
