@@ -236,6 +236,16 @@ const ROUTES: RouteCase[] = [
   },
   {
     method: 'POST',
+    template: '/api/v1/portal/sessions',
+    url: () => '/api/v1/portal/sessions',
+    body: () => ({ readOnly: true }),
+    scope: 'webhooks:write',
+    // A link to the caller's own portal: another tenant gets one of its own.
+    ownerStatus: 201,
+    foreignStatus: 201,
+  },
+  {
+    method: 'POST',
     template: '/api/v1/webhooks/test',
     url: () => '/api/v1/webhooks/test',
     scope: 'webhooks:write',

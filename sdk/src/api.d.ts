@@ -467,6 +467,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/portal/sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Open the webhook portal: a one-time sign-in link for a browser
+         * @description The portal shows the tenant's endpoints, deliveries, attempts and event catalog in a browser, and lets its engineers create, edit, pause, test, redeliver and recover (unless `readOnly`). Hand the `url` to the person who will open it; a used or expired link answers a page saying so. Revoking this token, or deactivating the tenant, ends the sessions it opened. Scope `webhooks:write`.
+         */
+        post: operations["createPortalSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface webhooks {
     "booking.confirmed": {
@@ -1298,6 +1318,18 @@ export interface components {
             retryAfter: string | null;
             /** @description The subscription's concurrency limit when this attempt was sent (see `deliveryState`). */
             concurrencyLimit: number | null;
+        };
+        PortalSession: {
+            /**
+             * Format: uri
+             * @description Open it in a browser within 10 minutes. It works once: its first use signs that browser in for 1 hour (a cookie bound to the tenant) and lands on the endpoint list. Treat it like a password until then.
+             */
+            url: string;
+            /**
+             * Format: date-time
+             * @description When the link stops working if unused. UTC.
+             */
+            expiresAt: string;
         };
         /** @description RFC 7807 problem document (application/problem+json). */
         Problem: {
@@ -7316,6 +7348,208 @@ export interface operations {
                      *       "title": "Not found",
                      *       "status": 404,
                      *       "detail": "Trip not found."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description State clash (`conflict`), or the Idempotency-Key was used for another request (`idempotency-key-reuse`) or its first request is still running (`idempotency-in-progress`). */
+            409: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/conflict",
+                     *       "title": "Conflict",
+                     *       "status": 409,
+                     *       "detail": "Cannot move from draft to archived.",
+                     *       "code": "invalid_transition"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    createPortalSession: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the write safe to retry for 24 hours: the first answer (2xx or 4xx) is replayed byte for byte with `Idempotency-Replayed: true`. A UUID v4 per logical operation is recommended. */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "readOnly": true
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The session sees everything and changes nothing (the server refuses every change). Default false. */
+                    readOnly?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description The link (shown only here). */
+            201: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Requests allowed per minute (sustained). */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current minute. */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window refreshes. */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "url": "https://hooks.operator.test/tourops",
+                     *         "expiresAt": "2026-11-02T09:14:27.512Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["PortalSession"];
+                    };
+                };
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/scope-required",
+                     *       "title": "Scope required",
+                     *       "status": 403,
+                     *       "detail": "This token lacks webhooks:write.",
+                     *       "required_scope": "webhooks:write"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];

@@ -50,6 +50,11 @@ const RECEIVING_WEBHOOKS = [
     '(give it to the receiver as `TOUROPS_SIGNING_KEYS`). An operator can instead allow private ' +
     'targets with `WEBHOOK_ALLOW_PRIVATE_TARGETS=true` (and `WEBHOOK_CA_FILE`, a PEM file of the ' +
     "CA that signed the receiver's certificate), read at start-up.",
+  '### In a browser: the webhook portal',
+  "To let a tenant's engineers see their endpoints, deliveries and attempts, send test events, " +
+    'redeliver and recover without reading JSON, create a link with `POST /api/v1/portal/sessions` ' +
+    '(`{"readOnly": true}` to look only) and hand them its `url`: it works once, within 10 ' +
+    'minutes, and signs that browser in for 1 hour. Revoking the token ends the sessions it opened.',
   '### Node: the standard library only',
   `\`\`\`js\n${snippet('receiver.mjs')}\n\`\`\``,
   '### Node: with the SDK',
