@@ -44,6 +44,32 @@ describe('logs that explain what happened', () => {
     }
   });
 
+  it("a portal link's secret and its session cookie never reach a log line", async () => {
+    const { lines, logger } = capture('info');
+    const ctx = await createTestContext('sqlite', { logger });
+    try {
+      const tenant = await createTenant(ctx);
+      const made = await ctx.api('POST', '/api/v1/portal/sessions', { token: tenant.token });
+      const path = new URL(made.json().data.url).pathname;
+      const used = await ctx.app.inject({ method: 'GET', url: path });
+      const cookie = (used.cookies as Array<{ name: string; value: string }>)[0];
+      await ctx.app.inject({
+        method: 'GET',
+        url: '/portal/',
+        headers: { cookie: `${cookie.name}=${cookie.value}` },
+      });
+      await ctx.app.inject({ method: 'GET', url: path });
+      // The route template: '/portal' for the list (the link's route keeps its `:secret`).
+      const page = lines.find((l) => l.msg === 'request' && l.url === '/portal');
+      assert.equal(page?.tenantId, tenant.id, 'a page names its tenant');
+      const all = JSON.stringify(lines);
+      assert.ok(!all.includes(path.split('/').at(-1) as string), 'the link secret never appears');
+      assert.ok(!all.includes(cookie.value), 'the cookie never appears');
+    } finally {
+      await ctx.close();
+    }
+  });
+
   it('one info line per failed delivery attempt, debug for a delivered one', async () => {
     const { lines, logger } = capture('debug');
     const ca = await testCa();

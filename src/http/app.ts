@@ -186,7 +186,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
           method: request.method,
           url: request.routeOptions.url ?? request.url.split('?')[0],
           query: loggedQuery(request.url),
-          tenantId: (request as { auth?: AuthContext | null }).auth?.tenant.id,
+          // A portal page's tenant is its session's.
+          tenantId:
+            (request as { auth?: AuthContext | null }).auth?.tenant.id ??
+            (request as { portal?: { tenantId: string } | null }).portal?.tenantId,
           tokenId: (request as { auth?: AuthContext | null }).auth?.token.id,
           statusCode: reply.statusCode,
           ms: Math.round(reply.elapsedTime * 10) / 10,
@@ -239,7 +242,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   await app.register(portal, {
     prefix: '/portal',
-    config,
     services: deps.services,
     rateLimits: deps.rateLimits,
   });

@@ -5,7 +5,6 @@ import csrf from '@fastify/csrf-protection';
 import formbody from '@fastify/formbody';
 import helmet from '@fastify/helmet';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import type { Config } from '../../config.ts';
 import { isDatabaseUnavailable } from '../../db/unavailable.ts';
 import { ApiProblem, rateLimited } from '../../lib/problems.ts';
 import type { RateLimits } from '../../rate-limit/rate-limits.ts';
@@ -50,7 +49,6 @@ const CSP = {
 };
 
 export interface PortalOptions {
-  config: Config;
   services: Services;
   rateLimits: RateLimits;
 }
