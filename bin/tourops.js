@@ -6,4 +6,6 @@ import { register } from 'tsx/esm/api';
 register();
 // The serving processes' V8 flags (`serve`, `worker`, and a cluster's processes, which run this too).
 await import('../src/v8-flags.ts');
+// Tracing, when configured, starts before the application's modules load (it patches them).
+await (await import('../src/tracing-start.ts')).startTracingIfConfigured();
 await import('../src/cli/main.ts');

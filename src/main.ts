@@ -1,7 +1,11 @@
 import './v8-flags.ts';
-import { loadConfig } from './config.ts';
-import { serve } from './serve.ts';
-import { describeStartupError } from './startup-error.ts';
+import { startTracingIfConfigured } from './tracing-start.ts';
+
+// Tracing, when configured, starts before the application's modules load (it patches them).
+await startTracingIfConfigured();
+const { loadConfig } = await import('./config.ts');
+const { serve } = await import('./serve.ts');
+const { describeStartupError } = await import('./startup-error.ts');
 
 /** `npm start`: migrate, seed the demo tenant on an empty database, serve with the worker. */
 try {

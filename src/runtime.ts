@@ -9,6 +9,7 @@ import type { Resolver } from './domain/address-guard.ts';
 import { buildApp } from './http/app.ts';
 import { type Clock, systemClock } from './lib/clock.ts';
 import { Metrics } from './lib/metrics.ts';
+import { activeIds, tracing } from './lib/tracing.ts';
 import { RateLimits } from './rate-limit/rate-limits.ts';
 import { createServices, type Repositories, type Services } from './services/index.ts';
 
@@ -48,7 +49,10 @@ export async function createRuntime(
     secretKey?: 'required' | 'if-present';
   } = {},
 ): Promise<Runtime> {
-  const logger = options.logger ?? pino({ level: config.logLevel });
+  // With tracing on, every line names the active trace and span (see src/tracing-sdk.ts).
+  const logger =
+    options.logger ??
+    pino({ level: config.logLevel, ...(tracing.on ? { mixin: () => activeIds() ?? {} } : {}) });
   const keyNeed = options.secretKey ?? 'required';
   // PostgreSQL's key comes from the environment alone: a missing one stops start-up before any
   // connection. The embedded one lives in DATA_DIR, which the database opens (and checks) first.

@@ -322,7 +322,7 @@ export interface paths {
         head?: never;
         /**
          * Change a subscription: URL, events, headers, flow control, pause or enable
-         * @description Any of the members; what is not given stays. A new `url` is checked as at creation (422). `active: true` re-enables a paused subscription, `active: false` pauses it. `maxConcurrency`, `maxPerSecond` and `ordering` apply from the next claim. `standardWebhooks: true` with a signing key made before the Standard Webhooks form is 409 `conflict` with `code` `signing_key_rotation_required`: rotate the key first. A deleted subscription is 404. Scope `webhooks:write`.
+         * @description Any of the members; what is not given stays. A new `url` is checked as at creation (422). `active: true` re-enables a paused subscription, `active: false` pauses it. `maxConcurrency`, `maxPerSecond` and `ordering` apply from the next claim; `propagateTraceContext` from the next attempt. `standardWebhooks: true` with a signing key made before the Standard Webhooks form is 409 `conflict` with `code` `signing_key_rotation_required`: rotate the key first. A deleted subscription is 404. Scope `webhooks:write`.
          */
         patch: operations["updateWebhook"];
         trace?: never;
@@ -1141,6 +1141,7 @@ export interface components {
          *       "maxConcurrency": 16,
          *       "maxPerSecond": null,
          *       "ordering": "none",
+         *       "propagateTraceContext": false,
          *       "deliveryState": {
          *         "concurrencyLimit": 16,
          *         "inFlight": 3,
@@ -1195,6 +1196,8 @@ export interface components {
              * @enum {string}
              */
             ordering: "none" | "per_object";
+            /** @description When the server exports traces (OpenTelemetry), deliveries carry the W3C `traceparent` (and `tracestate`) of the attempt's own span, so the receiver's trace continues it; never `baggage`. Default false. */
+            propagateTraceContext: boolean;
             /** @description How deliveries flow to the endpoint now, and what holds them back. */
             deliveryState: {
                 /** @description Attempts in flight at once now. Starts at 4; grows by 1 when the endpoint answers a 2xx in time with the whole limit in use, up to `maxConcurrency`; halves on a 429, 502, 503, 504, a time-out or a refused or reset connection. */
@@ -5004,6 +5007,7 @@ export interface operations {
                      *           "maxConcurrency": 16,
                      *           "maxPerSecond": null,
                      *           "ordering": "none",
+                     *           "propagateTraceContext": false,
                      *           "deliveryState": {
                      *             "concurrencyLimit": 16,
                      *             "inFlight": 3,
@@ -5188,6 +5192,8 @@ export interface operations {
                      * @enum {string}
                      */
                     ordering?: "none" | "per_object";
+                    /** @description Deliveries carry the W3C `traceparent` (and `tracestate`) of the attempt's span when the server exports traces; never `baggage`. Default false. */
+                    propagateTraceContext?: boolean;
                 };
             };
         };
@@ -5229,6 +5235,7 @@ export interface operations {
                      *         "maxConcurrency": 16,
                      *         "maxPerSecond": null,
                      *         "ordering": "none",
+                     *         "propagateTraceContext": false,
                      *         "deliveryState": {
                      *           "concurrencyLimit": 16,
                      *           "inFlight": 3,
@@ -5631,6 +5638,8 @@ export interface operations {
                      * @enum {string}
                      */
                     ordering?: "none" | "per_object";
+                    /** @description Deliveries carry the W3C `traceparent` (and `tracestate`) of the attempt's span when the server exports traces; never `baggage`. Default false. */
+                    propagateTraceContext?: boolean;
                     /** @description `true` re-enables a paused subscription (failure counters cleared; its pending deliveries resume); `false` pauses it (pending deliveries stay pending). */
                     active?: boolean;
                 };
@@ -5674,6 +5683,7 @@ export interface operations {
                      *         "maxConcurrency": 16,
                      *         "maxPerSecond": null,
                      *         "ordering": "none",
+                     *         "propagateTraceContext": false,
                      *         "deliveryState": {
                      *           "concurrencyLimit": 16,
                      *           "inFlight": 3,
@@ -6165,6 +6175,7 @@ export interface operations {
                      *         "maxConcurrency": 16,
                      *         "maxPerSecond": null,
                      *         "ordering": "none",
+                     *         "propagateTraceContext": false,
                      *         "deliveryState": {
                      *           "concurrencyLimit": 16,
                      *           "inFlight": 3,

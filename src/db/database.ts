@@ -11,6 +11,7 @@ import {
 import pg from 'pg';
 import { ConfigError } from '../config.ts';
 import { makePrivateDirectory } from '../lib/private-dir.ts';
+import { statementSpan, tracing } from '../lib/tracing.ts';
 import { AmbientDialect, type AmbientTransaction } from './ambient.ts';
 import { SnakeCaseQueriesPlugin } from './camel-case.ts';
 import { OutageBreaker } from './outage-breaker.ts';
@@ -100,7 +101,13 @@ class CamelRowStatement {
   }
 
   all(parameters: unknown[]): Record<string, unknown>[] {
-    const rows = this.#statement.all(storedParameters(parameters)) as unknown[][];
+    const rows = (
+      tracing.on
+        ? statementSpan(this.#statement.source, () =>
+            this.#statement.all(storedParameters(parameters)),
+          )
+        : this.#statement.all(storedParameters(parameters))
+    ) as unknown[][];
     const out = new Array<Record<string, unknown>>(rows.length);
     for (let i = 0; i < rows.length; i++) out[i] = this.#build(rows[i]);
     return out;
@@ -121,6 +128,11 @@ class WriteStatement {
   constructor(readonly statement: BetterSqlite3.Statement) {}
 
   run(parameters: unknown[]): BetterSqlite3.RunResult {
+    if (tracing.on) {
+      return statementSpan(this.statement.source, () =>
+        this.statement.run(storedParameters(parameters)),
+      );
+    }
     return this.statement.run(storedParameters(parameters));
   }
 }

@@ -10,6 +10,7 @@ const BOOLEAN_COLUMNS = new Set([
   'backed_off',
   'is_deposit',
   'is_test',
+  'propagate_trace_context',
   'read_only',
   'standard_webhooks',
   'tenant_active',

@@ -210,6 +210,8 @@ export interface EventsTable {
   data: string;
   /** Fired by a test (`POST /api/v1/webhooks/test`): marked in the envelope, counted nowhere. */
   isTest: boolean;
+  /** W3C `traceparent` of the span that created it; null when tracing was off. */
+  traceContext: string | null;
   createdAt: string;
 }
 
@@ -259,6 +261,8 @@ export interface WebhookSubscriptionsTable {
   maxPerSecond: number | null;
   /** `per_object`: one delivery per object in flight at a time, in sequence order. */
   ordering: Ordering;
+  /** Deliveries carry the attempt's `traceparent` (and `tracestate`) when tracing is on. */
+  propagateTraceContext: boolean;
   createdAt: string;
 }
 

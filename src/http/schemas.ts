@@ -290,6 +290,12 @@ export const MaxConcurrency = Type.Integer({
   description: `Most attempts in flight to the endpoint at once, 1-${MAX_CONCURRENCY}; the adaptive limit (\`deliveryState.concurrencyLimit\`) moves below it. Default ${DEFAULT_MAX_CONCURRENCY}.`,
 });
 
+/** Whether deliveries carry the attempt's trace context (POST, PATCH). */
+export const PropagateTraceContext = Type.Boolean({
+  description:
+    "Deliveries carry the W3C `traceparent` (and `tracestate`) of the attempt's span when the server exports traces; never `baggage`. Default false.",
+});
+
 /** A subscription's cap on deliveries a second (set at creation or by PATCH). */
 export const MaxPerSecond = Nullable(
   Type.Integer({
@@ -340,6 +346,10 @@ export const WebhookSubscription = Type.Object(
     maxConcurrency: MaxConcurrency,
     maxPerSecond: MaxPerSecond,
     ordering: SubscriptionOrdering,
+    propagateTraceContext: Type.Boolean({
+      description:
+        "When the server exports traces (OpenTelemetry), deliveries carry the W3C `traceparent` (and `tracestate`) of the attempt's own span, so the receiver's trace continues it; never `baggage`. Default false.",
+    }),
     deliveryState: Type.Object(
       {
         concurrencyLimit: Type.Integer({

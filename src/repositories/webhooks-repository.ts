@@ -64,6 +64,10 @@ export interface ClaimedDelivery {
   signingKey: string;
   legacySigningKey: string | null;
   legacySigningKeyExpiresAt: string | null;
+  /** The `traceparent` stored with the event (its producer span), or null. */
+  traceContext: string | null;
+  /** Send the attempt's `traceparent` to the endpoint. */
+  propagateTraceContext: boolean;
 }
 
 /** What one attempt changes on its delivery row (see WebhookWorker). */
@@ -558,6 +562,8 @@ export class WebhooksRepository extends Repository {
         's.signingKey',
         's.legacySigningKey',
         's.legacySigningKeyExpiresAt',
+        'e.traceContext',
+        's.propagateTraceContext',
       ])
       .where(
         sql<boolean>`d.id in ${

@@ -1,3 +1,4 @@
+import { SpanKind } from '@opentelemetry/api';
 import { DELIVERIES_CHANNEL, type Notifier } from '../db/notifier.ts';
 import { assertEventData, type EventData } from '../domain/event-schemas.ts';
 import { orderingKey } from '../domain/flow-control.ts';
@@ -5,6 +6,7 @@ import type { EventType } from '../domain/states.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
 import { newEventId, newId } from '../lib/ids.ts';
 import { parseStoredJson } from '../lib/json.ts';
+import { ATTR, traceparentOf, tracer, tracing } from '../lib/tracing.ts';
 import type { EventsRepository } from '../repositories/events-repository.ts';
 import type { DeliveryRow, WebhooksRepository } from '../repositories/webhooks-repository.ts';
 
@@ -67,6 +69,7 @@ export class EventsService {
       type,
       data: JSON.stringify(data),
       isTest: options.test === true,
+      traceContext: tracing.on ? produced(tenantId, type, id) : null,
       createdAt: nowIso(this.deps.clock),
     });
     return id;
@@ -158,4 +161,23 @@ export class EventsService {
     await this.deps.notifier.publish(DELIVERIES_CHANNEL);
     return rows.map((row) => row.id);
   }
+}
+
+/**
+ * The producer span of an event, a child of the request (or command) that made it; its context is
+ * stored with the event, for every delivery attempt's span to link to.
+ */
+function produced(tenantId: string, type: string, id: string): string | null {
+  const span = tracer.startSpan(`create ${type}`, {
+    kind: SpanKind.PRODUCER,
+    attributes: {
+      'messaging.system': 'tourops',
+      'messaging.operation.type': 'create',
+      'messaging.destination.name': type,
+      'messaging.message.id': id,
+      [ATTR.tenantId]: tenantId,
+    },
+  });
+  span.end();
+  return traceparentOf(span);
 }

@@ -45,6 +45,7 @@ export interface Subscription {
   maxConcurrency: number;
   maxPerSecond: number | null;
   ordering: Ordering;
+  propagateTraceContext: boolean;
   deliveryState: DeliveryState;
   createdAt: string;
 }
@@ -72,6 +73,7 @@ export interface CreateSubscriptionInput {
   maxConcurrency?: number;
   maxPerSecond?: number | null;
   ordering?: Ordering;
+  propagateTraceContext?: boolean;
 }
 
 /** PATCH: what is given changes; `active` pauses (false) or re-enables (true). */
@@ -82,6 +84,7 @@ export interface UpdateSubscriptionInput {
   maxConcurrency?: number;
   maxPerSecond?: number | null;
   ordering?: Ordering;
+  propagateTraceContext?: boolean;
   active?: boolean;
 }
 
@@ -164,6 +167,7 @@ function toSubscription(
     maxConcurrency: row.maxConcurrency,
     maxPerSecond: row.maxPerSecond,
     ordering: row.ordering,
+    propagateTraceContext: row.propagateTraceContext,
     deliveryState: deliveryState(row, activity.inFlight, now),
     createdAt: row.createdAt,
   };
@@ -289,6 +293,7 @@ export class WebhooksService {
         backedOff: false,
         maxPerSecond: input.maxPerSecond ?? null,
         ordering: input.ordering ?? 'none',
+        propagateTraceContext: input.propagateTraceContext === true,
         createdAt: nowIso(this.deps.clock),
       });
     });
@@ -328,6 +333,9 @@ export class WebhooksService {
       if (input.maxConcurrency !== undefined) patch.maxConcurrency = input.maxConcurrency;
       if (input.maxPerSecond !== undefined) patch.maxPerSecond = input.maxPerSecond;
       if (input.ordering !== undefined) patch.ordering = input.ordering;
+      if (input.propagateTraceContext !== undefined) {
+        patch.propagateTraceContext = input.propagateTraceContext;
+      }
       if (input.active === true && !current.active) {
         Object.assign(patch, RE_ENABLED);
         await this.deps.notifier.publish(DELIVERIES_CHANNEL);

@@ -1,4 +1,13 @@
 import { EventEmitter } from 'node:events';
+import {
+  context,
+  type Link,
+  ROOT_CONTEXT,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+} from '@opentelemetry/api';
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import { DELIVERIES_CHANNEL, type Notifier } from '../db/notifier.ts';
@@ -13,6 +22,7 @@ import {
 } from '../domain/worker-slots.ts';
 import type { Clock } from '../lib/clock.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
+import { ATTR, spanContextOf, traceparentOf, tracer, tracing } from '../lib/tracing.ts';
 import type { Mailer, PausedNotice } from '../notifications/mailer.ts';
 import type { DeliveryPacer } from '../rate-limit/delivery-pacer.ts';
 import type { ClaimedDelivery } from '../repositories/webhooks-repository.ts';
@@ -366,9 +376,15 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     }
     const now = this.deps.clock.now();
     const startedAt = performance.now();
+    const span = tracing.on ? processSpan(delivery) : null;
     let result: SendResult;
     try {
-      result = await this.send(delivery, now);
+      result =
+        span === null
+          ? await this.send(delivery, now, null)
+          : await context.with(trace.setSpan(ROOT_CONTEXT, span), () =>
+              this.send(delivery, now, span),
+            );
     } catch (error) {
       this.deps.logger.error(
         { err: error, subscriptionId: delivery.subscriptionId, deliveryId: delivery.id },
@@ -376,10 +392,16 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       );
       result = { status: null, error: 'internal', errorClass: 'internal', body: '' };
     }
+    if (span !== null) ended(span, result);
     this.settle(delivery, inFlight, result, now.toISOString(), performance.now() - startedAt);
   }
 
-  private send(delivery: ClaimedDelivery, now: Date): Promise<SendResult> {
+  /** `traced`: the attempt's process span; the POST then gets a client span of its own. */
+  private async send(
+    delivery: ClaimedDelivery,
+    now: Date,
+    traced: Span | null,
+  ): Promise<SendResult> {
     const event = {
       id: delivery.eventId,
       type: delivery.eventType,
@@ -398,7 +420,17 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       },
       { standardWebhooks: delivery.standardWebhooks },
     );
-    return this.deps.sender.send(delivery.url, headers, body);
+    if (traced === null) return this.deps.sender.send(delivery.url, headers, body);
+    const span = clientSpan(delivery);
+    if (delivery.propagateTraceContext) {
+      const traceparent = traceparentOf(span);
+      if (traceparent !== null) headers.traceparent = traceparent;
+      const tracestate = span.spanContext().traceState?.serialize();
+      if (tracestate) headers.tracestate = tracestate;
+    }
+    const result = await this.deps.sender.send(delivery.url, headers, body);
+    ended(span, result);
+    return result;
   }
 
   /** The current key, then the legacy one while its overlap lasts; decrypted once each. */
@@ -613,4 +645,57 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     }, delay + 1);
     this.wakeTimer.unref();
   }
+}
+
+/**
+ * An attempt's consumer span: a trace of its own (attempts of one event can span hours), linked to
+ * the span that created the event when one was stored with it.
+ */
+function processSpan(delivery: ClaimedDelivery): Span {
+  const producer = spanContextOf(delivery.traceContext);
+  const links: Link[] = producer === null ? [] : [{ context: producer }];
+  return tracer.startSpan(
+    `process ${delivery.eventType}`,
+    {
+      kind: SpanKind.CONSUMER,
+      root: true,
+      links,
+      attributes: {
+        'messaging.system': 'tourops',
+        'messaging.operation.type': 'process',
+        'messaging.destination.name': delivery.eventType,
+        'messaging.message.id': delivery.eventId,
+        [ATTR.tenantId]: delivery.tenantId,
+        [ATTR.subscriptionId]: delivery.subscriptionId,
+        [ATTR.deliveryId]: delivery.id,
+      },
+    },
+    ROOT_CONTEXT,
+  );
+}
+
+/** The POST's client span (a child of the active process span); the URL without its query. */
+function clientSpan(delivery: ClaimedDelivery): Span {
+  const attributes: Record<string, string | number> = { 'http.request.method': 'POST' };
+  try {
+    const url = new URL(delivery.url);
+    attributes['url.full'] = `${url.origin}${url.pathname}`;
+    attributes['server.address'] = url.hostname;
+    attributes['server.port'] = Number(url.port || 443);
+  } catch {
+    // The sender refuses it (an attempt of class internal); the span says what was tried.
+  }
+  if (delivery.attempts > 1) attributes['http.request.resend_count'] = delivery.attempts - 1;
+  return tracer.startSpan('POST', { kind: SpanKind.CLIENT, attributes });
+}
+
+/** Ends a span with the attempt's outcome. */
+function ended(span: Span, result: SendResult): void {
+  if (result.status !== null) span.setAttribute('http.response.status_code', result.status);
+  const failed = result.status === null || result.status >= 300;
+  if (failed) {
+    span.setAttribute('error.type', result.errorClass ?? String(result.status));
+    span.setStatus({ code: SpanStatusCode.ERROR, message: result.error ?? undefined });
+  }
+  span.end();
 }

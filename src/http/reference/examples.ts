@@ -105,6 +105,7 @@ const SCHEMA_EXAMPLES: Record<string, unknown> = {
     maxConcurrency: 16,
     maxPerSecond: null,
     ordering: 'none',
+    propagateTraceContext: false,
     deliveryState: { concurrencyLimit: 16, inFlight: 3, pausedUntil: null, reason: null },
     createdAt: CREATED,
   },

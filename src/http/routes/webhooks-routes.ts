@@ -14,6 +14,7 @@ import {
   ok,
   PageOf,
   PageQuery,
+  PropagateTraceContext,
   problems,
   Query,
   StringEnum,
@@ -56,6 +57,7 @@ export const CreateWebhookBody = Type.Object(
     maxConcurrency: Type.Optional(MaxConcurrency),
     maxPerSecond: Type.Optional(MaxPerSecond),
     ordering: Type.Optional(SubscriptionOrdering),
+    propagateTraceContext: Type.Optional(PropagateTraceContext),
   },
   { additionalProperties: false },
 );
@@ -68,6 +70,7 @@ export const UpdateWebhookBody = Type.Object(
     maxConcurrency: Type.Optional(MaxConcurrency),
     maxPerSecond: Type.Optional(MaxPerSecond),
     ordering: Type.Optional(SubscriptionOrdering),
+    propagateTraceContext: Type.Optional(PropagateTraceContext),
     active: Type.Optional(
       Type.Boolean({
         description:
@@ -210,7 +213,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (
         tags: ['Webhook endpoints'],
         summary: 'Change a subscription: URL, events, headers, flow control, pause or enable',
         description:
-          'Any of the members; what is not given stays. A new `url` is checked as at creation (422). `active: true` re-enables a paused subscription, `active: false` pauses it. `maxConcurrency`, `maxPerSecond` and `ordering` apply from the next claim. `standardWebhooks: true` with a signing key made before the Standard Webhooks form is 409 `conflict` with `code` `signing_key_rotation_required`: rotate the key first. A deleted subscription is 404. Scope `webhooks:write`.',
+          'Any of the members; what is not given stays. A new `url` is checked as at creation (422). `active: true` re-enables a paused subscription, `active: false` pauses it. `maxConcurrency`, `maxPerSecond` and `ordering` apply from the next claim; `propagateTraceContext` from the next attempt. `standardWebhooks: true` with a signing key made before the Standard Webhooks form is 409 `conflict` with `code` `signing_key_rotation_required`: rotate the key first. A deleted subscription is 404. Scope `webhooks:write`.',
         headers: IdempotencyHeaders,
         params: IdParams,
         body: UpdateWebhookBody,

@@ -1,0 +1,52 @@
+import { FastifyOtelInstrumentation } from '@fastify/otel';
+import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
+import { PgInstrumentation } from '@opentelemetry/instrumentation-pg';
+import { NodeSDK } from '@opentelemetry/sdk-node';
+import type { SpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { ATTR, tracing } from './lib/tracing.ts';
+
+/**
+ * The OpenTelemetry Node SDK, configured by the standard `OTEL_*` variables (exporter protocol,
+ * endpoint, headers, sampler, resource), traces only. Loaded only when tracing is on (see
+ * src/tracing-start.ts); the application itself uses the API alone (src/lib/tracing.ts).
+ *
+ * Spans: the HTTP server span of each request (http instrumentation, named by the route template
+ * that @fastify/otel reports, with the request id), @fastify/otel's request and hook spans,
+ * PostgreSQL statements (pg instrumentation; only inside traced work), SQLite statements
+ * (src/db/database.ts), an event's producer span and each delivery attempt's consumer and client
+ * spans (src/services/events-service.ts, src/webhooks/worker.ts).
+ */
+export function startTracing(options: { spanProcessors?: SpanProcessor[] } = {}): NodeSDK {
+  const env = process.env;
+  env.OTEL_SERVICE_NAME ??= 'tourops';
+  // Traces only: no metrics or logs pipeline unless asked for by name.
+  env.OTEL_METRICS_EXPORTER ??= 'none';
+  env.OTEL_LOGS_EXPORTER ??= 'none';
+  const sdk = new NodeSDK({
+    ...(options.spanProcessors ? { spanProcessors: options.spanProcessors } : {}),
+    instrumentations: [
+      new HttpInstrumentation({
+        // The webhook sender is undici, traced by the worker itself; outgoing `http` is only
+        // the exporter's own.
+        ignoreOutgoingRequestHook: () => true,
+        applyCustomAttributesOnSpan: (span, _request, response) => {
+          const id = 'getHeader' in response ? response.getHeader('service-request-id') : undefined;
+          if (typeof id === 'string') span.setAttribute(ATTR.requestId, id);
+        },
+      }),
+      new FastifyOtelInstrumentation({
+        registerOnInitialization: true,
+        // The request and handler spans say enough; a span per hook is noise on every request.
+        instrumentHooks: false,
+        requestHook: (span, request) => {
+          span.updateName(`${request.method} ${request.routeOptions.url ?? 'unmatched'}`);
+          span.setAttribute(ATTR.requestId, request.id);
+        },
+      }),
+      new PgInstrumentation({ requireParentSpan: true }),
+    ],
+  });
+  sdk.start();
+  tracing.on = true;
+  return sdk;
+}
