@@ -3,6 +3,7 @@ import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { type Config, ConfigError, cliEnvPrefix, describeDatabase } from './config.ts';
 import { demoInstructions, seedDemoIfEmpty } from './demo.ts';
+import { tracing } from './lib/tracing.ts';
 import { createHttpApp, createRuntime, type Runtime } from './runtime.ts';
 import { startWorker } from './webhooks/start-worker.ts';
 import type { WorkerOptions } from './webhooks/worker.ts';
@@ -76,6 +77,8 @@ export function stopOnSignals(
     try {
       clean = (await drain()) !== false;
       await runtime.close();
+      // Spans still buffered leave before the process does (nothing to do without tracing).
+      await tracing.flush();
     } catch (error) {
       clean = false;
       runtime.logger.error({ err: error }, 'shutdown failed');

@@ -1,4 +1,5 @@
 import { FastifyOtelInstrumentation } from '@fastify/otel';
+import { trace } from '@opentelemetry/api';
 import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
 import { PgInstrumentation } from '@opentelemetry/instrumentation-pg';
 import { NodeSDK } from '@opentelemetry/sdk-node';
@@ -29,10 +30,6 @@ export function startTracing(options: { spanProcessors?: SpanProcessor[] } = {})
         // The webhook sender is undici, traced by the worker itself; outgoing `http` is only
         // the exporter's own.
         ignoreOutgoingRequestHook: () => true,
-        applyCustomAttributesOnSpan: (span, _request, response) => {
-          const id = 'getHeader' in response ? response.getHeader('service-request-id') : undefined;
-          if (typeof id === 'string') span.setAttribute(ATTR.requestId, id);
-        },
       }),
       new FastifyOtelInstrumentation({
         registerOnInitialization: true,
@@ -41,6 +38,8 @@ export function startTracing(options: { spanProcessors?: SpanProcessor[] } = {})
         requestHook: (span, request) => {
           span.updateName(`${request.method} ${request.routeOptions.url ?? 'unmatched'}`);
           span.setAttribute(ATTR.requestId, request.id);
+          // The HTTP server span, when the http instrumentation made one, is still the active one.
+          trace.getActiveSpan()?.setAttribute(ATTR.requestId, request.id);
         },
       }),
       new PgInstrumentation({ requireParentSpan: true }),
@@ -48,5 +47,8 @@ export function startTracing(options: { spanProcessors?: SpanProcessor[] } = {})
   });
   sdk.start();
   tracing.on = true;
+  tracing.flush = () => sdk.shutdown();
+  // A command that ends by itself (no signal) exports what it buffered on the way out.
+  process.once('beforeExit', () => void sdk.shutdown().catch(() => undefined));
   return sdk;
 }

@@ -12,9 +12,10 @@ import {
 /**
  * The application's side of tracing: the OpenTelemetry API only. The SDK (src/tracing-sdk.ts)
  * starts only when an OTLP endpoint is configured and then sets `tracing.on`; until then every
- * call site skips its spans, so tracing costs nothing when it is off.
+ * call site skips its spans, so tracing costs nothing when it is off. `flush` exports what is
+ * still buffered (a stopping process awaits it).
  */
-export const tracing = { on: false };
+export const tracing = { on: false, flush: async (): Promise<void> => {} };
 
 /** Our spans' tracer; a no-op until the SDK registers a provider. */
 export const tracer = trace.getTracer('tourops');
