@@ -28,10 +28,10 @@ interface ExportedSpan {
 }
 
 type AnyValue = { stringValue?: string; intValue?: string | number; boolValue?: boolean };
-const valueOf = (v: AnyValue) =>
+const anyValue = (v: AnyValue) =>
   v.stringValue ?? (v.intValue !== undefined ? Number(v.intValue) : v.boolValue);
 const attributesOf = (list: Array<{ key: string; value: AnyValue }> = []) =>
-  Object.fromEntries(list.map((a) => [a.key, valueOf(a.value)]));
+  Object.fromEntries(list.map((a) => [a.key, anyValue(a.value)]));
 
 /** An OTLP/HTTP traces endpoint: every span of every JSON export it received. */
 class Collector {
