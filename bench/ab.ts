@@ -13,6 +13,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -46,6 +48,8 @@ const USAGE = `usage: npm run bench:ab -- --base <dir> [options]
   --connections <n>     concurrent connections (default 50)
   --pg-url <url>        PostgreSQL server to create the database on, 127.0.0.1 only
                         (default $BENCH_PG_URL or postgres://postgres@127.0.0.1:5432/test)
+  --tracing <a|b>       that checkout's API exports every trace (sampler ratio 1, OTLP/HTTP
+                        protobuf) to a collector on loopback that discards them
 `;
 
 const { values: args } = parseArgs({
@@ -58,6 +62,7 @@ const { values: args } = parseArgs({
     warmup: { type: 'string', default: '2' },
     connections: { type: 'string', default: '50' },
     'pg-url': { type: 'string', default: DEFAULT_PG_URL },
+    tracing: { type: 'string' },
     help: { type: 'boolean', default: false },
   },
 });
@@ -79,6 +84,9 @@ const PAIRS = integer('pairs', args.pairs, 1, 50);
 const SECONDS = integer('seconds', args.seconds, 1, 120);
 const WARMUP = integer('warmup', args.warmup, 0, 60);
 const CONNECTIONS = integer('connections', args.connections, 1, 1000);
+const TRACING = args.tracing;
+if (TRACING !== undefined && TRACING !== 'a' && TRACING !== 'b')
+  usageError('--tracing must be a or b');
 const PG_URL = args['pg-url'];
 if (!onLoopback(PG_URL)) {
   usageError('--pg-url must be a postgres:// URL on 127.0.0.1 (loopback only)');
@@ -133,11 +141,28 @@ try {
   const tenant = await seedTenant(env, ROW === 'page' || ROW === 'read' ? 1000 : 10);
   const probe = probeOf(tenant);
   const apiEnv = { ...env, LOG_LEVEL: 'warn', DEPLOYMENT_ENV: 'test', ...UNLIMITED_RATES };
+  const envOf: Record<'A' | 'B', Record<string, string>> = { A: apiEnv, B: apiEnv };
+  if (TRACING !== undefined) {
+    // Takes every export and answers at once, as a collector that keeps up would.
+    const collector = createServer((request, response) => {
+      request.resume().on('end', () => response.writeHead(200).end());
+    });
+    await new Promise<void>((done) => collector.listen(0, '127.0.0.1', done));
+    collector.unref();
+    const port = (collector.address() as AddressInfo).port;
+    envOf[TRACING === 'a' ? 'A' : 'B'] = {
+      ...apiEnv,
+      OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`,
+      OTEL_TRACES_SAMPLER: 'traceidratio',
+      OTEL_TRACES_SAMPLER_ARG: '1',
+    };
+  }
   const checkouts = { A: BASE, B: REPO_ROOT } as const;
   const cpu: Record<'A' | 'B', number[]> = { A: [], B: [] };
   const rates: Record<'A' | 'B', number[]> = { A: [], B: [] };
   console.log(
-    `A = ${BASE}, B = ${REPO_ROOT}; ${probe.label}, ${BACKEND}, ${CONNECTIONS} connections, ` +
+    `A = ${BASE}, B = ${REPO_ROOT}${TRACING ? `, ${TRACING.toUpperCase()} tracing` : ''}; ` +
+      `${probe.label}, ${BACKEND}, ${CONNECTIONS} connections, ` +
       `${PAIRS} pairs of ${WARMUP} s + ${SECONDS} s windows`,
   );
   for (let pair = 0; pair < PAIRS; pair++) {
@@ -146,7 +171,7 @@ try {
       const server = await startServer({
         name: `api ${label}`,
         entry: join(checkouts[label], 'src', 'main.ts'),
-        env: apiEnv,
+        env: envOf[label],
       });
       try {
         await checkProbe(server.baseUrl, probe);
