@@ -17,6 +17,9 @@ import { ATTR, tracing } from './lib/tracing.ts';
  * (src/db/database.ts), an event's producer span and each delivery attempt's consumer and client
  * spans (src/services/events-service.ts, src/webhooks/worker.ts).
  */
+/** Health checks and scrapes: every few seconds, and nothing to follow. */
+const PROBES = new Set(['/healthz', '/readyz', '/metrics']);
+
 export function startTracing(options: { spanProcessors?: SpanProcessor[] } = {}): NodeSDK {
   const env = process.env;
   env.OTEL_SERVICE_NAME ??= 'tourops';
@@ -30,11 +33,15 @@ export function startTracing(options: { spanProcessors?: SpanProcessor[] } = {})
         // The webhook sender is undici, traced by the worker itself; outgoing `http` is only
         // the exporter's own.
         ignoreOutgoingRequestHook: () => true,
+        ignoreIncomingRequestHook: (request) => PROBES.has((request.url ?? '').split('?')[0]),
       }),
       new FastifyOtelInstrumentation({
         registerOnInitialization: true,
-        // The request and handler spans say enough; a span per hook is noise on every request.
+        // The request span says enough: a span per hook, or for the handler, is noise (and cost)
+        // on every request.
         instrumentHooks: false,
+        instrumentHandler: false,
+        ignorePaths: (route) => PROBES.has(route.url),
         requestHook: (span, request) => {
           span.updateName(`${request.method} ${request.routeOptions.url ?? 'unmatched'}`);
           span.setAttribute(ATTR.requestId, request.id);

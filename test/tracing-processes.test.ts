@@ -143,7 +143,11 @@ for (const backend of BACKENDS) {
         const mine = await until(
           () => {
             const found = collector.spans.filter((s) => s.traceId === traceId);
-            return found.some((s) => s.kind === 4) ? found : undefined;
+            // Spans of one request can leave in different exports: wait for both ends.
+            const done =
+              found.some((s) => s.kind === 4) &&
+              found.some((s) => s.kind === 2 && s.scope === '@opentelemetry/instrumentation-http');
+            return done ? found : undefined;
           },
           10_000,
           'spans of the caller trace',
