@@ -397,11 +397,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
   }
 
   /** `traced`: the attempt's process span; the POST then gets a client span of its own. */
-  private async send(
-    delivery: ClaimedDelivery,
-    now: Date,
-    traced: Span | null,
-  ): Promise<SendResult> {
+  private send(delivery: ClaimedDelivery, now: Date, traced: Span | null): Promise<SendResult> {
     const event = {
       id: delivery.eventId,
       type: delivery.eventType,
@@ -421,6 +417,15 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       { standardWebhooks: delivery.standardWebhooks },
     );
     if (traced === null) return this.deps.sender.send(delivery.url, headers, body);
+    return this.tracedSend(delivery, headers, body);
+  }
+
+  /** The POST in a client span, whose context goes along when the subscription asks. */
+  private async tracedSend(
+    delivery: ClaimedDelivery,
+    headers: Record<string, string>,
+    body: string,
+  ): Promise<SendResult> {
     const span = clientSpan(delivery);
     if (delivery.propagateTraceContext) {
       const traceparent = traceparentOf(span);
