@@ -6,20 +6,20 @@ import { NodeSDK } from '@opentelemetry/sdk-node';
 import type { SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { ATTR, tracing } from './lib/tracing.ts';
 
+/** Health checks and scrapes: every few seconds, and nothing to follow. */
+const PROBES = new Set(['/healthz', '/readyz', '/metrics']);
+
 /**
  * The OpenTelemetry Node SDK, configured by the standard `OTEL_*` variables (exporter protocol,
  * endpoint, headers, sampler, resource), traces only. Loaded only when tracing is on (see
  * src/tracing-start.ts); the application itself uses the API alone (src/lib/tracing.ts).
  *
  * Spans: the HTTP server span of each request (http instrumentation, named by the route template
- * that @fastify/otel reports, with the request id), @fastify/otel's request and hook spans,
- * PostgreSQL statements (pg instrumentation; only inside traced work), SQLite statements
+ * that @fastify/otel reports, with the request id), @fastify/otel's request span, PostgreSQL
+ * statements (pg instrumentation; only inside traced work), SQLite statements
  * (src/db/database.ts), an event's producer span and each delivery attempt's consumer and client
  * spans (src/services/events-service.ts, src/webhooks/worker.ts).
  */
-/** Health checks and scrapes: every few seconds, and nothing to follow. */
-const PROBES = new Set(['/healthz', '/readyz', '/metrics']);
-
 export function startTracing(options: { spanProcessors?: SpanProcessor[] } = {}): NodeSDK {
   const env = process.env;
   env.OTEL_SERVICE_NAME ??= 'tourops';

@@ -133,6 +133,7 @@ for (const backend of BACKENDS) {
         OTEL_BSP_SCHEDULE_DELAY: '100',
         NODE_OPTIONS: `--import=${RECORDER}`,
         MODULE_LOG: log,
+        LOG_LEVEL: 'info',
       });
       try {
         const token = await tokenOf(server);
@@ -166,6 +167,8 @@ for (const backend of BACKENDS) {
             ? mine.filter((s) => s.scope === '@opentelemetry/instrumentation-pg')
             : mine.filter((s) => s.attributes['db.system.name'] === 'sqlite');
         assert.ok(statements.length > 0, `database spans: ${mine.map((s) => s.scope).join(', ')}`);
+        // The request's log line names its trace.
+        assert.match(server.output(), new RegExp(`"traceId":"${traceId}","spanId":"[0-9a-f]{16}"`));
         const loaded = readFileSync(log, 'utf8');
         assert.match(loaded, /@opentelemetry\/sdk-node/, 'the recorder sees the SDK load');
       } finally {
