@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -85,6 +85,13 @@ class Collector {
   }
 }
 
+/** A file for the module recorder, in a directory of its own removed after the test. */
+function moduleLog(t: { after: (fn: () => void) => void }): string {
+  const dir = mkdtempSync(join(tmpdir(), 'tourops-modules-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  return join(dir, 'modules.log');
+}
+
 /** A tenant and a token on a child server, through its admin API. */
 async function tokenOf(server: ChildService): Promise<string> {
   const admin = (path: string, body: unknown) =>
@@ -123,8 +130,8 @@ for (const backend of BACKENDS) {
       await database.drop();
     });
 
-    it('exports the server span of the caller trace, the producer span and database spans over OTLP', async () => {
-      const log = join(mkdtempSync(join(tmpdir(), 'tourops-modules-')), 'modules.log');
+    it('exports the server span of the caller trace, the producer span and database spans over OTLP', async (t) => {
+      const log = moduleLog(t);
       const server = await startTourops(['serve', '--no-worker'], {
         ...database.env,
         ADMIN_API_TOKEN: ADMIN,
@@ -176,8 +183,8 @@ for (const backend of BACKENDS) {
       }
     });
 
-    it('loads no SDK module and exports nothing with the variables unset', async () => {
-      const log = join(mkdtempSync(join(tmpdir(), 'tourops-modules-')), 'modules.log');
+    it('loads no SDK module and exports nothing with the variables unset', async (t) => {
+      const log = moduleLog(t);
       const before = collector.requests;
       const server = await startTourops(['serve', '--no-worker'], {
         ...database.env,
