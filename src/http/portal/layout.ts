@@ -1,3 +1,4 @@
+import type { FastifyReply } from 'fastify';
 import { html } from 'ghtml';
 
 /**
@@ -6,6 +7,11 @@ import { html } from 'ghtml';
  * the output of `html`, never for a value, so tenant-controlled text (URLs, event data, response
  * excerpts) always reaches the page as text.
  */
+
+/** Sends a rendered page as the answer (every page and error page of the portal). */
+export function sendPage(reply: FastifyReply, body: string, status = 200): FastifyReply {
+  return reply.code(status).type('text/html; charset=utf-8').send(body);
+}
 
 /** What every page of a signed-in session shows in its header. */
 export interface Frame {

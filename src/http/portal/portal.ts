@@ -12,7 +12,7 @@ import { IdempotencyService } from '../../services/idempotency-service.ts';
 import type { Services } from '../../services/index.ts';
 import { PORTAL_SESSION_TTL_MS, type PortalSession } from '../../services/portal-service.ts';
 import { ipGuardHook } from '../pipeline/auth.ts';
-import type { Frame } from './layout.ts';
+import { type Frame, sendPage } from './layout.ts';
 import { messagePage, type View } from './pages.ts';
 import { portalPages } from './routes.ts';
 
@@ -83,17 +83,16 @@ export const portal: FastifyPluginAsync<PortalOptions> = async (app, { services,
 
   app.setErrorHandler((error, request, reply) => errorPage(error as Error, request, reply));
   app.setNotFoundHandler((_request, reply) =>
-    reply
-      .code(404)
-      .type('text/html; charset=utf-8')
-      .send(
-        messagePage(
-          'Not found',
-          'There is no such page in the portal.',
-          { href: '/portal/', label: 'Back to your endpoints' },
-          null,
-        ),
+    sendPage(
+      reply,
+      messagePage(
+        'Not found',
+        'There is no such page in the portal.',
+        { href: '/portal/', label: 'Back to your endpoints' },
+        null,
       ),
+      404,
+    ),
   );
 
   const css = asset('portal.css');
@@ -109,17 +108,16 @@ export const portal: FastifyPluginAsync<PortalOptions> = async (app, { services,
   app.get<{ Params: { secret: string } }>('/session/:secret', async (request, reply) => {
     const session = await services.portal.exchange(request.params.secret);
     if (session === null) {
-      return reply
-        .code(410)
-        .type('text/html; charset=utf-8')
-        .send(
-          messagePage(
-            'This link no longer works',
-            'A portal link works once, within 10 minutes of being made. It was used already or has expired: ask for a new one (POST /api/v1/portal/sessions).',
-            null,
-            null,
-          ),
-        );
+      return sendPage(
+        reply,
+        messagePage(
+          'This link no longer works',
+          'A portal link works once, within 10 minutes of being made. It was used already or has expired: ask for a new one (POST /api/v1/portal/sessions).',
+          null,
+          null,
+        ),
+        410,
+      );
     }
     reply.setCookie(SESSION_COOKIE, session.cookie, {
       path: '/portal',
@@ -156,9 +154,10 @@ export const portal: FastifyPluginAsync<PortalOptions> = async (app, { services,
     signedIn.post('/sign-out', async (request, reply) => {
       await services.portal.end(sessionOf(request));
       reply.clearCookie(SESSION_COOKIE, { path: '/portal' });
-      return reply
-        .type('text/html; charset=utf-8')
-        .send(messagePage('Signed out', 'Your portal session has ended.', null, null));
+      return sendPage(
+        reply,
+        messagePage('Signed out', 'Your portal session has ended.', null, null),
+      );
     });
     await signedIn.register(portalPages, {
       services,
@@ -229,18 +228,17 @@ function errorPage(error: Error, request: FastifyRequest, reply: FastifyReply) {
     message: string,
     details?: Record<string, string[]>,
   ) =>
-    reply
-      .code(status)
-      .type('text/html; charset=utf-8')
-      .send(
-        messagePage(
-          title,
-          message,
-          frame === null ? null : { href: '/portal/', label: 'Back to your endpoints' },
-          frame,
-          details,
-        ),
-      );
+    sendPage(
+      reply,
+      messagePage(
+        title,
+        message,
+        frame === null ? null : { href: '/portal/', label: 'Back to your endpoints' },
+        frame,
+        details,
+      ),
+      status,
+    );
   if (error instanceof SignedOut) {
     return send(
       401,

@@ -16,6 +16,7 @@ import type {
 } from '../../services/webhooks-service.ts';
 import { toProblem } from '../pipeline/problem-reply.ts';
 import { CreateWebhookBody, UpdateWebhookBody } from '../routes/webhooks-routes.ts';
+import { sendPage } from './layout.ts';
 import {
   catalogPage,
   deliveryPage,
@@ -54,8 +55,6 @@ const DONE: Record<string, string> = {
   redelivered: 'Queued again as this new delivery.',
 };
 
-const html = (reply: FastifyReply, body: string) =>
-  reply.type('text/html; charset=utf-8').send(body);
 const text = (value: unknown) => (typeof value === 'string' ? value : undefined);
 const doneOf = (query: { done?: string }) => (query.done ? (DONE[query.done] ?? null) : null);
 
@@ -68,13 +67,13 @@ export const portalPages: FastifyPluginAsync<PortalPagesOptions> = async (
   const webhooks = services.webhooks;
 
   app.get('/', async (request, reply) =>
-    html(reply, endpointsPage(view(request, reply), await webhooks.list(tenantOf(request)))),
+    sendPage(reply, endpointsPage(view(request, reply), await webhooks.list(tenantOf(request)))),
   );
 
-  app.get('/catalog', async (request, reply) => html(reply, catalogPage(view(request, reply))));
+  app.get('/catalog', async (request, reply) => sendPage(reply, catalogPage(view(request, reply))));
 
   app.get('/endpoints/new', async (request, reply) =>
-    html(reply, newEndpointPage(view(request, reply))),
+    sendPage(reply, newEndpointPage(view(request, reply))),
   );
 
   app.post<{ Body: Form }>('/endpoints', async (request, reply) => {
@@ -83,7 +82,7 @@ export const portalPages: FastifyPluginAsync<PortalPagesOptions> = async (
     // Resolving the URL is no database work: it comes before the unit of work.
     const target = await webhooks.checkTarget(tenantId, input.url);
     const created = await once(request, () => webhooks.create(tenantId, input, target));
-    return html(
+    return sendPage(
       reply,
       signingKeyPage(view(request, reply), created.subscription, created.signingKey, null),
     );
@@ -103,7 +102,7 @@ export const portalPages: FastifyPluginAsync<PortalPagesOptions> = async (
         cursor: request.query.cursor || undefined,
         limit: 25,
       });
-      return html(
+      return sendPage(
         reply,
         endpointPage(view(request, reply), {
           subscription,
@@ -146,7 +145,7 @@ export const portalPages: FastifyPluginAsync<PortalPagesOptions> = async (
   app.post<IdParams>('/endpoints/:id/rotate-key', async (request, reply) => {
     const tenantId = tenantOf(request);
     const rotated = await once(request, () => webhooks.rotateKey(tenantId, request.params.id));
-    return html(
+    return sendPage(
       reply,
       signingKeyPage(view(request, reply), rotated.subscription, rotated.signingKey, {
         oldKeyUntil: rotated.legacySigningKeyExpiresAt,
@@ -182,7 +181,7 @@ export const portalPages: FastifyPluginAsync<PortalPagesOptions> = async (
       const subscription = await webhooks.get(tenantId, id);
       const { delivery, eventData } = await webhooks.getDelivery(tenantId, id, deliveryId);
       const attempts = await webhooks.listAttempts(tenantId, id, deliveryId, { limit: 100 });
-      return html(
+      return sendPage(
         reply,
         deliveryPage(
           view(request, reply),
@@ -219,7 +218,7 @@ export const portalPages: FastifyPluginAsync<PortalPagesOptions> = async (
       }
       const subscription = await webhooks.get(tenantId, request.params.id);
       const page = await webhooks.ledger(tenantId, request.params.id, { after, limit: 50 });
-      return html(
+      return sendPage(
         reply,
         ledgerPage(view(request, reply), subscription, after, page.data, page.meta.hasMore),
       );
