@@ -1,6 +1,7 @@
 // The layers of src/, top to bottom (README "Layout"): entry points (cli, main, serve, demo,
-// runtime) → webhooks (the delivery worker) and http (Fastify) → services → repositories and
-// rate-limit → db → config → domain, lib and notifications. An import may only point down.
+// runtime) → delivery (the engine) → webhooks (listen, the worker's metrics server and purge
+// timer) and http (Fastify) → services → repositories and rate-limit → db → config → domain, lib
+// and notifications. An import may only point down.
 const layer = (name) => `^src/${name}(/|\\.ts$)`;
 const below = {
   lib: [],
@@ -22,6 +23,18 @@ const below = {
     'repositories',
     'rate-limit',
     'services',
+    'runtime',
+  ],
+  delivery: [
+    'lib',
+    'domain',
+    'notifications',
+    'config',
+    'db',
+    'repositories',
+    'rate-limit',
+    'services',
+    'webhooks',
     'runtime',
   ],
 };

@@ -19,9 +19,9 @@
 import { sql } from 'kysely';
 import pino from 'pino';
 import { loadConfig } from '../src/config.ts';
-import { subscriptionClaimShare } from '../src/domain/worker-slots.ts';
+import { subscriptionClaimShare } from '../src/delivery/admission.ts';
+import { DEFAULT_BATCH_SIZE, DEFAULT_MAX_PER_SUBSCRIPTION } from '../src/delivery/worker.ts';
 import { createRuntime } from '../src/runtime.ts';
-import { DEFAULT_BATCH_SIZE, DEFAULT_MAX_PER_SUBSCRIPTION } from '../src/webhooks/worker.ts';
 import { testCa } from '../test/helpers/https-receiver.ts';
 import { RetentionSeed, runSeed } from '../test/helpers/retention-seed.ts';
 import { emitBacklog, Receiver, steadyRate, webhookServerEnv } from './deliveries.ts';
@@ -122,17 +122,18 @@ export async function benchDeliveryScale(options: ScaleBenchOptions): Promise<Sc
       await emitBacklog(runtime, tenant.id, CLAIM_BACKLOG_EVENTS);
       const durations: number[] = [];
       for (;;) {
-        const now = Date.now();
+        const now = new Date();
         const t0 = performance.now();
-        const claimed = await services.deliveries.claim(
-          now,
-          services.deliveries.staleBefore(now),
-          CLAIM_BATCH,
-          { perSubscription: CLAIM_PER_SUBSCRIPTION },
-        );
+        const claimed = await runtime.queue.claim(now, CLAIM_BATCH, {
+          workerId: 'wkr_bench',
+          aliveSince: now.toISOString(),
+          staleBefore: new Date(now.getTime() - 70_000).toISOString(),
+          perSubscription: CLAIM_PER_SUBSCRIPTION,
+          paceHorizonUs: 500_000,
+        });
         if (claimed.length === 0) break;
         durations.push(performance.now() - t0);
-        await sql`update webhook_deliveries set status = 'success', claimed_at = null
+        await sql`update webhook_deliveries set status = 'success', claimed_at = null, claimed_by = null
           where status = 'in_flight'`.execute(db);
       }
       // The history grew by the backlog too.

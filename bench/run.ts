@@ -31,6 +31,7 @@ import {
   MIXED_READ_RATE,
   MIXED_WRITE_RATE,
 } from './contention.ts';
+import { benchCrash, type CrashResult } from './crash.ts';
 import {
   benchDeliveries,
   type DeliveryResult,
@@ -287,6 +288,7 @@ interface Job {
 
 const measurements: Measurement[] = [];
 const deliveryResults: DeliveryResult[] = [];
+const crashResults: CrashResult[] = [];
 const retentionResults: RetentionResult[] = [];
 const contentionResults: ContentionResult[] = [];
 const scaleResults: ScaleResult[] = [];
@@ -815,6 +817,8 @@ async function deliveryRows(backend: string, dbEnv: Record<string, string>): Pro
       track,
     }),
   );
+  log(`${backend}: a worker killed mid-drain and restarted`);
+  crashResults.push(await benchCrash({ backend, dbEnv, log, track }));
 }
 
 async function adminQuery(text: string): Promise<void> {
@@ -1118,6 +1122,14 @@ function deliveryReport(): string[] {
         `refused < 20% | ${mark(r.pushback.wasted < 0.2)} |`,
       `| Event commit to first byte at the receiver, ${r.latency.perSec} deliveries/s | ${r.backend} | – | – | – | ` +
         `${fmtMs(r.latency.p50)} | ${fmtMs(r.latency.p99)} | – | p50 < 50 ms | ${mark(r.latency.p50 < 50)} |`,
+    );
+  }
+  for (const c of crashResults) {
+    out.push(
+      `| A worker killed (SIGKILL) mid-drain and restarted at once: its ${c.inFlightAtKill} attempts in flight ` +
+        `arrived again within ${fmtSec(c.worstResendMs / 1000)} s of the kill, all ${fmtInt(c.events)} events within ` +
+        `${fmtSec(c.allDeliveredMs / 1000)} s, ${c.lost} lost | ${c.backend} | – | – | – | – | – | – | ` +
+        `in flight again ≤ 15 s, none lost | ${mark(c.worstResendMs <= 15_000 && c.lost === 0)} |`,
     );
   }
   out.push(

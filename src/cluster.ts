@@ -2,10 +2,11 @@ import cluster, { type Worker } from 'node:cluster';
 import { AggregatorRegistry } from 'prom-client';
 import { RateLimiterClusterMaster } from 'rate-limiter-flexible';
 import { type Config, describeDatabase } from './config.ts';
+import { CLUSTER_NOTIFY_MESSAGE } from './db/notifier.ts';
+import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_PER_SUBSCRIPTION } from './delivery/worker.ts';
 import { CLUSTER_METRICS_MESSAGE } from './lib/metrics.ts';
 import { createRuntime } from './runtime.ts';
 import { checkListenAddress } from './serve.ts';
-import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_PER_SUBSCRIPTION } from './webhooks/worker.ts';
 
 /** More unplanned exits than this within RESTART_WINDOW_MS: the service is broken, stop it. */
 const MAX_RESTARTS = 5;
@@ -27,6 +28,12 @@ export async function servePrimary(config: Config, processes: number): Promise<v
   if (config.redisUrl === null && config.databaseUrl === null) new RateLimiterClusterMaster();
   const aggregator = new AggregatorRegistry();
   cluster.on('message', (worker, message: { type?: string; id?: number }) => {
+    if (message?.type === CLUSTER_NOTIFY_MESSAGE) {
+      for (const other of Object.values(cluster.workers ?? {})) {
+        if (other && other !== worker && other.isConnected()) other.send(message);
+      }
+      return;
+    }
     if (message?.type !== CLUSTER_METRICS_MESSAGE) return;
     aggregator.clusterMetrics().then(
       (text) => worker.send({ type: CLUSTER_METRICS_MESSAGE, id: message.id, text }),

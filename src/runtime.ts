@@ -3,8 +3,10 @@ import pino from 'pino';
 import { type Config, resolveSecretKey, secretKeySource } from './config.ts';
 import { createDatabase, type Database } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
-import { AUTH_CHANGES_CHANNEL, DELIVERIES_CHANNEL } from './db/notifier.ts';
+import { AUTH_CHANGES_CHANNEL, DELIVERIES_CHANNEL, HOLDS_CHANNEL } from './db/notifier.ts';
 import { PgListener } from './db/pg-listener.ts';
+import { DeliveryQueue } from './delivery/queue.ts';
+import { queueStats } from './delivery/stats.ts';
 import type { Resolver } from './domain/address-guard.ts';
 import { buildApp } from './http/app.ts';
 import { type Clock, systemClock } from './lib/clock.ts';
@@ -19,6 +21,8 @@ export interface Runtime {
   services: Services;
   /** For tests and benchmarks that inspect or seed rows; the app and the CLI use services. */
   repositories: Repositories;
+  /** The delivery queue's statements (the worker's, the metrics' figures, tests). */
+  queue: DeliveryQueue;
   /** This process's Prometheus metrics (the app's and its worker's). */
   metrics: Metrics;
   clock: Clock;
@@ -116,17 +120,19 @@ export async function createRuntime(
       }
     });
     listener = new PgListener(config.databaseUrl, logger);
-    for (const channel of [AUTH_CHANGES_CHANNEL, DELIVERIES_CHANNEL] as const) {
+    for (const channel of [AUTH_CHANGES_CHANNEL, DELIVERIES_CHANNEL, HOLDS_CHANNEL] as const) {
       listener.on(channel, (payload) => notifier.heard(channel, payload));
     }
     await listener.start();
   }
+  const queue = new DeliveryQueue(database);
   return {
     config,
     database,
     services,
     repositories,
-    metrics: new Metrics(() => services.deliveries.queueStats()),
+    queue,
+    metrics: new Metrics(() => queueStats(queue, clock, config.webhook)),
     clock,
     logger,
     secretKey,

@@ -2,11 +2,11 @@ import cluster from 'node:cluster';
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { type Config, ConfigError, cliEnvPrefix, describeDatabase } from './config.ts';
+import { startWorker } from './delivery/start.ts';
+import type { WorkerOptions } from './delivery/worker.ts';
 import { demoInstructions, seedDemoIfEmpty } from './demo.ts';
 import { tracing } from './lib/tracing.ts';
 import { createHttpApp, createRuntime, type Runtime } from './runtime.ts';
-import { startWorker } from './webhooks/start-worker.ts';
-import type { WorkerOptions } from './webhooks/worker.ts';
 
 /**
  * Runs the API, and the webhook delivery worker unless `worker` is false, until SIGINT/SIGTERM;
@@ -24,7 +24,7 @@ export async function serve(
   const demo = options.seedDemo ? await seedDemoIfEmpty(runtime) : null;
   const app = await createHttpApp(runtime);
   const graceful = app.gracefulClose;
-  const worker = options.worker ? startWorker(runtime, options.workerOptions) : null;
+  let worker: ReturnType<typeof startWorker> | null = null;
   // Before the banner: whoever waits for it may signal at once.
   stopOnSignals(runtime, config.shutdownTimeoutMs, async () => {
     // Leave a moment of the bound for closing the database and the rest.
@@ -36,9 +36,12 @@ export async function serve(
   try {
     await app.listen({ port: config.port, host: config.host });
   } catch (error) {
-    await Promise.allSettled([worker?.stop(), app.close(), runtime.close()]);
+    await Promise.allSettled([app.close(), runtime.close()]);
     throw listenError(error, config);
   }
+  // Once the app is ready: compiling its routes holds the event loop, which would hold the
+  // worker's first attempts between their start and their first byte (bunching paced sends).
+  if (options.worker) worker = startWorker(runtime, options.workerOptions);
   // The primary announces a cluster once all its processes listen.
   if (inCluster) return;
   process.stdout.write(

@@ -6,8 +6,8 @@ import {
   type ReadableSpan,
   SimpleSpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
+import { startWorker } from '../src/delivery/start.ts';
 import { startTracing } from '../src/tracing-sdk.ts';
-import { startWorker } from '../src/webhooks/start-worker.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
 import { HttpsReceiver } from './helpers/https-receiver.ts';

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { DeliveryOutcome } from '../src/repositories/webhooks-repository.ts';
+import type { ClaimOptions } from '../src/delivery/queue.ts';
+import { DEAD_AFTER_MS } from '../src/delivery/registry.ts';
+import type { DeliveryOutcome } from '../src/delivery/types.ts';
 import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
 import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
 
@@ -33,6 +35,20 @@ for (const backend of BACKENDS) {
     after(() => ctx.close());
 
     const repo = () => ctx.runtime.repositories.webhooks;
+    const queue = () => ctx.runtime.queue;
+    /**
+     * A claim at `now` by worker `wkr_a` (or `options.workerId`), taking over the claims of workers
+     * whose heartbeat is DEAD_AFTER_MS older than `now`.
+     */
+    const claimDue = (now: string, limit: number, options: Partial<ClaimOptions> = {}) =>
+      queue().claim(new Date(now), limit, {
+        workerId: 'wkr_a',
+        aliveSince: new Date(Date.parse(now) - DEAD_AFTER_MS).toISOString(),
+        staleBefore: new Date(Date.parse(now) - 62_000).toISOString(),
+        perSubscription: limit,
+        paceHorizonUs: 500_000,
+        ...options,
+      });
     const db = () => ctx.runtime.database.db;
     async function queued(count: number): Promise<void> {
       for (let i = 0; i < count; i++) {
@@ -52,16 +68,16 @@ for (const backend of BACKENDS) {
         .execute();
     async function reset(): Promise<void> {
       await db().deleteFrom('webhookDeliveries').execute();
+      await db().deleteFrom('webhookWorkers').execute();
+      // The claiming worker beats for as long as any test's clock runs.
+      await queue().joinWorker('wkr_a', at(10_000_000));
     }
 
     it('claims each due row once, counting the attempt, with what sending needs', async () => {
       await reset();
       await queued(5);
       const now = at(0);
-      const [a, b] = await Promise.all([
-        repo().claimDue(now, at(-60_000), 3),
-        repo().claimDue(now, at(-60_000), 3),
-      ]);
+      const [a, b] = await Promise.all([claimDue(now, 3), claimDue(now, 3)]);
       const ids = [...a, ...b].map((d) => d.id);
       assert.equal(ids.length, 5);
       assert.equal(new Set(ids).size, 5, 'no row claimed twice');
@@ -71,7 +87,7 @@ for (const backend of BACKENDS) {
         assert.equal(d.url, 'https://127.0.0.1:9/queue');
         assert.equal(JSON.parse(d.data).displayName.startsWith('Q'), true);
       }
-      assert.deepEqual(await repo().claimDue(now, at(-60_000), 10), [], 'nothing left');
+      assert.deepEqual(await claimDue(now, 10), [], 'nothing left');
     });
 
     it("keeps each subscription within its concurrency limit, counting every claim's rows", async () => {
@@ -80,14 +96,14 @@ for (const backend of BACKENDS) {
       const limit = { concurrencyLimit: 2 };
       await repo().updateSubscription(tenant.id, subscriptionId, limit);
       try {
-        const first = await repo().claimDue(at(0), at(-60_000), 10);
+        const first = await claimDue(at(0), 10);
         assert.equal(first.length, 2);
         assert.ok(first.every((d) => d.concurrencyLimit === 2));
         // Another worker's claim sees the two in flight.
-        assert.deepEqual(await repo().claimDue(at(0), at(-60_000), 10), []);
+        assert.deepEqual(await claimDue(at(0), 10), []);
         // One settled but not recorded yet frees its slot for the worker that settled it.
         const [settled] = first;
-        const again = await repo().claimDue(at(0), at(-60_000), 10, {
+        const again = await claimDue(at(0), 10, {
           perSubscription: 10,
           settled: [settled.id],
         });
@@ -97,7 +113,7 @@ for (const backend of BACKENDS) {
           concurrencyLimit: 64,
           maxConcurrency: 4,
         });
-        const rest = await repo().claimDue(at(0), at(-60_000), 10);
+        const rest = await claimDue(at(0), 10);
         assert.equal(rest.length, 1, 'three in flight, a ceiling of four');
         assert.equal(rest[0].concurrencyLimit, 4);
       } finally {
@@ -108,14 +124,19 @@ for (const backend of BACKENDS) {
       }
     });
 
-    it('takes a claim over only once it is stale, and fences the old claim out', async () => {
+    it("takes a claim over once its worker's heartbeat stops, and fences the old claim out", async () => {
       await reset();
       await queued(1);
-      const [first] = await repo().claimDue(at(0), at(-62_000), 10);
-      assert.deepEqual(await repo().claimDue(at(61_000), at(-1_000), 10), [], 'still leased');
-      const [second] = await repo().claimDue(at(63_000), at(1_000), 10);
+      await queue().joinWorker('wkr_dead', at(0));
+      const [first] = await claimDue(at(0), 10, { workerId: 'wkr_dead' });
+      // However old the claim, its worker beats: never taken.
+      await queue().heartbeat('wkr_dead', at(600_000));
+      assert.deepEqual(await claimDue(at(600_000 + DEAD_AFTER_MS), 10), [], 'its worker lives');
+      const [second] = await claimDue(at(600_001 + DEAD_AFTER_MS), 10);
       assert.equal(second.id, first.id);
       assert.equal(second.attempts, 2);
+      const [row0] = await rows();
+      assert.equal(row0.claimedBy, 'wkr_a');
 
       const outcome = (claimedAt: string, status: number): DeliveryOutcome => ({
         id: first.id,
@@ -124,58 +145,97 @@ for (const backend of BACKENDS) {
         lastResponseStatus: status,
         lastError: null,
         nextAttemptAt: null,
-        deliveredAt: at(64_000),
+        deliveredAt: at(700_000),
       });
       // The dead worker's late answer changes nothing; the live claim's settles the row.
       await ctx.runtime.database.withTransaction(() =>
-        repo().recordOutcomes([outcome(first.claimedAt, 201)]),
+        queue().recordOutcomes([outcome(first.claimedAt, 201)]),
       );
       let [row] = await rows();
       assert.equal(row.status, 'in_flight');
       assert.equal(row.lastResponseStatus, null);
       await ctx.runtime.database.withTransaction(() =>
-        repo().recordOutcomes([outcome(second.claimedAt, 202)]),
+        queue().recordOutcomes([outcome(second.claimedAt, 202)]),
       );
       [row] = await rows();
       assert.equal(row.status, 'success');
       assert.equal(row.lastResponseStatus, 202);
       assert.equal(row.claimedAt, null);
-      assert.equal(row.deliveredAt, at(64_000));
+      assert.equal(row.claimedBy, null);
+      assert.equal(row.deliveredAt, at(700_000));
     });
 
-    it('dead-letters a stale claim on its last attempt instead of sending it again', async () => {
+    it('takes over at once the claims of a worker that left the registry', async () => {
+      await reset();
+      await queued(1);
+      await queue().joinWorker('wkr_gone', at(0));
+      const [first] = await claimDue(at(0), 10, { workerId: 'wkr_gone' });
+      assert.deepEqual(await claimDue(at(1), 10), [], 'its worker lives');
+      await queue().forgetWorkers({ id: 'wkr_gone' });
+      const [second] = await claimDue(at(2), 10);
+      assert.equal(second.id, first.id);
+    });
+
+    it('takes over a claim older than the registry (no worker) once the lease has passed', async () => {
+      await reset();
+      await queued(1);
+      const [first] = await claimDue(at(0), 10);
+      await db().updateTable('webhookDeliveries').set({ claimedBy: null }).execute();
+      assert.deepEqual(await claimDue(at(61_000), 10), [], 'still leased');
+      const [second] = await claimDue(at(63_000), 10);
+      assert.equal(second.id, first.id);
+    });
+
+    it('gives back the claims of a worker that it does not hold (an answer it never got)', async () => {
+      await reset();
+      await queued(3);
+      const claimed = await claimDue(at(0), 10);
+      assert.equal(claimed.length, 3);
+      const [kept] = claimed;
+      assert.equal(await queue().releaseUnheld('wkr_a', [kept.id], at(1)), 2);
+      const byId = new Map((await rows()).map((r) => [r.id, r]));
+      assert.equal(byId.get(kept.id)?.status, 'in_flight');
+      for (const other of claimed.slice(1)) {
+        const row = byId.get(other.id);
+        assert.equal(row?.status, 'pending');
+        assert.equal(row?.attempts, 0, 'the attempt uncounted');
+        assert.equal(row?.claimedBy, null);
+      }
+    });
+
+    it('dead-letters an abandoned claim on its last attempt instead of sending it again', async () => {
       await reset();
       await queued(2);
-      const [last, other] = await repo().claimDue(at(0), at(-62_000), 10);
+      await queue().joinWorker('wkr_dead', at(0));
+      const [last, other] = await claimDue(at(0), 10, { workerId: 'wkr_dead' });
       await db()
         .updateTable('webhookDeliveries')
         .set({ attempts: 6 })
         .where('id', '=', last.id)
         .execute();
-      // Past the lease: only the row with attempts left is taken over.
-      const taken = await repo().claimDue(at(63_000), at(1_000), 10, {
-        perSubscription: 10,
-        maxAttempts: 6,
-      });
+      // Its worker silent: only the row with attempts left is taken over.
+      const later = at(1 + DEAD_AFTER_MS);
+      const taken = await claimDue(later, 10, { perSubscription: 10, maxAttempts: 6 });
       assert.deepEqual(
         taken.map((d) => d.id),
         [other.id],
       );
-      assert.equal(await repo().deadLetterStale(at(1_000), 6), 1);
+      const aliveSince = at(1);
+      assert.equal(await queue().deadLetterAbandoned('wkr_a', aliveSince, at(-62_000), 6), 1);
       const row = (await rows()).find((r) => r.id === last.id);
       assert.equal(row?.status, 'dead_letter');
       assert.equal(row?.attempts, 6);
       assert.equal(row?.claimedAt, null);
-      assert.equal(await repo().deadLetterStale(at(1_000), 6), 0);
+      assert.equal(await queue().deadLetterAbandoned('wkr_a', aliveSince, at(-62_000), 6), 0);
     });
 
     it('records a mixed batch in one go: retries, dead letters, successes', async () => {
       await reset();
       await queued(3);
-      const claimed = await repo().claimDue(at(0), at(-62_000), 10);
+      const claimed = await claimDue(at(0), 10);
       const [retry, dead, ok] = claimed.sort((x, y) => x.id.localeCompare(y.id));
       await ctx.runtime.database.withTransaction(() =>
-        repo().recordOutcomes([
+        queue().recordOutcomes([
           {
             id: retry.id,
             claimedAt: retry.claimedAt,
@@ -215,8 +275,8 @@ for (const backend of BACKENDS) {
         ],
       );
       // The retry is due again at its time, not before.
-      assert.deepEqual(await repo().claimDue(at(59_000), at(-62_000), 10), []);
-      const [again] = await repo().claimDue(at(60_000), at(-62_000), 10);
+      assert.deepEqual(await claimDue(at(59_000), 10), []);
+      const [again] = await claimDue(at(60_000), 10);
       assert.equal(again.id, retry.id);
       assert.equal(again.attempts, 2);
     });
@@ -232,7 +292,7 @@ for (const backend of BACKENDS) {
       assert.equal(other.statusCode, 201, other.body);
       const otherId = other.json().data.id;
       await queued(2);
-      const claimed = await repo().claimDue(at(0), at(-62_000), 10, { perSubscription: 4 });
+      const claimed = await claimDue(at(0), 10, { perSubscription: 4 });
       const count = (id: string) => claimed.filter((d) => d.subscriptionId === id).length;
       assert.equal(count(subscriptionId), 4);
       assert.equal(count(otherId), 2, 'the later rows of the other subscription are claimed too');
@@ -247,9 +307,9 @@ for (const backend of BACKENDS) {
       await reset();
       await queued(1);
       const settle = async (at0: number, lastResponseStatus: number | null) => {
-        const [claim] = await repo().claimDue(at(at0), at(-62_000), 10);
+        const [claim] = await claimDue(at(at0), 10);
         await ctx.runtime.database.withTransaction(() =>
-          repo().recordOutcomes([
+          queue().recordOutcomes([
             {
               id: claim.id,
               claimedAt: claim.claimedAt,
@@ -275,7 +335,7 @@ for (const backend of BACKENDS) {
       await reset();
       await queued(2);
       assert.deepEqual(
-        await repo().claimDue(at(0), at(-62_000), 10, {
+        await claimDue(at(0), 10, {
           perSubscription: 10,
           skip: [subscriptionId],
         }),
@@ -286,13 +346,13 @@ for (const backend of BACKENDS) {
         .set({ active: false })
         .where('id', '=', subscriptionId)
         .execute();
-      assert.deepEqual(await repo().claimDue(at(0), at(-62_000), 10), []);
+      assert.deepEqual(await claimDue(at(0), 10), []);
       await db()
         .updateTable('webhookSubscriptions')
         .set({ active: true })
         .where('id', '=', subscriptionId)
         .execute();
-      assert.equal((await repo().claimDue(at(0), at(-62_000), 10)).length, 2);
+      assert.equal((await claimDue(at(0), 10)).length, 2);
     });
   });
 }

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
+import { startWorker } from '../src/delivery/start.ts';
 import { newId } from '../src/lib/ids.ts';
 import { MAX_RECOVER } from '../src/services/webhooks-service.ts';
-import { startWorker } from '../src/webhooks/start-worker.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
 import { HttpsReceiver } from './helpers/https-receiver.ts';

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { createServer } from 'node:net';
 import { after, before, beforeEach, describe, it } from 'node:test';
+import { type SenderOptions, type SendResult, WebhookSender } from '../src/delivery/http-sender.ts';
 import { AddressGuard, type Resolver } from '../src/domain/address-guard.ts';
-import { type SenderOptions, type SendResult, WebhookSender } from '../src/webhooks/http-sender.ts';
 import { HttpsReceiver, testCa } from './helpers/https-receiver.ts';
 
 /** Only loopback answers: nothing in this file may reach another address. */

@@ -5,8 +5,8 @@ import {
   tenantReopened,
   tenantSlotCap,
   tenantWillReopen,
-} from '../src/domain/worker-slots.ts';
-import { startWorker } from '../src/webhooks/start-worker.ts';
+} from '../src/delivery/admission.ts';
+import { startWorker } from '../src/delivery/start.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import { createTenant } from './helpers/fixtures.ts';
 import { HttpsReceiver } from './helpers/https-receiver.ts';
@@ -185,10 +185,10 @@ async function drainBacklog(
         body: { kind: 'individual', displayName: `Backlog ${i}` },
       });
     }
-    const { deliveries } = ctx.runtime.services;
-    const claim = deliveries.claim.bind(deliveries);
+    const { queue } = ctx.runtime;
+    const claim = queue.claim.bind(queue);
     const counts: ClaimCounts = { productive: 0, empty: 0, rows: 0 };
-    deliveries.claim = async (...args) => {
+    queue.claim = async (...args) => {
       const rows = await claim(...args);
       if (rows.length > 0) counts.productive += 1;
       else counts.empty += 1;

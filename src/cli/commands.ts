@@ -96,7 +96,7 @@ const workerCommand: Command = {
     const config = ctx.config();
     const [{ createRuntime }, { startWorker }, { stopOnSignals }] = await Promise.all([
       import('../runtime.ts'),
-      import('../webhooks/start-worker.ts'),
+      import('../delivery/start.ts'),
       import('../serve.ts'),
     ]);
     const runtime = await createRuntime(config, { listen: true });

@@ -245,8 +245,11 @@ export interface WebhookSubscriptionsTable {
   lastFailureAt: string | null;
   /** Sealed with SECRET_KEY (SecretBox, bound to the subscription id). */
   signingKey: string;
-  legacySigningKey: string | null;
-  legacySigningKeyExpiresAt: string | null;
+  /**
+   * Keys retired by rotations that still sign until the expiry promised for each: JSON
+   * `[{key, expiresAt}]`, newest first, each key sealed like signingKey.
+   */
+  retiredSigningKeys: string;
   /** Deliveries also carry the Standard Webhooks headers (webhook-id, -timestamp, -signature). */
   standardWebhooks: boolean;
   /** Until when the receiver's Retry-After holds every delivery to it (claims skip it). */
@@ -287,6 +290,8 @@ export interface WebhookDeliveriesTable {
   nextAttemptAt: string | null;
   deliveredAt: string | null;
   claimedAt: string | null;
+  /** The worker (webhook_workers.id) whose claim it is, while in flight. */
+  claimedBy: string | null;
   redeliveredFromId: string | null;
   /** Error class of the last attempt that had one (see AttemptErrorClass); null after a 2xx. */
   lastError: AttemptErrorClass | null;
@@ -316,6 +321,19 @@ export interface WebhookAttemptsTable {
   retryAfter: string | null;
   /** The subscription's concurrency limit when it was sent; null before flow control. */
   concurrencyLimit: number | null;
+}
+
+/** A running delivery worker process (see migration 0022). */
+interface WebhookWorkersTable {
+  id: string;
+  startedAt: string;
+  heartbeatAt: string;
+}
+
+/** A capped subscription's next free send slot, epoch microseconds (see migration 0022). */
+interface WebhookPacingTable {
+  subscriptionId: string;
+  nextSlotUs: number;
 }
 
 /** A webhook portal link and, once used, its browser session (secrets as SHA-256 hex). */
@@ -377,6 +395,8 @@ export interface DB {
   webhookSequences: WebhookSequencesTable;
   webhookDeliveries: WebhookDeliveriesTable;
   webhookAttempts: WebhookAttemptsTable;
+  webhookWorkers: WebhookWorkersTable;
+  webhookPacing: WebhookPacingTable;
   instanceSettings: InstanceSettingsTable;
   portalSessions: PortalSessionsTable;
   schemaMigrations: SchemaMigrationsTable;

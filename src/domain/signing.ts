@@ -52,8 +52,9 @@ export function standardSignature(
  * lower-case hex HMAC-SHA256 keyed by the whole key string over `<t>.<body>`. `body` must be the
  * exact string sent (as UTF-8); re-serialising the payload after signing breaks every signature.
  *
- * keys: the current key first, then the legacy key while it still signs. Receivers holding
- * either key accept the delivery, as Stripe's constructEvent accepts a header when any v1 matches.
+ * keys: the current key first, then each retired key still within its promised expiry (see
+ * liveRetiredKeys). Receivers holding any of them accept the delivery, as Stripe's
+ * constructEvent accepts a header when any v1 matches.
  */
 export function signatureHeader(
   timestampSeconds: number,
@@ -76,4 +77,27 @@ export function signatureHeader(
     header += `,v1=${createHmac('sha256', key).update(prefix).update(body).digest('hex')}`;
   }
   return header;
+}
+
+/** A key a rotation retired (sealed, as stored), and until when it was promised to sign. */
+export interface RetiredKey {
+  key: string;
+  expiresAt: string;
+}
+
+/**
+ * The retired keys that still sign at `now` (ISO 8601): each until the expiry promised for it when
+ * it was retired, however many rotations came since.
+ */
+export function liveRetiredKeys(keys: readonly RetiredKey[], now: string): RetiredKey[] {
+  return keys.filter((retired) => retired.expiresAt > now);
+}
+
+/**
+ * The list after a rotation at `now`: the key current until now, promised `expiresAt`, first,
+ * then the earlier ones that still sign (an expired one signs nothing and is dropped).
+ */
+export function retireKey(stored: string, current: string, expiresAt: string, now: string): string {
+  const live = liveRetiredKeys(JSON.parse(stored) as RetiredKey[], now);
+  return JSON.stringify([{ key: current, expiresAt }, ...live]);
 }

@@ -3,6 +3,7 @@ import { encodeTime, monotonicFactory } from 'ulid';
 
 export type IdPrefix =
   | 'ntf'
+  | 'wkr'
   | 'ten'
   | 'mem'
   | 'tok'

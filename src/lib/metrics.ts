@@ -12,7 +12,7 @@ import {
 /** What the delivery queue holds now (see Metrics: queried at most every QUEUE_STATS_TTL_MS). */
 export interface QueueStats {
   pending: number;
-  /** In flight past their lease: their worker died, or cannot record what it did. */
+  /** In flight, abandoned: their worker died (its heartbeat stopped) before recording them. */
   stuck: number;
   /** Seconds since the oldest due pending delivery became due; 0 when none is due. */
   oldestDueAgeSeconds: number;

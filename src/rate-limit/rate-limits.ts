@@ -34,7 +34,7 @@ interface LimiterSpec {
 }
 
 /** Where rate-limit counters live, and limiters over it. */
-export interface LimiterStore {
+interface LimiterStore {
   readonly kind: Store;
   /** A limiter over the store. */
   limiter(spec: LimiterSpec): RateLimiterAbstract;
@@ -57,7 +57,7 @@ const STORE_TIMEOUT_MS = 100;
  * several processes share one count (the processes of `tourops serve --processes N` on the
  * embedded database share the primary's, over IPC), else this process's memory.
  */
-export function openLimiterStore(config: Config, database: Database, logger: Logger): LimiterStore {
+function openLimiterStore(config: Config, database: Database, logger: Logger): LimiterStore {
   if (config.redisUrl) {
     const redis = new Redis(config.redisUrl, {
       // Fail fast while disconnected: the local count answers instead of queueing.

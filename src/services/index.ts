@@ -22,7 +22,6 @@ import { WebhooksRepository } from '../repositories/webhooks-repository.ts';
 import { AuthCache } from './auth-cache.ts';
 import { BookingsService } from './bookings-service.ts';
 import { ClientsService } from './clients-service.ts';
-import { DeliveriesService } from './deliveries-service.ts';
 import { EventsService } from './events-service.ts';
 import { IdempotencyService } from './idempotency-service.ts';
 import { LibraryService } from './library-service.ts';
@@ -51,7 +50,6 @@ export interface Services {
   /** Webhook portal links and the browser sessions they open. */
   portal: PortalService;
   /** The delivery worker's claims and outcomes. */
-  deliveries: DeliveriesService;
   /** Deletes what RETENTION_DAYS no longer keeps (run by the worker). */
   retention: RetentionService;
   /** Wakes workers and drops cached auth across processes (pg_notify, or in-process). */
@@ -189,14 +187,6 @@ export function createServices(
       tenants: repositories.tenants,
       clock,
       publicBaseUrl: config.publicBaseUrl,
-    }),
-    deliveries: new DeliveriesService({
-      database,
-      webhooks: repositories.webhooks,
-      members: repositories.members,
-      notifications: repositories.notifications,
-      clock,
-      webhook: config.webhook,
     }),
     retention: new RetentionService({
       retention: repositories.retention,

@@ -11,7 +11,7 @@ import {
   type Ordering,
 } from '../domain/flow-control.ts';
 import { effectiveWebhookEndpointCap, isTier, TIERS } from '../domain/plans.ts';
-import { newSigningKey, servesStandardWebhooks } from '../domain/signing.ts';
+import { newSigningKey, retireKey, servesStandardWebhooks } from '../domain/signing.ts';
 import type { SubscribableEventType } from '../domain/states.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
 import { keysetPage, type Page, type PageRequest } from '../lib/cursor.ts';
@@ -285,8 +285,7 @@ export class WebhooksService {
         lastSuccessAt: null,
         lastFailureAt: null,
         signingKey: this.deps.secrets.encrypt(signingKey, id),
-        legacySigningKey: null,
-        legacySigningKeyExpiresAt: null,
+        retiredSigningKeys: '[]',
         standardWebhooks: input.standardWebhooks === true,
         maxConcurrency: input.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY,
         concurrencyLimit: INITIAL_CONCURRENCY,
@@ -446,7 +445,10 @@ export class WebhooksService {
     if (!deleted) throw notFound('Webhook subscription');
   }
 
-  /** A new key; the old one keeps signing (second v1) for the overlap. */
+  /**
+   * A new key; the one current until now keeps signing (another v1) for the overlap, and so does
+   * every key retired before it, each until the expiry promised for it.
+   */
   async rotateKey(
     tenantId: string,
     id: string,
@@ -456,18 +458,21 @@ export class WebhooksService {
     legacySigningKeyExpiresAt: string;
   }> {
     const signingKey = newSigningKey();
-    const expiresAt = new Date(
-      this.deps.clock.now().getTime() + this.deps.keyOverlapMs,
-    ).toISOString();
-    // Under the row's lock: the key that becomes the legacy one is the one current now, so of
-    // two concurrent rotations the second keeps the first's new key signing.
+    const now = this.deps.clock.now();
+    const expiresAt = new Date(now.getTime() + this.deps.keyOverlapMs).toISOString();
+    // Under the row's lock: the key retired is the one current now, so of two concurrent
+    // rotations the second keeps the first's new key signing.
     const row = await this.deps.database.withTransaction(async () => {
       const current = await this.deps.webhooks.lockLiveSubscription(tenantId, id);
       if (!current) throw notFound('Webhook subscription');
       return this.deps.webhooks.updateSubscription(tenantId, id, {
         signingKey: this.deps.secrets.encrypt(signingKey, id),
-        legacySigningKey: current.signingKey,
-        legacySigningKeyExpiresAt: expiresAt,
+        retiredSigningKeys: retireKey(
+          current.retiredSigningKeys,
+          current.signingKey,
+          expiresAt,
+          now.toISOString(),
+        ),
       });
     });
     if (!row) throw notFound('Webhook subscription');

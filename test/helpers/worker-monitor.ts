@@ -1,7 +1,6 @@
+import type { ClaimedDelivery, SettledAttempt } from '../../src/delivery/types.ts';
+import type { DeliveryWorker } from '../../src/delivery/worker.ts';
 import type { PausedNotice } from '../../src/notifications/mailer.ts';
-import type { ClaimedDelivery } from '../../src/repositories/webhooks-repository.ts';
-import type { SettledAttempt } from '../../src/services/deliveries-service.ts';
-import type { DeliveryWorker } from '../../src/webhooks/worker.ts';
 
 type Status = SettledAttempt['outcome']['status'];
 

@@ -1,7 +1,10 @@
+import type { AttemptErrorClass } from '../domain/attempts.ts';
+import type { ClaimedDelivery, DeliveryOutcome } from './types.ts';
+
 /**
- * The delivery worker's decisions, as pure functions: what becomes of a
- * delivery after an attempt, and how a run of attempts changes its subscription's counters and
- * whether it pauses. The worker and DeliveriesService apply them; the tests call them directly.
+ * The retry cascade, as pure functions: what becomes of a delivery after an attempt, how long the
+ * receiver's answer holds its endpoint, and how a run of attempts changes its subscription's
+ * counters and whether it pauses. The recorder applies them; the tests call them directly.
  */
 
 /** Where a delivery goes after an attempt. */
@@ -140,4 +143,32 @@ export function foldAttempts(
     c.clientErrorRun >= rule.failures &&
     Date.parse(c.lastFailureAt ?? since) - Date.parse(since) >= rule.windowMs;
   return { counters: c, pause };
+}
+
+/**
+ * What an attempt that ended with `status` (null: no whole answer) does to its delivery row (see
+ * nextStep), and until when it holds every delivery to the endpoint (see endpointHoldMs), or null;
+ * `retryAfter` is the receiver's header on a 429 or 503.
+ */
+export function attemptOutcome(
+  delivery: Pick<ClaimedDelivery, 'id' | 'claimedAt' | 'attempts'>,
+  answer: { status: number | null; retryAfter?: string; errorClass: AttemptErrorClass | null },
+  scheduleMs: readonly number[],
+  nowMs: number,
+): { outcome: DeliveryOutcome; holdUntil: string | null } {
+  const retryAfterMs = parseRetryAfter(answer.retryAfter, nowMs);
+  const step = nextStep(delivery.attempts, answer.status, scheduleMs, nowMs, retryAfterMs);
+  const holdMs = endpointHoldMs(answer.status, retryAfterMs);
+  return {
+    outcome: {
+      id: delivery.id,
+      claimedAt: delivery.claimedAt,
+      status: step.status,
+      lastResponseStatus: answer.status,
+      lastError: step.status === 'success' ? null : answer.errorClass,
+      nextAttemptAt: step.nextAttemptAt,
+      deliveredAt: step.deliveredAt,
+    },
+    holdUntil: holdMs === null ? null : new Date(nowMs + holdMs).toISOString(),
+  };
 }

@@ -1,9 +1,7 @@
 import { createMailer } from '../notifications/mailer.ts';
-import { DeliveryPacer } from '../rate-limit/delivery-pacer.ts';
-import { openLimiterStore } from '../rate-limit/rate-limits.ts';
 import type { Runtime } from '../runtime.ts';
+import { RetentionSweeper, type SweeperOptions } from '../webhooks/retention-sweeper.ts';
 import { WebhookSender } from './http-sender.ts';
-import { RetentionSweeper, type SweeperOptions } from './retention-sweeper.ts';
 import { DEFAULT_MAX_IN_FLIGHT, DeliveryWorker, type WorkerOptions } from './worker.ts';
 
 /**
@@ -25,15 +23,18 @@ export function startWorker(
     connectionsPerOrigin: options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT,
   });
   const mailer = createMailer(config.smtpUrl, { publicBaseUrl: config.publicBaseUrl });
-  const pacer = new DeliveryPacer(() => openLimiterStore(config, runtime.database, runtime.logger));
+  const { repositories } = runtime;
   const worker = new DeliveryWorker(
     {
       config,
-      deliveries: services.deliveries,
+      database: runtime.database,
+      queue: runtime.queue,
+      subscriptions: repositories.webhooks,
+      members: repositories.members,
+      notifications: repositories.notifications,
       notifier: services.notifier,
       secrets: services.secrets,
       sender,
-      pacer,
       clock: runtime.clock,
       logger: runtime.logger,
       mailer,
@@ -73,7 +74,6 @@ export function startWorker(
     async stop() {
       await Promise.all([worker.stop(), sweeper.stop()]);
       await sender.close();
-      await pacer.close();
       mailer?.close();
     },
   };

@@ -7,7 +7,7 @@ import {
   nextStep,
   parseRetryAfter,
   type SubscriptionCounters,
-} from './delivery-policy.ts';
+} from './cascade.ts';
 
 const SCHEDULE = [60_000, 300_000, 1_800_000];
 const T0 = Date.parse('2026-11-24T10:00:00.000Z');

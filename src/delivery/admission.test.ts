@@ -1,0 +1,123 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import {
+  Holds,
+  mayHaveMore,
+  PACE_LATE_MS,
+  paceCheck,
+  paceClaimRows,
+  paceIntervalUs,
+  paceSlots,
+  subscriptionLevels,
+  tenantClaimPlan,
+} from './admission.ts';
+
+/** The most of `times` within any half-open window of `windowMs`. */
+function mostWithin(times: readonly number[], windowMs: number): number {
+  const sorted = [...times].sort((a, b) => a - b);
+  let most = 0;
+  let first = 0;
+  for (let last = 0; last < sorted.length; last++) {
+    while (sorted[last] - sorted[first] >= windowMs) first += 1;
+    most = Math.max(most, last - first + 1);
+  }
+  return most;
+}
+
+describe('pace: maxPerSecond as evenly spaced send slots', () => {
+  it('spaces slots so that no second holds more than the cap, even when starts run late', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 1000 }),
+        fc.array(fc.integer({ min: 1, max: 40 }), { minLength: 1, maxLength: 12 }),
+        fc.array(fc.integer({ min: 0, max: 5_000 }), { minLength: 12, maxLength: 12 }),
+        fc.integer({ min: 0, max: 1_000_000 }),
+        (perSecond, claims, gapsMs, seed) => {
+          // Reservations as the queue makes them: each from the later of the schedule and now.
+          let nextUs = 0;
+          let nowUs = 1_700_000_000_000_000;
+          const starts: number[] = [];
+          for (const [i, count] of claims.entries()) {
+            nowUs += gapsMs[i] * 1000;
+            nextUs = Math.max(nextUs, nowUs) + count * paceIntervalUs(perSecond);
+            for (const [k, slot] of paceSlots(nextUs, count, perSecond).entries()) {
+              // Any lateness the check lets through, spread by the seed.
+              const late = ((seed + k * 7919) % (PACE_LATE_MS * 1000 + 1)) / 1000;
+              assert.equal(paceCheck(slot, slot + late), 'go');
+              starts.push(Math.floor(slot + late));
+            }
+          }
+          assert.ok(mostWithin(starts, 1_000) <= perSecond);
+        },
+      ),
+      { seed: 34, numRuns: 300 },
+    );
+  });
+
+  it('waits before its slot, goes within PACE_LATE_MS after it, and takes a new one later', () => {
+    assert.equal(paceCheck(1_000, 999), 'wait');
+    assert.equal(paceCheck(1_000, 1_000), 'go');
+    assert.equal(paceCheck(1_000, 1_000 + PACE_LATE_MS), 'go');
+    assert.equal(paceCheck(1_000, 1_001 + PACE_LATE_MS), 'late');
+  });
+
+  it('hands out the slots just before the next free one, oldest first', () => {
+    const interval = paceIntervalUs(5);
+    assert.deepEqual(
+      paceSlots(10 * interval, 3, 5),
+      [7, 8, 9].map((k) => (k * interval) / 1000),
+    );
+  });
+
+  it('claims half a second of a capped subscription at a time, at least one row', () => {
+    assert.equal(paceClaimRows(1), 1);
+    assert.equal(paceClaimRows(5), 3);
+    assert.equal(paceClaimRows(1000), 500);
+  });
+});
+
+describe('Holds: the endpoints receivers asked to wait', () => {
+  it('holds until the latest asked, and lets go once that has passed', () => {
+    const holds = new Holds();
+    holds.hold('whs_a', 2_000);
+    holds.hold('whs_a', 1_500);
+    assert.equal(holds.heldUntil('whs_a', 1_000), 2_000);
+    assert.deepEqual(holds.held(1_999), ['whs_a']);
+    assert.equal(holds.heldUntil('whs_a', 2_000), null);
+    assert.deepEqual(holds.held(2_000), []);
+    assert.equal(holds.heldUntil('whs_b', 0), null);
+  });
+});
+
+describe('subscriptionLevels and mayHaveMore', () => {
+  it('claims half the limit, reopens below the other half, runs low at half of that', () => {
+    assert.deepEqual(subscriptionLevels(16), { share: 8, reopen: 8, low: 4 });
+    assert.deepEqual(subscriptionLevels(5), { share: 3, reopen: 2, low: 1 });
+    assert.deepEqual(subscriptionLevels(1), { share: 1, reopen: 0, low: 0 });
+  });
+
+  const worker = (perSubscription: Map<string, number>) => ({
+    plan: tenantClaimPlan(new Map(), 256, 64),
+    levels: () => subscriptionLevels(16),
+    perSubscription,
+    perTenant: new Map<string, number>(),
+    maxInFlight: 256,
+    maxPerSubscription: 64,
+  });
+  const rows = (n: number) =>
+    Array.from({ length: n }, () => ({ subscriptionId: 's', tenantId: 't' }));
+
+  it('claims again at once after a claim cut by its limit, or by a share that will not signal', () => {
+    assert.equal(mayHaveMore(rows(10), 10, worker(new Map())), true);
+    // A whole share taken, and the subscription at its reopen level: no attempt end will signal.
+    assert.equal(mayHaveMore(rows(8), 20, worker(new Map([['s', 8]]))), true);
+  });
+
+  it('waits for a signal after a claim that took everything there was', () => {
+    assert.equal(mayHaveMore([], 10, worker(new Map())), false);
+    assert.equal(mayHaveMore(rows(3), 20, worker(new Map([['s', 3]]))), false);
+    // Past its reopen level, its attempts signal as they end.
+    assert.equal(mayHaveMore(rows(8), 20, worker(new Map([['s', 9]]))), false);
+  });
+});

@@ -1,0 +1,217 @@
+/**
+ * Admission: which claimed rows a worker may take and when each may start, as pure functions and
+ * plain state. Fair shares of the worker's slots per tenant and per subscription, the holds
+ * receivers ask for, and the pace of a capped subscription. The loop asks; nothing here waits.
+ */
+
+/**
+ * Most rows one claim takes of a subscription: half its cap, so a claim never takes one past the
+ * cap while it still holds up to the other half.
+ */
+export function subscriptionClaimShare(maxPerSubscription: number): number {
+  return Math.ceil(maxPerSubscription / 2);
+}
+
+/**
+ * How many of a worker's attempt slots one tenant may hold: an equal share among the tenants
+ * holding slots now plus one more, so there is always room for a tenant that has none yet, but
+ * never less than one subscription's cap. Alone, a tenant gets half the slots: a tenant whose
+ * endpoints all hang leaves the other half to everyone else, and one with four subscriptions
+ * still drains at full speed (4 × 32 = 128 of 256).
+ */
+export function tenantSlotCap(
+  maxInFlight: number,
+  maxPerSubscription: number,
+  otherTenantsInFlight: number,
+): number {
+  return Math.max(maxPerSubscription, Math.floor(maxInFlight / (otherTenantsInFlight + 2)));
+}
+
+export interface TenantClaimPlan {
+  /** Rows a claim may take of each tenant with attempts in flight (its cap less those). */
+  room: Map<string, number>;
+  /** Tenants at or past their cap: left out of the claim. */
+  skip: string[];
+  /** Rows a claim may take of a tenant with nothing in flight. */
+  newcomerRoom: number;
+}
+
+/** What a claim may take of each tenant, given the attempts each has in flight. */
+export function tenantClaimPlan(
+  inFlightByTenant: ReadonlyMap<string, number>,
+  maxInFlight: number,
+  maxPerSubscription: number,
+): TenantClaimPlan {
+  const holders = inFlightByTenant.size;
+  const cap = tenantSlotCap(maxInFlight, maxPerSubscription, holders - 1);
+  const room = new Map<string, number>();
+  const skip: string[] = [];
+  for (const [tenant, count] of inFlightByTenant) {
+    if (count >= cap) skip.push(tenant);
+    else room.set(tenant, cap - count);
+  }
+  return {
+    room,
+    skip,
+    newcomerRoom: tenantSlotCap(maxInFlight, maxPerSubscription, holders),
+  };
+}
+
+/**
+ * Whether an attempt that just ended (the tenant now has `left` in flight) should wake the claim
+ * loop for that tenant: once it has a quarter of its cap free again after being held back, not
+ * after every single attempt (a claim per attempt would load the database for nothing).
+ */
+export function tenantReopened(
+  left: number,
+  otherTenantsInFlight: number,
+  maxInFlight: number,
+  maxPerSubscription: number,
+): boolean {
+  return left === reopenLevel(maxInFlight, maxPerSubscription, otherTenantsInFlight);
+}
+
+/**
+ * Whether a tenant holding `holding` attempts will wake the claim loop as they end (tenantReopened
+ * fires on the way down through its level); one at or below that level never will.
+ */
+export function tenantWillReopen(
+  holding: number,
+  otherTenantsInFlight: number,
+  maxInFlight: number,
+  maxPerSubscription: number,
+): boolean {
+  return holding > reopenLevel(maxInFlight, maxPerSubscription, otherTenantsInFlight);
+}
+
+function reopenLevel(maxInFlight: number, maxPerSubscription: number, others: number): number {
+  const cap = tenantSlotCap(maxInFlight, maxPerSubscription, others);
+  return cap - Math.ceil(cap / 4);
+}
+
+/**
+ * A subscription's levels in a worker, from its concurrency limit: a claim takes up to half the
+ * limit (`share`); one with more than `reopen` in flight is left out of claims, and falling back to
+ * it reopens the subscription (the claim loop is signalled, held back briefly to gather others);
+ * falling to `low` signals at once (its pipe runs low).
+ */
+export function subscriptionLevels(cap: number): { share: number; reopen: number; low: number } {
+  const share = subscriptionClaimShare(cap);
+  const reopen = cap - share;
+  return { share, reopen, low: Math.floor(reopen / 2) };
+}
+
+/**
+ * Whether a claim right after one that took `claimed` rows (of `limit`) could find rows that no
+ * signal will announce: when it was cut short by its limit, or by a subscription's share or a
+ * tenant's room and left that subscription or tenant below the level whose crossing signals.
+ * Otherwise it took every row claimable just then, and the next claim waits for a signal.
+ */
+export function mayHaveMore(
+  claimed: ReadonlyArray<{ subscriptionId: string; tenantId: string }>,
+  limit: number,
+  worker: {
+    plan: TenantClaimPlan;
+    levels(subscriptionId: string): { share: number; reopen: number };
+    perSubscription: ReadonlyMap<string, number>;
+    perTenant: ReadonlyMap<string, number>;
+    maxInFlight: number;
+    maxPerSubscription: number;
+  },
+): boolean {
+  if (claimed.length === 0) return false;
+  if (claimed.length >= limit) return true;
+  const bySubscription = new Map<string, number>();
+  const byTenant = new Map<string, number>();
+  for (const { subscriptionId, tenantId } of claimed) {
+    bySubscription.set(subscriptionId, (bySubscription.get(subscriptionId) ?? 0) + 1);
+    byTenant.set(tenantId, (byTenant.get(tenantId) ?? 0) + 1);
+  }
+  for (const [id, count] of bySubscription) {
+    const holding = worker.perSubscription.get(id) ?? 0;
+    const { share, reopen } = worker.levels(id);
+    if (count >= share && holding <= reopen) return true;
+  }
+  for (const [tenant, count] of byTenant) {
+    const room = worker.plan.room.get(tenant) ?? worker.plan.newcomerRoom;
+    const holding = worker.perTenant.get(tenant) ?? 0;
+    const others = worker.perTenant.size - (holding > 0 ? 1 : 0);
+    if (
+      count >= room &&
+      !tenantWillReopen(holding, others, worker.maxInFlight, worker.maxPerSubscription)
+    ) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/**
+ * The holds receivers asked for (a 429 or 503 with `Retry-After`), per subscription, as this
+ * process knows them: its own answers at once, other processes' as their notices arrive.
+ */
+export class Holds {
+  private readonly until = new Map<string, number>();
+
+  /** Holds the subscription until `untilMs`, unless held longer already. */
+  hold(subscriptionId: string, untilMs: number): void {
+    if ((this.until.get(subscriptionId) ?? 0) < untilMs) this.until.set(subscriptionId, untilMs);
+  }
+
+  /** Until when the subscription is held (epoch ms), or null when it is not at `nowMs`. */
+  heldUntil(subscriptionId: string, nowMs: number): number | null {
+    const until = this.until.get(subscriptionId);
+    if (until === undefined) return null;
+    if (until > nowMs) return until;
+    this.until.delete(subscriptionId);
+    return null;
+  }
+
+  /** The subscriptions held at `nowMs` (the claim leaves them out). */
+  held(nowMs: number): string[] {
+    const held: string[] = [];
+    for (const id of this.until.keys()) if (this.heldUntil(id, nowMs) !== null) held.push(id);
+    return held;
+  }
+}
+
+/**
+ * How late past its slot a paced attempt may still start. Slots are `(1 s + this) / maxPerSecond`
+ * apart, so any `maxPerSecond + 1` starts span more than a second even when the first of them
+ * started this late; one later still is given back and takes a new slot.
+ */
+export const PACE_LATE_MS = 20;
+/**
+ * A capped subscription is claimed for while its next free slot is at most this far ahead, so a
+ * worker holds at most about that long of its rows waiting.
+ */
+export const PACE_HORIZON_MS = 500;
+
+/** Microseconds between two sends to a subscription capped at `perSecond`. */
+export function paceIntervalUs(perSecond: number): number {
+  return Math.ceil(((1000 + PACE_LATE_MS) * 1000) / perSecond);
+}
+
+/** Rows one claim takes of a capped subscription whose schedule is within the horizon. */
+export function paceClaimRows(perSecond: number): number {
+  return Math.max(1, Math.ceil(perSecond / 2));
+}
+
+/**
+ * The send slots (epoch ms) of `count` attempts whose reservation moved the subscription's next
+ * free slot to `nextSlotUs`: the `count` slots just before it, evenly spaced.
+ */
+export function paceSlots(nextSlotUs: number, count: number, perSecond: number): number[] {
+  const interval = paceIntervalUs(perSecond);
+  const first = nextSlotUs - count * interval;
+  return Array.from({ length: count }, (_, i) => (first + i * interval) / 1000);
+}
+
+/**
+ * Whether an attempt whose slot is `slotMs` may start at `nowMs`: `wait` (not yet), `go`, or
+ * `late` (past its slot by more than PACE_LATE_MS: it takes a new one).
+ */
+export function paceCheck(slotMs: number, nowMs: number): 'wait' | 'go' | 'late' {
+  if (nowMs < slotMs) return 'wait';
+  return nowMs - slotMs <= PACE_LATE_MS ? 'go' : 'late';
+}

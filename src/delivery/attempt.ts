@@ -1,0 +1,184 @@
+import {
+  context,
+  type Link,
+  ROOT_CONTEXT,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+} from '@opentelemetry/api';
+import { deliveryRequest, deliveryUserAgent } from '../domain/delivery-request.ts';
+import { liveRetiredKeys, type RetiredKey } from '../domain/signing.ts';
+import type { SecretBox } from '../lib/secret-box.ts';
+import { ATTR, spanContextOf, traceparentOf, tracer, tracing } from '../lib/tracing.ts';
+import type { SendResult, WebhookSender } from './http-sender.ts';
+import type { ClaimedDelivery } from './types.ts';
+
+const KEY_CACHE_LIMIT = 10_000;
+
+/** What an attempt that failed on our side before or during the send is recorded as. */
+export const INTERNAL_FAILURE: SendResult = Object.freeze({
+  status: null,
+  error: 'internal',
+  errorClass: 'internal',
+  body: '',
+});
+
+/**
+ * One attempt of a delivery: its request (the exact bytes, signed by every live key), the POST, and
+ * its spans when tracing is on. A failure on this side (a key that does not open, a fault in the
+ * sender) is thrown to the caller, which records it as an attempt of class `internal`.
+ */
+export class AttemptRunner {
+  private readonly userAgent: string;
+  /** Opened keys by sealed text (current keys, and each retired list as stored). */
+  private readonly keys = new Map<string, string>();
+  private readonly retired = new Map<string, readonly RetiredKey[]>();
+
+  constructor(
+    private readonly deps: { secrets: SecretBox; sender: WebhookSender; publicBaseUrl: string },
+  ) {
+    this.userAgent = deliveryUserAgent(deps.publicBaseUrl);
+  }
+
+  run(delivery: ClaimedDelivery, now: Date): Promise<SendResult> {
+    if (!tracing.on) return this.send(delivery, now, false);
+    const span = processSpan(delivery);
+    return context
+      .with(trace.setSpan(ROOT_CONTEXT, span), () => this.send(delivery, now, true))
+      .then(
+        (result) => {
+          ended(span, result);
+          return result;
+        },
+        (error: unknown) => {
+          ended(span, INTERNAL_FAILURE);
+          throw error;
+        },
+      );
+  }
+
+  /** `traced`: the POST then gets a client span of its own. */
+  private send(delivery: ClaimedDelivery, now: Date, traced: boolean): Promise<SendResult> {
+    const event = {
+      id: delivery.eventId,
+      type: delivery.eventType,
+      data: delivery.data,
+      isTest: delivery.isTest,
+      sequence: delivery.sequence,
+    };
+    const { body, headers } = deliveryRequest(
+      event,
+      Math.floor(now.getTime() / 1000),
+      this.signingKeys(delivery, now.toISOString()),
+      {
+        requestId: `${delivery.id}.${delivery.attempts}`,
+        attempt: delivery.attempts,
+        userAgent: this.userAgent,
+      },
+      { standardWebhooks: delivery.standardWebhooks },
+    );
+    if (!traced) return this.deps.sender.send(delivery.url, headers, body);
+    return this.tracedSend(delivery, headers, body);
+  }
+
+  /** The POST in a client span, whose context goes along when the subscription asks. */
+  private async tracedSend(
+    delivery: ClaimedDelivery,
+    headers: Record<string, string>,
+    body: string,
+  ): Promise<SendResult> {
+    const span = clientSpan(delivery);
+    if (delivery.propagateTraceContext) {
+      const traceparent = traceparentOf(span);
+      if (traceparent !== null) headers.traceparent = traceparent;
+      const tracestate = span.spanContext().traceState?.serialize();
+      if (tracestate) headers.tracestate = tracestate;
+    }
+    const result = await this.deps.sender.send(delivery.url, headers, body);
+    ended(span, result);
+    return result;
+  }
+
+  /**
+   * The current key, then every retired key still within the expiry promised for it; each opened
+   * once.
+   */
+  private signingKeys(delivery: ClaimedDelivery, now: string): string[] {
+    const keys = [this.open(delivery.signingKey, delivery.subscriptionId)];
+    if (delivery.retiredSigningKeys === '[]') return keys;
+    let retired = this.retired.get(delivery.retiredSigningKeys);
+    if (retired === undefined) {
+      retired = JSON.parse(delivery.retiredSigningKeys) as RetiredKey[];
+      if (this.retired.size >= KEY_CACHE_LIMIT) this.retired.clear();
+      this.retired.set(delivery.retiredSigningKeys, retired);
+    }
+    for (const { key } of liveRetiredKeys(retired, now)) {
+      keys.push(this.open(key, delivery.subscriptionId));
+    }
+    return keys;
+  }
+
+  private open(sealed: string, subscriptionId: string): string {
+    let key = this.keys.get(sealed);
+    if (key === undefined) {
+      key = this.deps.secrets.decrypt(sealed, subscriptionId);
+      if (this.keys.size >= KEY_CACHE_LIMIT) this.keys.clear();
+      this.keys.set(sealed, key);
+    }
+    return key;
+  }
+}
+
+/**
+ * An attempt's consumer span: a trace of its own (attempts of one event can span hours), linked to
+ * the span that created the event when one was stored with it.
+ */
+function processSpan(delivery: ClaimedDelivery): Span {
+  const producer = spanContextOf(delivery.traceContext);
+  const links: Link[] = producer === null ? [] : [{ context: producer }];
+  return tracer.startSpan(
+    `process ${delivery.eventType}`,
+    {
+      kind: SpanKind.CONSUMER,
+      root: true,
+      links,
+      attributes: {
+        'messaging.system': 'tourops',
+        'messaging.operation.type': 'process',
+        'messaging.destination.name': delivery.eventType,
+        'messaging.message.id': delivery.eventId,
+        [ATTR.tenantId]: delivery.tenantId,
+        [ATTR.subscriptionId]: delivery.subscriptionId,
+        [ATTR.deliveryId]: delivery.id,
+      },
+    },
+    ROOT_CONTEXT,
+  );
+}
+
+/** The POST's client span (a child of the active process span); the URL without its query. */
+function clientSpan(delivery: ClaimedDelivery): Span {
+  const attributes: Record<string, string | number> = { 'http.request.method': 'POST' };
+  try {
+    const url = new URL(delivery.url);
+    attributes['url.full'] = `${url.origin}${url.pathname}`;
+    attributes['server.address'] = url.hostname;
+    attributes['server.port'] = Number(url.port || 443);
+  } catch {
+    // The sender refuses it (an attempt of class internal); the span says what was tried.
+  }
+  if (delivery.attempts > 1) attributes['http.request.resend_count'] = delivery.attempts - 1;
+  return tracer.startSpan('POST', { kind: SpanKind.CLIENT, attributes });
+}
+
+/** Ends a span with the attempt's outcome. */
+function ended(span: Span, result: SendResult): void {
+  if (result.status !== null) span.setAttribute('http.response.status_code', result.status);
+  const failed = result.status === null || result.status >= 300;
+  if (failed) {
+    span.setAttribute('error.type', result.errorClass ?? String(result.status));
+    span.setStatus({ code: SpanStatusCode.ERROR, message: result.error ?? undefined });
+  }
+  span.end();
+}

@@ -1,0 +1,146 @@
+import { type RawBuilder, sql } from 'kysely';
+import type { Dialect } from '../db/database.ts';
+
+/**
+ * The claim, as one statement (compiled once by DeliveryQueue: every list is one JSON parameter,
+ * so its text never changes and PostgreSQL plans it once per connection). It takes, for every
+ * active subscription not skipped and not held, its earliest due pending rows: at most
+ * `perSubscription`, no more than its concurrency limit less its attempts in flight (over every
+ * worker, less this worker's settled ones), and for a capped subscription only while its next send
+ * slot is within the pace horizon, at most `paceRows`; then at most each tenant's room, the
+ * earliest due overall, `limit` in all. Besides those, in-flight rows abandoned by their worker
+ * (see `abandoned`) that have attempts left. Each row chosen gets this worker's claim and its
+ * attempt counted. On PostgreSQL concurrent workers skip each other's locked rows; SQLite runs the
+ * statement under its write lock, so no row is claimed twice either way.
+ */
+export function claimStatement(
+  dialect: Dialect,
+  p: {
+    now: string;
+    nowUs: string;
+    paceHorizonUs: string;
+    workerId: string;
+    aliveSince: string;
+    staleBefore: string;
+    limit: string;
+    perSubscription: string;
+    newcomerRoom: string;
+    maxAttempts: string;
+    skip: string;
+    skipTenants: string;
+    rooms: string;
+    settled: string;
+  },
+): RawBuilder<{ id: string }> {
+  const pg = dialect === 'postgres';
+  const int = (value: string) => (pg ? sql`cast(${value} as integer)` : sql`${value}`);
+  const big = (value: string) => (pg ? sql`cast(${value} as bigint)` : sql`${value}`);
+  // The members of a JSON array parameter, as a subquery.
+  const members = (list: string) =>
+    pg
+      ? sql`(select jsonb_array_elements_text(cast(${list} as jsonb)))`
+      : sql`(select value from json_each(${list}))`;
+  // A `per_object` subscription's row waits while an earlier one of its object is still to go
+  // (in flight, or pending with a lower sequence), through webhook_deliveries_object_idx.
+  const inOrder = (
+    row: string,
+  ) => sql`(s.ordering = 'none' or ${sql.ref(`${row}.object_key`)} is null or not exists (
+    select 1 from webhook_deliveries o
+    where o.subscription_id = ${sql.ref(`${row}.subscription_id`)} and o.object_key = ${sql.ref(`${row}.object_key`)}
+      and o.status in ('pending', 'in_flight')
+      and (o.status = 'in_flight' or o.sequence < ${sql.ref(`${row}.sequence`)})))`;
+  const eligible = sql`s.active = 1 and (s.held_until is null or s.held_until <= ${p.now})
+    and s.id not in ${members(p.skip)} and s.tenant_id not in ${members(p.skipTenants)}`;
+  // A subscription's concurrency limit, within the ceiling its owner set.
+  const cap = sql`case when s.concurrency_limit < s.max_concurrency then s.concurrency_limit else s.max_concurrency end`;
+  // A capped subscription is claimed for while its next free slot is within the horizon.
+  const paceRoom = sql`case when s.max_per_second is null then ${int(p.perSubscription)}
+    when coalesce((select g.next_slot_us from webhook_pacing g where g.subscription_id = s.id), 0)
+      > ${big(p.nowUs)} + ${big(p.paceHorizonUs)} then 0
+    else (s.max_per_second + 1) / 2 end`;
+  // Per subscription: LATERAL on PostgreSQL, its walk limited to its room; on SQLite (no LATERAL,
+  // no correlated LIMIT) a correlated IN, with CROSS JOIN keeping subscriptions the outer loop
+  // (else SQLite scans every delivery), and the room applied to the rows it found.
+  const candidates = pg
+    ? sql`
+      select q.id, q.next_attempt_at, s.tenant_id
+      from webhook_subscriptions s
+      cross join lateral (
+        select count(*) as n from webhook_deliveries f
+        where f.subscription_id = s.id and f.status = 'in_flight' and f.id not in ${members(p.settled)}
+      ) b
+      cross join lateral (
+        select d.id, d.next_attempt_at from webhook_deliveries d
+        where d.subscription_id = s.id and d.status = 'pending' and d.next_attempt_at <= ${p.now}
+          and ${inOrder('d')}
+        order by d.next_attempt_at
+        limit greatest(0, least(cast(${p.perSubscription} as integer), ${cap} - b.n, ${paceRoom}))
+        for update of d skip locked
+      ) q
+      where ${eligible}`
+    : sql`
+      select id, next_attempt_at, tenant_id from (
+        select d.id, d.next_attempt_at, s.tenant_id, ${cap} as cap, ${paceRoom} as pace,
+          row_number() over (partition by s.id order by d.next_attempt_at) as rank,
+          coalesce(b.n, 0) as busy
+        from webhook_subscriptions s
+        cross join webhook_deliveries d
+        left join (
+          select subscription_id, count(*) as n from webhook_deliveries
+          where status = 'in_flight' and id not in ${members(p.settled)} group by subscription_id
+        ) b on b.subscription_id = s.id
+        where d.id in (
+          select d2.id from webhook_deliveries d2
+          where d2.subscription_id = s.id and d2.status = 'pending' and d2.next_attempt_at <= ${p.now}
+            and ${inOrder('d2')}
+          order by d2.next_attempt_at
+          limit ${p.perSubscription}
+        )
+        and ${eligible}
+      ) as within_room
+      where rank + busy <= cap and rank <= pace`;
+  // Then at most a tenant's room of its rows (ranked over its subscriptions), the earliest due.
+  const roomOf = pg
+    ? sql`coalesce(cast(cast(${p.rooms} as jsonb) ->> ranked.tenant_id as integer), cast(${p.newcomerRoom} as integer))`
+    : sql`coalesce((select r.value from json_each(${p.rooms}) as r where r.key = ranked.tenant_id), ${p.newcomerRoom})`;
+  const due = sql`
+    select id from (
+      select id, next_attempt_at, tenant_id, row_number() over (partition by tenant_id order by next_attempt_at) as rank
+      from (${candidates}) as candidates
+    ) as ranked
+    where rank <= ${roomOf}
+    order by next_attempt_at
+    limit ${p.limit}`;
+  const stale = sql`
+    select d.id from webhook_deliveries d
+    join webhook_subscriptions s on s.id = d.subscription_id
+    where ${abandoned('d', p.aliveSince, p.staleBefore, p.workerId)}
+      and d.attempts < ${p.maxAttempts} and s.active = 1 and d.subscription_id not in ${members(p.skip)}
+    order by d.claimed_at
+    limit ${p.limit}
+    ${pg ? sql`for update of d skip locked` : sql``}`;
+  const chosen = sql`select id from (${due}) as due_rows union all select id from (${stale}) as stale_rows`;
+  // The chosen ids are found by primary key: on PostgreSQL `= any(array(…))`, so the subquery
+  // runs once (with IN the planner may walk the whole table, history included).
+  const keyIn = pg ? sql`id = any(array(${chosen}))` : sql`id in (${chosen})`;
+  return sql<{ id: string }>`
+    update webhook_deliveries
+    set status = 'in_flight', claimed_at = ${p.now}, claimed_by = ${p.workerId}, attempts = attempts + 1
+    where ${keyIn}
+    returning id`;
+}
+
+/**
+ * Whether the in-flight row `alias` was abandoned: its worker's heartbeat is older than
+ * `aliveSince` (it died, or stopped without recording it), or, for a claim older than the worker
+ * registry (no `claimed_by`), the claim is older than `staleBefore`. Never a claim of `asker`: a
+ * worker holds its own claims, whatever the clock says of its heartbeat. Through the partial
+ * in-flight index: there are few such rows.
+ */
+export function abandoned(alias: string, aliveSince: string, staleBefore: string, asker: string) {
+  const row = (column: string) => sql.ref(`${alias}.${column}`);
+  return sql<boolean>`${row('status')} = 'in_flight' and (
+    (${row('claimed_by')} is null and ${row('claimed_at')} < ${staleBefore})
+    or (${row('claimed_by')} <> ${asker} and not exists (
+      select 1 from webhook_workers w where w.id = ${row('claimed_by')} and w.heartbeat_at >= ${aliveSince})))`;
+}

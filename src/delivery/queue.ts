@@ -1,0 +1,393 @@
+import { type Insertable, type Selectable, sql } from 'kysely';
+import { prepare } from '../db/prepared.ts';
+import type {
+  DeliveryStatus,
+  WebhookAttemptsTable,
+  WebhookSubscriptionsTable,
+} from '../db/schema.ts';
+import { Repository } from '../repositories/repository.ts';
+import { abandoned, claimStatement } from './claim-sql.ts';
+import type { ClaimedDelivery, DeliveryOutcome } from './types.ts';
+
+/**
+ * The statuses the partial queue indexes are defined on, written as literals: a planner can use a
+ * partial index only when the query's condition visibly implies the index's (a bound parameter
+ * does not, on SQLite, nor in a generic plan on PostgreSQL).
+ */
+const PENDING = sql<DeliveryStatus>`'pending'`;
+/** Seven bind parameters a row: far under both backends' limits. */
+const OUTCOMES_PER_STATEMENT = 500;
+/** Ten bind parameters a row. */
+const ATTEMPTS_PER_STATEMENT = 300;
+/** maxAttempts when a claim has none: abandoned claims are taken over whatever their count. */
+const NO_ATTEMPT_CAP = 2_147_483_647;
+
+export interface ClaimOptions {
+  /** The claiming worker (webhook_workers.id). */
+  workerId: string;
+  /** Claims whose worker's heartbeat is older than this are abandoned (ISO 8601). */
+  aliveSince: string;
+  /** Claims without a worker (older versions) are abandoned once older than this. */
+  staleBefore: string;
+  /** Most rows of one subscription. */
+  perSubscription: number;
+  /** How far ahead a capped subscription's next slot may be for it to be claimed for (µs). */
+  paceHorizonUs: number;
+  /** Subscriptions to leave alone (at their level in this worker, or held). */
+  skip?: readonly string[];
+  /** Most rows of each tenant listed, over all its subscriptions. */
+  tenantRoom?: ReadonlyMap<string, number>;
+  /** Most rows of a tenant not listed. */
+  newcomerRoom?: number;
+  skipTenants?: readonly string[];
+  /**
+   * Deliveries whose attempt this worker finished but has not recorded yet: their rows are still
+   * in flight, their slots free. By id, not by count: one recorded while the claim runs must not
+   * be taken off twice.
+   */
+  settled?: readonly string[];
+  /** Abandoned claims are taken over only with attempts left (see deadLetterAbandoned). */
+  maxAttempts?: number;
+}
+
+/**
+ * The delivery queue's statements: claim, give back, record outcomes and attempts, dead-letter
+ * abandoned last attempts, pace capped subscriptions, the worker registry and the queue's figures.
+ * They span tenants: the queue is one, whoever's rows are in it.
+ */
+export class DeliveryQueue extends Repository {
+  /**
+   * Claims up to `limit` due rows for `options.workerId` (see claimStatement) and returns what
+   * sending each needs.
+   */
+  async claim(now: Date, limit: number, options: ClaimOptions): Promise<ClaimedDelivery[]> {
+    const at = now.toISOString();
+    const claimed = await this.claimRows(
+      at,
+      now.getTime() * 1000,
+      options.paceHorizonUs,
+      options.workerId,
+      options.aliveSince,
+      options.staleBefore,
+      limit,
+      Math.min(limit, options.perSubscription),
+      Math.min(limit, options.newcomerRoom ?? limit),
+      options.maxAttempts ?? NO_ATTEMPT_CAP,
+      JSON.stringify(options.skip ?? []),
+      JSON.stringify(options.skipTenants ?? []),
+      JSON.stringify(Object.fromEntries(options.tenantRoom ?? [])),
+      JSON.stringify(options.settled ?? []),
+    );
+    if (claimed.length === 0) return [];
+    return this.claimedRows(at, JSON.stringify(claimed.map((row) => row.id))) as Promise<
+      ClaimedDelivery[]
+    >;
+  }
+
+  private readonly claimRows = prepare(
+    this.db,
+    (
+      now: string,
+      nowUs: number,
+      paceHorizonUs: number,
+      workerId: string,
+      aliveSince: string,
+      staleBefore: string,
+      limit: number,
+      perSubscription: number,
+      newcomerRoom: number,
+      maxAttempts: number,
+      skip: string,
+      skipTenants: string,
+      rooms: string,
+      settled: string,
+    ) =>
+      claimStatement(this.dialect, {
+        now,
+        nowUs: nowUs as unknown as string,
+        paceHorizonUs: paceHorizonUs as unknown as string,
+        workerId,
+        aliveSince,
+        staleBefore,
+        limit: limit as unknown as string,
+        perSubscription: perSubscription as unknown as string,
+        newcomerRoom: newcomerRoom as unknown as string,
+        maxAttempts: maxAttempts as unknown as string,
+        skip,
+        skipTenants,
+        rooms,
+        settled,
+      }),
+  );
+
+  /** What sending each claimed row needs (`ids`: a JSON array), compiled once. */
+  private readonly claimedRows = prepare(this.db, (now: string, ids: string) =>
+    this.db
+      .selectFrom('webhookDeliveries as d')
+      .innerJoin('events as e', 'e.id', 'd.eventId')
+      .innerJoin('webhookSubscriptions as s', 's.id', 'd.subscriptionId')
+      .select([
+        'd.id',
+        'd.tenantId',
+        'd.subscriptionId',
+        'd.eventId',
+        'd.eventType',
+        'd.attempts',
+        'd.claimedAt',
+        'e.data',
+        'e.isTest',
+        'd.sequence',
+        's.url',
+        's.standardWebhooks',
+        sql<number>`case when s.concurrency_limit < s.max_concurrency then s.concurrency_limit else s.max_concurrency end`.as(
+          'concurrencyLimit',
+        ),
+        's.maxPerSecond',
+        's.ordering',
+        's.signingKey',
+        's.retiredSigningKeys',
+        'e.traceContext',
+        's.propagateTraceContext',
+      ])
+      .where(
+        sql<boolean>`d.id in ${
+          this.dialect === 'postgres'
+            ? sql`(select jsonb_array_elements_text(cast(${ids} as jsonb)))`
+            : sql`(select value from json_each(${ids}))`
+        }`,
+      )
+      .where('d.claimedAt', '=', now),
+  );
+
+  /**
+   * Reserves send slots of capped subscriptions: each one's next free slot moves to the later of
+   * itself and `nowUs`, plus `count` intervals. Returns each subscription's next free slot after
+   * the reservation (µs); its `count` slots are the intervals just before it. One statement; on
+   * PostgreSQL the row lock orders concurrent reservations, SQLite's write lock does the same.
+   */
+  async reservePace(
+    nowUs: number,
+    reservations: ReadonlyArray<{ subscriptionId: string; spanUs: number }>,
+  ): Promise<Map<string, number>> {
+    if (reservations.length === 0) return new Map();
+    const later =
+      this.dialect === 'postgres'
+        ? sql`greatest(webhook_pacing.next_slot_us - cast(${nowUs} as bigint), 0)`
+        : sql`max(webhook_pacing.next_slot_us - ${nowUs}, 0)`;
+    const rows = await this.db
+      .insertInto('webhookPacing')
+      .values(
+        [...reservations]
+          .sort((a, b) => (a.subscriptionId < b.subscriptionId ? -1 : 1))
+          .map((r) => ({ subscriptionId: r.subscriptionId, nextSlotUs: nowUs + r.spanUs })),
+      )
+      .onConflict((conflict) =>
+        conflict
+          .column('subscriptionId')
+          .doUpdateSet({ nextSlotUs: sql`${later} + excluded.next_slot_us` }),
+      )
+      .returning(['subscriptionId', 'nextSlotUs'])
+      .execute();
+    return new Map(rows.map((row) => [row.subscriptionId, Number(row.nextSlotUs)]));
+  }
+
+  /**
+   * Gives claims back unattempted: each row pending again at its `nextAttemptAt`, its attempt
+   * uncounted, if it still holds that claim (see recordOutcomes).
+   */
+  async release(
+    released: ReadonlyArray<{ id: string; claimedAt: string; nextAttemptAt: string }>,
+  ): Promise<void> {
+    for (let start = 0; start < released.length; start += OUTCOMES_PER_STATEMENT) {
+      const rows = released
+        .slice(start, start + OUTCOMES_PER_STATEMENT)
+        .map((r) => sql`(${r.id}, ${r.claimedAt}, ${r.nextAttemptAt})`);
+      await sql`
+        with v (id, claimed_at, next_attempt_at) as (values ${sql.join(rows)})
+        update webhook_deliveries
+        set status = 'pending',
+            claimed_at = null,
+            claimed_by = null,
+            next_attempt_at = v.next_attempt_at,
+            attempts = webhook_deliveries.attempts - 1
+        from v
+        where webhook_deliveries.id = v.id
+          and webhook_deliveries.status = 'in_flight'
+          and webhook_deliveries.claimed_at = v.claimed_at`.execute(this.db);
+    }
+  }
+
+  /**
+   * Gives back, due now and uncounted, the rows claimed by `workerId` that it does not hold: a
+   * claim whose answer it never got (a connection cut mid-statement). The loop runs it between
+   * claims, so no claim of its own is under way.
+   */
+  async releaseUnheld(workerId: string, held: readonly string[], now: string): Promise<number> {
+    const result = await this.db
+      .updateTable('webhookDeliveries')
+      .set((eb) => ({
+        status: 'pending',
+        claimedAt: null,
+        claimedBy: null,
+        nextAttemptAt: now,
+        attempts: eb('attempts', '-', 1),
+      }))
+      .where('status', '=', 'in_flight')
+      .where('claimedBy', '=', workerId)
+      .where(
+        sql<boolean>`id not in ${
+          this.dialect === 'postgres'
+            ? sql`(select jsonb_array_elements_text(cast(${JSON.stringify(held)} as jsonb)))`
+            : sql`(select value from json_each(${JSON.stringify(held)}))`
+        }`,
+      )
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows);
+  }
+
+  /**
+   * Settles a batch of attempts in one statement (both backends run UPDATE … FROM a VALUES list);
+   * each row only if it still holds the same claim. A null lastResponseStatus (no answer) keeps
+   * the last one the endpoint gave.
+   */
+  async recordOutcomes(outcomes: readonly DeliveryOutcome[]): Promise<void> {
+    for (let start = 0; start < outcomes.length; start += OUTCOMES_PER_STATEMENT) {
+      const rows = outcomes
+        .slice(start, start + OUTCOMES_PER_STATEMENT)
+        .map(
+          (o) =>
+            sql`(${o.id}, ${o.claimedAt}, ${o.status}, cast(${o.lastResponseStatus} as integer), ${o.nextAttemptAt}, ${o.deliveredAt}, cast(${o.lastError} as varchar(30)))`,
+        );
+      await sql`
+        with v (id, claimed_at, status, last_response_status, next_attempt_at, delivered_at, last_error)
+          as (values ${sql.join(rows)})
+        update webhook_deliveries
+        set status = v.status,
+            last_response_status = coalesce(v.last_response_status, webhook_deliveries.last_response_status),
+            next_attempt_at = v.next_attempt_at,
+            delivered_at = v.delivered_at,
+            last_error = v.last_error,
+            claimed_at = null,
+            claimed_by = null
+        from v
+        where webhook_deliveries.id = v.id
+          and webhook_deliveries.status = 'in_flight'
+          and webhook_deliveries.claimed_at = v.claimed_at`.execute(this.db);
+    }
+  }
+
+  /** Records finished attempts (see WebhookAttemptsTable), in statements of bounded size. */
+  async insertAttempts(rows: Insertable<WebhookAttemptsTable>[]): Promise<void> {
+    for (let start = 0; start < rows.length; start += ATTEMPTS_PER_STATEMENT) {
+      await this.db
+        .insertInto('webhookAttempts')
+        .values(rows.slice(start, start + ATTEMPTS_PER_STATEMENT))
+        .execute();
+    }
+  }
+
+  /**
+   * Locks the subscriptions whose counters a batch of outcomes changes (see lockedRows: beside
+   * the events' transactions inserting delivery rows under them), in id order so two workers
+   * cannot deadlock.
+   */
+  lockSubscriptions(ids: string[]): Promise<Selectable<WebhookSubscriptionsTable>[]> {
+    return this.lockedRows(
+      this.db.selectFrom('webhookSubscriptions').selectAll().where('id', 'in', ids).orderBy('id'),
+    ).execute();
+  }
+
+  /**
+   * Dead-letters the abandoned claims of rows whose last attempt was the one interrupted: it
+   * counted (it may well have reached the endpoint), and there are `maxAttempts` in all.
+   */
+  async deadLetterAbandoned(
+    asker: string,
+    aliveSince: string,
+    staleBefore: string,
+    maxAttempts: number,
+  ): Promise<number> {
+    const result = await this.db
+      .updateTable('webhookDeliveries as d')
+      .set({ status: 'dead_letter', claimedAt: null, claimedBy: null, nextAttemptAt: null })
+      .where(abandoned('d', aliveSince, staleBefore, asker))
+      .where('d.attempts', '>=', maxAttempts)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows);
+  }
+
+  /** Registers a worker, beating now. */
+  async joinWorker(id: string, now: string): Promise<void> {
+    await this.db
+      .insertInto('webhookWorkers')
+      .values({ id, startedAt: now, heartbeatAt: now })
+      .onConflict((conflict) => conflict.column('id').doUpdateSet({ heartbeatAt: now }))
+      .execute();
+  }
+
+  /** A worker's heartbeat; false when its row is gone (taken for dead: it joins again). */
+  async heartbeat(id: string, now: string): Promise<boolean> {
+    const result = await this.db
+      .updateTable('webhookWorkers')
+      .set({ heartbeatAt: now })
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  }
+
+  /** A worker that stopped, or workers silent since `before` (their claims were taken over). */
+  async forgetWorkers(filter: { id: string } | { before: string }): Promise<void> {
+    let query = this.db.deleteFrom('webhookWorkers');
+    query =
+      'id' in filter
+        ? query.where('id', '=', filter.id)
+        : query.where('heartbeatAt', '<', filter.before);
+    await query.execute();
+  }
+
+  /**
+   * What the queue holds (the metrics' gauges): pending rows and the earliest due time, through
+   * webhook_deliveries_pending_idx (partial: pending rows only, whatever the history); abandoned
+   * claims; paused live subscriptions.
+   */
+  async stats(
+    now: string,
+    aliveSince: string,
+    staleBefore: string,
+  ): Promise<{ pending: number; oldestDue: string | null; abandoned: number; paused: number }> {
+    const queue = await this.db
+      .selectFrom('webhookDeliveries')
+      .select((eb) => [
+        eb.fn.countAll<number>().as('pending'),
+        eb.fn
+          .min(
+            eb
+              .case()
+              .when('nextAttemptAt', '<=', now)
+              .then(eb.ref('nextAttemptAt'))
+              .else(null)
+              .end(),
+          )
+          .as('oldestDue'),
+      ])
+      .where('status', '=', PENDING)
+      .executeTakeFirstOrThrow();
+    const lost = await this.db
+      .selectFrom('webhookDeliveries as d')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where(abandoned('d', aliveSince, staleBefore, ''))
+      .executeTakeFirstOrThrow();
+    const paused = await this.db
+      .selectFrom('webhookSubscriptions')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('active', '=', false)
+      .where('deletedAt', 'is', null)
+      .executeTakeFirstOrThrow();
+    return {
+      pending: Number(queue.pending),
+      oldestDue: (queue.oldestDue as string | null) ?? null,
+      abandoned: Number(lost.n),
+      paused: Number(paused.n),
+    };
+  }
+}

@@ -1,0 +1,322 @@
+import type { Logger } from 'pino';
+import type { Config } from '../config.ts';
+import type { Database } from '../db/database.ts';
+import { newId } from '../lib/ids.ts';
+import type { Mailer, PausedNotice } from '../notifications/mailer.ts';
+import type { MembersRepository } from '../repositories/members-repository.ts';
+import type { NotificationsRepository } from '../repositories/notifications-repository.ts';
+import type { WebhooksRepository } from '../repositories/webhooks-repository.ts';
+import { attemptOutcome, foldAttempts } from './cascade.ts';
+import { type ConcurrencySample, foldConcurrency } from './concurrency.ts';
+import type { SendResult } from './http-sender.ts';
+import type { DeliveryQueue } from './queue.ts';
+import type { ClaimedDelivery, ReleasedClaim, SettledAttempt } from './types.ts';
+
+/** Record when this many attempts wait, or RECORD_DELAY_MS after the first. */
+const RECORD_BATCH = 200;
+const RECORD_DELAY_MS = 5;
+/** After a failed recording, the next try (the outcomes wait in memory meanwhile). */
+const RECORD_RETRY_MS = 1_000;
+
+interface RecorderDeps {
+  database: Database;
+  queue: DeliveryQueue;
+  subscriptions: WebhooksRepository;
+  members: MembersRepository;
+  notifications: NotificationsRepository;
+  webhook: Pick<Config['webhook'], 'retryScheduleMs' | 'autopauseFailures' | 'autopauseWindowMs'>;
+  logger: Logger;
+  /** Emails auto-pause notices when SMTP_URL is set. */
+  mailer: Mailer | null;
+}
+
+/** What the recorder tells its worker. */
+export interface RecorderHooks {
+  /** A batch is recorded: its rows no longer count in flight; `due` are their next attempts. */
+  recorded(batch: SettledAttempt[], released: ReleasedClaim[]): void;
+  paused(notice: PausedNotice): void;
+}
+
+/**
+ * Turns finished attempts into outcomes (the retry cascade) and records them in batches: the
+ * rows, the attempt log, the subscriptions' counters, concurrency limits and holds, auto-pause with
+ * its notification rows, and claims given back, in one transaction per batch. A batch that fails
+ * to record is kept and tried again: a live worker's claims are never taken over, so nothing but
+ * the worker itself can settle them.
+ */
+export class Recorder {
+  private settled: SettledAttempt[] = [];
+  private released: ReleasedClaim[] = [];
+  private recording: Promise<void> | null = null;
+  private timer: NodeJS.Timeout | null = null;
+  private readonly mailing = new Set<Promise<void>>();
+
+  constructor(
+    private readonly deps: RecorderDeps,
+    private readonly hooks: RecorderHooks,
+  ) {}
+
+  /** Attempts waiting to be recorded, and claims waiting to be given back. */
+  get waiting(): number {
+    return this.settled.length + this.released.length;
+  }
+
+  /**
+   * The outcome of a finished attempt (see attemptOutcome), logged and queued for recording.
+   * `inFlight`: the subscription's attempts in flight here once it began, itself included.
+   */
+  attempted(
+    delivery: ClaimedDelivery,
+    result: SendResult,
+    timing: { startedAt: string; durationMs: number; endedAt: Date; inFlight: number },
+  ): SettledAttempt {
+    // An answer counts only when it arrived whole: a 2xx whose body stalls past the time-out is a
+    // time-out (null), like one that never answered.
+    const status = result.error === null ? result.status : null;
+    const { outcome, holdUntil } = attemptOutcome(
+      delivery,
+      { status, retryAfter: result.retryAfter, errorClass: result.errorClass },
+      this.deps.webhook.retryScheduleMs,
+      timing.endedAt.getTime(),
+    );
+    const settled: SettledAttempt = {
+      delivery,
+      outcome,
+      status,
+      at: timing.endedAt.toISOString(),
+      holdUntil,
+      inFlightAtSend: timing.inFlight,
+      attempt: {
+        startedAt: timing.startedAt,
+        durationMs: timing.durationMs,
+        status: result.status,
+        errorClass: result.errorClass,
+        responseBody: result.body,
+        retryAfter: result.retryAfter?.slice(0, 100) ?? null,
+        concurrencyLimit: delivery.concurrencyLimit,
+      },
+    };
+    // What an operator needs to explain a failure, one line per attempt (successes at debug).
+    const line = {
+      subscriptionId: delivery.subscriptionId,
+      deliveryId: delivery.id,
+      attempt: delivery.attempts,
+      status,
+      error: result.errorClass,
+      ms: timing.durationMs,
+      next: outcome.status,
+      // When the next attempt is due (a retry), else null.
+      nextAttemptAt: outcome.nextAttemptAt,
+    };
+    const { logger } = this.deps;
+    // A dead letter is the end of a delivery: at warn, where alerts look.
+    if (outcome.status === 'success') logger.debug(line, 'webhook attempt delivered');
+    else if (outcome.status === 'dead_letter') logger.warn(line, 'webhook dead-lettered');
+    else logger.info(line, 'webhook attempt failed');
+    this.settled.push(settled);
+    // A hold is recorded at once: claims in other processes skip the endpoint from then on.
+    this.recordSoon(holdUntil !== null);
+    return settled;
+  }
+
+  /** A claim given back unattempted, pending again from `nextAttemptAt`. */
+  givenBack(delivery: ClaimedDelivery, nextAttemptAt: string): void {
+    this.released.push({ delivery, nextAttemptAt });
+    this.recordSoon(false);
+  }
+
+  private recordSoon(now: boolean): void {
+    if (now || this.settled.length >= RECORD_BATCH) void this.record();
+    else this.timer ??= setTimeout(() => void this.record(), RECORD_DELAY_MS);
+  }
+
+  /** Records everything waiting, one recording at a time; resolves once it is recorded or kept. */
+  async record(): Promise<void> {
+    while (this.recording) await this.recording;
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = null;
+    }
+    const batch = this.settled;
+    const released = this.released;
+    if (batch.length === 0 && released.length === 0) return;
+    this.settled = [];
+    this.released = [];
+    this.recording = this.write(batch, released).then(
+      (paused) => {
+        this.hooks.recorded(batch, released);
+        for (const notice of paused) {
+          this.deps.logger.warn(
+            {
+              subscriptionId: notice.subscriptionId,
+              tenantId: notice.tenantId,
+              clientErrorRun: notice.clientErrorRun,
+            },
+            'webhook subscription auto-paused',
+          );
+          this.hooks.paused(notice);
+          this.mail(notice);
+        }
+      },
+      (error) => {
+        this.deps.logger.error({ err: error }, 'recording delivery outcomes failed; retrying');
+        this.settled.unshift(...batch);
+        this.released.unshift(...released);
+        this.timer ??= setTimeout(() => void this.record(), RECORD_RETRY_MS);
+      },
+    );
+    try {
+      await this.recording;
+    } finally {
+      this.recording = null;
+    }
+  }
+
+  /** Stops retrying: what is still unrecorded is left to the claims' takeover. */
+  async close(): Promise<void> {
+    await this.record();
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    await Promise.all(this.mailing);
+  }
+
+  /**
+   * One transaction: claims given back, outcomes, the attempt log, and the subscriptions'
+   * counters; returns the subscriptions it paused, whose notification rows it wrote. A test fire's
+   * events change no counter, whatever their type (a test fire's documented promise); nor do
+   * attempts that failed on our side.
+   */
+  private write(
+    batch: readonly SettledAttempt[],
+    released: readonly ReleasedClaim[],
+  ): Promise<PausedNotice[]> {
+    const { database, queue } = this.deps;
+    return database.withTransaction(async () => {
+      await queue.release(
+        released.map(({ delivery, nextAttemptAt }) => ({
+          id: delivery.id,
+          claimedAt: delivery.claimedAt,
+          nextAttemptAt,
+        })),
+      );
+      await queue.recordOutcomes(batch.map((s) => s.outcome));
+      await queue.insertAttempts(
+        batch.map((s) => ({
+          id: newId('att'),
+          tenantId: s.delivery.tenantId,
+          deliveryId: s.delivery.id,
+          attempt: s.delivery.attempts,
+          ...s.attempt,
+        })),
+      );
+      // The endpoint's own request to wait, whatever was delivered (test fires too).
+      const holds = new Map<string, string>();
+      for (const { delivery, holdUntil } of batch) {
+        const held = holds.get(delivery.subscriptionId);
+        if (holdUntil !== null && (held === undefined || held < holdUntil)) {
+          holds.set(delivery.subscriptionId, holdUntil);
+        }
+      }
+      // Our own failures (`internal`) say nothing of the endpoint: no counter, no auto-pause.
+      return this.updateSubscriptions(
+        batch.filter((s) => !s.delivery.isTest && s.attempt.errorClass !== 'internal'),
+        holds,
+      );
+    });
+  }
+
+  /**
+   * Folds the batch into its subscriptions' counters and concurrency limits and sets their holds
+   * (`heldUntil`, unless held longer already), every row locked first in id order so two workers
+   * cannot deadlock.
+   */
+  private async updateSubscriptions(
+    batch: readonly SettledAttempt[],
+    holds: ReadonlyMap<string, string>,
+  ): Promise<PausedNotice[]> {
+    const paused: PausedNotice[] = [];
+    if (batch.length === 0 && holds.size === 0) return paused;
+    const { subscriptions, members, notifications, webhook } = this.deps;
+    const rule = { failures: webhook.autopauseFailures, windowMs: webhook.autopauseWindowMs };
+    const ids = [...new Set([...batch.map((s) => s.delivery.subscriptionId), ...holds.keys()])];
+    const rows = await this.deps.queue.lockSubscriptions(ids);
+    for (const row of rows) {
+      const attempts = batch.filter((s) => s.delivery.subscriptionId === row.id);
+      const hold = holds.get(row.id);
+      const held =
+        hold !== undefined && (row.heldUntil === null || row.heldUntil < hold)
+          ? { heldUntil: hold }
+          : {};
+      if (attempts.length === 0) {
+        // Only a test fire asked to wait: the hold alone, no counter.
+        if ('heldUntil' in held) await subscriptions.updateSubscription(row.tenantId, row.id, held);
+        continue;
+      }
+      const { counters, pause } = foldAttempts(row, attempts, rule, row.active);
+      const concurrency = foldConcurrency(
+        { limit: row.concurrencyLimit, backedOff: row.backedOff },
+        attempts.map(concurrencySample),
+        row.maxConcurrency,
+      );
+      const now = attempts[attempts.length - 1].at;
+      await subscriptions.updateSubscription(row.tenantId, row.id, {
+        ...counters,
+        ...held,
+        concurrencyLimit: concurrency.limit,
+        backedOff: concurrency.backedOff,
+        ...(pause ? { active: false, pausedAt: now } : {}),
+      });
+      if (!pause) continue;
+      const recipients = await members.ownersAndAdmins(row.tenantId);
+      await notifications.insertMany(
+        recipients.map((member) => ({
+          id: newId('ntf'),
+          tenantId: row.tenantId,
+          memberId: member.id,
+          recipient: member.email,
+          kind: 'webhook_paused',
+          subscriptionId: row.id,
+          createdAt: now,
+        })),
+      );
+      paused.push({
+        to: recipients.map((member) => member.email),
+        tenantId: row.tenantId,
+        subscriptionId: row.id,
+        url: row.url,
+        pausedAt: now,
+        clientErrorRun: counters.clientErrorRun,
+      });
+    }
+    return paused;
+  }
+
+  /**
+   * Emails a pause notice once its notification rows are committed. A mail that fails is logged:
+   * the notification rows (admin API) remain the record.
+   */
+  private mail(notice: PausedNotice): void {
+    const { mailer, logger } = this.deps;
+    if (mailer === null || notice.to.length === 0) return;
+    const sending: Promise<void> = mailer
+      .webhookPaused(notice)
+      .catch((error) =>
+        logger.warn(
+          { err: error, subscriptionId: notice.subscriptionId },
+          'auto-pause email not sent',
+        ),
+      )
+      .finally(() => this.mailing.delete(sending));
+    this.mailing.add(sending);
+  }
+}
+
+/** What an attempt tells its subscription's concurrency limit (see nextConcurrency). */
+function concurrencySample(settled: SettledAttempt): ConcurrencySample {
+  return {
+    limitAtSend: settled.attempt.concurrencyLimit,
+    inFlightAtSend: settled.inFlightAtSend,
+    status: settled.status,
+    errorClass: settled.attempt.errorClass,
+  };
+}

@@ -1,0 +1,74 @@
+import type { Logger } from 'pino';
+import type { Clock } from '../lib/clock.ts';
+import { newId } from '../lib/ids.ts';
+import type { DeliveryQueue } from './queue.ts';
+
+/** How often a worker says it lives. */
+const HEARTBEAT_MS = 2_000;
+/**
+ * A worker silent this long is dead and its claims are taken over: several missed beats, so a
+ * busy event loop or a slow statement is not taken for a death.
+ */
+export const DEAD_AFTER_MS = 10_000;
+/** Rows of workers silent this long are deleted (their claims were taken over long ago). */
+const FORGET_AFTER_MS = 3_600_000;
+
+/**
+ * This process's entry in the worker registry (webhook_workers): joined at start, a heartbeat
+ * every HEARTBEAT_MS, removed at a clean stop. A delivery in flight names its worker; once that
+ * worker's heartbeat is DEAD_AFTER_MS old, any worker takes the delivery over, however recent the
+ * claim, and never before, however long the attempt runs.
+ */
+export class WorkerRegistry {
+  readonly id = newId('wkr');
+  private timer: NodeJS.Timeout | null = null;
+  private beats = 0;
+  private failing = false;
+
+  constructor(private readonly deps: { queue: DeliveryQueue; clock: Clock; logger: Logger }) {}
+
+  /** Claims of workers whose heartbeat is older than this (ISO 8601) are abandoned. */
+  aliveSince(nowMs: number): string {
+    return new Date(nowMs - DEAD_AFTER_MS).toISOString();
+  }
+
+  async join(): Promise<void> {
+    await this.deps.queue.joinWorker(this.id, this.deps.clock.now().toISOString());
+    this.timer = setInterval(() => void this.beat(), HEARTBEAT_MS);
+    this.timer.unref();
+  }
+
+  /** Leaves the registry: whatever this worker still held is taken over at once by others. */
+  async leave(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    try {
+      await this.deps.queue.forgetWorkers({ id: this.id });
+    } catch (error) {
+      // Its heartbeat stops either way: others take over after DEAD_AFTER_MS.
+      this.deps.logger.warn({ err: error }, 'leaving the worker registry failed');
+    }
+  }
+
+  private async beat(): Promise<void> {
+    const { queue, clock, logger } = this.deps;
+    const now = clock.now();
+    try {
+      // Taken for dead (silent too long) and removed: this worker lives, so it joins again.
+      if (!(await queue.heartbeat(this.id, now.toISOString()))) {
+        await queue.joinWorker(this.id, now.toISOString());
+      }
+      this.beats += 1;
+      if (this.beats % 900 === 1) {
+        await queue.forgetWorkers({
+          before: new Date(now.getTime() - FORGET_AFTER_MS).toISOString(),
+        });
+      }
+      if (this.failing) logger.info('worker heartbeat recorded again');
+      this.failing = false;
+    } catch (error) {
+      if (!this.failing) logger.warn({ err: error }, 'worker heartbeat failed; retrying');
+      this.failing = true;
+    }
+  }
+}

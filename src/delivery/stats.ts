@@ -1,0 +1,27 @@
+import type { Config } from '../config.ts';
+import type { Clock } from '../lib/clock.ts';
+import type { QueueStats } from '../lib/metrics.ts';
+import type { DeliveryQueue } from './queue.ts';
+import { DEAD_AFTER_MS } from './registry.ts';
+
+/** The queue's figures as the metrics and /readyz show them. */
+export async function queueStats(
+  queue: DeliveryQueue,
+  clock: Clock,
+  webhook: Pick<Config['webhook'], 'timeoutMs' | 'leaseGraceMs'>,
+): Promise<QueueStats> {
+  const now = clock.now();
+  const nowMs = now.getTime();
+  const stats = await queue.stats(
+    now.toISOString(),
+    new Date(nowMs - DEAD_AFTER_MS).toISOString(),
+    new Date(nowMs - webhook.timeoutMs - webhook.leaseGraceMs).toISOString(),
+  );
+  return {
+    pending: stats.pending,
+    stuck: stats.abandoned,
+    oldestDueAgeSeconds:
+      stats.oldestDue === null ? 0 : Math.max(0, (nowMs - Date.parse(stats.oldestDue)) / 1000),
+    pausedSubscriptions: stats.paused,
+  };
+}

@@ -1,0 +1,85 @@
+import type { DeliveryStatus } from '../db/schema.ts';
+import type { AttemptErrorClass } from '../domain/attempts.ts';
+import type { Ordering } from '../domain/flow-control.ts';
+
+/** A claimed delivery with what sending it needs. */
+export interface ClaimedDelivery {
+  id: string;
+  tenantId: string;
+  subscriptionId: string;
+  eventId: string;
+  eventType: string;
+  /** This attempt's number (1 for the first): counted by the claim. */
+  attempts: number;
+  /** The claim's fence: an outcome is recorded only while the row still holds it. */
+  claimedAt: string;
+  data: string;
+  /** A test fire's event: marked in the envelope, changes no counter. */
+  isTest: boolean;
+  /** The event's place in the subscription's ledger; null for a test fire. */
+  sequence: number | null;
+  url: string;
+  standardWebhooks: boolean;
+  /** The subscription's concurrency limit when claimed (within its maxConcurrency). */
+  concurrencyLimit: number;
+  /** Its cap on attempts a second, or null. */
+  maxPerSecond: number | null;
+  ordering: Ordering;
+  /** Sealed, as stored. */
+  signingKey: string;
+  /** JSON of the keys rotations retired, sealed (see liveRetiredKeys). */
+  retiredSigningKeys: string;
+  /** The `traceparent` stored with the event (its producer span), or null. */
+  traceContext: string | null;
+  /** Send the attempt's `traceparent` to the endpoint. */
+  propagateTraceContext: boolean;
+}
+
+/** What one attempt changes on its delivery row. */
+export interface DeliveryOutcome {
+  id: string;
+  /** The claim being settled: a row reclaimed by another worker since is left alone. */
+  claimedAt: string;
+  status: DeliveryStatus;
+  /** The endpoint's answer; null when it gave none (the last answer is then kept). */
+  lastResponseStatus: number | null;
+  /** The attempt's error class; null when its status tells all (or it delivered). */
+  lastError: AttemptErrorClass | null;
+  nextAttemptAt: string | null;
+  deliveredAt: string | null;
+}
+
+/** One finished attempt, waiting to be recorded. */
+export interface SettledAttempt {
+  delivery: ClaimedDelivery;
+  outcome: DeliveryOutcome;
+  /** The HTTP status of a whole answer, or null (a time-out, a connection failure, a cut body). */
+  status: number | null;
+  /** When it finished (ISO 8601). */
+  at: string;
+  /** Until when the answer's Retry-After holds every delivery to the endpoint, if it asks. */
+  holdUntil: string | null;
+  /** Attempts in flight to the subscription in this process once it was sent, itself included. */
+  inFlightAtSend: number;
+  /** What the attempt log keeps of it. */
+  attempt: {
+    startedAt: string;
+    durationMs: number;
+    /** The status as answered, even when the answer was then cut off. */
+    status: number | null;
+    errorClass: AttemptErrorClass | null;
+    responseBody: string;
+    retryAfter: string | null;
+    /** The subscription's concurrency limit it was sent under. */
+    concurrencyLimit: number;
+  };
+}
+
+/**
+ * A claim given back unattempted, due again at `nextAttemptAt`: its endpoint is held, or its send
+ * slot passed while this process could not start it.
+ */
+export interface ReleasedClaim {
+  delivery: ClaimedDelivery;
+  nextAttemptAt: string;
+}

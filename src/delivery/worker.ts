@@ -1,0 +1,439 @@
+import { EventEmitter } from 'node:events';
+import type { Logger } from 'pino';
+import type { Config } from '../config.ts';
+import type { Database } from '../db/database.ts';
+import { DELIVERIES_CHANNEL, HOLDS_CHANNEL, type Notifier } from '../db/notifier.ts';
+import { MAX_CONCURRENCY } from '../domain/flow-control.ts';
+import type { Clock } from '../lib/clock.ts';
+import type { SecretBox } from '../lib/secret-box.ts';
+import type { Mailer, PausedNotice } from '../notifications/mailer.ts';
+import type { MembersRepository } from '../repositories/members-repository.ts';
+import type { NotificationsRepository } from '../repositories/notifications-repository.ts';
+import type { WebhooksRepository } from '../repositories/webhooks-repository.ts';
+import {
+  Holds,
+  mayHaveMore,
+  PACE_HORIZON_MS,
+  paceCheck,
+  paceIntervalUs,
+  paceSlots,
+  subscriptionClaimShare,
+  subscriptionLevels,
+  tenantClaimPlan,
+  tenantReopened,
+} from './admission.ts';
+import { AttemptRunner, INTERNAL_FAILURE } from './attempt.ts';
+import type { SendResult, WebhookSender } from './http-sender.ts';
+import type { DeliveryQueue } from './queue.ts';
+import { Recorder } from './recorder.ts';
+import { WorkerRegistry } from './registry.ts';
+import type { ClaimedDelivery, ReleasedClaim, SettledAttempt } from './types.ts';
+import { Wakes } from './wakes.ts';
+
+export interface WorkerOptions {
+  /** Attempts running at once, over every endpoint. */
+  maxInFlight?: number;
+  /**
+   * Attempts this process runs at once to one subscription, whatever its concurrency limit (the
+   * limit holds over every process, see claimStatement). Also the least one tenant may hold.
+   */
+  maxPerSubscription?: number;
+  /** Most rows one claim takes. */
+  batchSize?: number;
+  /** Fallback polling when no signal arrives (other processes' retries, lost notifications). */
+  pollIntervalMs?: number;
+}
+
+export interface WorkerDependencies {
+  config: Config;
+  database: Database;
+  queue: DeliveryQueue;
+  subscriptions: WebhooksRepository;
+  members: MembersRepository;
+  notifications: NotificationsRepository;
+  notifier: Notifier;
+  secrets: SecretBox;
+  sender: WebhookSender;
+  clock: Clock;
+  logger: Logger;
+  /** Emails auto-pause notices when SMTP_URL is set. */
+  mailer: Mailer | null;
+}
+
+/**
+ * What a worker reports as it goes (tests await these instead of polling the database):
+ * `claimed` a batch of rows, `attempted` one POST, `released` a claim given back unattempted (its
+ * endpoint held, or its send slot missed), `recorded` a batch of outcomes committed, `paused` a
+ * subscription auto-paused.
+ */
+export interface WorkerEvents {
+  claimed: [deliveries: ClaimedDelivery[]];
+  attempted: [attempt: SettledAttempt];
+  released: [delivery: ClaimedDelivery];
+  recorded: [batch: SettledAttempt[]];
+  paused: [notice: PausedNotice];
+}
+
+/** What the loop is doing: `full` waits for a slot, `sleeping` for a signal or the poll. */
+export type LoopState = 'stopped' | 'joining' | 'claiming' | 'full' | 'sleeping' | 'stopping';
+
+export const DEFAULT_MAX_IN_FLIGHT = 256;
+export const DEFAULT_MAX_PER_SUBSCRIPTION = MAX_CONCURRENCY;
+export const DEFAULT_BATCH_SIZE = 200;
+
+/**
+ * The delivery worker: claims due rows, admits each (fair shares, holds, pace), attempts it, and
+ * hands the outcome to the recorder. Any number of workers may run against one database: claims
+ * are atomic, every outcome is fenced by its claim, and a worker that dies loses its claims to the
+ * others within seconds (see WorkerRegistry).
+ */
+export class DeliveryWorker extends EventEmitter<WorkerEvents> {
+  private readonly maxInFlight: number;
+  private readonly maxPerSubscription: number;
+  private readonly claimPerSubscription: number;
+  private readonly batchSize: number;
+  private readonly pollIntervalMs: number;
+  private readonly attempts: AttemptRunner;
+  private readonly recorder: Recorder;
+  private readonly registry: WorkerRegistry;
+  private readonly holds = new Holds();
+  private readonly wakes: Wakes;
+
+  state: LoopState = 'stopped';
+  private loop: Promise<void> | null = null;
+  private readonly running = new Set<Promise<void>>();
+  /** Claims this worker holds, from the claim until their outcome or release is recorded. */
+  private readonly held = new Set<string>();
+  /** Of those, the ones whose attempt ended (or that were given back): their slots are free. */
+  private readonly finished = new Set<string>();
+  private readonly perSubscription = new Map<string, number>();
+  private readonly perTenant = new Map<string, number>();
+  /** Each subscription's concurrency limit as its latest claim read it, while it has attempts. */
+  private readonly caps = new Map<string, number>();
+  /** A claim failed: rows it may have claimed unseen are given back before the next one. */
+  private claimCut = false;
+  private lastAbandonedSweep = Number.NEGATIVE_INFINITY;
+  private readonly onHold = (payload: string) => {
+    try {
+      const { subscriptionId, until } = JSON.parse(payload) as {
+        subscriptionId: string;
+        until: number;
+      };
+      this.holds.hold(subscriptionId, until);
+    } catch (error) {
+      this.deps.logger.warn({ err: error }, 'ignored a malformed hold notice');
+    }
+  };
+
+  constructor(
+    private readonly deps: WorkerDependencies,
+    options: WorkerOptions = {},
+  ) {
+    super();
+    this.maxInFlight = options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
+    this.maxPerSubscription = options.maxPerSubscription ?? DEFAULT_MAX_PER_SUBSCRIPTION;
+    this.claimPerSubscription = subscriptionClaimShare(this.maxPerSubscription);
+    this.batchSize = options.batchSize ?? DEFAULT_BATCH_SIZE;
+    this.pollIntervalMs = options.pollIntervalMs ?? 1_000;
+    this.wakes = new Wakes(deps.clock, this.pollIntervalMs);
+    this.attempts = new AttemptRunner({ ...deps, publicBaseUrl: deps.config.publicBaseUrl });
+    this.registry = new WorkerRegistry(deps);
+    this.recorder = new Recorder(
+      { ...deps, webhook: deps.config.webhook },
+      {
+        recorded: (batch, released) => this.recorded(batch, released),
+        paused: (notice) => this.emit('paused', notice),
+      },
+    );
+  }
+
+  /** This worker's id in the registry (webhook_workers), which its claims carry. */
+  get id(): string {
+    return this.registry.id;
+  }
+
+  start(): void {
+    if (this.state !== 'stopped') return;
+    this.state = 'joining';
+    this.deps.notifier.on(DELIVERIES_CHANNEL, this.wakes.signal);
+    this.deps.notifier.on(HOLDS_CHANNEL, this.onHold);
+    this.loop = this.join().then(() => this.run());
+  }
+
+  /** Joins the registry before the first claim, which carries this worker's id. */
+  private async join(): Promise<void> {
+    while (this.state === 'joining') {
+      try {
+        await this.registry.join();
+        return;
+      } catch (error) {
+        this.deps.logger.warn({ err: error }, 'joining the worker registry failed; retrying');
+        await new Promise((resolve) => setTimeout(resolve, this.pollIntervalMs));
+      }
+    }
+  }
+
+  /**
+   * Stops claiming, lets running attempts finish (each is bounded by WEBHOOK_TIMEOUT_MS; those
+   * still waiting for their send slot are given back) and records them, then leaves the registry.
+   */
+  async stop(): Promise<void> {
+    if (this.state === 'stopped' || this.state === 'stopping') return;
+    this.state = 'stopping';
+    this.deps.notifier.off(DELIVERIES_CHANNEL, this.wakes.signal);
+    this.deps.notifier.off(HOLDS_CHANNEL, this.onHold);
+    this.wakes.stop();
+    await this.loop;
+    await Promise.all(this.running);
+    await this.recorder.close();
+    await this.registry.leave();
+    this.state = 'stopped';
+  }
+
+  private stopping(): boolean {
+    return this.state === 'stopping';
+  }
+
+  private async run(): Promise<void> {
+    while (!this.stopping()) {
+      if (this.running.size >= this.maxInFlight) {
+        this.state = 'full';
+        await Promise.race(this.running);
+        continue;
+      }
+      this.state = 'claiming';
+      this.wakes.claimStarts();
+      const limit = Math.min(this.batchSize, this.maxInFlight - this.running.size);
+      let more: boolean;
+      try {
+        more = await this.claim(limit);
+      } catch (error) {
+        this.deps.logger.warn({ err: error }, 'claiming deliveries failed; retrying');
+        this.claimCut = true;
+        more = false;
+      }
+      if (this.stopping()) break;
+      if (!more && !this.wakes.signalled) {
+        this.state = 'sleeping';
+        await this.wakes.sleep();
+      }
+    }
+  }
+
+  /**
+   * One claim and the admission of what it took; whether a claim right after it could find more
+   * (see mayHaveMore). Once per poll interval, abandoned claims on their last attempt are
+   * dead-lettered first (never sent a seventh time).
+   */
+  private async claim(limit: number): Promise<boolean> {
+    const { queue, config, clock, logger } = this.deps;
+    const now = clock.now();
+    const nowMs = now.getTime();
+    const aliveSince = this.registry.aliveSince(nowMs);
+    const staleBefore = new Date(
+      nowMs - config.webhook.timeoutMs - config.webhook.leaseGraceMs,
+    ).toISOString();
+    const maxAttempts = config.webhook.retryScheduleMs.length + 1;
+    if (this.claimCut) {
+      const unheld = await queue.releaseUnheld(this.id, [...this.held], now.toISOString());
+      if (unheld > 0) logger.warn({ unheld }, 'gave back claims whose answer was lost');
+      this.claimCut = false;
+    }
+    if (nowMs - this.lastAbandonedSweep >= this.pollIntervalMs) {
+      this.lastAbandonedSweep = nowMs;
+      const lost = await queue.deadLetterAbandoned(this.id, aliveSince, staleBefore, maxAttempts);
+      if (lost > 0)
+        logger.warn({ lost }, 'dead-lettered deliveries whose last attempt was cut off');
+    }
+    const skip = [...this.perSubscription]
+      .filter(([id, count]) => count > this.levels(id).reopen)
+      .map(([id]) => id);
+    skip.push(...this.holds.held(nowMs));
+    // The same one level up: one tenant's hung endpoints cannot hold another tenant's slots.
+    const plan = tenantClaimPlan(this.perTenant, this.maxInFlight, this.maxPerSubscription);
+    const claimed = await queue.claim(now, limit, {
+      workerId: this.id,
+      aliveSince,
+      staleBefore,
+      perSubscription: this.claimPerSubscription,
+      paceHorizonUs: PACE_HORIZON_MS * 1000,
+      skip,
+      tenantRoom: plan.room,
+      newcomerRoom: plan.newcomerRoom,
+      skipTenants: plan.skip,
+      settled: [...this.finished],
+      maxAttempts,
+    });
+    if (claimed.length === 0) return false;
+    for (const delivery of claimed) this.held.add(delivery.id);
+    this.emit('claimed', claimed);
+    const slots = await this.reserveSlots(claimed, nowMs);
+    for (const delivery of claimed) this.admit(delivery, slots.get(delivery.id));
+    return mayHaveMore(claimed, limit, {
+      plan,
+      levels: (id) => this.levels(id),
+      perSubscription: this.perSubscription,
+      perTenant: this.perTenant,
+      maxInFlight: this.maxInFlight,
+      maxPerSubscription: this.maxPerSubscription,
+    });
+  }
+
+  /**
+   * Send slots (epoch ms) for the claimed rows of capped subscriptions, reserved together in the
+   * database so they interleave with every other worker's; null for a row whose reservation failed
+   * (it is given back). The worker wakes to claim again as the reserved slots run out.
+   */
+  private async reserveSlots(
+    claimed: readonly ClaimedDelivery[],
+    nowMs: number,
+  ): Promise<Map<string, number | null>> {
+    const slots = new Map<string, number | null>();
+    const bySubscription = new Map<string, ClaimedDelivery[]>();
+    for (const delivery of claimed) {
+      if (delivery.maxPerSecond === null) continue;
+      const rows = bySubscription.get(delivery.subscriptionId) ?? [];
+      rows.push(delivery);
+      bySubscription.set(delivery.subscriptionId, rows);
+    }
+    if (bySubscription.size === 0) return slots;
+    const rate = (rows: ClaimedDelivery[]) => rows[0].maxPerSecond as number;
+    try {
+      const next = await this.deps.queue.reservePace(
+        nowMs * 1000,
+        [...bySubscription].map(([subscriptionId, rows]) => ({
+          subscriptionId,
+          spanUs: rows.length * paceIntervalUs(rate(rows)),
+        })),
+      );
+      for (const [id, rows] of bySubscription) {
+        const nextSlotUs = next.get(id) as number;
+        const times = paceSlots(nextSlotUs, rows.length, rate(rows));
+        for (const [i, row] of rows.entries()) slots.set(row.id, times[i]);
+        this.wakes.at(nextSlotUs / 1000 - PACE_HORIZON_MS);
+      }
+    } catch (error) {
+      this.deps.logger.warn({ err: error }, 'reserving send slots failed; giving the rows back');
+      for (const rows of bySubscription.values()) for (const row of rows) slots.set(row.id, null);
+    }
+    return slots;
+  }
+
+  /** A subscription's levels here, from the limit its latest claim read. */
+  private levels(id: string) {
+    return subscriptionLevels(this.caps.get(id) ?? this.maxPerSubscription);
+  }
+
+  /**
+   * Counts the claimed row against its subscription's and tenant's slots and runs its delivery;
+   * as it ends, the slots it frees may reopen claims for them. `slot`: its send slot, null when
+   * none could be reserved, undefined when its subscription has no cap.
+   */
+  private admit(delivery: ClaimedDelivery, slot: number | null | undefined): void {
+    const id = delivery.subscriptionId;
+    const tenant = delivery.tenantId;
+    const inFlight = (this.perSubscription.get(id) ?? 0) + 1;
+    this.perSubscription.set(id, inFlight);
+    this.caps.set(id, Math.min(this.maxPerSubscription, delivery.concurrencyLimit));
+    this.perTenant.set(tenant, (this.perTenant.get(tenant) ?? 0) + 1);
+    const running: Promise<void> = this.deliver(delivery, slot, inFlight)
+      .catch((error) => this.deps.logger.error({ err: error }, 'delivery failed'))
+      .finally(() => {
+        this.running.delete(running);
+        const left = (this.perSubscription.get(id) ?? 1) - 1;
+        const { reopen, low } = this.levels(id);
+        if (left === 0) {
+          this.perSubscription.delete(id);
+          this.caps.delete(id);
+        } else this.perSubscription.set(id, left);
+        const tenantLeft = (this.perTenant.get(tenant) ?? 1) - 1;
+        if (tenantLeft === 0) this.perTenant.delete(tenant);
+        else this.perTenant.set(tenant, tenantLeft);
+        const others = this.perTenant.size - (tenantLeft === 0 ? 0 : 1);
+        if (tenantReopened(tenantLeft, others, this.maxInFlight, this.maxPerSubscription)) {
+          this.wakes.reopened();
+        }
+        // Down to its low level the subscription is claimed for at once; at its reopen level with
+        // the claim held back briefly, so that other subscriptions reopening join the same claim.
+        if (left === low) this.wakes.low();
+        else if (left === reopen) this.wakes.reopened();
+      });
+    this.running.add(running);
+  }
+
+  /**
+   * One delivery's life in this worker: its send slot, then at the moment it would start, its
+   * endpoint's hold and its slot are checked again (given back if held, or if the slot was missed),
+   * then the attempt, whose outcome goes to the recorder. A hold the answer asks for applies here
+   * before anything else can start, and is told to every other process.
+   */
+  private async deliver(
+    delivery: ClaimedDelivery,
+    slot: number | null | undefined,
+    inFlight: number,
+  ): Promise<void> {
+    const { clock } = this.deps;
+    if (slot === null) return this.giveBack(delivery, clock.now());
+    if (slot !== undefined) await this.wakes.until(slot);
+    const now = clock.now();
+    const heldUntil = this.holds.heldUntil(delivery.subscriptionId, now.getTime());
+    if (heldUntil !== null) return this.giveBack(delivery, new Date(heldUntil));
+    if (this.stopping() && slot !== undefined) return this.giveBack(delivery, now);
+    if (slot !== undefined && paceCheck(slot, now.getTime()) === 'late') {
+      return this.giveBack(delivery, now);
+    }
+    const began = performance.now();
+    let result: SendResult;
+    try {
+      result = await this.attempts.run(delivery, now);
+    } catch (error) {
+      this.deps.logger.error(
+        { err: error, subscriptionId: delivery.subscriptionId, deliveryId: delivery.id },
+        'delivery attempt failed on our side',
+      );
+      result = INTERNAL_FAILURE;
+    }
+    const settled = this.recorder.attempted(delivery, result, {
+      startedAt: now.toISOString(),
+      durationMs: Math.round(performance.now() - began),
+      endedAt: clock.now(),
+      inFlight,
+    });
+    if (settled.holdUntil !== null) this.tellHold(delivery.subscriptionId, settled.holdUntil);
+    this.finished.add(delivery.id);
+    this.emit('attempted', settled);
+  }
+
+  private giveBack(delivery: ClaimedDelivery, dueAt: Date): void {
+    this.recorder.givenBack(delivery, dueAt.toISOString());
+    this.finished.add(delivery.id);
+    this.emit('released', delivery);
+  }
+
+  /** Holds the endpoint here at once, and tells every other process (before it is recorded). */
+  private tellHold(subscriptionId: string, holdUntil: string): void {
+    const until = Date.parse(holdUntil);
+    this.holds.hold(subscriptionId, until);
+    this.deps.notifier
+      .publish(HOLDS_CHANNEL, JSON.stringify({ subscriptionId, until }))
+      .catch((error) => this.deps.logger.warn({ err: error }, 'hold notice not sent'));
+  }
+
+  /** A batch is recorded: its rows are no longer in flight, and its retries are due later. */
+  private recorded(batch: SettledAttempt[], released: ReleasedClaim[]): void {
+    for (const { delivery } of batch) this.forget(delivery.id);
+    for (const { delivery } of released) this.forget(delivery.id);
+    this.emit('recorded', batch);
+    // A recorded outcome of a `per_object` subscription lets the next of its object go.
+    if (batch.some((s) => s.delivery.ordering === 'per_object')) this.wakes.reopened();
+    for (const { outcome } of batch) {
+      if (outcome.nextAttemptAt !== null) this.wakes.at(Date.parse(outcome.nextAttemptAt));
+    }
+    for (const { nextAttemptAt } of released) this.wakes.at(Date.parse(nextAttemptAt));
+  }
+
+  private forget(id: string): void {
+    this.held.delete(id);
+    this.finished.delete(id);
+  }
+}
