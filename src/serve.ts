@@ -3,7 +3,7 @@ import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { type Config, ConfigError, cliEnvPrefix, describeDatabase } from './config.ts';
 import { startWorker } from './delivery/start.ts';
-import type { WorkerOptions } from './delivery/worker.ts';
+import type { WorkerOptions } from './delivery/types.ts';
 import { demoInstructions, seedDemoIfEmpty } from './demo.ts';
 import { tracing } from './lib/tracing.ts';
 import { createHttpApp, createRuntime, type Runtime } from './runtime.ts';

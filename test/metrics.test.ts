@@ -194,7 +194,7 @@ describe('who may read /metrics', () => {
 
 for (const backend of BACKENDS) {
   describe(`stuck work shows (${backend})`, () => {
-    it('counts deliveries in flight past their lease in /metrics and in /readyz', async () => {
+    it('counts deliveries in flight whose worker died in /metrics and in /readyz', async () => {
       // No worker: nothing takes the stuck row over while the test looks at it.
       const ctx = await createWebhookTestContext(backend);
       try {
@@ -204,16 +204,31 @@ for (const backend of BACKENDS) {
           body: { url: 'https://127.0.0.1:9/stuck', events: ['client.created'] },
         });
         assert.equal(hook.statusCode, 201, hook.body);
-        await ctx.api('POST', '/api/v1/clients', {
-          token: tenant.token,
-          body: { kind: 'individual', displayName: 'Stuck' },
-        });
-        // As a worker that died mid-attempt an hour ago leaves it.
-        await ctx.runtime.database.db
-          .updateTable('webhookDeliveries')
-          .set({ status: 'in_flight', claimedAt: new Date(Date.now() - 3_600_000).toISOString() })
-          .where('tenantId', '=', tenant.id)
-          .execute();
+        for (const displayName of ['Stuck', 'Slow']) {
+          await ctx.api('POST', '/api/v1/clients', {
+            token: tenant.token,
+            body: { kind: 'individual', displayName },
+          });
+        }
+        // Claimed an hour ago, one by a worker whose heartbeat stopped a minute ago (it died
+        // mid-attempt), one by a worker that beats now (a slow attempt: not stuck).
+        const { db } = ctx.runtime.database;
+        const now = Date.now();
+        const at = (ago: number) => new Date(now - ago).toISOString();
+        await ctx.runtime.queue.joinWorker('wkr_dead', at(60_000));
+        await ctx.runtime.queue.joinWorker('wkr_live', at(0));
+        const rows = await db.selectFrom('webhookDeliveries').select('id').orderBy('id').execute();
+        for (const [i, { id }] of rows.entries()) {
+          await db
+            .updateTable('webhookDeliveries')
+            .set({
+              status: 'in_flight',
+              claimedAt: at(3_600_000),
+              claimedBy: i === 0 ? 'wkr_dead' : 'wkr_live',
+            })
+            .where('id', '=', id)
+            .execute();
+        }
         const families = parseExposition((await ctx.app.inject({ url: '/metrics' })).body);
         assert.equal(family(families, 'tourops_webhook_deliveries_stuck').type, 'gauge');
         assert.equal(value(families, 'tourops_webhook_deliveries_stuck'), 1);

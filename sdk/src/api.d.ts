@@ -358,7 +358,7 @@ export interface paths {
         put?: never;
         /**
          * Replace the signing key; the old one keeps signing for 24 hours
-         * @description Returns the new key once. For `WEBHOOK_KEY_OVERLAP` (24 h) deliveries carry two `v1` signatures, the new key's first, so receivers can switch keys without dropping events. Scope `webhooks:write`.
+         * @description Returns the new key once. For `WEBHOOK_KEY_OVERLAP` (24 h) deliveries also carry a `v1` signature by the key retired now (`legacySigningKeyExpiresAt`), the new key's first, so receivers can switch keys without dropping events; a key retired by an earlier rotation keeps signing until its own promised expiry. Scope `webhooks:write`.
          */
         post: operations["rotateWebhookKey"];
         delete?: never;
@@ -504,7 +504,7 @@ export interface webhooks {
          *
          *     Each delivery is an HTTPS POST of the JSON envelope below.
          *
-         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first. Code for Node and Python: "Receiving webhooks" in the introduction.
+         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header also carries the retired key's `v1` (the new key first; a second rotation within them adds a third). Code for Node and Python: "Receiving webhooks" in the introduction.
          *
          *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
          *
@@ -534,7 +534,7 @@ export interface webhooks {
          *
          *     Each delivery is an HTTPS POST of the JSON envelope below.
          *
-         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first. Code for Node and Python: "Receiving webhooks" in the introduction.
+         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header also carries the retired key's `v1` (the new key first; a second rotation within them adds a third). Code for Node and Python: "Receiving webhooks" in the introduction.
          *
          *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
          *
@@ -564,7 +564,7 @@ export interface webhooks {
          *
          *     Each delivery is an HTTPS POST of the JSON envelope below.
          *
-         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first. Code for Node and Python: "Receiving webhooks" in the introduction.
+         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header also carries the retired key's `v1` (the new key first; a second rotation within them adds a third). Code for Node and Python: "Receiving webhooks" in the introduction.
          *
          *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
          *
@@ -594,7 +594,7 @@ export interface webhooks {
          *
          *     Each delivery is an HTTPS POST of the JSON envelope below.
          *
-         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first. Code for Node and Python: "Receiving webhooks" in the introduction.
+         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header also carries the retired key's `v1` (the new key first; a second rotation within them adds a third). Code for Node and Python: "Receiving webhooks" in the introduction.
          *
          *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
          *
@@ -624,7 +624,7 @@ export interface webhooks {
          *
          *     Each delivery is an HTTPS POST of the JSON envelope below.
          *
-         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first. Code for Node and Python: "Receiving webhooks" in the introduction.
+         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header also carries the retired key's `v1` (the new key first; a second rotation within them adds a third). Code for Node and Python: "Receiving webhooks" in the introduction.
          *
          *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
          *
@@ -654,7 +654,7 @@ export interface webhooks {
          *
          *     Each delivery is an HTTPS POST of the JSON envelope below.
          *
-         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first. Code for Node and Python: "Receiving webhooks" in the introduction.
+         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header also carries the retired key's `v1` (the new key first; a second rotation within them adds a third). Code for Node and Python: "Receiving webhooks" in the introduction.
          *
          *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
          *
@@ -684,7 +684,7 @@ export interface webhooks {
          *
          *     Each delivery is an HTTPS POST of the JSON envelope below.
          *
-         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first. Code for Node and Python: "Receiving webhooks" in the introduction.
+         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header also carries the retired key's `v1` (the new key first; a second rotation within them adds a third). Code for Node and Python: "Receiving webhooks" in the introduction.
          *
          *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
          *
@@ -714,7 +714,7 @@ export interface webhooks {
          *
          *     Each delivery is an HTTPS POST of the JSON envelope below.
          *
-         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first. Code for Node and Python: "Receiving webhooks" in the introduction.
+         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header also carries the retired key's `v1` (the new key first; a second rotation within them adds a third). Code for Node and Python: "Receiving webhooks" in the introduction.
          *
          *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
          *
@@ -744,7 +744,7 @@ export interface webhooks {
          *
          *     Each delivery is an HTTPS POST of the JSON envelope below.
          *
-         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first. Code for Node and Python: "Receiving webhooks" in the introduction.
+         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header also carries the retired key's `v1` (the new key first; a second rotation within them adds a third). Code for Node and Python: "Receiving webhooks" in the introduction.
          *
          *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
          *
@@ -774,7 +774,7 @@ export interface webhooks {
          *
          *     Each delivery is an HTTPS POST of the JSON envelope below.
          *
-         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first. Code for Node and Python: "Receiving webhooks" in the introduction.
+         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header also carries the retired key's `v1` (the new key first; a second rotation within them adds a third). Code for Node and Python: "Receiving webhooks" in the introduction.
          *
          *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
          *
@@ -804,7 +804,7 @@ export interface webhooks {
          *
          *     Each delivery is an HTTPS POST of the JSON envelope below.
          *
-         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header carries two `v1` values, the new key first. Code for Node and Python: "Receiving webhooks" in the introduction.
+         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header also carries the retired key's `v1` (the new key first; a second rotation within them adds a third). Code for Node and Python: "Receiving webhooks" in the introduction.
          *
          *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
          *
@@ -1189,7 +1189,7 @@ export interface components {
             standardWebhooks: boolean;
             /** @description Most attempts in flight to the endpoint at once, 1-64; the adaptive limit (`deliveryState.concurrencyLimit`) moves below it. Default 16. */
             maxConcurrency: number;
-            /** @description Most deliveries a second to the endpoint, 1-1000, over every worker process (each second counted whole); null (the default) for none. */
+            /** @description Most attempts to the endpoint in any one-second window (sliding), 1-1000, over every worker process; sends are evenly spaced. null (the default) for none. */
             maxPerSecond: number | null;
             /**
              * @description `none` (the default): deliveries go as they fall due. `per_object`: at most one delivery per object in flight (the `bookingId` of booking, dispute and payment events, the `tripId` of trip events, the `clientId` of client events), in `sequence` order; a retry holds back the later events of its object only. A dead-lettered one lets the next go: the gap shows in `sequence`.
@@ -5185,7 +5185,7 @@ export interface operations {
                     standardWebhooks?: boolean;
                     /** @description Most attempts in flight to the endpoint at once, 1-64; the adaptive limit (`deliveryState.concurrencyLimit`) moves below it. Default 16. */
                     maxConcurrency?: number;
-                    /** @description Most deliveries a second to the endpoint, 1-1000, over every worker process (each second counted whole); null (the default) for none. */
+                    /** @description Most attempts to the endpoint in any one-second window (sliding), 1-1000, over every worker process; sends are evenly spaced. null (the default) for none. */
                     maxPerSecond?: number | null;
                     /**
                      * @description `none` (the default): deliveries go as they fall due. `per_object`: at most one delivery per object in flight (the `bookingId` of booking, dispute and payment events, the `tripId` of trip events, the `clientId` of client events), in `sequence` order; a retry holds back the later events of its object only. A dead-lettered one lets the next go: the gap shows in `sequence`.
@@ -5631,7 +5631,7 @@ export interface operations {
                     standardWebhooks?: boolean;
                     /** @description Most attempts in flight to the endpoint at once, 1-64; the adaptive limit (`deliveryState.concurrencyLimit`) moves below it. Default 16. */
                     maxConcurrency?: number;
-                    /** @description Most deliveries a second to the endpoint, 1-1000, over every worker process (each second counted whole); null (the default) for none. */
+                    /** @description Most attempts to the endpoint in any one-second window (sliding), 1-1000, over every worker process; sends are evenly spaced. null (the default) for none. */
                     maxPerSecond?: number | null;
                     /**
                      * @description `none` (the default): deliveries go as they fall due. `per_object`: at most one delivery per object in flight (the `bookingId` of booking, dispute and payment events, the `tripId` of trip events, the `clientId` of client events), in `sequence` order; a retry holds back the later events of its object only. A dead-lettered one lets the next go: the gap shows in `sequence`.
@@ -7685,7 +7685,7 @@ export interface operations {
                 "Content-Type": "application/json";
                 /** @description `Service-Webhooks/1.0`, then an informational address. */
                 "User-Agent": string;
-                /** @description `t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first). */
+                /** @description `t=<unix seconds>,v1=<hex>`; another `v1` for 24 hours after a key rotation (new key first). */
                 "Service-Signature": string;
                 /** @description The event type; equals the body `type`. */
                 "Service-Event-Type": "booking.confirmed";
@@ -7780,7 +7780,7 @@ export interface operations {
                 "Content-Type": "application/json";
                 /** @description `Service-Webhooks/1.0`, then an informational address. */
                 "User-Agent": string;
-                /** @description `t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first). */
+                /** @description `t=<unix seconds>,v1=<hex>`; another `v1` for 24 hours after a key rotation (new key first). */
                 "Service-Signature": string;
                 /** @description The event type; equals the body `type`. */
                 "Service-Event-Type": "booking.cancelled";
@@ -7874,7 +7874,7 @@ export interface operations {
                 "Content-Type": "application/json";
                 /** @description `Service-Webhooks/1.0`, then an informational address. */
                 "User-Agent": string;
-                /** @description `t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first). */
+                /** @description `t=<unix seconds>,v1=<hex>`; another `v1` for 24 hours after a key rotation (new key first). */
                 "Service-Signature": string;
                 /** @description The event type; equals the body `type`. */
                 "Service-Event-Type": "booking.refunded";
@@ -7968,7 +7968,7 @@ export interface operations {
                 "Content-Type": "application/json";
                 /** @description `Service-Webhooks/1.0`, then an informational address. */
                 "User-Agent": string;
-                /** @description `t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first). */
+                /** @description `t=<unix seconds>,v1=<hex>`; another `v1` for 24 hours after a key rotation (new key first). */
                 "Service-Signature": string;
                 /** @description The event type; equals the body `type`. */
                 "Service-Event-Type": "payment.succeeded";
@@ -8062,7 +8062,7 @@ export interface operations {
                 "Content-Type": "application/json";
                 /** @description `Service-Webhooks/1.0`, then an informational address. */
                 "User-Agent": string;
-                /** @description `t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first). */
+                /** @description `t=<unix seconds>,v1=<hex>`; another `v1` for 24 hours after a key rotation (new key first). */
                 "Service-Signature": string;
                 /** @description The event type; equals the body `type`. */
                 "Service-Event-Type": "payment.failed";
@@ -8156,7 +8156,7 @@ export interface operations {
                 "Content-Type": "application/json";
                 /** @description `Service-Webhooks/1.0`, then an informational address. */
                 "User-Agent": string;
-                /** @description `t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first). */
+                /** @description `t=<unix seconds>,v1=<hex>`; another `v1` for 24 hours after a key rotation (new key first). */
                 "Service-Signature": string;
                 /** @description The event type; equals the body `type`. */
                 "Service-Event-Type": "dispute.opened";
@@ -8250,7 +8250,7 @@ export interface operations {
                 "Content-Type": "application/json";
                 /** @description `Service-Webhooks/1.0`, then an informational address. */
                 "User-Agent": string;
-                /** @description `t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first). */
+                /** @description `t=<unix seconds>,v1=<hex>`; another `v1` for 24 hours after a key rotation (new key first). */
                 "Service-Signature": string;
                 /** @description The event type; equals the body `type`. */
                 "Service-Event-Type": "dispute.closed";
@@ -8344,7 +8344,7 @@ export interface operations {
                 "Content-Type": "application/json";
                 /** @description `Service-Webhooks/1.0`, then an informational address. */
                 "User-Agent": string;
-                /** @description `t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first). */
+                /** @description `t=<unix seconds>,v1=<hex>`; another `v1` for 24 hours after a key rotation (new key first). */
                 "Service-Signature": string;
                 /** @description The event type; equals the body `type`. */
                 "Service-Event-Type": "trip.published";
@@ -8436,7 +8436,7 @@ export interface operations {
                 "Content-Type": "application/json";
                 /** @description `Service-Webhooks/1.0`, then an informational address. */
                 "User-Agent": string;
-                /** @description `t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first). */
+                /** @description `t=<unix seconds>,v1=<hex>`; another `v1` for 24 hours after a key rotation (new key first). */
                 "Service-Signature": string;
                 /** @description The event type; equals the body `type`. */
                 "Service-Event-Type": "trip.unpublished";
@@ -8528,7 +8528,7 @@ export interface operations {
                 "Content-Type": "application/json";
                 /** @description `Service-Webhooks/1.0`, then an informational address. */
                 "User-Agent": string;
-                /** @description `t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first). */
+                /** @description `t=<unix seconds>,v1=<hex>`; another `v1` for 24 hours after a key rotation (new key first). */
                 "Service-Signature": string;
                 /** @description The event type; equals the body `type`. */
                 "Service-Event-Type": "client.created";
@@ -8618,7 +8618,7 @@ export interface operations {
                 "Content-Type": "application/json";
                 /** @description `Service-Webhooks/1.0`, then an informational address. */
                 "User-Agent": string;
-                /** @description `t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first). */
+                /** @description `t=<unix seconds>,v1=<hex>`; another `v1` for 24 hours after a key rotation (new key first). */
                 "Service-Signature": string;
                 /** @description The event type; equals the body `type`. */
                 "Service-Event-Type": "webhook.test";

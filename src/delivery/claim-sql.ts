@@ -135,12 +135,12 @@ export function claimStatement(
  * `aliveSince` (it died, or stopped without recording it), or, for a claim older than the worker
  * registry (no `claimed_by`), the claim is older than `staleBefore`. Never a claim of `asker`: a
  * worker holds its own claims, whatever the clock says of its heartbeat. Through the partial
- * in-flight index: there are few such rows.
+ * in-flight index (there are few such rows); the live workers are read once, not per row.
  */
 export function abandoned(alias: string, aliveSince: string, staleBefore: string, asker: string) {
   const row = (column: string) => sql.ref(`${alias}.${column}`);
   return sql<boolean>`${row('status')} = 'in_flight' and (
     (${row('claimed_by')} is null and ${row('claimed_at')} < ${staleBefore})
-    or (${row('claimed_by')} <> ${asker} and not exists (
-      select 1 from webhook_workers w where w.id = ${row('claimed_by')} and w.heartbeat_at >= ${aliveSince})))`;
+    or (${row('claimed_by')} <> ${asker} and ${row('claimed_by')} not in (
+      select w.id from webhook_workers w where w.heartbeat_at >= ${aliveSince})))`;
 }

@@ -2,7 +2,8 @@ import { createMailer } from '../notifications/mailer.ts';
 import type { Runtime } from '../runtime.ts';
 import { RetentionSweeper, type SweeperOptions } from '../webhooks/retention-sweeper.ts';
 import { WebhookSender } from './http-sender.ts';
-import { DEFAULT_MAX_IN_FLIGHT, DeliveryWorker, type WorkerOptions } from './worker.ts';
+import type { WorkerOptions } from './types.ts';
+import { DEFAULT_MAX_IN_FLIGHT, DeliveryWorker } from './worker.ts';
 
 /**
  * A delivery worker over the runtime's services, with its own HTTP agent; started. On PostgreSQL it

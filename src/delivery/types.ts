@@ -1,6 +1,7 @@
 import type { DeliveryStatus } from '../db/schema.ts';
 import type { AttemptErrorClass } from '../domain/attempts.ts';
 import type { Ordering } from '../domain/flow-control.ts';
+import type { PausedNotice } from '../notifications/mailer.ts';
 
 /** A claimed delivery with what sending it needs. */
 export interface ClaimedDelivery {
@@ -82,4 +83,32 @@ export interface SettledAttempt {
 export interface ReleasedClaim {
   delivery: ClaimedDelivery;
   nextAttemptAt: string;
+}
+
+export interface WorkerOptions {
+  /** Attempts running at once, over every endpoint. */
+  maxInFlight?: number;
+  /**
+   * Attempts this process runs at once to one subscription, whatever its concurrency limit (the
+   * limit holds over every process, see claimStatement). Also the least one tenant may hold.
+   */
+  maxPerSubscription?: number;
+  /** Most rows one claim takes. */
+  batchSize?: number;
+  /** Fallback polling when no signal arrives (other processes' retries, lost notifications). */
+  pollIntervalMs?: number;
+}
+
+/**
+ * What a worker reports as it goes (tests await these instead of polling the database):
+ * `claimed` a batch of rows, `attempted` one POST, `released` a claim given back unattempted (its
+ * endpoint held, or its send slot missed), `recorded` a batch of outcomes committed, `paused` a
+ * subscription auto-paused.
+ */
+export interface WorkerEvents {
+  claimed: [deliveries: ClaimedDelivery[]];
+  attempted: [attempt: SettledAttempt];
+  released: [delivery: ClaimedDelivery];
+  recorded: [batch: SettledAttempt[]];
+  paused: [notice: PausedNotice];
 }

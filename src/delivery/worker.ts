@@ -6,7 +6,7 @@ import { DELIVERIES_CHANNEL, HOLDS_CHANNEL, type Notifier } from '../db/notifier
 import { MAX_CONCURRENCY } from '../domain/flow-control.ts';
 import type { Clock } from '../lib/clock.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
-import type { Mailer, PausedNotice } from '../notifications/mailer.ts';
+import type { Mailer } from '../notifications/mailer.ts';
 import type { MembersRepository } from '../repositories/members-repository.ts';
 import type { NotificationsRepository } from '../repositories/notifications-repository.ts';
 import type { WebhooksRepository } from '../repositories/webhooks-repository.ts';
@@ -15,8 +15,6 @@ import {
   mayHaveMore,
   PACE_HORIZON_MS,
   paceCheck,
-  paceIntervalUs,
-  paceSlots,
   subscriptionClaimShare,
   subscriptionLevels,
   tenantClaimPlan,
@@ -24,25 +22,18 @@ import {
 } from './admission.ts';
 import { AttemptRunner, INTERNAL_FAILURE } from './attempt.ts';
 import type { SendResult, WebhookSender } from './http-sender.ts';
+import { reserveSlots } from './pace.ts';
 import type { DeliveryQueue } from './queue.ts';
 import { Recorder } from './recorder.ts';
 import { WorkerRegistry } from './registry.ts';
-import type { ClaimedDelivery, ReleasedClaim, SettledAttempt } from './types.ts';
+import type {
+  ClaimedDelivery,
+  ReleasedClaim,
+  SettledAttempt,
+  WorkerEvents,
+  WorkerOptions,
+} from './types.ts';
 import { Wakes } from './wakes.ts';
-
-export interface WorkerOptions {
-  /** Attempts running at once, over every endpoint. */
-  maxInFlight?: number;
-  /**
-   * Attempts this process runs at once to one subscription, whatever its concurrency limit (the
-   * limit holds over every process, see claimStatement). Also the least one tenant may hold.
-   */
-  maxPerSubscription?: number;
-  /** Most rows one claim takes. */
-  batchSize?: number;
-  /** Fallback polling when no signal arrives (other processes' retries, lost notifications). */
-  pollIntervalMs?: number;
-}
 
 export interface WorkerDependencies {
   config: Config;
@@ -58,20 +49,6 @@ export interface WorkerDependencies {
   logger: Logger;
   /** Emails auto-pause notices when SMTP_URL is set. */
   mailer: Mailer | null;
-}
-
-/**
- * What a worker reports as it goes (tests await these instead of polling the database):
- * `claimed` a batch of rows, `attempted` one POST, `released` a claim given back unattempted (its
- * endpoint held, or its send slot missed), `recorded` a batch of outcomes committed, `paused` a
- * subscription auto-paused.
- */
-export interface WorkerEvents {
-  claimed: [deliveries: ClaimedDelivery[]];
-  attempted: [attempt: SettledAttempt];
-  released: [delivery: ClaimedDelivery];
-  recorded: [batch: SettledAttempt[]];
-  paused: [notice: PausedNotice];
 }
 
 /** What the loop is doing: `full` waits for a slot, `sleeping` for a signal or the poll. */
@@ -267,7 +244,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     if (claimed.length === 0) return false;
     for (const delivery of claimed) this.held.add(delivery.id);
     this.emit('claimed', claimed);
-    const slots = await this.reserveSlots(claimed, nowMs);
+    const slots = await this.slotsFor(claimed, nowMs);
     for (const delivery of claimed) this.admit(delivery, slots.get(delivery.id));
     return mayHaveMore(claimed, limit, {
       plan,
@@ -280,43 +257,23 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
   }
 
   /**
-   * Send slots (epoch ms) for the claimed rows of capped subscriptions, reserved together in the
-   * database so they interleave with every other worker's; null for a row whose reservation failed
-   * (it is given back). The worker wakes to claim again as the reserved slots run out.
+   * Send slots (epoch ms) for the claimed rows of capped subscriptions (see reserveSlots); null
+   * for each when the reservation failed (they are given back). The worker wakes to claim again
+   * as the reserved slots run out.
    */
-  private async reserveSlots(
+  private async slotsFor(
     claimed: readonly ClaimedDelivery[],
     nowMs: number,
   ): Promise<Map<string, number | null>> {
-    const slots = new Map<string, number | null>();
-    const bySubscription = new Map<string, ClaimedDelivery[]>();
-    for (const delivery of claimed) {
-      if (delivery.maxPerSecond === null) continue;
-      const rows = bySubscription.get(delivery.subscriptionId) ?? [];
-      rows.push(delivery);
-      bySubscription.set(delivery.subscriptionId, rows);
-    }
-    if (bySubscription.size === 0) return slots;
-    const rate = (rows: ClaimedDelivery[]) => rows[0].maxPerSecond as number;
     try {
-      const next = await this.deps.queue.reservePace(
-        nowMs * 1000,
-        [...bySubscription].map(([subscriptionId, rows]) => ({
-          subscriptionId,
-          spanUs: rows.length * paceIntervalUs(rate(rows)),
-        })),
-      );
-      for (const [id, rows] of bySubscription) {
-        const nextSlotUs = next.get(id) as number;
-        const times = paceSlots(nextSlotUs, rows.length, rate(rows));
-        for (const [i, row] of rows.entries()) slots.set(row.id, times[i]);
-        this.wakes.at(nextSlotUs / 1000 - PACE_HORIZON_MS);
-      }
+      const { slots, scheduleEndsMs } = await reserveSlots(this.deps.queue, claimed, nowMs);
+      for (const endMs of scheduleEndsMs) this.wakes.at(endMs - PACE_HORIZON_MS);
+      return slots;
     } catch (error) {
       this.deps.logger.warn({ err: error }, 'reserving send slots failed; giving the rows back');
-      for (const rows of bySubscription.values()) for (const row of rows) slots.set(row.id, null);
+      const capped = claimed.filter((row) => row.maxPerSecond !== null);
+      return new Map(capped.map((row) => [row.id, null]));
     }
-    return slots;
   }
 
   /** A subscription's levels here, from the limit its latest claim read. */

@@ -302,7 +302,7 @@ export const MaxPerSecond = Nullable(
     minimum: 1,
     maximum: 1000,
     description:
-      'Most deliveries a second to the endpoint, 1-1000, over every worker process (each second counted whole); null (the default) for none.',
+      'Most attempts to the endpoint in any one-second window (sliding), 1-1000, over every worker process; sends are evenly spaced. null (the default) for none.',
   }),
 );
 

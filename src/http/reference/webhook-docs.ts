@@ -166,7 +166,8 @@ function deliveryDescription(options: WebhookDocsOptions): string {
       'lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of ' +
       '`<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old ' +
       "`t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key " +
-      'rotation the header carries two `v1` values, the new key first. Code for Node and Python: ' +
+      "rotation the header also carries the retired key's `v1` (the new key first; a second " +
+      'rotation within them adds a third). Code for Node and Python: ' +
       '"Receiving webhooks" in the introduction.',
     '**Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event ' +
       'carries it. Ignore unknown fields: new ones may be added.',
@@ -216,7 +217,7 @@ function headers(type: EventType, options: WebhookDocsOptions) {
     }),
     header(
       'Service-Signature',
-      '`t=<unix seconds>,v1=<hex>`; a second `v1` for 24 hours after a key rotation (new key first).',
+      '`t=<unix seconds>,v1=<hex>`; another `v1` for 24 hours after a key rotation (new key first).',
       {
         type: 'string',
         pattern: '^t=[0-9]+(,v1=[0-9a-f]{64}){1,2}$',

@@ -318,7 +318,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (
         tags: ['Webhook endpoints'],
         summary: 'Replace the signing key; the old one keeps signing for 24 hours',
         description:
-          "Returns the new key once. For `WEBHOOK_KEY_OVERLAP` (24 h) deliveries carry two `v1` signatures, the new key's first, so receivers can switch keys without dropping events. Scope `webhooks:write`.",
+          "Returns the new key once. For `WEBHOOK_KEY_OVERLAP` (24 h) deliveries also carry a `v1` signature by the key retired now (`legacySigningKeyExpiresAt`), the new key's first, so receivers can switch keys without dropping events; a key retired by an earlier rotation keeps signing until its own promised expiry. Scope `webhooks:write`.",
         headers: IdempotencyHeaders,
         params: IdParams,
         response: {
