@@ -14,6 +14,7 @@
  *
  * Without an IPC channel (run by hand) it does nothing.
  */
+import cluster from 'node:cluster';
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
 import { constants, PerformanceObserver } from 'node:perf_hooks';
@@ -47,7 +48,9 @@ if (process.env.BENCH_RETENTION === 'manual') {
   };
 }
 
-if (process.send && process.channel) {
+// Not in the API processes a `serve --processes` primary forks (they inherit its flags): their
+// channel is node:cluster's, which keeps them alive while the primary hands them the port.
+if (process.send && process.channel && !cluster.isWorker) {
   process.channel.unref();
   process.on('disconnect', () => process.exit(0));
 

@@ -57,6 +57,9 @@ export type LoopState = 'stopped' | 'joining' | 'claiming' | 'full' | 'sleeping'
 export const DEFAULT_MAX_IN_FLIGHT = 256;
 export const DEFAULT_MAX_PER_SUBSCRIPTION = MAX_CONCURRENCY;
 export const DEFAULT_BATCH_SIZE = 200;
+/** How far ahead a burst's first send slot lies: the reservation's own round trip must not
+ * make it late (see paceCheck). */
+const PACE_LEAD_MS = 25;
 
 /**
  * The delivery worker: claims due rows, admits each (fair shares, holds, pace), attempts it, and
@@ -244,7 +247,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     if (claimed.length === 0) return false;
     for (const delivery of claimed) this.held.add(delivery.id);
     this.emit('claimed', claimed);
-    const slots = await this.slotsFor(claimed, nowMs);
+    const slots = await this.slotsFor(claimed, this.deps.clock.now().getTime() + PACE_LEAD_MS);
     for (const delivery of claimed) this.admit(delivery, slots.get(delivery.id));
     return mayHaveMore(claimed, limit, {
       plan,
@@ -257,16 +260,16 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
   }
 
   /**
-   * Send slots (epoch ms) for the claimed rows of capped subscriptions (see reserveSlots); null
-   * for each when the reservation failed (they are given back). The worker wakes to claim again
-   * as the reserved slots run out.
+   * Send slots (epoch ms, none before `fromMs`) for the claimed rows of capped subscriptions (see
+   * reserveSlots); null for each when the reservation failed (they are given back). The worker
+   * wakes to claim again as the reserved slots run out.
    */
   private async slotsFor(
     claimed: readonly ClaimedDelivery[],
-    nowMs: number,
+    fromMs: number,
   ): Promise<Map<string, number | null>> {
     try {
-      const { slots, scheduleEndsMs } = await reserveSlots(this.deps.queue, claimed, nowMs);
+      const { slots, scheduleEndsMs } = await reserveSlots(this.deps.queue, claimed, fromMs);
       for (const endMs of scheduleEndsMs) this.wakes.at(endMs - PACE_HORIZON_MS);
       return slots;
     } catch (error) {
