@@ -3,6 +3,18 @@
 // timer) and http (Fastify) → services → repositories and rate-limit → db → config → domain, lib
 // and notifications. An import may only point down.
 const layer = (name) => `^src/${name}(/|\\.ts$)`;
+// What the worker's layers (webhooks, delivery) may use: every layer under http, and the runtime.
+const engineBelow = [
+  'lib',
+  'domain',
+  'notifications',
+  'config',
+  'db',
+  'repositories',
+  'rate-limit',
+  'services',
+  'runtime',
+];
 const below = {
   lib: [],
   domain: ['lib'],
@@ -14,29 +26,8 @@ const below = {
   'rate-limit': ['lib', 'domain', 'config', 'db'],
   services: ['lib', 'domain', 'notifications', 'config', 'db', 'repositories'],
   http: ['lib', 'domain', 'config', 'db', 'repositories', 'rate-limit', 'services'],
-  webhooks: [
-    'lib',
-    'domain',
-    'notifications',
-    'config',
-    'db',
-    'repositories',
-    'rate-limit',
-    'services',
-    'runtime',
-  ],
-  delivery: [
-    'lib',
-    'domain',
-    'notifications',
-    'config',
-    'db',
-    'repositories',
-    'rate-limit',
-    'services',
-    'webhooks',
-    'runtime',
-  ],
+  webhooks: engineBelow,
+  delivery: [...engineBelow, 'webhooks'],
 };
 const layers = Object.keys(below);
 

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
+import { mostWithin } from '../../test/helpers/attempt-log.ts';
 import {
   Holds,
   mayHaveMore,
@@ -12,18 +13,6 @@ import {
   subscriptionLevels,
   tenantClaimPlan,
 } from './admission.ts';
-
-/** The most of `times` within any half-open window of `windowMs`. */
-function mostWithin(times: readonly number[], windowMs: number): number {
-  const sorted = [...times].sort((a, b) => a - b);
-  let most = 0;
-  let first = 0;
-  for (let last = 0; last < sorted.length; last++) {
-    while (sorted[last] - sorted[first] >= windowMs) first += 1;
-    most = Math.max(most, last - first + 1);
-  }
-  return most;
-}
 
 describe('pace: maxPerSecond as evenly spaced send slots', () => {
   it('spaces slots so that no second holds more than the cap, even when starts run late', () => {
