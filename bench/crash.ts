@@ -134,7 +134,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   });
   const dir = mkdtempSync(join(tmpdir(), 'tourops-crash-'));
   let dbEnv: Record<string, string> = { DATA_DIR: dir };
-  let drop = async () => undefined as void;
+  let drop: () => Promise<void> = async () => {};
   if (values.backend === 'postgres') {
     const base = values['pg-url'] ?? DEFAULT_PG_URL;
     const name = `tourops_crash_${Date.now()}`;
