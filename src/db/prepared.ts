@@ -19,7 +19,7 @@ export function statementName(sql: string): string | undefined {
 
 /**
  * A query compiled once and then run with new parameter values. Kysely otherwise rebuilds and
- * recompiles the operation tree on every call, which measured as the largest share of a hot read.
+ * recompiles the operation tree on every call, the largest share of a hot read in a profile.
  * `build` receives placeholders for its parameters; each must be used, as a value only.
  * It runs on `db`, so inside a unit of work it joins the transaction like any other statement.
  */

@@ -1,4 +1,4 @@
-import type { DeliveryStatus } from '../db/schema.ts';
+import type { DeliveryStatus, WebhookAttemptsTable } from '../db/schema.ts';
 import type { AttemptErrorClass } from '../domain/attempts.ts';
 import type { Ordering } from '../domain/flow-control.ts';
 import type { PausedNotice } from '../notifications/mailer.ts';
@@ -62,16 +62,11 @@ export interface SettledAttempt {
   holdUntil: string | null;
   /** Attempts in flight to the subscription in this process once it was sent, itself included. */
   inFlightAtSend: number;
-  /** What the attempt log keeps of it. */
-  attempt: {
-    startedAt: string;
-    durationMs: number;
-    /** The status as answered, even when the answer was then cut off. */
-    status: number | null;
-    errorClass: AttemptErrorClass | null;
-    responseBody: string;
-    retryAfter: string | null;
-    /** The subscription's concurrency limit it was sent under. */
+  /**
+   * What the attempt log keeps of it (`status` as answered, even when the answer was then cut
+   * off; the concurrency limit it was sent under).
+   */
+  attempt: Omit<WebhookAttemptsTable, 'id' | 'tenantId' | 'deliveryId' | 'attempt'> & {
     concurrencyLimit: number;
   };
 }

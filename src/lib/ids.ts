@@ -23,7 +23,8 @@ export type IdPrefix =
 
 /**
  * ulid's own generator asks the system for one random byte per character, 16 calls per id (a
- * tenth of an insert's CPU when measured); this one hands out bytes of one 4 KB fill at a time.
+ * visible share of an insert's CPU in a profile); this one hands out bytes of one 4 KB fill at a
+ * time.
  */
 const randomPool = new Uint8Array(4096);
 let randomAt = randomPool.length;
