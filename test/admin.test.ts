@@ -113,6 +113,21 @@ for (const backend of BACKENDS) {
         scopes: ['trips:delete'],
       });
       assert.equal(badScope.statusCode, 422);
+      // A token born expired could never be used: 422 on expiresAt, nothing minted.
+      const before = (await ctx.runtime.database.db.selectFrom('apiTokens').select('id').execute())
+        .length;
+      for (const expiresAt of ['2020-01-01T00:00:00.000Z', new Date().toISOString()]) {
+        const past = await admin('POST', `/admin/v1/tenants/${tenant.id}/tokens`, {
+          scopes: ['*'],
+          expiresAt,
+        });
+        assert.equal(past.statusCode, 422, past.body);
+        assert.match(String(past.headers['content-type']), /application\/problem\+json/);
+        assert.match(past.json().errors.expiresAt[0], /future/);
+      }
+      const after = (await ctx.runtime.database.db.selectFrom('apiTokens').select('id').execute())
+        .length;
+      assert.equal(after, before);
       const minted = await admin('POST', `/admin/v1/tenants/${tenant.id}/tokens`, {
         scopes: ['trips:read', 'trips:read', 'clients:read'],
         name: 'CRM sync',

@@ -442,7 +442,8 @@ describe('tourops CLI (messages and values)', () => {
     assert.throws(() => parse('2029-12-31'), /not in the future/);
   });
 
-  it('--scopes takes a comma list or all', () => {
+  it('--scopes takes a comma list, or * as the API does (all as an alias)', () => {
+    assert.deepEqual(parseScopes('*', 'token create'), ['*']);
     assert.deepEqual(parseScopes('all', 'token create'), ['*']);
     assert.deepEqual(parseScopes(' trips:read,,trips:read ', 'token create'), ['trips:read']);
     assert.throws(() => parseScopes('trips:fly', 'token create'), /unknown scope "trips:fly"/);

@@ -300,9 +300,20 @@ for (const backend of BACKENDS) {
       const revoked = await mintToken(ctx, owner.id, ['*']);
       await ctx.admin('POST', `/admin/v1/tokens/${revoked.id}/revoke`);
       tokens.revoked = revoked.token;
-      tokens.expired = (
-        await mintToken(ctx, owner.id, ['*'], undefined, '2020-01-01T00:00:00.000Z')
-      ).token;
+      // Minted for a minute, then expired in its row: a past expiresAt is refused at minting.
+      const expired = await mintToken(
+        ctx,
+        owner.id,
+        ['*'],
+        undefined,
+        new Date(Date.now() + 60_000).toISOString(),
+      );
+      await ctx.runtime.database.db
+        .updateTable('apiTokens')
+        .set({ expiresAt: '2020-01-01T00:00:00.000Z' })
+        .where('id', '=', expired.id)
+        .execute();
+      tokens.expired = expired.token;
       tokens.free = (await createTenant(ctx, { tier: 'free' })).token;
     });
     after(() => ctx.close());

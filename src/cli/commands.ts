@@ -291,7 +291,8 @@ const tokenCreateCommand: Command = {
       type: 'string',
       value: '<list|all>',
       required: true,
-      description: 'comma-separated scopes, e.g. trips:read,clients:read, or all',
+      description:
+        'comma-separated scopes, e.g. trips:read,clients:read, or * for all ten (all works too)',
     },
     expires: {
       type: 'string',

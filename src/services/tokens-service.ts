@@ -86,6 +86,10 @@ export class TokensService {
       const date = new Date(input.expiresAt);
       if (Number.isNaN(date.getTime()))
         throw fieldError('expiresAt', 'must be an ISO 8601 date-time');
+      // A token born expired could never authenticate: a mistake worth saying at once.
+      if (date.getTime() <= this.deps.clock.now().getTime()) {
+        throw fieldError('expiresAt', 'must be in the future');
+      }
       expiresAt = date.toISOString();
     }
     if (input.createdBy && !(await this.deps.members.findById(tenant.id, input.createdBy))) {

@@ -107,7 +107,14 @@ const CreateTokenBody = Type.Object(
   {
     scopes: Type.Array(StringEnum([...SCOPES, '*']), { minItems: 1 }),
     name: Type.Optional(Nullable(Type.String({ maxLength: 200 }))),
-    expiresAt: Type.Optional(Nullable(DateTime)),
+    expiresAt: Type.Optional(
+      Nullable(
+        Type.String({
+          format: 'date-time',
+          description: 'When the token stops working; in the future (else 422), null for never.',
+        }),
+      ),
+    ),
     createdBy: Type.Optional(Nullable(Type.String())),
   },
   { additionalProperties: false },
