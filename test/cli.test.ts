@@ -57,6 +57,20 @@ function assertOk(result: CliResult): void {
 }
 
 /** A failure is exactly one `tourops: …` line on stderr and nothing on stdout. */
+/** Every line's cells begin where their header's name does (columns two spaces apart or more). */
+function assertAligned(text: string, names: string[]): void {
+  const [header, ...rows] = text.trimEnd().split('\n');
+  const starts = names.map((name) => header.indexOf(name));
+  for (const row of rows) {
+    for (const start of starts.slice(1)) {
+      assert.ok(
+        row.slice(start - 2, start) === '  ' && row[start] !== ' ',
+        `a column does not begin at ${start}:\n${text}`,
+      );
+    }
+  }
+}
+
 function assertFails(result: CliResult, code: 1 | 2, pattern: RegExp): void {
   assert.equal(result.code, code, `stdout: ${result.stdout}\nstderr: ${result.stderr}`);
   assert.equal(result.stdout, '');
@@ -142,7 +156,8 @@ for (const backend of BACKENDS) {
       assert.ok(JSON.parse(tenants.stdout).some((t: { slug: string }) => t.slug === 'acme'));
       const human = await tourops('tenant list', env);
       assertOk(human);
-      assert.match(human.stdout, /^ten_\w+ {2}acme {2}pro {2}Acme Tours$/m);
+      assert.match(human.stdout, /^ten_\w+ {2,}acme {2,}pro {2,}Acme Tours$/m);
+      assertAligned(human.stdout, ['ID', 'SLUG', 'TIER', 'NAME']);
       const tokens = await tourops('token list --tenant acme --json', env);
       assertOk(tokens);
       const listed = JSON.parse(tokens.stdout);
@@ -152,8 +167,9 @@ for (const backend of BACKENDS) {
       assertOk(lines);
       assert.match(
         lines.stdout,
-        new RegExp(`^${id} {2}tk_test_\\w+… {2}active {2}trips:read$`, 'm'),
+        new RegExp(`^${id} {2,}tk_test_\\w+… {2,}active {2,}trips:read$`, 'm'),
       );
+      assertAligned(lines.stdout, ['ID', 'PREFIX', 'STATE', 'SCOPES']);
       assertFails(await tourops('token list --tenant nobody', env), 1, /Tenant "nobody"/);
     });
 

@@ -13,6 +13,7 @@ import {
   checkSigningKey,
   checkSlug,
   checkTenantName,
+  columns,
   parseEventTypes,
   parseExpiry,
   parseLoopbackUrl,
@@ -561,11 +562,14 @@ const tenantListCommand: Command = {
   json: true,
   async run(ctx) {
     const tenants = await ctx.withRuntime((runtime) => runtime.services.tenants.list());
-    const lines = tenants.map(
-      (t) => `${t.id}  ${t.slug}  ${t.tier}${t.active ? '' : '  (inactive)'}  ${t.name}\n`,
-    );
+    const rows = tenants.map((t) => [
+      t.id,
+      t.slug,
+      t.active ? t.tier : `${t.tier} (inactive)`,
+      t.name,
+    ]);
     ctx.print(
-      lines.length === 0 ? 'No tenants.\n' : `ID  SLUG  TIER  NAME\n${lines.join('')}`,
+      rows.length === 0 ? 'No tenants.\n' : columns(['ID', 'SLUG', 'TIER', 'NAME'], rows),
       tenants,
     );
     return 'done';
@@ -586,13 +590,17 @@ const tokenListCommand: Command = {
     const tokens = await ctx.withRuntime((runtime) =>
       namingNotFound(runtime, runtime.services.tokens.list(tenantRef), `Tenant "${tenantRef}"`),
     );
-    const lines = tokens.map(
-      (t) =>
-        `${t.id}  ${t.prefix}…  ${t.revoked ? 'revoked' : t.expiresAt ? `expires ${t.expiresAt}` : 'active'}  ` +
-        `${t.scopes.join(',')}${t.name === null ? '' : `  "${t.name}"`}\n`,
-    );
+    const rows = tokens.map((t) => [
+      t.id,
+      `${t.prefix}…`,
+      t.revoked ? 'revoked' : t.expiresAt ? `expires ${t.expiresAt}` : 'active',
+      t.scopes.join(','),
+      t.name === null ? '' : `"${t.name}"`,
+    ]);
     ctx.print(
-      lines.length === 0 ? 'No tokens.\n' : `ID  PREFIX  STATE  SCOPES  NAME\n${lines.join('')}`,
+      rows.length === 0
+        ? 'No tokens.\n'
+        : columns(['ID', 'PREFIX', 'STATE', 'SCOPES', 'NAME'], rows),
       tokens,
     );
     return 'done';

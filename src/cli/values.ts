@@ -181,3 +181,21 @@ export function checkSigningKey(raw: string, command: string): string {
   }
   return raw;
 }
+
+/**
+ * A header and rows as aligned columns: each as wide as its widest cell, two spaces apart, no
+ * trailing spaces; one line each.
+ */
+export function columns(header: readonly string[], rows: ReadonlyArray<readonly string[]>): string {
+  const all = [header, ...rows];
+  const widths = header.map((_, i) => Math.max(...all.map((row) => (row[i] ?? '').length)));
+  return all
+    .map(
+      (row) =>
+        `${row
+          .map((cell, i) => cell.padEnd(widths[i]))
+          .join('  ')
+          .trimEnd()}\n`,
+    )
+    .join('');
+}
