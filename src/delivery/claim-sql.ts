@@ -1,6 +1,13 @@
 import { type RawBuilder, sql } from 'kysely';
 import type { Dialect } from '../db/database.ts';
 
+/** The members of a JSON array parameter, as a subquery (`IN` it). */
+export function jsonMembers(dialect: Dialect, list: string): RawBuilder<unknown> {
+  return dialect === 'postgres'
+    ? sql`(select jsonb_array_elements_text(cast(${list} as jsonb)))`
+    : sql`(select value from json_each(${list}))`;
+}
+
 /**
  * The claim, as one statement (compiled once by DeliveryQueue: every list is one JSON parameter,
  * so its text never changes and PostgreSQL plans it once per connection). It takes, for every
@@ -17,15 +24,15 @@ export function claimStatement(
   dialect: Dialect,
   p: {
     now: string;
-    nowUs: string;
-    paceHorizonUs: string;
+    nowUs: number;
+    paceHorizonUs: number;
     workerId: string;
     aliveSince: string;
     staleBefore: string;
-    limit: string;
-    perSubscription: string;
-    newcomerRoom: string;
-    maxAttempts: string;
+    limit: number;
+    perSubscription: number;
+    newcomerRoom: number;
+    maxAttempts: number;
     skip: string;
     skipTenants: string;
     rooms: string;
@@ -33,13 +40,9 @@ export function claimStatement(
   },
 ): RawBuilder<{ id: string }> {
   const pg = dialect === 'postgres';
-  const int = (value: string) => (pg ? sql`cast(${value} as integer)` : sql`${value}`);
-  const big = (value: string) => (pg ? sql`cast(${value} as bigint)` : sql`${value}`);
-  // The members of a JSON array parameter, as a subquery.
-  const members = (list: string) =>
-    pg
-      ? sql`(select jsonb_array_elements_text(cast(${list} as jsonb)))`
-      : sql`(select value from json_each(${list}))`;
+  const int = (value: number) => (pg ? sql`cast(${value} as integer)` : sql`${value}`);
+  const big = (value: number) => (pg ? sql`cast(${value} as bigint)` : sql`${value}`);
+  const members = (list: string) => jsonMembers(dialect, list);
   // A `per_object` subscription's row waits while an earlier one of its object is still to go
   // (in flight, or pending with a lower sequence), through webhook_deliveries_object_idx.
   const inOrder = (

@@ -6,7 +6,7 @@ import type {
   WebhookSubscriptionsTable,
 } from '../db/schema.ts';
 import { Repository } from '../repositories/repository.ts';
-import { abandoned, claimStatement } from './claim-sql.ts';
+import { abandoned, claimStatement, jsonMembers } from './claim-sql.ts';
 import type { ClaimedDelivery, DeliveryOutcome } from './types.ts';
 
 /**
@@ -104,15 +104,15 @@ export class DeliveryQueue extends Repository {
     ) =>
       claimStatement(this.dialect, {
         now,
-        nowUs: nowUs as unknown as string,
-        paceHorizonUs: paceHorizonUs as unknown as string,
+        nowUs,
+        paceHorizonUs,
         workerId,
         aliveSince,
         staleBefore,
-        limit: limit as unknown as string,
-        perSubscription: perSubscription as unknown as string,
-        newcomerRoom: newcomerRoom as unknown as string,
-        maxAttempts: maxAttempts as unknown as string,
+        limit,
+        perSubscription,
+        newcomerRoom,
+        maxAttempts,
         skip,
         skipTenants,
         rooms,
@@ -149,13 +149,7 @@ export class DeliveryQueue extends Repository {
         'e.traceContext',
         's.propagateTraceContext',
       ])
-      .where(
-        sql<boolean>`d.id in ${
-          this.dialect === 'postgres'
-            ? sql`(select jsonb_array_elements_text(cast(${ids} as jsonb)))`
-            : sql`(select value from json_each(${ids}))`
-        }`,
-      )
+      .where(sql<boolean>`d.id in ${jsonMembers(this.dialect, ids)}`)
       .where('d.claimedAt', '=', now),
   );
 
@@ -234,13 +228,7 @@ export class DeliveryQueue extends Repository {
       }))
       .where('status', '=', 'in_flight')
       .where('claimedBy', '=', workerId)
-      .where(
-        sql<boolean>`id not in ${
-          this.dialect === 'postgres'
-            ? sql`(select jsonb_array_elements_text(cast(${JSON.stringify(held)} as jsonb)))`
-            : sql`(select value from json_each(${JSON.stringify(held)}))`
-        }`,
-      )
+      .where(sql<boolean>`id not in ${jsonMembers(this.dialect, JSON.stringify(held))}`)
       .executeTakeFirst();
     return Number(result.numUpdatedRows);
   }

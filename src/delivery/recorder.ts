@@ -56,11 +56,6 @@ export class Recorder {
     private readonly hooks: RecorderHooks,
   ) {}
 
-  /** Attempts waiting to be recorded, and claims waiting to be given back. */
-  get waiting(): number {
-    return this.settled.length + this.released.length;
-  }
-
   /**
    * The outcome of a finished attempt (see attemptOutcome), logged and queued for recording.
    * `inFlight`: the subscription's attempts in flight here once it began, itself included.

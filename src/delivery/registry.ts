@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import type { Config } from '../config.ts';
 import type { Clock } from '../lib/clock.ts';
 import { newId } from '../lib/ids.ts';
 import type { DeliveryQueue } from './queue.ts';
@@ -10,6 +11,21 @@ const HEARTBEAT_MS = 2_000;
  * busy event loop or a slow statement is not taken for a death.
  */
 export const DEAD_AFTER_MS = 10_000;
+/**
+ * When a claim is abandoned at `nowMs` (ISO 8601): its worker's heartbeat is older than
+ * `aliveSince`, or, made before the registry (no worker), it is older than `staleBefore` (the
+ * attempt time-out plus WEBHOOK_LEASE_GRACE).
+ */
+export function abandonedBefore(
+  nowMs: number,
+  webhook: Pick<Config['webhook'], 'timeoutMs' | 'leaseGraceMs'>,
+): { aliveSince: string; staleBefore: string } {
+  return {
+    aliveSince: new Date(nowMs - DEAD_AFTER_MS).toISOString(),
+    staleBefore: new Date(nowMs - webhook.timeoutMs - webhook.leaseGraceMs).toISOString(),
+  };
+}
+
 /** Rows of workers silent this long are deleted (their claims were taken over long ago). */
 const FORGET_AFTER_MS = 3_600_000;
 
@@ -26,11 +42,6 @@ export class WorkerRegistry {
   private failing = false;
 
   constructor(private readonly deps: { queue: DeliveryQueue; clock: Clock; logger: Logger }) {}
-
-  /** Claims of workers whose heartbeat is older than this (ISO 8601) are abandoned. */
-  aliveSince(nowMs: number): string {
-    return new Date(nowMs - DEAD_AFTER_MS).toISOString();
-  }
 
   async join(): Promise<void> {
     await this.deps.queue.joinWorker(this.id, this.deps.clock.now().toISOString());

@@ -2,7 +2,7 @@ import type { Config } from '../config.ts';
 import type { Clock } from '../lib/clock.ts';
 import type { QueueStats } from '../lib/metrics.ts';
 import type { DeliveryQueue } from './queue.ts';
-import { DEAD_AFTER_MS } from './registry.ts';
+import { abandonedBefore } from './registry.ts';
 
 /** The queue's figures as the metrics and /readyz show them. */
 export async function queueStats(
@@ -12,11 +12,8 @@ export async function queueStats(
 ): Promise<QueueStats> {
   const now = clock.now();
   const nowMs = now.getTime();
-  const stats = await queue.stats(
-    now.toISOString(),
-    new Date(nowMs - DEAD_AFTER_MS).toISOString(),
-    new Date(nowMs - webhook.timeoutMs - webhook.leaseGraceMs).toISOString(),
-  );
+  const { aliveSince, staleBefore } = abandonedBefore(nowMs, webhook);
+  const stats = await queue.stats(now.toISOString(), aliveSince, staleBefore);
   return {
     pending: stats.pending,
     stuck: stats.abandoned,

@@ -25,7 +25,7 @@ import type { SendResult, WebhookSender } from './http-sender.ts';
 import { reserveSlots } from './pace.ts';
 import type { DeliveryQueue } from './queue.ts';
 import { Recorder } from './recorder.ts';
-import { WorkerRegistry } from './registry.ts';
+import { abandonedBefore, WorkerRegistry } from './registry.ts';
 import type {
   ClaimedDelivery,
   ReleasedClaim,
@@ -209,10 +209,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     const { queue, config, clock, logger } = this.deps;
     const now = clock.now();
     const nowMs = now.getTime();
-    const aliveSince = this.registry.aliveSince(nowMs);
-    const staleBefore = new Date(
-      nowMs - config.webhook.timeoutMs - config.webhook.leaseGraceMs,
-    ).toISOString();
+    const { aliveSince, staleBefore } = abandonedBefore(nowMs, config.webhook);
     const maxAttempts = config.webhook.retryScheduleMs.length + 1;
     if (this.claimCut) {
       const unheld = await queue.releaseUnheld(this.id, [...this.held], now.toISOString());
