@@ -1366,6 +1366,10 @@ export interface components {
             };
             /** @description On `events_expired`: the first sequence kept after the ones retention removed. */
             firstSequence?: number;
+            /** @description On `invalid_transition`: the state the resource is in. */
+            from?: string;
+            /** @description On `invalid_transition`: the states reachable from `from` (empty when it is final). */
+            allowed?: string[];
             /** @description Quote it when reporting a 500. */
             requestId?: string;
         } & {
@@ -2080,8 +2084,13 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/conflict",
                      *       "title": "Conflict",
                      *       "status": 409,
-                     *       "detail": "Cannot move from draft to archived.",
-                     *       "code": "invalid_transition"
+                     *       "detail": "Cannot move from draft to sent: from draft it may move to active, archived.",
+                     *       "code": "invalid_transition",
+                     *       "from": "draft",
+                     *       "allowed": [
+                     *         "active",
+                     *         "archived"
+                     *       ]
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -2520,8 +2529,13 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/conflict",
                      *       "title": "Conflict",
                      *       "status": 409,
-                     *       "detail": "Cannot move from draft to archived.",
-                     *       "code": "invalid_transition"
+                     *       "detail": "Cannot move from draft to sent: from draft it may move to active, archived.",
+                     *       "code": "invalid_transition",
+                     *       "from": "draft",
+                     *       "allowed": [
+                     *         "active",
+                     *         "archived"
+                     *       ]
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -2916,8 +2930,13 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/conflict",
                      *       "title": "Conflict",
                      *       "status": 409,
-                     *       "detail": "Cannot move from draft to archived.",
-                     *       "code": "invalid_transition"
+                     *       "detail": "Cannot move from draft to sent: from draft it may move to active, archived.",
+                     *       "code": "invalid_transition",
+                     *       "from": "draft",
+                     *       "allowed": [
+                     *         "active",
+                     *         "archived"
+                     *       ]
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -3560,8 +3579,13 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/conflict",
                      *       "title": "Conflict",
                      *       "status": 409,
-                     *       "detail": "Cannot move from draft to archived.",
-                     *       "code": "invalid_transition"
+                     *       "detail": "Cannot move from draft to sent: from draft it may move to active, archived.",
+                     *       "code": "invalid_transition",
+                     *       "from": "draft",
+                     *       "allowed": [
+                     *         "active",
+                     *         "archived"
+                     *       ]
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -5310,8 +5334,13 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/conflict",
                      *       "title": "Conflict",
                      *       "status": 409,
-                     *       "detail": "Cannot move from draft to archived.",
-                     *       "code": "invalid_transition"
+                     *       "detail": "Cannot move from draft to sent: from draft it may move to active, archived.",
+                     *       "code": "invalid_transition",
+                     *       "from": "draft",
+                     *       "allowed": [
+                     *         "active",
+                     *         "archived"
+                     *       ]
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -5501,8 +5530,13 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/conflict",
                      *       "title": "Conflict",
                      *       "status": 409,
-                     *       "detail": "Cannot move from draft to archived.",
-                     *       "code": "invalid_transition"
+                     *       "detail": "Cannot move from draft to sent: from draft it may move to active, archived.",
+                     *       "code": "invalid_transition",
+                     *       "from": "draft",
+                     *       "allowed": [
+                     *         "active",
+                     *         "archived"
+                     *       ]
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -5771,8 +5805,13 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/conflict",
                      *       "title": "Conflict",
                      *       "status": 409,
-                     *       "detail": "Cannot move from draft to archived.",
-                     *       "code": "invalid_transition"
+                     *       "detail": "Cannot move from draft to sent: from draft it may move to active, archived.",
+                     *       "code": "invalid_transition",
+                     *       "from": "draft",
+                     *       "allowed": [
+                     *         "active",
+                     *         "archived"
+                     *       ]
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -6026,8 +6065,13 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/conflict",
                      *       "title": "Conflict",
                      *       "status": 409,
-                     *       "detail": "Cannot move from draft to archived.",
-                     *       "code": "invalid_transition"
+                     *       "detail": "Cannot move from draft to sent: from draft it may move to active, archived.",
+                     *       "code": "invalid_transition",
+                     *       "from": "draft",
+                     *       "allowed": [
+                     *         "active",
+                     *         "archived"
+                     *       ]
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -6272,8 +6316,13 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/conflict",
                      *       "title": "Conflict",
                      *       "status": 409,
-                     *       "detail": "Cannot move from draft to archived.",
-                     *       "code": "invalid_transition"
+                     *       "detail": "Cannot move from draft to sent: from draft it may move to active, archived.",
+                     *       "code": "invalid_transition",
+                     *       "from": "draft",
+                     *       "allowed": [
+                     *         "active",
+                     *         "archived"
+                     *       ]
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -6911,8 +6960,13 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/conflict",
                      *       "title": "Conflict",
                      *       "status": 409,
-                     *       "detail": "Cannot move from draft to archived.",
-                     *       "code": "invalid_transition"
+                     *       "detail": "Cannot move from draft to sent: from draft it may move to active, archived.",
+                     *       "code": "invalid_transition",
+                     *       "from": "draft",
+                     *       "allowed": [
+                     *         "active",
+                     *         "archived"
+                     *       ]
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -7145,8 +7199,13 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/conflict",
                      *       "title": "Conflict",
                      *       "status": 409,
-                     *       "detail": "Cannot move from draft to archived.",
-                     *       "code": "invalid_transition"
+                     *       "detail": "Cannot move from draft to sent: from draft it may move to active, archived.",
+                     *       "code": "invalid_transition",
+                     *       "from": "draft",
+                     *       "allowed": [
+                     *         "active",
+                     *         "archived"
+                     *       ]
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -7377,8 +7436,13 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/conflict",
                      *       "title": "Conflict",
                      *       "status": 409,
-                     *       "detail": "Cannot move from draft to archived.",
-                     *       "code": "invalid_transition"
+                     *       "detail": "Cannot move from draft to sent: from draft it may move to active, archived.",
+                     *       "code": "invalid_transition",
+                     *       "from": "draft",
+                     *       "allowed": [
+                     *         "active",
+                     *         "archived"
+                     *       ]
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -7579,8 +7643,13 @@ export interface operations {
                      *       "type": "https://api.tourops.test/errors/conflict",
                      *       "title": "Conflict",
                      *       "status": 409,
-                     *       "detail": "Cannot move from draft to archived.",
-                     *       "code": "invalid_transition"
+                     *       "detail": "Cannot move from draft to sent: from draft it may move to active, archived.",
+                     *       "code": "invalid_transition",
+                     *       "from": "draft",
+                     *       "allowed": [
+                     *         "active",
+                     *         "archived"
+                     *       ]
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];

@@ -61,6 +61,60 @@ export const PAYMENT_TRANSITIONS: Record<PaymentStatus, readonly PaymentStatus[]
   cancelled: [],
 };
 
+type Move<S extends string> = `${S}>${S}`;
+
+/** Events each booking move emits, in order (the dispute exits included); other moves emit none. */
+export const BOOKING_MOVE_EVENTS: Partial<Record<Move<BookingStatus>, readonly EventType[]>> = {
+  'deposit_paid>confirmed': ['booking.confirmed'],
+  'confirmed>cancelled': ['booking.cancelled'],
+  'confirmed>refunded': ['booking.refunded'],
+  'confirmed>disputed': ['dispute.opened'],
+  'disputed>confirmed': ['dispute.closed'],
+  'disputed>refunded': ['dispute.closed', 'booking.refunded'],
+};
+
+export const PAYMENT_MOVE_EVENTS: Partial<Record<Move<PaymentStatus>, readonly EventType[]>> = {
+  'processing>succeeded': ['payment.succeeded'],
+  'processing>failed': ['payment.failed'],
+};
+
+/**
+ * A lifecycle as readers meet it (docs/api-behaviour.md, the references' "State machines"): its
+ * moves, who makes them and what each emits. Built from the tables the services enforce.
+ */
+export interface Lifecycle {
+  name: string;
+  /** Who may move it, and the operation they call. */
+  mover: string;
+  operation: string;
+  transitions: Record<string, readonly string[]>;
+  events: Partial<Record<string, readonly EventType[]>>;
+}
+
+export const LIFECYCLES: readonly Lifecycle[] = [
+  {
+    name: 'Trip status',
+    mover: 'operator console',
+    operation: 'POST /admin/v1/trips/{id}/status',
+    transitions: TRIP_TRANSITIONS,
+    events: {},
+  },
+  {
+    name: 'Booking status',
+    mover: 'checkout',
+    operation: 'POST /admin/v1/bookings/{id}/transition',
+    transitions: BOOKING_TRANSITIONS,
+    events: BOOKING_MOVE_EVENTS,
+  },
+  {
+    name: 'Payment status',
+    mover: 'payment processor',
+    operation: 'POST /admin/v1/payments/{id}/transition',
+    transitions: PAYMENT_TRANSITIONS,
+    events: PAYMENT_MOVE_EVENTS,
+  },
+];
+
 export const PAYMENT_MODES = ['full', 'deposit_only', 'installment'] as const;
 export const CLIENT_KINDS = ['individual', 'company'] as const;
 export const TRANSPORT_MODES = ['own_fleet', 'outsourced'] as const;

@@ -8,6 +8,7 @@ import type { Services } from '../services/index.ts';
 import { addMediaExamples, instanceExamples } from './reference/examples.ts';
 import { registerPostmanCollection } from './reference/postman.ts';
 import { registerReferencePage } from './reference/reference-page.ts';
+import { stateMachinesMarkdown } from './reference/state-machines.ts';
 import { webhookDocs } from './reference/webhook-docs.ts';
 import { apiV1 } from './routes/index.ts';
 import { markOptionalBodies } from './schemas.ts';
@@ -96,12 +97,12 @@ const PUBLIC_TAGS = [
   {
     name: 'Trips',
     description:
-      'Trips of the tenant: created and edited here, published on the storefront through the operator console. Each change bumps `version`.',
+      'Trips of the tenant: created and edited here, published on the storefront through the operator console. Each change bumps `version`. Their `status` moves as [State machines](#description/state-machines) lists.',
   },
   {
     name: 'Bookings',
     description:
-      'Bookings made through the storefront checkout, each pinned to the trip version it was made on. Read-only here; creating one answers 501 with the checkout URL.',
+      'Bookings made through the storefront checkout, each pinned to the trip version it was made on. Read-only here; creating one answers 501 with the checkout URL. Their `status` moves as [State machines](#description/state-machines) lists.',
   },
   {
     name: 'Clients',
@@ -109,7 +110,8 @@ const PUBLIC_TAGS = [
   },
   {
     name: 'Payments',
-    description: 'The read-only ledger of payments of bookings, written by the payment processor.',
+    description:
+      'The read-only ledger of payments of bookings, written by the payment processor. Their `status` moves as [State machines](#description/state-machines) lists.',
   },
   {
     name: 'Libraries',
@@ -148,6 +150,7 @@ export const publicApi: FastifyPluginAsync<{
           'ascending (creation order). Every response carries `Service-Request-Id`. The events ' +
           'posted to webhook subscriptions are described under Webhooks.' +
           RECEIVING_WEBHOOKS +
+          `\n\n${stateMachinesMarkdown({ operations: false })}` +
           TYPESCRIPT_SDK,
       },
       servers: [{ url: config.publicBaseUrl }],

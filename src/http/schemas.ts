@@ -274,6 +274,15 @@ const Problem = Type.Object(
           'On `events_expired`: the first sequence kept after the ones retention removed.',
       }),
     ),
+    from: Type.Optional(
+      Type.String({ description: 'On `invalid_transition`: the state the resource is in.' }),
+    ),
+    allowed: Type.Optional(
+      Type.Array(Type.String(), {
+        description:
+          'On `invalid_transition`: the states reachable from `from` (empty when it is final).',
+      }),
+    ),
     requestId: Type.Optional(Type.String({ description: 'Quote it when reporting a 500.' })),
   },
   {

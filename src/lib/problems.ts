@@ -79,8 +79,21 @@ export const forbidden = (detail: string, code?: string) =>
 export const conflict = (detail: string, code?: string) =>
   new ApiProblem('conflict', detail, code ? { code } : {});
 
-export const invalidTransition = (from: string, to: string) =>
-  conflict(`Cannot move from ${from} to ${to}.`, 'invalid_transition');
+/** A refused move of a lifecycle: says where it stands and where it may go from there. */
+export function invalidTransition(
+  transitions: Record<string, readonly string[]>,
+  from: string,
+  to: string,
+): ApiProblem {
+  const allowed = [...(transitions[from] ?? [])];
+  const next =
+    allowed.length === 0 ? `${from} is final` : `from ${from} it may move to ${allowed.join(', ')}`;
+  return new ApiProblem('conflict', `Cannot move from ${from} to ${to}: ${next}.`, {
+    code: 'invalid_transition',
+    from,
+    allowed,
+  });
+}
 
 export function validationFailed(errors: FieldErrors, detail?: string): ApiProblem {
   const fields = Object.keys(errors);

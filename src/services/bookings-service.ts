@@ -2,11 +2,11 @@ import type { Updateable } from 'kysely';
 import type { Database } from '../db/database.ts';
 import type { BookingsTable } from '../db/schema.ts';
 import {
+  BOOKING_MOVE_EVENTS,
   BOOKING_STATUSES,
   BOOKING_TRANSITIONS,
   type BookingStatus,
   canMove,
-  type EventType,
   isOneOf,
 } from '../domain/states.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
@@ -40,16 +40,6 @@ export interface CreateBookingInput {
 export function applicationFee(totalRetailCents: number): number {
   return Math.min(Math.round(totalRetailCents * 0.02), 4000);
 }
-
-/** Events each move emits, in order (the dispute exits included). */
-const TRANSITION_EVENTS: Partial<Record<`${BookingStatus}>${BookingStatus}`, EventType[]>> = {
-  'deposit_paid>confirmed': ['booking.confirmed'],
-  'confirmed>cancelled': ['booking.cancelled'],
-  'confirmed>refunded': ['booking.refunded'],
-  'confirmed>disputed': ['dispute.opened'],
-  'disputed>confirmed': ['dispute.closed'],
-  'disputed>refunded': ['dispute.closed', 'booking.refunded'],
-};
 
 interface BookingsServiceDeps {
   database: Database;
@@ -153,21 +143,26 @@ export class BookingsService {
 
   async transition(tenantId: string, id: string, to: BookingStatus): Promise<BookingRow> {
     return this.deps.database.withTransaction(async () => {
-      const booking = await this.deps.bookings.findById(tenantId, id);
-      if (!booking) throw notFound('Booking');
-      const from = booking.status;
-      if (!canMove(BOOKING_TRANSITIONS, from, to)) throw invalidTransition(from, to);
-      const now = nowIso(this.deps.clock);
-      const patch: Updateable<BookingsTable> = { status: to, updatedAt: now };
-      if (to === 'confirmed' && booking.confirmedAt === null) patch.confirmedAt = now;
-      if (to === 'cancelled') patch.cancelledAt = now;
-      const updated = await this.deps.bookings.transition(tenantId, id, from, patch);
-      if (!updated) throw invalidTransition(from, to);
-      await this.emitTransitionEvents(
-        updated,
-        `${from}>${to}` as `${BookingStatus}>${BookingStatus}`,
-      );
-      return updated;
+      // A move that lost to a concurrent one is judged again from where that one left it.
+      for (;;) {
+        const booking = await this.deps.bookings.findById(tenantId, id);
+        if (!booking) throw notFound('Booking');
+        const from = booking.status;
+        if (!canMove(BOOKING_TRANSITIONS, from, to)) {
+          throw invalidTransition(BOOKING_TRANSITIONS, from, to);
+        }
+        const now = nowIso(this.deps.clock);
+        const patch: Updateable<BookingsTable> = { status: to, updatedAt: now };
+        if (to === 'confirmed' && booking.confirmedAt === null) patch.confirmedAt = now;
+        if (to === 'cancelled') patch.cancelledAt = now;
+        const updated = await this.deps.bookings.transition(tenantId, id, from, patch);
+        if (!updated) continue;
+        await this.emitTransitionEvents(
+          updated,
+          `${from}>${to}` as `${BookingStatus}>${BookingStatus}`,
+        );
+        return updated;
+      }
     });
   }
 
@@ -182,7 +177,7 @@ export class BookingsService {
       totalRetailCents: booking.totalRetailCents,
       currency: booking.currency,
     };
-    for (const type of TRANSITION_EVENTS[move] ?? []) {
+    for (const type of BOOKING_MOVE_EVENTS[move] ?? []) {
       if (type === 'booking.confirmed') {
         await this.deps.events.emit(booking.tenantId, type, { ...data, status: 'confirmed' });
       } else {

@@ -5,6 +5,7 @@ import {
   canMove,
   isOneOf,
   type PAYMENT_MODES,
+  PAYMENT_MOVE_EVENTS,
   PAYMENT_STATUSES,
   PAYMENT_TRANSITIONS,
   type PaymentStatus,
@@ -101,25 +102,30 @@ export class PaymentsService {
 
   async transition(tenantId: string, id: string, to: PaymentStatus): Promise<PaymentRow> {
     return this.deps.database.withTransaction(async () => {
-      const payment = await this.deps.payments.findById(tenantId, id);
-      if (!payment) throw notFound('Payment');
-      const from = payment.status;
-      if (!canMove(PAYMENT_TRANSITIONS, from, to)) throw invalidTransition(from, to);
-      const now = nowIso(this.deps.clock);
-      const patch: Updateable<PaymentsTable> = { status: to, updatedAt: now };
-      if (from === 'processing' && to === 'succeeded') patch.chargedAt = now;
-      const updated = await this.deps.payments.transition(tenantId, id, from, patch);
-      if (!updated) throw invalidTransition(from, to);
-      if (to === 'succeeded' || to === 'failed') {
-        await this.deps.events.emit(tenantId, `payment.${to}`, {
-          paymentId: updated.id,
-          bookingId: updated.bookingId,
-          status: updated.status,
-          amountCents: updated.amountCents,
-          currency: updated.currency,
-        });
+      // A move that lost to a concurrent one is judged again from where that one left it.
+      for (;;) {
+        const payment = await this.deps.payments.findById(tenantId, id);
+        if (!payment) throw notFound('Payment');
+        const from = payment.status;
+        if (!canMove(PAYMENT_TRANSITIONS, from, to)) {
+          throw invalidTransition(PAYMENT_TRANSITIONS, from, to);
+        }
+        const now = nowIso(this.deps.clock);
+        const patch: Updateable<PaymentsTable> = { status: to, updatedAt: now };
+        if (from === 'processing' && to === 'succeeded') patch.chargedAt = now;
+        const updated = await this.deps.payments.transition(tenantId, id, from, patch);
+        if (!updated) continue;
+        for (const type of PAYMENT_MOVE_EVENTS[`${from}>${to}`] ?? []) {
+          await this.deps.events.emit(tenantId, type as 'payment.succeeded', {
+            paymentId: updated.id,
+            bookingId: updated.bookingId,
+            status: updated.status,
+            amountCents: updated.amountCents,
+            currency: updated.currency,
+          });
+        }
+        return updated;
       }
-      return updated;
     });
   }
 }

@@ -256,7 +256,9 @@ export class TripsService {
 
   async setStatus(tenantId: string, id: string, to: TripStatus): Promise<TripRow> {
     const trip = await this.get(tenantId, id);
-    if (!canMove(TRIP_TRANSITIONS, trip.status, to)) throw invalidTransition(trip.status, to);
+    if (!canMove(TRIP_TRANSITIONS, trip.status, to)) {
+      throw invalidTransition(TRIP_TRANSITIONS, trip.status, to);
+    }
     const updated = await this.deps.trips.update(
       tenantId,
       id,

@@ -8,6 +8,7 @@ import type { Services } from '../../services/index.ts';
 import { ipGuardHook } from '../pipeline/auth.ts';
 import { API_VERSION, refResolver } from '../public-api.ts';
 import { addMediaExamples, instanceExamples } from '../reference/examples.ts';
+import { stateMachinesMarkdown } from '../reference/state-machines.ts';
 import { pruneUnusedSchemas } from '../schemas.ts';
 import { adminBookingRoutes } from './bookings-routes.ts';
 import { adminClientRoutes } from './clients-routes.ts';
@@ -63,7 +64,8 @@ export const adminApi: FastifyPluginAsync<{
         },
         description:
           'Operator console surface: tenants, members, tokens, catalogs and the state changes ' +
-          'that the public API only reads. Not part of the versioned public contract.',
+          'that the public API only reads. Not part of the versioned public contract.' +
+          `\n\n${stateMachinesMarkdown({ operations: true })}`,
       },
       servers: [{ url: config.publicBaseUrl }],
       components: {

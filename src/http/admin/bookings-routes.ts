@@ -49,7 +49,7 @@ export const adminBookingRoutes: FastifyPluginAsyncTypebox<AdminRouteOptions> = 
         tags: ['Bookings'],
         summary: 'Move a booking to another status',
         description:
-          'Only the moves of the booking state machine are allowed (409 `invalid_transition` otherwise); the matching events are emitted.',
+          'Only the moves of the booking state machine are allowed ([State machines](#description/state-machines)); any other is 409 `invalid_transition` with `from` and `allowed`. The events the table names are emitted.',
         params: IdParams,
         body: Transition(BOOKING_STATUSES),
         response: { 200: DataOf(Type.Ref(Booking)), ...adminProblems },

@@ -50,7 +50,7 @@ export const adminPaymentRoutes: FastifyPluginAsyncTypebox<AdminRouteOptions> = 
         tags: ['Payments'],
         summary: 'Move a payment to another status',
         description:
-          'Only the moves of the payment state machine are allowed (409 `invalid_transition` otherwise); `payment.succeeded` and `payment.failed` are emitted.',
+          'Only the moves of the payment state machine are allowed ([State machines](#description/state-machines)); any other is 409 `invalid_transition` with `from` and `allowed`. The events the table names are emitted.',
         params: IdParams,
         body: Transition(PAYMENT_STATUSES),
         response: { 200: DataOf(Type.Ref(Payment)), ...adminProblems },

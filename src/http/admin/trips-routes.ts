@@ -38,7 +38,7 @@ export const adminTripRoutes: FastifyPluginAsyncTypebox<AdminRouteOptions> = asy
         tags: ['Trips'],
         summary: "Set a trip's status",
         description:
-          'Only the moves of the trip state machine are allowed (409 `invalid_transition` otherwise).',
+          'Only the moves of the trip state machine are allowed ([State machines](#description/state-machines)); any other is 409 `invalid_transition` with `from` and `allowed`.',
         params: IdParams,
         body: Type.Object({ status: StringEnum(TRIP_STATUSES) }, { additionalProperties: false }),
         response: { 200: DataOf(Type.Ref(Trip)), ...adminProblems },

@@ -19,7 +19,7 @@ const EXPLANATIONS: Record<ProblemSlug, string> = {
   'headers-too-large':
     'The request line and headers together exceed 16 KB (a very long URL or cookie, usually). The connection was closed. Shorten them; do not retry unchanged.',
   conflict:
-    'The resource is in a state that does not allow this operation; <code>code</code> names the clash (for example <code>invalid_transition</code>, <code>in_flight</code>, <code>subscription_inactive</code>).',
+    'The resource is in a state that does not allow this operation; <code>code</code> names the clash (for example <code>invalid_transition</code>, <code>in_flight</code>, <code>subscription_inactive</code>). A refused move of a trip, booking or payment (<code>invalid_transition</code>) also carries <code>from</code>, the state it is in, and <code>allowed</code>, the states it may move to; the <a href="/docs/#description/state-machines">state machines</a> list every move.',
   'idempotency-key-reuse':
     'This Idempotency-Key was already used with a different method, path or body. Use a new key for a new operation.',
   'idempotency-in-progress':

@@ -5,6 +5,8 @@
  */
 
 import { PLANS_WITH_API } from '../../domain/plans.ts';
+import { TRIP_TRANSITIONS } from '../../domain/states.ts';
+import { invalidTransition } from '../../lib/problems.ts';
 
 const CITY_LISBON = 'cty_01JD3X5Q8M4V2RZK7N9T6WBHCE';
 const CITY_PORTO = 'cty_01JD3X5QB2T7YHK4P8R3M6VDFA';
@@ -183,6 +185,9 @@ const problem = (
   ...extra,
 });
 
+/** The 409 every lifecycle's refused move answers, built as the services build it. */
+const REFUSED_MOVE = invalidTransition(TRIP_TRANSITIONS, 'draft', 'sent');
+
 /** One problem body per status a route documents. */
 export const PROBLEM_EXAMPLES: Record<number, unknown> = {
   401: problem('unauthorized', 'Unauthorized', 401, 'The bearer token is revoked.'),
@@ -190,9 +195,7 @@ export const PROBLEM_EXAMPLES: Record<number, unknown> = {
     required_scope: 'trips:write',
   }),
   404: problem('not-found', 'Not found', 404, 'Trip not found.'),
-  409: problem('conflict', 'Conflict', 409, 'Cannot move from draft to archived.', {
-    code: 'invalid_transition',
-  }),
+  409: problem('conflict', 'Conflict', 409, REFUSED_MOVE.detail, REFUSED_MOVE.extra),
   422: problem('validation-failed', 'Validation failed', 422, 'The request is not valid.', {
     errors: { startDate: ['must be a calendar date (YYYY-MM-DD)'], 'tags.3': ['is too long'] },
   }),
