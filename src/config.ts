@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import leven from 'leven';
 import { makePrivateDirectory } from './lib/private-dir.ts';
 
 export type DeploymentEnv = 'live' | 'test';
@@ -62,6 +63,99 @@ export class ConfigError extends Error {
 }
 
 type Env = Record<string, string | undefined>;
+
+/**
+ * Every environment variable the service reads (config.ts reads only these: its getter takes this
+ * type), and the standard OpenTelemetry ones it sets or looks at.
+ */
+export const KNOWN_VARIABLES = [
+  'PORT',
+  'HOST',
+  'DATABASE_URL',
+  'DATABASE_STATEMENT_TIMEOUT',
+  'DATABASE_CONNECT_TIMEOUT',
+  'DATA_DIR',
+  'REDIS_URL',
+  'PUBLIC_BASE_URL',
+  'ERRORS_BASE_URL',
+  'STOREFRONT_BASE_URL',
+  'DEPLOYMENT_ENV',
+  'ADMIN_API_TOKEN',
+  'SECRET_KEY',
+  'WEBHOOK_RETRY_SCHEDULE',
+  'WEBHOOK_TIMEOUT_MS',
+  'WEBHOOK_AUTOPAUSE_FAILURES',
+  'WEBHOOK_AUTOPAUSE_WINDOW',
+  'WEBHOOK_KEY_OVERLAP',
+  'WEBHOOK_LEASE_GRACE',
+  'WEBHOOK_ALLOW_PRIVATE_TARGETS',
+  'WEBHOOK_CA_FILE',
+  'WEBHOOK_DNS_TIMEOUT',
+  'RATE_LIMIT_BURST_PER_SEC',
+  'RATE_LIMIT_PER_MIN',
+  'RATE_LIMIT_IP_PER_MIN',
+  'IDEMPOTENCY_TTL',
+  'LOG_LEVEL',
+  'SMTP_URL',
+  'METRICS_TOKEN',
+  'WORKER_METRICS_PORT',
+  'SHUTDOWN_TIMEOUT',
+  'RETENTION_DAYS',
+  'OTEL_EXPORTER_OTLP_ENDPOINT',
+  'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
+  'OTEL_EXPORTER_OTLP_PROTOCOL',
+  'OTEL_SERVICE_NAME',
+  'OTEL_METRICS_EXPORTER',
+  'OTEL_LOGS_EXPORTER',
+] as const;
+type KnownVariable = (typeof KNOWN_VARIABLES)[number];
+
+/** A variable that is only ever ours: anything else under these is a mistake. */
+const OUR_PREFIXES = [
+  'WEBHOOK_',
+  'RATE_LIMIT_',
+  'DATABASE_',
+  'RETENTION_',
+  'PORTAL_',
+  'SMTP_',
+  'METRICS_',
+];
+
+const known: ReadonlySet<string> = new Set(KNOWN_VARIABLES);
+
+export interface MisspeltVariable {
+  name: string;
+  /** The known name closest to it. */
+  nearest: KnownVariable;
+}
+
+/**
+ * Variables that look meant for us but are not one of our names: within edit distance 2 of one
+ * (1 for names under 8 characters, so `HOME` is never taken for `HOST`), or under one of our
+ * prefixes. Compared in upper case, so `database_url` is caught too.
+ */
+export function misspeltVariables(env: Env): MisspeltVariable[] {
+  const found: MisspeltVariable[] = [];
+  for (const name of Object.keys(env)) {
+    if (known.has(name)) continue;
+    const upper = name.toUpperCase();
+    let nearest: KnownVariable = KNOWN_VARIABLES[0];
+    let nearestDistance = Number.POSITIVE_INFINITY;
+    let close = false;
+    for (const candidate of KNOWN_VARIABLES) {
+      const distance = leven(upper, candidate);
+      if (distance < nearestDistance) {
+        nearest = candidate;
+        nearestDistance = distance;
+      }
+      if (distance <= (candidate.length < 8 ? 1 : 2)) close = true;
+    }
+    if (close || OUR_PREFIXES.some((prefix) => upper.startsWith(prefix))) {
+      found.push({ name, nearest });
+    }
+  }
+  return found;
+}
 
 const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
 
@@ -130,11 +224,11 @@ function parseCaFile(name: string, value: string): string {
 }
 
 export function loadConfig(env: Env = process.env): Config {
-  const get = (name: string): string | undefined => {
+  const get = (name: KnownVariable): string | undefined => {
     const value = env[name];
     return value === undefined || value === '' ? undefined : value;
   };
-  const optional = (name: string, parse: (name: string, value: string) => string) => {
+  const optional = (name: KnownVariable, parse: (name: string, value: string) => string) => {
     const value = get(name);
     return value === undefined ? null : parse(name, value);
   };

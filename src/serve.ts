@@ -1,7 +1,14 @@
 import cluster from 'node:cluster';
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
-import { type Config, ConfigError, cliEnvPrefix, describeDatabase } from './config.ts';
+import {
+  type Config,
+  ConfigError,
+  cliEnvPrefix,
+  describeDatabase,
+  misspeltVariables,
+} from './config.ts';
+
 import { startWorker } from './delivery/start.ts';
 import type { WorkerOptions } from './delivery/types.ts';
 import { demoInstructions, seedDemoIfEmpty } from './demo.ts';
@@ -20,6 +27,8 @@ export async function serve(
   const inCluster = cluster.isWorker;
   if (!inCluster) await checkListenAddress(config);
   const runtime = await createRuntime(config, { listen: true, migrate: !inCluster });
+  // The primary of a cluster has said it once for all its processes.
+  if (!inCluster) warnMisspeltVariables(runtime.logger);
   if (inCluster) runtime.metrics.renderInPrimary();
   const demo = options.seedDemo ? await seedDemoIfEmpty(runtime) : null;
   const app = await createHttpApp(runtime);
@@ -54,7 +63,38 @@ export async function serve(
       `Mint a token with: ${cliEnvPrefix(config)}npx tourops token create --tenant demo --scopes all\n`,
     );
   }
-  process.stdout.write(`OpenAPI document: ${config.publicBaseUrl}/v1/openapi.json\n\n`);
+  process.stdout.write(
+    `OpenAPI document: ${config.publicBaseUrl}/v1/openapi.json\n${adminApiLine(config)}\n\n`,
+  );
+}
+
+/**
+ * The start-up line about the admin API: with ADMIN_API_TOKEN unset every /admin route is a bare
+ * 404, so the line says how to turn it on (and names a near miss such as ADMIN_TOKEN).
+ */
+export function adminApiLine(config: Config, env: NodeJS.ProcessEnv = process.env): string {
+  if (config.adminApiToken !== null) return `Admin API: ${config.publicBaseUrl}/admin/docs/`;
+  const nearMiss = Object.keys(env).find(
+    (name) => name !== 'ADMIN_API_TOKEN' && /ADMIN/i.test(name) && env[name],
+  );
+  return (
+    'Admin API off (every /admin route answers 404): to create tenants and tokens, start with ' +
+    'ADMIN_API_TOKEN set, e.g. export ADMIN_API_TOKEN=$(openssl rand -hex 32)' +
+    (nearMiss ? ` (${nearMiss} is set, but the name is ADMIN_API_TOKEN)` : '')
+  );
+}
+
+/** One `warn` line for each variable that looks meant for this service but is not its name. */
+export function warnMisspeltVariables(
+  logger: Runtime['logger'],
+  env: NodeJS.ProcessEnv = process.env,
+): void {
+  for (const { name, nearest } of misspeltVariables(env)) {
+    logger.warn(
+      { variable: name, nearest },
+      `${name} is not a variable this service reads: did you mean ${nearest}?`,
+    );
+  }
 }
 
 /**

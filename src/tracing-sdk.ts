@@ -1,9 +1,10 @@
 import { FastifyOtelInstrumentation } from '@fastify/otel';
-import { trace } from '@opentelemetry/api';
+import { DiagLogLevel, diag, trace } from '@opentelemetry/api';
 import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
 import { PgInstrumentation } from '@opentelemetry/instrumentation-pg';
 import { NodeSDK } from '@opentelemetry/sdk-node';
 import type { SpanProcessor } from '@opentelemetry/sdk-trace-base';
+import pino from 'pino';
 import { ATTR, tracing } from './lib/tracing.ts';
 
 /** Health checks and scrapes: every few seconds, and nothing to follow. */
@@ -26,6 +27,7 @@ export function startTracing(options: { spanProcessors?: SpanProcessor[] } = {})
   // Traces only: no metrics or logs pipeline unless asked for by name.
   env.OTEL_METRICS_EXPORTER ??= 'none';
   env.OTEL_LOGS_EXPORTER ??= 'none';
+  reportExporterTrouble(env);
   const sdk = new NodeSDK({
     ...(options.spanProcessors ? { spanProcessors: options.spanProcessors } : {}),
     instrumentations: [
@@ -58,4 +60,59 @@ export function startTracing(options: { spanProcessors?: SpanProcessor[] } = {})
   // A command that ends by itself (no signal) exports what it buffered on the way out.
   process.once('beforeExit', () => void sdk.shutdown().catch(() => undefined));
   return sdk;
+}
+
+/** At most one line a minute about failed exports: a collector that is down fails every batch. */
+const EXPORT_FAILURE_LOG_INTERVAL_MS = 60_000;
+
+/**
+ * The SDK says what goes wrong only through the API's `diag` logger, which is silent unless set:
+ * a collector nobody listens on would lose every span without a word. Its warnings and errors go
+ * to the log at `warn`; a failed export (the SDK's error handler passes the exception as JSON)
+ * names the endpoint and the cause, at most once a minute with the count of those left unsaid.
+ */
+function reportExporterTrouble(env: NodeJS.ProcessEnv): void {
+  const endpoint = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT || env.OTEL_EXPORTER_OTLP_ENDPOINT;
+  // Its own logger: this runs before the configuration is read (LOG_LEVEL is checked there).
+  const level = env.LOG_LEVEL && env.LOG_LEVEL in pino.levels.values ? env.LOG_LEVEL : 'info';
+  const logger = pino({ level }).child({ component: 'tracing' });
+  let lastFailureAt = Number.NEGATIVE_INFINITY;
+  let unsaid = 0;
+  const report = (message: unknown, ...rest: unknown[]) => {
+    const cause = exportFailureCause(message);
+    if (cause === null) {
+      logger.warn({ details: rest.map(String) }, `OpenTelemetry: ${String(message)}`);
+      return;
+    }
+    const now = Date.now();
+    if (now - lastFailureAt < EXPORT_FAILURE_LOG_INTERVAL_MS) {
+      unsaid += 1;
+      return;
+    }
+    logger.warn(
+      { endpoint, cause, failuresUnreported: unsaid },
+      `span export to ${endpoint} failed (${cause}); spans are being lost`,
+    );
+    lastFailureAt = now;
+    unsaid = 0;
+  };
+  const quiet = () => {};
+  diag.setLogger(
+    { error: report, warn: report, info: quiet, debug: quiet, verbose: quiet },
+    { logLevel: DiagLogLevel.WARN, suppressOverrideMessage: true },
+  );
+}
+
+/** The cause of a failed export, from the SDK's error handler's JSON of the exception; else null. */
+function exportFailureCause(message: unknown): string | null {
+  if (typeof message !== 'string' || !message.startsWith('{')) return null;
+  try {
+    const error = JSON.parse(message) as { message?: unknown; code?: unknown };
+    if (typeof error.message !== 'string') return null;
+    return typeof error.code === 'string' && !error.message.includes(error.code)
+      ? `${error.code}: ${error.message}`
+      : error.message;
+  } catch {
+    return null;
+  }
 }

@@ -95,12 +95,14 @@ const workerCommand: Command = {
   json: false,
   async run(ctx) {
     const config = ctx.config();
-    const [{ createRuntime }, { startWorker }, { stopOnSignals }] = await Promise.all([
-      import('../runtime.ts'),
-      import('../delivery/start.ts'),
-      import('../serve.ts'),
-    ]);
+    const [{ createRuntime }, { startWorker }, { stopOnSignals, warnMisspeltVariables }] =
+      await Promise.all([
+        import('../runtime.ts'),
+        import('../delivery/start.ts'),
+        import('../serve.ts'),
+      ]);
     const runtime = await createRuntime(config, { listen: true });
+    warnMisspeltVariables(runtime.logger, ctx.io.env);
     const worker = startWorker(runtime);
     const metricsServer =
       config.metrics.workerPort === null
