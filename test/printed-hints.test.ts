@@ -1,29 +1,9 @@
 import assert from 'node:assert/strict';
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { after, before, describe, it } from 'node:test';
-import { freePort } from '../bench/processes.ts';
 import { BACKENDS, createTestDatabase, type TestDatabase } from './helpers/context.ts';
-import { outputOf, ROOT, untilOutput } from './helpers/processes.ts';
-
-/** `npm start`'s entry with `env`, until its banner is out; the banner, and a way to stop it. */
-async function npmStart(env: Record<string, string>) {
-  const port = await freePort();
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', PORT: String(port), ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const output = outputOf(child);
-  await untilOutput(child, output, 'OpenAPI document:', 30_000);
-  return {
-    banner: output(),
-    stop: async () => {
-      child.kill('SIGTERM');
-      if (child.exitCode === null) await once(child, 'exit');
-    },
-  };
-}
+import { npmStart, outputOf, ROOT, untilOutput } from './helpers/processes.ts';
 
 /** Runs a printed command line as a shell would, from the repository (where `npx tourops` is). */
 function runPrinted(line: string, env: Record<string, string> = {}): string {

@@ -118,6 +118,11 @@ for (const backend of BACKENDS) {
         'startCityId',
         'startDate',
       ]);
+      // A newcomer's tenant has no cities yet: the message says where ids come from.
+      assert.match(
+        response.json().errors.startCityId[0],
+        /GET \/api\/v1\/library\/cities.*POST \/admin\/v1\/tenants\/\{tenantId\}\/library\/cities/,
+      );
       const order = await ctx.api('POST', '/api/v1/trips', {
         token: tenant.token,
         body: tripBody(tenant, { startDate: '2027-05-10', endDate: '2027-05-01' }),

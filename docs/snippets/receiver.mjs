@@ -1,7 +1,10 @@
 // A TourOps webhook receiver in Node, standard library only: listens, verifies, acknowledges.
 //   TOUROPS_SIGNING_KEYS=whsec_... node receiver.mjs      (PORT, default 4242; POST /webhooks)
+// With TLS_CERT and TLS_KEY (PEM files) it serves https, as a real delivery's target must.
 import { createHmac, timingSafeEqual } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
+import { createServer as createTlsServer } from 'node:https';
 import { pathToFileURL } from 'node:url';
 
 const signingKeys = (process.env.TOUROPS_SIGNING_KEYS ?? '').split(',').filter(Boolean);
@@ -27,7 +30,7 @@ export function verify(rawBody, signatureHeader, keys, now = Date.now() / 1000) 
   return JSON.parse(rawBody.toString('utf8'));
 }
 
-const server = createServer((request, response) => {
+function receive(request, response) {
   const chunks = [];
   request.on('data', (chunk) => chunks.push(chunk));
   request.on('end', () => {
@@ -43,11 +46,15 @@ const server = createServer((request, response) => {
     response.writeHead(204).end();
     console.log(`verified ${event.type} ${event.id}`);
   });
-});
+}
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const { TLS_CERT, TLS_KEY } = process.env;
+  const tls =
+    TLS_CERT && TLS_KEY ? { cert: readFileSync(TLS_CERT), key: readFileSync(TLS_KEY) } : null;
+  const server = tls ? createTlsServer(tls, receive) : createServer(receive);
   const port = Number(process.env.PORT ?? 4242);
   server.listen(port, '127.0.0.1', () =>
-    console.log(`listening on http://localhost:${port}/webhooks`),
+    console.log(`listening on ${tls ? 'https' : 'http'}://127.0.0.1:${port}/webhooks`),
   );
 }

@@ -1,4 +1,4 @@
-import { CITY_SCOPED_KINDS, type LibraryKind } from '../domain/library.ts';
+import { CITY_SCOPED_KINDS, type LibraryKind, NOT_A_LIBRARY_CITY } from '../domain/library.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
 import { keysetPage, type Page, type PageRequest } from '../lib/cursor.ts';
 import { type IdPrefix, newId } from '../lib/ids.ts';
@@ -55,7 +55,7 @@ export class LibraryService {
       typeof cityId === 'string' &&
       !(await this.deps.library.exists(tenantId, 'cities', cityId))
     ) {
-      throw fieldError('cityId', "is not a city of this tenant's library");
+      throw fieldError('cityId', NOT_A_LIBRARY_CITY);
     }
     const now = nowIso(this.deps.clock);
     const row: LibraryRow = {

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Updateable } from 'kysely';
 import type { Database } from '../db/database.ts';
 import type { TripsTable } from '../db/schema.ts';
+import { NOT_A_LIBRARY_CITY } from '../domain/library.ts';
 import { effectiveTripQuota } from '../domain/plans.ts';
 import {
   canMove,
@@ -277,7 +278,7 @@ export class TripsService {
   ): Promise<void> {
     for (const field of ['startCityId', 'endCityId'] as const) {
       if (!(await this.deps.library.exists(tenantId, 'cities', input[field]))) {
-        errors.add(field, "is not a city of this tenant's library");
+        errors.add(field, NOT_A_LIBRARY_CITY);
       }
     }
     if (

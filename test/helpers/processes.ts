@@ -117,3 +117,24 @@ export async function untilOutput(
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }
+
+/** `npm start`'s entry with `env`, until its banner is out; the banner, and a way to stop it. */
+export async function npmStart(env: Record<string, string>) {
+  const port = await freePort();
+  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', PORT: String(port), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const output = outputOf(child);
+  await untilOutput(child, output, 'OpenAPI document:', 30_000);
+  return {
+    banner: output(),
+    baseUrl: `http://127.0.0.1:${port}`,
+    output,
+    stop: async () => {
+      child.kill('SIGTERM');
+      if (child.exitCode === null) await once(child, 'exit');
+    },
+  };
+}

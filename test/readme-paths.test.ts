@@ -1,0 +1,128 @@
+import assert from 'node:assert/strict';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, it } from 'node:test';
+import { freePort } from '../bench/processes.ts';
+import { BACKENDS, createTestDatabase, type TestDatabase } from './helpers/context.ts';
+import { npmStart, outputOf, ROOT, untilOutput } from './helpers/processes.ts';
+
+// The README's newcomer paths, pasted as written into a shell against a fresh database: only the
+// port (3000 and 4242 here are free ports) and the certificate's directory are changed.
+
+const README = readFileSync(join(ROOT, 'README.md'), 'utf8');
+
+/** The `nth` sh block of the README section under `heading`, its lines joined at `\`. */
+function readmeBlock(heading: string, nth = 0): string[] {
+  const section = README.split(`\n${heading}\n`)[1]?.split('\n## ')[0] ?? '';
+  const block = section.split('```sh\n')[nth + 1]?.split('\n```')[0];
+  assert.ok(block, `README: no sh block ${nth} under "${heading}"`);
+  return block.replaceAll('\\\n', '').split('\n');
+}
+
+const line = (lines: string[], pattern: RegExp) => {
+  const found = lines.find((candidate) => pattern.test(candidate));
+  assert.ok(found, `README: no line matching ${pattern}`);
+  return found;
+};
+
+/** Leading `NAME=value` words of a command line, as an environment. */
+const assignments = (command: string): Record<string, string> =>
+  Object.fromEntries(
+    command
+      .trim()
+      .split(/\s+/)
+      .filter((word) => /^\w+=/.test(word))
+      .map((word) => [word.slice(0, word.indexOf('=')), word.slice(word.indexOf('=') + 1)]),
+  );
+
+function sh(script: string, env: Record<string, string> = {}): string {
+  return execFileSync('sh', ['-ec', script], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', ...env },
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
+}
+
+for (const backend of BACKENDS) {
+  describe(`the README's paths, pasted (${backend})`, () => {
+    // Each path from a fresh database, as a newcomer meets it.
+    let database: TestDatabase;
+    beforeEach(async () => {
+      database = await createTestDatabase(backend);
+    });
+    afterEach(() => database.drop());
+
+    it('"Your own tenant": admin token, tenant, token, library city, then a trip', async () => {
+      const lines = readmeBlock('## Your own tenant');
+      const adminToken = /export ADMIN_API_TOKEN=(\S+)/.exec(line(lines, /ADMIN_API_TOKEN=/))?.[1];
+      assert.ok(adminToken && adminToken.length >= 32);
+      const server = await npmStart({ ...database.env, ADMIN_API_TOKEN: adminToken });
+      try {
+        assert.match(server.banner, /Admin API: http:\/\/localhost:\d+\/admin\/docs\//);
+        const script = lines.join('\n').replaceAll('http://localhost:3000', server.baseUrl);
+        const output = sh(script);
+        const trip = JSON.parse(output) as { data?: Record<string, unknown> };
+        assert.equal(trip.data?.status, 'draft', output);
+        assert.equal(trip.data?.title, 'Lisbon in spring');
+        assert.match(String(trip.data?.startCityId), /^cty_/);
+      } finally {
+        await server.stop();
+      }
+    });
+
+    it('"Receive webhooks on your laptop": a certificate of ones own, a real HTTPS delivery', async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'tourops-readme-tls-'));
+      const receiverPort = await freePort();
+      const local = (command: string) =>
+        command
+          .replaceAll('cert.pem', join(dir, 'cert.pem'))
+          .replaceAll('key.pem', join(dir, 'key.pem'))
+          .replaceAll('4242', String(receiverPort));
+      const recipe = readmeBlock('## Receive webhooks on your laptop', 1).map(local);
+      let receiver: ChildProcess | null = null;
+      let server: Awaited<ReturnType<typeof npmStart>> | null = null;
+      try {
+        sh(line(recipe, /^openssl req /));
+        server = await npmStart({
+          ...database.env,
+          ...assignments(line(recipe, /npm start/).split('npm start')[0]),
+        });
+        const token = /Bearer (tk_test_[^\s"]+)/.exec(server.banner)?.[1];
+        assert.ok(token, server.banner);
+        const withServer = (command: string) =>
+          command.replaceAll('http://localhost:3000', server?.baseUrl ?? '');
+        const signingKey = sh(withServer(line(recipe, /\/api\/v1\/webhooks/)), {
+          TOKEN: token,
+        }).trim();
+        assert.match(signingKey, /^whsec_/);
+
+        const receiverLine = line(recipe, /receiver\.mjs/).replace('whsec_…', signingKey);
+        // A process group of its own, as in a terminal: the shell and the node it starts stop together.
+        receiver = spawn('sh', ['-c', receiverLine], {
+          cwd: ROOT,
+          env: { PATH: process.env.PATH ?? '', PORT: String(receiverPort) },
+          stdio: ['ignore', 'pipe', 'pipe'],
+          detached: true,
+        });
+        const received = outputOf(receiver);
+        await untilOutput(receiver, received, 'listening on https://', 10_000);
+
+        const createClient = line(readmeBlock('## Receive webhooks on your laptop'), /^curl /);
+        sh(withServer(createClient), { TOKEN: token });
+        await untilOutput(receiver, received, 'verified client.created ', 15_000);
+      } finally {
+        if (receiver?.pid !== undefined && receiver.exitCode === null) {
+          const exited = once(receiver, 'exit');
+          process.kill(-receiver.pid, 'SIGTERM');
+          await exited;
+        }
+        await server?.stop();
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+  });
+}
