@@ -80,6 +80,8 @@ for (const backend of BACKENDS) {
         void dialog.accept();
       });
       await page.goto(origin + new URL(made.json().data.url).pathname);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await page.waitForURL(`${origin}/portal/`);
       return { page, context, problems };
     }
 

@@ -25,7 +25,10 @@ class PortalClient {
     return response;
   }
 
-  async post(url: string, form: Record<string, string>): Promise<LightMyRequestResponse> {
+  async post(
+    url: string,
+    form: Record<string, string> | Array<[string, string]>,
+  ): Promise<LightMyRequestResponse> {
     const response = await this.ctx.app.inject({
       method: 'POST',
       url,
@@ -34,6 +37,14 @@ class PortalClient {
     });
     this.remember(response);
     return response;
+  }
+
+  /** A person's visit of a portal link: its page, then the page's button. */
+  async signIn(path: string): Promise<LightMyRequestResponse> {
+    const page = await this.get(path);
+    const match = /name="_csrf" value="([^"]+)"/.exec(page.body);
+    if (page.statusCode !== 200 || !match) return page;
+    return this.post(path, { _csrf: match[1] });
   }
 
   /** The CSRF token of a page's forms. */
@@ -79,7 +90,7 @@ for (const backend of BACKENDS) {
     };
     const signedIn = async (owner: TenantFixture, body?: unknown) => {
       const client = new PortalClient(ctx);
-      const landed = await client.get(pathOf(await link(owner, body)));
+      const landed = await client.signIn(pathOf(await link(owner, body)));
       assert.equal(landed.statusCode, 303);
       return client;
     };
@@ -125,7 +136,7 @@ for (const backend of BACKENDS) {
       );
       assert.equal(made.statusCode, 201, made.body);
       const client = new PortalClient(ctx);
-      assert.equal((await client.get(pathOf(made.json().data.url))).statusCode, 303);
+      assert.equal((await client.signIn(pathOf(made.json().data.url))).statusCode, 303);
       assert.match((await client.get('/portal/')).body, /Read-only/);
 
       const unknown = await ctx.adminRequest(
@@ -147,7 +158,7 @@ for (const backend of BACKENDS) {
     it('exchanges a link once for an HttpOnly, SameSite=Strict session cookie of 1 hour', async () => {
       const path = pathOf(await link(tenant));
       const client = new PortalClient(ctx);
-      const first = await client.get(path);
+      const first = await client.signIn(path);
       assert.equal(first.statusCode, 303);
       assert.equal(first.headers.location, '/portal/');
       const cookie = (first.cookies as Array<Record<string, unknown>>).find(
@@ -172,6 +183,40 @@ for (const backend of BACKENDS) {
       assert.equal((await new PortalClient(ctx).get(path)).statusCode, 410);
       // A link that never existed reads the same.
       assert.equal((await client.get(`/portal/session/${'A'.repeat(43)}`)).statusCode, 410);
+    });
+
+    it("uses a link only by its button: HEAD and a scanner's GET leave it for the person", async () => {
+      const path = pathOf(await link(tenant));
+      const head = await ctx.app.inject({ method: 'HEAD', url: path });
+      assert.equal(head.statusCode, 200);
+      assert.equal(
+        head.headers['set-cookie'] === undefined ||
+          !/tourops_portal=/.test(String(head.headers['set-cookie'])),
+        true,
+      );
+      const scanner = new PortalClient(ctx);
+      const preview = await scanner.get(path);
+      assert.equal(preview.statusCode, 200);
+      assert.match(
+        preview.body,
+        /<form method="post" action="\/portal\/session\/[A-Za-z0-9_-]{43}">/,
+      );
+      assert.equal(
+        (preview.cookies as Array<{ name: string }>).some((c) => c.name === 'tourops_portal'),
+        false,
+      );
+      assert.equal((await scanner.get('/portal/')).statusCode, 401, 'a visit signs no one in');
+      // The button without the page's CSRF token (another site's form) signs no one in either.
+      const forged = await new PortalClient(ctx).post(path, {});
+      assert.equal(forged.statusCode, 403);
+
+      const person = new PortalClient(ctx);
+      assert.equal((await person.signIn(path)).statusCode, 303);
+      assert.equal((await person.get('/portal/')).statusCode, 200);
+      // Used now: every later visit, the scanner's included, is told so, and nobody else gets in.
+      assert.equal((await ctx.app.inject({ method: 'HEAD', url: path })).statusCode, 410);
+      assert.equal((await scanner.signIn(path)).statusCode, 410);
+      assert.equal((await scanner.get('/portal/')).statusCode, 401);
     });
 
     it('refuses an expired link', async () => {
@@ -208,7 +253,7 @@ for (const backend of BACKENDS) {
       const spare = await mintToken(ctx, owner.id, ['*']);
       const bySpare = new PortalClient(ctx);
       const made = await ctx.api('POST', '/api/v1/portal/sessions', { token: spare.token });
-      await bySpare.get(pathOf(made.json().data.url));
+      await bySpare.signIn(pathOf(made.json().data.url));
       assert.equal((await bySpare.get('/portal/')).statusCode, 200);
 
       await ctx.admin('POST', `/admin/v1/tokens/${spare.id}/revoke`);
@@ -328,6 +373,154 @@ for (const backend of BACKENDS) {
         ),
         false,
       );
+    });
+
+    it("shows when a pending delivery is tried next: its own time, or the end of the endpoint's hold", async () => {
+      const id = await subscribe(tenant);
+      await ctx.runtime.services.webhooks.fireTest(tenant.id, {
+        subscriptionId: id,
+        eventType: 'client.created',
+      });
+      const client = await signedIn(tenant);
+      const [delivery] = (
+        await ctx.runtime.services.webhooks.listDeliveries(tenant.id, id, { limit: 1 })
+      ).data;
+      assert.equal(delivery.status, 'pending');
+      const cell = (body: string) => /Next attempt<\/dt><dd>(.*?)<\/dd>/s.exec(body)?.[1] ?? '';
+      const deliveryPath = `/portal/endpoints/${id}/deliveries/${delivery.id}`;
+      assert.match(
+        cell((await client.get(deliveryPath)).body),
+        new RegExp(`datetime="${delivery.nextAttemptAt}"`),
+      );
+
+      // The endpoint answered 429 with Retry-After: held for 40 minutes, the delivery with it.
+      const heldUntil = new Date(Date.now() + 40 * 60_000).toISOString();
+      await ctx.runtime.database.db
+        .updateTable('webhookSubscriptions')
+        .set({ heldUntil })
+        .where('id', '=', id)
+        .execute();
+      const endpoint = (await client.get(`/portal/endpoints/${id}`)).body;
+      const row =
+        new RegExp(`<tr>\\s*<td><a href="[^"]*${delivery.id}">.*?</tr>`, 's').exec(endpoint)?.[0] ??
+        '';
+      assert.match(
+        row,
+        new RegExp(`datetime="${heldUntil}".*held by the endpoint's Retry-After`, 's'),
+      );
+      assert.match(
+        cell((await client.get(deliveryPath)).body),
+        new RegExp(`datetime="${heldUntil}"`),
+      );
+
+      // Paused: nothing goes until it is enabled, whatever the times say.
+      await ctx.runtime.services.webhooks.update(tenant.id, id, { active: false });
+      assert.match(cell((await client.get(deliveryPath)).body), /when the endpoint is enabled/);
+    });
+
+    it('judges every form by the API body schema, strictly: one 422 naming each field, no change', async () => {
+      const id = await subscribe(tenant);
+      const client = await signedIn(tenant);
+      const token = await client.csrf(`/portal/endpoints/${id}`);
+      const stored = () => ctx.runtime.services.webhooks.get(tenant.id, id);
+      const count = async () => (await ctx.runtime.services.webhooks.list(tenant.id)).length;
+      const before = { subscription: await stored(), count: await count() };
+      /** Posts `fields` with a fresh key; the fields the 422 page names. */
+      const refused = async (path: string, fields: Array<[string, string]>) => {
+        const answer = await client.post(path, [
+          ['_csrf', token],
+          ['idempotencyKey', crypto.randomUUID()],
+          ...fields,
+        ]);
+        assert.equal(answer.statusCode, 422, `${path}: ${answer.body.slice(0, 300)}`);
+        return [...answer.body.matchAll(/<li><code>([^<]+)<\/code>/g)].map((m) => m[1]).sort();
+      };
+      const subscriptionForm: Array<[string, string]> = [
+        ['url', 'https://portal.test/hook'],
+        ['events', 'client.created'],
+        ['ordering', 'none'],
+      ];
+      const badFields: Array<[string, string]> = [
+        ['color', 'red'],
+        ['standardWebhooks', 'maybe'],
+        ['maxConcurrency', '1e3'],
+        ['maxPerSecond', '2.5'],
+      ];
+      const named = ['color', 'maxConcurrency', 'maxPerSecond', 'standardWebhooks'];
+      assert.deepEqual(
+        await refused('/portal/endpoints', [...subscriptionForm, ...badFields]),
+        named,
+      );
+      assert.deepEqual(
+        await refused(`/portal/endpoints/${id}`, [...subscriptionForm, ...badFields]),
+        named,
+      );
+      for (const value of ['1000', '0x10', ' 5', '']) {
+        const fields = await refused(`/portal/endpoints/${id}`, [
+          ...subscriptionForm,
+          ['maxConcurrency', value === '' ? 'abc' : value],
+        ]);
+        assert.deepEqual(fields, ['maxConcurrency'], value);
+      }
+      assert.deepEqual(
+        await refused(`/portal/endpoints/${id}`, [
+          ...subscriptionForm,
+          ['events', 'booking.bogus'],
+        ]),
+        ['events.1'],
+      );
+      // Impossible or malformed times are refused, not rolled over to another day.
+      for (const since of [
+        '2026-02-31T00:00',
+        '2026-04-31T10:00',
+        '2026-03-01T24:00',
+        '2026-3-1T10:00',
+        'yesterday',
+      ]) {
+        assert.deepEqual(
+          await refused(`/portal/endpoints/${id}/recover`, [
+            ['since', since],
+            ['tzOffset', '0'],
+          ]),
+          ['since'],
+          since,
+        );
+      }
+      assert.deepEqual(
+        await refused(`/portal/endpoints/${id}/recover`, [
+          ['since', '2026-02-28T10:00'],
+          ['tzOffset', '0'],
+          ['until', 'soon'],
+          ['extra', '1'],
+        ]),
+        ['extra', 'until'],
+      );
+      assert.deepEqual(
+        await refused(`/portal/endpoints/${id}/test`, [['eventType', 'booking.bogus']]),
+        ['eventType'],
+      );
+      assert.deepEqual(
+        await refused(`/portal/endpoints/${id}/test`, [
+          ['eventType', 'client.created'],
+          ['subscription', 'x'],
+        ]),
+        ['subscription'],
+      );
+      for (const action of ['pause', 'enable', 'delete', 'rotate-key']) {
+        assert.deepEqual(
+          await refused(`/portal/endpoints/${id}/${action}`, [['active', 'true']]),
+          ['active'],
+          action,
+        );
+      }
+      assert.deepEqual(await stored(), before.subscription);
+      assert.equal(await count(), before.count);
+      const recovered = await ctx.runtime.database.db
+        .selectFrom('webhookDeliveries')
+        .select('id')
+        .where('subscriptionId', '=', id)
+        .execute();
+      assert.equal(recovered.length, 0, 'no test fired, nothing recovered');
     });
   });
 }

@@ -39,6 +39,18 @@ export class PortalSessionsRepository extends Repository {
       .executeTakeFirst();
   }
 
+  /** Whether this link is still unused and within its time, without using it. */
+  async linkUsable(linkHash: string, now: string): Promise<boolean> {
+    const row = await this.db
+      .selectFrom('portalSessions')
+      .select('id')
+      .where('linkHash', '=', linkHash)
+      .where('sessionHash', 'is', null)
+      .where('linkExpiresAt', '>', now)
+      .executeTakeFirst();
+    return row !== undefined;
+  }
+
   /** The unexpired session of this cookie, joined to its tenant and token in one round trip. */
   async findLive(sessionHash: string, now: string): Promise<PortalSessionRow | undefined> {
     return this.db

@@ -68,6 +68,15 @@ export class PortalService {
     return { url: `${this.deps.publicBaseUrl}/portal/session/${secret}`, expiresAt };
   }
 
+  /**
+   * Whether a link would sign a browser in, without using it: what a visit (GET or HEAD, a mail
+   * scanner's or a link preview's included) is told. Only a deliberate POST uses it (exchange).
+   */
+  async linkUsable(linkSecret: string): Promise<boolean> {
+    if (!SECRET_PATTERN.test(linkSecret)) return false;
+    return this.deps.sessions.linkUsable(digest(linkSecret), nowIso(this.deps.clock));
+  }
+
   /** Uses a link: its new session's cookie value, or null for a used, expired or unknown link. */
   async exchange(linkSecret: string): Promise<{ cookie: string; expiresAt: string } | null> {
     if (!SECRET_PATTERN.test(linkSecret)) return null;

@@ -52,6 +52,21 @@ function flow(subscription: Subscription): string {
   return html`${inFlight} in flight of ${concurrencyLimit} allowed!${why}`;
 }
 
+/**
+ * When a pending delivery will be tried next, as the endpoint's state decides it: not while the
+ * subscription is paused, not before a Retry-After hold ends, else at its own `nextAttemptAt`.
+ */
+function nextAttempt(delivery: Delivery, subscription: Subscription): string {
+  if (delivery.status !== 'pending') return html`<span class="muted">—</span>`;
+  if (!subscription.active) return html`<span class="muted">when the endpoint is enabled</span>`;
+  const { reason, pausedUntil } = subscription.deliveryState;
+  const due = delivery.nextAttemptAt;
+  if (reason === 'retry_after' && pausedUntil !== null && (due === null || pausedUntil > due)) {
+    return html`!${time(pausedUntil)} <span class="muted">(held by the endpoint's Retry-After)</span>`;
+  }
+  return time(due, 'as soon as a slot is free');
+}
+
 export function endpointsPage(view: View, subscriptions: Subscription[]): string {
   const add = view.readOnly
     ? ''
@@ -259,7 +274,7 @@ function deliveriesSection(data: EndpointPageData, path: string): string {
         }</p></div>`
       : html`<div class="table-wrap"><table>
 <caption>Newest first</caption>
-<thead><tr><th scope="col">Created</th><th scope="col">Event</th><th scope="col">Status</th><th scope="col">Attempts</th><th scope="col">Last answer</th></tr></thead>
+<thead><tr><th scope="col">Created</th><th scope="col">Event</th><th scope="col">Status</th><th scope="col">Attempts</th><th scope="col">Last answer</th><th scope="col">Next attempt</th></tr></thead>
 <tbody>!${rows.map(
           (d) => html`<tr>
 <td><a href="${path}/deliveries/${seg(d.id)}">!${time(d.createdAt)}</a></td>
@@ -267,6 +282,7 @@ function deliveriesSection(data: EndpointPageData, path: string): string {
 <td>!${statusBadge(d.status)}</td>
 <td>${d.attempts}</td>
 <td>${d.lastResponseStatus ?? d.lastError ?? '—'}</td>
+<td>!${nextAttempt(d, data.subscription)}</td>
 </tr>`,
         )}</tbody></table></div>`
   }
@@ -304,7 +320,7 @@ export function deliveryPage(
 <div><dt>Status</dt><dd>!${statusBadge(delivery.status)}</dd></div>
 <div><dt>Created</dt><dd>!${time(delivery.createdAt)}</dd></div>
 <div><dt>Delivered</dt><dd>!${time(delivery.deliveredAt, 'not yet')}</dd></div>
-<div><dt>Next attempt</dt><dd>!${time(delivery.nextAttemptAt, 'none')}</dd></div>
+<div><dt>Next attempt</dt><dd>!${nextAttempt(delivery, subscription)}</dd></div>
 <div><dt>Event id</dt><dd><code>${delivery.eventId}</code></dd></div>
 <div><dt>Sequence</dt><dd>${delivery.sequence ?? 'test event'}</dd></div>
 <div><dt>Delivery id</dt><dd><code>${delivery.id}</code></dd></div>
@@ -410,5 +426,15 @@ export function messagePage(
         : html`<ul>!${fields.map(([field, messages]) => html`<li><code>${field}</code>: ${messages.join('; ')}</li>`)}</ul>`
     }!${next === null ? '' : html`<p><a href="${next.href}">${next.label}</a></p>`}</div>`,
     frame,
+  );
+}
+
+/** What a portal link shows: one button, so only a person's click uses the link. */
+export function signInPage(secret: string, csrf: string): string {
+  return page(
+    'Sign in',
+    html`<div class="message"><h1>Sign in to the webhook portal</h1><p>This link works once: the button signs this browser in for an hour.</p>
+<form method="post" action="/portal/session/${secret}">!${formFields(csrf)}<button type="submit">Sign in</button></form></div>`,
+    null,
   );
 }

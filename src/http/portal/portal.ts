@@ -13,7 +13,7 @@ import type { Services } from '../../services/index.ts';
 import { PORTAL_SESSION_TTL_MS, type PortalSession } from '../../services/portal-service.ts';
 import { ipGuardHook } from '../pipeline/auth.ts';
 import { type Frame, sendPage } from './layout.ts';
-import { messagePage, type View } from './pages.ts';
+import { messagePage, signInPage, type View } from './pages.ts';
 import { portalPages } from './routes.ts';
 
 declare module 'fastify' {
@@ -104,30 +104,40 @@ export const portal: FastifyPluginAsync<PortalOptions> = async (app, { services,
     reply.type('text/javascript; charset=utf-8').send(js),
   );
 
-  // The link: used once, then a session cookie; the secret leaves the address bar at once.
+  // The link: a visit only shows a button (mail scanners and link previews send GET and HEAD);
+  // the button's POST uses it once for a session cookie, and the secret leaves the address bar.
+  const linkGone = (reply: FastifyReply) =>
+    sendPage(
+      reply,
+      messagePage(
+        'This link no longer works',
+        'A portal link works once, within 10 minutes of being made. It was used already or has expired: ask for a new one (POST /api/v1/portal/sessions).',
+        null,
+        null,
+      ),
+      410,
+    );
   app.get<{ Params: { secret: string } }>('/session/:secret', async (request, reply) => {
-    const session = await services.portal.exchange(request.params.secret);
-    if (session === null) {
-      return sendPage(
-        reply,
-        messagePage(
-          'This link no longer works',
-          'A portal link works once, within 10 minutes of being made. It was used already or has expired: ask for a new one (POST /api/v1/portal/sessions).',
-          null,
-          null,
-        ),
-        410,
-      );
-    }
-    reply.setCookie(SESSION_COOKIE, session.cookie, {
-      path: '/portal',
-      httpOnly: true,
-      sameSite: 'strict',
-      secure: 'auto',
-      maxAge: PORTAL_SESSION_TTL_MS / 1000,
-    });
-    return reply.redirect('/portal/', 303);
+    if (!(await services.portal.linkUsable(request.params.secret))) return linkGone(reply);
+    return sendPage(reply, signInPage(request.params.secret, reply.generateCsrf()));
   });
+  app.post<{ Params: { secret: string } }>(
+    '/session/:secret',
+    // The CSRF token of the page above: another site cannot sign a browser into its own tenant.
+    { preHandler: app.csrfProtection },
+    async (request, reply) => {
+      const session = await services.portal.exchange(request.params.secret);
+      if (session === null) return linkGone(reply);
+      reply.setCookie(SESSION_COOKIE, session.cookie, {
+        path: '/portal',
+        httpOnly: true,
+        sameSite: 'strict',
+        secure: 'auto',
+        maxAge: PORTAL_SESSION_TTL_MS / 1000,
+      });
+      return reply.redirect('/portal/', 303);
+    },
+  );
 
   await app.register(async (signedIn) => {
     signedIn.addHook('onRequest', async (request) => {

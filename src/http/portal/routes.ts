@@ -1,5 +1,4 @@
-import Ajv, { type ValidateFunction } from 'ajv';
-import addFormats from 'ajv-formats';
+import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { DeliveryStatus } from '../../db/schema.ts';
 import {
@@ -7,15 +6,20 @@ import {
   SUBSCRIBABLE_EVENT_TYPES,
   type SubscribableEventType,
 } from '../../domain/states.ts';
-import { ApiProblem, fieldError } from '../../lib/problems.ts';
+import { fieldError } from '../../lib/problems.ts';
 import type { Services } from '../../services/index.ts';
 import type { PortalSession } from '../../services/portal-service.ts';
 import type {
   CreateSubscriptionInput,
   UpdateSubscriptionInput,
 } from '../../services/webhooks-service.ts';
-import { toProblem } from '../pipeline/problem-reply.ts';
-import { CreateWebhookBody, UpdateWebhookBody } from '../routes/webhooks-routes.ts';
+import {
+  CreateWebhookBody,
+  RecoverWebhookBody,
+  TestWebhookBody,
+  UpdateWebhookBody,
+} from '../routes/webhooks-routes.ts';
+import { bodyOf, type Form, field, formSchema } from './forms.ts';
 import { sendPage } from './layout.ts';
 import {
   catalogPage,
@@ -35,12 +39,23 @@ export interface PortalPagesOptions {
   once: <T>(request: FastifyRequest, work: () => Promise<T>) => Promise<T>;
 }
 
-/** The API's own body schemas judge the forms, with its messages (no coercion: see below). */
-const ajv = addFormats.default(new Ajv.default({ allErrors: true, strict: false }));
-const createBody = ajv.compile(CreateWebhookBody);
-const updateBody = ajv.compile(UpdateWebhookBody);
+/** The API's own body schemas judge the forms (forms.ts), with its messages. */
+const createBody = formSchema(CreateWebhookBody);
+const updateBody = formSchema(UpdateWebhookBody);
+const recoverBody = formSchema(RecoverWebhookBody);
+const testBody = formSchema(TestWebhookBody);
+/** The changes that take no body in the API (delete, rotate, redeliver): their forms carry none. */
+const noBody = formSchema(Type.Object({}, { additionalProperties: false }));
 
-type Form = Record<string, string | string[] | undefined>;
+/** A subscription form's fields, as the API's create and update bodies take them. */
+const SUBSCRIPTION_FIELDS = {
+  url: field.text('url'),
+  events: field.list('events'),
+  standardWebhooks: field.checkbox('standardWebhooks'),
+  maxConcurrency: field.integer('maxConcurrency'),
+  maxPerSecond: field.integer('maxPerSecond', null),
+  ordering: field.text('ordering'),
+};
 type IdParams = { Params: { id: string }; Body: Form };
 type DeliveryParams = { Params: { id: string; deliveryId: string }; Body: Form };
 
@@ -55,7 +70,6 @@ const DONE: Record<string, string> = {
   redelivered: 'Queued again as this new delivery.',
 };
 
-const text = (value: unknown) => (typeof value === 'string' ? value : undefined);
 const doneOf = (query: { done?: string }) => (query.done ? (DONE[query.done] ?? null) : null);
 
 /** The signed-in pages and the changes their forms post. */
@@ -78,7 +92,7 @@ export const portalPages: FastifyPluginAsync<PortalPagesOptions> = async (
 
   app.post<{ Body: Form }>('/endpoints', async (request, reply) => {
     const tenantId = tenantOf(request);
-    const input = checked<CreateSubscriptionInput>(createBody, subscriptionForm(request.body));
+    const input = bodyOf<CreateSubscriptionInput>(createBody, request.body, SUBSCRIPTION_FIELDS);
     // Resolving the URL is no database work: it comes before the unit of work.
     const target = await webhooks.checkTarget(tenantId, input.url);
     const created = await once(request, () => webhooks.create(tenantId, input, target));
@@ -119,7 +133,7 @@ export const portalPages: FastifyPluginAsync<PortalPagesOptions> = async (
 
   app.post<IdParams>('/endpoints/:id', async (request, reply) => {
     const tenantId = tenantOf(request);
-    const input = checked<UpdateSubscriptionInput>(updateBody, subscriptionForm(request.body));
+    const input = bodyOf<UpdateSubscriptionInput>(updateBody, request.body, SUBSCRIPTION_FIELDS);
     const target = input.url === undefined ? undefined : await webhooks.checkUrl(input.url);
     await once(request, () => webhooks.update(tenantId, request.params.id, input, target));
     return back(reply, request.params.id, 'saved');
@@ -131,19 +145,29 @@ export const portalPages: FastifyPluginAsync<PortalPagesOptions> = async (
   ] as const) {
     app.post<IdParams>(`/endpoints/:id/${action}`, async (request, reply) => {
       const tenantId = tenantOf(request);
-      await once(request, () => webhooks.update(tenantId, request.params.id, { active }));
+      const input = bodyOf<UpdateSubscriptionInput>(
+        updateBody,
+        request.body,
+        {},
+        {
+          fixed: { active },
+        },
+      );
+      await once(request, () => webhooks.update(tenantId, request.params.id, input));
       return back(reply, request.params.id, active ? 'enabled' : 'paused');
     });
   }
 
   app.post<IdParams>('/endpoints/:id/delete', async (request, reply) => {
     const tenantId = tenantOf(request);
+    bodyOf(noBody, request.body, {});
     await once(request, () => webhooks.remove(tenantId, request.params.id));
     return back(reply, request.params.id, 'deleted');
   });
 
   app.post<IdParams>('/endpoints/:id/rotate-key', async (request, reply) => {
     const tenantId = tenantOf(request);
+    bodyOf(noBody, request.body, {});
     const rotated = await once(request, () => webhooks.rotateKey(tenantId, request.params.id));
     return sendPage(
       reply,
@@ -155,21 +179,26 @@ export const portalPages: FastifyPluginAsync<PortalPagesOptions> = async (
 
   app.post<IdParams>('/endpoints/:id/test', async (request, reply) => {
     const tenantId = tenantOf(request);
-    const eventType = oneOf(text(request.body.eventType), SUBSCRIBABLE_EVENT_TYPES);
-    if (eventType === undefined) throw fieldError('eventType', 'choose an event type of the list');
+    const input = bodyOf<{ eventType?: SubscribableEventType }>(testBody, request.body, {
+      eventType: field.text('eventType'),
+    });
+    if (input.eventType === undefined) throw fieldError('eventType', 'is required');
+    const { eventType } = input;
     await once(request, () =>
-      webhooks.fireTest(tenantId, {
-        subscriptionId: request.params.id,
-        eventType: eventType as SubscribableEventType,
-      }),
+      webhooks.fireTest(tenantId, { subscriptionId: request.params.id, eventType }),
     );
     return back(reply, request.params.id, 'test');
   });
 
   app.post<IdParams>('/endpoints/:id/recover', async (request, reply) => {
     const tenantId = tenantOf(request);
-    const since = instantOf(text(request.body.since), text(request.body.tzOffset));
-    await once(request, () => webhooks.recover(tenantId, request.params.id, { since }));
+    const input = bodyOf<{ since: string }>(
+      recoverBody,
+      request.body,
+      { since: field.instant('since', 'tzOffset') },
+      { also: ['tzOffset'] },
+    );
+    await once(request, () => webhooks.recover(tenantId, request.params.id, input));
     return back(reply, request.params.id, 'recovered');
   });
 
@@ -200,6 +229,7 @@ export const portalPages: FastifyPluginAsync<PortalPagesOptions> = async (
     async (request, reply) => {
       const tenantId = tenantOf(request);
       const { id, deliveryId } = request.params;
+      bodyOf(noBody, request.body, {});
       const queued = await once(request, () => webhooks.redeliver(tenantId, id, deliveryId));
       return reply.redirect(
         `/portal/endpoints/${encodeURIComponent(id)}/deliveries/${encodeURIComponent(queued.deliveryId)}?done=redelivered`,
@@ -228,41 +258,4 @@ export const portalPages: FastifyPluginAsync<PortalPagesOptions> = async (
 
 function oneOf(value: string | undefined, allowed: readonly string[]): string | undefined {
   return value !== undefined && allowed.includes(value) ? value : undefined;
-}
-
-/** A subscription form as the API's JSON body (the same schema then validates it). */
-function subscriptionForm(form: Form): Record<string, unknown> {
-  const number = (value: string | undefined) => (value === undefined ? undefined : Number(value));
-  const maxPerSecond = text(form.maxPerSecond);
-  return {
-    url: text(form.url),
-    events: [form.events ?? []].flat(),
-    standardWebhooks: form.standardWebhooks === 'true',
-    maxConcurrency: number(text(form.maxConcurrency) || undefined),
-    maxPerSecond: maxPerSecond === undefined || maxPerSecond === '' ? null : Number(maxPerSecond),
-    ordering: text(form.ordering) || undefined,
-  };
-}
-
-/** The body as the API's schema validates it (what is undefined dropped), or its 422. */
-function checked<T>(validate: ValidateFunction, body: Record<string, unknown>): T {
-  const value = Object.fromEntries(Object.entries(body).filter(([, v]) => v !== undefined));
-  if (validate(value)) return value as T;
-  const problem = toProblem(
-    Object.assign(new Error('invalid form'), { validation: validate.errors }),
-  );
-  throw problem ?? new ApiProblem('validation-failed', 'The form is invalid.');
-}
-
-/** A `datetime-local` value read in the browser's zone (`tzOffset`: its getTimezoneOffset). */
-function instantOf(local: string | undefined, tzOffset: string | undefined): string {
-  const match = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2}))?$/.exec(local ?? '');
-  const offset = Number(tzOffset ?? 0);
-  if (!match || !Number.isInteger(offset) || Math.abs(offset) > 24 * 60) {
-    throw fieldError('since', 'must be a date and time');
-  }
-  const [, y, mo, d, h, mi, s] = match;
-  const utc = Date.UTC(+y, +mo - 1, +d, +h, +mi, +(s ?? 0)) + offset * 60_000;
-  if (Number.isNaN(utc)) throw fieldError('since', 'must be a date and time');
-  return new Date(utc).toISOString();
 }

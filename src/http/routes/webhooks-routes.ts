@@ -121,7 +121,20 @@ const DeliveriesQuery = Query({
 
 const DeliveryParams = Type.Object({ id: Type.String(), deliveryId: Type.String() });
 
-const TestBody = Type.Object(
+export const RecoverWebhookBody = Type.Object(
+  {
+    since: Type.String({ format: 'date-time', description: 'Start of the window (RFC 3339).' }),
+    until: Type.Optional(
+      Type.String({
+        format: 'date-time',
+        description: 'End of the window, excluded; default now.',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const TestWebhookBody = Type.Object(
   {
     subscriptionId: Type.Optional(
       Type.String({ description: 'Only this subscription; omitted: every active one.' }),
@@ -462,21 +475,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (
           'Queues one new delivery (as redeliver does) for every `dead_letter` delivery of the subscription created at or after `since` and before `until` (default: now). At most 10,000: a larger window is 422, nothing queued. 409 `subscription_inactive` when the subscription is paused or deleted.',
         headers: IdempotencyHeaders,
         params: IdParams,
-        body: Type.Object(
-          {
-            since: Type.String({
-              format: 'date-time',
-              description: 'Start of the window (RFC 3339).',
-            }),
-            until: Type.Optional(
-              Type.String({
-                format: 'date-time',
-                description: 'End of the window, excluded; default now.',
-              }),
-            ),
-          },
-          { additionalProperties: false },
-        ),
+        body: RecoverWebhookBody,
         response: {
           202: ok(
             DataOf(
@@ -515,7 +514,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (
         description:
           'A `webhook.test` event, or with `eventType` a sample of that type, to one subscription or to every active one whatever its events list. Test events carry `"test": true` in their envelope and change none of the subscription\'s counters. 404 for an unknown or deleted subscription, 422 for a paused one or for an `eventType` that is not a subscribable type.',
         headers: IdempotencyHeaders,
-        body: TestBody,
+        body: TestWebhookBody,
         [OPTIONAL_BODY]: true,
         response: {
           200: ok(
