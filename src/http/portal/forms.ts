@@ -29,11 +29,11 @@ export const formSchema = (schema: TSchema): ValidateFunction => ajv.compile(sch
 
 /** Readers of a form's fields, by the JSON type the API's schema expects. */
 export const field = {
-  /** Text as sent; empty when `emptyIs` says (a select's "none"). */
+  /** Text as sent (a field sent twice stays a list, which a string member refuses). */
   text:
-    (name: string, emptyIs?: null): Reader =>
+    (name: string): Reader =>
     (form) =>
-      form[name] === '' && emptyIs !== undefined ? emptyIs : form[name],
+      form[name],
   /** Checkboxes of one name: every value checked, none an empty list. */
   list:
     (name: string): Reader =>
