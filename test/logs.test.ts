@@ -51,8 +51,23 @@ describe('logs that explain what happened', () => {
       const tenant = await createTenant(ctx);
       const made = await ctx.api('POST', '/api/v1/portal/sessions', { token: tenant.token });
       const path = new URL(made.json().data.url).pathname;
-      const used = await ctx.app.inject({ method: 'GET', url: path });
-      const cookie = (used.cookies as Array<{ name: string; value: string }>)[0];
+      // A person's visit: the link's page, then its Sign in button (with the page's CSRF token).
+      const visit = await ctx.app.inject({ method: 'GET', url: path });
+      const csrfCookie = (visit.cookies as Array<{ name: string; value: string }>)[0];
+      const csrf = /name="_csrf" value="([^"]+)"/.exec(visit.body)?.[1] ?? '';
+      const used = await ctx.app.inject({
+        method: 'POST',
+        url: path,
+        headers: {
+          cookie: `${csrfCookie.name}=${csrfCookie.value}`,
+          'content-type': 'application/x-www-form-urlencoded',
+        },
+        payload: new URLSearchParams({ _csrf: csrf }).toString(),
+      });
+      const cookie = (used.cookies as Array<{ name: string; value: string }>).find(
+        (c) => c.name === 'tourops_portal',
+      );
+      assert.ok(cookie, used.body);
       await ctx.app.inject({
         method: 'GET',
         url: '/portal/',

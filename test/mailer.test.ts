@@ -41,6 +41,7 @@ const notice: PausedNotice = {
   subscriptionId: 'wh_01J0000000000000000000000',
   url: 'https://hooks.example.com/tourops',
   pausedAt: '2025-06-10T08:30:00.000Z',
+  reason: 'consecutive_failures',
   clientErrorRun: 24,
 };
 

@@ -116,6 +116,18 @@ const SAMPLE_DATA: { [T in EventType]: EventData<T> } = {
     unpublishedAt: '2027-02-01T08:30:00.000Z',
   },
   'client.created': { clientId: 'cli_01', kind: 'individual', displayName: 'Ada Lovelace' },
+  'webhook.endpoint.paused': {
+    subscriptionId: 'whs_01',
+    url: 'https://hooks.example.test/in',
+    reason: 'consecutive_failures',
+  },
+  'webhook.delivery.dead_lettered': {
+    subscriptionId: 'whs_01',
+    deliveryId: 'dlv_01',
+    eventId: '0b6c7f3e-6a3c-4c8e-9d0a-2f1e5b7c9a11',
+    eventType: 'payment.failed',
+    attempts: 6,
+  },
   'webhook.test': { subscriptionId: 'whs_01', message: 'Test event' },
 };
 

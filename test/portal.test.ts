@@ -418,6 +418,46 @@ for (const backend of BACKENDS) {
       assert.match(cell((await client.get(deliveryPath)).body), /when the endpoint is enabled/);
     });
 
+    it('enables a paused endpoint and recovers what it missed, in one action', async () => {
+      const id = await subscribe(tenant);
+      await ctx.runtime.services.webhooks.update(tenant.id, id, { active: false });
+      for (const displayName of ['Missed A', 'Missed B']) {
+        await ctx.api('POST', '/api/v1/clients', {
+          token: tenant.token,
+          body: { kind: 'individual', displayName },
+        });
+      }
+      const client = await signedIn(tenant);
+      const page = (await client.get(`/portal/endpoints/${id}`)).body;
+      assert.match(page, /paused<\/span> <span class="muted">by hand/);
+      const form =
+        /<form method="post" action="([^"]*enable-and-recover)"[^>]*>.*?name="_csrf" value="([^"]+)".*?name="idempotencyKey" value="([^"]+)"/s.exec(
+          page,
+        );
+      assert.ok(form, 'the action is offered on a paused endpoint');
+      const done = await client.post(form[1], { _csrf: form[2], idempotencyKey: form[3] });
+      assert.equal(done.statusCode, 303, done.body);
+      const shown = await ctx.runtime.services.webhooks.get(tenant.id, id);
+      assert.equal(shown.active, true);
+      assert.equal(shown.pauseReason, null);
+      const queued = await ctx.runtime.database.db
+        .selectFrom('webhookDeliveries')
+        .select(['sequence', 'status'])
+        .where('subscriptionId', '=', id)
+        .orderBy('sequence')
+        .execute();
+      assert.deepEqual(queued, [
+        { sequence: 1, status: 'pending' },
+        { sequence: 2, status: 'pending' },
+      ]);
+      // Not paused any more: the same action is refused, nothing queued twice.
+      const again = await client.post(form[1], {
+        _csrf: form[2],
+        idempotencyKey: crypto.randomUUID(),
+      });
+      assert.equal(again.statusCode, 409);
+    });
+
     it('judges every form by the API body schema, strictly: one 422 naming each field, no change', async () => {
       const id = await subscribe(tenant);
       const client = await signedIn(tenant);

@@ -221,12 +221,18 @@ for (const backend of BACKENDS) {
         [other.id],
       );
       const aliveSince = at(1);
-      assert.equal(await queue().deadLetterAbandoned('wkr_a', aliveSince, at(-62_000), 6), 1);
+      assert.equal(
+        (await queue().deadLetterAbandoned('wkr_a', aliveSince, at(-62_000), 6)).length,
+        1,
+      );
       const row = (await rows()).find((r) => r.id === last.id);
       assert.equal(row?.status, 'dead_letter');
       assert.equal(row?.attempts, 6);
       assert.equal(row?.claimedAt, null);
-      assert.equal(await queue().deadLetterAbandoned('wkr_a', aliveSince, at(-62_000), 6), 0);
+      assert.equal(
+        (await queue().deadLetterAbandoned('wkr_a', aliveSince, at(-62_000), 6)).length,
+        0,
+      );
     });
 
     it('records a mixed batch in one go: retries, dead letters, successes', async () => {

@@ -150,6 +150,83 @@ for (const backend of BACKENDS) {
       assert.equal(JSON.parse(unknown.stdout).error.type, 'not-found');
     });
 
+    it('recovers what a pause missed: every event, in order, with the next sequences', async () => {
+      failing = false;
+      const subscribe = async (path: string) =>
+        (
+          await ctx.api('POST', '/api/v1/webhooks', {
+            token: tenant.token,
+            body: { url: receiver.url(path), events: ['client.created'] },
+          })
+        ).json().data.id as string;
+      const client = (displayName: string) =>
+        ctx.api('POST', '/api/v1/clients', {
+          token: tenant.token,
+          body: { kind: 'individual', displayName },
+        });
+      const patch = (id: string, body: unknown) =>
+        ctx.api('PATCH', `/api/v1/webhooks/${id}`, { token: tenant.token, body });
+      const id = await subscribe('/missed');
+      const gone = await subscribe('/missed-deleted');
+      await client('Before the pause');
+      await monitor.recorded(id, 'success');
+      await patch(id, { active: false });
+      await patch(gone, { active: false });
+      const since = new Date().toISOString();
+      for (const name of ['Missed 1', 'Missed 2', 'Missed 3']) await client(name);
+      assert.equal((await deliveries(id)).length, 1, 'no delivery while paused');
+      assert.equal((await recover(id, { since, missed: true })).statusCode, 409, 'paused');
+
+      await patch(id, { active: true });
+      const recovered = await recover(id, { since, missed: true });
+      assert.equal(recovered.statusCode, 202, recovered.body);
+      assert.deepEqual(recovered.json(), { data: { queued: 3 } });
+      for (;;) {
+        const sent = (await deliveries(id)).filter((d) => d.status === 'success');
+        if (sent.length === 4) break;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      const bodies = receiver.requests
+        .filter((r) => r.path === '/missed')
+        .map((r) => JSON.parse(r.body) as { sequence: number; data: { displayName: string } })
+        .sort((a, b) => a.sequence - b.sequence);
+      assert.deepEqual(
+        bodies.map((b) => [b.sequence, b.data.displayName]),
+        [
+          [1, 'Before the pause'],
+          [2, 'Missed 1'],
+          [3, 'Missed 2'],
+          [4, 'Missed 3'],
+        ],
+      );
+      assert.deepEqual((await recover(id, { since, missed: true })).json(), {
+        data: { queued: 0 },
+      });
+      // The next event follows on, with no gap.
+      await client('After');
+      for (;;) {
+        const after = receiver.requests.find(
+          (r) => r.path === '/missed' && JSON.parse(r.body).data.displayName === 'After',
+        );
+        if (after) {
+          assert.equal(JSON.parse(after.body).sequence, 5);
+          break;
+        }
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+
+      // Deleted: nothing to recover, ever.
+      await ctx.api('DELETE', `/api/v1/webhooks/${gone}`, { token: tenant.token });
+      assert.equal((await recover(gone, { since, missed: true })).statusCode, 409);
+      const sentToDeleted = await ctx.runtime.database.db
+        .selectFrom('webhookDeliveries')
+        .select('id')
+        .where('subscriptionId', '=', gone)
+        .where('createdAt', '>=', since)
+        .execute();
+      assert.equal(sentToDeleted.length, 0);
+    });
+
     it('refuses a bad window and a window over the bound, queueing nothing', async () => {
       const created = await ctx.api('POST', '/api/v1/webhooks', {
         token: tenant.token,

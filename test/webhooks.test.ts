@@ -405,7 +405,7 @@ for (const backend of BACKENDS) {
         email: 'ops@example.test',
         role: 'admin',
       });
-      let status = 410;
+      let status = 404;
       const { data: subscription } = await subscribe('/gone', ['client.created'], () => ({
         status,
       }));
@@ -416,6 +416,7 @@ for (const backend of BACKENDS) {
         .data.find((s: { id: string }) => s.id === subscription.id);
       assert.equal(paused.active, false);
       assert.ok(paused.pausedAt);
+      assert.equal(paused.pauseReason, 'consecutive_failures');
       assert.equal(paused.consecutiveFailures, 3);
       const notices = (
         await ctx.admin<{ data: Array<Record<string, unknown>> }>(
@@ -459,8 +460,109 @@ for (const backend of BACKENDS) {
       );
       assert.equal(enabled.data.active, true);
       assert.equal(enabled.data.pausedAt, null);
+      assert.equal(enabled.data.pauseReason, null);
       assert.equal(enabled.data.consecutiveFailures, 0);
       await monitor.recorded(subscription.id, 'success');
+    });
+
+    it('pauses at a 410 Gone after one attempt, keeps the delivery, and tells the other endpoints', async () => {
+      const paths = { gone: '/op-gone', watcher: '/op-watcher' };
+      const gone = await subscribe(paths.gone, ['client.created', 'webhook.endpoint.paused']);
+      const watcher = await subscribe(paths.watcher, ['webhook.endpoint.paused']);
+      receiver.respond((r) => (r.path === paths.gone ? { status: 410 } : { status: 200 }));
+      await createClient('Gone for good');
+      await monitor.paused(gone.data.id);
+      const shown = (await ctx.api('GET', '/api/v1/webhooks', { token: tenant.token }))
+        .json()
+        .data.find((s: { id: string }) => s.id === gone.data.id);
+      assert.equal(shown.active, false);
+      assert.equal(shown.pauseReason, 'gone');
+      assert.equal(shown.deliveryState.reason, 'paused');
+      assert.equal(received(paths.gone).length, 1, 'one attempt, no retry');
+      const [kept] = await deliveries(gone.data.id);
+      assert.equal(kept.status, 'pending');
+      assert.equal(kept.attempts, 1);
+
+      const [announcement] = await until(async () =>
+        received(paths.watcher).length > 0 ? received(paths.watcher) : undefined,
+      );
+      const event = stripe.webhooks.constructEvent(
+        announcement.body,
+        String(announcement.headers['service-signature']),
+        watcher.signingKey,
+      ) as unknown as { type: string; data: Record<string, unknown>; sequence: number };
+      assert.equal(event.type, 'webhook.endpoint.paused');
+      assert.deepEqual(event.data, {
+        subscriptionId: gone.data.id,
+        url: receiver.url(paths.gone),
+        reason: 'gone',
+      });
+      assert.equal(event.sequence, 1, 'numbered in the watcher sequence like any event');
+      // Owners are told as for an auto-pause.
+      const mail = await until(async () =>
+        smtp.messages.find((m) => m.raw.includes(gone.data.id) && m.raw.includes('410 Gone')),
+      );
+      assert.ok(mail);
+      // Enabled again: the kept delivery goes, and the paused endpoint never got its own news.
+      await ctx.api('PATCH', `/api/v1/webhooks/${gone.data.id}`, {
+        token: tenant.token,
+        body: { active: true },
+      });
+      receiver.respond(() => ({ status: 200 }));
+      await monitor.recorded(gone.data.id, 'success');
+      assert.deepEqual(
+        received(paths.gone).map((r) => r.headers['service-event-type']),
+        ['client.created', 'client.created'],
+      );
+    });
+
+    it('announces a dead letter once to the other endpoints, never to its own; never of an announcement', async () => {
+      const paths = { failing: '/op-failing', watcher: '/op-dead-watcher', broken: '/op-broken' };
+      const failing = await subscribe(paths.failing, [
+        'trip.published',
+        'webhook.delivery.dead_lettered',
+      ]);
+      await subscribe(paths.watcher, ['webhook.delivery.dead_lettered']);
+      // Its announcements fail for good too: their dead letters must announce nothing.
+      const broken = await subscribe(paths.broken, ['webhook.delivery.dead_lettered']);
+      receiver.respond((r) =>
+        r.path === paths.failing || r.path === paths.broken ? { status: 500 } : { status: 200 },
+      );
+      const trip = await ctx.api('POST', '/api/v1/trips', {
+        token: tenant.token,
+        body: {
+          title: 'Dead letter tour',
+          startDate: '2027-04-01',
+          endDate: '2027-04-03',
+          daysCount: 3,
+          startCityId: tenant.cityIds[0],
+          endCityId: tenant.cityIds[1],
+        },
+      });
+      assert.equal(trip.statusCode, 201, trip.body);
+      await ctx.admin('POST', `/admin/v1/trips/${trip.json().data.id}/publish`);
+      await monitor.recorded(failing.data.id, 'dead_letter');
+      const [lost] = await deliveries(failing.data.id);
+      // The broken endpoint's copy of the announcement is given up too.
+      await monitor.recorded(broken.data.id, 'dead_letter');
+      await new Promise((resolve) => setTimeout(resolve, 300));
+
+      const announced = received(paths.watcher).map((r) => JSON.parse(r.body));
+      assert.equal(announced.length, 1, JSON.stringify(announced));
+      assert.equal(announced[0].type, 'webhook.delivery.dead_lettered');
+      assert.deepEqual(announced[0].data, {
+        subscriptionId: failing.data.id,
+        deliveryId: lost.id,
+        eventId: lost.eventId,
+        eventType: 'trip.published',
+        attempts: 4,
+      });
+      assert.deepEqual(
+        received(paths.failing).map((r) => r.headers['service-event-type']),
+        Array(4).fill('trip.published'),
+        'never told of its own dead letter',
+      );
+      receiver.respond(() => ({ status: 200 }));
     });
 
     it('soft-deletes: listed inactive with its history, then 404 for delete and rotate, 409 for redeliver', async () => {

@@ -438,7 +438,7 @@ export interface paths {
         put?: never;
         /**
          * Redeliver every dead-lettered delivery of a time window
-         * @description Queues one new delivery (as redeliver does) for every `dead_letter` delivery of the subscription created at or after `since` and before `until` (default: now). At most 10,000: a larger window is 422, nothing queued. 409 `subscription_inactive` when the subscription is paused or deleted. Scope `webhooks:write`.
+         * @description Queues one new delivery (as redeliver does) for every `dead_letter` delivery of the subscription created at or after `since` and before `until` (default: now); with `missed: true`, also one for every event of the window it missed while paused, with new sequences. At most 10,000: a larger window is 422, nothing queued. 409 `subscription_inactive` when the subscription is paused or deleted: enable it first. Scope `webhooks:write`.
          */
         post: operations["recoverWebhook"];
         delete?: never;
@@ -789,6 +789,66 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "webhook.endpoint.paused": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Endpoint paused
+         * @description One of the tenant's webhook subscriptions was paused without anyone asking: its receiver answered 410 Gone (`reason` `gone`) or failed by the auto-pause rule (`consecutive_failures`). Sent to the tenant's other subscriptions that list it, never to the paused one. Enable it again with `PATCH` `active: true`, then `recover` with `missed: true`. Sent to every active subscription that lists it.
+         *
+         *     Each delivery is an HTTPS POST of the JSON envelope below.
+         *
+         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header also carries the retired key's `v1` (the new key first; a second rotation within them adds a third). Code for Node and Python: "Receiving webhooks" in the introduction.
+         *
+         *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
+         *
+         *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
+         *
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
+         */
+        post: operations["webhookEndpointPausedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "webhook.delivery.dead_lettered": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Delivery dead-lettered
+         * @description A delivery to one of the tenant's webhook subscriptions was given up after its last attempt. Sent to the tenant's other subscriptions that list it, never to that one; the dead letter of an operational event announces nothing. `recover` or `redeliver` sends it again. Sent to every active subscription that lists it.
+         *
+         *     Each delivery is an HTTPS POST of the JSON envelope below.
+         *
+         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header also carries the retired key's `v1` (the new key first; a second rotation within them adds a third). Code for Node and Python: "Receiving webhooks" in the introduction.
+         *
+         *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
+         *
+         *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
+         *
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
+         */
+        post: operations["webhookDeliveryDeadLetteredEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "webhook.test": {
         parameters: {
             query?: never;
@@ -1129,6 +1189,7 @@ export interface components {
          *       ],
          *       "active": true,
          *       "pausedAt": null,
+         *       "pauseReason": null,
          *       "consecutiveFailures": 0,
          *       "lastSuccessAt": "2026-11-05T10:02:45.201Z",
          *       "lastFailureAt": null,
@@ -1156,14 +1217,19 @@ export interface components {
             /** @description HTTPS endpoint that receives events. */
             url: string;
             /** @description Subscribed event types. */
-            events: ("booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created")[];
-            /** @description False after a delete or an auto-pause. */
+            events: ("booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered")[];
+            /** @description False while paused, and once deleted. */
             active: boolean;
             /**
              * Format: date-time
-             * @description Set by an auto-pause; cleared when re-enabled. UTC.
+             * @description When it was paused or deleted; cleared when re-enabled. UTC.
              */
             pausedAt: string | null;
+            /**
+             * @description Why it is not active: `manual` (`PATCH` with `active: false`), `consecutive_failures` (the auto-pause rule), `gone` (its receiver answered 410 Gone), `deleted`. Null while active.
+             * @enum {string|null}
+             */
+            pauseReason: "manual" | "consecutive_failures" | "gone" | "deleted" | null;
             /** @description Failed attempts in a row; 0 after a 2xx. */
             consecutiveFailures: number;
             /**
@@ -5019,6 +5085,7 @@ export interface operations {
                      *           ],
                      *           "active": true,
                      *           "pausedAt": null,
+                     *           "pauseReason": null,
                      *           "consecutiveFailures": 0,
                      *           "lastSuccessAt": "2026-11-05T10:02:45.201Z",
                      *           "lastFailureAt": null,
@@ -5204,7 +5271,7 @@ export interface operations {
                     /** @description HTTPS only; every address the host resolves to must be public (private, loopback, link-local and CGNAT addresses are refused). A host that does not resolve within `WEBHOOK_DNS_TIMEOUT` (2 s by default) is 422 too. */
                     url: string;
                     /** @description Event types from the catalog; `webhook.test` is not subscribable. */
-                    events: ("booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created")[];
+                    events: ("booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered")[];
                     /** @description Also send the Standard Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature`), verifiable with the same signing key by the `standardwebhooks` libraries. Default false. */
                     standardWebhooks?: boolean;
                     /** @description Most attempts in flight to the endpoint at once, 1-64; the adaptive limit (`deliveryState.concurrencyLimit`) moves below it. Default 16. */
@@ -5247,6 +5314,7 @@ export interface operations {
                      *         ],
                      *         "active": true,
                      *         "pausedAt": null,
+                     *         "pauseReason": null,
                      *         "consecutiveFailures": 0,
                      *         "lastSuccessAt": "2026-11-05T10:02:45.201Z",
                      *         "lastFailureAt": null,
@@ -5660,7 +5728,7 @@ export interface operations {
                     /** @description HTTPS only; every address the host resolves to must be public (private, loopback, link-local and CGNAT addresses are refused). A host that does not resolve within `WEBHOOK_DNS_TIMEOUT` (2 s by default) is 422 too. */
                     url?: string;
                     /** @description Event types from the catalog; `webhook.test` is not subscribable. */
-                    events?: ("booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created")[];
+                    events?: ("booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered")[];
                     /** @description Also send the Standard Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature`), verifiable with the same signing key by the `standardwebhooks` libraries. Default false. */
                     standardWebhooks?: boolean;
                     /** @description Most attempts in flight to the endpoint at once, 1-64; the adaptive limit (`deliveryState.concurrencyLimit`) moves below it. Default 16. */
@@ -5705,6 +5773,7 @@ export interface operations {
                      *         ],
                      *         "active": true,
                      *         "pausedAt": null,
+                     *         "pauseReason": null,
                      *         "consecutiveFailures": 0,
                      *         "lastSuccessAt": "2026-11-05T10:02:45.201Z",
                      *         "lastFailureAt": null,
@@ -5916,7 +5985,7 @@ export interface operations {
                 /** @description Page size, 1-100. */
                 limit?: number;
                 /** @description Only events of this type. */
-                type?: "booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created";
+                type?: "booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered";
                 /** @description Only events whose latest delivery is in this status. */
                 deliveryStatus?: "pending" | "in_flight" | "success" | "dead_letter";
             };
@@ -6207,6 +6276,7 @@ export interface operations {
                      *         ],
                      *         "active": true,
                      *         "pausedAt": null,
+                     *         "pauseReason": null,
                      *         "consecutiveFailures": 0,
                      *         "lastSuccessAt": "2026-11-05T10:02:45.201Z",
                      *         "lastFailureAt": null,
@@ -7094,6 +7164,8 @@ export interface operations {
                      * @description End of the window, excluded; default now.
                      */
                     until?: string;
+                    /** @description Also queue the window's events of the subscription's types that it got no delivery for while it was paused (never before its creation, never while deleted), in the order they were emitted, each with the next `sequence`. Default false. */
+                    missed?: boolean;
                 };
             };
         };
@@ -7327,7 +7399,7 @@ export interface operations {
                      * @description Send a sample of this event type (realistic data, ids that name no real row) instead of `webhook.test`. Its envelope has `"test": true` like every test event.
                      * @enum {string}
                      */
-                    eventType?: "booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created";
+                    eventType?: "booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered";
                 };
             };
         };
@@ -8658,6 +8730,190 @@ export interface operations {
                         clientId: string;
                         kind: string;
                         displayName: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Received; any 2xx acknowledges the delivery. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other answer, a redirect or a time-out: the attempt failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhookEndpointPausedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The body is JSON (UTF-8). */
+                "Content-Type": "application/json";
+                /** @description `Service-Webhooks/1.0`, then an informational address. */
+                "User-Agent": string;
+                /** @description `t=<unix seconds>,v1=<hex>`; another `v1` for 24 hours after a key rotation (new key first). */
+                "Service-Signature": string;
+                /** @description The event type; equals the body `type`. */
+                "Service-Event-Type": "webhook.endpoint.paused";
+                /** @description The event id; equals the body `id`, the same on every retry and redelivery. */
+                "Service-Event-Id": string;
+                /** @description `<delivery id>.<attempt>`: unique per HTTP attempt; quote it when contacting support. */
+                "Service-Request-Id": string;
+                /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
+                "Service-Delivery-Attempt": number;
+                /** @description The event's `sequence` in this subscription's ledger (equals the body's); absent on test events. */
+                "Service-Event-Sequence"?: number;
+                /** @description Standard Webhooks (when the subscription has `standardWebhooks`): the event id. */
+                "webhook-id"?: string;
+                /** @description Standard Webhooks: unix seconds, the `t` of `Service-Signature`. */
+                "webhook-timestamp"?: number;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. */
+                "webhook-signature"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
+                 *       "type": "webhook.endpoint.paused",
+                 *       "created": 1793870565,
+                 *       "sequence": 42,
+                 *       "data": {
+                 *         "subscriptionId": "whs_01JD3XC8K2V5R7N4T9M6QWZBHF",
+                 *         "url": "https://hooks.operator.test/tourops",
+                 *         "reason": "gone"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "webhook.endpoint.paused";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
+                    data: {
+                        subscriptionId: string;
+                        url: string;
+                        reason: "gone" | "consecutive_failures";
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Received; any 2xx acknowledges the delivery. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other answer, a redirect or a time-out: the attempt failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhookDeliveryDeadLetteredEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The body is JSON (UTF-8). */
+                "Content-Type": "application/json";
+                /** @description `Service-Webhooks/1.0`, then an informational address. */
+                "User-Agent": string;
+                /** @description `t=<unix seconds>,v1=<hex>`; another `v1` for 24 hours after a key rotation (new key first). */
+                "Service-Signature": string;
+                /** @description The event type; equals the body `type`. */
+                "Service-Event-Type": "webhook.delivery.dead_lettered";
+                /** @description The event id; equals the body `id`, the same on every retry and redelivery. */
+                "Service-Event-Id": string;
+                /** @description `<delivery id>.<attempt>`: unique per HTTP attempt; quote it when contacting support. */
+                "Service-Request-Id": string;
+                /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
+                "Service-Delivery-Attempt": number;
+                /** @description The event's `sequence` in this subscription's ledger (equals the body's); absent on test events. */
+                "Service-Event-Sequence"?: number;
+                /** @description Standard Webhooks (when the subscription has `standardWebhooks`): the event id. */
+                "webhook-id"?: string;
+                /** @description Standard Webhooks: unix seconds, the `t` of `Service-Signature`. */
+                "webhook-timestamp"?: number;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. */
+                "webhook-signature"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
+                 *       "type": "webhook.delivery.dead_lettered",
+                 *       "created": 1793870565,
+                 *       "sequence": 42,
+                 *       "data": {
+                 *         "subscriptionId": "whs_01JD3XC8K2V5R7N4T9M6QWZBHF",
+                 *         "deliveryId": "dlv_01JD3XC8K2V5R7N4T9M6QWZBHF",
+                 *         "eventId": "0a4c7e52-8f3b-4d1e-9b6a-2c5f8e1d3a70",
+                 *         "eventType": "booking.confirmed",
+                 *         "attempts": 6
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "webhook.delivery.dead_lettered";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
+                    data: {
+                        subscriptionId: string;
+                        deliveryId: string;
+                        eventId: string;
+                        eventType: string;
+                        attempts: number;
                     };
                 };
             };

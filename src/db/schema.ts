@@ -8,6 +8,7 @@ import type {
   DELIVERY_STATUSES,
   MEMBER_ROLES,
   PAYMENT_MODES,
+  PauseReason,
   PaymentStatus,
   PRICING_DISPLAY_MODES,
   TRANSPORT_MODES,
@@ -235,6 +236,8 @@ export interface WebhookSubscriptionsTable {
   /** False after a delete or an auto-pause. */
   active: boolean;
   pausedAt: string | null;
+  /** Why it is not active; null while active. */
+  pauseReason: PauseReason | null;
   /** Set by DELETE: the subscription is gone for every operation but listing. */
   deletedAt: string | null;
   consecutiveFailures: number;
@@ -267,6 +270,16 @@ export interface WebhookSubscriptionsTable {
   /** Deliveries carry the attempt's `traceparent` (and `tracestate`) when tracing is on. */
   propagateTraceContext: boolean;
   createdAt: string;
+}
+
+/** An event a paused subscription got no delivery for (see migration 0023). */
+export interface WebhookMissedEventsTable {
+  subscriptionId: string;
+  eventId: string;
+  tenantId: string;
+  eventType: string;
+  objectKey: string | null;
+  eventCreatedAt: string;
 }
 
 /** Each subscription's last event sequence taken (see migration 0014). */
@@ -393,6 +406,7 @@ export interface DB {
   idempotencyKeys: IdempotencyKeysTable;
   webhookSubscriptions: WebhookSubscriptionsTable;
   webhookSequences: WebhookSequencesTable;
+  webhookMissedEvents: WebhookMissedEventsTable;
   webhookDeliveries: WebhookDeliveriesTable;
   webhookAttempts: WebhookAttemptsTable;
   webhookWorkers: WebhookWorkersTable;

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
+  attemptOutcome,
   endpointHoldMs,
   foldAttempts,
   MAX_RETRY_AFTER_MS,
@@ -64,7 +65,7 @@ describe('foldAttempts: a batch of attempts and the subscription counters', () =
     const { counters, pause } = foldAttempts(
       fresh,
       [
-        { status: 410, at: iso(0) },
+        { status: 403, at: iso(0) },
         { status: 404, at: iso(1_000) },
       ],
       rule,
@@ -77,7 +78,7 @@ describe('foldAttempts: a batch of attempts and the subscription counters', () =
       lastSuccessAt: null,
       lastFailureAt: iso(1_000),
     });
-    assert.equal(pause, false);
+    assert.equal(pause, null);
     const after = foldAttempts(counters, [{ status: 204, at: iso(2_000) }], rule, true);
     assert.deepEqual(after.counters, {
       consecutiveFailures: 0,
@@ -108,29 +109,52 @@ describe('foldAttempts: a batch of attempts and the subscription counters', () =
   it('pauses once the run is long enough and spans the window, not before', () => {
     const run = (spanMs: number, n: number) =>
       Array.from({ length: n }, (_, i) => ({
-        status: 410,
+        status: 404,
         at: iso(Math.round((spanMs * i) / (n - 1))),
       }));
-    assert.equal(foldAttempts(fresh, run(60_000, 3), rule, true).pause, true);
-    assert.equal(foldAttempts(fresh, run(59_999, 3), rule, true).pause, false, 'too short');
-    assert.equal(foldAttempts(fresh, run(120_000, 2), rule, true).pause, false, 'too few');
+    assert.equal(foldAttempts(fresh, run(60_000, 3), rule, true).pause, 'consecutive_failures');
+    assert.equal(foldAttempts(fresh, run(59_999, 3), rule, true).pause, null, 'too short');
+    assert.equal(foldAttempts(fresh, run(120_000, 2), rule, true).pause, null, 'too few');
     // Already paused or deleted: counted, never paused again.
-    assert.equal(foldAttempts(fresh, run(60_000, 3), rule, false).pause, false);
+    assert.equal(foldAttempts(fresh, run(60_000, 3), rule, false).pause, null);
   });
 
   it('continues a run across batches, from the stored counters', () => {
-    const first = foldAttempts(fresh, [{ status: 410, at: iso(0) }], rule, true);
+    const first = foldAttempts(fresh, [{ status: 404, at: iso(0) }], rule, true);
     const second = foldAttempts(
       first.counters,
       [
-        { status: 410, at: iso(30_000) },
-        { status: 410, at: iso(60_000) },
+        { status: 404, at: iso(30_000) },
+        { status: 404, at: iso(60_000) },
       ],
       rule,
       true,
     );
     assert.equal(second.counters.clientErrorRun, 3);
-    assert.equal(second.pause, true);
+    assert.equal(second.pause, 'consecutive_failures');
+  });
+
+  it('pauses at once on a 410 Gone, whatever the run; never a paused one again', () => {
+    const gone = [
+      { status: 500, at: iso(0) },
+      { status: 410, at: iso(1_000) },
+      { status: 200, at: iso(2_000) },
+    ];
+    assert.equal(foldAttempts(fresh, gone, rule, true).pause, 'gone');
+    assert.equal(foldAttempts(fresh, gone, rule, false).pause, null);
+    // A run long enough to pause, ended by a 410: the receiver's word is the reason.
+    const run = [0, 30_000, 60_000].map((ms) => ({ status: 410, at: iso(ms) }));
+    assert.equal(foldAttempts(fresh, run, rule, true).pause, 'gone');
+  });
+
+  it('keeps a delivery answered 410 pending and due (its subscription pauses); a test fire cascades', () => {
+    const delivery = { id: 'dlv_1', claimedAt: iso(0), attempts: 6, isTest: false };
+    const answer = { status: 410, errorClass: null };
+    const kept = attemptOutcome(delivery, answer, SCHEDULE, T0).outcome;
+    assert.equal(kept.status, 'pending');
+    assert.equal(kept.nextAttemptAt, iso(0));
+    const test = attemptOutcome({ ...delivery, isTest: true }, answer, SCHEDULE, T0).outcome;
+    assert.equal(test.status, 'dead_letter');
   });
 
   it('keeps only the counters when given a whole row', () => {

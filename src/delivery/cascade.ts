@@ -98,18 +98,22 @@ export interface PauseRule {
   windowMs: number;
 }
 
+/** The receiver's "stop sending" (Standard Webhooks): its subscription pauses at once. */
+const GONE = 410;
+
 /**
  * Folds attempts, in the order they finished, into the counters. consecutiveFailures counts every
  * failed attempt and resets on a 2xx; the 4xx run counts consecutive 4xx answers and is broken by
- * a 2xx, a 5xx or a time-out. An active subscription pauses when the run is at least
- * `rule.failures` long and spans at least `rule.windowMs`.
+ * a 2xx, a 5xx or a time-out. An active subscription pauses: `gone` at a 410 answer, else
+ * `consecutive_failures` when the run is at least `rule.failures` long and spans at least
+ * `rule.windowMs`; null when it does not pause.
  */
 export function foldAttempts(
   start: SubscriptionCounters,
   attempts: readonly AttemptSummary[],
   rule: PauseRule,
   active: boolean,
-): { counters: SubscriptionCounters; pause: boolean } {
+): { counters: SubscriptionCounters; pause: 'gone' | 'consecutive_failures' | null } {
   // Only the counters: `start` may be a whole subscription row.
   const c: SubscriptionCounters = {
     consecutiveFailures: start.consecutiveFailures,
@@ -137,27 +141,33 @@ export function foldAttempts(
     }
   }
   const since = c.clientErrorRunSince;
-  const pause =
-    active &&
+  const failing =
     since !== null &&
     c.clientErrorRun >= rule.failures &&
     Date.parse(c.lastFailureAt ?? since) - Date.parse(since) >= rule.windowMs;
-  return { counters: c, pause };
+  if (!active) return { counters: c, pause: null };
+  if (attempts.some((attempt) => attempt.status === GONE)) return { counters: c, pause: 'gone' };
+  return { counters: c, pause: failing ? 'consecutive_failures' : null };
 }
 
 /**
  * What an attempt that ended with `status` (null: no whole answer) does to its delivery row (see
  * nextStep), and until when it holds every delivery to the endpoint (see endpointHoldMs), or null;
- * `retryAfter` is the receiver's header on a 429 or 503.
+ * `retryAfter` is the receiver's header on a 429 or 503. A 410 pauses the subscription (see
+ * foldAttempts), so its delivery stays pending, due again as soon as it is enabled; a test
+ * fire's changes nothing of the subscription and goes through the cascade like any answer.
  */
 export function attemptOutcome(
-  delivery: Pick<ClaimedDelivery, 'id' | 'claimedAt' | 'attempts'>,
+  delivery: Pick<ClaimedDelivery, 'id' | 'claimedAt' | 'attempts' | 'isTest'>,
   answer: { status: number | null; retryAfter?: string; errorClass: AttemptErrorClass | null },
   scheduleMs: readonly number[],
   nowMs: number,
 ): { outcome: DeliveryOutcome; holdUntil: string | null } {
   const retryAfterMs = parseRetryAfter(answer.retryAfter, nowMs);
-  const step = nextStep(delivery.attempts, answer.status, scheduleMs, nowMs, retryAfterMs);
+  const step: NextStep =
+    answer.status === GONE && !delivery.isTest
+      ? { status: 'pending', deliveredAt: null, nextAttemptAt: new Date(nowMs).toISOString() }
+      : nextStep(delivery.attempts, answer.status, scheduleMs, nowMs, retryAfterMs);
   const holdMs = endpointHoldMs(answer.status, retryAfterMs);
   return {
     outcome: {

@@ -294,14 +294,25 @@ export class DeliveryQueue extends Repository {
     aliveSince: string,
     staleBefore: string,
     maxAttempts: number,
-  ): Promise<number> {
-    const result = await this.db
-      .updateTable('webhookDeliveries as d')
-      .set({ status: 'dead_letter', claimedAt: null, claimedBy: null, nextAttemptAt: null })
-      .where(abandoned('d', aliveSince, staleBefore, asker))
-      .where('d.attempts', '>=', maxAttempts)
-      .executeTakeFirst();
-    return Number(result.numUpdatedRows);
+  ) {
+    return (
+      this.db
+        .updateTable('webhookDeliveries as d')
+        .set({ status: 'dead_letter', claimedAt: null, claimedBy: null, nextAttemptAt: null })
+        .where(abandoned('d', aliveSince, staleBefore, asker))
+        .where('d.attempts', '>=', maxAttempts)
+        // Unqualified: SQLite's RETURNING takes no table alias.
+        .returning([
+          'id',
+          'tenantId',
+          'subscriptionId',
+          'eventId',
+          'eventType',
+          'attempts',
+          'isTest',
+        ])
+        .execute()
+    );
   }
 
   /** Registers a worker, beating now. */

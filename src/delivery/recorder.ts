@@ -1,11 +1,13 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import type { Database } from '../db/database.ts';
+import { isOperationalEvent } from '../domain/states.ts';
 import { newId } from '../lib/ids.ts';
 import type { Mailer, PausedNotice } from '../notifications/mailer.ts';
 import type { MembersRepository } from '../repositories/members-repository.ts';
 import type { NotificationsRepository } from '../repositories/notifications-repository.ts';
 import type { WebhooksRepository } from '../repositories/webhooks-repository.ts';
+import type { EventsService } from '../services/events-service.ts';
 import { attemptOutcome, foldAttempts } from './cascade.ts';
 import { type ConcurrencySample, foldConcurrency } from './concurrency.ts';
 import type { SendResult } from './http-sender.ts';
@@ -24,6 +26,7 @@ interface RecorderDeps {
   subscriptions: WebhooksRepository;
   members: MembersRepository;
   notifications: NotificationsRepository;
+  events: EventsService;
   webhook: Pick<Config['webhook'], 'retryScheduleMs' | 'autopauseFailures' | 'autopauseWindowMs'>;
   logger: Logger;
   /** Emails auto-pause notices when SMTP_URL is set. */
@@ -195,6 +198,11 @@ export class Recorder {
         })),
       );
       await queue.recordOutcomes(batch.map((s) => s.outcome));
+      await this.announceDeadLetters(
+        batch
+          .filter((s) => s.outcome.status === 'dead_letter' && !s.delivery.isTest)
+          .map((s) => s.delivery),
+      );
       await queue.insertAttempts(
         batch.map((s) => ({
           id: newId('att'),
@@ -259,9 +267,16 @@ export class Recorder {
         ...held,
         concurrencyLimit: concurrency.limit,
         backedOff: concurrency.backedOff,
-        ...(pause ? { active: false, pausedAt: now } : {}),
+        ...(pause ? { active: false, pausedAt: now, pauseReason: pause } : {}),
       });
       if (!pause) continue;
+      // Told to the tenant's other endpoints, never to the one it is about.
+      await this.deps.events.emit(
+        row.tenantId,
+        'webhook.endpoint.paused',
+        { subscriptionId: row.id, url: row.url, reason: pause },
+        { except: row.id },
+      );
       const recipients = await members.ownersAndAdmins(row.tenantId);
       await notifications.insertMany(
         recipients.map((member) => ({
@@ -280,10 +295,55 @@ export class Recorder {
         subscriptionId: row.id,
         url: row.url,
         pausedAt: now,
+        reason: pause,
         clientErrorRun: counters.clientErrorRun,
       });
     }
     return paused;
+  }
+
+  /**
+   * Dead-letters abandoned claims whose last attempt was cut off (see
+   * DeliveryQueue.deadLetterAbandoned) and announces them, in one transaction; how many.
+   */
+  deadLetterAbandoned(
+    ...cutOff: Parameters<DeliveryQueue['deadLetterAbandoned']>
+  ): Promise<number> {
+    return this.deps.database.withTransaction(async () => {
+      const lost = await this.deps.queue.deadLetterAbandoned(...cutOff);
+      await this.announceDeadLetters(lost.filter((delivery) => !delivery.isTest));
+      return lost.length;
+    });
+  }
+
+  /**
+   * `webhook.delivery.dead_lettered` for each delivery given up, to the tenant's other endpoints
+   * (in the caller's transaction). An operational event's own dead letter announces nothing:
+   * announcements never cascade.
+   */
+  async announceDeadLetters(
+    deliveries: ReadonlyArray<
+      Pick<
+        ClaimedDelivery,
+        'id' | 'tenantId' | 'subscriptionId' | 'eventId' | 'eventType' | 'attempts'
+      >
+    >,
+  ): Promise<void> {
+    for (const delivery of deliveries) {
+      if (isOperationalEvent(delivery.eventType)) continue;
+      await this.deps.events.emit(
+        delivery.tenantId,
+        'webhook.delivery.dead_lettered',
+        {
+          subscriptionId: delivery.subscriptionId,
+          deliveryId: delivery.id,
+          eventId: delivery.eventId,
+          eventType: delivery.eventType,
+          attempts: delivery.attempts,
+        },
+        { except: delivery.subscriptionId },
+      );
+    }
   }
 
   /**

@@ -33,6 +33,7 @@ export function startWorker(
       subscriptions: repositories.webhooks,
       members: repositories.members,
       notifications: repositories.notifications,
+      events: services.events,
       notifier: services.notifier,
       secrets: services.secrets,
       sender,

@@ -10,6 +10,7 @@ import type { Mailer } from '../notifications/mailer.ts';
 import type { MembersRepository } from '../repositories/members-repository.ts';
 import type { NotificationsRepository } from '../repositories/notifications-repository.ts';
 import type { WebhooksRepository } from '../repositories/webhooks-repository.ts';
+import type { EventsService } from '../services/events-service.ts';
 import {
   Holds,
   mayHaveMore,
@@ -42,6 +43,8 @@ export interface WorkerDependencies {
   subscriptions: WebhooksRepository;
   members: MembersRepository;
   notifications: NotificationsRepository;
+  /** Announces pauses and dead letters as operational events. */
+  events: EventsService;
   notifier: Notifier;
   secrets: SecretBox;
   sender: WebhookSender;
@@ -218,7 +221,12 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     }
     if (nowMs - this.lastAbandonedSweep >= this.pollIntervalMs) {
       this.lastAbandonedSweep = nowMs;
-      const lost = await queue.deadLetterAbandoned(this.id, aliveSince, staleBefore, maxAttempts);
+      const lost = await this.recorder.deadLetterAbandoned(
+        this.id,
+        aliveSince,
+        staleBefore,
+        maxAttempts,
+      );
       if (lost > 0)
         logger.warn({ lost }, 'dead-lettered deliveries whose last attempt was cut off');
     }

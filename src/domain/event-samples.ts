@@ -51,6 +51,18 @@ export function sampleEventData<T extends EventType>(
       kind: 'individual',
       displayName: 'Ana Lima',
     },
+    'webhook.endpoint.paused': {
+      subscriptionId: id('whs'),
+      url: 'https://hooks.operator.test/tourops',
+      reason: 'gone',
+    },
+    'webhook.delivery.dead_lettered': {
+      subscriptionId: id('whs'),
+      deliveryId: id('dlv'),
+      eventId: '0a4c7e52-8f3b-4d1e-9b6a-2c5f8e1d3a70',
+      eventType: 'booking.confirmed',
+      attempts: 6,
+    },
     'webhook.test': {
       subscriptionId: null,
       message: 'This is a test event fired from POST /api/v1/webhooks/test.',

@@ -59,6 +59,24 @@ export const EVENT_DATA_SCHEMAS = {
     { clientId: Type.String(), kind: Type.String(), displayName: Type.String() },
     { additionalProperties: false },
   ),
+  'webhook.endpoint.paused': Type.Object(
+    {
+      subscriptionId: Type.String(),
+      url: Type.String(),
+      reason: Type.Union([Type.Literal('gone'), Type.Literal('consecutive_failures')]),
+    },
+    { additionalProperties: false },
+  ),
+  'webhook.delivery.dead_lettered': Type.Object(
+    {
+      subscriptionId: Type.String(),
+      deliveryId: Type.String(),
+      eventId: Type.String(),
+      eventType: Type.String(),
+      attempts: Type.Integer({ minimum: 1 }),
+    },
+    { additionalProperties: false },
+  ),
   'webhook.test': Type.Object(
     { subscriptionId: Type.Union([Type.String(), Type.Null()]), message: Type.String() },
     { additionalProperties: false },

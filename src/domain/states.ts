@@ -148,15 +148,36 @@ export const EVENT_TYPES = [
   'trip.published',
   'trip.unpublished',
   'client.created',
+  'webhook.endpoint.paused',
+  'webhook.delivery.dead_lettered',
   'webhook.test',
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
+
+/**
+ * Events about the webhook platform itself, for a tenant's programs to act on: never delivered to
+ * the subscription they are about, and a dead letter of one announces nothing.
+ */
+const OPERATIONAL_EVENT_TYPES = [
+  'webhook.endpoint.paused',
+  'webhook.delivery.dead_lettered',
+] as const satisfies readonly EventType[];
+
+export const isOperationalEvent = (type: string): boolean =>
+  (OPERATIONAL_EVENT_TYPES as readonly string[]).includes(type);
 
 /** Every type but `webhook.test`, which is only ever fired by a test. */
 export const SUBSCRIBABLE_EVENT_TYPES = EVENT_TYPES.filter(
   (type): type is SubscribableEventType => type !== 'webhook.test',
 );
 export type SubscribableEventType = Exclude<EventType, 'webhook.test'>;
+
+/**
+ * Why a subscription is not active: paused by its owner (`manual`), by the auto-pause rule
+ * (`consecutive_failures`), because its receiver answered 410 Gone (`gone`), or deleted.
+ */
+export const PAUSE_REASONS = ['manual', 'consecutive_failures', 'gone', 'deleted'] as const;
+export type PauseReason = (typeof PAUSE_REASONS)[number];
 
 /** Webhook delivery statuses. */
 export const DELIVERY_STATUSES = ['pending', 'in_flight', 'success', 'dead_letter'] as const;

@@ -5,6 +5,7 @@ import {
   BOOKING_STATUSES,
   CLIENT_KINDS,
   DELIVERY_STATUSES,
+  PAUSE_REASONS,
   PAYMENT_MODES,
   PAYMENT_STATUSES,
   PRICING_DISPLAY_MODES,
@@ -328,8 +329,14 @@ export const WebhookSubscription = Type.Object(
     events: Type.Array(StringEnum(SUBSCRIBABLE_EVENT_TYPES), {
       description: 'Subscribed event types.',
     }),
-    active: Type.Boolean({ description: 'False after a delete or an auto-pause.' }),
-    pausedAt: At('Set by an auto-pause; cleared when re-enabled.'),
+    active: Type.Boolean({ description: 'False while paused, and once deleted.' }),
+    pausedAt: At('When it was paused or deleted; cleared when re-enabled.'),
+    pauseReason: Nullable(
+      StringEnum(PAUSE_REASONS, {
+        description:
+          'Why it is not active: `manual` (`PATCH` with `active: false`), `consecutive_failures` (the auto-pause rule), `gone` (its receiver answered 410 Gone), `deleted`. Null while active.',
+      }),
+    ),
     consecutiveFailures: Type.Integer({ description: 'Failed attempts in a row; 0 after a 2xx.' }),
     lastSuccessAt: At('Last 2xx answer.'),
     lastFailureAt: At('Last failed attempt.'),

@@ -1,13 +1,15 @@
 import nodemailer from 'nodemailer';
 
-/** What a tenant's contacts are told when one of its webhook subscriptions is auto-paused. */
+/** What a tenant's contacts are told when one of its webhook subscriptions pauses by itself. */
 export interface PausedNotice {
   to: string[];
   tenantId: string;
   subscriptionId: string;
   url: string;
   pausedAt: string;
-  /** Consecutive 4xx answers that paused it. */
+  /** `gone`: its receiver answered 410; `consecutive_failures`: the auto-pause rule. */
+  reason: 'gone' | 'consecutive_failures';
+  /** Consecutive 4xx answers when it paused. */
   clientErrorRun: number;
 }
 
@@ -64,7 +66,9 @@ function pausedText(notice: PausedNotice): string {
     '',
     `Tenant:   ${notice.tenantId}`,
     `Endpoint: ${notice.url}`,
-    `Reason:   ${notice.clientErrorRun} consecutive deliveries got a 4xx answer.`,
+    notice.reason === 'gone'
+      ? 'Reason:   the endpoint answered 410 Gone, which asks us to stop sending.'
+      : `Reason:   ${notice.clientErrorRun} consecutive deliveries got a 4xx answer.`,
     '',
     'Once the endpoint is fixed, resume the subscription with either:',
     `  POST /admin/v1/webhooks/${id}/enable`,

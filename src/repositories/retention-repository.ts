@@ -62,10 +62,19 @@ export class RetentionRepository extends Repository {
       'events',
       'seq',
       sql`t.seq > ${afterSeq} and t.seq <= ${lastSeq} and t.created_at < ${before}
-        and not exists (select 1 from webhook_deliveries d where d.event_id = t.id)`,
+        and not exists (select 1 from webhook_deliveries d where d.event_id = t.id)
+        and not exists (select 1 from webhook_missed_events m where m.event_id = t.id)`,
       limit,
     );
     return seqs.map(Number).sort((a, b) => a - b);
+  }
+
+  /**
+   * Deletes the missed-event rows of events created before `before` (recover with `missed` no
+   * longer reaches them), so that those events can go. Few rows: one statement.
+   */
+  async deleteMissedBefore(before: string): Promise<void> {
+    await this.db.deleteFrom('webhookMissedEvents').where('eventCreatedAt', '<', before).execute();
   }
 
   /** Deletes up to `limit` notifications with an id in (afterId, beforeId); their ids, sorted. */

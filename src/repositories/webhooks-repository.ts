@@ -3,6 +3,7 @@ import type {
   DeliveryStatus,
   WebhookAttemptsTable,
   WebhookDeliveriesTable,
+  WebhookMissedEventsTable,
   WebhookSubscriptionsTable,
 } from '../db/schema.ts';
 import { Repository } from './repository.ts';
@@ -126,6 +127,83 @@ export class WebhooksRepository extends Repository {
       .where('tenantId', '=', tenantId)
       .where('active', '=', true)
       .execute();
+  }
+
+  /** The tenant's subscriptions but deleted ones, active or paused, for the fan-out. */
+  liveSubscriptions(tenantId: string) {
+    return this.db
+      .selectFrom('webhookSubscriptions')
+      .select(['id', 'events', 'active'])
+      .where('tenantId', '=', tenantId)
+      .where('deletedAt', 'is', null)
+      .execute();
+  }
+
+  /** Events paused subscriptions got no delivery for (see recover with `missed`). */
+  async insertMissed(rows: Insertable<WebhookMissedEventsTable>[]): Promise<void> {
+    if (rows.length > 0) await this.db.insertInto('webhookMissedEvents').values(rows).execute();
+  }
+
+  /** How many events of the window the subscription missed while paused. */
+  async countMissed(tenantId: string, id: string, since: string, until: string): Promise<number> {
+    const row = await this.db
+      .selectFrom('webhookMissedEvents')
+      .select((eb) => eb.fn.countAll<number>().as('count'))
+      .where('tenantId', '=', tenantId)
+      .where('subscriptionId', '=', id)
+      .where('eventCreatedAt', '>=', since)
+      .where('eventCreatedAt', '<', until)
+      .executeTakeFirstOrThrow();
+    return Number(row.count);
+  }
+
+  /** Removes and returns the window's missed events, oldest first (in the caller's transaction). */
+  async takeMissed(tenantId: string, id: string, since: string, until: string) {
+    const rows = await this.db
+      .selectFrom('webhookMissedEvents')
+      .selectAll()
+      .where('tenantId', '=', tenantId)
+      .where('subscriptionId', '=', id)
+      .where('eventCreatedAt', '>=', since)
+      .where('eventCreatedAt', '<', until)
+      .orderBy('eventCreatedAt')
+      .orderBy('eventId')
+      .execute();
+    if (rows.length > 0) {
+      await this.db
+        .deleteFrom('webhookMissedEvents')
+        .where('tenantId', '=', tenantId)
+        .where('subscriptionId', '=', id)
+        .where(
+          'eventId',
+          'in',
+          rows.map((row) => row.eventId),
+        )
+        .execute();
+    }
+    return rows;
+  }
+
+  /**
+   * `count` consecutive sequences of one subscription, the last one returned (see takeSequences:
+   * the counter row stays locked until the transaction ends).
+   */
+  async takeSequenceRange(
+    tenantId: string,
+    subscriptionId: string,
+    count: number,
+  ): Promise<number> {
+    const row = await this.db
+      .insertInto('webhookSequences')
+      .values({ subscriptionId, tenantId, lastSequence: count })
+      .onConflict((conflict) =>
+        conflict
+          .column('subscriptionId')
+          .doUpdateSet((eb) => ({ lastSequence: eb('webhookSequences.lastSequence', '+', count) })),
+      )
+      .returning('lastSequence')
+      .executeTakeFirstOrThrow();
+    return row.lastSequence;
   }
 
   /**

@@ -12,8 +12,9 @@ import type { DeliveryRow, WebhooksRepository } from '../repositories/webhooks-r
 
 /**
  * Writes events into the outbox inside the caller's transaction, with one delivery row per active
- * subscription of the tenant whose events list has the type: an event exists, and is queued for
- * every subscriber, exactly when the state change it reports was committed.
+ * subscription of the tenant whose events list has the type (a missed-event row per paused one):
+ * an event exists, and is queued for every subscriber, exactly when the state change it reports
+ * was committed.
  */
 interface EventsServiceDeps {
   events: EventsRepository;
@@ -26,19 +27,41 @@ export class EventsService {
   constructor(private readonly deps: EventsServiceDeps) {}
 
   /**
-   * Records the event and queues one delivery per matching subscription, each with that
-   * subscription's next sequence (see WebhooksRepository.takeSequences): the counter rows stay
-   * locked until the caller's transaction ends, so sequences follow commit order.
+   * Records the event and queues one delivery per matching active subscription (but `except`: the
+   * one an operational event is about), each with that subscription's next sequence (see
+   * WebhooksRepository.takeSequences): the counter rows stay locked until the caller's
+   * transaction ends, so sequences follow commit order. A matching paused one is noted as having
+   * missed it.
    */
-  async emit<T extends EventType>(tenantId: string, type: T, data: EventData<T>): Promise<string> {
-    const id = await this.record(tenantId, type, data);
-    const subscriptions = await this.deps.webhooks.activeSubscriptions(tenantId);
-    const matching = subscriptions
-      .filter((s) => parseStoredJson<string[]>(s.events).includes(type))
-      .map((s) => s.id);
+  async emit<T extends EventType>(
+    tenantId: string,
+    type: T,
+    data: EventData<T>,
+    options: { except?: string } = {},
+  ): Promise<string> {
+    const createdAt = nowIso(this.deps.clock);
+    const id = await this.record(tenantId, type, data, { createdAt });
+    const subscriptions = (await this.deps.webhooks.liveSubscriptions(tenantId)).filter(
+      (s) => s.id !== options.except && parseStoredJson<string[]>(s.events).includes(type),
+    );
+    const objectKey = orderingKey(type, data);
+    // A paused subscription gets no delivery; the event is kept for it (recover with `missed`).
+    const paused = subscriptions.filter((s) => !s.active);
+    if (paused.length > 0) {
+      await this.deps.webhooks.insertMissed(
+        paused.map((s) => ({
+          subscriptionId: s.id,
+          eventId: id,
+          tenantId,
+          eventType: type,
+          objectKey,
+          eventCreatedAt: createdAt,
+        })),
+      );
+    }
+    const matching = subscriptions.filter((s) => s.active).map((s) => s.id);
     if (matching.length === 0) return id;
     const sequences = await this.deps.webhooks.takeSequences(tenantId, matching);
-    const objectKey = orderingKey(type, data);
     await this.insertPending(
       tenantId,
       matching.map((subscriptionId) => ({
@@ -59,7 +82,7 @@ export class EventsService {
     tenantId: string,
     type: T,
     data: EventData<T>,
-    options: { test?: boolean } = {},
+    options: { test?: boolean; createdAt?: string } = {},
   ): Promise<string> {
     assertEventData(type, data);
     const id = newEventId();
@@ -70,7 +93,7 @@ export class EventsService {
       data: JSON.stringify(data),
       isTest: options.test === true,
       traceContext: tracing.on ? produced(tenantId, type, id) : null,
-      createdAt: nowIso(this.deps.clock),
+      createdAt: options.createdAt ?? nowIso(this.deps.clock),
     });
     return id;
   }
@@ -83,6 +106,36 @@ export class EventsService {
   /** The tenant's events after `afterSeq`, oldest first, test fires excluded (`tourops listen`). */
   after(tenantId: string, afterSeq: number, limit: number) {
     return this.deps.events.after(tenantId, afterSeq, limit);
+  }
+
+  /**
+   * One pending delivery, due now, of each event a paused subscription missed, in the order they
+   * were emitted, each with the subscription's next sequence.
+   */
+  async queueMissed(
+    tenantId: string,
+    subscriptionId: string,
+    missed: ReadonlyArray<{ eventId: string; eventType: string; objectKey: string | null }>,
+  ): Promise<string[]> {
+    if (missed.length === 0) return [];
+    const last = await this.deps.webhooks.takeSequenceRange(
+      tenantId,
+      subscriptionId,
+      missed.length,
+    );
+    const first = last - missed.length + 1;
+    return this.insertPending(
+      tenantId,
+      missed.map((event, index) => ({
+        subscriptionId,
+        eventId: event.eventId,
+        eventType: event.eventType,
+        redeliveredFromId: null,
+        isTest: false,
+        sequence: first + index,
+        objectKey: event.objectKey,
+      })),
+    );
   }
 
   /** One pending delivery of a test fire per subscription, due now: it takes no sequence. */

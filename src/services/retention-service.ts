@@ -91,6 +91,9 @@ export class RetentionService {
 
     const lastDelivery = firstIdAt('dlv', cutoff.getTime());
     await walk('deliveries', '', (after) => retention.deleteDeliveries(after, lastDelivery, limit));
+    // Missed events past retention are not recovered: their events may go too.
+    await retention.deleteMissedBefore(before);
+    report.statements++;
     const lastSeq = await retention.lastEventSeqBefore(before);
     if (lastSeq !== null) {
       await walk('events', 0, (after) => retention.deleteEvents(after, lastSeq, before, limit));

@@ -12,7 +12,7 @@ import {
 } from '../domain/flow-control.ts';
 import { effectiveWebhookEndpointCap, isTier, TIERS } from '../domain/plans.ts';
 import { newSigningKey, retireKey, servesStandardWebhooks } from '../domain/signing.ts';
-import type { SubscribableEventType } from '../domain/states.ts';
+import type { PauseReason, SubscribableEventType } from '../domain/states.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
 import { keysetPage, type Page, type PageRequest } from '../lib/cursor.ts';
 import { firstIdAt, newId } from '../lib/ids.ts';
@@ -37,6 +37,7 @@ export interface Subscription {
   events: SubscribableEventType[];
   active: boolean;
   pausedAt: string | null;
+  pauseReason: PauseReason | null;
   consecutiveFailures: number;
   lastSuccessAt: string | null;
   lastFailureAt: string | null;
@@ -159,6 +160,7 @@ function toSubscription(
     events: parseStoredJson<SubscribableEventType[]>(row.events),
     active: row.active,
     pausedAt: row.pausedAt,
+    pauseReason: row.pauseReason,
     consecutiveFailures: row.consecutiveFailures,
     lastSuccessAt: row.lastSuccessAt,
     lastFailureAt: row.lastFailureAt,
@@ -189,6 +191,7 @@ function requireActive(subscription: SubscriptionRow): void {
 const RE_ENABLED = {
   active: true,
   pausedAt: null,
+  pauseReason: null,
   consecutiveFailures: 0,
   clientErrorRun: 0,
   clientErrorRunSince: null,
@@ -278,6 +281,7 @@ export class WebhooksService {
         events: JSON.stringify([...new Set(input.events)]),
         active: true,
         pausedAt: null,
+        pauseReason: null,
         deletedAt: null,
         consecutiveFailures: 0,
         clientErrorRun: 0,
@@ -339,7 +343,7 @@ export class WebhooksService {
         Object.assign(patch, RE_ENABLED);
         await this.deps.notifier.publish(DELIVERIES_CHANNEL);
       } else if (input.active === false && current.active) {
-        Object.assign(patch, { active: false, pausedAt: now });
+        Object.assign(patch, { active: false, pausedAt: now, pauseReason: 'manual' });
       }
       if (Object.keys(patch).length === 0) return current;
       return this.deps.webhooks.updateSubscription(tenantId, id, patch);
@@ -439,7 +443,7 @@ export class WebhooksService {
     const deleted = await this.deps.webhooks.updateSubscription(
       tenantId,
       id,
-      { active: false, pausedAt: now, deletedAt: now },
+      { active: false, pausedAt: now, pauseReason: 'deleted', deletedAt: now },
       { onlyLive: true },
     );
     if (!deleted) throw notFound('Webhook subscription');
@@ -558,7 +562,7 @@ export class WebhooksService {
   async recover(
     tenantId: string,
     id: string,
-    window: { since: string; until?: string },
+    window: { since: string; until?: string; missed?: boolean },
   ): Promise<{ queued: number }> {
     const since = canonicalInstant('since', window.since);
     const until =
@@ -568,11 +572,14 @@ export class WebhooksService {
     if (until <= since) throw fieldError('until', 'must be after since');
     const subscription = await this.existing(tenantId, id);
     requireActive(subscription);
-    const count = await this.deps.webhooks.countDeadLetters(tenantId, id, since, until);
+    const { webhooks } = this.deps;
+    const count =
+      (await webhooks.countDeadLetters(tenantId, id, since, until)) +
+      (window.missed ? await webhooks.countMissed(tenantId, id, since, until) : 0);
     if (count > MAX_RECOVER) {
       throw fieldError(
         'since',
-        `the window holds ${count} dead-lettered deliveries; at most ${MAX_RECOVER} are recovered per request: narrow it`,
+        `the window holds ${count} deliveries to recover; at most ${MAX_RECOVER} are recovered per request: narrow it`,
       );
     }
     if (count === 0) return { queued: 0 };
@@ -580,19 +587,41 @@ export class WebhooksService {
       let total = 0;
       let afterId: string | null = null;
       for (;;) {
-        const batch = await this.deps.webhooks.deadLetters(tenantId, id, {
+        const batch = await webhooks.deadLetters(tenantId, id, {
           since,
           until,
           afterId,
           limit: RECOVER_BATCH,
         });
-        if (batch.length === 0) return total;
+        if (batch.length === 0) break;
         await this.deps.events.requeue(tenantId, id, batch);
         total += batch.length;
         afterId = batch[batch.length - 1].id;
       }
+      if (!window.missed) return total;
+      // Events emitted while it was paused, in their order, each with its next sequence.
+      const missed = await webhooks.takeMissed(tenantId, id, since, until);
+      return total + (await this.deps.events.queueMissed(tenantId, id, missed)).length;
     });
     return { queued };
+  }
+
+  /**
+   * The portal's "enable and recover what was missed": enables a paused subscription and, in the
+   * same transaction, recovers (`missed` included) everything since it was paused, so the missed
+   * events take their sequences before any new one. 409 `subscription_active` when it is not
+   * paused; a deleted one is 404.
+   */
+  async enableAndRecover(tenantId: string, id: string): Promise<{ queued: number }> {
+    return this.deps.database.withTransaction(async () => {
+      const subscription = await this.live(tenantId, id);
+      if (subscription.active || subscription.pausedAt === null) {
+        throw conflict('The subscription is not paused.', 'subscription_active');
+      }
+      const since = subscription.pausedAt;
+      await this.update(tenantId, id, { active: true });
+      return this.recover(tenantId, id, { since, missed: true });
+    });
   }
 
   /** A new pending row for the same event, attempts from 1; the original is untouched. */

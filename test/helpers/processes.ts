@@ -34,7 +34,12 @@ export async function startTourops(
   let output = '';
   const exited = once(child, 'close') as Promise<[number | null]>;
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`not ready in 20 s:\n${output}`)), 20_000);
+    // Not ready: stopped before failing (SIGTERM: a cluster's primary stops its processes too),
+    // so a slow start leaves nothing behind.
+    const timer = setTimeout(() => {
+      child.kill('SIGTERM');
+      reject(new Error(`not ready in 20 s:\n${output}`));
+    }, 20_000);
     const collect = (chunk: string) => {
       output += chunk;
       if (output.includes(ready)) {

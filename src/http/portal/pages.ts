@@ -29,10 +29,21 @@ export interface View extends Frame {
 
 const endpointPath = (id: string) => `/portal/endpoints/${seg(id)}`;
 
+/** Why an endpoint is paused, in a few words. */
+const PAUSE_WHY: Record<NonNullable<Subscription['pauseReason']>, string> = {
+  manual: 'by hand',
+  consecutive_failures: 'after failing again and again',
+  gone: 'its receiver answered 410 Gone',
+  deleted: '',
+};
+
 function state(subscription: Subscription): string {
   if (subscription.deliveryState.reason === 'deleted')
     return html`<span class="badge bad">deleted</span>`;
-  if (!subscription.active) return html`<span class="badge warn">paused</span>`;
+  if (!subscription.active) {
+    const why = subscription.pauseReason === null ? '' : PAUSE_WHY[subscription.pauseReason];
+    return html`<span class="badge warn">paused</span>!${why ? html` <span class="muted">${why}</span>` : ''}`;
+  }
   return html`<span class="badge ok">active</span>`;
 }
 
@@ -202,7 +213,7 @@ function actions(view: View, s: Subscription): string {
 !${
     s.active
       ? actionButton(`${path}/pause`, 'Pause deliveries', view.csrf, view.key())
-      : actionButton(`${path}/enable`, 'Enable', view.csrf, view.key())
+      : html`!${actionButton(`${path}/enable-and-recover`, 'Enable and recover what was missed', view.csrf, view.key())}!${actionButton(`${path}/enable`, 'Enable only', view.csrf, view.key())}`
   }
 !${actionButton(`${path}/rotate-key`, 'Rotate signing key', view.csrf, view.key(), {
     confirm: 'Rotate the signing key? The old one keeps signing for 24 hours.',

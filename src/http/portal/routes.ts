@@ -67,6 +67,8 @@ const DONE: Record<string, string> = {
   deleted: 'Deleted: no delivery will be sent to this endpoint.',
   test: 'Test event sent: it shows below within seconds.',
   recovered: 'Failed deliveries of the window are queued again.',
+  healed:
+    'Enabled: the events missed while paused and the deliveries that failed since are queued, in order.',
   redelivered: 'Queued again as this new delivery.',
 };
 
@@ -200,6 +202,13 @@ export const portalPages: FastifyPluginAsync<PortalPagesOptions> = async (
     );
     await once(request, () => webhooks.recover(tenantId, request.params.id, input));
     return back(reply, request.params.id, 'recovered');
+  });
+
+  app.post<IdParams>('/endpoints/:id/enable-and-recover', async (request, reply) => {
+    const tenantId = tenantOf(request);
+    bodyOf(noBody, request.body, {});
+    await once(request, () => webhooks.enableAndRecover(tenantId, request.params.id));
+    return back(reply, request.params.id, 'healed');
   });
 
   app.get<{ Params: { id: string; deliveryId: string }; Querystring: { done?: string } }>(

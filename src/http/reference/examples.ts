@@ -99,6 +99,7 @@ const SCHEMA_EXAMPLES: Record<string, unknown> = {
     events: ['booking.confirmed', 'payment.succeeded'],
     active: true,
     pausedAt: null,
+    pauseReason: null,
     consecutiveFailures: 0,
     lastSuccessAt: '2026-11-05T10:02:45.201Z',
     lastFailureAt: null,

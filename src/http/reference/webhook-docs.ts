@@ -60,6 +60,16 @@ const EVENT_DOCS: Record<EventType, { summary: string; description: string }> = 
     description: 'A trip was taken off the storefront.',
   },
   'client.created': { summary: 'Client created', description: 'A client was created.' },
+  'webhook.endpoint.paused': {
+    summary: 'Endpoint paused',
+    description:
+      "One of the tenant's webhook subscriptions was paused without anyone asking: its receiver answered 410 Gone (`reason` `gone`) or failed by the auto-pause rule (`consecutive_failures`). Sent to the tenant's other subscriptions that list it, never to the paused one. Enable it again with `PATCH` `active: true`, then `recover` with `missed: true`.",
+  },
+  'webhook.delivery.dead_lettered': {
+    summary: 'Delivery dead-lettered',
+    description:
+      "A delivery to one of the tenant's webhook subscriptions was given up after its last attempt. Sent to the tenant's other subscriptions that list it, never to that one; the dead letter of an operational event announces nothing. `recover` or `redeliver` sends it again.",
+  },
   'webhook.test': {
     summary: 'Test event',
     description:

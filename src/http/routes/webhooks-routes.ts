@@ -130,6 +130,12 @@ export const RecoverWebhookBody = Type.Object(
         description: 'End of the window, excluded; default now.',
       }),
     ),
+    missed: Type.Optional(
+      Type.Boolean({
+        description:
+          "Also queue the window's events of the subscription's types that it got no delivery for while it was paused (never before its creation, never while deleted), in the order they were emitted, each with the next `sequence`. Default false.",
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -472,7 +478,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (
         tags: ['Webhook endpoints'],
         summary: 'Redeliver every dead-lettered delivery of a time window',
         description:
-          'Queues one new delivery (as redeliver does) for every `dead_letter` delivery of the subscription created at or after `since` and before `until` (default: now). At most 10,000: a larger window is 422, nothing queued. 409 `subscription_inactive` when the subscription is paused or deleted.',
+          'Queues one new delivery (as redeliver does) for every `dead_letter` delivery of the subscription created at or after `since` and before `until` (default: now); with `missed: true`, also one for every event of the window it missed while paused, with new sequences. At most 10,000: a larger window is 422, nothing queued. 409 `subscription_inactive` when the subscription is paused or deleted: enable it first.',
         headers: IdempotencyHeaders,
         params: IdParams,
         body: RecoverWebhookBody,
