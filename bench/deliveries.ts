@@ -7,6 +7,8 @@
  *   subscriptions is written while no worker runs; then the API process starts and its worker
  *   drains it. Deliveries per second are counted at the receiver over the steady part (the 5th to
  *   the 95th percentile of arrivals), so start-up and the tail are not counted.
+ * - Ed25519: the plain drain with every endpoint on Standard Webhooks and asymmetric signatures, so
+ *   each delivery is signed twice more (HMAC `v1` over the Standard Webhooks text, Ed25519 `v1a`).
  * - A timing-out endpoint: the same, with a fifth subscription whose receiver never answers
  *   (every attempt runs into WEBHOOK_TIMEOUT_MS); the row is the other four's deliveries/s.
  * - The ceiling: bare undici `request()` POSTs from a child process (bench/raw-sender.ts) to the
@@ -73,6 +75,8 @@ export interface DeliveryResult {
   withTimeouts: Rate;
   /** The plain drain by `tourops serve --processes auto`. */
   processes: Rate;
+  /** The plain drain, each delivery also signed `v1` (Standard Webhooks) and `v1a` (Ed25519). */
+  ed25519: Rate;
   latency: { p50: number; p90: number; p99: number; max: number; samples: number; perSec: number };
   timeoutMs: number;
   /** The endpoint that answers 503 above PUSHBACK_CAPACITY requests at once. */
@@ -316,12 +320,23 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
       tier: 'enterprise',
     });
     const healthyPaths = Array.from({ length: HEALTHY }, (_, i) => `/ok/${i + 1}`);
+    const healthy: string[] = [];
     for (const path of healthyPaths) {
-      await services.webhooks.create(tenant.id, {
+      const created = await services.webhooks.create(tenant.id, {
         url: receiver.url(path),
         events: ['client.created'],
       });
+      healthy.push(created.subscription.id);
     }
+    /** The ed25519 scenario: every healthy endpoint signs v1 (HMAC) and v1a (Ed25519) too. */
+    const setAsymmetric = async (on: boolean) => {
+      for (const id of healthy) {
+        await services.webhooks.update(tenant.id, id, {
+          standardWebhooks: on,
+          asymmetricSignatures: on,
+        });
+      }
+    };
     const { subscription: timingOut } = await services.webhooks.create(tenant.id, {
       url: blackHole.url('/hook'),
       events: ['client.created'],
@@ -335,12 +350,14 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
       plain: [] as number[],
       withTimeouts: [] as number[],
       processes: [] as number[],
+      ed25519: [] as number[],
     };
     const cpu = {
       ceiling: [] as number[],
       plain: [] as number[],
       withTimeouts: [] as number[],
       processes: [] as number[],
+      ed25519: [] as number[],
     };
     // The size of a delivered body (see worker.ts), for the ceiling's requests.
     const bodyBytes = JSON.stringify({
@@ -391,7 +408,7 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
           `(${expected} POSTs in ${((now() - started) / 1000).toFixed(1)} s)`,
       );
 
-      for (const scenario of ['plain', 'withTimeouts', 'processes'] as const) {
+      for (const scenario of ['plain', 'withTimeouts', 'processes', 'ed25519'] as const) {
         await runtime.database.db.deleteFrom('webhookDeliveries').execute();
         // Every run starts from the same table: without this, PostgreSQL's dead rows and stale
         // statistics from the runs before (autovacuum lags behind 20,000 deletes a minute) slow
@@ -400,6 +417,7 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
           await sql`vacuum analyze webhook_deliveries`.execute(runtime.database.db);
         }
         await setTimingOut(scenario === 'withTimeouts');
+        await setAsymmetric(scenario === 'ed25519');
         const written = now();
         await emitBacklog(runtime, tenant.id, options.events);
         const writeSec = (now() - written) / 1000;
@@ -523,6 +541,7 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
       plain: rate(runs.plain, cpu.plain),
       withTimeouts: rate(runs.withTimeouts, cpu.withTimeouts),
       processes: rate(runs.processes, cpu.processes),
+      ed25519: rate(runs.ed25519, cpu.ed25519),
       pushback,
       latency: {
         p50: percentile(latencies, 50),

@@ -1116,6 +1116,10 @@ function deliveryReport(): string[] {
         `${fmtInt(r.processes.perSec)} (${runs(r.processes.runs)}) | ref ${fmtInt(r.plain.perSec)} | ` +
         `${(r.processes.perSec / r.plain.perSec).toFixed(2)} | – | – | ${cpu(r.processes.cpuUsPerDelivery)} | ` +
         'informational (scaling; the receiver and PostgreSQL share the cores) | – |',
+      `| The same drain, each delivery also signed for Standard Webhooks: HMAC \`v1\` and Ed25519 \`v1a\` | ${r.backend} | ` +
+        `${fmtInt(r.ed25519.perSec)} (${runs(r.ed25519.runs)}) | ref ${fmtInt(r.plain.perSec)} | ` +
+        `${(r.ed25519.perSec / r.plain.perSec).toFixed(2)} | – | – | ${cpu(r.ed25519.cpuUsPerDelivery)} (HMAC only ${cpu(r.plain.cpuUsPerDelivery)}) | ` +
+        'informational (the cost of asymmetric signatures) | – |',
       `| One endpoint serving ${PUSHBACK_CAPACITY} requests at a time (${PUSHBACK_MS} ms each), 503 to the rest: ` +
         `${fmtInt(r.pushback.deliveries)} deliveries, ${(r.pushback.wasted * 100).toFixed(1)}% of attempts refused | ${r.backend} | ` +
         `${fmtInt(r.pushback.perSec)} | ideal ${fmtInt(r.pushback.ideal)} | ${(r.pushback.perSec / r.pushback.ideal).toFixed(2)} | – | – | – | ` +

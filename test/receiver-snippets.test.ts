@@ -202,6 +202,66 @@ describe('the receiver snippets verify a real delivery of the worker', () => {
     assert.throws(() => stripe.webhooks.constructEvent(tampered, signature(), signingKey, 300));
   });
 
+  it('Node and Python verify v1a (Ed25519) with the public key alone', async () => {
+    const created = await ctx.api('POST', '/api/v1/webhooks', {
+      token: tenant.token,
+      body: {
+        url: receiver.url('/snippets-v1a'),
+        events: ['booking.confirmed'],
+        standardWebhooks: true,
+        asymmetricSignatures: true,
+      },
+    });
+    const { id, publicKey } = created.json().data as { id: string; publicKey: string };
+    await ctx.api('POST', '/api/v1/webhooks/test', {
+      token: tenant.token,
+      body: { subscriptionId: id, eventType: 'booking.confirmed' },
+    });
+    const signed = await until(async () =>
+      receiver.requests.find((r) => r.path === '/snippets-v1a'),
+    );
+    const headers = {
+      'webhook-id': String(signed.headers['webhook-id']),
+      'webhook-timestamp': String(signed.headers['webhook-timestamp']),
+      'webhook-signature': String(signed.headers['webhook-signature']),
+    };
+    // The snippet is plain JavaScript, as a reader copies it: typed here at the call.
+    const snippet = new URL('../docs/snippets/receiver.mjs', import.meta.url).href;
+    const { verifyV1a } = (await import(snippet)) as {
+      verifyV1a: (
+        body: Buffer,
+        headers: Record<string, string>,
+        keys: string[],
+      ) => { type: string };
+    };
+    assert.equal(
+      verifyV1a(Buffer.from(signed.body), headers, [publicKey]).type,
+      'booking.confirmed',
+    );
+    const tampered = Buffer.from(signed.body.replace('EUR', 'USD'));
+    assert.throws(() => verifyV1a(tampered, headers, [publicKey]), /no v1a signature/);
+
+    const python = (raw: string) =>
+      spawnSync(
+        'python3',
+        [
+          '-c',
+          'import json, sys, receiver\n' +
+            'event = receiver.verify_v1a(sys.stdin.buffer.read(), json.loads(sys.argv[1]), sys.argv[2:])\n' +
+            'print(event["type"])',
+          JSON.stringify(headers),
+          publicKey,
+        ],
+        { cwd: `${ROOT}/docs/snippets`, input: raw, encoding: 'utf8' },
+      );
+    const accepted = python(signed.body);
+    assert.equal(accepted.status, 0, accepted.stderr);
+    assert.equal(accepted.stdout, 'booking.confirmed\n');
+    const refused = python(signed.body.replace('EUR', 'USD'));
+    assert.equal(refused.status, 1);
+    assert.match(refused.stderr, /ValueError: no v1a signature matches/);
+  });
+
   it('Node and Python, standard library only: verify, with either key of a rotation', async () => {
     const node = await startReceiver(process.execPath, 'receiver.mjs', signingKey);
     try {

@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
-import { randomBytes, randomUUID } from 'node:crypto';
+import { createPublicKey, randomBytes, randomUUID, verify } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import { Webhook } from 'standardwebhooks';
 import Stripe from 'stripe';
+import { verifyWebhook } from '../sdk/src/index.ts';
 import { startWorker } from '../src/delivery/start.ts';
 import { RetentionService } from '../src/services/retention-service.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
@@ -353,6 +354,103 @@ for (const backend of BACKENDS) {
       await createClient('plain');
       await eventually(() => pushedTo('/standard').length >= 3);
       assert.equal(pushedTo('/standard')[2].headers['webhook-signature'], undefined);
+    });
+
+    it('signs v1a with Ed25519: the public key verifies, by Node crypto and the SDK, both keys after a rotation', async () => {
+      const refused = await ctx.api('POST', '/api/v1/webhooks', {
+        token: tenant.token,
+        body: {
+          url: receiver.url('/v1a-refused'),
+          events: ['client.created'],
+          asymmetricSignatures: true,
+        },
+      });
+      assert.equal(refused.statusCode, 422);
+      assert.deepEqual(Object.keys(refused.json().errors), ['asymmetricSignatures']);
+
+      const { data, signingKey } = await subscribe('/v1a', {
+        standardWebhooks: true,
+        asymmetricSignatures: true,
+      });
+      const shown = (await ctx.api('GET', '/api/v1/webhooks', { token: tenant.token }))
+        .json()
+        .data.find((sub: { id: string }) => sub.id === data.id);
+      assert.equal(shown.asymmetricSignatures, true);
+      const firstPublic = shown.publicKey as string;
+      assert.match(firstPublic, /^whpk_[A-Za-z0-9+/]{43}=$/);
+      // The secret half is stored sealed and shown nowhere.
+      const stored = await ctx.runtime.database.db
+        .selectFrom('webhookSubscriptions')
+        .select('signingKeyPair')
+        .where('id', '=', data.id)
+        .executeTakeFirstOrThrow();
+      assert.ok(stored.signingKeyPair && !stored.signingKeyPair.includes('whsk_'));
+      assert.ok(!JSON.stringify(shown).includes('whsk_'));
+
+      /** Node's own crypto, from the raw public key: what a receiver without our SDK does. */
+      const nodeVerifies = (request: ReceivedRequest, publicKey: string) => {
+        const raw = Buffer.from(publicKey.slice('whpk_'.length), 'base64');
+        const key = createPublicKey({
+          key: { kty: 'OKP', crv: 'Ed25519', x: raw.toString('base64url') },
+          format: 'jwk',
+        });
+        const signed = Buffer.from(
+          `${header(request, 'webhook-id')}.${header(request, 'webhook-timestamp')}.${request.body}`,
+        );
+        return header(request, 'webhook-signature')
+          .split(' ')
+          .filter((part) => part.startsWith('v1a,'))
+          .some((part) => verify(null, signed, key, Buffer.from(part.slice(4), 'base64')));
+      };
+      const headersOf = (request: ReceivedRequest) => ({
+        'webhook-id': header(request, 'webhook-id'),
+        'webhook-timestamp': header(request, 'webhook-timestamp'),
+        'webhook-signature': header(request, 'webhook-signature'),
+      });
+      await createClient('asymmetric');
+      await eventually(() => pushedTo('/v1a').length >= 1);
+      const first = pushedTo('/v1a')[0];
+      assert.match(header(first, 'webhook-signature'), /^v1,\S+ v1a,\S+$/);
+      assert.ok(nodeVerifies(first, firstPublic));
+      assert.equal(verifyWebhook(first.body, headersOf(first), firstPublic).type, 'client.created');
+      // The symmetric v1 beside it still verifies with the standardwebhooks package.
+      assert.equal(
+        (new Webhook(signingKey).verify(first.body, headersOf(first)) as PushedBody).type,
+        'client.created',
+      );
+      const tampered = first.body.replace('asymmetric', 'Asymmetric');
+      assert.throws(() => verifyWebhook(tampered, headersOf(first), firstPublic));
+
+      const rotated = await ctx.api('POST', `/api/v1/webhooks/${data.id}/rotate-key`, {
+        token: tenant.token,
+      });
+      const secondPublic = rotated.json().data.publicKey as string;
+      assert.match(secondPublic, /^whpk_/);
+      assert.notEqual(secondPublic, firstPublic);
+      await createClient('asymmetric, rotated');
+      await eventually(() => pushedTo('/v1a').length >= 2);
+      const during = pushedTo('/v1a')[1];
+      assert.equal(
+        header(during, 'webhook-signature')
+          .split(' ')
+          .filter((p) => p.startsWith('v1a,')).length,
+        2,
+      );
+      for (const publicKey of [firstPublic, secondPublic]) {
+        assert.ok(nodeVerifies(during, publicKey));
+        assert.equal(
+          verifyWebhook(during.body, headersOf(during), publicKey).type,
+          'client.created',
+        );
+      }
+      const stranger = `whpk_${randomBytes(32).toString('base64')}`;
+      assert.throws(() => verifyWebhook(during.body, headersOf(during), stranger));
+
+      // Standard Webhooks off while v1a is on: refused; both off together: fine, no key left.
+      assert.equal((await patch(data.id, { standardWebhooks: false })).statusCode, 422);
+      const off = await patch(data.id, { standardWebhooks: false, asymmetricSignatures: false });
+      assert.equal(off.statusCode, 200, off.body);
+      assert.equal(off.json().data.publicKey, null);
     });
 
     it('asks for a rotation before turning Standard Webhooks on for a key of the older form', async () => {

@@ -1,13 +1,20 @@
 // A TourOps webhook receiver in Node, standard library only: listens, verifies, acknowledges.
 //   TOUROPS_SIGNING_KEYS=whsec_... node receiver.mjs      (PORT, default 4242; POST /webhooks)
 // With TLS_CERT and TLS_KEY (PEM files) it serves https, as a real delivery's target must.
-import { createHmac, timingSafeEqual } from 'node:crypto';
+// With TOUROPS_PUBLIC_KEYS=whpk_... (asymmetricSignatures) it checks the v1a Ed25519 signature.
+import {
+  createHmac,
+  createPublicKey,
+  timingSafeEqual,
+  verify as verifySignature,
+} from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { createServer as createTlsServer } from 'node:https';
 import { pathToFileURL } from 'node:url';
 
 const signingKeys = (process.env.TOUROPS_SIGNING_KEYS ?? '').split(',').filter(Boolean);
+const publicKeys = (process.env.TOUROPS_PUBLIC_KEYS ?? '').split(',').filter(Boolean);
 const TOLERANCE_SECONDS = 300;
 
 /** The parsed event, or throws: `rawBody` is the bytes received, before any JSON parsing. */
@@ -30,13 +37,45 @@ export function verify(rawBody, signatureHeader, keys, now = Date.now() / 1000) 
   return JSON.parse(rawBody.toString('utf8'));
 }
 
+/** The same with the Standard Webhooks headers' v1a (Ed25519) signature and `whpk_` keys. */
+export function verifyV1a(rawBody, headers, keys, now = Date.now() / 1000) {
+  const id = headers['webhook-id'];
+  const stamp = String(headers['webhook-timestamp'] ?? '');
+  if (!id || !/^\d+$/.test(stamp)) throw new Error('webhook-id or webhook-timestamp missing');
+  if (Math.abs(now - Number(stamp)) > TOLERANCE_SECONDS) throw new Error('timestamp too far');
+  const signed = Buffer.concat([Buffer.from(`${id}.${stamp}.`), rawBody]);
+  const signatures = String(headers['webhook-signature'] ?? '')
+    .split(' ')
+    .filter((part) => part.startsWith('v1a,'))
+    .map((part) => Buffer.from(part.slice(4), 'base64'));
+  // A raw Ed25519 public key, framed as the DER SubjectPublicKeyInfo Node reads.
+  const spki = (key) =>
+    createPublicKey({
+      key: Buffer.concat([
+        Buffer.from('302a300506032b6570032100', 'hex'),
+        Buffer.from(key.slice(5), 'base64'),
+      ]),
+      format: 'der',
+      type: 'spki',
+    });
+  const matches = keys.some((key) =>
+    signatures.some((signature) => verifySignature(null, signed, spki(key), signature)),
+  );
+  if (!matches) throw new Error('no v1a signature matches the public keys');
+  return JSON.parse(rawBody.toString('utf8'));
+}
+
 function receive(request, response) {
   const chunks = [];
   request.on('data', (chunk) => chunks.push(chunk));
   request.on('end', () => {
     let event;
     try {
-      event = verify(Buffer.concat(chunks), request.headers['service-signature'], signingKeys);
+      const rawBody = Buffer.concat(chunks);
+      event =
+        publicKeys.length > 0
+          ? verifyV1a(rawBody, request.headers, publicKeys)
+          : verify(rawBody, request.headers['service-signature'], signingKeys);
     } catch (error) {
       console.log(`refused: ${error.message}`);
       response.writeHead(400).end();

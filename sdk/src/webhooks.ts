@@ -1,4 +1,4 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac, createPublicKey, type KeyObject, timingSafeEqual, verify } from 'node:crypto';
 import type { webhooks } from './api.d.ts';
 
 /** Every event a subscription can receive, discriminated by `type`. */
@@ -42,7 +42,9 @@ function header(headers: Headers, name: string): string | undefined {
  * it must hold a `v1` that is the HMAC-SHA256 of `<t>.<raw body>` under one of `signingKeys` (both
  * the old and the new key during a rotation); without it, the Standard Webhooks headers must
  * (`webhook-signature` `v1,<base64>` of `<webhook-id>.<webhook-timestamp>.<raw body>`, keyed by the
- * base64 after `whsec_`). Compared in constant time; the timestamp must be within
+ * base64 after `whsec_`). A `whpk_` key (the subscription's `publicKey`, with
+ * `asymmetricSignatures` on) verifies a `v1a` Ed25519 signature of the same text instead: the
+ * receiver then holds no secret that can sign. Compared in constant time; the timestamp must be within
  * `toleranceSeconds` of now. `rawBody` must be the bytes received, before any JSON parsing.
  * Throws WebhookVerificationError otherwise. Deduplicate on the event's `id`; a `sequence` past
  * the next one expected means a missed event: pull it with `webhooks.events(id, { after })`.
@@ -54,7 +56,16 @@ export function verifyWebhook(
   options: VerifyOptions = {},
 ): WebhookEvent {
   const body = typeof rawBody === 'string' ? Buffer.from(rawBody, 'utf8') : Buffer.from(rawBody);
-  const keys = typeof signingKeys === 'string' ? [signingKeys] : signingKeys;
+  const given = typeof signingKeys === 'string' ? [signingKeys] : signingKeys;
+  const publicKeys = given.filter((key) => key.startsWith(PUBLIC_KEY_PREFIX));
+  const keys = given.filter((key) => !key.startsWith(PUBLIC_KEY_PREFIX));
+  if (publicKeys.length > 0) {
+    try {
+      return verifyAsymmetric(body, headers, publicKeys, options);
+    } catch (error) {
+      if (keys.length === 0) throw error;
+    }
+  }
   const signature = header(headers, 'service-signature');
   if (!signature) {
     if (header(headers, 'webhook-signature')) return verifyStandard(body, headers, keys, options);
@@ -124,4 +135,41 @@ function verifyStandard(
     return createHmac('sha256', secret).update(`${id}.${stamp}.`).update(body).digest();
   });
   return signedEvent(body, macs, candidates);
+}
+
+const PUBLIC_KEY_PREFIX = 'whpk_';
+/** DER framing of a raw Ed25519 public key (SubjectPublicKeyInfo). */
+const SPKI_ED25519 = Buffer.from('302a300506032b6570032100', 'hex');
+
+function ed25519PublicKey(key: string): KeyObject {
+  const raw = Buffer.from(key.slice(PUBLIC_KEY_PREFIX.length), 'base64');
+  if (raw.length !== 32)
+    throw new WebhookVerificationError(`${key.slice(0, 9)}… is not a whpk_ key`);
+  return createPublicKey({ key: Buffer.concat([SPKI_ED25519, raw]), format: 'der', type: 'spki' });
+}
+
+/** `v1a` (Ed25519) signatures of the Standard Webhooks header set (see verifyWebhook). */
+function verifyAsymmetric(
+  body: Buffer,
+  headers: Headers,
+  publicKeys: readonly string[],
+  options: VerifyOptions,
+): WebhookEvent {
+  const id = header(headers, 'webhook-id');
+  const stamp = header(headers, 'webhook-timestamp');
+  if (!id || !stamp || !/^\d+$/.test(stamp)) {
+    throw new WebhookVerificationError('webhook-id or webhook-timestamp missing');
+  }
+  checkTimestamp(Number(stamp), options);
+  const signatures = (header(headers, 'webhook-signature') ?? '')
+    .split(' ')
+    .filter((part) => part.startsWith('v1a,'))
+    .map((part) => Buffer.from(part.slice(4), 'base64'));
+  if (signatures.length === 0) throw new WebhookVerificationError('webhook-signature has no v1a');
+  const signed = Buffer.concat([Buffer.from(`${id}.${stamp}.`), body]);
+  const valid = publicKeys
+    .map(ed25519PublicKey)
+    .some((key) => signatures.some((signature) => verify(null, signed, key, signature)));
+  if (!valid) throw new WebhookVerificationError('no v1a signature matches the public keys');
+  return JSON.parse(body.toString('utf8')) as WebhookEvent;
 }

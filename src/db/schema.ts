@@ -255,6 +255,12 @@ export interface WebhookSubscriptionsTable {
   retiredSigningKeys: string;
   /** Deliveries also carry the Standard Webhooks headers (webhook-id, -timestamp, -signature). */
   standardWebhooks: boolean;
+  /** `webhook-signature` also carries `v1a` Ed25519 signatures (needs standardWebhooks). */
+  asymmetricSignatures: boolean;
+  /** The Ed25519 secret key (`whsk_…`), sealed like signingKey; null when off. */
+  signingKeyPair: string | null;
+  /** Its public key (`whpk_…`), shown to the receiver; null when off. */
+  publicKey: string | null;
   /** Until when the receiver's Retry-After holds every delivery to it (claims skip it). */
   heldUntil: string | null;
   /** The most attempts in flight at once its owner allows (1-64). */

@@ -1,3 +1,4 @@
+import type { KeyObject } from 'node:crypto';
 import {
   context,
   type Link,
@@ -8,7 +9,7 @@ import {
   trace,
 } from '@opentelemetry/api';
 import { deliveryRequest, deliveryUserAgent } from '../domain/delivery-request.ts';
-import { liveRetiredKeys, type RetiredKey } from '../domain/signing.ts';
+import { ed25519SigningKey, liveRetiredKeys, type RetiredKey } from '../domain/signing.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
 import { ATTR, spanContextOf, traceparentOf, tracer, tracing } from '../lib/tracing.ts';
 import type { SendResult, WebhookSender } from './http-sender.ts';
@@ -33,6 +34,8 @@ export class AttemptRunner {
   private readonly userAgent: string;
   /** Opened keys by sealed text (current keys, and each retired list as stored). */
   private readonly keys = new Map<string, string>();
+  /** Ed25519 key objects by sealed text. */
+  private readonly pairs = new Map<string, KeyObject>();
   private readonly retired = new Map<string, readonly RetiredKey[]>();
 
   constructor(
@@ -76,7 +79,13 @@ export class AttemptRunner {
         attempt: delivery.attempts,
         userAgent: this.userAgent,
       },
-      { standardWebhooks: delivery.standardWebhooks },
+      {
+        standardWebhooks: delivery.standardWebhooks,
+        keyPairs:
+          delivery.standardWebhooks && delivery.asymmetricSignatures
+            ? this.keyPairs(delivery, now.toISOString())
+            : [],
+      },
     );
     if (!traced) return this.deps.sender.send(delivery.url, headers, body);
     return this.tracedSend(delivery, headers, body);
@@ -106,17 +115,39 @@ export class AttemptRunner {
    */
   private signingKeys(delivery: ClaimedDelivery, now: string): string[] {
     const keys = [this.open(delivery.signingKey, delivery.subscriptionId)];
-    if (delivery.retiredSigningKeys === '[]') return keys;
+    for (const { key } of this.liveRetired(delivery, now)) {
+      keys.push(this.open(key, delivery.subscriptionId));
+    }
+    return keys;
+  }
+
+  /** The current Ed25519 key, then each retired with a key still within its promised expiry. */
+  private keyPairs(delivery: ClaimedDelivery, now: string): KeyObject[] {
+    const sealed = [delivery.signingKeyPair];
+    for (const { pair } of this.liveRetired(delivery, now)) sealed.push(pair ?? null);
+    const pairs: KeyObject[] = [];
+    for (const one of sealed) {
+      if (one === null) continue;
+      let key = this.pairs.get(one);
+      if (key === undefined) {
+        key = ed25519SigningKey(this.deps.secrets.decrypt(one, delivery.subscriptionId));
+        if (this.pairs.size >= KEY_CACHE_LIMIT) this.pairs.clear();
+        this.pairs.set(one, key);
+      }
+      pairs.push(key);
+    }
+    return pairs;
+  }
+
+  private liveRetired(delivery: ClaimedDelivery, now: string): RetiredKey[] {
+    if (delivery.retiredSigningKeys === '[]') return [];
     let retired = this.retired.get(delivery.retiredSigningKeys);
     if (retired === undefined) {
       retired = JSON.parse(delivery.retiredSigningKeys) as RetiredKey[];
       if (this.retired.size >= KEY_CACHE_LIMIT) this.retired.clear();
       this.retired.set(delivery.retiredSigningKeys, retired);
     }
-    for (const { key } of liveRetiredKeys(retired, now)) {
-      keys.push(this.open(key, delivery.subscriptionId));
-    }
-    return keys;
+    return liveRetiredKeys(retired, now);
   }
 
   private open(sealed: string, subscriptionId: string): string {

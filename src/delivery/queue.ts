@@ -146,6 +146,8 @@ export class DeliveryQueue extends Repository {
         's.ordering',
         's.signingKey',
         's.retiredSigningKeys',
+        's.asymmetricSignatures',
+        's.signingKeyPair',
         'e.traceContext',
         's.propagateTraceContext',
       ])

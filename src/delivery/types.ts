@@ -30,6 +30,9 @@ export interface ClaimedDelivery {
   signingKey: string;
   /** JSON of the keys rotations retired, sealed (see liveRetiredKeys). */
   retiredSigningKeys: string;
+  /** `v1a` signatures too, with the sealed Ed25519 key and the retired ones still live. */
+  asymmetricSignatures: boolean;
+  signingKeyPair: string | null;
   /** The `traceparent` stored with the event (its producer span), or null. */
   traceContext: string | null;
   /** Send the attempt's `traceparent` to the endpoint. */

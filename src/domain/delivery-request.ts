@@ -1,4 +1,5 @@
-import { signatureHeader, standardSignature } from './signing.ts';
+import type { KeyObject } from 'node:crypto';
+import { asymmetricSignatures, signatureHeader, standardSignature } from './signing.ts';
 
 /** An event as stored: its data is the validated JSON text. */
 export interface StoredEvent {
@@ -19,7 +20,8 @@ export interface AttemptLabels {
 }
 
 /**
- * The body and headers of one delivery attempt, signed with `keys` (the current key first). The
+ * The body and headers of one delivery attempt, signed with `keys` (the current key first), and,
+ * with Standard Webhooks, with `keyPairs` too (`v1a`, Ed25519: current first). The
  * worker and `tourops listen` both send this, so a receiver cannot tell them apart. The data is
  * spliced in, not parsed and re-serialized: the signature covers the exact text sent.
  */
@@ -28,7 +30,7 @@ export function deliveryRequest(
   createdSeconds: number,
   keys: readonly string[],
   labels: AttemptLabels,
-  options: { standardWebhooks?: boolean } = {},
+  options: { standardWebhooks?: boolean; keyPairs?: readonly KeyObject[] } = {},
 ): { body: string; headers: Record<string, string> } {
   const test = event.isTest ? ',"test":true' : '';
   const sequence = event.sequence === null ? '' : `,"sequence":${event.sequence}`;
@@ -44,7 +46,12 @@ export function deliveryRequest(
   };
   if (event.sequence !== null) headers['service-event-sequence'] = String(event.sequence);
   if (options.standardWebhooks) {
-    const signature = standardSignature(event.id, createdSeconds, body, keys);
+    const signature = [
+      standardSignature(event.id, createdSeconds, body, keys),
+      ...asymmetricSignatures(event.id, createdSeconds, body, options.keyPairs ?? []),
+    ]
+      .filter((part) => part !== '')
+      .join(' ');
     if (signature !== '') {
       headers['webhook-id'] = event.id;
       headers['webhook-timestamp'] = String(createdSeconds);

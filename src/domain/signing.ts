@@ -1,4 +1,12 @@
-import { createHmac, randomBytes } from 'node:crypto';
+import {
+  createHmac,
+  createPrivateKey,
+  createPublicKey,
+  generateKeyPairSync,
+  type KeyObject,
+  randomBytes,
+  sign,
+} from 'node:crypto';
 
 const KEY_PREFIX = 'whsec_';
 
@@ -83,6 +91,64 @@ export function signatureHeader(
 export interface RetiredKey {
   key: string;
   expiresAt: string;
+  /** The Ed25519 secret key retired with it (sealed), when the subscription signs with one. */
+  pair?: string;
+}
+
+const SECRET_KEY_PREFIX = 'whsk_';
+const PUBLIC_KEY_PREFIX = 'whpk_';
+/** DER framing of a raw Ed25519 key: PKCS #8 before the 32-byte seed, SPKI before the public key. */
+const PKCS8_ED25519 = Buffer.from('302e020100300506032b657004220420', 'hex');
+const SPKI_ED25519_LENGTH = 12;
+
+/**
+ * A Standard Webhooks asymmetric key pair: `whsk_` + base64 of the 32-byte Ed25519 seed (kept
+ * sealed by us, never shown) and `whpk_` + base64 of the raw 32-byte public key (shown to the
+ * receiver, who verifies with it and holds nothing that can sign).
+ */
+export function newSigningKeyPair(): { secretKey: string; publicKey: string } {
+  const { privateKey } = generateKeyPairSync('ed25519');
+  const der = privateKey.export({ format: 'der', type: 'pkcs8' });
+  const secretKey = `${SECRET_KEY_PREFIX}${der.subarray(PKCS8_ED25519.length).toString('base64')}`;
+  return { secretKey, publicKey: publicKeyOf(secretKey) };
+}
+
+/** The `whsk_` secret key as a key object that signs. */
+export function ed25519SigningKey(secretKey: string): KeyObject {
+  if (!secretKey.startsWith(SECRET_KEY_PREFIX)) {
+    throw new TypeError('an Ed25519 signing key must start with whsk_');
+  }
+  const seed = Buffer.from(secretKey.slice(SECRET_KEY_PREFIX.length), 'base64');
+  if (seed.length !== 32) throw new TypeError('an Ed25519 signing key holds 32 bytes');
+  return createPrivateKey({
+    key: Buffer.concat([PKCS8_ED25519, seed]),
+    format: 'der',
+    type: 'pkcs8',
+  });
+}
+
+/** The `whpk_` public key of a `whsk_` secret key. */
+export function publicKeyOf(secretKey: string): string {
+  const spki = createPublicKey(ed25519SigningKey(secretKey)).export({
+    format: 'der',
+    type: 'spki',
+  });
+  return `${PUBLIC_KEY_PREFIX}${spki.subarray(SPKI_ED25519_LENGTH).toString('base64')}`;
+}
+
+/**
+ * Standard Webhooks' asymmetric signatures: `v1a,<base64 Ed25519 signature>` of
+ * `<webhook-id>.<webhook-timestamp>.<body>`, one per live key pair (current first).
+ */
+export function asymmetricSignatures(
+  messageId: string,
+  timestampSeconds: number,
+  body: string,
+  keys: readonly KeyObject[],
+): string[] {
+  if (keys.length === 0) return [];
+  const signed = Buffer.from(`${messageId}.${timestampSeconds}.${body}`);
+  return keys.map((key) => `v1a,${sign(null, signed, key).toString('base64')}`);
 }
 
 /**
@@ -94,10 +160,19 @@ export function liveRetiredKeys(keys: readonly RetiredKey[], now: string): Retir
 }
 
 /**
- * The list after a rotation at `now`: the key current until now, promised `expiresAt`, first,
- * then the earlier ones that still sign (an expired one signs nothing and is dropped).
+ * The list after a rotation at `now`: the key current until now (with its key pair, if any),
+ * promised `expiresAt`, first, then the earlier ones that still sign (an expired one signs
+ * nothing and is dropped).
  */
-export function retireKey(stored: string, current: string, expiresAt: string, now: string): string {
+export function retireKey(
+  stored: string,
+  current: string,
+  expiresAt: string,
+  now: string,
+  pair: string | null = null,
+): string {
   const live = liveRetiredKeys(JSON.parse(stored) as RetiredKey[], now);
-  return JSON.stringify([{ key: current, expiresAt }, ...live]);
+  const retired: RetiredKey =
+    pair === null ? { key: current, expiresAt } : { key: current, expiresAt, pair };
+  return JSON.stringify([retired, ...live]);
 }

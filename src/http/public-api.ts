@@ -51,6 +51,13 @@ const RECEIVING_WEBHOOKS = [
     '(give it to the receiver as `TOUROPS_SIGNING_KEYS`). An operator can instead allow private ' +
     'targets with `WEBHOOK_ALLOW_PRIVATE_TARGETS=true` (and `WEBHOOK_CA_FILE`, a PEM file of the ' +
     "CA that signed the receiver's certificate), read at start-up.",
+  '### Asymmetric signatures (Ed25519)',
+  'With `standardWebhooks` and `asymmetricSignatures` on, `webhook-signature` also carries ' +
+    '`v1a,<base64>`: the Ed25519 signature of `<webhook-id>.<webhook-timestamp>.<body>`, which ' +
+    "the subscription's `publicKey` (`whpk_` + base64 of the raw 32-byte key) verifies: a " +
+    'receiver that holds only the public key holds nothing that can sign a delivery. After a ' +
+    "rotation both pairs sign during the overlap. The SDK's `verifyWebhook` takes `whpk_` keys; " +
+    'the Node and Python receivers below read them from `TOUROPS_PUBLIC_KEYS`.',
   '### In a browser: the webhook portal',
   "To let a tenant's engineers see their endpoints, deliveries and attempts, send test events, " +
     'redeliver and recover without reading JSON, create a link with `POST /api/v1/portal/sessions` ' +

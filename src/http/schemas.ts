@@ -355,6 +355,17 @@ export const WebhookSubscription = Type.Object(
           'Deliveries created in the last 24 hours, by where they stand now; test fires (and their redeliveries) are not counted.',
       },
     ),
+    asymmetricSignatures: Type.Boolean({
+      description:
+        '`webhook-signature` also carries a `v1a` Ed25519 signature per live key pair, verifiable with `publicKey` alone (Standard Webhooks asymmetric signatures).',
+    }),
+    publicKey: Nullable(
+      Type.String({
+        pattern: '^whpk_[A-Za-z0-9+/]{43}=$',
+        description:
+          'The Ed25519 public key that verifies `v1a` signatures: `whpk_` + the base64 of its raw 32 bytes. A rotation makes a new pair (the old one keeps signing for the overlap). Null when `asymmetricSignatures` is off.',
+      }),
+    ),
     standardWebhooks: Type.Boolean({
       description:
         'Deliveries also carry the Standard Webhooks headers `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64>` per signing key, space separated), verifiable with the same signing key string.',

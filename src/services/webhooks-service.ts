@@ -11,7 +11,12 @@ import {
   type Ordering,
 } from '../domain/flow-control.ts';
 import { effectiveWebhookEndpointCap, isTier, TIERS } from '../domain/plans.ts';
-import { newSigningKey, retireKey, servesStandardWebhooks } from '../domain/signing.ts';
+import {
+  newSigningKey,
+  newSigningKeyPair,
+  retireKey,
+  servesStandardWebhooks,
+} from '../domain/signing.ts';
 import type { PauseReason, SubscribableEventType } from '../domain/states.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
 import { keysetPage, type Page, type PageRequest } from '../lib/cursor.ts';
@@ -43,6 +48,8 @@ export interface Subscription {
   lastFailureAt: string | null;
   last24h: RecentDeliveries;
   standardWebhooks: boolean;
+  asymmetricSignatures: boolean;
+  publicKey: string | null;
   maxConcurrency: number;
   maxPerSecond: number | null;
   ordering: Ordering;
@@ -71,6 +78,7 @@ export interface CreateSubscriptionInput {
   url: string;
   events: string[];
   standardWebhooks?: boolean;
+  asymmetricSignatures?: boolean;
   maxConcurrency?: number;
   maxPerSecond?: number | null;
   ordering?: Ordering;
@@ -82,6 +90,7 @@ export interface UpdateSubscriptionInput {
   url?: string;
   events?: string[];
   standardWebhooks?: boolean;
+  asymmetricSignatures?: boolean;
   maxConcurrency?: number;
   maxPerSecond?: number | null;
   ordering?: Ordering;
@@ -166,6 +175,8 @@ function toSubscription(
     lastFailureAt: row.lastFailureAt,
     last24h: activity.last24h,
     standardWebhooks: row.standardWebhooks,
+    asymmetricSignatures: row.asymmetricSignatures,
+    publicKey: row.asymmetricSignatures ? row.publicKey : null,
     maxConcurrency: row.maxConcurrency,
     maxPerSecond: row.maxPerSecond,
     ordering: row.ordering,
@@ -186,6 +197,9 @@ function requireActive(subscription: SubscriptionRow): void {
     throw conflict('The subscription is paused or deleted.', 'subscription_inactive');
   }
 }
+
+const ASYMMETRIC_NEEDS_STANDARD =
+  'needs standardWebhooks: true (v1a signatures travel in the webhook-signature header)';
 
 /** Re-enabling (PATCH `active: true`, the admin enable): active again, failure counters cleared. */
 const RE_ENABLED = {
@@ -270,8 +284,12 @@ export class WebhooksService {
     target?: CheckedTarget,
   ): Promise<{ subscription: Subscription; signingKey: string }> {
     const checked = target ?? (await this.checkTarget(tenantId, input.url));
+    if (input.asymmetricSignatures === true && input.standardWebhooks !== true) {
+      throw fieldError('asymmetricSignatures', ASYMMETRIC_NEEDS_STANDARD);
+    }
     const id = newId('whs');
     const signingKey = newSigningKey();
+    const pair = input.asymmetricSignatures === true ? newSigningKeyPair() : null;
     const row = await this.deps.database.withTransaction(async () => {
       await this.assertRoomForEndpoint(tenantId, true);
       return this.deps.webhooks.insertSubscription({
@@ -291,6 +309,9 @@ export class WebhooksService {
         signingKey: this.deps.secrets.encrypt(signingKey, id),
         retiredSigningKeys: '[]',
         standardWebhooks: input.standardWebhooks === true,
+        asymmetricSignatures: pair !== null,
+        signingKeyPair: pair === null ? null : this.deps.secrets.encrypt(pair.secretKey, id),
+        publicKey: pair?.publicKey ?? null,
         maxConcurrency: input.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY,
         concurrencyLimit: INITIAL_CONCURRENCY,
         backedOff: false,
@@ -329,7 +350,18 @@ export class WebhooksService {
           'signing_key_rotation_required',
         );
       }
+      const standard = input.standardWebhooks ?? current.standardWebhooks;
+      const asymmetric = input.asymmetricSignatures ?? current.asymmetricSignatures;
+      if (asymmetric && !standard) {
+        throw fieldError('asymmetricSignatures', ASYMMETRIC_NEEDS_STANDARD);
+      }
       const patch: Updateable<WebhookSubscriptionsTable> = {};
+      if (asymmetric !== current.asymmetricSignatures) {
+        const pair = asymmetric ? newSigningKeyPair() : null;
+        patch.asymmetricSignatures = asymmetric;
+        patch.signingKeyPair = pair === null ? null : this.deps.secrets.encrypt(pair.secretKey, id);
+        patch.publicKey = pair?.publicKey ?? null;
+      }
       if (checked) patch.url = checked.url;
       if (input.events) patch.events = JSON.stringify([...new Set(input.events)]);
       if (input.standardWebhooks !== undefined) patch.standardWebhooks = input.standardWebhooks;
@@ -469,6 +501,8 @@ export class WebhooksService {
     const row = await this.deps.database.withTransaction(async () => {
       const current = await this.deps.webhooks.lockLiveSubscription(tenantId, id);
       if (!current) throw notFound('Webhook subscription');
+      // With asymmetric signatures the key pair rotates too, the old one signing as long.
+      const pair = current.asymmetricSignatures ? newSigningKeyPair() : null;
       return this.deps.webhooks.updateSubscription(tenantId, id, {
         signingKey: this.deps.secrets.encrypt(signingKey, id),
         retiredSigningKeys: retireKey(
@@ -476,7 +510,14 @@ export class WebhooksService {
           current.signingKey,
           expiresAt,
           now.toISOString(),
+          pair === null ? null : current.signingKeyPair,
         ),
+        ...(pair !== null
+          ? {
+              signingKeyPair: this.deps.secrets.encrypt(pair.secretKey, id),
+              publicKey: pair.publicKey,
+            }
+          : {}),
       });
     });
     if (!row) throw notFound('Webhook subscription');

@@ -6,6 +6,10 @@ import { type Kysely, sql } from 'kysely';
  * Existing rows: a deleted one is `deleted`; a paused one whose owners were told of an auto-pause
  * at its pause time is `consecutive_failures`; any other paused one was paused by hand.
  *
+ * Standard Webhooks' asymmetric signatures: `asymmetric_signatures`, the Ed25519 secret key
+ * sealed like the HMAC key (`signing_key_pair`) and its public key (`public_key`, `whpk_…`);
+ * a rotation retires the pair with the HMAC key (`retired_signing_keys` entries gain `pair`).
+ *
  * `webhook_missed_events`: an event of a paused subscription's types, emitted while it was paused,
  * which it got no delivery for; `recover` with `missed: true` queues them and removes the rows.
  */
@@ -13,6 +17,18 @@ export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema
     .alterTable('webhook_subscriptions')
     .addColumn('pause_reason', 'varchar(32)')
+    .execute();
+  await db.schema
+    .alterTable('webhook_subscriptions')
+    .addColumn('asymmetric_signatures', 'integer', (c) => c.notNull().defaultTo(0))
+    .execute();
+  await db.schema
+    .alterTable('webhook_subscriptions')
+    .addColumn('signing_key_pair', 'text')
+    .execute();
+  await db.schema
+    .alterTable('webhook_subscriptions')
+    .addColumn('public_key', 'varchar(64)')
     .execute();
   await sql`
     update webhook_subscriptions set pause_reason = case

@@ -131,6 +131,9 @@ function flowFields(s: Subscription | null): string {
 <label class="check"><input type="checkbox" name="standardWebhooks" value="true"!${
     s?.standardWebhooks ? ' checked' : ''
   }> Also send the Standard Webhooks headers</label>
+<label class="check"><input type="checkbox" name="asymmetricSignatures" value="true"!${
+    s?.asymmetricSignatures ? ' checked' : ''
+  }> Also sign with an Ed25519 key pair (v1a; needs the Standard Webhooks headers)</label>
 </details>`;
 }
 
@@ -196,6 +199,7 @@ export function endpointPage(view: View, data: EndpointPageData): string {
 <div><dt>Last failure</dt><dd>!${time(s.lastFailureAt)}</dd></div>
 <div><dt>Events</dt><dd>${s.events.join(', ')}</dd></div>
 <div><dt>Id</dt><dd><code>${s.id}</code></dd></div>
+!${s.publicKey ? html`<div><dt>Public key (v1a)</dt><dd><code>${s.publicKey}</code></dd></div>` : ''}
 </dl>
 <p><a href="${path}/events">Ledger: every event by sequence</a></p>
 !${deliveriesSection(data, path)}

@@ -52,6 +52,7 @@ const SUBSCRIPTION_FIELDS = {
   url: field.text('url'),
   events: field.list('events'),
   standardWebhooks: field.checkbox('standardWebhooks'),
+  asymmetricSignatures: field.checkbox('asymmetricSignatures'),
   maxConcurrency: field.integer('maxConcurrency'),
   maxPerSecond: field.integer('maxPerSecond', null),
   ordering: field.text('ordering'),

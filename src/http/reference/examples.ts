@@ -105,6 +105,8 @@ const SCHEMA_EXAMPLES: Record<string, unknown> = {
     lastFailureAt: null,
     last24h: { succeeded: 412, deadLettered: 0, pending: 3 },
     standardWebhooks: false,
+    asymmetricSignatures: false,
+    publicKey: null,
     maxConcurrency: 16,
     maxPerSecond: null,
     ordering: 'none',

@@ -272,8 +272,8 @@ function headers(type: EventType, options: WebhookDocsOptions) {
     ),
     header(
       'webhook-signature',
-      'Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string.',
-      { type: 'string', pattern: '^v1,[A-Za-z0-9+/=]+( v1,[A-Za-z0-9+/=]+)?$' },
+      'Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. With `asymmetricSignatures`, then `v1a,<base64 Ed25519 signature>` of the same text per key pair (current first), which the subscription `publicKey` (`whpk_…`) verifies.',
+      { type: 'string', pattern: '^v1a?,[A-Za-z0-9+/=]+( v1a?,[A-Za-z0-9+/=]+)*$' },
       false,
     ),
   ];

@@ -49,11 +49,17 @@ const StandardWebhooks = Type.Boolean({
     'Also send the Standard Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature`), verifiable with the same signing key by the `standardwebhooks` libraries. Default false.',
 });
 
+const AsymmetricSignatures = Type.Boolean({
+  description:
+    'Also sign with an Ed25519 key pair (`v1a` in `webhook-signature`): the receiver verifies with the subscription `publicKey` and holds no secret that can sign. Needs `standardWebhooks: true` (422 otherwise). Default false; turning it off drops the pair, on again makes a new one.',
+});
+
 export const CreateWebhookBody = Type.Object(
   {
     url: WebhookUrl,
     events: WebhookEvents,
     standardWebhooks: Type.Optional(StandardWebhooks),
+    asymmetricSignatures: Type.Optional(AsymmetricSignatures),
     maxConcurrency: Type.Optional(MaxConcurrency),
     maxPerSecond: Type.Optional(MaxPerSecond),
     ordering: Type.Optional(SubscriptionOrdering),
@@ -67,6 +73,7 @@ export const UpdateWebhookBody = Type.Object(
     url: Type.Optional(WebhookUrl),
     events: Type.Optional(WebhookEvents),
     standardWebhooks: Type.Optional(StandardWebhooks),
+    asymmetricSignatures: Type.Optional(AsymmetricSignatures),
     maxConcurrency: Type.Optional(MaxConcurrency),
     maxPerSecond: Type.Optional(MaxPerSecond),
     ordering: Type.Optional(SubscriptionOrdering),
