@@ -1199,6 +1199,8 @@ export interface components {
          *         "pending": 3
          *       },
          *       "standardWebhooks": false,
+         *       "asymmetricSignatures": false,
+         *       "publicKey": null,
          *       "maxConcurrency": 16,
          *       "maxPerSecond": null,
          *       "ordering": "none",
@@ -1251,6 +1253,10 @@ export interface components {
                 /** @description Waiting for an attempt or a retry, or being attempted. */
                 pending: number;
             };
+            /** @description `webhook-signature` also carries a `v1a` Ed25519 signature per live key pair, verifiable with `publicKey` alone (Standard Webhooks asymmetric signatures). */
+            asymmetricSignatures: boolean;
+            /** @description The Ed25519 public key that verifies `v1a` signatures: `whpk_` + the base64 of its raw 32 bytes. A rotation makes a new pair (the old one keeps signing for the overlap). Null when `asymmetricSignatures` is off. */
+            publicKey: string | null;
             /** @description Deliveries also carry the Standard Webhooks headers `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64>` per signing key, space separated), verifiable with the same signing key string. */
             standardWebhooks: boolean;
             /** @description Most attempts in flight to the endpoint at once, 1-64; the adaptive limit (`deliveryState.concurrencyLimit`) moves below it. Default 16. */
@@ -5095,6 +5101,8 @@ export interface operations {
                      *             "pending": 3
                      *           },
                      *           "standardWebhooks": false,
+                     *           "asymmetricSignatures": false,
+                     *           "publicKey": null,
                      *           "maxConcurrency": 16,
                      *           "maxPerSecond": null,
                      *           "ordering": "none",
@@ -5274,6 +5282,8 @@ export interface operations {
                     events: ("booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered")[];
                     /** @description Also send the Standard Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature`), verifiable with the same signing key by the `standardwebhooks` libraries. Default false. */
                     standardWebhooks?: boolean;
+                    /** @description Also sign with an Ed25519 key pair (`v1a` in `webhook-signature`): the receiver verifies with the subscription `publicKey` and holds no secret that can sign. Needs `standardWebhooks: true` (422 otherwise). Default false; turning it off drops the pair, on again makes a new one. */
+                    asymmetricSignatures?: boolean;
                     /** @description Most attempts in flight to the endpoint at once, 1-64; the adaptive limit (`deliveryState.concurrencyLimit`) moves below it. Default 16. */
                     maxConcurrency?: number;
                     /** @description Most attempts to the endpoint in any one-second window (sliding), 1-1000, over every worker process; sends are evenly spaced. null (the default) for none. */
@@ -5324,6 +5334,8 @@ export interface operations {
                      *           "pending": 3
                      *         },
                      *         "standardWebhooks": false,
+                     *         "asymmetricSignatures": false,
+                     *         "publicKey": null,
                      *         "maxConcurrency": 16,
                      *         "maxPerSecond": null,
                      *         "ordering": "none",
@@ -5731,6 +5743,8 @@ export interface operations {
                     events?: ("booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered")[];
                     /** @description Also send the Standard Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature`), verifiable with the same signing key by the `standardwebhooks` libraries. Default false. */
                     standardWebhooks?: boolean;
+                    /** @description Also sign with an Ed25519 key pair (`v1a` in `webhook-signature`): the receiver verifies with the subscription `publicKey` and holds no secret that can sign. Needs `standardWebhooks: true` (422 otherwise). Default false; turning it off drops the pair, on again makes a new one. */
+                    asymmetricSignatures?: boolean;
                     /** @description Most attempts in flight to the endpoint at once, 1-64; the adaptive limit (`deliveryState.concurrencyLimit`) moves below it. Default 16. */
                     maxConcurrency?: number;
                     /** @description Most attempts to the endpoint in any one-second window (sliding), 1-1000, over every worker process; sends are evenly spaced. null (the default) for none. */
@@ -5783,6 +5797,8 @@ export interface operations {
                      *           "pending": 3
                      *         },
                      *         "standardWebhooks": false,
+                     *         "asymmetricSignatures": false,
+                     *         "publicKey": null,
                      *         "maxConcurrency": 16,
                      *         "maxPerSecond": null,
                      *         "ordering": "none",
@@ -6286,6 +6302,8 @@ export interface operations {
                      *           "pending": 3
                      *         },
                      *         "standardWebhooks": false,
+                     *         "asymmetricSignatures": false,
+                     *         "publicKey": null,
                      *         "maxConcurrency": 16,
                      *         "maxPerSecond": null,
                      *         "ordering": "none",
@@ -7842,7 +7860,7 @@ export interface operations {
                 "webhook-id"?: string;
                 /** @description Standard Webhooks: unix seconds, the `t` of `Service-Signature`. */
                 "webhook-timestamp"?: number;
-                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. */
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. With `asymmetricSignatures`, then `v1a,<base64 Ed25519 signature>` of the same text per key pair (current first), which the subscription `publicKey` (`whpk_…`) verifies. */
                 "webhook-signature"?: string;
             };
             path?: never;
@@ -7937,7 +7955,7 @@ export interface operations {
                 "webhook-id"?: string;
                 /** @description Standard Webhooks: unix seconds, the `t` of `Service-Signature`. */
                 "webhook-timestamp"?: number;
-                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. */
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. With `asymmetricSignatures`, then `v1a,<base64 Ed25519 signature>` of the same text per key pair (current first), which the subscription `publicKey` (`whpk_…`) verifies. */
                 "webhook-signature"?: string;
             };
             path?: never;
@@ -8031,7 +8049,7 @@ export interface operations {
                 "webhook-id"?: string;
                 /** @description Standard Webhooks: unix seconds, the `t` of `Service-Signature`. */
                 "webhook-timestamp"?: number;
-                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. */
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. With `asymmetricSignatures`, then `v1a,<base64 Ed25519 signature>` of the same text per key pair (current first), which the subscription `publicKey` (`whpk_…`) verifies. */
                 "webhook-signature"?: string;
             };
             path?: never;
@@ -8125,7 +8143,7 @@ export interface operations {
                 "webhook-id"?: string;
                 /** @description Standard Webhooks: unix seconds, the `t` of `Service-Signature`. */
                 "webhook-timestamp"?: number;
-                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. */
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. With `asymmetricSignatures`, then `v1a,<base64 Ed25519 signature>` of the same text per key pair (current first), which the subscription `publicKey` (`whpk_…`) verifies. */
                 "webhook-signature"?: string;
             };
             path?: never;
@@ -8219,7 +8237,7 @@ export interface operations {
                 "webhook-id"?: string;
                 /** @description Standard Webhooks: unix seconds, the `t` of `Service-Signature`. */
                 "webhook-timestamp"?: number;
-                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. */
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. With `asymmetricSignatures`, then `v1a,<base64 Ed25519 signature>` of the same text per key pair (current first), which the subscription `publicKey` (`whpk_…`) verifies. */
                 "webhook-signature"?: string;
             };
             path?: never;
@@ -8313,7 +8331,7 @@ export interface operations {
                 "webhook-id"?: string;
                 /** @description Standard Webhooks: unix seconds, the `t` of `Service-Signature`. */
                 "webhook-timestamp"?: number;
-                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. */
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. With `asymmetricSignatures`, then `v1a,<base64 Ed25519 signature>` of the same text per key pair (current first), which the subscription `publicKey` (`whpk_…`) verifies. */
                 "webhook-signature"?: string;
             };
             path?: never;
@@ -8407,7 +8425,7 @@ export interface operations {
                 "webhook-id"?: string;
                 /** @description Standard Webhooks: unix seconds, the `t` of `Service-Signature`. */
                 "webhook-timestamp"?: number;
-                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. */
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. With `asymmetricSignatures`, then `v1a,<base64 Ed25519 signature>` of the same text per key pair (current first), which the subscription `publicKey` (`whpk_…`) verifies. */
                 "webhook-signature"?: string;
             };
             path?: never;
@@ -8501,7 +8519,7 @@ export interface operations {
                 "webhook-id"?: string;
                 /** @description Standard Webhooks: unix seconds, the `t` of `Service-Signature`. */
                 "webhook-timestamp"?: number;
-                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. */
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. With `asymmetricSignatures`, then `v1a,<base64 Ed25519 signature>` of the same text per key pair (current first), which the subscription `publicKey` (`whpk_…`) verifies. */
                 "webhook-signature"?: string;
             };
             path?: never;
@@ -8593,7 +8611,7 @@ export interface operations {
                 "webhook-id"?: string;
                 /** @description Standard Webhooks: unix seconds, the `t` of `Service-Signature`. */
                 "webhook-timestamp"?: number;
-                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. */
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. With `asymmetricSignatures`, then `v1a,<base64 Ed25519 signature>` of the same text per key pair (current first), which the subscription `publicKey` (`whpk_…`) verifies. */
                 "webhook-signature"?: string;
             };
             path?: never;
@@ -8685,7 +8703,7 @@ export interface operations {
                 "webhook-id"?: string;
                 /** @description Standard Webhooks: unix seconds, the `t` of `Service-Signature`. */
                 "webhook-timestamp"?: number;
-                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. */
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. With `asymmetricSignatures`, then `v1a,<base64 Ed25519 signature>` of the same text per key pair (current first), which the subscription `publicKey` (`whpk_…`) verifies. */
                 "webhook-signature"?: string;
             };
             path?: never;
@@ -8775,7 +8793,7 @@ export interface operations {
                 "webhook-id"?: string;
                 /** @description Standard Webhooks: unix seconds, the `t` of `Service-Signature`. */
                 "webhook-timestamp"?: number;
-                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. */
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. With `asymmetricSignatures`, then `v1a,<base64 Ed25519 signature>` of the same text per key pair (current first), which the subscription `publicKey` (`whpk_…`) verifies. */
                 "webhook-signature"?: string;
             };
             path?: never;
@@ -8865,7 +8883,7 @@ export interface operations {
                 "webhook-id"?: string;
                 /** @description Standard Webhooks: unix seconds, the `t` of `Service-Signature`. */
                 "webhook-timestamp"?: number;
-                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. */
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. With `asymmetricSignatures`, then `v1a,<base64 Ed25519 signature>` of the same text per key pair (current first), which the subscription `publicKey` (`whpk_…`) verifies. */
                 "webhook-signature"?: string;
             };
             path?: never;
@@ -8957,7 +8975,7 @@ export interface operations {
                 "webhook-id"?: string;
                 /** @description Standard Webhooks: unix seconds, the `t` of `Service-Signature`. */
                 "webhook-timestamp"?: number;
-                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. */
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. With `asymmetricSignatures`, then `v1a,<base64 Ed25519 signature>` of the same text per key pair (current first), which the subscription `publicKey` (`whpk_…`) verifies. */
                 "webhook-signature"?: string;
             };
             path?: never;
