@@ -5,7 +5,7 @@ import { startWorker } from '../src/delivery/start.ts';
 import { assertEventData } from '../src/domain/event-schemas.ts';
 import { SUBSCRIBABLE_EVENT_TYPES } from '../src/domain/states.ts';
 import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
-import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
+import { createTenant, type TenantFixture, tripBody } from './helpers/fixtures.ts';
 import { HttpsReceiver, type Responder, testCa } from './helpers/https-receiver.ts';
 import { SmtpReceiver } from './helpers/smtp-receiver.ts';
 import { until } from './helpers/until.ts';
@@ -530,14 +530,7 @@ for (const backend of BACKENDS) {
       );
       const trip = await ctx.api('POST', '/api/v1/trips', {
         token: tenant.token,
-        body: {
-          title: 'Dead letter tour',
-          startDate: '2027-04-01',
-          endDate: '2027-04-03',
-          daysCount: 3,
-          startCityId: tenant.cityIds[0],
-          endCityId: tenant.cityIds[1],
-        },
+        body: tripBody(tenant, { title: 'Dead letter tour' }),
       });
       assert.equal(trip.statusCode, 201, trip.body);
       await ctx.admin('POST', `/admin/v1/trips/${trip.json().data.id}/publish`);

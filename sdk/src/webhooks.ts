@@ -113,6 +113,24 @@ function checkTimestamp(timestamp: number, options: VerifyOptions): void {
   }
 }
 
+/**
+ * The Standard Webhooks headers: `webhook-id`, a `webhook-timestamp` within the tolerance, and the
+ * signatures of one version (`v1` HMAC, `v1a` Ed25519) in `webhook-signature`, decoded.
+ */
+function standardHeaders(headers: Headers, version: 'v1' | 'v1a', options: VerifyOptions) {
+  const id = header(headers, 'webhook-id');
+  const stamp = header(headers, 'webhook-timestamp');
+  if (!id || !stamp || !/^\d+$/.test(stamp)) {
+    throw new WebhookVerificationError('webhook-id or webhook-timestamp missing');
+  }
+  checkTimestamp(Number(stamp), options);
+  const signatures = (header(headers, 'webhook-signature') ?? '')
+    .split(' ')
+    .filter((part) => part.startsWith(`${version},`))
+    .map((part) => Buffer.from(part.slice(version.length + 1), 'base64'));
+  return { id, stamp, signatures };
+}
+
 /** The Standard Webhooks header set (see verifyWebhook). */
 function verifyStandard(
   body: Buffer,
@@ -120,16 +138,7 @@ function verifyStandard(
   keys: readonly string[],
   options: VerifyOptions,
 ): WebhookEvent {
-  const id = header(headers, 'webhook-id');
-  const stamp = header(headers, 'webhook-timestamp');
-  if (!id || !stamp || !/^\d+$/.test(stamp)) {
-    throw new WebhookVerificationError('webhook-id or webhook-timestamp missing');
-  }
-  checkTimestamp(Number(stamp), options);
-  const candidates = (header(headers, 'webhook-signature') ?? '')
-    .split(' ')
-    .filter((part) => part.startsWith('v1,'))
-    .map((part) => Buffer.from(part.slice(3), 'base64'));
+  const { id, stamp, signatures: candidates } = standardHeaders(headers, 'v1', options);
   const macs = keys.map((key) => {
     const secret = Buffer.from(key.replace(/^whsec_/, ''), 'base64');
     return createHmac('sha256', secret).update(`${id}.${stamp}.`).update(body).digest();
@@ -155,16 +164,7 @@ function verifyAsymmetric(
   publicKeys: readonly string[],
   options: VerifyOptions,
 ): WebhookEvent {
-  const id = header(headers, 'webhook-id');
-  const stamp = header(headers, 'webhook-timestamp');
-  if (!id || !stamp || !/^\d+$/.test(stamp)) {
-    throw new WebhookVerificationError('webhook-id or webhook-timestamp missing');
-  }
-  checkTimestamp(Number(stamp), options);
-  const signatures = (header(headers, 'webhook-signature') ?? '')
-    .split(' ')
-    .filter((part) => part.startsWith('v1a,'))
-    .map((part) => Buffer.from(part.slice(4), 'base64'));
+  const { id, stamp, signatures } = standardHeaders(headers, 'v1a', options);
   if (signatures.length === 0) throw new WebhookVerificationError('webhook-signature has no v1a');
   const signed = Buffer.concat([Buffer.from(`${id}.${stamp}.`), body]);
   const valid = publicKeys
