@@ -128,7 +128,7 @@ export function ed25519SigningKey(secretKey: string): KeyObject {
 }
 
 /** The `whpk_` public key of a `whsk_` secret key. */
-export function publicKeyOf(secretKey: string): string {
+function publicKeyOf(secretKey: string): string {
   const spki = createPublicKey(ed25519SigningKey(secretKey)).export({
     format: 'der',
     type: 'spki',
