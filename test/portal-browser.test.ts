@@ -238,8 +238,16 @@ for (const backend of BACKENDS) {
 
       await page.getByRole('button', { name: 'Pause deliveries' }).click();
       await page.getByText('Deliveries are paused').waitFor();
-      assert.equal(await page.getByRole('button', { name: 'Enable' }).count(), 1);
+      assert.match(await page.locator('.facts').innerText(), /paused\s+by hand/);
+      const enableOnly = page.getByRole('button', { name: 'Enable only', exact: true });
+      const heal = page.getByRole('button', { name: 'Enable and recover what was missed' });
+      assert.equal(await enableOnly.count(), 1);
+      assert.equal(await heal.count(), 1);
       await accessible(page, 'the endpoint page after an action');
+      // The pause missed nothing here: enabling and recovering queues nothing, and says so.
+      await heal.click();
+      await page.getByText('Enabled: the events missed while paused').waitFor();
+      assert.equal(await page.getByRole('button', { name: 'Pause deliveries' }).count(), 1);
       assert.deepEqual(problems, []);
       await context.close();
     });
