@@ -20,12 +20,14 @@ const RECORD_DELAY_MS = 5;
 /** After a failed recording, the next try (the outcomes wait in memory meanwhile). */
 const RECORD_RETRY_MS = 1_000;
 
-interface RecorderDeps {
+/** What the recorder writes through; the worker's dependencies are these and more. */
+export interface RecorderDeps {
   database: Database;
   queue: DeliveryQueue;
   subscriptions: WebhooksRepository;
   members: MembersRepository;
   notifications: NotificationsRepository;
+  /** Announces pauses and dead letters as operational events. */
   events: EventsService;
   webhook: Pick<Config['webhook'], 'retryScheduleMs' | 'autopauseFailures' | 'autopauseWindowMs'>;
   logger: Logger;

@@ -1,16 +1,9 @@
 import { EventEmitter } from 'node:events';
-import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
-import type { Database } from '../db/database.ts';
 import { DELIVERIES_CHANNEL, HOLDS_CHANNEL, type Notifier } from '../db/notifier.ts';
 import { MAX_CONCURRENCY } from '../domain/flow-control.ts';
 import type { Clock } from '../lib/clock.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
-import type { Mailer } from '../notifications/mailer.ts';
-import type { MembersRepository } from '../repositories/members-repository.ts';
-import type { NotificationsRepository } from '../repositories/notifications-repository.ts';
-import type { WebhooksRepository } from '../repositories/webhooks-repository.ts';
-import type { EventsService } from '../services/events-service.ts';
 import {
   Holds,
   mayHaveMore,
@@ -24,8 +17,7 @@ import {
 import { AttemptRunner, INTERNAL_FAILURE } from './attempt.ts';
 import type { SendResult, WebhookSender } from './http-sender.ts';
 import { reserveSlots } from './pace.ts';
-import type { DeliveryQueue } from './queue.ts';
-import { Recorder } from './recorder.ts';
+import { Recorder, type RecorderDeps } from './recorder.ts';
 import { abandonedBefore, WorkerRegistry } from './registry.ts';
 import type {
   ClaimedDelivery,
@@ -36,22 +28,13 @@ import type {
 } from './types.ts';
 import { Wakes } from './wakes.ts';
 
-export interface WorkerDependencies {
+/** The recorder's dependencies (its `webhook` settings come from `config`), and the loop's own. */
+export interface WorkerDependencies extends Omit<RecorderDeps, 'webhook'> {
   config: Config;
-  database: Database;
-  queue: DeliveryQueue;
-  subscriptions: WebhooksRepository;
-  members: MembersRepository;
-  notifications: NotificationsRepository;
-  /** Announces pauses and dead letters as operational events. */
-  events: EventsService;
   notifier: Notifier;
   secrets: SecretBox;
   sender: WebhookSender;
   clock: Clock;
-  logger: Logger;
-  /** Emails auto-pause notices when SMTP_URL is set. */
-  mailer: Mailer | null;
 }
 
 /** What the loop is doing: `full` waits for a slot, `sleeping` for a signal or the poll. */

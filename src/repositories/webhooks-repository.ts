@@ -119,17 +119,10 @@ export class WebhooksRepository extends Repository {
     return query.returningAll().executeTakeFirst();
   }
 
-  /** The tenant's active subscriptions with their events lists (JSON), for the fan-out. */
-  activeSubscriptions(tenantId: string) {
-    return this.db
-      .selectFrom('webhookSubscriptions')
-      .select(['id', 'events'])
-      .where('tenantId', '=', tenantId)
-      .where('active', '=', true)
-      .execute();
-  }
-
-  /** The tenant's subscriptions but deleted ones, active or paused, for the fan-out. */
+  /**
+   * The tenant's subscriptions but deleted ones, active or paused, with their events lists (JSON):
+   * for the fan-out and the test fire.
+   */
   liveSubscriptions(tenantId: string) {
     return this.db
       .selectFrom('webhookSubscriptions')

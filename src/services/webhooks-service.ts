@@ -703,7 +703,8 @@ export class WebhooksService {
       }
       targets = [subscription.id];
     } else {
-      targets = (await this.deps.webhooks.activeSubscriptions(tenantId)).map((s) => s.id);
+      const subscriptions = await this.deps.webhooks.liveSubscriptions(tenantId);
+      targets = subscriptions.filter((s) => s.active).map((s) => s.id);
     }
     return this.deps.database.withTransaction(async () => {
       const type = eventType ?? 'webhook.test';
