@@ -2,10 +2,10 @@ import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { startWorker } from '../src/delivery/start.ts';
-import { attemptLog, mostWithin } from './helpers/attempt-log.ts';
+import { attemptLog, mostWithin, startsAfter } from './helpers/attempt-log.ts';
 import { ManualClock } from './helpers/clock.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
-import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
+import { createSubscription, createTenant, type TenantFixture } from './helpers/fixtures.ts';
 import { HttpsReceiver } from './helpers/https-receiver.ts';
 import { until } from './helpers/until.ts';
 import { WorkerMonitor } from './helpers/worker-monitor.ts';
@@ -31,14 +31,8 @@ for (const backend of BACKENDS) {
       await ctx.close();
     });
 
-    const subscribe = async (path: string, extra: Record<string, unknown> = {}) => {
-      const created = await ctx.api('POST', '/api/v1/webhooks', {
-        token: tenant.token,
-        body: { url: receiver.url(path), events: ['client.created'], ...extra },
-      });
-      assert.equal(created.statusCode, 201, created.body);
-      return created.json().data.id as string;
-    };
+    const subscribe = async (path: string, extra: Record<string, unknown> = {}) =>
+      (await createSubscription(ctx, tenant, receiver.url(path), extra)).data.id;
     const backlog = async (n: number, label: string) => {
       for (let done = 0; done < n; done += 10) {
         const writes = Array.from({ length: Math.min(10, n - done) }, (_, i) =>
@@ -129,11 +123,8 @@ for (const backend of BACKENDS) {
         const [refused] = log.filter((a) => a.status === 429);
         assert.ok(refused, 'a 429 recorded');
         // The log keeps whole milliseconds: allow one either way at the answer's edge.
-        const startedDuring = log.filter(
-          (a) => a.startMs > refused.endMs + 1 && a.startMs < refused.endMs + 990,
-        );
         assert.deepEqual(
-          startedDuring.map((a) => a.startMs - refused.endMs),
+          startsAfter(log, refused, 1, 990),
           [],
           'attempts started after the 429 arrived, ms after it',
         );

@@ -1,19 +1,9 @@
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { after, before, describe, it } from 'node:test';
 import { BACKENDS, createTestDatabase, type TestDatabase } from './helpers/context.ts';
-import { npmStart, outputOf, ROOT, untilOutput } from './helpers/processes.ts';
-
-/** Runs a printed command line as a shell would, from the repository (where `npx tourops` is). */
-function runPrinted(line: string, env: Record<string, string> = {}): string {
-  return execFileSync('sh', ['-c', line], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', ...env },
-    encoding: 'utf8',
-    timeout: 60_000,
-  });
-}
+import { npmStart, outputOf, ROOT, runShell, untilOutput } from './helpers/processes.ts';
 
 for (const backend of BACKENDS) {
   describe(`the commands npm start prints run as printed (${backend})`, () => {
@@ -28,7 +18,7 @@ for (const backend of BACKENDS) {
       try {
         const curl = first.banner.split('\n').find((line) => line.trim().startsWith('curl '));
         assert.ok(curl, first.banner);
-        const answer = JSON.parse(runPrinted(curl.trim()));
+        const answer = JSON.parse(runShell(curl.trim()));
         assert.equal(answer.data.length, 2);
       } finally {
         await first.stop();
@@ -40,7 +30,7 @@ for (const backend of BACKENDS) {
         assert.ok(hint, second.banner);
         // In the directory of the repository, with none of the server's variables: the hint
         // carries what reaches the same database, and minting needs no SECRET_KEY.
-        const minted = runPrinted(hint);
+        const minted = runShell(hint);
         assert.match(minted, /minted for tenant "demo"/);
         assert.match(minted, /tk_test_[0-9A-Z]{26}/);
       } finally {
@@ -59,26 +49,24 @@ for (const backend of BACKENDS) {
     after(() => database.drop());
 
     it('each one, in order, in the environment of a served database', async () => {
-      const help = runPrinted('node bin/tourops.js --help');
+      const help = runShell('node bin/tourops.js --help');
       const examples = (/\nExamples:\n((?: {2}.+\n)+)/.exec(help)?.[1] ?? '')
         .split('\n')
         .map((line) => line.trim())
         .filter((line) => line !== '');
       assert.ok(examples.length >= 3, help);
       // The tenant "demo" that `npm start` seeds, which the examples name.
-      runPrinted('node bin/tourops.js demo', database.env);
+      runShell('node bin/tourops.js demo', database.env);
       for (const example of examples) {
         if (example.startsWith('npx tourops listen ')) {
           // npx itself dies of the Ctrl-C, as it does in a terminal; the command stopped cleanly.
           const output = await runUntilInterrupted(example, database.env, 'Signing key:');
           assert.match(output, /Stopped after forwarding 0 event\(s\)\./);
         } else {
-          runPrinted(example, database.env);
+          runShell(example, database.env);
         }
       }
-      const tenants = JSON.parse(
-        runPrinted('node bin/tourops.js tenant list --json', database.env),
-      );
+      const tenants = JSON.parse(runShell('node bin/tourops.js tenant list --json', database.env));
       assert.ok(tenants.some((tenant: { slug: string }) => tenant.slug === 'acme'));
     });
   });

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import { freePort } from '../bench/processes.ts';
 import { BACKENDS, createTestDatabase, type TestDatabase } from './helpers/context.ts';
-import { npmStart, outputOf, ROOT, untilOutput } from './helpers/processes.ts';
+import { npmStart, outputOf, ROOT, runShell, untilOutput } from './helpers/processes.ts';
 
 // The README's newcomer paths, pasted as written into a shell against a fresh database: only the
 // port (3000 and 4242 here are free ports) and the certificate's directory are changed.
@@ -38,14 +38,8 @@ const assignments = (command: string): Record<string, string> =>
       .map((word) => [word.slice(0, word.indexOf('=')), word.slice(word.indexOf('=') + 1)]),
   );
 
-function sh(script: string, env: Record<string, string> = {}): string {
-  return execFileSync('sh', ['-ec', script], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', ...env },
-    encoding: 'utf8',
-    timeout: 30_000,
-  });
-}
+/** The README's lines in a shell (see runShell), each within 30 s. */
+const sh = (script: string, env: Record<string, string> = {}) => runShell(script, env, 30_000);
 
 for (const backend of BACKENDS) {
   describe(`the README's paths, pasted (${backend})`, () => {

@@ -2,7 +2,12 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startWorker } from '../src/delivery/start.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
-import { createTenant, createTrip, type TenantFixture } from './helpers/fixtures.ts';
+import {
+  createSubscription,
+  createTenant,
+  createTrip,
+  type TenantFixture,
+} from './helpers/fixtures.ts';
 import { HttpsReceiver, type Responder } from './helpers/https-receiver.ts';
 import { until } from './helpers/until.ts';
 
@@ -49,14 +54,11 @@ for (const backend of BACKENDS) {
       await ctx.close();
     });
 
-    const subscribe = async (url: string, extra: Record<string, unknown> = {}) => {
-      const created = await ctx.api('POST', '/api/v1/webhooks', {
-        token: tenant.token,
-        body: { url, events: ['client.created'], ...extra },
-      });
-      assert.equal(created.statusCode, 201, created.body);
-      return created.json().data as { id: string; deliveryState: DeliveryState };
-    };
+    const subscribe = async (url: string, extra: Record<string, unknown> = {}) =>
+      (await createSubscription(ctx, tenant, url, extra)).data as unknown as {
+        id: string;
+        deliveryState: DeliveryState;
+      };
     /** `n` client.created events, 20 writes at a time. */
     const backlog = async (n: number) => {
       for (let done = 0; done < n; done += 20) {

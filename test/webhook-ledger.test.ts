@@ -8,7 +8,7 @@ import { verifyWebhook } from '../sdk/src/index.ts';
 import { startWorker } from '../src/delivery/start.ts';
 import { RetentionService } from '../src/services/retention-service.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
-import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
+import { createSubscription, createTenant, type TenantFixture } from './helpers/fixtures.ts';
 import { HttpsReceiver, type ReceivedRequest } from './helpers/https-receiver.ts';
 import { eventually } from './helpers/until.ts';
 
@@ -60,14 +60,8 @@ for (const backend of BACKENDS) {
       await ctx.close();
     });
 
-    const subscribe = async (path: string, extra: Record<string, unknown> = {}) => {
-      const created = await ctx.api('POST', '/api/v1/webhooks', {
-        token: tenant.token,
-        body: { url: receiver.url(path), events: ['client.created'], ...extra },
-      });
-      assert.equal(created.statusCode, 201, created.body);
-      return created.json() as { data: { id: string }; signingKey: string };
-    };
+    const subscribe = (path: string, extra: Record<string, unknown> = {}) =>
+      createSubscription(ctx, tenant, receiver.url(path), extra);
     const createClient = (name: string, key?: string) =>
       ctx.api('POST', '/api/v1/clients', {
         token: tenant.token,

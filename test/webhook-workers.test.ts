@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { DEAD_AFTER_MS } from '../src/delivery/registry.ts';
-import { attemptLog, mostWithin } from './helpers/attempt-log.ts';
+import { attemptLog, mostWithin, startsAfter } from './helpers/attempt-log.ts';
 import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
 import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
 import { HttpsReceiver, testCa } from './helpers/https-receiver.ts';
@@ -224,11 +224,8 @@ describe('tourops worker processes', { concurrency: 2 }, () => {
         // The 429's own process holds at once, the other within 100 ms of hearing of it.
         const [refused] = log.filter((a) => a.status === 429);
         assert.ok(refused, 'a 429 recorded');
-        const during = log.filter(
-          (a) => a.startMs > refused.endMs + 100 && a.startMs < refused.endMs + 990,
-        );
         assert.deepEqual(
-          during.map((a) => a.startMs - refused.endMs),
+          startsAfter(log, refused, 100, 990),
           [],
           'attempts started during the hold, ms after the 429',
         );

@@ -32,6 +32,21 @@ export async function attemptLog(db: Kysely<DB>, subscriptionId: string): Promis
     .sort((a, b) => a.startMs - b.startMs);
 }
 
+/**
+ * How many ms after `answer` ended each attempt started that started more than `fromMs` and less
+ * than `untilMs` after it: a hold the answer asked for should leave this empty.
+ */
+export function startsAfter(
+  log: readonly LoggedAttempt[],
+  answer: LoggedAttempt,
+  fromMs: number,
+  untilMs: number,
+): number[] {
+  return log
+    .filter((a) => a.startMs > answer.endMs + fromMs && a.startMs < answer.endMs + untilMs)
+    .map((a) => a.startMs - answer.endMs);
+}
+
 /** The most of `times` (epoch ms) within any window [t, t + windowMs), t sliding. */
 export function mostWithin(times: readonly number[], windowMs = 1_000): number {
   const sorted = [...times].sort((a, b) => a - b);

@@ -113,6 +113,24 @@ export async function createBooking(ctx: TestContext, tenant: TenantFixture) {
   return { trip, booking: booking.data, payment: payment.data };
 }
 
+/**
+ * A webhook subscription of `tenant` to `url`, to `client.created` unless `extra` says otherwise;
+ * the answer's body (`data` and, shown once, `signingKey`).
+ */
+export async function createSubscription(
+  ctx: TestContext,
+  tenant: TenantFixture,
+  url: string,
+  extra: Record<string, unknown> = {},
+) {
+  const response = await ctx.api('POST', '/api/v1/webhooks', {
+    token: tenant.token,
+    body: { url, events: ['client.created'], ...extra },
+  });
+  if (response.statusCode !== 201) throw new Error(`subscription not created: ${response.body}`);
+  return response.json() as { data: Row; signingKey: string };
+}
+
 export async function createClient(
   ctx: TestContext,
   tenant: TenantFixture,

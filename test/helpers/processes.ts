@@ -1,4 +1,9 @@
-import { type ChildProcess, type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
+import {
+  type ChildProcess,
+  type ChildProcessWithoutNullStreams,
+  execFileSync,
+  spawn,
+} from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../../bench/processes.ts';
@@ -142,4 +147,21 @@ export async function npmStart(env: Record<string, string>) {
       if (child.exitCode === null) await once(child, 'exit');
     },
   };
+}
+
+/**
+ * Runs `script` as a shell would, pasted from a README or a printed hint, from the repository
+ * (where `npx tourops` is), stopping at the first command that fails; its standard output.
+ */
+export function runShell(
+  script: string,
+  env: Record<string, string> = {},
+  timeoutMs = 60_000,
+): string {
+  return execFileSync('sh', ['-ec', script], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', ...env },
+    encoding: 'utf8',
+    timeout: timeoutMs,
+  });
 }
