@@ -8,7 +8,12 @@ import { startWorker } from '../src/delivery/start.ts';
 import { newSigningKey } from '../src/domain/signing.ts';
 import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
 import { createClient, createTenant, type TenantFixture } from './helpers/fixtures.ts';
-import { HttpsReceiver, type ReceivedRequest, testCa } from './helpers/https-receiver.ts';
+import {
+  HttpsReceiver,
+  type ReceivedRequest,
+  standardWebhookHeaders,
+  testCa,
+} from './helpers/https-receiver.ts';
 import { outputOf, ROOT, startTourops, untilOutput } from './helpers/processes.ts';
 import { until } from './helpers/until.ts';
 
@@ -220,11 +225,7 @@ describe('the receiver snippets verify a real delivery of the worker', () => {
     const signed = await until(async () =>
       receiver.requests.find((r) => r.path === '/snippets-v1a'),
     );
-    const headers = {
-      'webhook-id': String(signed.headers['webhook-id']),
-      'webhook-timestamp': String(signed.headers['webhook-timestamp']),
-      'webhook-signature': String(signed.headers['webhook-signature']),
-    };
+    const headers = standardWebhookHeaders(signed);
     // The snippet is plain JavaScript, as a reader copies it: typed here at the call.
     const snippet = new URL('../docs/snippets/receiver.mjs', import.meta.url).href;
     const { verifyV1a } = (await import(snippet)) as {

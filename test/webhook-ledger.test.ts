@@ -9,7 +9,11 @@ import { startWorker } from '../src/delivery/start.ts';
 import { RetentionService } from '../src/services/retention-service.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import { createSubscription, createTenant, type TenantFixture } from './helpers/fixtures.ts';
-import { HttpsReceiver, type ReceivedRequest } from './helpers/https-receiver.ts';
+import {
+  HttpsReceiver,
+  type ReceivedRequest,
+  standardWebhookHeaders,
+} from './helpers/https-receiver.ts';
 import { eventually } from './helpers/until.ts';
 
 const stripe = new Stripe('sk_test_x');
@@ -310,11 +314,10 @@ for (const backend of BACKENDS) {
       await createClient('signed');
       await eventually(() => pushedTo('/standard').length >= 1);
       const verifyWith = (request: ReceivedRequest, key: string) => {
-        const event = new Webhook(key).verify(request.body, {
-          'webhook-id': header(request, 'webhook-id'),
-          'webhook-timestamp': header(request, 'webhook-timestamp'),
-          'webhook-signature': header(request, 'webhook-signature'),
-        }) as PushedBody;
+        const event = new Webhook(key).verify(
+          request.body,
+          standardWebhookHeaders(request),
+        ) as PushedBody;
         const stripeEvent = stripe.webhooks.constructEvent(
           request.body,
           header(request, 'service-signature'),
@@ -336,11 +339,10 @@ for (const backend of BACKENDS) {
       verifyWith(during, second);
       verifyWith(during, first);
       assert.throws(() =>
-        new Webhook(`whsec_${randomBytes(33).toString('base64')}`).verify(during.body, {
-          'webhook-id': header(during, 'webhook-id'),
-          'webhook-timestamp': header(during, 'webhook-timestamp'),
-          'webhook-signature': header(during, 'webhook-signature'),
-        }),
+        new Webhook(`whsec_${randomBytes(33).toString('base64')}`).verify(
+          during.body,
+          standardWebhookHeaders(during),
+        ),
       );
 
       // Without the option: no Standard Webhooks headers.
@@ -396,24 +398,23 @@ for (const backend of BACKENDS) {
           .filter((part) => part.startsWith('v1a,'))
           .some((part) => verify(null, signed, key, Buffer.from(part.slice(4), 'base64')));
       };
-      const headersOf = (request: ReceivedRequest) => ({
-        'webhook-id': header(request, 'webhook-id'),
-        'webhook-timestamp': header(request, 'webhook-timestamp'),
-        'webhook-signature': header(request, 'webhook-signature'),
-      });
       await createClient('asymmetric');
       await eventually(() => pushedTo('/v1a').length >= 1);
       const first = pushedTo('/v1a')[0];
       assert.match(header(first, 'webhook-signature'), /^v1,\S+ v1a,\S+$/);
       assert.ok(nodeVerifies(first, firstPublic));
-      assert.equal(verifyWebhook(first.body, headersOf(first), firstPublic).type, 'client.created');
+      assert.equal(
+        verifyWebhook(first.body, standardWebhookHeaders(first), firstPublic).type,
+        'client.created',
+      );
       // The symmetric v1 beside it still verifies with the standardwebhooks package.
       assert.equal(
-        (new Webhook(signingKey).verify(first.body, headersOf(first)) as PushedBody).type,
+        (new Webhook(signingKey).verify(first.body, standardWebhookHeaders(first)) as PushedBody)
+          .type,
         'client.created',
       );
       const tampered = first.body.replace('asymmetric', 'Asymmetric');
-      assert.throws(() => verifyWebhook(tampered, headersOf(first), firstPublic));
+      assert.throws(() => verifyWebhook(tampered, standardWebhookHeaders(first), firstPublic));
 
       const rotated = await ctx.api('POST', `/api/v1/webhooks/${data.id}/rotate-key`, {
         token: tenant.token,
@@ -433,12 +434,12 @@ for (const backend of BACKENDS) {
       for (const publicKey of [firstPublic, secondPublic]) {
         assert.ok(nodeVerifies(during, publicKey));
         assert.equal(
-          verifyWebhook(during.body, headersOf(during), publicKey).type,
+          verifyWebhook(during.body, standardWebhookHeaders(during), publicKey).type,
           'client.created',
         );
       }
       const stranger = `whpk_${randomBytes(32).toString('base64')}`;
-      assert.throws(() => verifyWebhook(during.body, headersOf(during), stranger));
+      assert.throws(() => verifyWebhook(during.body, standardWebhookHeaders(during), stranger));
 
       // Standard Webhooks off while v1a is on: refused; both off together: fine, no key left.
       assert.equal((await patch(data.id, { standardWebhooks: false })).statusCode, 422);
@@ -469,11 +470,7 @@ for (const backend of BACKENDS) {
       // The older key still signs Service-Signature; only the current one can sign the other.
       assert.equal(header(request, 'webhook-signature').split(' ').length, 1);
       stripe.webhooks.constructEvent(request.body, header(request, 'service-signature'), older);
-      new Webhook(current).verify(request.body, {
-        'webhook-id': header(request, 'webhook-id'),
-        'webhook-timestamp': header(request, 'webhook-timestamp'),
-        'webhook-signature': header(request, 'webhook-signature'),
-      });
+      new Webhook(current).verify(request.body, standardWebhookHeaders(request));
     });
 
     it('PATCH changes what is given: URL, events, pause and enable; keyed; 404 once deleted', async () => {

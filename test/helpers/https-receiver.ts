@@ -100,6 +100,16 @@ export interface ReceivedRequest {
   receivedAt: number;
 }
 
+/** A delivery's Standard Webhooks headers, as the `standardwebhooks` verifiers take them. */
+export function standardWebhookHeaders(request: ReceivedRequest): Record<string, string> {
+  return Object.fromEntries(
+    ['webhook-id', 'webhook-timestamp', 'webhook-signature'].map((name) => [
+      name,
+      String(request.headers[name]),
+    ]),
+  );
+}
+
 export type Responder = (request: ReceivedRequest) =>
   | { status: number; delayMs?: number; body?: string; headers?: Record<string, string> }
   | 'hang'
