@@ -120,11 +120,17 @@ describe('AddressGuard.checkUrl', () => {
   });
 
   it('rejects http', async () => {
-    assert.equal(reasonOf(await guard.checkUrl('http://hooks.example.com/')), 'must use https');
+    assert.equal(
+      reasonOf(await guard.checkUrl('http://hooks.example.com/')),
+      'must use https (or a broker: amqps or tls)',
+    );
   });
 
   it('rejects other schemes and unparsable URLs', async () => {
-    assert.equal(reasonOf(await guard.checkUrl('ftp://hooks.example.com/')), 'must use https');
+    assert.equal(
+      reasonOf(await guard.checkUrl('ftp://hooks.example.com/')),
+      'must use https (or a broker: amqps or tls)',
+    );
     assert.equal(reasonOf(await guard.checkUrl('not-a-url')), 'must be a valid URL');
   });
 
@@ -245,7 +251,10 @@ describe('AddressGuard.checkUrl', () => {
     assert.equal((await open.checkUrl('https://127.0.0.1:8443/hook')).ok, true);
     assert.equal((await open.checkUrl('https://localhost:8443/hook')).ok, true);
     // The other rules still hold.
-    assert.equal(reasonOf(await open.checkUrl('http://127.0.0.1/')), 'must use https');
+    assert.equal(
+      reasonOf(await open.checkUrl('http://127.0.0.1/')),
+      'must use https (or a broker: amqps or tls)',
+    );
   });
 });
 
@@ -338,5 +347,78 @@ describe('name resolution is bounded and off the thread pool', () => {
     } finally {
       await server.close();
     }
+  });
+});
+
+describe('AddressGuard.checkUrl: broker destinations', () => {
+  const resolver = tableResolver({
+    'mq.example.com': ['93.184.215.14'],
+    'mq.internal': ['10.0.0.5'],
+    localhost: ['127.0.0.1'],
+  });
+  const strict = new AddressGuard({ allowPrivate: false, resolver });
+  const open = new AddressGuard({ allowPrivate: true, resolver });
+  const amqps = 'amqps://app:secret@mq.example.com/orders?exchange=tourops&routingKey=events';
+
+  it('accepts amqps and tls with credentials, on a public host', async () => {
+    assert.equal((await strict.checkUrl(amqps)).ok, true);
+    assert.equal(
+      (await strict.checkUrl('tls://app:secret@mq.example.com:4222?subject=tourops.events')).ok,
+      true,
+    );
+    assert.equal((await strict.checkUrl('amqps://93.184.215.14?exchange=&routingKey=q')).ok, true);
+  });
+
+  it('takes plaintext amqp and nats only where private targets are allowed', async () => {
+    for (const url of [
+      'amqp://mq.example.com/?exchange=x&routingKey=y',
+      'nats://mq.example.com?subject=a',
+    ]) {
+      assert.match(
+        reasonOf(await strict.checkUrl(url)),
+        /^must use amqps or tls \(plaintext (amqp|nats) is for development\)/,
+      );
+      assert.equal((await open.checkUrl(url)).ok, true, url);
+    }
+    assert.equal(
+      (await open.checkUrl('amqp://guest:guest@localhost:5672/?exchange=x&routingKey=y')).ok,
+      true,
+    );
+  });
+
+  it('guards broker hosts as HTTPS hosts: private names and literals refused', async () => {
+    assert.match(
+      reasonOf(await strict.checkUrl('amqps://mq.internal/?exchange=x&routingKey=y')),
+      /^resolves to a private or reserved address \(10\.0\.0\.5\)/,
+    );
+    assert.match(
+      reasonOf(await strict.checkUrl('tls://127.0.0.1:4222?subject=a')),
+      /^is a private or reserved address \(127\.0\.0\.1\)/,
+    );
+    assert.equal(
+      reasonOf(await strict.checkUrl('tls://nowhere.example.com?subject=a')),
+      'host name does not resolve',
+    );
+  });
+
+  it('names what a broker URL lacks or has too much of', async () => {
+    const cases: Array<[string, RegExp]> = [
+      ['amqps://mq.example.com/?exchange=x', /query parameter routingKey once/],
+      ['amqps://mq.example.com/?routingKey=y', /query parameter exchange once/],
+      ['amqps://mq.example.com/?exchange=x&routingKey=y&exchange=z', /exchange once/],
+      [
+        'amqps://mq.example.com/?exchange=x&routingKey=y&queue=q',
+        /exchange and routingKey only, not queue/,
+      ],
+      ['tls://mq.example.com', /query parameter subject once/],
+      ['tls://mq.example.com?subject=a.*', /without spaces or the wildcards/],
+      ['tls://mq.example.com?subject=a..b', /dot-separated tokens/],
+      ['tls://mq.example.com/stream?subject=a', /must have no path/],
+      ['tls://mq.example.com?subject=a#frag', /fragment/],
+      ['amqps:///?exchange=x&routingKey=y', /must name a host/],
+      ['kafka://mq.example.com/topic', /^must use https \(or a broker: amqps or tls\)$/],
+    ];
+    for (const [url, reason] of cases)
+      assert.match(reasonOf(await strict.checkUrl(url)), reason, url);
   });
 });

@@ -1216,7 +1216,7 @@ export interface components {
          */
         WebhookSubscription: {
             id: string;
-            /** @description HTTPS endpoint that receives events. */
+            /** @description HTTPS endpoint, or broker (`amqps://`, `tls://`), that receives events; a broker password shows as `***`. */
             url: string;
             /** @description Subscribed event types. */
             events: ("booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered")[];
@@ -1349,7 +1349,7 @@ export interface components {
              * @description Why the last attempt got no usable answer (see the attempts); null after a 2xx, before any attempt, or when `lastResponseStatus` tells all.
              * @enum {string|null}
              */
-            lastError: "timeout" | "connection_refused" | "connection_reset" | "dns" | "tls" | "address_blocked" | "redirect" | "body_too_large" | "internal" | null;
+            lastError: "timeout" | "connection_refused" | "connection_reset" | "dns" | "tls" | "address_blocked" | "redirect" | "body_too_large" | "internal" | "broker_refused" | "broker_busy" | null;
             /**
              * Format: date-time
              * @description Queued at UTC.
@@ -1380,14 +1380,14 @@ export interface components {
             startedAt: string;
             /** @description From connecting to the end of the answer (or the failure), in milliseconds. */
             durationMs: number;
-            /** @description The HTTP status answered; null when none arrived. */
+            /** @description The HTTP status answered; null when none arrived. A broker destination: 200 when the broker acknowledged the message (a publisher confirm, a stream ack), else null. */
             status: number | null;
             /**
-             * @description `timeout`, `connection_refused`, `connection_reset` (any other failure of the connection too), `dns`, `tls`, `address_blocked` (refused before connecting), `redirect` (a 3xx; not followed), `body_too_large` (the answer went past 64 KiB and was cut), `internal` (a failure on our side before or during the attempt); null when the status tells all.
+             * @description `timeout`, `connection_refused`, `connection_reset` (any other failure of the connection too), `dns`, `tls`, `address_blocked` (refused before connecting), `redirect` (a 3xx; not followed), `body_too_large` (the answer went past 64 KiB and was cut), `internal` (a failure on our side before or during the attempt); for a broker destination also `broker_refused` (a nack, an unroutable message, an unknown exchange or stream, refused credentials) and `broker_busy` (the broker pushes back: a blocked connection, JetStream 429 or 503); null when the status tells all.
              * @enum {string|null}
              */
-            errorClass: "timeout" | "connection_refused" | "connection_reset" | "dns" | "tls" | "address_blocked" | "redirect" | "body_too_large" | "internal" | null;
-            /** @description The first KiB of the response body, as text; empty when none arrived. */
+            errorClass: "timeout" | "connection_refused" | "connection_reset" | "dns" | "tls" | "address_blocked" | "redirect" | "body_too_large" | "internal" | "broker_refused" | "broker_busy" | null;
+            /** @description The first KiB of the response body, as text; empty when none arrived. A broker destination: the broker's words on a failure, JetStream's ack (`stream`, `seq`, `duplicate`) on success. */
             responseBody: string;
             /** @description The `Retry-After` of a 429 or 503 answer, as received; a valid one held every delivery to the endpoint until then (at most an hour). Null otherwise. */
             retryAfter: string | null;
@@ -5276,7 +5276,7 @@ export interface operations {
                  *     }
                  */
                 "application/json": {
-                    /** @description HTTPS only; every address the host resolves to must be public (private, loopback, link-local and CGNAT addresses are refused). A host that does not resolve within `WEBHOOK_DNS_TIMEOUT` (2 s by default) is 422 too. */
+                    /** @description An HTTPS endpoint, or a broker: `amqps://user:pass@host[:port]/vhost?exchange=<name>&routingKey=<key>` (RabbitMQ) or `tls://user:pass@host[:port]?subject=<subject>` (NATS JetStream); plaintext `amqp://` and `nats://` only where the instance allows private targets. Every address the host resolves to must be public (private, loopback, link-local and CGNAT addresses are refused). A host that does not resolve within `WEBHOOK_DNS_TIMEOUT` (2 s by default) is 422 too. A broker password is never shown back: reads show `***`, and a PATCH that sends the URL with `***` keeps the stored password (for the same user, host and port). */
                     url: string;
                     /** @description Event types from the catalog; `webhook.test` is not subscribable. */
                     events: ("booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered")[];
@@ -5737,7 +5737,7 @@ export interface operations {
                  *     }
                  */
                 "application/json": {
-                    /** @description HTTPS only; every address the host resolves to must be public (private, loopback, link-local and CGNAT addresses are refused). A host that does not resolve within `WEBHOOK_DNS_TIMEOUT` (2 s by default) is 422 too. */
+                    /** @description An HTTPS endpoint, or a broker: `amqps://user:pass@host[:port]/vhost?exchange=<name>&routingKey=<key>` (RabbitMQ) or `tls://user:pass@host[:port]?subject=<subject>` (NATS JetStream); plaintext `amqp://` and `nats://` only where the instance allows private targets. Every address the host resolves to must be public (private, loopback, link-local and CGNAT addresses are refused). A host that does not resolve within `WEBHOOK_DNS_TIMEOUT` (2 s by default) is 422 too. A broker password is never shown back: reads show `***`, and a PATCH that sends the URL with `***` keeps the stored password (for the same user, host and port). */
                     url?: string;
                     /** @description Event types from the catalog; `webhook.test` is not subscribable. */
                     events?: ("booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered")[];

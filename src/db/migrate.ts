@@ -23,6 +23,7 @@ import * as m0020 from './migrations/0020_portal_sessions.ts';
 import * as m0021 from './migrations/0021_trace_context.ts';
 import * as m0022 from './migrations/0022_delivery_engine.ts';
 import * as m0023 from './migrations/0023_endpoints_heal.ts';
+import * as m0024 from './migrations/0024_broker_destinations.ts';
 
 interface Migration {
   id: string;
@@ -54,6 +55,7 @@ export const migrations: Migration[] = [
   { id: '0021_trace_context', up: m0021.up },
   { id: '0022_delivery_engine', up: m0022.up },
   { id: '0023_endpoints_heal', up: m0023.up },
+  { id: '0024_broker_destinations', up: m0024.up },
 ];
 
 /** Arbitrary constant naming our advisory lock on PostgreSQL. */

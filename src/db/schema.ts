@@ -230,7 +230,10 @@ export interface NotificationsTable {
 export interface WebhookSubscriptionsTable {
   id: string;
   tenantId: string;
+  /** As shown: a broker URL's password is `***` here (see splitPassword). */
   url: string;
+  /** A broker URL's password, sealed like signingKey; null when it has none. */
+  urlPassword: string | null;
   /** JSON array of event types. */
   events: string;
   /** False after a delete or an auto-pause. */

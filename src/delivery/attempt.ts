@@ -12,6 +12,7 @@ import { deliveryRequest, deliveryUserAgent } from '../domain/delivery-request.t
 import { ed25519SigningKey, liveRetiredKeys, type RetiredKey } from '../domain/signing.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
 import { ATTR, spanContextOf, traceparentOf, tracer, tracing } from '../lib/tracing.ts';
+import type { BrokerSender } from './broker-sender.ts';
 import type { SendResult, WebhookSender } from './http-sender.ts';
 import type { ClaimedDelivery } from './types.ts';
 
@@ -26,8 +27,9 @@ export const INTERNAL_FAILURE: SendResult = Object.freeze({
 });
 
 /**
- * One attempt of a delivery: its request (the exact bytes, signed by every live key), the POST, and
- * its spans when tracing is on. A failure on this side (a key that does not open, a fault in the
+ * One attempt of a delivery: its request (the exact bytes, signed by every live key), the POST or
+ * a broker's publish (the same body, the headers as message headers), and its spans when tracing
+ * is on. A failure on this side (a key that does not open, a fault in the
  * sender) is thrown to the caller, which records it as an attempt of class `internal`.
  */
 export class AttemptRunner {
@@ -39,7 +41,12 @@ export class AttemptRunner {
   private readonly retired = new Map<string, readonly RetiredKey[]>();
 
   constructor(
-    private readonly deps: { secrets: SecretBox; sender: WebhookSender; publicBaseUrl: string },
+    private readonly deps: {
+      secrets: SecretBox;
+      sender: WebhookSender;
+      brokers: BrokerSender;
+      publicBaseUrl: string;
+    },
   ) {
     this.userAgent = deliveryUserAgent(deps.publicBaseUrl);
   }
@@ -87,11 +94,31 @@ export class AttemptRunner {
             : [],
       },
     );
-    if (!traced) return this.deps.sender.send(delivery.url, headers, body);
+    if (!traced) return this.transmit(delivery, headers, body);
     return this.tracedSend(delivery, headers, body);
   }
 
-  /** The POST in a client span, whose context goes along when the subscription asks. */
+  /** The POST, or the publish to a broker with the URL's password opened. */
+  private transmit(
+    delivery: ClaimedDelivery,
+    headers: Record<string, string>,
+    body: string,
+  ): Promise<SendResult> {
+    if (delivery.url.startsWith('https:'))
+      return this.deps.sender.send(delivery.url, headers, body);
+    const password =
+      delivery.urlPassword === null
+        ? null
+        : this.open(delivery.urlPassword, delivery.subscriptionId);
+    const { 'content-type': _json, ...messageHeaders } = headers;
+    return this.deps.brokers.send(delivery.url, password, {
+      eventId: delivery.eventId,
+      body,
+      headers: messageHeaders,
+    });
+  }
+
+  /** The send in a client span, whose context goes along when the subscription asks. */
   private async tracedSend(
     delivery: ClaimedDelivery,
     headers: Record<string, string>,
@@ -104,7 +131,7 @@ export class AttemptRunner {
       const tracestate = span.spanContext().traceState?.serialize();
       if (tracestate) headers.tracestate = tracestate;
     }
-    const result = await this.deps.sender.send(delivery.url, headers, body);
+    const result = await this.transmit(delivery, headers, body);
     ended(span, result);
     return result;
   }
@@ -188,19 +215,46 @@ function processSpan(delivery: ClaimedDelivery): Span {
   );
 }
 
-/** The POST's client span (a child of the active process span); the URL without its query. */
+/**
+ * The send's span (a child of the active process span): a POST's client span, its URL without
+ * the query; or a broker's producer span, naming the exchange or subject (never the password).
+ */
 function clientSpan(delivery: ClaimedDelivery): Span {
-  const attributes: Record<string, string | number> = { 'http.request.method': 'POST' };
+  let url: URL | null = null;
   try {
-    const url = new URL(delivery.url);
-    attributes['url.full'] = `${url.origin}${url.pathname}`;
-    attributes['server.address'] = url.hostname;
-    attributes['server.port'] = Number(url.port || 443);
+    url = new URL(delivery.url);
   } catch {
     // The sender refuses it (an attempt of class internal); the span says what was tried.
   }
+  if (url !== null && url.protocol !== 'https:') return producerSpan(delivery, url);
+  const attributes: Record<string, string | number> = { 'http.request.method': 'POST' };
+  if (url !== null) {
+    attributes['url.full'] = `${url.origin}${url.pathname}`;
+    attributes['server.address'] = url.hostname;
+    attributes['server.port'] = Number(url.port || 443);
+  }
   if (delivery.attempts > 1) attributes['http.request.resend_count'] = delivery.attempts - 1;
   return tracer.startSpan('POST', { kind: SpanKind.CLIENT, attributes });
+}
+
+function producerSpan(delivery: ClaimedDelivery, url: URL): Span {
+  const rabbit = url.protocol.startsWith('amqp');
+  const destination = rabbit
+    ? (url.searchParams.get('exchange') ?? '')
+    : (url.searchParams.get('subject') ?? '');
+  const attributes: Record<string, string | number> = {
+    'messaging.system': rabbit ? 'rabbitmq' : 'nats',
+    'messaging.operation.type': 'send',
+    'messaging.destination.name': destination,
+    'messaging.message.id': delivery.eventId,
+    'server.address': url.hostname,
+  };
+  if (url.port !== '') attributes['server.port'] = Number(url.port);
+  if (rabbit) {
+    attributes['messaging.rabbitmq.destination.routing_key'] =
+      url.searchParams.get('routingKey') ?? '';
+  }
+  return tracer.startSpan(`send ${destination}`, { kind: SpanKind.PRODUCER, attributes });
 }
 
 /** Ends a span with the attempt's outcome. */

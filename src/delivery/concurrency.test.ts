@@ -18,9 +18,14 @@ const sample = (over: Partial<ConcurrencySample>): ConcurrencySample => ({
 const at = (limit: number, backedOff = false) => ({ limit, backedOff });
 
 describe('isPushback: answers that say the endpoint is overloaded', () => {
-  it('takes 429, 502, 503, 504, time-outs and refused or reset connections', () => {
+  it("takes 429, 502, 503, 504, time-outs, refused or reset connections and a broker's back-pressure", () => {
     for (const status of [429, 502, 503, 504]) assert.equal(isPushback(status, null), true);
-    for (const errorClass of ['timeout', 'connection_refused', 'connection_reset'] as const) {
+    for (const errorClass of [
+      'timeout',
+      'connection_refused',
+      'connection_reset',
+      'broker_busy',
+    ] as const) {
       assert.equal(isPushback(null, errorClass), true);
     }
   });
@@ -29,7 +34,7 @@ describe('isPushback: answers that say the endpoint is overloaded', () => {
     for (const status of [200, 204, 301, 400, 404, 410, 500, 501, 505]) {
       assert.equal(isPushback(status, null), false, String(status));
     }
-    const load = new Set(['timeout', 'connection_refused', 'connection_reset']);
+    const load = new Set(['timeout', 'connection_refused', 'connection_reset', 'broker_busy']);
     for (const errorClass of ATTEMPT_ERROR_CLASSES.filter((c) => !load.has(c))) {
       assert.equal(isPushback(null, errorClass), false, errorClass);
     }

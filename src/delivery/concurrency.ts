@@ -21,14 +21,15 @@ export interface ConcurrencySample {
 
 /**
  * Answers that say the endpoint has too much to do: 429, 502, 503, 504, a time-out, a refused or
- * reset connection. Others (a 4xx, a 500, a TLS or DNS failure) say nothing of its load.
+ * reset connection, a broker's back-pressure. Others (a 4xx, a 500, a TLS or DNS failure) say nothing of its load.
  */
 export function isPushback(status: number | null, errorClass: AttemptErrorClass | null): boolean {
   if (status === 429 || status === 502 || status === 503 || status === 504) return true;
   return (
     errorClass === 'timeout' ||
     errorClass === 'connection_refused' ||
-    errorClass === 'connection_reset'
+    errorClass === 'connection_reset' ||
+    errorClass === 'broker_busy'
   );
 }
 

@@ -66,7 +66,7 @@ const CLASS_BY_ERROR = new Map<string, AttemptErrorClass>(
 );
 
 /** An error's class; any other failure of the connection counts as a reset. */
-function classOf(error: string): AttemptErrorClass {
+export function classOf(error: string): AttemptErrorClass {
   return CLASS_BY_ERROR.get(error) ?? 'connection_reset';
 }
 
@@ -240,7 +240,7 @@ function excerpt(chunks: Buffer[]): string {
   return chunks.length === 0 ? '' : Buffer.concat(chunks).toString('utf8');
 }
 
-function describeError(error: unknown): string {
+export function describeError(error: unknown): string {
   const code = (error as NodeJS.ErrnoException | null)?.code;
   if (typeof code !== 'string') return 'request failed';
   const known = ERROR_BY_CODE.get(code);

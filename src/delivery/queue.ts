@@ -138,6 +138,7 @@ export class DeliveryQueue extends Repository {
         'e.isTest',
         'd.sequence',
         's.url',
+        's.urlPassword',
         's.standardWebhooks',
         sql<number>`case when s.concurrency_limit < s.max_concurrency then s.concurrency_limit else s.max_concurrency end`.as(
           'concurrencyLimit',

@@ -1,9 +1,13 @@
 import { createMailer } from '../notifications/mailer.ts';
 import type { Runtime } from '../runtime.ts';
 import { RetentionSweeper, type SweeperOptions } from '../webhooks/retention-sweeper.ts';
+import { BrokerSender, brokerTlsOptions } from './broker-sender.ts';
 import { WebhookSender } from './http-sender.ts';
 import type { WorkerOptions } from './types.ts';
 import { DEFAULT_MAX_IN_FLIGHT, DeliveryWorker } from './worker.ts';
+
+/** A broker connection no attempt used for this long is closed. */
+const BROKER_IDLE_MS = 60_000;
 
 /**
  * A delivery worker over the runtime's services, with its own HTTP agent; started. On PostgreSQL it
@@ -23,6 +27,12 @@ export function startWorker(
     // concurrency, and no attempt waits in the pool behind another subscription's hung one.
     connectionsPerOrigin: options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT,
   });
+  const brokers = new BrokerSender({
+    guard: services.addressGuard,
+    timeoutMs: config.webhook.timeoutMs,
+    idleMs: BROKER_IDLE_MS,
+    tlsOptions: brokerTlsOptions(config.webhook.caFile),
+  });
   const mailer = createMailer(config.smtpUrl, { publicBaseUrl: config.publicBaseUrl });
   const { repositories } = runtime;
   const worker = new DeliveryWorker(
@@ -37,6 +47,7 @@ export function startWorker(
       notifier: services.notifier,
       secrets: services.secrets,
       sender,
+      brokers,
       clock: runtime.clock,
       logger: runtime.logger,
       mailer,
@@ -75,7 +86,7 @@ export function startWorker(
     /** Graceful: running attempts finish (within the time-out) and are recorded. */
     async stop() {
       await Promise.all([worker.stop(), sweeper.stop()]);
-      await sender.close();
+      await Promise.all([sender.close(), brokers.close()]);
       mailer?.close();
     },
   };

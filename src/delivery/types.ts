@@ -19,7 +19,10 @@ export interface ClaimedDelivery {
   isTest: boolean;
   /** The event's place in the subscription's ledger; null for a test fire. */
   sequence: number | null;
+  /** As stored: a broker URL's password masked. */
   url: string;
+  /** A broker URL's password, sealed; null for none. */
+  urlPassword: string | null;
   standardWebhooks: boolean;
   /** The subscription's concurrency limit when claimed (within its maxConcurrency). */
   concurrencyLimit: number;

@@ -15,6 +15,7 @@ import {
   tenantReopened,
 } from './admission.ts';
 import { AttemptRunner, INTERNAL_FAILURE } from './attempt.ts';
+import type { BrokerSender } from './broker-sender.ts';
 import type { SendResult, WebhookSender } from './http-sender.ts';
 import { reserveSlots } from './pace.ts';
 import { Recorder, type RecorderDeps } from './recorder.ts';
@@ -34,6 +35,7 @@ export interface WorkerDependencies extends Omit<RecorderDeps, 'webhook'> {
   notifier: Notifier;
   secrets: SecretBox;
   sender: WebhookSender;
+  brokers: BrokerSender;
   clock: Clock;
 }
 

@@ -1,6 +1,7 @@
 import dns from 'node:dns';
 import { isIP, type LookupFunction } from 'node:net';
 import ipaddr from 'ipaddr.js';
+import { brokerScheme, brokerTarget } from './destinations.ts';
 
 /** Every A/AAAA address of a host name. */
 export type Resolver = (hostname: string) => Promise<string[]>;
@@ -105,8 +106,10 @@ export class AddressGuard {
   }
 
   /**
-   * Validates a webhook endpoint URL: https only, at most 2048 characters, no credentials, and a
-   * host whose every address is allowed. `reason` is fit for a 422 field error.
+   * Validates a destination URL: at most 2048 characters, a host whose every address is allowed,
+   * and either https without credentials or a broker URL (see brokerTarget) on an encrypted
+   * scheme, `amqps` or `tls`; plaintext `amqp` and `nats` only where private targets are allowed.
+   * `reason` is fit for a 422 field error.
    */
   async checkUrl(url: string): Promise<UrlCheck> {
     if (url.length > MAX_URL_LENGTH) {
@@ -123,8 +126,19 @@ export class AddressGuard {
     } catch {
       return { ok: false, reason: 'must be a valid URL' };
     }
-    if (parsed.protocol !== 'https:') return { ok: false, reason: 'must use https' };
-    if (parsed.username !== '' || parsed.password !== '' || authorityOf(url).includes('@')) {
+    const broker = brokerScheme(parsed.protocol);
+    if (broker !== undefined) {
+      if (!broker.tls && !this.allowPrivate) {
+        return {
+          ok: false,
+          reason: `must use amqps or tls (plaintext ${parsed.protocol.slice(0, -1)} is for development); ${PRIVATE_TARGETS_HINT}`,
+        };
+      }
+      const target = brokerTarget(parsed);
+      if (!target.ok) return target;
+    } else if (parsed.protocol !== 'https:') {
+      return { ok: false, reason: 'must use https (or a broker: amqps or tls)' };
+    } else if (parsed.username !== '' || parsed.password !== '' || authorityOf(url).includes('@')) {
       return { ok: false, reason: 'must not contain credentials' };
     }
 
@@ -163,6 +177,26 @@ export class AddressGuard {
       }
     }
     return { ok: true, url: parsed };
+  }
+
+  /**
+   * The address to connect to for `hostname` now (a literal host checked as it is), for clients
+   * that take no `lookup` of their own (the broker senders); rejects with the codes `lookup`
+   * reports (EADDRBLOCKED, ENOTFOUND, EAI_AGAIN).
+   */
+  addressFor(hostname: string): Promise<string> {
+    const literal = literalAddress(hostname);
+    if (literal !== null) {
+      return this.isAllowedAddress(literal)
+        ? Promise.resolve(literal)
+        : Promise.reject(lookupError('EADDRBLOCKED', `${literal} is a blocked address`, hostname));
+    }
+    return new Promise((resolve, reject) => {
+      this.lookup(hostname, {}, (error, address) => {
+        if (error) reject(error);
+        else resolve(address as string);
+      });
+    });
   }
 
   /**

@@ -4,7 +4,10 @@
  * (refused by the address guard before connecting), `redirect` (a 3xx, not followed; its status is
  * kept), `body_too_large` (the answer went on past 64 KiB and was cut; its status is kept) and
  * `internal` (a failure on our side before or during the attempt: a signing key that does not
- * decrypt, say; it follows the retry cascade like the others).
+ * decrypt, say; it follows the retry cascade like the others). A broker destination's failures
+ * add `broker_refused` (the broker said no: a nack, an unroutable message, an unknown exchange or
+ * stream, refused credentials; its words are kept as the response body) and `broker_busy` (it
+ * pushes back: RabbitMQ blocked the connection, or JetStream answered 503 or 429).
  */
 export const ATTEMPT_ERROR_CLASSES = [
   'timeout',
@@ -16,6 +19,8 @@ export const ATTEMPT_ERROR_CLASSES = [
   'redirect',
   'body_too_large',
   'internal',
+  'broker_refused',
+  'broker_busy',
 ] as const;
 export type AttemptErrorClass = (typeof ATTEMPT_ERROR_CLASSES)[number];
 

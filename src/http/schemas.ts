@@ -325,7 +325,10 @@ export const SubscriptionOrdering = StringEnum(ORDERINGS, {
 export const WebhookSubscription = Type.Object(
   {
     id: Type.String(),
-    url: Type.String({ description: 'HTTPS endpoint that receives events.' }),
+    url: Type.String({
+      description:
+        'HTTPS endpoint, or broker (`amqps://`, `tls://`), that receives events; a broker password shows as `***`.',
+    }),
     events: Type.Array(StringEnum(SUBSCRIBABLE_EVENT_TYPES), {
       description: 'Subscribed event types.',
     }),
@@ -457,16 +460,20 @@ export const WebhookAttempt = Type.Object(
       description: 'From connecting to the end of the answer (or the failure), in milliseconds.',
     }),
     status: Nullable(
-      Type.Integer({ description: 'The HTTP status answered; null when none arrived.' }),
+      Type.Integer({
+        description:
+          'The HTTP status answered; null when none arrived. A broker destination: 200 when the broker acknowledged the message (a publisher confirm, a stream ack), else null.',
+      }),
     ),
     errorClass: Nullable(
       StringEnum(ATTEMPT_ERROR_CLASSES, {
         description:
-          '`timeout`, `connection_refused`, `connection_reset` (any other failure of the connection too), `dns`, `tls`, `address_blocked` (refused before connecting), `redirect` (a 3xx; not followed), `body_too_large` (the answer went past 64 KiB and was cut), `internal` (a failure on our side before or during the attempt); null when the status tells all.',
+          '`timeout`, `connection_refused`, `connection_reset` (any other failure of the connection too), `dns`, `tls`, `address_blocked` (refused before connecting), `redirect` (a 3xx; not followed), `body_too_large` (the answer went past 64 KiB and was cut), `internal` (a failure on our side before or during the attempt); for a broker destination also `broker_refused` (a nack, an unroutable message, an unknown exchange or stream, refused credentials) and `broker_busy` (the broker pushes back: a blocked connection, JetStream 429 or 503); null when the status tells all.',
       }),
     ),
     responseBody: Type.String({
-      description: 'The first KiB of the response body, as text; empty when none arrived.',
+      description:
+        "The first KiB of the response body, as text; empty when none arrived. A broker destination: the broker's words on a failure, JetStream's ack (`stream`, `seq`, `duplicate`) on success.",
     }),
     retryAfter: Nullable(
       Type.String({

@@ -3,6 +3,7 @@ import type { Database } from '../db/database.ts';
 import { DELIVERIES_CHANNEL, type Notifier } from '../db/notifier.ts';
 import type { DeliveryStatus, WebhookSubscriptionsTable } from '../db/schema.ts';
 import type { AddressGuard } from '../domain/address-guard.ts';
+import { keepsPassword, PASSWORD_MASK, splitPassword } from '../domain/destinations.ts';
 import { sampleEventData } from '../domain/event-samples.ts';
 import type { EventData } from '../domain/event-schemas.ts';
 import {
@@ -119,7 +120,10 @@ export interface LedgerQuery {
 
 /** A webhook URL the address guard accepted (checkTarget). */
 export interface CheckedTarget {
+  /** As stored and shown: a broker password masked (see splitPassword). */
   readonly url: string;
+  /** The password the URL named, in clear; null for none, or the mask sent back by a PATCH. */
+  readonly password: string | null;
 }
 
 const TEST_MESSAGE = 'This is a test event fired from POST /api/v1/webhooks/test.';
@@ -296,6 +300,7 @@ export class WebhooksService {
         id,
         tenantId,
         url: checked.url,
+        urlPassword: this.sealedPassword(checked, id),
         events: JSON.stringify([...new Set(input.events)]),
         active: true,
         pausedAt: null,
@@ -362,7 +367,10 @@ export class WebhooksService {
         patch.signingKeyPair = pair === null ? null : this.deps.secrets.encrypt(pair.secretKey, id);
         patch.publicKey = pair?.publicKey ?? null;
       }
-      if (checked) patch.url = checked.url;
+      if (checked) {
+        patch.url = checked.url;
+        patch.urlPassword = this.keptPassword(current, checked, id);
+      }
       if (input.events) patch.events = JSON.stringify([...new Set(input.events)]);
       if (input.standardWebhooks !== undefined) patch.standardWebhooks = input.standardWebhooks;
       if (input.maxConcurrency !== undefined) patch.maxConcurrency = input.maxConcurrency;
@@ -444,7 +452,38 @@ export class WebhooksService {
   async checkUrl(url: string): Promise<CheckedTarget> {
     const check = await this.deps.guard.checkUrl(url);
     if (!check.ok) throw fieldError('url', check.reason);
-    return { url };
+    const { shown, password } = splitPassword(url);
+    return { url: shown, password: password === PASSWORD_MASK ? PASSWORD_MASK : password };
+  }
+
+  /** A new subscription's URL password, sealed; the mask is no password. */
+  private sealedPassword(checked: CheckedTarget, id: string): string | null {
+    if (checked.password === PASSWORD_MASK) {
+      throw fieldError(
+        'url',
+        `the password ${PASSWORD_MASK} stands for a stored one: send the password itself`,
+      );
+    }
+    return checked.password === null ? null : this.deps.secrets.encrypt(checked.password, id);
+  }
+
+  /**
+   * A PATCHed URL's password: the mask keeps the stored one, but only for the same user, scheme,
+   * host and port, so that no URL change carries it to another server.
+   */
+  private keptPassword(
+    current: SubscriptionRow,
+    checked: CheckedTarget,
+    id: string,
+  ): string | null {
+    if (checked.password !== PASSWORD_MASK) return this.sealedPassword(checked, id);
+    if (current.urlPassword === null || !keepsPassword(current.url, checked.url)) {
+      throw fieldError(
+        'url',
+        `the password ${PASSWORD_MASK} keeps the stored one only for the same user, host and port: send the password itself`,
+      );
+    }
+    return current.urlPassword;
   }
 
   /**

@@ -35,7 +35,7 @@ const SigningKey = Type.String({
 const WebhookUrl = Type.String({
   maxLength: MAX_URL_LENGTH,
   description:
-    'HTTPS only; every address the host resolves to must be public (private, loopback, link-local and CGNAT addresses are refused). A host that does not resolve within `WEBHOOK_DNS_TIMEOUT` (2 s by default) is 422 too.',
+    'An HTTPS endpoint, or a broker: `amqps://user:pass@host[:port]/vhost?exchange=<name>&routingKey=<key>` (RabbitMQ) or `tls://user:pass@host[:port]?subject=<subject>` (NATS JetStream); plaintext `amqp://` and `nats://` only where the instance allows private targets. Every address the host resolves to must be public (private, loopback, link-local and CGNAT addresses are refused). A host that does not resolve within `WEBHOOK_DNS_TIMEOUT` (2 s by default) is 422 too. A broker password is never shown back: reads show `***`, and a PATCH that sends the URL with `***` keeps the stored password (for the same user, host and port).',
 });
 
 const WebhookEvents = Type.Array(StringEnum(SUBSCRIBABLE_EVENT_TYPES), {

@@ -1,0 +1,168 @@
+import { type ChannelModel, type ConfirmChannel, connect, type Message } from 'amqplib';
+import type { AmqpTarget } from '../domain/destinations.ts';
+import {
+  type BrokerDeps,
+  type BrokerMessage,
+  brokerFailure,
+  connectionFailure,
+  DELIVERED,
+} from './broker-outcomes.ts';
+import { LinkPool } from './broker-pool.ts';
+import type { SendResult } from './http-sender.ts';
+
+interface ReturnFields {
+  replyText?: string;
+  exchange: string;
+  routingKey: string;
+}
+
+/** One destination's connection and its confirm channel. */
+interface AmqpLink {
+  model: ChannelModel;
+  channel: ConfirmChannel;
+  /** Why the broker blocked publishing (a resource alarm), while it does. */
+  blocked: string | null;
+  /** What closed the channel or the connection, once one is closed. */
+  closed: string | null;
+  /** Attempts whose message came back unroutable, by request id, with the broker's reply. */
+  returned: Map<string, string>;
+}
+
+/**
+ * Publishes to RabbitMQ: `mandatory`, persistent, on a confirm channel. The broker's confirm is
+ * the success; a nack, a message returned as unroutable, or a channel the broker closed (an
+ * unknown exchange, say) is `broker_refused`; a connection the broker blocked is `broker_busy`.
+ */
+export class AmqpSender {
+  private readonly pool: LinkPool<AmqpLink>;
+
+  constructor(private readonly deps: BrokerDeps) {
+    this.pool = new LinkPool({ idleMs: deps.idleMs, close: closeLink });
+  }
+
+  async send(
+    key: string,
+    target: AmqpTarget,
+    password: string | null,
+    message: BrokerMessage,
+  ): Promise<SendResult> {
+    let link: AmqpLink;
+    try {
+      link = await this.pool.get(key, () => this.open(target, password));
+    } catch (error) {
+      return connectionFailure(error);
+    }
+    if (link.closed !== null) {
+      this.pool.drop(key, link);
+      return brokerFailure('broker_refused', link.closed);
+    }
+    if (link.blocked !== null)
+      return brokerFailure('broker_busy', `connection blocked: ${link.blocked}`);
+    const { headers } = message;
+    const requestId = headers['service-request-id'];
+    const sent = new Promise<SendResult>((resolve) => {
+      link.channel.publish(
+        target.exchange,
+        target.routingKey,
+        Buffer.from(message.body),
+        {
+          messageId: message.eventId,
+          contentType: 'application/json',
+          persistent: true,
+          mandatory: true,
+          timestamp: Math.floor(Date.now() / 1000),
+          headers,
+        },
+        (error: unknown) => {
+          const returned = link.returned.get(requestId);
+          link.returned.delete(requestId);
+          if (error) {
+            if (link.closed !== null) this.pool.drop(key, link);
+            resolve(
+              brokerFailure(
+                'broker_refused',
+                link.closed ?? 'the broker refused the message (nack)',
+              ),
+            );
+          } else if (returned !== undefined) {
+            resolve(brokerFailure('broker_refused', returned));
+          } else {
+            resolve(DELIVERED);
+          }
+        },
+      );
+    });
+    return sent;
+  }
+
+  private async open(target: AmqpTarget, password: string | null): Promise<AmqpLink> {
+    const address = await this.deps.guard.addressFor(target.host);
+    const model = await connect(
+      {
+        protocol: target.tls ? 'amqps' : 'amqp',
+        hostname: address,
+        port: target.port,
+        // amqplib's defaults (guest/guest) when the URL names no one.
+        username: target.username === '' ? undefined : target.username,
+        password: password ?? undefined,
+        vhost: target.vhost,
+        heartbeat: 30,
+      },
+      {
+        timeout: this.deps.timeoutMs,
+        noDelay: true,
+        ...(target.tls ? this.deps.tlsOptions(target.host) : {}),
+      },
+    );
+    let channel: ConfirmChannel;
+    try {
+      channel = await model.createConfirmChannel();
+    } catch (error) {
+      await closeLink({ model } as AmqpLink);
+      throw error;
+    }
+    const link: AmqpLink = { model, channel, blocked: null, closed: null, returned: new Map() };
+    const closedBy = (error: unknown) => {
+      link.closed ??= brokerWords(error);
+    };
+    channel.on('error', closedBy);
+    channel.on('close', () => closedBy(new Error('the broker closed the channel')));
+    model.on('error', closedBy);
+    model.on('close', () => closedBy(new Error('the broker closed the connection')));
+    model.on('blocked', (reason: string) => {
+      link.blocked = reason;
+    });
+    model.on('unblocked', () => {
+      link.blocked = null;
+    });
+    channel.on('return', (returned: Message) => {
+      const id = returned.properties.headers?.['service-request-id'];
+      // A basic.return's fields: amqplib's types name only a consumed message's.
+      const fields = returned.fields as unknown as ReturnFields;
+      if (typeof id === 'string') {
+        link.returned.set(
+          id,
+          `unroutable: ${fields.replyText ?? 'NO_ROUTE'} (no queue is bound to exchange '${fields.exchange}' with routing key '${fields.routingKey}')`,
+        );
+      }
+    });
+    return link;
+  }
+
+  close(): Promise<void> {
+    return this.pool.close();
+  }
+}
+
+async function closeLink(link: AmqpLink): Promise<void> {
+  try {
+    await link.model.close();
+  } catch {
+    // Already closed by the broker or the network.
+  }
+}
+
+/** The broker's reason as it gave it (amqplib quotes the server's close frame in its message). */
+function brokerWords(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,83 @@
+import { readFileSync } from 'node:fs';
+import { type ConnectionOptions, rootCertificates } from 'node:tls';
+import { literalAddress } from '../domain/address-guard.ts';
+import { type BrokerTarget, brokerTarget, withPassword } from '../domain/destinations.ts';
+import { AmqpSender } from './amqp-sender.ts';
+import type { BrokerDeps, BrokerMessage } from './broker-outcomes.ts';
+import type { SendResult } from './http-sender.ts';
+import { NatsSender } from './nats-sender.ts';
+
+const TIMED_OUT: SendResult = Object.freeze({
+  status: null,
+  error: 'timeout',
+  errorClass: 'timeout',
+  body: '',
+});
+
+const MAX_CACHED_TARGETS = 4096;
+
+/**
+ * Delivers to brokers: each attempt within the time-out, through the destination's pooled
+ * connection (see LinkPool), its password put back into the masked URL only here. Never throws.
+ */
+export class BrokerSender {
+  private readonly amqp: AmqpSender;
+  private readonly nats: NatsSender;
+  private readonly targets = new Map<string, BrokerTarget | null>();
+  private readonly timeoutMs: number;
+
+  constructor(deps: BrokerDeps) {
+    this.timeoutMs = deps.timeoutMs;
+    this.amqp = new AmqpSender(deps);
+    this.nats = new NatsSender(deps);
+  }
+
+  async send(url: string, password: string | null, message: BrokerMessage): Promise<SendResult> {
+    const target = this.target(url);
+    if (target === null) {
+      return { status: null, error: 'invalid url', errorClass: 'address_blocked', body: '' };
+    }
+    // The pool's key names the password too: a changed password is a new connection.
+    const key = password === null ? url : withPassword(url, password);
+    const sent =
+      target.kind === 'amqp'
+        ? this.amqp.send(key, target, password, message)
+        : this.nats.send(key, target, password, message);
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<SendResult>((resolve) => {
+      timer = setTimeout(() => resolve(TIMED_OUT), this.timeoutMs);
+    });
+    const result = await Promise.race([sent, late]).finally(() => clearTimeout(timer));
+    return !password ? result : { ...result, body: result.body.replaceAll(password, '***') };
+  }
+
+  private target(url: string): BrokerTarget | null {
+    let target = this.targets.get(url);
+    if (target !== undefined) return target;
+    let parsed: URL | null = null;
+    try {
+      parsed = new URL(url);
+    } catch {
+      // Stored URLs were checked; one that no longer parses fails its attempts.
+    }
+    const checked = parsed === null ? null : brokerTarget(parsed);
+    target = checked?.ok ? checked.target : null;
+    if (this.targets.size >= MAX_CACHED_TARGETS) this.targets.clear();
+    this.targets.set(url, target);
+    return target;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([this.amqp.close(), this.nats.close()]);
+  }
+}
+
+/** TLS options for broker hosts: the system roots plus `caFile`, checked against the host name. */
+export function brokerTlsOptions(caFile: string | null): (host: string) => ConnectionOptions {
+  const ca = caFile === null ? undefined : [...rootCertificates, readFileSync(caFile, 'utf8')];
+  return (host) => {
+    const literal = literalAddress(host);
+    // A literal address has no server name to send; the certificate is checked against it.
+    return literal === null ? { ca, servername: host } : { ca };
+  };
+}

@@ -1,0 +1,142 @@
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { promisify } from 'node:util';
+import { connect as amqpConnect, type ChannelModel } from 'amqplib';
+import { type JetStreamManager, type NatsConnection, connect as natsConnect } from 'nats';
+
+// The machine's brokers (RabbitMQ on 5672, NATS with JetStream on 4222): the broker suites talk
+// to the real thing. A broker that is down fails the suite with the command that starts it, so a
+// missing broker is never a silent skip.
+
+export const RABBIT_PORT = 5672;
+export const NATS_PORT = 4222;
+
+const run = promisify(execFile);
+
+const START = {
+  rabbit: 'rabbitmq-server -detached',
+  nats: 'start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log',
+};
+
+function missing(name: string, port: number, start: string, error: unknown): Error {
+  const cause = error instanceof Error ? error.message : String(error);
+  return new Error(
+    `${name} is not reachable on 127.0.0.1:${port} (${cause}); these tests need it running: ${start} (.ci/run starts it)`,
+  );
+}
+
+export interface Message {
+  body: string;
+  headers: Record<string, string>;
+  messageId?: string;
+}
+
+/** A RabbitMQ exchange of its own with one queue bound to `routingKey`, and what reached it. */
+export class RabbitQueue {
+  readonly messages: Message[] = [];
+
+  private constructor(
+    private readonly model: ChannelModel,
+    readonly exchange: string,
+    readonly routingKey: string,
+  ) {}
+
+  static async open(): Promise<RabbitQueue> {
+    let model: ChannelModel;
+    try {
+      model = await amqpConnect(`amqp://guest:guest@127.0.0.1:${RABBIT_PORT}`);
+    } catch (error) {
+      throw missing('RabbitMQ', RABBIT_PORT, START.rabbit, error);
+    }
+    const name = `tourops-test-${randomBytes(4).toString('hex')}`;
+    const channel = await model.createChannel();
+    await channel.assertExchange(name, 'topic', { autoDelete: true });
+    const queue = await channel.assertQueue('', { exclusive: true });
+    await channel.bindQueue(queue.queue, name, 'events.#');
+    const rabbit = new RabbitQueue(model, name, 'events.clients');
+    await channel.consume(
+      queue.queue,
+      (message) => {
+        if (message === null) return;
+        const headers: Record<string, string> = {};
+        for (const [key, value] of Object.entries(message.properties.headers ?? {})) {
+          headers[key] = String(value);
+        }
+        rabbit.messages.push({
+          body: message.content.toString('utf8'),
+          headers,
+          messageId: message.properties.messageId,
+        });
+      },
+      { noAck: true },
+    );
+    return rabbit;
+  }
+
+  async close(): Promise<void> {
+    await this.model.close();
+  }
+}
+
+/** A JetStream stream of its own on one subject. */
+export class NatsStream {
+  private constructor(
+    private readonly connection: NatsConnection,
+    private readonly manager: JetStreamManager,
+    readonly name: string,
+    readonly subject: string,
+  ) {}
+
+  static async open(): Promise<NatsStream> {
+    let connection: NatsConnection;
+    try {
+      connection = await natsConnect({ servers: `127.0.0.1:${NATS_PORT}` });
+    } catch (error) {
+      throw missing('NATS', NATS_PORT, START.nats, error);
+    }
+    const manager = await connection.jetstreamManager();
+    const id = randomBytes(4).toString('hex');
+    const name = `TOUROPS_TEST_${id}`;
+    const subject = `tourops.test.${id}`;
+    await manager.streams.add({ name, subjects: [subject], duplicate_window: 120_000_000_000 });
+    return new NatsStream(connection, manager, name, subject);
+  }
+
+  async count(): Promise<number> {
+    return (await this.manager.streams.info(this.name)).state.messages;
+  }
+
+  /** Every message stored, in stream order. */
+  async messages(): Promise<Message[]> {
+    const count = await this.count();
+    const stored: Message[] = [];
+    for (let seq = 1; stored.length < count; seq++) {
+      const message = await this.manager.streams.getMessage(this.name, { seq });
+      const headers: Record<string, string> = {};
+      for (const [key, values] of message.header ?? []) headers[key] = values.join(',');
+      stored.push({ body: new TextDecoder().decode(message.data), headers });
+    }
+    return stored;
+  }
+
+  async close(): Promise<void> {
+    await this.manager.streams.delete(this.name).catch(() => undefined);
+    await this.connection.close();
+  }
+}
+
+/**
+ * A RabbitMQ user of the test's own with a fresh password, allowed everything on `/`: so that a
+ * password in a subscription's URL is one a leak could be searched for.
+ */
+export async function rabbitUser(): Promise<{ username: string; password: string }> {
+  const username = 'tourops-test';
+  const password = `pw-${randomBytes(12).toString('hex')}`;
+  try {
+    await run('rabbitmqctl', ['add_user', username, password]);
+  } catch {
+    await run('rabbitmqctl', ['change_password', username, password]);
+  }
+  await run('rabbitmqctl', ['set_permissions', '-p', '/', username, '.*', '.*', '.*']);
+  return { username, password };
+}

@@ -1,0 +1,457 @@
+import assert from 'node:assert/strict';
+import { createServer, type Server, type Socket } from 'node:net';
+import { Writable } from 'node:stream';
+import { after, before, describe, it } from 'node:test';
+import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import pino from 'pino';
+import { Webhook } from 'standardwebhooks';
+import Stripe from 'stripe';
+import { startWorker } from '../src/delivery/start.ts';
+import { startTracing } from '../src/tracing-sdk.ts';
+import { attemptLog } from './helpers/attempt-log.ts';
+import { NATS_PORT, NatsStream, RABBIT_PORT, RabbitQueue, rabbitUser } from './helpers/brokers.ts';
+import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
+import {
+  createClient,
+  createSubscription,
+  createTenant,
+  type TenantFixture,
+} from './helpers/fixtures.ts';
+import { HttpsReceiver } from './helpers/https-receiver.ts';
+import { eventually, until } from './helpers/until.ts';
+
+// Broker destinations against the machine's RabbitMQ and NATS JetStream (test/helpers/brokers.ts
+// fails the suite, naming the start command, when one is down).
+
+const stripe = new Stripe('sk_test_x');
+const exporter = new InMemorySpanExporter();
+const sdk = startTracing({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+after(() => sdk.shutdown());
+
+interface Attempt {
+  attempt: number;
+  status: number | null;
+  errorClass: string | null;
+  responseBody: string;
+}
+
+/** A port nothing listens on: bound, then closed. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/** A broker that accepts connections and never says a word. */
+async function frozenBroker(): Promise<{ port: number; close: () => Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as { port: number }).port,
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+for (const backend of BACKENDS) {
+  describe(`broker destinations: RabbitMQ and NATS JetStream (${backend})`, () => {
+    let ctx: TestContext;
+    let tenant: TenantFixture;
+    let receiver: HttpsReceiver;
+    let worker: ReturnType<typeof startWorker>;
+    let rabbit: RabbitQueue;
+    let stream: NatsStream;
+    let user: { username: string; password: string };
+    const logLines: string[] = [];
+    const natsPassword = `nats-pw-${Math.random().toString(36).slice(2)}`;
+
+    before(async () => {
+      rabbit = await RabbitQueue.open();
+      stream = await NatsStream.open();
+      user = await rabbitUser();
+      const logStream = new Writable({
+        write(chunk, _encoding, done) {
+          logLines.push(String(chunk));
+          done();
+        },
+      });
+      ctx = await createWebhookTestContext(
+        backend,
+        { WEBHOOK_RETRY_SCHEDULE: '20ms,20ms,20ms', WEBHOOK_TIMEOUT_MS: '1500' },
+        { logger: pino({ level: 'debug' }, logStream) },
+      );
+      tenant = await createTenant(ctx, { tier: 'pro' });
+      receiver = await HttpsReceiver.start({ responder: () => ({ status: 204 }) });
+      worker = startWorker(ctx.runtime, { pollIntervalMs: 20 });
+    });
+    after(async () => {
+      await worker?.stop();
+      await receiver?.close();
+      await ctx?.close();
+      await rabbit?.close();
+      await stream?.close();
+    });
+
+    const amqpUrl = (exchange = rabbit.exchange, password = user.password, port = RABBIT_PORT) =>
+      `amqp://${user.username}:${password}@127.0.0.1:${port}/?exchange=${exchange}&routingKey=${rabbit.routingKey}`;
+    const natsUrl = (subject = stream.subject, port = NATS_PORT) =>
+      `nats://tourops:${natsPassword}@127.0.0.1:${port}?subject=${subject}`;
+    const attemptsOf = async (subscriptionId: string) => {
+      const deliveries = await ctx.api('GET', `/api/v1/webhooks/${subscriptionId}/deliveries`, {
+        token: tenant.token,
+      });
+      const attempts: Attempt[] = [];
+      for (const delivery of deliveries.json().data as Array<{ id: string }>) {
+        const page = await ctx.api(
+          'GET',
+          `/api/v1/webhooks/${subscriptionId}/deliveries/${delivery.id}/attempts`,
+          { token: tenant.token },
+        );
+        attempts.push(...(page.json().data as Attempt[]));
+      }
+      return attempts.sort((a, b) => a.attempt - b.attempt);
+    };
+    /** The portal's pages as the tenant's browser gets them. */
+    const portalPages = async (paths: string[]) => {
+      const link = await ctx.api('POST', '/api/v1/portal/sessions', { token: tenant.token });
+      const path = new URL(link.json().data.url).pathname;
+      const page = await ctx.app.inject({ method: 'GET', url: path });
+      const csrf = /name="_csrf" value="([^"]+)"/.exec(page.body)?.[1] ?? '';
+      const cookiesOf = (response: typeof page) =>
+        (response.cookies as Array<{ name: string; value: string }>)
+          .map((c) => `${c.name}=${c.value}`)
+          .join('; ');
+      const signedIn = await ctx.app.inject({
+        method: 'POST',
+        url: path,
+        headers: {
+          'content-type': 'application/x-www-form-urlencoded',
+          cookie: cookiesOf(page),
+        },
+        payload: new URLSearchParams({ _csrf: csrf }).toString(),
+      });
+      const cookie = cookiesOf(signedIn);
+      const pages = [];
+      for (const url of paths) {
+        const shown = await ctx.app.inject({ method: 'GET', url, headers: { cookie } });
+        assert.equal(shown.statusCode, 200, url);
+        pages.push(shown);
+      }
+      return pages;
+    };
+    const unsubscribe = (id: string) =>
+      ctx.api('DELETE', `/api/v1/webhooks/${id}`, { token: tenant.token });
+
+    it('a client.created reaches a bound queue and a stream: the same body, the event id as message id, signatures that verify', async () => {
+      const https = await createSubscription(ctx, tenant, receiver.url('/same-body'), {
+        standardWebhooks: true,
+      });
+      const amqp = await createSubscription(ctx, tenant, amqpUrl(), { standardWebhooks: true });
+      const nats = await createSubscription(ctx, tenant, natsUrl(), { standardWebhooks: true });
+      const client = await createClient(ctx, tenant, { displayName: 'Broker Bound' });
+
+      const posted = await until(() => receiver.requests.find((r) => r.path === '/same-body'));
+      const queued = await until(() => rabbit.messages[0]);
+      await eventually(async () => (await stream.count()) === 1);
+      const [streamed] = await stream.messages();
+
+      const eventId = JSON.parse(posted.body).id as string;
+      assert.equal(JSON.parse(posted.body).data.clientId, client.id);
+      for (const message of [queued, streamed]) {
+        assert.equal(message.body, posted.body, 'the message body is the HTTP body, byte for byte');
+        assert.equal(message.headers['service-event-id'], eventId);
+        assert.equal(message.headers['service-event-type'], 'client.created');
+        assert.equal(message.headers['service-event-sequence'], '1');
+        assert.equal(message.headers['service-delivery-attempt'], '1');
+        assert.equal(message.headers['webhook-id'], eventId);
+      }
+      assert.equal(queued.messageId, eventId);
+      assert.equal(streamed.headers['Nats-Msg-Id'], eventId);
+      // Stripe's library verifies `service-signature`, the Standard Webhooks one `webhook-*`.
+      for (const [message, secret] of [
+        [queued, amqp.signingKey],
+        [streamed, nats.signingKey],
+      ] as const) {
+        const event = stripe.webhooks.constructEvent(
+          message.body,
+          message.headers['service-signature'],
+          secret,
+        );
+        assert.equal(event.id, eventId);
+        new Webhook(secret).verify(message.body, {
+          'webhook-id': message.headers['webhook-id'],
+          'webhook-timestamp': message.headers['webhook-timestamp'],
+          'webhook-signature': message.headers['webhook-signature'],
+        });
+      }
+      const [natsAttempt] = await until(async () => {
+        const all = await attemptsOf(nats.data.id as string);
+        return all.length > 0 ? all : undefined;
+      });
+      assert.equal(natsAttempt.status, 200);
+      assert.deepEqual(JSON.parse(natsAttempt.responseBody), {
+        stream: stream.name,
+        seq: 1,
+        duplicate: false,
+      });
+      const [amqpAttempt] = await until(async () => {
+        const all = await attemptsOf(amqp.data.id as string);
+        return all.length > 0 ? all : undefined;
+      });
+      assert.equal(amqpAttempt.status, 200);
+      for (const id of [https.data.id, amqp.data.id, nats.data.id]) await unsubscribe(id as string);
+    });
+
+    it('a redelivery of a JetStream delivery leaves one message in the stream', async () => {
+      const before = await stream.count();
+      const nats = await createSubscription(ctx, tenant, natsUrl());
+      const id = nats.data.id as string;
+      await createClient(ctx, tenant, { displayName: 'Once Only' });
+      await eventually(async () => (await stream.count()) === before + 1);
+      const deliveries = await ctx.api('GET', `/api/v1/webhooks/${id}/deliveries`, {
+        token: tenant.token,
+      });
+      const [delivery] = deliveries.json().data as Array<{ id: string; status: string }>;
+      await eventually(async () => (await attemptsOf(id)).length === 1);
+      const redelivered = await ctx.api(
+        'POST',
+        `/api/v1/webhooks/${id}/deliveries/${delivery.id}/redeliver`,
+        { token: tenant.token },
+      );
+      assert.equal(redelivered.statusCode, 202, redelivered.body);
+      const redeliveryId = redelivered.json().data.deliveryId as string;
+      const ack = await until(async () => {
+        const page = await ctx.api(
+          'GET',
+          `/api/v1/webhooks/${id}/deliveries/${redeliveryId}/attempts`,
+          { token: tenant.token },
+        );
+        return (page.json().data as Attempt[])[0];
+      });
+      assert.equal(ack.status, 200);
+      assert.equal(
+        JSON.parse(ack.responseBody).duplicate,
+        true,
+        'the stream saw it as a duplicate',
+      );
+      assert.equal(await stream.count(), before + 1);
+      await unsubscribe(id);
+    });
+
+    it('an unknown exchange, a stream-less subject, a wrong password and a closed port are failed attempts with their class, retried', async () => {
+      const port = await closedPort();
+      const cases = [
+        { url: amqpUrl('no-such-exchange'), errorClass: 'broker_refused', words: /NOT_FOUND/ },
+        {
+          url: natsUrl('tourops.nobody.listens'),
+          errorClass: 'broker_refused',
+          words: /no JetStream stream/,
+        },
+        {
+          url: amqpUrl(rabbit.exchange, 'not-the-password'),
+          errorClass: 'broker_refused',
+          words: /ACCESS.REFUSED/,
+        },
+        {
+          url: amqpUrl(rabbit.exchange, user.password, port),
+          errorClass: 'connection_refused',
+          words: /ECONNREFUSED/,
+        },
+        { url: natsUrl(stream.subject, port), errorClass: 'connection_refused', words: /./ },
+      ];
+      const ids: string[] = [];
+      for (const one of cases) {
+        ids.push((await createSubscription(ctx, tenant, one.url)).data.id as string);
+      }
+      await createClient(ctx, tenant, { displayName: 'Nowhere To Go' });
+      for (const [index, one] of cases.entries()) {
+        const attempts = await until(async () => {
+          const all = await attemptsOf(ids[index]);
+          return all.length >= 2 ? all : undefined;
+        });
+        for (const attempt of attempts) {
+          assert.equal(attempt.status, null, one.url);
+          assert.equal(attempt.errorClass, one.errorClass, `${one.url}: ${attempt.responseBody}`);
+          assert.match(attempt.responseBody, one.words);
+        }
+        assert.deepEqual(
+          attempts.map((a) => a.attempt).slice(0, 2),
+          [1, 2],
+          'retried after the failure',
+        );
+      }
+      for (const id of ids) await unsubscribe(id);
+    });
+
+    it("32 writers' events arrive in the stream with a contiguous sequence", async () => {
+      const own = await NatsStream.open();
+      try {
+        const nats = await createSubscription(ctx, tenant, natsUrl(own.subject), {
+          maxConcurrency: 8,
+        });
+        await Promise.all(
+          Array.from({ length: 32 }, (_, i) =>
+            createClient(ctx, tenant, { displayName: `Writer ${i}` }),
+          ),
+        );
+        await eventually(async () => (await own.count()) === 32, 20_000, '32 messages');
+        const sequences = (await own.messages())
+          .map((m) => JSON.parse(m.body).sequence as number)
+          .sort((a, b) => a - b);
+        assert.deepEqual(
+          sequences,
+          Array.from({ length: 32 }, (_, i) => i + 1),
+        );
+        await unsubscribe(nats.data.id as string);
+      } finally {
+        await own.close();
+      }
+    });
+
+    it("the URL's password is sealed: never in a read, a log line, a span or the attempt log; a PATCH with the mask keeps it", async () => {
+      exporter.reset();
+      const amqp = await createSubscription(ctx, tenant, amqpUrl());
+      const nats = await createSubscription(ctx, tenant, natsUrl());
+      const amqpId = amqp.data.id as string;
+      const natsId = nats.data.id as string;
+      assert.equal(amqp.data.url, amqpUrl(rabbit.exchange, '***'));
+      assert.equal(nats.data.url, natsUrl().replace(natsPassword, '***'));
+
+      // The mask sent back keeps the password (a new routing key, same user and host).
+      const renamed = amqpUrl(rabbit.exchange, '***').replace(rabbit.routingKey, 'events.renamed');
+      const patched = await ctx.api('PATCH', `/api/v1/webhooks/${amqpId}`, {
+        token: tenant.token,
+        body: { url: renamed },
+      });
+      assert.equal(patched.statusCode, 200, patched.body);
+      assert.equal(patched.json().data.url, renamed);
+      // ... but never to another host or user.
+      for (const url of [
+        renamed.replace('127.0.0.1', 'localhost'),
+        renamed.replace(`${user.username}:`, 'guest:'),
+      ]) {
+        const refused = await ctx.api('PATCH', `/api/v1/webhooks/${amqpId}`, {
+          token: tenant.token,
+          body: { url },
+        });
+        assert.equal(refused.statusCode, 422, refused.body);
+        assert.match(refused.json().errors.url[0], /same user, host and port/);
+      }
+      // Nor is the mask a password for a new subscription.
+      const masked = await ctx.api('POST', '/api/v1/webhooks', {
+        token: tenant.token,
+        body: { url: renamed, events: ['client.created'] },
+      });
+      assert.equal(masked.statusCode, 422, masked.body);
+
+      const countBefore = rabbit.messages.length;
+      await createClient(ctx, tenant, { displayName: 'Sealed' });
+      await until(() => rabbit.messages[countBefore]);
+      assert.equal(rabbit.messages[countBefore].headers['service-event-type'], 'client.created');
+      await eventually(async () => (await attemptsOf(natsId)).length === 1);
+      assert.equal((await attemptsOf(amqpId))[0].status, 200, 'the kept password still logs in');
+
+      const reads = [
+        await ctx.api('GET', '/api/v1/webhooks', { token: tenant.token }),
+        await ctx.api('GET', `/api/v1/webhooks/${amqpId}/deliveries`, { token: tenant.token }),
+        ...(await portalPages([
+          `/portal/`,
+          `/portal/endpoints/${amqpId}`,
+          `/portal/endpoints/${natsId}`,
+        ])),
+      ];
+      assert.ok(
+        reads[2].body.includes(`${user.username}:***@127.0.0.1`),
+        'the portal shows the mask',
+      );
+      const texts = [
+        ...reads.map((r) => r.body),
+        JSON.stringify(await attemptsOf(amqpId)),
+        JSON.stringify(await attemptsOf(natsId)),
+        logLines.join(''),
+        JSON.stringify(exporter.getFinishedSpans().map((s) => [s.name, s.attributes])),
+      ];
+      assert.ok(
+        exporter.getFinishedSpans().some((s) => s.name === `send ${rabbit.exchange}`),
+        'the publish has its span',
+      );
+      const stored = await ctx.runtime.database.db
+        .selectFrom('webhookSubscriptions')
+        .select(['url', 'urlPassword'])
+        .where('id', 'in', [amqpId, natsId])
+        .execute();
+      texts.push(JSON.stringify(stored));
+      for (const text of texts) {
+        assert.ok(!text.includes(user.password), 'the RabbitMQ password is never shown');
+        assert.ok(!text.includes(natsPassword), 'the NATS password is never shown');
+      }
+      assert.ok(
+        stored.every((row) => row.urlPassword !== null),
+        'sealed at rest',
+      );
+      await unsubscribe(amqpId);
+      await unsubscribe(natsId);
+    });
+
+    it('a broker refusing connections, or one that never answers, delays no HTTP subscription', async () => {
+      const frozen = await frozenBroker();
+      const refusing = await closedPort();
+      try {
+        const ids = [
+          (await createSubscription(ctx, tenant, amqpUrl(rabbit.exchange, user.password, refusing)))
+            .data.id,
+          (
+            await createSubscription(
+              ctx,
+              tenant,
+              amqpUrl(rabbit.exchange, user.password, frozen.port),
+            )
+          ).data.id,
+          (await createSubscription(ctx, tenant, natsUrl(stream.subject, frozen.port))).data.id,
+        ] as string[];
+        const https = await createSubscription(ctx, tenant, receiver.url('/beside-brokers'));
+        const httpsId = https.data.id as string;
+        const createdAt: number[] = [];
+        for (let i = 0; i < 5; i++) {
+          createdAt.push(Date.now());
+          await createClient(ctx, tenant, { displayName: `Beside ${i}` });
+        }
+        await eventually(
+          () => receiver.requests.filter((r) => r.path === '/beside-brokers').length === 5,
+          10_000,
+          'five HTTPS deliveries',
+        );
+        const log = await until(async () => {
+          const all = await attemptLog(ctx.runtime.database.db, httpsId);
+          return all.length === 5 ? all : undefined;
+        });
+        const firsts = log.filter((a) => a.attempt === 1);
+        assert.equal(firsts.length, 5);
+        for (const [i, attempt] of firsts.entries()) {
+          assert.ok(attempt.status === 204);
+          // Each HTTPS attempt starts well within the brokers' 1.5 s time-out of its event.
+          assert.ok(
+            attempt.startMs - createdAt[i] < 1_000,
+            `HTTPS attempt ${i} started ${attempt.startMs - createdAt[i]} ms after its event`,
+          );
+        }
+        const hung = await until(async () => {
+          const all = await attemptsOf(ids[1]);
+          return all.length > 0 ? all : undefined;
+        });
+        assert.equal(hung[0].errorClass, 'timeout', 'the frozen broker is a time-out');
+        for (const id of [...ids, httpsId]) await unsubscribe(id);
+      } finally {
+        await frozen.close();
+      }
+    });
+  });
+}
