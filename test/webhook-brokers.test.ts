@@ -1,4 +1,8 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
@@ -18,6 +22,7 @@ import {
   type TenantFixture,
 } from './helpers/fixtures.ts';
 import { HttpsReceiver } from './helpers/https-receiver.ts';
+import { outputOf, ROOT, untilOutput } from './helpers/processes.ts';
 import { eventually, until } from './helpers/until.ts';
 
 // Broker destinations against the machine's RabbitMQ and NATS JetStream (test/helpers/brokers.ts
@@ -33,6 +38,24 @@ interface Attempt {
   status: number | null;
   errorClass: string | null;
   responseBody: string;
+}
+
+/** A consumer snippet of docs/snippets, run as a reader would run it, until it consumes. */
+async function startConsumer(file: string, env: Record<string, string>) {
+  const child = spawn(process.execPath, [`docs/snippets/${file}`], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const output = outputOf(child);
+  await untilOutput(child, output, 'consuming', 15_000);
+  return {
+    output,
+    stop: async () => {
+      child.kill('SIGTERM');
+      if (child.exitCode === null && child.signalCode === null) await once(child, 'exit');
+    },
+  };
 }
 
 /** A port nothing listens on: bound, then closed. */
@@ -208,6 +231,72 @@ for (const backend of BACKENDS) {
       });
       assert.equal(amqpAttempt.status, 200);
       for (const id of [https.data.id, amqp.data.id, nats.data.id]) await unsubscribe(id as string);
+    });
+
+    it('the consumer snippets declare their exchange and queue, or stream, and verify what arrives', async () => {
+      const id = randomBytes(4).toString('hex');
+      const exchange = `tourops-snippet-${id}`;
+      const subject = `tourops.snippet.${id}`;
+      // Subscribed first (no event yet), for the keys; the consumers declare before any event.
+      const amqp = await createSubscription(
+        ctx,
+        tenant,
+        `amqp://guest:guest@127.0.0.1:${RABBIT_PORT}/?exchange=${exchange}&routingKey=events.clients`,
+      );
+      const nats = await createSubscription(
+        ctx,
+        tenant,
+        `nats://127.0.0.1:${NATS_PORT}?subject=${subject}`,
+      );
+      const consumers = [
+        await startConsumer('consumer-rabbitmq.mjs', {
+          AMQP_URL: `amqp://guest:guest@127.0.0.1:${RABBIT_PORT}`,
+          EXCHANGE: exchange,
+          QUEUE: `${exchange}-queue`,
+          BINDING: 'events.#',
+          TOUROPS_SIGNING_KEYS: amqp.signingKey,
+        }),
+        await startConsumer('consumer-nats.mjs', {
+          NATS_URL: `127.0.0.1:${NATS_PORT}`,
+          STREAM: `TOUROPS_SNIPPET_${id}`,
+          SUBJECT: subject,
+          DURABLE: 'snippet',
+          TOUROPS_SIGNING_KEYS: nats.signingKey,
+        }),
+      ];
+      try {
+        const client = await createClient(ctx, tenant, { displayName: 'Snippet Reader' });
+        const events = await ctx.runtime.repositories.events.listForTenant(tenant.id);
+        const event = events.find(
+          (e) => e.type === 'client.created' && e.data.includes(client.id as string),
+        );
+        assert.ok(event);
+        for (const consumer of consumers) {
+          await eventually(
+            () => consumer.output().includes(`verified client.created ${event.id}`),
+            10_000,
+            `a consumer verified the event:\n${consumer.output()}`,
+          );
+          assert.doesNotMatch(consumer.output(), /refused/);
+        }
+      } finally {
+        for (const consumer of consumers) await consumer.stop();
+        await unsubscribe(amqp.data.id as string);
+        await unsubscribe(nats.data.id as string);
+      }
+      // The reference (/docs) shows these very files under Broker destinations.
+      const reference = JSON.parse(
+        (await ctx.app.inject({ method: 'GET', url: '/v1/openapi.json' })).body,
+      ).info.description as string;
+      const section = reference.slice(reference.indexOf('## Broker destinations'));
+      for (const file of ['consumer-rabbitmq.mjs', 'consumer-nats.mjs']) {
+        const code = readFileSync(`${ROOT}/docs/snippets/${file}`, 'utf8').trim();
+        assert.ok(section.includes(code), `${file} is on the reference page`);
+      }
+      const cleanup = await RabbitQueue.open();
+      await cleanup.deleteExchange(exchange, `${exchange}-queue`);
+      await cleanup.close();
+      await NatsStream.remove(`TOUROPS_SNIPPET_${id}`);
     });
 
     it('a redelivery of a JetStream delivery leaves one message in the stream', async () => {

@@ -72,6 +72,19 @@ const RECEIVING_WEBHOOKS = [
 ].join('\n\n');
 
 /**
+ * docs/brokers.md, one heading level down, each line that links a snippet replaced by the
+ * snippet's code: the consumers the tests run against the machine's brokers.
+ */
+const BROKER_DESTINATIONS = [
+  '',
+  '## Broker destinations',
+  demoteHeadings(repositoryText('docs/brokers.md')).replace(
+    /^\[snippets\/([\w.-]+)\]\(snippets\/[\w.-]+\)$/gm,
+    (_line, name: string) => `\`\`\`js\n${snippet(name)}\n\`\`\``,
+  ),
+].join('\n\n');
+
+/**
  * The SDK's own README (sdk/README.md), one heading level down, so the reference shows how to
  * install and use it and cannot drift from the file beside the code.
  */
@@ -128,7 +141,7 @@ const PUBLIC_TAGS = [
   {
     name: 'Webhook endpoints',
     description:
-      'Subscriptions of HTTPS endpoints to events, their signing keys and their deliveries. The events themselves, and what each delivery carries, are listed under Webhooks.',
+      'Subscriptions of HTTPS endpoints (or of brokers: [Broker destinations](#description/broker-destinations)) to events, their signing keys and their deliveries. The events themselves, and what each delivery carries, are listed under Webhooks.',
   },
 ];
 
@@ -157,6 +170,7 @@ export const publicApi: FastifyPluginAsync<{
           'ascending (creation order). Every response carries `Service-Request-Id`. The events ' +
           'posted to webhook subscriptions are described under Webhooks.' +
           RECEIVING_WEBHOOKS +
+          BROKER_DESTINATIONS +
           `\n\n${stateMachinesMarkdown({ operations: false })}` +
           TYPESCRIPT_SDK,
       },

@@ -73,6 +73,14 @@ export class RabbitQueue {
     return rabbit;
   }
 
+  /** Removes what a snippet declared (durable, so it would outlive the test). */
+  async deleteExchange(exchange: string, queue: string): Promise<void> {
+    const channel = await this.model.createChannel();
+    await channel.deleteQueue(queue);
+    await channel.deleteExchange(exchange);
+    await channel.close();
+  }
+
   async close(): Promise<void> {
     await this.model.close();
   }
@@ -100,6 +108,14 @@ export class NatsStream {
     const subject = `tourops.test.${id}`;
     await manager.streams.add({ name, subjects: [subject], duplicate_window: 120_000_000_000 });
     return new NatsStream(connection, manager, name, subject);
+  }
+
+  /** Deletes a stream a snippet declared. */
+  static async remove(name: string): Promise<void> {
+    const connection = await natsConnect({ servers: `127.0.0.1:${NATS_PORT}` });
+    const manager = await connection.jetstreamManager();
+    await manager.streams.delete(name).catch(() => undefined);
+    await connection.close();
   }
 
   async count(): Promise<number> {
