@@ -213,7 +213,7 @@ for (const backend of BACKENDS) {
       const { page, context, problems } = await signIn();
       await page.getByRole('link', { name: 'Add an endpoint' }).first().click();
       await accessible(page, 'the new endpoint form');
-      await page.getByLabel('HTTPS URL').fill(receiver.url('/created'));
+      await page.getByLabel(/^URL: HTTPS/).fill(receiver.url('/created'));
       await page.getByLabel('booking.confirmed').check();
       await page.getByRole('button', { name: 'Add endpoint' }).click();
       const key = await page.getByLabel('Signing key').inputValue();

@@ -12,7 +12,7 @@ import { Webhook } from 'standardwebhooks';
 import Stripe from 'stripe';
 import { startWorker } from '../src/delivery/start.ts';
 import { startTracing } from '../src/tracing-sdk.ts';
-import { attemptLog } from './helpers/attempt-log.ts';
+import { attemptLog, mostWithin } from './helpers/attempt-log.ts';
 import { NATS_PORT, NatsStream, RABBIT_PORT, RabbitQueue, rabbitUser } from './helpers/brokers.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import {
@@ -400,6 +400,42 @@ for (const backend of BACKENDS) {
           Array.from({ length: 32 }, (_, i) => i + 1),
         );
         await unsubscribe(nats.data.id as string);
+      } finally {
+        await own.close();
+      }
+    });
+
+    it('a test fire reaches the stream, and maxPerSecond caps publishes as it caps POSTs', async () => {
+      const own = await NatsStream.open();
+      try {
+        const nats = await createSubscription(ctx, tenant, natsUrl(own.subject), {
+          maxPerSecond: 10,
+          maxConcurrency: 8,
+        });
+        const id = nats.data.id as string;
+        const fired = await ctx.api('POST', '/api/v1/webhooks/test', {
+          token: tenant.token,
+          body: { subscriptionId: id },
+        });
+        assert.equal(fired.json().data.deliveries, 1, fired.body);
+        await eventually(async () => (await own.count()) === 1);
+        const [test] = await own.messages();
+        assert.equal(JSON.parse(test.body).test, true);
+        await Promise.all(
+          Array.from({ length: 24 }, (_, i) =>
+            createClient(ctx, tenant, { displayName: `Paced ${i}` }),
+          ),
+        );
+        await eventually(async () => (await own.count()) === 25, 10_000, '25 messages');
+        const log = await until(async () => {
+          const all = await attemptLog(ctx.runtime.database.db, id);
+          return all.length === 25 ? all : undefined;
+        });
+        assert.ok(
+          mostWithin(log.map((a) => a.startMs)) <= 10,
+          `at most 10 publishes in any second, saw ${mostWithin(log.map((a) => a.startMs))}`,
+        );
+        await unsubscribe(id);
       } finally {
         await own.close();
       }

@@ -15,7 +15,7 @@ export class LinkPool<L> {
       close: (link: L) => Promise<void>;
     },
   ) {
-    this.timer = setInterval(() => this.sweep(), Math.max(1_000, options.idleMs / 2));
+    this.timer = setInterval(() => this.sweep(), Math.max(10, options.idleMs / 2));
     this.timer.unref();
   }
 

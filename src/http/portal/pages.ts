@@ -142,7 +142,7 @@ export function newEndpointPage(view: View): string {
     'Add an endpoint',
     html`<h1>Add an endpoint</h1>
 <form method="post" action="/portal/endpoints" class="stack">!${formFields(view.csrf, view.key())}
-<label for="url">HTTPS URL</label>
+<label for="url">URL: HTTPS, or a RabbitMQ (amqps://) or NATS JetStream (tls://) broker</label>
 <input id="url" name="url" type="url" required placeholder="https://example.com/webhooks" autocomplete="off">
 !${eventCheckboxes([])}
 !${flowFields(null)}
@@ -308,7 +308,7 @@ function deliveriesSection(data: EndpointPageData, path: string): string {
 function editSection(view: View, s: Subscription): string {
   return html`<section aria-labelledby="edit-h"><h2 id="edit-h">Edit</h2>
 <form method="post" action="${endpointPath(s.id)}" class="stack">!${formFields(view.csrf, view.key())}
-<label for="edit-url">HTTPS URL</label>
+<label for="edit-url">URL (a broker password shows as ***: leave it to keep the stored one)</label>
 <input id="edit-url" name="url" type="url" required value="${s.url}" autocomplete="off">
 !${eventCheckboxes(s.events)}
 !${flowFields(s)}
