@@ -9,6 +9,10 @@
  *   the 95th percentile of arrivals), so start-up and the tail are not counted.
  * - Ed25519: the plain drain with every endpoint on Standard Webhooks and asymmetric signatures, so
  *   each delivery is signed twice more (HMAC `v1` over the Standard Webhooks text, Ed25519 `v1a`).
+ * - Brokers: the plain drain with the four subscriptions' URLs pointed at RabbitMQ (one exchange,
+ *   one queue per subscription, consumed here) or NATS JetStream (one stream per subscription, its
+ *   subject subscribed to here); arrivals are counted as messages reach this process, once each
+ *   publish was confirmed or acknowledged by the broker.
  * - A timing-out endpoint: the same, with a fifth subscription whose receiver never answers
  *   (every attempt runs into WEBHOOK_TIMEOUT_MS); the row is the other four's deliveries/s.
  * - The ceiling: bare undici `request()` POSTs from a child process (bench/raw-sender.ts) to the
@@ -30,7 +34,9 @@ import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
 import type { Socket } from 'node:net';
 import { join } from 'node:path';
+import { connect as amqpConnect, type ChannelModel } from 'amqplib';
 import { sql } from 'kysely';
+import { type NatsConnection, connect as natsConnect } from 'nats';
 import pino from 'pino';
 import { loadConfig } from '../src/config.ts';
 import { newId } from '../src/lib/ids.ts';
@@ -77,6 +83,9 @@ export interface DeliveryResult {
   processes: Rate;
   /** The plain drain, each delivery also signed `v1` (Standard Webhooks) and `v1a` (Ed25519). */
   ed25519: Rate;
+  /** The plain drain into RabbitMQ (publisher confirms), and into NATS JetStream (stream acks). */
+  rabbitmq: Rate;
+  nats: Rate;
   latency: { p50: number; p90: number; p99: number; max: number; samples: number; perSec: number };
   timeoutMs: number;
   /** The endpoint that answers 503 above PUSHBACK_CAPACITY requests at once. */
@@ -200,6 +209,98 @@ export class Receiver {
     this.server.closeAllConnections();
     return new Promise((resolve) => this.server.close(() => resolve()));
   }
+}
+
+/** Where a drain's deliveries are counted: the HTTPS receiver, or a broker's consumers here. */
+interface Sink {
+  arrivals: number[];
+  reset(): void;
+  waitFor(count: number, timeoutMs: number): Promise<void>;
+}
+
+/** Counts arrivals as they come, for a broker sink. */
+class Arrivals implements Sink {
+  arrivals: number[] = [];
+  private onArrival: (() => void) | null = null;
+
+  arrived(): void {
+    this.arrivals.push(now());
+    this.onArrival?.();
+  }
+
+  reset(): void {
+    this.arrivals = [];
+  }
+
+  waitFor(count: number, timeoutMs: number): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.onArrival = null;
+        reject(new Error(`broker sink: ${this.arrivals.length} of ${count} in ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.onArrival = () => {
+        if (this.arrivals.length < count) return;
+        clearTimeout(timer);
+        this.onArrival = null;
+        resolve();
+      };
+      this.onArrival();
+    });
+  }
+}
+
+const BENCH_EXCHANGE = 'tourops-bench';
+
+/**
+ * The machine's RabbitMQ (127.0.0.1:5672): an exchange with a queue per subscription, consumed
+ * here without acks. `urls` are the subscriptions' destinations.
+ */
+async function rabbitSink(count: number) {
+  const model: ChannelModel = await amqpConnect('amqp://guest:guest@127.0.0.1:5672');
+  const channel = await model.createChannel();
+  await channel.assertExchange(BENCH_EXCHANGE, 'direct', { autoDelete: true });
+  const sink = new Arrivals();
+  const urls: string[] = [];
+  for (let i = 1; i <= count; i++) {
+    const { queue } = await channel.assertQueue('', { exclusive: true });
+    await channel.bindQueue(queue, BENCH_EXCHANGE, `sub-${i}`);
+    await channel.consume(queue, () => sink.arrived(), { noAck: true });
+    urls.push(`amqp://guest:guest@127.0.0.1:5672/?exchange=${BENCH_EXCHANGE}&routingKey=sub-${i}`);
+  }
+  return { sink, urls, close: () => model.close() };
+}
+
+/**
+ * The machine's NATS with JetStream (127.0.0.1:4222): a stream per subscription (an event goes to
+ * each with the same Nats-Msg-Id, which one stream would store once), its subject subscribed to
+ * here. `purge` empties the streams between runs.
+ */
+async function natsSink(count: number) {
+  const connection: NatsConnection = await natsConnect({ servers: '127.0.0.1:4222' });
+  const manager = await connection.jetstreamManager();
+  const sink = new Arrivals();
+  const urls: string[] = [];
+  const streams: string[] = [];
+  for (let i = 1; i <= count; i++) {
+    const name = `TOUROPS_BENCH_${i}`;
+    const subject = `tourops.bench.${i}`;
+    await manager.streams.delete(name).catch(() => undefined);
+    await manager.streams.add({ name, subjects: [subject] });
+    streams.push(name);
+    connection.subscribe(subject, { callback: () => sink.arrived() });
+    urls.push(`nats://127.0.0.1:4222?subject=${subject}`);
+  }
+  return {
+    sink,
+    urls,
+    purge: async () => {
+      for (const name of streams) await manager.streams.purge(name);
+    },
+    close: async () => {
+      for (const name of streams) await manager.streams.delete(name).catch(() => undefined);
+      await connection.close();
+    },
+  };
 }
 
 /** An HTTPS endpoint that serves PUSHBACK_CAPACITY requests at a time and refuses the rest. */
@@ -337,6 +438,16 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
         });
       }
     };
+    // The brokers' scenarios point the same four subscriptions at the machine's brokers.
+    const rabbit = await rabbitSink(HEALTHY);
+    const nats = await natsSink(HEALTHY);
+    const httpsUrls = healthyPaths.map((path) => receiver.url(path));
+    const setDestinations = async (urls: string[]) => {
+      for (const [i, id] of healthy.entries()) {
+        await services.webhooks.update(tenant.id, id, { url: urls[i] });
+      }
+    };
+    const sinks = { rabbitmq: rabbit.sink, nats: nats.sink } as const;
     const { subscription: timingOut } = await services.webhooks.create(tenant.id, {
       url: blackHole.url('/hook'),
       events: ['client.created'],
@@ -351,6 +462,8 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
       withTimeouts: [] as number[],
       processes: [] as number[],
       ed25519: [] as number[],
+      rabbitmq: [] as number[],
+      nats: [] as number[],
     };
     const cpu = {
       ceiling: [] as number[],
@@ -358,6 +471,8 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
       withTimeouts: [] as number[],
       processes: [] as number[],
       ed25519: [] as number[],
+      rabbitmq: [] as number[],
+      nats: [] as number[],
     };
     // The size of a delivered body (see worker.ts), for the ceiling's requests.
     const bodyBytes = JSON.stringify({
@@ -408,7 +523,14 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
           `(${expected} POSTs in ${((now() - started) / 1000).toFixed(1)} s)`,
       );
 
-      for (const scenario of ['plain', 'withTimeouts', 'processes', 'ed25519'] as const) {
+      for (const scenario of [
+        'plain',
+        'withTimeouts',
+        'processes',
+        'ed25519',
+        'rabbitmq',
+        'nats',
+      ] as const) {
         await runtime.database.db.deleteFrom('webhookDeliveries').execute();
         // Every run starts from the same table: without this, PostgreSQL's dead rows and stale
         // statistics from the runs before (autovacuum lags behind 20,000 deletes a minute) slow
@@ -418,6 +540,13 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
         }
         await setTimingOut(scenario === 'withTimeouts');
         await setAsymmetric(scenario === 'ed25519');
+        await setDestinations(
+          scenario === 'rabbitmq' ? rabbit.urls : scenario === 'nats' ? nats.urls : httpsUrls,
+        );
+        if (scenario === 'nats') await nats.purge();
+        const sink: Sink =
+          scenario === 'rabbitmq' || scenario === 'nats' ? sinks[scenario] : receiver;
+        sink.reset();
         const written = now();
         await emitBacklog(runtime, tenant.id, options.events);
         const writeSec = (now() - written) / 1000;
@@ -437,15 +566,15 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
         try {
           // The worker may have started before the server answered its health check: CPU is
           // counted from here, over the deliveries that arrive from here.
-          const arrivedBefore = receiver.arrivals.length;
+          const arrivedBefore = sink.arrivals.length;
           const cpuBefore = server.cpuSeconds();
-          await receiver.waitFor(expected, Math.max(60_000, expected * 5));
+          await sink.waitFor(expected, Math.max(60_000, expected * 5));
           const cpuAfter = server.cpuSeconds();
           const counted = expected - arrivedBefore;
           if (cpuBefore !== null && cpuAfter !== null && counted >= expected / 2) {
             cpu[scenario].push(((cpuAfter - cpuBefore) * 1e6) / counted);
           }
-          const rate = steadyRate(receiver.arrivals);
+          const rate = steadyRate(sink.arrivals);
           runs[scenario].push(rate);
           log(
             `${backend} deliveries round ${round}: ${scenario} ${Math.round(rate)}/s ` +
@@ -469,6 +598,9 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
       }
     }
 
+    await setDestinations(httpsUrls);
+    await rabbit.close();
+    await nats.close();
     const pushback = await pushbackRun(runtime, serverEnv, ca, options);
 
     // Latency at light load: events through the admin API while the worker idles.
@@ -542,6 +674,8 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
       withTimeouts: rate(runs.withTimeouts, cpu.withTimeouts),
       processes: rate(runs.processes, cpu.processes),
       ed25519: rate(runs.ed25519, cpu.ed25519),
+      rabbitmq: rate(runs.rabbitmq, cpu.rabbitmq),
+      nats: rate(runs.nats, cpu.nats),
       pushback,
       latency: {
         p50: percentile(latencies, 50),

@@ -1120,6 +1120,14 @@ function deliveryReport(): string[] {
         `${fmtInt(r.ed25519.perSec)} (${runs(r.ed25519.runs)}) | ref ${fmtInt(r.plain.perSec)} | ` +
         `${(r.ed25519.perSec / r.plain.perSec).toFixed(2)} | – | – | ${cpu(r.ed25519.cpuUsPerDelivery)} (HMAC only ${cpu(r.plain.cpuUsPerDelivery)}) | ` +
         'informational (the cost of asymmetric signatures) | – |',
+      `| The same drain into RabbitMQ: publisher-confirmed publishes to a queue per subscription | ${r.backend} | ` +
+        `${fmtInt(r.rabbitmq.perSec)} (${runs(r.rabbitmq.runs)}) | ref ${fmtInt(r.plain.perSec)} | ` +
+        `${(r.rabbitmq.perSec / r.plain.perSec).toFixed(2)} | – | – | ${cpu(r.rabbitmq.cpuUsPerDelivery)} (HTTPS ${cpu(r.plain.cpuUsPerDelivery)}) | ` +
+        'informational (a broker destination against the HTTPS drain) | – |',
+      `| The same drain into NATS JetStream: acknowledged publishes to a stream per subscription | ${r.backend} | ` +
+        `${fmtInt(r.nats.perSec)} (${runs(r.nats.runs)}) | ref ${fmtInt(r.plain.perSec)} | ` +
+        `${(r.nats.perSec / r.plain.perSec).toFixed(2)} | – | – | ${cpu(r.nats.cpuUsPerDelivery)} (HTTPS ${cpu(r.plain.cpuUsPerDelivery)}) | ` +
+        'informational (a broker destination against the HTTPS drain) | – |',
       `| One endpoint serving ${PUSHBACK_CAPACITY} requests at a time (${PUSHBACK_MS} ms each), 503 to the rest: ` +
         `${fmtInt(r.pushback.deliveries)} deliveries, ${(r.pushback.wasted * 100).toFixed(1)}% of attempts refused | ${r.backend} | ` +
         `${fmtInt(r.pushback.perSec)} | ideal ${fmtInt(r.pushback.ideal)} | ${(r.pushback.perSec / r.pushback.ideal).toFixed(2)} | – | – | – | ` +
