@@ -122,21 +122,55 @@ export function steadyRate(arrivals: number[]): number {
   return ((last - first) / (sorted[last] - sorted[first])) * 1000;
 }
 
-/** An HTTPS endpoint that answers 200 at once, or (`hang`) never answers. */
-export class Receiver {
-  /** Arrival times (performance.now()) of requests to answered paths, this run. */
+/** Where a drain's deliveries are counted: the HTTPS receiver, or a broker's consumers here. */
+class Arrivals {
+  /** Arrival times (performance.now()) this run. */
   arrivals: number[] = [];
+  private onArrival: (() => void) | null = null;
+
+  constructor(private readonly name: string) {}
+
+  arrived(at = now()): void {
+    this.arrivals.push(at);
+    this.onArrival?.();
+  }
+
+  reset(): void {
+    this.arrivals = [];
+  }
+
+  /** Resolves when `count` have arrived this run (one waiter at a time). */
+  waitFor(count: number, timeoutMs: number): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.onArrival = null;
+        reject(new Error(`${this.name}: ${this.arrivals.length} of ${count} in ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.onArrival = () => {
+        if (this.arrivals.length < count) return;
+        clearTimeout(timer);
+        this.onArrival = null;
+        resolve();
+      };
+      this.onArrival();
+    });
+  }
+}
+
+/** An HTTPS endpoint that answers 200 at once, or (`hang`) never answers. */
+export class Receiver extends Arrivals {
   /** Event bodies by arrival, while `keepBodies` is on (latency run). */
   bodies: Array<{ at: number; body: string }> = [];
   keepBodies = false;
   hung = 0;
-  private onArrival: (() => void) | null = null;
   private readonly hanging = new Set<Socket>();
 
   private constructor(
     private readonly server: Server,
     readonly port: number,
-  ) {}
+  ) {
+    super('receiver');
+  }
 
   static async start(key: string, cert: string, hang = false): Promise<Receiver> {
     let receiver: Receiver | null = null;
@@ -150,8 +184,7 @@ export class Receiver {
         req.resume();
         return;
       }
-      self.arrivals.push(at);
-      self.onArrival?.();
+      self.arrived(at);
       if (self.keepBodies) {
         const chunks: Buffer[] = [];
         req.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -175,27 +208,10 @@ export class Receiver {
     return `https://127.0.0.1:${this.port}${path}`;
   }
 
-  reset(): void {
-    this.arrivals = [];
+  override reset(): void {
+    super.reset();
     this.bodies = [];
     this.hung = 0;
-  }
-
-  /** Resolves when `count` answered requests have arrived this run (one waiter at a time). */
-  waitFor(count: number, timeoutMs: number): Promise<void> {
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.onArrival = null;
-        reject(new Error(`receiver: ${this.arrivals.length} of ${count} in ${timeoutMs} ms`));
-      }, timeoutMs);
-      this.onArrival = () => {
-        if (this.arrivals.length < count) return;
-        clearTimeout(timer);
-        this.onArrival = null;
-        resolve();
-      };
-      this.onArrival();
-    });
   }
 
   /** Ends the connections of unanswered requests, so the worker's attempts end now. */
@@ -211,44 +227,6 @@ export class Receiver {
   }
 }
 
-/** Where a drain's deliveries are counted: the HTTPS receiver, or a broker's consumers here. */
-interface Sink {
-  arrivals: number[];
-  reset(): void;
-  waitFor(count: number, timeoutMs: number): Promise<void>;
-}
-
-/** Counts arrivals as they come, for a broker sink. */
-class Arrivals implements Sink {
-  arrivals: number[] = [];
-  private onArrival: (() => void) | null = null;
-
-  arrived(): void {
-    this.arrivals.push(now());
-    this.onArrival?.();
-  }
-
-  reset(): void {
-    this.arrivals = [];
-  }
-
-  waitFor(count: number, timeoutMs: number): Promise<void> {
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.onArrival = null;
-        reject(new Error(`broker sink: ${this.arrivals.length} of ${count} in ${timeoutMs} ms`));
-      }, timeoutMs);
-      this.onArrival = () => {
-        if (this.arrivals.length < count) return;
-        clearTimeout(timer);
-        this.onArrival = null;
-        resolve();
-      };
-      this.onArrival();
-    });
-  }
-}
-
 const BENCH_EXCHANGE = 'tourops-bench';
 
 /**
@@ -259,7 +237,7 @@ async function rabbitSink(count: number) {
   const model: ChannelModel = await amqpConnect('amqp://guest:guest@127.0.0.1:5672');
   const channel = await model.createChannel();
   await channel.assertExchange(BENCH_EXCHANGE, 'direct', { autoDelete: true });
-  const sink = new Arrivals();
+  const sink = new Arrivals('broker sink');
   const urls: string[] = [];
   for (let i = 1; i <= count; i++) {
     const { queue } = await channel.assertQueue('', { exclusive: true });
@@ -278,7 +256,7 @@ async function rabbitSink(count: number) {
 async function natsSink(count: number) {
   const connection: NatsConnection = await natsConnect({ servers: '127.0.0.1:4222' });
   const manager = await connection.jetstreamManager();
-  const sink = new Arrivals();
+  const sink = new Arrivals('broker sink');
   const urls: string[] = [];
   const streams: string[] = [];
   for (let i = 1; i <= count; i++) {
@@ -544,7 +522,7 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
           scenario === 'rabbitmq' ? rabbit.urls : scenario === 'nats' ? nats.urls : httpsUrls,
         );
         if (scenario === 'nats') await nats.purge();
-        const sink: Sink =
+        const sink: Arrivals =
           scenario === 'rabbitmq' || scenario === 'nats' ? sinks[scenario] : receiver;
         sink.reset();
         const written = now();

@@ -7,13 +7,23 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { DiscardPolicy } from 'nats';
 import pino from 'pino';
 import { Webhook } from 'standardwebhooks';
 import Stripe from 'stripe';
+import { BrokerSender, brokerTlsOptions } from '../src/delivery/broker-sender.ts';
 import { startWorker } from '../src/delivery/start.ts';
+import { AddressGuard } from '../src/domain/address-guard.ts';
 import { startTracing } from '../src/tracing-sdk.ts';
 import { attemptLog, mostWithin } from './helpers/attempt-log.ts';
-import { NATS_PORT, NatsStream, RABBIT_PORT, RabbitQueue, rabbitUser } from './helpers/brokers.ts';
+import {
+  NATS_PORT,
+  NatsStream,
+  RABBIT_PORT,
+  RabbitQueue,
+  rabbitUser,
+  startTlsNats,
+} from './helpers/brokers.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import {
   createClient,
@@ -21,7 +31,7 @@ import {
   createTenant,
   type TenantFixture,
 } from './helpers/fixtures.ts';
-import { HttpsReceiver } from './helpers/https-receiver.ts';
+import { HttpsReceiver, testCa } from './helpers/https-receiver.ts';
 import { outputOf, ROOT, untilOutput } from './helpers/processes.ts';
 import { eventually, until } from './helpers/until.ts';
 
@@ -299,6 +309,31 @@ for (const backend of BACKENDS) {
       await NatsStream.remove(`TOUROPS_SNIPPET_${id}`);
     });
 
+    it('tls:// publishes over TLS to a server whose certificate WEBHOOK_CA_FILE trusts', async () => {
+      const server = await startTlsNats(await testCa());
+      try {
+        const subject = `tourops.tls.${randomBytes(4).toString('hex')}`;
+        await server.manager.streams.add({ name: 'TOUROPS_TLS', subjects: [subject] });
+        const tls = await createSubscription(
+          ctx,
+          tenant,
+          `tls://127.0.0.1:${server.port}?subject=${subject}`,
+        );
+        const id = tls.data.id as string;
+        await createClient(ctx, tenant, { displayName: 'Over TLS' });
+        const [attempt] = await until(async () => {
+          const all = await attemptsOf(id);
+          return all.length > 0 ? all : undefined;
+        });
+        assert.equal(attempt.status, 200, attempt.responseBody);
+        assert.equal(JSON.parse(attempt.responseBody).stream, 'TOUROPS_TLS');
+        assert.equal((await server.manager.streams.info('TOUROPS_TLS')).state.messages, 1);
+        await unsubscribe(id);
+      } finally {
+        await server.stop();
+      }
+    });
+
     it('a redelivery of a JetStream delivery leaves one message in the stream', async () => {
       const before = await stream.count();
       const nats = await createSubscription(ctx, tenant, natsUrl());
@@ -378,6 +413,48 @@ for (const backend of BACKENDS) {
         );
       }
       for (const id of ids) await unsubscribe(id);
+    });
+
+    it('a full stream that refuses new messages is broker_busy and retried; a redelivery once there is room is stored', async () => {
+      const full = await NatsStream.open({ max_msgs: 1, discard: DiscardPolicy.New });
+      try {
+        const nats = await createSubscription(ctx, tenant, natsUrl(full.subject));
+        const id = nats.data.id as string;
+        await createClient(ctx, tenant, { displayName: 'Fits' });
+        await eventually(async () => (await full.count()) === 1);
+        await createClient(ctx, tenant, { displayName: 'Waits' });
+        const deliveries = async () =>
+          (
+            await ctx.api('GET', `/api/v1/webhooks/${id}/deliveries`, { token: tenant.token })
+          ).json().data as Array<{ id: string; status: string }>;
+        const refused = await until(async () => {
+          const all = await attemptsOf(id);
+          const failed = all.filter((a) => a.errorClass !== null);
+          return failed.length >= 2 ? failed : undefined;
+        });
+        for (const attempt of refused) {
+          assert.equal(attempt.errorClass, 'broker_busy', attempt.responseBody);
+          assert.match(attempt.responseBody, /maximum messages/);
+        }
+        const waiting = (await deliveries()).find((d) => d.status !== 'success');
+        assert.ok(waiting);
+        await eventually(async () =>
+          (await deliveries()).some((d) => d.id === waiting.id && d.status === 'dead_letter'),
+        );
+        await full.purge();
+        const redelivered = await ctx.api(
+          'POST',
+          `/api/v1/webhooks/${id}/deliveries/${waiting.id}/redeliver`,
+          { token: tenant.token },
+        );
+        assert.equal(redelivered.statusCode, 202, redelivered.body);
+        await eventually(async () => (await full.count()) === 1, 10_000, 'the redelivery stored');
+        const [stored] = await full.messages();
+        assert.equal(JSON.parse(stored.body).data.displayName, 'Waits');
+        await unsubscribe(id);
+      } finally {
+        await full.close();
+      }
     });
 
     it("32 writers' events arrive in the stream with a contiguous sequence", async () => {
@@ -580,3 +657,34 @@ for (const backend of BACKENDS) {
     });
   });
 }
+
+describe('broker TLS: an unverified certificate, or no TLS at all, is a tls failure', () => {
+  const message = { eventId: 'evt', body: '{}', headers: { 'service-request-id': 'r.1' } };
+  const sender = (caFile: string | null) =>
+    new BrokerSender({
+      guard: new AddressGuard({ allowPrivate: true }),
+      timeoutMs: 3_000,
+      idleMs: 60_000,
+      tlsOptions: brokerTlsOptions(caFile),
+    });
+
+  it('tls:// to a server whose CA is not trusted, and tls:// or amqps:// to plaintext ports', async () => {
+    const server = await startTlsNats(await testCa());
+    const untrusting = sender(null);
+    try {
+      const cases = [
+        `tls://127.0.0.1:${server.port}?subject=a`,
+        `tls://127.0.0.1:${NATS_PORT}?subject=a`,
+        `amqps://127.0.0.1:${RABBIT_PORT}/?exchange=x&routingKey=y`,
+      ];
+      for (const url of cases) {
+        const result = await untrusting.send(url, null, message);
+        assert.equal(result.errorClass, 'tls', `${url}: ${result.error} ${result.body}`);
+        assert.equal(result.status, null);
+      }
+    } finally {
+      await untrusting.close();
+      await server.stop();
+    }
+  });
+});

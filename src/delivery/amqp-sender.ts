@@ -22,8 +22,8 @@ interface AmqpLink {
   channel: ConfirmChannel;
   /** Why the broker blocked publishing (a resource alarm), while it does. */
   blocked: string | null;
-  /** What closed the channel or the connection, once one is closed. */
-  closed: string | null;
+  /** What closed the channel or the connection, once one is closed (see closedBy). */
+  closed: SendResult | null;
   /** Attempts whose message came back unroutable, by request id, with the broker's reply. */
   returned: Map<string, string>;
 }
@@ -37,7 +37,11 @@ export class AmqpSender {
   private readonly pool: LinkPool<AmqpLink>;
 
   constructor(private readonly deps: BrokerDeps) {
-    this.pool = new LinkPool({ idleMs: deps.idleMs, close: closeLink });
+    this.pool = new LinkPool({
+      idleMs: deps.idleMs,
+      close: closeLink,
+      isClosed: (link) => link.closed !== null,
+    });
   }
 
   async send(
@@ -48,16 +52,13 @@ export class AmqpSender {
   ): Promise<SendResult> {
     let link: AmqpLink;
     try {
-      link = await this.pool.get(key, () => this.open(target, password));
+      link = await this.pool.live(key, () => this.open(target, password));
     } catch (error) {
       return connectionFailure(error);
     }
-    if (link.closed !== null) {
-      this.pool.drop(key, link);
-      return brokerFailure('broker_refused', link.closed);
-    }
-    if (link.blocked !== null)
+    if (link.blocked !== null) {
       return brokerFailure('broker_busy', `connection blocked: ${link.blocked}`);
+    }
     const { headers } = message;
     const requestId = headers['service-request-id'];
     const sent = new Promise<SendResult>((resolve) => {
@@ -76,14 +77,11 @@ export class AmqpSender {
         (error: unknown) => {
           const returned = link.returned.get(requestId);
           link.returned.delete(requestId);
-          if (error) {
-            if (link.closed !== null) this.pool.drop(key, link);
-            resolve(
-              brokerFailure(
-                'broker_refused',
-                link.closed ?? 'the broker refused the message (nack)',
-              ),
-            );
+          if (link.closed !== null) {
+            this.pool.drop(key, link);
+            resolve(link.closed);
+          } else if (error) {
+            resolve(brokerFailure('broker_refused', 'the broker refused the message (nack)'));
           } else if (returned !== undefined) {
             resolve(brokerFailure('broker_refused', returned));
           } else {
@@ -122,8 +120,14 @@ export class AmqpSender {
       throw error;
     }
     const link: AmqpLink = { model, channel, blocked: null, closed: null, returned: new Map() };
+    // The broker's close of the channel names an AMQP reply code (404 for an unknown exchange,
+    // 403 for a refused permission): a refusal. Anything else is the connection failing.
     const closedBy = (error: unknown) => {
-      link.closed ??= brokerWords(error);
+      const code = (error as { code?: unknown } | null)?.code;
+      link.closed ??=
+        typeof code === 'number' && code >= 300
+          ? brokerFailure('broker_refused', brokerWords(error))
+          : connectionFailure(error);
     };
     channel.on('error', closedBy);
     channel.on('close', () => closedBy(new Error('the broker closed the channel')));

@@ -54,6 +54,8 @@ export function connectionFailure(error: unknown): SendResult {
   }
   let reason = describeError(error);
   if (code === 'CONNECTION_REFUSED') reason = 'connection refused';
+  // NATS: TLS refused or unavailable on the server, or a certificate that does not verify.
+  else if (code === 'TLS' || code === 'SERVER_OPT_NA') reason = 'tls error';
   else if (code === 'TIMEOUT' || /ETIMEDOUT/.test(message)) reason = 'timeout';
   else if (reason === 'request failed') reason = 'connection reset';
   return { status: null, error: reason, errorClass: classOf(reason), body: message.slice(0, 1024) };

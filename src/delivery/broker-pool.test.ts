@@ -6,6 +6,8 @@ import { LinkPool } from './broker-pool.ts';
 /** A pool of numbered links that records what it opened and closed. */
 function pool(idleMs = 60_000) {
   const opened: number[] = [];
+  /** Links the broker closed. */
+  const broken = new Set<number>();
   const closed: number[] = [];
   let next = 0;
   const links = new LinkPool<number>({
@@ -13,13 +15,14 @@ function pool(idleMs = 60_000) {
     close: async (link) => {
       closed.push(link);
     },
+    isClosed: (link) => broken.has(link),
   });
   const open = async () => {
     const link = ++next;
     opened.push(link);
     return link;
   };
-  return { links, open, opened, closed };
+  return { links, open, opened, closed, broken };
 }
 
 describe('LinkPool: one connection per destination', () => {
@@ -41,18 +44,27 @@ describe('LinkPool: one connection per destination', () => {
     await links.close();
   });
 
-  it('drops and closes a failed link, but not a newer one under the same key', async () => {
+  it('drops and closes a failed link at once, but not a newer one under the same key', async () => {
     const { links, open, closed } = pool();
     const first = await links.get('x', open);
     links.drop('x', first);
-    await sleep(0);
-    assert.deepEqual(closed, [first]);
     const second = await links.get('x', open);
+    assert.notEqual(second, first, 'the next get opens another at once');
     links.drop('x', first);
-    await sleep(0);
     assert.equal(await links.get('x', open), second);
     await links.close();
     assert.deepEqual(closed, [first, second]);
+  });
+
+  it('live: a link closed since its last use is replaced before the attempt uses it', async () => {
+    const { links, open, closed, broken } = pool();
+    const first = await links.live('x', open);
+    assert.equal(await links.live('x', open), first);
+    broken.add(first);
+    const second = await links.live('x', open);
+    assert.notEqual(second, first);
+    assert.deepEqual(closed, [first]);
+    await links.close();
   });
 
   it('closes a link once unused for idleMs, and keeps one in use', async () => {

@@ -4,7 +4,7 @@
  * attempt connects again; one that is still under way is shared by the attempts that wait for it.
  */
 export class LinkPool<L> {
-  private readonly links = new Map<string, { link: Promise<L>; lastUsed: number }>();
+  private readonly links = new Map<string, Entry<L>>();
   private readonly timer: NodeJS.Timeout;
 
   constructor(
@@ -13,6 +13,8 @@ export class LinkPool<L> {
       idleMs: number;
       /** Closes a link; never rejects. */
       close: (link: L) => Promise<void>;
+      /** Whether a link was closed since it opened (by the broker, the network). */
+      isClosed: (link: L) => boolean;
     },
   ) {
     this.timer = setInterval(() => this.sweep(), Math.max(10, options.idleMs / 2));
@@ -27,27 +29,39 @@ export class LinkPool<L> {
       held.lastUsed = now;
       return held.link;
     }
-    const link = open();
-    const entry = { link, lastUsed: now };
+    const entry: Entry<L> = { link: open(), value: undefined, lastUsed: now };
     this.links.set(key, entry);
-    link.catch(() => {
-      if (this.links.get(key) === entry) this.links.delete(key);
-    });
-    return link;
+    entry.link.then(
+      (value) => {
+        entry.value = value;
+      },
+      () => {
+        if (this.links.get(key) === entry) this.links.delete(key);
+      },
+    );
+    return entry.link;
   }
 
-  /** Forgets a link that failed (closing it), so the next attempt opens another. */
+  /**
+   * The destination's link, as `get`; one closed since its last use (an earlier publish's refusal,
+   * a restarted broker) is dropped and another opened, so the attempt gets its own answer.
+   */
+  async live(key: string, open: () => Promise<L>): Promise<L> {
+    const link = await this.get(key, open);
+    if (!this.options.isClosed(link)) return link;
+    this.drop(key, link);
+    return this.get(key, open);
+  }
+
+  /**
+   * Forgets a link that failed and closes it, so that the next `get` opens another; one dropped
+   * already, and a newer link under the same key, are left alone.
+   */
   drop(key: string, link: L): void {
     const held = this.links.get(key);
-    if (held === undefined) return;
-    held.link.then(
-      (open) => {
-        if (open !== link) return;
-        if (this.links.get(key) === held) this.links.delete(key);
-        void this.options.close(link);
-      },
-      () => undefined,
-    );
+    if (held === undefined || held.value !== link) return;
+    this.links.delete(key);
+    void this.options.close(link);
   }
 
   get size(): number {
@@ -79,4 +93,11 @@ export class LinkPool<L> {
       ),
     );
   }
+}
+
+interface Entry<L> {
+  link: Promise<L>;
+  /** The link, once open. */
+  value: L | undefined;
+  lastUsed: number;
 }

@@ -19,8 +19,6 @@ import type { SendResult } from './http-sender.ts';
 interface NatsLink {
   connection: NatsConnection;
   jetstream: JetStreamClient;
-  /** What closed the connection, once it is closed. */
-  closed: string | null;
 }
 
 /**
@@ -36,6 +34,7 @@ export class NatsSender {
     this.pool = new LinkPool({
       idleMs: deps.idleMs,
       close: (link) => link.connection.close().catch(() => undefined),
+      isClosed: (link) => link.connection.isClosed(),
     });
   }
 
@@ -47,13 +46,9 @@ export class NatsSender {
   ): Promise<SendResult> {
     let link: NatsLink;
     try {
-      link = await this.pool.get(key, () => this.open(target, password));
+      link = await this.pool.live(key, () => this.open(target, password));
     } catch (error) {
       return connectionFailure(error);
-    }
-    if (link.closed !== null) {
-      this.pool.drop(key, link);
-      return connectionFailure(new Error(link.closed));
     }
     const headers = natsHeaders();
     for (const [name, value] of Object.entries(message.headers)) headers.set(name, value);
@@ -70,34 +65,8 @@ export class NatsSender {
         body: JSON.stringify({ stream: ack.stream, seq: ack.seq, duplicate: ack.duplicate }),
       };
     } catch (error) {
-      return this.publishFailure(key, link, target, error);
+      return publishFailure(target, error);
     }
-  }
-
-  private publishFailure(
-    key: string,
-    link: NatsLink,
-    target: NatsTarget,
-    error: unknown,
-  ): SendResult {
-    if (error instanceof NatsError) {
-      const api = error.jsError();
-      if (api !== null) {
-        const words = `${api.code} ${api.description}`;
-        return brokerFailure(
-          api.code === 429 || api.code === 503 ? 'broker_busy' : 'broker_refused',
-          words,
-        );
-      }
-      if (error.code === '503') {
-        return brokerFailure(
-          'broker_refused',
-          `no JetStream stream takes the subject ${target.subject} (503 no responders)`,
-        );
-      }
-    }
-    if (link.closed !== null || link.connection.isClosed()) this.pool.drop(key, link);
-    return connectionFailure(error);
   }
 
   private async open(target: NatsTarget, password: string | null): Promise<NatsLink> {
@@ -120,15 +89,32 @@ export class NatsSender {
     const link: NatsLink = {
       connection,
       jetstream: connection.jetstream({ timeout: this.deps.timeoutMs }),
-      closed: null,
     };
-    void connection.closed().then((error) => {
-      link.closed = error instanceof Error ? error.message : 'the connection closed';
-    });
     return link;
   }
 
   close(): Promise<void> {
     return this.pool.close();
   }
+}
+
+/** A publish JetStream refused, or one its connection failed (the next attempt reconnects). */
+function publishFailure(target: NatsTarget, error: unknown): SendResult {
+  if (error instanceof NatsError) {
+    const api = error.jsError();
+    if (api !== null) {
+      const words = `${api.code} ${api.description}`;
+      return brokerFailure(
+        api.code === 429 || api.code === 503 ? 'broker_busy' : 'broker_refused',
+        words,
+      );
+    }
+    if (error.code === '503') {
+      return brokerFailure(
+        'broker_refused',
+        `no JetStream stream takes the subject ${target.subject} (503 no responders)`,
+      );
+    }
+  }
+  return connectionFailure(error);
 }

@@ -122,7 +122,7 @@ export interface LedgerQuery {
 export interface CheckedTarget {
   /** As stored and shown: a broker password masked (see splitPassword). */
   readonly url: string;
-  /** The password the URL named, in clear; null for none, or the mask sent back by a PATCH. */
+  /** The password the URL named, in clear (PASSWORD_MASK when a PATCH sent the mask back). */
   readonly password: string | null;
 }
 
@@ -294,13 +294,14 @@ export class WebhooksService {
     const id = newId('whs');
     const signingKey = newSigningKey();
     const pair = input.asymmetricSignatures === true ? newSigningKeyPair() : null;
+    const urlPassword = this.sealedPassword(checked, id);
     const row = await this.deps.database.withTransaction(async () => {
       await this.assertRoomForEndpoint(tenantId, true);
       return this.deps.webhooks.insertSubscription({
         id,
         tenantId,
         url: checked.url,
-        urlPassword: this.sealedPassword(checked, id),
+        urlPassword,
         events: JSON.stringify([...new Set(input.events)]),
         active: true,
         pausedAt: null,
@@ -453,7 +454,7 @@ export class WebhooksService {
     const check = await this.deps.guard.checkUrl(url);
     if (!check.ok) throw fieldError('url', check.reason);
     const { shown, password } = splitPassword(url);
-    return { url: shown, password: password === PASSWORD_MASK ? PASSWORD_MASK : password };
+    return { url: shown, password };
   }
 
   /** A new subscription's URL password, sealed; the mask is no password. */

@@ -1,8 +1,18 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { connect as amqpConnect, type ChannelModel } from 'amqplib';
-import { type JetStreamManager, type NatsConnection, connect as natsConnect } from 'nats';
+import {
+  type JetStreamManager,
+  type NatsConnection,
+  connect as natsConnect,
+  type StreamConfig,
+} from 'nats';
+import { freePort } from '../../bench/processes.ts';
 
 // The machine's brokers (RabbitMQ on 5672, NATS with JetStream on 4222): the broker suites talk
 // to the real thing. A broker that is down fails the suite with the command that starts it, so a
@@ -95,7 +105,8 @@ export class NatsStream {
     readonly subject: string,
   ) {}
 
-  static async open(): Promise<NatsStream> {
+  /** `limits`: the stream's own, e.g. `{ max_msgs: 1, discard: DiscardPolicy.New }`. */
+  static async open(limits: Partial<StreamConfig> = {}): Promise<NatsStream> {
     let connection: NatsConnection;
     try {
       connection = await natsConnect({ servers: `127.0.0.1:${NATS_PORT}` });
@@ -106,7 +117,12 @@ export class NatsStream {
     const id = randomBytes(4).toString('hex');
     const name = `TOUROPS_TEST_${id}`;
     const subject = `tourops.test.${id}`;
-    await manager.streams.add({ name, subjects: [subject], duplicate_window: 120_000_000_000 });
+    await manager.streams.add({
+      name,
+      subjects: [subject],
+      duplicate_window: 120_000_000_000,
+      ...limits,
+    });
     return new NatsStream(connection, manager, name, subject);
   }
 
@@ -118,15 +134,20 @@ export class NatsStream {
     await connection.close();
   }
 
+  async purge(): Promise<void> {
+    await this.manager.streams.purge(this.name);
+  }
+
   async count(): Promise<number> {
     return (await this.manager.streams.info(this.name)).state.messages;
   }
 
   /** Every message stored, in stream order. */
   async messages(): Promise<Message[]> {
-    const count = await this.count();
+    const { messages: count, first_seq: first } = (await this.manager.streams.info(this.name))
+      .state;
     const stored: Message[] = [];
-    for (let seq = 1; stored.length < count; seq++) {
+    for (let seq = first; stored.length < count; seq++) {
       const message = await this.manager.streams.getMessage(this.name, { seq });
       const headers: Record<string, string> = {};
       for (const [key, values] of message.header ?? []) headers[key] = values.join(',');
@@ -155,4 +176,55 @@ export async function rabbitUser(): Promise<{ username: string; password: string
   }
   await run('rabbitmqctl', ['set_permissions', '-p', '/', username, '.*', '.*', '.*']);
   return { username, password };
+}
+
+/**
+ * A NATS server of the test's own with JetStream, serving TLS only with testCa()'s certificate
+ * for 127.0.0.1, on a free port and a temporary store; stopped by its pid.
+ */
+export async function startTlsNats(tls: { key: string; cert: string; caFile: string }) {
+  const dir = mkdtempSync(join(tmpdir(), 'tourops-nats-'));
+  writeFileSync(join(dir, 'server.key'), tls.key);
+  writeFileSync(join(dir, 'server.pem'), tls.cert);
+  const port = await freePort();
+  const child = spawn(
+    '/usr/sbin/nats-server',
+    [
+      '-a',
+      '127.0.0.1',
+      '-p',
+      String(port),
+      '-js',
+      '-sd',
+      join(dir, 'store'),
+      '--tls',
+      '--tlscert',
+      join(dir, 'server.pem'),
+      '--tlskey',
+      join(dir, 'server.key'),
+    ],
+    { stdio: 'ignore' },
+  );
+  const connectTls = () =>
+    natsConnect({ servers: `127.0.0.1:${port}`, tls: { caFile: tls.caFile } });
+  let connection: NatsConnection | null = null;
+  for (let tries = 0; connection === null; tries++) {
+    try {
+      connection = await connectTls();
+    } catch (error) {
+      if (tries > 50) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+  const manager = await connection.jetstreamManager();
+  return {
+    port,
+    manager,
+    stop: async () => {
+      await connection?.close();
+      child.kill('SIGTERM');
+      if (child.exitCode === null && child.signalCode === null) await once(child, 'exit');
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }
