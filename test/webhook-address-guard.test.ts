@@ -416,6 +416,9 @@ describe('AddressGuard.checkUrl: broker destinations', () => {
       ['tls://mq.example.com/stream?subject=a', /must have no path/],
       ['tls://mq.example.com?subject=a#frag', /fragment/],
       ['amqps:///?exchange=x&routingKey=y', /must name a host/],
+      ['amqps://u%ZZ:p@mq.example.com/?exchange=x&routingKey=y', /percent-encode/],
+      ['amqps://u:p%E0%A4%A@mq.example.com/?exchange=x&routingKey=y', /percent-encode/],
+      ['amqps://mq.example.com/%ED%A0%80?exchange=x&routingKey=y', /percent-encode/],
       ['kafka://mq.example.com/topic', /^must use https \(or a broker: amqps or tls\)$/],
     ];
     for (const [url, reason] of cases)

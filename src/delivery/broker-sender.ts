@@ -1,7 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { type ConnectionOptions, rootCertificates } from 'node:tls';
 import { literalAddress } from '../domain/address-guard.ts';
-import { type BrokerTarget, brokerTarget, withPassword } from '../domain/destinations.ts';
+import {
+  type BrokerTarget,
+  brokerTarget,
+  PASSWORD_MASK,
+  withPassword,
+} from '../domain/destinations.ts';
 import { AmqpSender } from './amqp-sender.ts';
 import type { BrokerDeps, BrokerMessage } from './broker-outcomes.ts';
 import type { SendResult } from './http-sender.ts';
@@ -48,7 +53,10 @@ export class BrokerSender {
       timer = setTimeout(() => resolve(TIMED_OUT), this.timeoutMs);
     });
     const result = await Promise.race([sent, late]).finally(() => clearTimeout(timer));
-    return !password ? result : { ...result, body: result.body.replaceAll(password, '***') };
+    // Brokers do not echo passwords; should one, its words are kept without it (a password of a
+    // few characters would only garble them).
+    if (password === null || password.length < 4 || !result.body.includes(password)) return result;
+    return { ...result, body: result.body.replaceAll(password, PASSWORD_MASK) };
   }
 
   private target(url: string): BrokerTarget | null {

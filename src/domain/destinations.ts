@@ -67,7 +67,11 @@ export function brokerTarget(
   if (parsed.hash !== '') return { ok: false, reason: 'must not have a fragment' };
   const port = parsed.port === '' ? scheme.defaultPort : Number(parsed.port);
   const host = parsed.hostname;
-  const username = decodeURIComponent(parsed.username);
+  const username = decoded(parsed.username);
+  const path = decoded(parsed.pathname);
+  if (username === null || path === null || decoded(parsed.password) === null) {
+    return { ok: false, reason: 'must percent-encode its user, password and path correctly' };
+  }
   const params = [...parsed.searchParams.keys()];
   const expected = scheme.kind === 'amqp' ? ['exchange', 'routingKey'] : ['subject'];
   const unknown = params.find((name) => !expected.includes(name));
@@ -83,7 +87,6 @@ export function brokerTarget(
     }
   }
   if (scheme.kind === 'amqp') {
-    const path = decodeURIComponent(parsed.pathname);
     const vhost = path === '' || path === '/' ? '/' : path.slice(1);
     const exchange = parsed.searchParams.get('exchange') as string;
     const routingKey = parsed.searchParams.get('routingKey') as string;
@@ -119,8 +122,8 @@ export function splitPassword(url: string): { shown: string; password: string | 
   } catch {
     return { shown: url, password: null };
   }
-  if (parsed.password === '') return { shown: url, password: null };
-  const password = decodeURIComponent(parsed.password);
+  const password = decoded(parsed.password);
+  if (password === null || password === '') return { shown: url, password: null };
   parsed.password = PASSWORD_MASK;
   return { shown: parsed.href, password };
 }
@@ -144,4 +147,13 @@ export function keepsPassword(stored: string, sent: string): boolean {
     a.host === b.host &&
     a.password === b.password
   );
+}
+
+/** A URL part percent-decoded; null when its encoding is malformed (`%ZZ`, a cut sequence). */
+function decoded(part: string): string | null {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    return null;
+  }
 }
