@@ -370,10 +370,15 @@ for (const backend of BACKENDS) {
       await unsubscribe(id);
     });
 
-    it('an unknown exchange, a stream-less subject, a wrong password and a closed port are failed attempts with their class, retried', async () => {
+    it('an unknown exchange, an unroutable message, a stream-less subject, a wrong password and a closed port are failed attempts with their class, retried', async () => {
       const port = await closedPort();
       const cases = [
         { url: amqpUrl('no-such-exchange'), errorClass: 'broker_refused', words: /NOT_FOUND/ },
+        {
+          url: amqpUrl().replace(`routingKey=${rabbit.routingKey}`, 'routingKey=nobody.listens'),
+          errorClass: 'broker_refused',
+          words: /unroutable: NO_ROUTE/,
+        },
         {
           url: natsUrl('tourops.nobody.listens'),
           errorClass: 'broker_refused',
