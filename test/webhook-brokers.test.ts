@@ -102,7 +102,7 @@ for (const backend of BACKENDS) {
     let worker: ReturnType<typeof startWorker>;
     let rabbit: RabbitQueue;
     let stream: NatsStream;
-    let user: { username: string; password: string };
+    let user: Awaited<ReturnType<typeof rabbitUser>>;
     const logLines: string[] = [];
     const natsPassword = `nats-pw-${Math.random().toString(36).slice(2)}`;
 
@@ -131,6 +131,7 @@ for (const backend of BACKENDS) {
       await ctx?.close();
       await rabbit?.close();
       await stream?.close();
+      await user?.remove();
     });
 
     const amqpUrl = (exchange = rabbit.exchange, password = user.password, port = RABBIT_PORT) =>

@@ -41,7 +41,10 @@ export interface Message {
   messageId?: string;
 }
 
-/** A RabbitMQ exchange of its own with one queue bound to `routingKey`, and what reached it. */
+/**
+ * A RabbitMQ topic exchange of its own with one queue bound to `events.#`, and what reached it;
+ * `routingKey` is one that binding takes.
+ */
 export class RabbitQueue {
   readonly messages: Message[] = [];
 
@@ -166,7 +169,11 @@ export class NatsStream {
  * A RabbitMQ user of the test's own with a fresh password, allowed everything on `/`: so that a
  * password in a subscription's URL is one a leak could be searched for.
  */
-export async function rabbitUser(): Promise<{ username: string; password: string }> {
+export async function rabbitUser(): Promise<{
+  username: string;
+  password: string;
+  remove: () => Promise<void>;
+}> {
   const username = 'tourops-test';
   const password = `pw-${randomBytes(12).toString('hex')}`;
   try {
@@ -175,7 +182,10 @@ export async function rabbitUser(): Promise<{ username: string; password: string
     await run('rabbitmqctl', ['change_password', username, password]);
   }
   await run('rabbitmqctl', ['set_permissions', '-p', '/', username, '.*', '.*', '.*']);
-  return { username, password };
+  const remove = async () => {
+    await run('rabbitmqctl', ['delete_user', username]).catch(() => undefined);
+  };
+  return { username, password, remove };
 }
 
 /**
