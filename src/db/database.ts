@@ -10,6 +10,7 @@ import {
 } from 'kysely';
 import pg from 'pg';
 import { ConfigError } from '../config.ts';
+import { BoundedMap } from '../lib/bounded-map.ts';
 import { makePrivateDirectory } from '../lib/private-dir.ts';
 import { statementSpan, tracing } from '../lib/tracing.ts';
 import { AmbientDialect, type AmbientTransaction } from './ambient.ts';
@@ -144,7 +145,8 @@ class WriteStatement {
 class CachingSqlite {
   readonly #db: BetterSqlite3.Database;
   readonly #rows: RowBuilders;
-  readonly #statements = new Map<string, WriteStatement | CamelRowStatement>();
+  // Bounded: dynamic IN-lists could otherwise grow the cache without limit.
+  readonly #statements = new BoundedMap<string, WriteStatement | CamelRowStatement>(500);
 
   constructor(db: BetterSqlite3.Database, rows: RowBuilders) {
     this.#db = db;
@@ -152,17 +154,13 @@ class CachingSqlite {
   }
 
   prepare(sql: string): WriteStatement | CamelRowStatement {
-    let statement = this.#statements.get(sql);
-    if (!statement) {
-      const prepared = this.#db.prepare(sql);
-      statement = prepared.reader
-        ? new CamelRowStatement(prepared, this.#rows)
-        : new WriteStatement(prepared);
-      // Bounded: dynamic IN-lists could otherwise grow the cache without limit.
-      if (this.#statements.size >= 500) this.#statements.clear();
-      this.#statements.set(sql, statement);
-    }
-    return statement;
+    const statement = this.#statements.get(sql);
+    if (statement) return statement;
+    const prepared = this.#db.prepare(sql);
+    return this.#statements.remember(
+      sql,
+      prepared.reader ? new CamelRowStatement(prepared, this.#rows) : new WriteStatement(prepared),
+    );
   }
 
   close(): void {

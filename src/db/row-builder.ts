@@ -1,3 +1,5 @@
+import { BoundedMap } from '../lib/bounded-map.ts';
+
 type RowBuilder = (values: unknown[]) => Record<string, unknown>;
 
 /**
@@ -35,23 +37,22 @@ export function storedParameters(parameters: readonly unknown[]): unknown[] {
  * per column list does both jobs at once, and turns the 0/1 columns into booleans on the way.
  */
 export class RowBuilders {
-  private readonly cache = new Map<string, RowBuilder>();
+  private readonly cache = new BoundedMap<string, RowBuilder>(500);
 
   constructor(private readonly toCamelCase: (name: string) => string) {}
 
   for(columns: readonly string[]): RowBuilder {
     const key = columns.join('\u0000');
-    let build = this.cache.get(key);
-    if (!build) {
-      // Column names come from our own SQL; JSON.stringify makes each a safe property key.
-      const fields = columns.map((name, i) => {
-        const value = BOOLEAN_COLUMNS.has(name) ? `v[${i}] === 1` : `v[${i}]`;
-        return `${JSON.stringify(this.toCamelCase(name))}: ${value}`;
-      });
-      build = new Function('v', `return { ${fields.join(', ')} };`) as RowBuilder;
-      if (this.cache.size >= 500) this.cache.clear();
-      this.cache.set(key, build);
-    }
-    return build;
+    const build = this.cache.get(key);
+    if (build) return build;
+    // Column names come from our own SQL; JSON.stringify makes each a safe property key.
+    const fields = columns.map((name, i) => {
+      const value = BOOLEAN_COLUMNS.has(name) ? `v[${i}] === 1` : `v[${i}]`;
+      return `${JSON.stringify(this.toCamelCase(name))}: ${value}`;
+    });
+    return this.cache.remember(
+      key,
+      new Function('v', `return { ${fields.join(', ')} };`) as RowBuilder,
+    );
   }
 }

@@ -10,6 +10,7 @@ import {
 } from '@opentelemetry/api';
 import { deliveryRequest, deliveryUserAgent } from '../domain/delivery-request.ts';
 import { ed25519SigningKey, liveRetiredKeys, type RetiredKey } from '../domain/signing.ts';
+import { BoundedMap } from '../lib/bounded-map.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
 import { ATTR, spanContextOf, traceparentOf, tracer, tracing } from '../lib/tracing.ts';
 import type { BrokerSender } from './broker-sender.ts';
@@ -35,10 +36,10 @@ export const INTERNAL_FAILURE: SendResult = Object.freeze({
 export class AttemptRunner {
   private readonly userAgent: string;
   /** Opened keys by sealed text (current keys, and each retired list as stored). */
-  private readonly keys = new Map<string, string>();
+  private readonly keys = new BoundedMap<string, string>(KEY_CACHE_LIMIT);
   /** Ed25519 key objects by sealed text. */
-  private readonly pairs = new Map<string, KeyObject>();
-  private readonly retired = new Map<string, readonly RetiredKey[]>();
+  private readonly pairs = new BoundedMap<string, KeyObject>(KEY_CACHE_LIMIT);
+  private readonly retired = new BoundedMap<string, readonly RetiredKey[]>(KEY_CACHE_LIMIT);
 
   constructor(
     private readonly deps: {
@@ -155,36 +156,30 @@ export class AttemptRunner {
     const pairs: KeyObject[] = [];
     for (const one of sealed) {
       if (one === null) continue;
-      let key = this.pairs.get(one);
-      if (key === undefined) {
-        key = ed25519SigningKey(this.deps.secrets.decrypt(one, delivery.subscriptionId));
-        if (this.pairs.size >= KEY_CACHE_LIMIT) this.pairs.clear();
-        this.pairs.set(one, key);
-      }
-      pairs.push(key);
+      pairs.push(
+        this.pairs.get(one) ??
+          this.pairs.remember(
+            one,
+            ed25519SigningKey(this.deps.secrets.decrypt(one, delivery.subscriptionId)),
+          ),
+      );
     }
     return pairs;
   }
 
   private liveRetired(delivery: ClaimedDelivery, now: string): RetiredKey[] {
     if (delivery.retiredSigningKeys === '[]') return [];
-    let retired = this.retired.get(delivery.retiredSigningKeys);
-    if (retired === undefined) {
-      retired = JSON.parse(delivery.retiredSigningKeys) as RetiredKey[];
-      if (this.retired.size >= KEY_CACHE_LIMIT) this.retired.clear();
-      this.retired.set(delivery.retiredSigningKeys, retired);
-    }
+    const stored = delivery.retiredSigningKeys;
+    const retired =
+      this.retired.get(stored) ?? this.retired.remember(stored, JSON.parse(stored) as RetiredKey[]);
     return liveRetiredKeys(retired, now);
   }
 
   private open(sealed: string, subscriptionId: string): string {
-    let key = this.keys.get(sealed);
-    if (key === undefined) {
-      key = this.deps.secrets.decrypt(sealed, subscriptionId);
-      if (this.keys.size >= KEY_CACHE_LIMIT) this.keys.clear();
-      this.keys.set(sealed, key);
-    }
-    return key;
+    return (
+      this.keys.get(sealed) ??
+      this.keys.remember(sealed, this.deps.secrets.decrypt(sealed, subscriptionId))
+    );
   }
 }
 

@@ -7,6 +7,7 @@ import {
   PASSWORD_MASK,
   withPassword,
 } from '../domain/destinations.ts';
+import { BoundedMap } from '../lib/bounded-map.ts';
 import { AmqpSender } from './amqp-sender.ts';
 import type { BrokerDeps, BrokerMessage } from './broker-outcomes.ts';
 import type { SendResult } from './http-sender.ts';
@@ -28,7 +29,7 @@ const MAX_CACHED_TARGETS = 4096;
 export class BrokerSender {
   private readonly amqp: AmqpSender;
   private readonly nats: NatsSender;
-  private readonly targets = new Map<string, BrokerTarget | null>();
+  private readonly targets = new BoundedMap<string, BrokerTarget | null>(MAX_CACHED_TARGETS);
   private readonly timeoutMs: number;
 
   constructor(deps: BrokerDeps) {
@@ -60,8 +61,8 @@ export class BrokerSender {
   }
 
   private target(url: string): BrokerTarget | null {
-    let target = this.targets.get(url);
-    if (target !== undefined) return target;
+    const cached = this.targets.get(url);
+    if (cached !== undefined) return cached;
     let parsed: URL | null = null;
     try {
       parsed = new URL(url);
@@ -69,10 +70,7 @@ export class BrokerSender {
       // Stored URLs were checked; one that no longer parses fails its attempts.
     }
     const checked = parsed === null ? null : brokerTarget(parsed);
-    target = checked?.ok ? checked.target : null;
-    if (this.targets.size >= MAX_CACHED_TARGETS) this.targets.clear();
-    this.targets.set(url, target);
-    return target;
+    return this.targets.remember(url, checked?.ok ? checked.target : null);
   }
 
   async close(): Promise<void> {

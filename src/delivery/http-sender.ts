@@ -3,6 +3,7 @@ import { createSecureContext, rootCertificates } from 'node:tls';
 import { Agent } from 'undici';
 import { type AddressGuard, literalAddress } from '../domain/address-guard.ts';
 import { type AttemptErrorClass, RESPONSE_EXCERPT_BYTES } from '../domain/attempts.ts';
+import { BoundedMap } from '../lib/bounded-map.ts';
 
 export interface SendResult {
   /** The response status, once the response head arrived. */
@@ -128,7 +129,7 @@ export class WebhookSender {
   private readonly agent: Agent;
   private readonly guard: AddressGuard;
   private readonly timeoutMs: number;
-  private readonly targets = new Map<string, Target>();
+  private readonly targets = new BoundedMap<string, Target>(MAX_CACHED_TARGETS);
 
   constructor(options: SenderOptions) {
     this.guard = options.guard;
@@ -210,12 +211,7 @@ export class WebhookSender {
   }
 
   private target(url: string): Target {
-    let target = this.targets.get(url);
-    if (target !== undefined) return target;
-    target = this.parseTarget(url);
-    if (this.targets.size >= MAX_CACHED_TARGETS) this.targets.clear();
-    this.targets.set(url, target);
-    return target;
+    return this.targets.get(url) ?? this.targets.remember(url, this.parseTarget(url));
   }
 
   private parseTarget(url: string): Target {
