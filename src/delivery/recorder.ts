@@ -201,9 +201,7 @@ export class Recorder {
       );
       await queue.recordOutcomes(batch.map((s) => s.outcome));
       await this.announceDeadLetters(
-        batch
-          .filter((s) => s.outcome.status === 'dead_letter' && !s.delivery.isTest)
-          .map((s) => s.delivery),
+        batch.filter((s) => s.outcome.status === 'dead_letter').map((s) => s.delivery),
       );
       await queue.insertAttempts(
         batch.map((s) => ({
@@ -313,26 +311,26 @@ export class Recorder {
   ): Promise<number> {
     return this.deps.database.withTransaction(async () => {
       const lost = await this.deps.queue.deadLetterAbandoned(...cutOff);
-      await this.announceDeadLetters(lost.filter((delivery) => !delivery.isTest));
+      await this.announceDeadLetters(lost);
       return lost.length;
     });
   }
 
   /**
    * `webhook.delivery.dead_lettered` for each delivery given up, to the tenant's other endpoints
-   * (in the caller's transaction). An operational event's own dead letter announces nothing:
-   * announcements never cascade.
+   * (in the caller's transaction). A test fire's dead letter announces nothing, nor does an
+   * operational event's own: announcements never cascade.
    */
   async announceDeadLetters(
     deliveries: ReadonlyArray<
       Pick<
         ClaimedDelivery,
-        'id' | 'tenantId' | 'subscriptionId' | 'eventId' | 'eventType' | 'attempts'
+        'id' | 'tenantId' | 'subscriptionId' | 'eventId' | 'eventType' | 'attempts' | 'isTest'
       >
     >,
   ): Promise<void> {
     for (const delivery of deliveries) {
-      if (isOperationalEvent(delivery.eventType)) continue;
+      if (delivery.isTest || isOperationalEvent(delivery.eventType)) continue;
       await this.deps.events.emit(
         delivery.tenantId,
         'webhook.delivery.dead_lettered',
