@@ -178,45 +178,28 @@ export class WebhooksRepository extends Repository {
   }
 
   /**
-   * `count` consecutive sequences of one subscription, the last one returned (see takeSequences:
-   * the counter row stays locked until the transaction ends).
+   * Takes each subscription's next `count` sequences in one statement (a counter row at `count`
+   * the first time, else its number plus `count`) and returns the last of them. The counter rows
+   * stay locked until the transaction ends, so the numbers are handed out in commit order and a
+   * rollback gives them back: no gap, no reuse. Ids are sorted so that transactions sharing
+   * subscriptions lock them in one order.
    */
-  async takeSequenceRange(
+  async takeSequences(
     tenantId: string,
-    subscriptionId: string,
-    count: number,
-  ): Promise<number> {
-    const row = await this.db
-      .insertInto('webhookSequences')
-      .values({ subscriptionId, tenantId, lastSequence: count })
-      .onConflict((conflict) =>
-        conflict
-          .column('subscriptionId')
-          .doUpdateSet((eb) => ({ lastSequence: eb('webhookSequences.lastSequence', '+', count) })),
-      )
-      .returning('lastSequence')
-      .executeTakeFirstOrThrow();
-    return row.lastSequence;
-  }
-
-  /**
-   * Takes each subscription's next sequence in one statement (a counter row at 1 the first time,
-   * else its number plus one). The counter rows stay locked until the transaction ends, so the
-   * numbers are handed out in commit order and a rollback gives them back: no gap, no reuse. Ids
-   * are sorted so that transactions sharing subscriptions lock them in one order.
-   */
-  async takeSequences(tenantId: string, subscriptionIds: string[]): Promise<Map<string, number>> {
+    subscriptionIds: string[],
+    count = 1,
+  ): Promise<Map<string, number>> {
     const rows = await this.db
       .insertInto('webhookSequences')
       .values(
         [...subscriptionIds]
           .sort()
-          .map((subscriptionId) => ({ subscriptionId, tenantId, lastSequence: 1 })),
+          .map((subscriptionId) => ({ subscriptionId, tenantId, lastSequence: count })),
       )
       .onConflict((conflict) =>
         conflict
           .column('subscriptionId')
-          .doUpdateSet((eb) => ({ lastSequence: eb('webhookSequences.lastSequence', '+', 1) })),
+          .doUpdateSet((eb) => ({ lastSequence: eb('webhookSequences.lastSequence', '+', count) })),
       )
       .returning(['subscriptionId', 'lastSequence'])
       .execute();

@@ -118,11 +118,8 @@ export class EventsService {
     missed: ReadonlyArray<{ eventId: string; eventType: string; objectKey: string | null }>,
   ): Promise<string[]> {
     if (missed.length === 0) return [];
-    const last = await this.deps.webhooks.takeSequenceRange(
-      tenantId,
-      subscriptionId,
-      missed.length,
-    );
+    const taken = await this.deps.webhooks.takeSequences(tenantId, [subscriptionId], missed.length);
+    const last = taken.get(subscriptionId) as number;
     const first = last - missed.length + 1;
     return this.insertPending(
       tenantId,
