@@ -1,12 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { type ConnectionOptions, rootCertificates } from 'node:tls';
 import { literalAddress } from '../domain/address-guard.ts';
-import {
-  type BrokerTarget,
-  brokerTarget,
-  PASSWORD_MASK,
-  withPassword,
-} from '../domain/destinations.ts';
+import { type BrokerTarget, brokerTarget, PASSWORD_MASK } from '../domain/destinations.ts';
 import { BoundedMap } from '../lib/bounded-map.ts';
 import { AmqpSender } from './amqp-sender.ts';
 import type { BrokerDeps, BrokerMessage } from './broker-outcomes.ts';
@@ -43,8 +38,9 @@ export class BrokerSender {
     if (target === null) {
       return { status: null, error: 'invalid url', errorClass: 'address_blocked', body: '' };
     }
-    // The pool's key names the password too: a changed password is a new connection.
-    const key = password === null ? url : withPassword(url, password);
+    // The pool's key names the password too: a changed password is a new connection. (A newline
+    // never stands in a stored URL, so the two parts cannot run together.)
+    const key = password === null ? url : `${url}\n${password}`;
     const sent =
       target.kind === 'amqp'
         ? this.amqp.send(key, target, password, message)

@@ -128,13 +128,6 @@ export function splitPassword(url: string): { shown: string; password: string | 
   return { shown: parsed.href, password };
 }
 
-/** The masked URL with its password put back (percent-encoded as a URL needs). */
-export function withPassword(shown: string, password: string): string {
-  const parsed = new URL(shown);
-  parsed.password = encodeURIComponent(password);
-  return parsed.href;
-}
-
 /**
  * Whether a PATCH's masked URL may keep the stored password: only for the same user at the same
  * scheme, host and port, so that a changed URL never carries the password to another server.
