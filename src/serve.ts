@@ -8,7 +8,6 @@ import {
   describeDatabase,
   misspeltVariables,
 } from './config.ts';
-
 import { startWorker } from './delivery/start.ts';
 import type { WorkerOptions } from './delivery/types.ts';
 import { demoInstructions, seedDemoIfEmpty } from './demo.ts';
