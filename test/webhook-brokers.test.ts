@@ -17,6 +17,7 @@ import { AddressGuard } from '../src/domain/address-guard.ts';
 import { startTracing } from '../src/tracing-sdk.ts';
 import { attemptLog, mostWithin } from './helpers/attempt-log.ts';
 import {
+  BrokerProxy,
   NATS_PORT,
   NatsStream,
   RABBIT_PORT,
@@ -332,6 +333,30 @@ for (const backend of BACKENDS) {
         await unsubscribe(id);
       } finally {
         await server.stop();
+      }
+    });
+
+    it('amqps:// publishes over TLS to a RabbitMQ whose certificate WEBHOOK_CA_FILE trusts', async () => {
+      const terminator = await BrokerProxy.start(RABBIT_PORT, await testCa());
+      try {
+        const before = rabbit.messages.length;
+        const url = amqpUrl()
+          .replace(`amqp://`, 'amqps://')
+          .replace(`:${RABBIT_PORT}/`, `:${terminator.port}/`);
+        const amqps = await createSubscription(ctx, tenant, url);
+        const id = amqps.data.id as string;
+        assert.equal(amqps.data.url, url.replace(user.password, '***'));
+        await createClient(ctx, tenant, { displayName: 'Over AMQPS' });
+        const [attempt] = await until(async () => {
+          const all = await attemptsOf(id);
+          return all.length > 0 ? all : undefined;
+        });
+        assert.equal(attempt.status, 200, attempt.responseBody);
+        await eventually(async () => rabbit.messages.length === before + 1);
+        assert.equal(JSON.parse(rabbit.messages[before].body).data.displayName, 'Over AMQPS');
+        await unsubscribe(id);
+      } finally {
+        await terminator.stop();
       }
     });
 
@@ -698,4 +723,88 @@ describe('broker TLS: an unverified certificate, or no TLS at all, is a tls fail
       await server.stop();
     }
   });
+});
+
+/** `promise`, or a failure naming `what` once `ms` pass. */
+function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: not done in ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
+describe('broker links: a broker that falls silent, or drops the link as it closes, holds up no stop', () => {
+  const TIMEOUT_MS = 2_000;
+  const destinations = [
+    {
+      kind: 'RabbitMQ',
+      open: async () => {
+        const queue = await RabbitQueue.open();
+        return {
+          url: (port: number) =>
+            `amqp://127.0.0.1:${port}/?exchange=${queue.exchange}&routingKey=${queue.routingKey}`,
+          upstream: RABBIT_PORT,
+          close: () => queue.close(),
+        };
+      },
+    },
+    {
+      kind: 'NATS JetStream',
+      open: async () => {
+        const stream = await NatsStream.open();
+        return {
+          url: (port: number) => `nats://127.0.0.1:${port}?subject=${stream.subject}`,
+          upstream: NATS_PORT,
+          close: () => stream.close(),
+        };
+      },
+    },
+  ];
+
+  for (const destination of destinations) {
+    it(`${destination.kind}: the pool's close ends within the time-out, or at once when the link drops`, async () => {
+      const broker = await destination.open();
+      try {
+        for (const fault of ['falls silent', 'drops the link'] as const) {
+          const proxy = await BrokerProxy.start(broker.upstream);
+          const sender = new BrokerSender({
+            guard: new AddressGuard({ allowPrivate: true }),
+            timeoutMs: TIMEOUT_MS,
+            idleMs: 60_000,
+            tlsOptions: brokerTlsOptions(null),
+          });
+          try {
+            const eventId = `evt_${randomBytes(6).toString('hex')}`;
+            const sent = await sender.send(broker.url(proxy.port), null, {
+              eventId,
+              body: '{}',
+              headers: { 'service-request-id': `${eventId}.1` },
+            });
+            assert.equal(sent.status, 200, `${sent.error} ${sent.body}`);
+            const started = performance.now();
+            let closing: Promise<void>;
+            if (fault === 'falls silent') {
+              proxy.freeze();
+              closing = sender.close();
+            } else {
+              closing = sender.close();
+              proxy.cut();
+            }
+            await within(closing, TIMEOUT_MS * 3, `the close after the broker ${fault}`);
+            const tookMs = performance.now() - started;
+            const boundMs = fault === 'falls silent' ? TIMEOUT_MS + 1_000 : TIMEOUT_MS / 2;
+            assert.ok(
+              tookMs < boundMs,
+              `closed ${Math.round(tookMs)} ms after the broker ${fault}`,
+            );
+          } finally {
+            await proxy.stop();
+          }
+        }
+      } finally {
+        await broker.close();
+      }
+    });
+  }
 });

@@ -39,7 +39,7 @@ export class AmqpSender {
   constructor(private readonly deps: BrokerDeps) {
     this.pool = new LinkPool({
       idleMs: deps.idleMs,
-      close: closeLink,
+      close: (link) => closeModel(link.model, deps.timeoutMs),
       isClosed: (link) => link.closed !== null,
     });
   }
@@ -116,7 +116,7 @@ export class AmqpSender {
     try {
       channel = await model.createConfirmChannel();
     } catch (error) {
-      await closeLink({ model } as AmqpLink);
+      await closeModel(model, this.deps.timeoutMs);
       throw error;
     }
     const link: AmqpLink = { model, channel, blocked: null, closed: null, returned: new Map() };
@@ -158,12 +158,23 @@ export class AmqpSender {
   }
 }
 
-async function closeLink(link: AmqpLink): Promise<void> {
-  try {
-    await link.model.close();
-  } catch {
-    // Already closed by the broker or the network.
-  }
+/**
+ * Closes a connection. Done once the close is answered, once the connection reports itself closed
+ * (amqplib's close never settles when the socket ends while it waits for the answer), or after
+ * `timeoutMs` of a broker's silence: a stopping worker is never held by a broker.
+ */
+function closeModel(model: ChannelModel, timeoutMs: number): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, timeoutMs);
+    function done() {
+      clearTimeout(timer);
+      model.off('close', done);
+      resolve();
+    }
+    model.once('close', done);
+    // A rejection: closed already, by the broker or the network.
+    model.close().then(done, done);
+  });
 }
 
 /** The broker's reason as it gave it (amqplib quotes the server's close frame in its message). */

@@ -2,8 +2,10 @@ import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server, type Socket, connect as tcpConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createServer as createTlsServer } from 'node:tls';
 import { promisify } from 'node:util';
 import { connect as amqpConnect, type ChannelModel } from 'amqplib';
 import {
@@ -237,4 +239,70 @@ export async function startTlsNats(tls: { key: string; cert: string; caFile: str
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * A relay in front of one of the machine's brokers, as a load balancer would stand: on a free port,
+ * each connection piped to `upstreamPort`; with `tls`, it terminates TLS with that certificate
+ * (testCa()'s, for 127.0.0.1). `freeze` makes it a broker that falls silent (connections stay open,
+ * nothing passes); `cut` ends every connection as a network failure would.
+ */
+export class BrokerProxy {
+  private readonly sockets = new Set<Socket>();
+  private frozen = false;
+
+  private constructor(
+    private readonly server: Server,
+    readonly port: number,
+  ) {}
+
+  static async start(
+    upstreamPort: number,
+    tls?: { key: string; cert: string },
+  ): Promise<BrokerProxy> {
+    let proxy: BrokerProxy | undefined;
+    const relay = (client: Socket) => proxy?.relay(client, upstreamPort);
+    const server = tls
+      ? createTlsServer({ key: tls.key, cert: tls.cert }, relay)
+      : createServer(relay);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    proxy = new BrokerProxy(server, (server.address() as { port: number }).port);
+    return proxy;
+  }
+
+  freeze(): void {
+    this.frozen = true;
+  }
+
+  cut(): void {
+    for (const socket of this.sockets) socket.destroy();
+  }
+
+  async stop(): Promise<void> {
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    this.cut();
+    await closed;
+  }
+
+  private relay(client: Socket, upstreamPort: number): void {
+    const upstream = tcpConnect(upstreamPort, '127.0.0.1');
+    const end = () => {
+      client.destroy();
+      upstream.destroy();
+    };
+    for (const [from, to] of [
+      [client, upstream],
+      [upstream, client],
+    ] as const) {
+      this.sockets.add(from);
+      from.on('error', end);
+      from.on('close', () => {
+        this.sockets.delete(from);
+        end();
+      });
+      from.on('data', (chunk: Buffer) => {
+        if (!this.frozen) to.write(chunk);
+      });
+    }
+  }
 }
