@@ -8,7 +8,6 @@ import { PgListener } from './db/pg-listener.ts';
 import { DeliveryQueue } from './delivery/queue.ts';
 import { queueStats } from './delivery/stats.ts';
 import type { Resolver } from './domain/address-guard.ts';
-import { buildApp } from './http/app.ts';
 import { type Clock, systemClock } from './lib/clock.ts';
 import { Metrics } from './lib/metrics.ts';
 import { activeIds, tracing } from './lib/tracing.ts';
@@ -143,11 +142,15 @@ export async function createRuntime(
   };
 }
 
-/** The HTTP app; its rate-limit store (a Redis connection) lives and closes with it. */
+/**
+ * The HTTP app; its rate-limit store (a Redis connection) lives and closes with it. Its modules
+ * load here, on first use: a worker process and the CLI's commands never load them.
+ */
 export async function createHttpApp(
   runtime: Runtime,
   logger?: pino.Logger,
 ): Promise<FastifyInstance> {
+  const { buildApp } = await import('./http/app.ts');
   const rateLimits = await RateLimits.create(runtime.config, runtime.database, runtime.logger);
   return buildApp({
     metrics: runtime.metrics,

@@ -1,13 +1,16 @@
 import type { FastifyInstance } from 'fastify';
-import { convertV2 } from 'openapi-to-postmanv2';
 
 interface Collection {
   variable?: Array<Record<string, unknown>>;
   [key: string]: unknown;
 }
 
-/** The served OpenAPI document as a Postman collection: one folder per tag, the examples as data. */
-function toCollection(document: object): Promise<Collection> {
+/**
+ * The served OpenAPI document as a Postman collection: one folder per tag, the examples as data.
+ * The converter is a large module graph, loaded on the first request rather than at start.
+ */
+async function toCollection(document: object): Promise<Collection> {
+  const { convertV2 } = await import('openapi-to-postmanv2');
   return new Promise((resolve, reject) => {
     convertV2(
       { type: 'json', data: document as never },
