@@ -132,8 +132,8 @@ describe('the API reference page in Chromium', { skip }, () => {
       assert.ok(!text.includes('Generate SDKs'), "Scalar's own toolbar is off");
       // One sidebar group per name: no tag is called like the section Scalar gives the events.
       assert.ok(!tags.has('Webhooks'), 'a tag named Webhooks beside the events');
+      // The viewport only: a full-page shot of every operation costs more than the rest of the test.
       await page.screenshot({ path: join(shots, 'docs.png') });
-      await page.screenshot({ path: join(shots, 'docs-full.png'), fullPage: true });
       console.log(`# screenshots in ${shots}`);
       assert.deepEqual(problems, []);
 
