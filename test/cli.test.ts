@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import pino from 'pino';
 import { UsageError } from '../src/cli/args.ts';
-import { describeError } from '../src/cli/run.ts';
+import { describeError, runCli } from '../src/cli/run.ts';
 import { parseExpiry, parseScopes } from '../src/cli/values.ts';
 import { ConfigError, describeDatabase, loadConfig } from '../src/config.ts';
 import { migrations } from '../src/db/migrate.ts';
@@ -50,6 +50,24 @@ async function tourops(args: string | string[], env: Record<string, string>): Pr
   const [code] = (await once(child, 'close')) as [number | null];
   clearTimeout(timer);
   return { code, stdout, stderr };
+}
+
+/**
+ * The same CLI in this process: runCli over the argv, the environment and collected output, as
+ * bin/tourops.js runs it after its set-up (which the command-line suite runs for real). Spawning
+ * a process for every command would only load the same modules again.
+ */
+async function cli(args: string | string[], env: Record<string, string>): Promise<CliResult> {
+  const argv = typeof args === 'string' ? args.split(' ').filter((arg) => arg !== '') : args;
+  let stdout = '';
+  let stderr = '';
+  const code = await runCli(argv, {
+    stdout: { write: (chunk: string) => (stdout += chunk) },
+    stderr: { write: (chunk: string) => (stderr += chunk) },
+    env: { PATH: process.env.PATH ?? '', ...env },
+  });
+  assert.notEqual(code, 'serving', 'a one-shot command');
+  return { code: code === 'serving' ? null : code, stdout, stderr };
 }
 
 function assertOk(result: CliResult): void {
@@ -130,7 +148,7 @@ for (const backend of BACKENDS) {
     });
 
     it('tenant create prints the tenant; a taken slug is a one-line conflict', async () => {
-      const created = await tourops(
+      const created = await cli(
         ['tenant', 'create', '--name', 'Acme Tours', '--slug', 'acme', '--tier', 'pro', '--json'],
         env,
       );
@@ -143,38 +161,38 @@ for (const backend of BACKENDS) {
       assert.equal(tenant.active, true);
       tenantId = tenant.id;
 
-      const again = await tourops('tenant create --name Other --slug acme --tier starter', env);
+      const again = await cli('tenant create --name Other --slug acme --tier starter', env);
       assertFails(again, 1, /slug acme already exists/);
     });
 
     it('tenant list and token list show what exists, never a token value', async () => {
-      const minted = await tourops('token create --tenant acme --scopes trips:read --json', env);
+      const minted = await cli('token create --tenant acme --scopes trips:read --json', env);
       assertOk(minted);
       const { token: value, id } = JSON.parse(minted.stdout);
-      const tenants = await tourops('tenant list --json', env);
+      const tenants = await cli('tenant list --json', env);
       assertOk(tenants);
       assert.ok(JSON.parse(tenants.stdout).some((t: { slug: string }) => t.slug === 'acme'));
-      const human = await tourops('tenant list', env);
+      const human = await cli('tenant list', env);
       assertOk(human);
       assert.match(human.stdout, /^ten_\w+ {2,}acme {2,}pro {2,}Acme Tours$/m);
       assertAligned(human.stdout, ['ID', 'SLUG', 'TIER', 'NAME']);
-      const tokens = await tourops('token list --tenant acme --json', env);
+      const tokens = await cli('token list --tenant acme --json', env);
       assertOk(tokens);
       const listed = JSON.parse(tokens.stdout);
       assert.ok(listed.some((t: { id: string }) => t.id === id));
       assert.ok(!tokens.stdout.includes(value), 'the value is never listed');
-      const lines = await tourops('token list --tenant acme', env);
+      const lines = await cli('token list --tenant acme', env);
       assertOk(lines);
       assert.match(
         lines.stdout,
         new RegExp(`^${id} {2,}tk_test_\\w+… {2,}active {2,}trips:read$`, 'm'),
       );
       assertAligned(lines.stdout, ['ID', 'PREFIX', 'STATE', 'SCOPES']);
-      assertFails(await tourops('token list --tenant nobody', env), 1, /Tenant "nobody"/);
+      assertFails(await cli('token list --tenant nobody', env), 1, /Tenant "nobody"/);
     });
 
     it('--json failures are one JSON document on stdout, with the exit code', async () => {
-      const missing = await tourops('token list --tenant nobody --json', env);
+      const missing = await cli('token list --tenant nobody --json', env);
       assert.equal(missing.code, 1);
       assert.equal(missing.stderr, '');
       const { error } = JSON.parse(missing.stdout);
@@ -184,35 +202,35 @@ for (const backend of BACKENDS) {
         error.message,
         /^Tenant "nobody" was not found in (SQLite in \/|PostgreSQL at )/,
       );
-      const usage = await tourops('tenant create --json --name X --slug Bad! --tier pro', env);
+      const usage = await cli('tenant create --json --name X --slug Bad! --tier pro', env);
       assert.equal(usage.code, 2);
       assert.equal(JSON.parse(usage.stdout).error.type, 'usage');
-      const unknown = await tourops('webhook enable whs_01JDZZZZZZZZZZZZZZZZZZZZZZ --json', env);
+      const unknown = await cli('webhook enable whs_01JDZZZZZZZZZZZZZZZZZZZZZZ --json', env);
       assert.equal(unknown.code, 1);
       assert.equal(JSON.parse(unknown.stdout).error.type, 'not-found');
       // The plural spelling of earlier versions still works.
-      const alias = await tourops('webhooks enable whs_01JDZZZZZZZZZZZZZZZZZZZZZZ', env);
+      const alias = await cli('webhooks enable whs_01JDZZZZZZZZZZZZZZZZZZZZZZ', env);
       assertFails(alias, 1, /Webhook subscription "whs_01JDZZZZZZZZZZZZZZZZZZZZZZ"/);
     });
 
     it('tenant create rejects an unknown tier and a bad slug as usage errors', async () => {
       const [tier, slug] = await Promise.all([
-        tourops('tenant create --name X --slug x --tier gold', env),
-        tourops('tenant create --name X --slug Not_a_slug --tier pro', env),
+        cli('tenant create --name X --slug x --tier gold', env),
+        cli('tenant create --name X --slug Not_a_slug --tier pro', env),
       ]);
       assertFails(tier, 2, /--tier must be one of free, starter, pro, enterprise/);
       assertFails(slug, 2, /--slug "Not_a_slug"/);
       // Every bad flag in one answer, and every missing one.
       const [both, missing] = await Promise.all([
-        tourops('tenant create --name X --slug Not_a_slug --tier gold', env),
-        tourops('tenant create --name X', env),
+        cli('tenant create --name X --slug Not_a_slug --tier gold', env),
+        cli('tenant create --name X', env),
       ]);
       assertFails(both, 2, /--slug "Not_a_slug" must be .*; --tier must be one of/);
       assertFails(missing, 2, /--slug, --tier are required/);
     });
 
     it('token create by tenant id mints a token that authenticates with its scopes', async () => {
-      const result = await tourops(
+      const result = await cli(
         ['token', 'create', '--tenant', tenantId, '--scopes', 'trips:read, clients:read', '--json'],
         env,
       );
@@ -232,7 +250,7 @@ for (const backend of BACKENDS) {
     });
 
     it('token create by slug with --scopes all, --expires and --name (human output)', async () => {
-      const result = await tourops(
+      const result = await cli(
         [
           ...'token create --tenant acme --scopes all --expires 2099-01-31'.split(' '),
           '--name',
@@ -257,7 +275,7 @@ for (const backend of BACKENDS) {
     });
 
     it('token create takes a date-time with an offset and stores it in UTC', async () => {
-      const result = await tourops(
+      const result = await cli(
         'token create --tenant acme --scopes bookings:read --expires 2099-06-30T12:00:00+02:00 --json',
         env,
       );
@@ -267,10 +285,10 @@ for (const backend of BACKENDS) {
 
     it('token create: bad option values exit 2, an unknown tenant exits 1', async () => {
       const [scope, expires, missing, tenant] = await Promise.all([
-        tourops('token create --tenant acme --scopes trips:read,trips:fly', env),
-        tourops('token create --tenant acme --scopes all --expires soon', env),
-        tourops('token create --tenant acme', env),
-        tourops('token create --tenant nobody --scopes all', env),
+        cli('token create --tenant acme --scopes trips:read,trips:fly', env),
+        cli('token create --tenant acme --scopes all --expires soon', env),
+        cli('token create --tenant acme', env),
+        cli('token create --tenant nobody --scopes all', env),
       ]);
       assertFails(scope, 2, /unknown scope "trips:fly"/);
       assertFails(expires, 2, /--expires "soon"/);
@@ -279,12 +297,12 @@ for (const backend of BACKENDS) {
     });
 
     it('token revoke revokes, after which the token no longer authenticates', async () => {
-      const minted = await tourops('token create --tenant acme --scopes trips:read --json', env);
+      const minted = await cli('token create --tenant acme --scopes trips:read --json', env);
       assertOk(minted);
       const { id, token } = JSON.parse(minted.stdout);
       await authenticate(token);
 
-      const revoked = await tourops(['token', 'revoke', id, '--json'], env);
+      const revoked = await cli(['token', 'revoke', id, '--json'], env);
       assertOk(revoked);
       const body = JSON.parse(revoked.stdout);
       assert.equal(body.id, id);
@@ -294,12 +312,12 @@ for (const backend of BACKENDS) {
       serverClock.advance(AUTH_CACHE_TTL_MS);
       await assert.rejects(authenticate(token), /revoked/);
 
-      const unknown = await tourops('token revoke tok_nope', env);
+      const unknown = await cli('token revoke tok_nope', env);
       assertFails(unknown, 1, /Token "tok_nope" was not found/);
     });
 
     it('demo seeds the demo tenant once; a second run fails with exit 1', async () => {
-      const first = await tourops('demo --json', env);
+      const first = await cli('demo --json', env);
       assertOk(first);
       const demo = JSON.parse(first.stdout);
       assert.deepEqual(Object.keys(demo).sort(), ['tenantId', 'tenantSlug', 'token']);
@@ -308,7 +326,7 @@ for (const backend of BACKENDS) {
       assert.equal(auth.tenant.id, demo.tenantId);
       assert.equal(auth.scopes.size, SCOPES.length);
 
-      const second = await tourops('demo', env);
+      const second = await cli('demo', env);
       assertFails(second, 1, /slug demo already exists/);
     });
   });

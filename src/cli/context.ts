@@ -50,7 +50,7 @@ export function createCommandContext(io: CliIo, json: boolean): CommandContext {
         import('pino'),
       ]);
       const runtime = await createRuntime(runtimeConfig, {
-        logger: cliLogger(pino, runtimeConfig),
+        logger: cliLogger(pino, runtimeConfig, io),
         secretKey: options.needsKey ? 'required' : 'if-present',
       });
       try {
@@ -71,7 +71,8 @@ export function createCommandContext(io: CliIo, json: boolean): CommandContext {
  * default `info` level is lowered to `warn` so a routine "migrations applied" does not clutter
  * an operator's terminal. LOG_LEVEL=debug or trace still shows everything.
  */
-function cliLogger(create: typeof pino, config: Config): pino.Logger {
+function cliLogger(create: typeof pino, config: Config, io: CliIo): pino.Logger {
   const level = config.logLevel === 'info' ? 'warn' : config.logLevel;
-  return create({ level }, create.destination({ dest: 2, sync: true }));
+  // io.stderr: the process's own (written synchronously on Linux), or what a caller collects.
+  return create({ level }, { write: (line: string) => io.stderr.write(line) });
 }
