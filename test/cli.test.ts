@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import pino from 'pino';
 import { UsageError } from '../src/cli/args.ts';
-import { describeError, runCli } from '../src/cli/run.ts';
+import { describeError } from '../src/cli/run.ts';
 import { parseExpiry, parseScopes } from '../src/cli/values.ts';
 import { ConfigError, describeDatabase, loadConfig } from '../src/config.ts';
 import { migrations } from '../src/db/migrate.ts';
@@ -16,20 +16,15 @@ import { notFound, validationFailed } from '../src/lib/problems.ts';
 import { createRuntime, type Runtime } from '../src/runtime.ts';
 import type { AuthContext } from '../src/services/context.ts';
 import { AUTH_CACHE_TTL_MS } from '../src/services/index.ts';
+import { type CliResult, cliHere } from './helpers/cli.ts';
 import { ManualClock } from './helpers/clock.ts';
 import { BACKENDS, createTestDatabase, type TestDatabase } from './helpers/context.ts';
 import { BIN, ROOT, startTourops } from './helpers/processes.ts';
 
-/** The real CLI, as an operator runs it: bin/tourops.js in a child process (ROOT, BIN). */
-interface CliResult {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
 /**
- * Runs `tourops <args>` (a string is split on spaces). Only PATH is inherited, so no DATABASE_URL
- * or DATA_DIR of the developer's shell leaks in.
+ * The real CLI, as an operator runs it: `tourops <args>` (a string is split on spaces) by
+ * bin/tourops.js in a child process. Only PATH is inherited, so no DATABASE_URL or DATA_DIR of the
+ * developer's shell leaks in.
  */
 async function tourops(args: string | string[], env: Record<string, string>): Promise<CliResult> {
   const argv = typeof args === 'string' ? args.split(' ').filter((arg) => arg !== '') : args;
@@ -50,24 +45,6 @@ async function tourops(args: string | string[], env: Record<string, string>): Pr
   const [code] = (await once(child, 'close')) as [number | null];
   clearTimeout(timer);
   return { code, stdout, stderr };
-}
-
-/**
- * The same CLI in this process: runCli over the argv, the environment and collected output, as
- * bin/tourops.js runs it after its set-up (which the command-line suite runs for real). Spawning
- * a process for every command would only load the same modules again.
- */
-async function cli(args: string | string[], env: Record<string, string>): Promise<CliResult> {
-  const argv = typeof args === 'string' ? args.split(' ').filter((arg) => arg !== '') : args;
-  let stdout = '';
-  let stderr = '';
-  const code = await runCli(argv, {
-    stdout: { write: (chunk: string) => (stdout += chunk) },
-    stderr: { write: (chunk: string) => (stderr += chunk) },
-    env: { PATH: process.env.PATH ?? '', ...env },
-  });
-  assert.notEqual(code, 'serving', 'a one-shot command');
-  return { code: code === 'serving' ? null : code, stdout, stderr };
 }
 
 function assertOk(result: CliResult): void {
@@ -148,7 +125,7 @@ for (const backend of BACKENDS) {
     });
 
     it('tenant create prints the tenant; a taken slug is a one-line conflict', async () => {
-      const created = await cli(
+      const created = await cliHere(
         ['tenant', 'create', '--name', 'Acme Tours', '--slug', 'acme', '--tier', 'pro', '--json'],
         env,
       );
@@ -161,38 +138,38 @@ for (const backend of BACKENDS) {
       assert.equal(tenant.active, true);
       tenantId = tenant.id;
 
-      const again = await cli('tenant create --name Other --slug acme --tier starter', env);
+      const again = await cliHere('tenant create --name Other --slug acme --tier starter', env);
       assertFails(again, 1, /slug acme already exists/);
     });
 
     it('tenant list and token list show what exists, never a token value', async () => {
-      const minted = await cli('token create --tenant acme --scopes trips:read --json', env);
+      const minted = await cliHere('token create --tenant acme --scopes trips:read --json', env);
       assertOk(minted);
       const { token: value, id } = JSON.parse(minted.stdout);
-      const tenants = await cli('tenant list --json', env);
+      const tenants = await cliHere('tenant list --json', env);
       assertOk(tenants);
       assert.ok(JSON.parse(tenants.stdout).some((t: { slug: string }) => t.slug === 'acme'));
-      const human = await cli('tenant list', env);
+      const human = await cliHere('tenant list', env);
       assertOk(human);
       assert.match(human.stdout, /^ten_\w+ {2,}acme {2,}pro {2,}Acme Tours$/m);
       assertAligned(human.stdout, ['ID', 'SLUG', 'TIER', 'NAME']);
-      const tokens = await cli('token list --tenant acme --json', env);
+      const tokens = await cliHere('token list --tenant acme --json', env);
       assertOk(tokens);
       const listed = JSON.parse(tokens.stdout);
       assert.ok(listed.some((t: { id: string }) => t.id === id));
       assert.ok(!tokens.stdout.includes(value), 'the value is never listed');
-      const lines = await cli('token list --tenant acme', env);
+      const lines = await cliHere('token list --tenant acme', env);
       assertOk(lines);
       assert.match(
         lines.stdout,
         new RegExp(`^${id} {2,}tk_test_\\w+… {2,}active {2,}trips:read$`, 'm'),
       );
       assertAligned(lines.stdout, ['ID', 'PREFIX', 'STATE', 'SCOPES']);
-      assertFails(await cli('token list --tenant nobody', env), 1, /Tenant "nobody"/);
+      assertFails(await cliHere('token list --tenant nobody', env), 1, /Tenant "nobody"/);
     });
 
     it('--json failures are one JSON document on stdout, with the exit code', async () => {
-      const missing = await cli('token list --tenant nobody --json', env);
+      const missing = await cliHere('token list --tenant nobody --json', env);
       assert.equal(missing.code, 1);
       assert.equal(missing.stderr, '');
       const { error } = JSON.parse(missing.stdout);
@@ -202,35 +179,35 @@ for (const backend of BACKENDS) {
         error.message,
         /^Tenant "nobody" was not found in (SQLite in \/|PostgreSQL at )/,
       );
-      const usage = await cli('tenant create --json --name X --slug Bad! --tier pro', env);
+      const usage = await cliHere('tenant create --json --name X --slug Bad! --tier pro', env);
       assert.equal(usage.code, 2);
       assert.equal(JSON.parse(usage.stdout).error.type, 'usage');
-      const unknown = await cli('webhook enable whs_01JDZZZZZZZZZZZZZZZZZZZZZZ --json', env);
+      const unknown = await cliHere('webhook enable whs_01JDZZZZZZZZZZZZZZZZZZZZZZ --json', env);
       assert.equal(unknown.code, 1);
       assert.equal(JSON.parse(unknown.stdout).error.type, 'not-found');
       // The plural spelling of earlier versions still works.
-      const alias = await cli('webhooks enable whs_01JDZZZZZZZZZZZZZZZZZZZZZZ', env);
+      const alias = await cliHere('webhooks enable whs_01JDZZZZZZZZZZZZZZZZZZZZZZ', env);
       assertFails(alias, 1, /Webhook subscription "whs_01JDZZZZZZZZZZZZZZZZZZZZZZ"/);
     });
 
     it('tenant create rejects an unknown tier and a bad slug as usage errors', async () => {
       const [tier, slug] = await Promise.all([
-        cli('tenant create --name X --slug x --tier gold', env),
-        cli('tenant create --name X --slug Not_a_slug --tier pro', env),
+        cliHere('tenant create --name X --slug x --tier gold', env),
+        cliHere('tenant create --name X --slug Not_a_slug --tier pro', env),
       ]);
       assertFails(tier, 2, /--tier must be one of free, starter, pro, enterprise/);
       assertFails(slug, 2, /--slug "Not_a_slug"/);
       // Every bad flag in one answer, and every missing one.
       const [both, missing] = await Promise.all([
-        cli('tenant create --name X --slug Not_a_slug --tier gold', env),
-        cli('tenant create --name X', env),
+        cliHere('tenant create --name X --slug Not_a_slug --tier gold', env),
+        cliHere('tenant create --name X', env),
       ]);
       assertFails(both, 2, /--slug "Not_a_slug" must be .*; --tier must be one of/);
       assertFails(missing, 2, /--slug, --tier are required/);
     });
 
     it('token create by tenant id mints a token that authenticates with its scopes', async () => {
-      const result = await cli(
+      const result = await cliHere(
         ['token', 'create', '--tenant', tenantId, '--scopes', 'trips:read, clients:read', '--json'],
         env,
       );
@@ -250,7 +227,7 @@ for (const backend of BACKENDS) {
     });
 
     it('token create by slug with --scopes all, --expires and --name (human output)', async () => {
-      const result = await cli(
+      const result = await cliHere(
         [
           ...'token create --tenant acme --scopes all --expires 2099-01-31'.split(' '),
           '--name',
@@ -275,7 +252,7 @@ for (const backend of BACKENDS) {
     });
 
     it('token create takes a date-time with an offset and stores it in UTC', async () => {
-      const result = await cli(
+      const result = await cliHere(
         'token create --tenant acme --scopes bookings:read --expires 2099-06-30T12:00:00+02:00 --json',
         env,
       );
@@ -285,10 +262,10 @@ for (const backend of BACKENDS) {
 
     it('token create: bad option values exit 2, an unknown tenant exits 1', async () => {
       const [scope, expires, missing, tenant] = await Promise.all([
-        cli('token create --tenant acme --scopes trips:read,trips:fly', env),
-        cli('token create --tenant acme --scopes all --expires soon', env),
-        cli('token create --tenant acme', env),
-        cli('token create --tenant nobody --scopes all', env),
+        cliHere('token create --tenant acme --scopes trips:read,trips:fly', env),
+        cliHere('token create --tenant acme --scopes all --expires soon', env),
+        cliHere('token create --tenant acme', env),
+        cliHere('token create --tenant nobody --scopes all', env),
       ]);
       assertFails(scope, 2, /unknown scope "trips:fly"/);
       assertFails(expires, 2, /--expires "soon"/);
@@ -297,12 +274,12 @@ for (const backend of BACKENDS) {
     });
 
     it('token revoke revokes, after which the token no longer authenticates', async () => {
-      const minted = await cli('token create --tenant acme --scopes trips:read --json', env);
+      const minted = await cliHere('token create --tenant acme --scopes trips:read --json', env);
       assertOk(minted);
       const { id, token } = JSON.parse(minted.stdout);
       await authenticate(token);
 
-      const revoked = await cli(['token', 'revoke', id, '--json'], env);
+      const revoked = await cliHere(['token', 'revoke', id, '--json'], env);
       assertOk(revoked);
       const body = JSON.parse(revoked.stdout);
       assert.equal(body.id, id);
@@ -312,12 +289,12 @@ for (const backend of BACKENDS) {
       serverClock.advance(AUTH_CACHE_TTL_MS);
       await assert.rejects(authenticate(token), /revoked/);
 
-      const unknown = await cli('token revoke tok_nope', env);
+      const unknown = await cliHere('token revoke tok_nope', env);
       assertFails(unknown, 1, /Token "tok_nope" was not found/);
     });
 
     it('demo seeds the demo tenant once; a second run fails with exit 1', async () => {
-      const first = await cli('demo --json', env);
+      const first = await cliHere('demo --json', env);
       assertOk(first);
       const demo = JSON.parse(first.stdout);
       assert.deepEqual(Object.keys(demo).sort(), ['tenantId', 'tenantSlug', 'token']);
@@ -326,7 +303,7 @@ for (const backend of BACKENDS) {
       assert.equal(auth.tenant.id, demo.tenantId);
       assert.equal(auth.scopes.size, SCOPES.length);
 
-      const second = await cli('demo', env);
+      const second = await cliHere('demo', env);
       assertFails(second, 1, /slug demo already exists/);
     });
   });

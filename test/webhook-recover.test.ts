@@ -1,21 +1,16 @@
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import { startWorker } from '../src/delivery/start.ts';
 import { newId } from '../src/lib/ids.ts';
 import { MAX_RECOVER } from '../src/services/webhooks-service.ts';
+import { cliHere } from './helpers/cli.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
 import { HttpsReceiver } from './helpers/https-receiver.ts';
-import { BIN, ROOT } from './helpers/processes.ts';
 import { WorkerMonitor } from './helpers/worker-monitor.ts';
 
 const tourops = (args: string[], env: Record<string, string>) =>
-  spawnSync(process.execPath, [BIN, ...args], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', ...env },
-    encoding: 'utf8',
-  });
+  cliHere(args, { LOG_LEVEL: 'warn', ...env });
 
 for (const backend of BACKENDS) {
   describe(`recovering dead letters (${backend})`, () => {
@@ -105,16 +100,16 @@ for (const backend of BACKENDS) {
       assert.deepEqual(listedSubscription.last24h, { succeeded: 3, deadLettered: 3, pending: 0 });
 
       // The operator CLI sees and does the same.
-      const listed = tourops(['delivery', 'list', '--webhook', id, '--json'], ctx.env);
-      assert.equal(listed.status, 0, listed.stderr);
+      const listed = await tourops(['delivery', 'list', '--webhook', id, '--json'], ctx.env);
+      assert.equal(listed.code, 0, listed.stderr);
       assert.equal(JSON.parse(listed.stdout).length, 6);
-      const dead = tourops(
+      const dead = await tourops(
         ['delivery', 'list', '--webhook', id, '--status', 'dead_letter', '--json'],
         ctx.env,
       );
       const deadRows = JSON.parse(dead.stdout);
       assert.equal(deadRows.length, 3);
-      const human = tourops(['delivery', 'list', '--webhook', id, '--limit', '2'], ctx.env);
+      const human = await tourops(['delivery', 'list', '--webhook', id, '--limit', '2'], ctx.env);
       assert.match(
         human.stdout,
         /^dlv_\w+ {2}success {2}client\.created {2}attempts 1 {2}last 204/m,
@@ -123,8 +118,8 @@ for (const backend of BACKENDS) {
       const seen = [...human.stdout.matchAll(/^(dlv_\w+) /gm)].map((m) => m[1]);
       let more = /^More: tourops (.+)$/m.exec(human.stdout)?.[1];
       while (more) {
-        const page = tourops(more.split(' '), ctx.env);
-        assert.equal(page.status, 0, page.stderr);
+        const page = await tourops(more.split(' '), ctx.env);
+        assert.equal(page.code, 0, page.stderr);
         seen.push(...[...page.stdout.matchAll(/^(dlv_\w+) /gm)].map((m) => m[1]));
         more = /^More: tourops (.+)$/m.exec(page.stdout)?.[1];
       }
@@ -133,20 +128,20 @@ for (const backend of BACKENDS) {
         JSON.parse(listed.stdout).map((d: { id: string }) => d.id),
       );
       // The delivery names its subscription: --webhook may be left out.
-      const again = tourops(['delivery', 'redeliver', deadRows[0].id, '--json'], ctx.env);
-      assert.equal(again.status, 0, again.stderr);
+      const again = await tourops(['delivery', 'redeliver', deadRows[0].id, '--json'], ctx.env);
+      assert.equal(again.code, 0, again.stderr);
       assert.equal(JSON.parse(again.stdout).status, 'pending');
-      const recovered = tourops(
+      const recovered = await tourops(
         ['delivery', 'recover', '--webhook', id, '--since', since, '--json'],
         ctx.env,
       );
-      assert.equal(recovered.status, 0, recovered.stderr);
+      assert.equal(recovered.code, 0, recovered.stderr);
       assert.deepEqual(JSON.parse(recovered.stdout), { queued: 3 });
-      const unknown = tourops(
+      const unknown = await tourops(
         ['delivery', 'list', '--webhook', 'whs_01JDZZZZZZZZZZZZZZZZZZZZZZ', '--json'],
         ctx.env,
       );
-      assert.equal(unknown.status, 1);
+      assert.equal(unknown.code, 1);
       assert.equal(JSON.parse(unknown.stdout).error.type, 'not-found');
     });
 

@@ -1,0 +1,30 @@
+import { runCli } from '../../src/cli/run.ts';
+
+/** What one `tourops` command printed, and its exit code. */
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * `tourops <args>` in this process: runCli over the argv, the environment (PATH and `env` only, so
+ * nothing of the developer's shell leaks in) and collected output, as bin/tourops.js runs it after
+ * its set-up. test/cli.test.ts runs the binary itself; elsewhere a process per command would only
+ * load the same modules again.
+ */
+export async function cliHere(
+  args: string | string[],
+  env: Record<string, string>,
+): Promise<CliResult> {
+  const argv = typeof args === 'string' ? args.split(' ').filter((arg) => arg !== '') : args;
+  let stdout = '';
+  let stderr = '';
+  const code = await runCli(argv, {
+    stdout: { write: (chunk: string) => (stdout += chunk) },
+    stderr: { write: (chunk: string) => (stderr += chunk) },
+    env: { PATH: process.env.PATH ?? '', ...env },
+  });
+  if (code === 'serving') throw new Error(`tourops ${argv.join(' ')} is not a one-shot command`);
+  return { code, stdout, stderr };
+}
