@@ -13,7 +13,7 @@ import { WorkerMonitor } from './helpers/worker-monitor.ts';
 // The delivery engine's promises at its edges, checked from the attempt log (`startedAt`,
 // `durationMs`) rather than by sleeping: a rate cap from the first second, a hold at once, and
 // every signing key until the expiry promised for it. The crash and several processes are in
-// test/webhook-workers.test.ts.
+// test/webhook-workers.test.ts and test/scale-out-workers.test.ts.
 
 for (const backend of BACKENDS) {
   describe(`delivery engine promises (${backend})`, () => {
