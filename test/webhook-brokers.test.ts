@@ -340,9 +340,10 @@ for (const backend of BACKENDS) {
       const terminator = await BrokerProxy.start(RABBIT_PORT, await testCa());
       try {
         const before = rabbit.messages.length;
-        const url = amqpUrl()
-          .replace(`amqp://`, 'amqps://')
-          .replace(`:${RABBIT_PORT}/`, `:${terminator.port}/`);
+        const url = amqpUrl(rabbit.exchange, user.password, terminator.port).replace(
+          'amqp://',
+          'amqps://',
+        );
         const amqps = await createSubscription(ctx, tenant, url);
         const id = amqps.data.id as string;
         assert.equal(amqps.data.url, url.replace(user.password, '***'));

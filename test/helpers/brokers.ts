@@ -249,25 +249,27 @@ export async function startTlsNats(tls: { key: string; cert: string; caFile: str
  */
 export class BrokerProxy {
   private readonly sockets = new Set<Socket>();
+  private readonly server: Server;
   private frozen = false;
 
-  private constructor(
-    private readonly server: Server,
-    readonly port: number,
-  ) {}
+  private constructor(upstreamPort: number, tls?: { key: string; cert: string }) {
+    const relay = (client: Socket) => this.relay(client, upstreamPort);
+    this.server = tls
+      ? createTlsServer({ key: tls.key, cert: tls.cert }, relay)
+      : createServer(relay);
+  }
 
   static async start(
     upstreamPort: number,
     tls?: { key: string; cert: string },
   ): Promise<BrokerProxy> {
-    let proxy: BrokerProxy | undefined;
-    const relay = (client: Socket) => proxy?.relay(client, upstreamPort);
-    const server = tls
-      ? createTlsServer({ key: tls.key, cert: tls.cert }, relay)
-      : createServer(relay);
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    proxy = new BrokerProxy(server, (server.address() as { port: number }).port);
+    const proxy = new BrokerProxy(upstreamPort, tls);
+    await new Promise<void>((resolve) => proxy.server.listen(0, '127.0.0.1', resolve));
     return proxy;
+  }
+
+  get port(): number {
+    return (this.server.address() as { port: number }).port;
   }
 
   freeze(): void {
