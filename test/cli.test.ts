@@ -16,7 +16,7 @@ import { notFound, validationFailed } from '../src/lib/problems.ts';
 import { createRuntime, type Runtime } from '../src/runtime.ts';
 import type { AuthContext } from '../src/services/context.ts';
 import { AUTH_CACHE_TTL_MS } from '../src/services/index.ts';
-import { type CliResult, cliHere } from './helpers/cli.ts';
+import { argvOf, type CliResult, cliHere } from './helpers/cli.ts';
 import { ManualClock } from './helpers/clock.ts';
 import { BACKENDS, createTestDatabase, type TestDatabase } from './helpers/context.ts';
 import { BIN, ROOT, startTourops } from './helpers/processes.ts';
@@ -27,8 +27,7 @@ import { BIN, ROOT, startTourops } from './helpers/processes.ts';
  * developer's shell leaks in.
  */
 async function tourops(args: string | string[], env: Record<string, string>): Promise<CliResult> {
-  const argv = typeof args === 'string' ? args.split(' ').filter((arg) => arg !== '') : args;
-  const child = spawn(process.execPath, [BIN, ...argv], {
+  const child = spawn(process.execPath, [BIN, ...argvOf(args)], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

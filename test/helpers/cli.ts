@@ -7,6 +7,10 @@ export interface CliResult {
   stderr: string;
 }
 
+/** A command line as the tests write it: an argv, or a string split on spaces. */
+export const argvOf = (args: string | string[]): string[] =>
+  typeof args === 'string' ? args.split(' ').filter((arg) => arg !== '') : args;
+
 /**
  * `tourops <args>` in this process: runCli over the argv, the environment (PATH and `env` only, so
  * nothing of the developer's shell leaks in) and collected output, as bin/tourops.js runs it after
@@ -17,7 +21,7 @@ export async function cliHere(
   args: string | string[],
   env: Record<string, string>,
 ): Promise<CliResult> {
-  const argv = typeof args === 'string' ? args.split(' ').filter((arg) => arg !== '') : args;
+  const argv = argvOf(args);
   let stdout = '';
   let stderr = '';
   const code = await runCli(argv, {
