@@ -1,7 +1,11 @@
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { connect } from 'node:net';
 import { describe, it } from 'node:test';
+import { Worker } from 'node:worker_threads';
 import { RateLimiterMemory } from 'rate-limiter-flexible';
 import { LeasedLimiter, type Take } from '../src/rate-limit/leased-limiter.ts';
+import { until } from './helpers/until.ts';
 
 /** Counts the store's consume calls, so a test can see which takes went to it. */
 function countingStore(points: number, duration = 60) {
@@ -167,6 +171,100 @@ describe('LeasedLimiter', () => {
       assert.equal((await settle(limiter.take('b'))).allowed, false);
     } finally {
       limiter.close();
+    }
+  });
+});
+
+describe('LeasedLimiter beside a local count (a shared store that may be slow)', () => {
+  /**
+   * A store whose answers travel a loopback socket to a thread of their own and back, so they
+   * arrive as I/O, also while this thread is busy; each waits `delayMs()` on the way.
+   */
+  async function socketStore(points: number, delayMs: () => number) {
+    const echo = new Worker(
+      `const net = require('node:net');
+      const server = net.createServer((socket) => {
+        let text = '';
+        socket.on('data', (data) => {
+          text += data;
+          for (let end = text.indexOf('\\n'); end >= 0; end = text.indexOf('\\n')) {
+            setTimeout(() => socket.write('.'), Number(text.slice(0, end)));
+            text = text.slice(end + 1);
+          }
+        });
+      });
+      server.listen(0, '127.0.0.1', () =>
+        require('node:worker_threads').parentPort.postMessage(server.address().port));`,
+      { eval: true },
+    );
+    const [port] = await once(echo, 'message');
+    const client = connect(port, '127.0.0.1');
+    await once(client, 'connect');
+    const waiting: Array<() => void> = [];
+    client.on('data', (data) => {
+      for (let i = 0; i < data.length; i++) waiting.shift()?.();
+    });
+    const store = new RateLimiterMemory({ points, duration: 60 });
+    const calls = { consume: 0 };
+    const consume = store.consume.bind(store);
+    store.consume = async (key, taken, options) => {
+      calls.consume += 1;
+      await new Promise<void>((resolve) => {
+        waiting.push(resolve);
+        client.write(`${delayMs()}\n`);
+      });
+      return consume(key, taken, options);
+    };
+    const close = async () => {
+      client.destroy();
+      await echo.terminate();
+    };
+    return { store, calls, close };
+  }
+
+  it("takes a stall of the process's own event loop for no slow store", async () => {
+    // The store refuses what the local count allows: the answer shows which one decided.
+    const { store, close } = await socketStore(0, () => 0);
+    const limiter = new LeasedLimiter(store, {
+      local: new RateLimiterMemory({ points: 10, duration: 60 }),
+      storeTimeoutMs: 50,
+    });
+    try {
+      const take = settle(limiter.take('a'));
+      await new Promise((resolve) => setImmediate(resolve));
+      // The answer arrives while this thread is busy for longer than the time-out.
+      const busyUntil = performance.now() + 150;
+      while (performance.now() < busyUntil);
+      assert.equal((await take).allowed, false);
+    } finally {
+      limiter.close();
+      await close();
+    }
+  });
+
+  it('answers from the local count when the store is slow, and asks the store again once it answers', async () => {
+    let delay = 300;
+    const { store, calls, close } = await socketStore(10, () => delay);
+    const limiter = new LeasedLimiter(store, {
+      local: new RateLimiterMemory({ points: 10, duration: 60 }),
+      storeTimeoutMs: 50,
+    });
+    try {
+      const started = performance.now();
+      assert.equal((await settle(limiter.take('a'))).allowed, true);
+      assert.ok(performance.now() - started < 250, 'the local count answered');
+      delay = 0;
+      // While the late answer is out, the store is avoided: `b` is counted here alone.
+      assert.equal((await settle(limiter.take('b'))).allowed, true);
+      assert.equal(calls.consume, 1);
+      // The late answer came (the store counted `a`): the next key goes to the store again.
+      await until(async () => ((await store.get('a'))?.consumedPoints === 1 ? true : undefined));
+      assert.equal((await settle(limiter.take('c'))).allowed, true);
+      assert.equal(calls.consume, 2);
+      assert.equal((await store.get('c'))?.consumedPoints, 1);
+    } finally {
+      limiter.close();
+      await close();
     }
   });
 });

@@ -67,7 +67,8 @@ export class LeasedLimiter {
       /**
        * This process's own count of every key, beside the shared store's: the one fallback. It
        * answers alone when the store fails or does not answer within `storeTimeoutMs` (a frozen
-       * Redis or PostgreSQL accepts the request and never replies), and for a second after; and
+       * Redis or PostgreSQL accepts the request and never replies), and for a second after
+       * (or until the late answer arrives); and
        * it refuses what this process alone would allow past the limit, so a store that flaps
        * (back empty after a restart) cannot let a process through more than the limit.
        */
@@ -182,18 +183,39 @@ export class LeasedLimiter {
     return counted;
   }
 
-  /** The store's result; null when it failed or did not answer in time. Refusals reject. */
+  /**
+   * The store's result; null when it failed or did not answer in time. Refusals reject. The time
+   * is judged after the I/O that arrived meanwhile is read (setImmediate runs after the poll
+   * phase), so a stall of this process's own event loop is not taken for a slow store. An answer
+   * that comes after the time-out shows the store answers again: the avoidance ends with it.
+   */
   private storeAnswer(key: string, points: number): Promise<RateLimiterRes | null> {
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => resolve(null), this.storeTimeoutMs);
+      let settled = false;
+      let timedOut = false;
+      const timer = setTimeout(
+        () =>
+          setImmediate(() => {
+            if (settled) return;
+            timedOut = true;
+            resolve(null);
+          }),
+        this.storeTimeoutMs,
+      );
+      const answered = (alive: boolean) => {
+        settled = true;
+        clearTimeout(timer);
+        if (alive && timedOut) this.storeAvoidedUntil = 0;
+      };
       this.store.consume(key, points).then(
         (result) => {
-          clearTimeout(timer);
+          answered(true);
           resolve(result);
         },
         (rejection: unknown) => {
-          clearTimeout(timer);
-          if (rejection instanceof RateLimiterRes) reject(rejection);
+          const refusal = rejection instanceof RateLimiterRes;
+          answered(refusal);
+          if (refusal) reject(rejection);
           else resolve(null);
         },
       );
