@@ -27,6 +27,7 @@ import {
   nulProblem,
   tooDeepProblem,
 } from './pipeline/json-body.ts';
+import { lazySerializers, lazyValidator } from './pipeline/lazy-compile.ts';
 import { loggedQuery } from './pipeline/log-fields.ts';
 import { OutageLog } from './pipeline/outage-log.ts';
 import { answerParserError } from './pipeline/parser-errors.ts';
@@ -109,13 +110,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // What the HTTP parser rejects before any route (unknown method, head over 16 KB, …).
     clientErrorHandler: (error, socket) =>
       answerParserError(error as NodeJS.ErrnoException, socket, config.errorsBaseUrl),
+    schemaController: lazySerializers,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   const validators = createValidators();
   app.setValidatorCompiler(({ schema, httpPart }) =>
-    httpPart === 'body'
-      ? validators.body.compile(schema)
-      : decimalNumbersOnly(schema, validators.query.compile(schema)),
+    lazyValidator(() =>
+      httpPart === 'body'
+        ? validators.body.compile(schema)
+        : decimalNumbersOnly(schema, validators.query.compile(schema)),
+    ),
   );
   for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
 
