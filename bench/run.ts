@@ -1,8 +1,8 @@
 /**
  * `npm run bench`: HTTP benchmark of the API, bounded in time, loopback only.
  *
- * Every server under test is a child process started the way `npm start` starts the API
- * (`node --import tsx src/main.ts`, configured through the environment), next to bare Fastify
+ * Every server under test is a child process running what `npm start` runs (`src/main.ts`,
+ * here through tsx, configured through the environment), next to bare Fastify
  * reference servers started the same way (bench/reference-server.ts). autocannon runs here, in
  * this process. Data is seeded straight through Kysely before the servers start.
  *
@@ -953,7 +953,7 @@ function httpReport(notes: string[]): string[] {
       `${fmtSec(DURATION)} s measured per row in ${ROUNDS} window(s) interleaved with the other rows of the backend, ` +
       `each after a warm-up on the same connections (${WARMUP} s, then ${ROUND_WARMUP} s). ` +
       'Every server is its own child process; autocannon runs in the parent. ' +
-      `The API is \`node --import tsx src/main.ts\` (what \`npm start\` runs) with LOG_LEVEL=${LOG_LEVEL}` +
+      `The API is \`src/main.ts\` (what \`npm start\` runs, here through tsx) with LOG_LEVEL=${LOG_LEVEL}` +
       `${LOG_LEVEL === 'info' ? '' : ' (the default, info, writes one JSON log line per request)'} and stdout to /dev/null.`,
     '',
     '| scenario | backend | req/s | p50 ms | p99 ms | p99.9 ms | reference req/s | ratio | target | met |',

@@ -131,7 +131,7 @@ export async function untilOutput(
 /** `npm start`'s entry with `env`, until its banner is out; the banner, and a way to stop it. */
 export async function npmStart(env: Record<string, string>) {
   const port = await freePort();
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+  const child: ChildProcess = spawn(process.execPath, ['bin/start.js'], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', PORT: String(port), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
