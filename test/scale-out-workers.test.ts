@@ -11,7 +11,7 @@ import { gaps, localPorts, type Setup, setUp, WORKER_READY } from './helpers/wor
 
 if (BACKENDS.includes('postgres')) {
   describe('two tourops worker processes on one PostgreSQL', () => {
-    const EVENTS = 2_000;
+    const EVENTS = 1_000;
     let s: Setup;
     let workers: ChildService[];
 

@@ -10,8 +10,8 @@ interface Validator<E> {
 /**
  * Compiles a route's validator on the route's first request, not at start-up. Every route's
  * validators and serializers are most of what building the app costs, and a process rarely
- * serves every route (a worker's health port, a test's few requests); a route pays its own
- * compile once, on its first request.
+ * serves every route soon after it starts (a restart under load, a test's few requests); a route
+ * pays its own compile once, on its first request.
  */
 export function lazyValidator<E>(compile: () => Validator<E>): Validator<E> {
   let validate: Validator<E> | undefined;
