@@ -72,6 +72,7 @@ import {
 import { type CpuProfile, formatProfileSummary, summarizeProfile } from './profile.ts';
 import { benchRetention, type RetentionResult } from './retention.ts';
 import { type SeededTenant, seedTenant } from './seed.ts';
+import { benchStartup, type StartupResult } from './startup.ts';
 
 const USAGE = `usage: npm run bench -- [options]
 
@@ -87,8 +88,8 @@ const USAGE = `usage: npm run bench -- [options]
                        (default $BENCH_PG_URL or postgres://postgres@127.0.0.1:5432/test)
   --retries <n>        windows repeated, in all (0-10), because other processes took CPU during
                        them (default 2)
-  --only <what>        all | http | contention | deliveries | retention | scale (default all;
-                       scale is PostgreSQL only)
+  --only <what>        all | http | contention | deliveries | retention | scale | startup
+                       (default all; scale is PostgreSQL only, startup SQLite only)
   --deliveries <n>     events per webhook delivery run, each delivered to 4 subscriptions
                        (default 5000)
   --scale-history <n>  delivered rows the scale row grows the table to (default 1000000)
@@ -139,13 +140,16 @@ if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(LOG
   usageError('--log-level must be a pino level (warn, info, …)');
 }
 const ONLY = args.only;
-if (!['all', 'http', 'contention', 'deliveries', 'retention', 'scale'].includes(ONLY))
-  usageError('--only must be all, http, contention, deliveries, retention or scale');
+if (!['all', 'http', 'contention', 'deliveries', 'retention', 'scale', 'startup'].includes(ONLY))
+  usageError('--only must be all, http, contention, deliveries, retention, scale or startup');
 const HTTP_ROWS = ONLY === 'all' || ONLY === 'http';
 const CONTENTION_ROWS = ONLY === 'all' || ONLY === 'contention';
 const DELIVERY_ROWS = ONLY === 'all' || ONLY === 'deliveries';
 const RETENTION_ROWS = ONLY === 'all' || ONLY === 'retention';
 const SCALE_ROWS = ONLY === 'all' || ONLY === 'scale';
+const STARTUP_ROWS = ONLY === 'all' || ONLY === 'startup';
+/** Processes each start-up row starts, each way (its median is reported). */
+const STARTUP_RUNS = 7;
 // Multiples of the 20 subscriptions × 2 (half the history is written first).
 const SCALE_HISTORY = integer('scale-history', args['scale-history'], 40_000, 10_000_000);
 const SCALE_DELIVERIES = integer('scale-deliveries', args['scale-deliveries'], 1_000, 1_000_000);
@@ -257,6 +261,8 @@ const contentionSec = CONTENTION_ROWS
   ? backendsPlanned * (30 + 2 * (WARMUP + ROUNDS * windowSec) + WARMUP + DURATION + 10)
   : 0;
 // Seeding about 40k rows a second, the claims, and the drain at a few thousand a second.
+// Three rows, two ways, a few seconds a process at most.
+const startupSec = STARTUP_ROWS && BACKEND !== 'postgres' ? 3 * 2 * STARTUP_RUNS * 8 + 30 : 0;
 const scaleSec =
   SCALE_ROWS && BACKEND !== 'sqlite' ? SCALE_HISTORY / 20_000 + SCALE_DELIVERIES / 500 + 120 : 0;
 const budgetSec = Math.ceil(
@@ -266,6 +272,7 @@ const budgetSec = Math.ceil(
     contentionSec +
     retentionSec +
     scaleSec +
+    startupSec +
     openLoopSec +
     180,
 );
@@ -290,6 +297,7 @@ const measurements: Measurement[] = [];
 const deliveryResults: DeliveryResult[] = [];
 const crashResults: CrashResult[] = [];
 const retentionResults: RetentionResult[] = [];
+const startupResults: StartupResult[] = [];
 const contentionResults: ContentionResult[] = [];
 const scaleResults: ScaleResult[] = [];
 const profiles: string[] = [];
@@ -762,6 +770,11 @@ async function benchSqlite(): Promise<null> {
   if (CONTENTION_ROWS) await contentionRows('SQLite', { DATA_DIR: join(root, 'contention') });
   if (DELIVERY_ROWS) await deliveryRows('SQLite', { DATA_DIR: join(root, 'deliveries') });
   if (RETENTION_ROWS) await retentionRows('SQLite', { DATA_DIR: join(root, 'retention') });
+  if (STARTUP_ROWS) {
+    await waitForQuiet(10_000);
+    log(`start-up: ${STARTUP_RUNS} processes a row, each way`);
+    startupResults.push(...(await benchStartup(STARTUP_RUNS)));
+  }
   return null;
 }
 
@@ -1208,6 +1221,27 @@ function retentionReport(): string[] {
   return out;
 }
 
+function startupReport(): string[] {
+  if (startupResults.length === 0) return [];
+  return [
+    '',
+    '### Start-up',
+    '',
+    'From spawn to the end of the work, a new process on a new SQLite data directory each time, median of ' +
+      `${STARTUP_RUNS}, alternating: \`node bin/tourops.js\` (the compiled sources, bin/compiled.js; its build ` +
+      'after a change is not counted) against `node --import tsx bench/sources-cli.ts` (the same entry points ' +
+      'through tsx).',
+    '',
+    '| scenario | compiled ms | through tsx ms | ratio |',
+    '|---|---:|---:|---:|',
+    ...startupResults.map(
+      (r) =>
+        `| ${r.scenario} | ${fmtInt(r.compiledMs)} | ${fmtInt(r.tsxMs)} | ${(r.compiledMs / r.tsxMs).toFixed(2)} |`,
+    ),
+    '',
+  ];
+}
+
 /** Claims at 1M rows: p99 within this many times the p99 on an empty history. */
 const CLAIM_GROWTH_TARGET = 2;
 
@@ -1258,6 +1292,7 @@ function printReport(notes: string[], startedAt: number): void {
     ...contentionReport(),
     ...deliveryReport(),
     ...retentionReport(),
+    ...startupReport(),
     ...scaleReport(),
     ...deliveryProfiles,
     `Total bench time: ${seconds(performance.now() - startedAt)}.`,
