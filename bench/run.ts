@@ -260,9 +260,9 @@ const retentionSec = RETENTION_ROWS ? backendsPlanned * (WARMUP + 2 * DURATION +
 const contentionSec = CONTENTION_ROWS
   ? backendsPlanned * (30 + 2 * (WARMUP + ROUNDS * windowSec) + WARMUP + DURATION + 10)
   : 0;
-// Seeding about 40k rows a second, the claims, and the drain at a few thousand a second.
 // Three rows, two ways, a few seconds a process at most.
 const startupSec = STARTUP_ROWS && BACKEND !== 'postgres' ? 3 * 2 * STARTUP_RUNS * 8 + 30 : 0;
+// Seeding about 40k rows a second, the claims, and the drain at a few thousand a second.
 const scaleSec =
   SCALE_ROWS && BACKEND !== 'sqlite' ? SCALE_HISTORY / 20_000 + SCALE_DELIVERIES / 500 + 120 : 0;
 const budgetSec = Math.ceil(
