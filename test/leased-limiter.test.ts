@@ -243,7 +243,7 @@ describe('LeasedLimiter beside a local count (a shared store that may be slow)',
   });
 
   it('answers from the local count when the store is slow, and asks the store again once it answers', async () => {
-    let delay = 300;
+    let delay = 1_000;
     const { store, calls, close } = await socketStore(10, () => delay);
     const limiter = new LeasedLimiter(store, {
       local: new RateLimiterMemory({ points: 10, duration: 60 }),
@@ -252,7 +252,7 @@ describe('LeasedLimiter beside a local count (a shared store that may be slow)',
     try {
       const started = performance.now();
       assert.equal((await settle(limiter.take('a'))).allowed, true);
-      assert.ok(performance.now() - started < 250, 'the local count answered');
+      assert.ok(performance.now() - started < 800, 'the local count answered');
       delay = 0;
       // While the late answer is out, the store is avoided: `b` is counted here alone.
       assert.equal((await settle(limiter.take('b'))).allowed, true);
