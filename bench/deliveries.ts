@@ -42,7 +42,7 @@ import { loadConfig } from '../src/config.ts';
 import { newId } from '../src/lib/ids.ts';
 import { createRuntime, type Runtime } from '../src/runtime.ts';
 import { testCa } from '../test/helpers/https-receiver.ts';
-import { percentile } from './measure.ts';
+import { median, percentile } from './measure.ts';
 import { REPO_ROOT, type ServerProcess, startServer } from './processes.ts';
 import { type CpuProfile, formatProfileSummary, summarizeProfile } from './profile.ts';
 
@@ -106,12 +106,6 @@ const EMIT_BATCH = 500;
 const ADMIN_TOKEN = 'bench-admin-token-0123456789abcdef';
 
 const now = () => performance.now();
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
-}
 
 /** Arrivals per second between the 5th and the 95th percentile arrival. */
 export function steadyRate(arrivals: number[]): number {

@@ -131,6 +131,13 @@ class Samples {
   }
 }
 
+/** The middle value, the mean of the two middle ones for an even count (`values` in any order). */
+export function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+}
+
 /** Nearest-rank percentile of values sorted ascending. */
 export function percentile(sorted: ArrayLike<number>, p: number): number {
   if (sorted.length === 0) return Number.NaN;

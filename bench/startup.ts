@@ -8,7 +8,8 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort } from './processes.ts';
+import { median } from './measure.ts';
+import { freePort, REPO_ROOT } from './processes.ts';
 
 export interface StartupResult {
   scenario: string;
@@ -18,7 +19,6 @@ export interface StartupResult {
   runs: number;
 }
 
-const REPO_ROOT = new URL('..', import.meta.url).pathname;
 const WAYS = {
   compiled: ['bin/tourops.js'],
   tsx: ['--import', 'tsx', 'bench/sources-cli.ts'],
@@ -86,11 +86,6 @@ async function once(way: keyof typeof WAYS, scenario: Scenario): Promise<number>
     rmSync(dataDir, { recursive: true, force: true });
   }
 }
-
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)];
-};
 
 export async function benchStartup(runs: number): Promise<StartupResult[]> {
   // The first compiled start after a change builds; this one is not measured.
