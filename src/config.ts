@@ -53,6 +53,11 @@ export interface Config {
   };
   /** Bound on a graceful stop: what is still running then is cut off. */
   shutdownTimeoutMs: number;
+  /**
+   * SHUTDOWN_DRAIN: after the signal, how long a serving process still accepts and answers while
+   * /readyz says `draining`, so that a load balancer stops sending before the listener closes.
+   */
+  shutdownDrainMs: number;
   /** RETENTION_DAYS: settled deliveries, unneeded events and notifications older are purged; 0 keeps all. */
   retentionDays: number;
 }
@@ -100,6 +105,7 @@ export const KNOWN_VARIABLES = [
   'METRICS_TOKEN',
   'WORKER_METRICS_PORT',
   'SHUTDOWN_TIMEOUT',
+  'SHUTDOWN_DRAIN',
   'RETENTION_DAYS',
   'OTEL_EXPORTER_OTLP_ENDPOINT',
   'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
@@ -374,6 +380,7 @@ export function loadConfig(env: Env = process.env): Config {
           : parseInteger('WORKER_METRICS_PORT', get('WORKER_METRICS_PORT') as string, 1, 65535),
     },
     shutdownTimeoutMs: parseDuration('SHUTDOWN_TIMEOUT', get('SHUTDOWN_TIMEOUT') ?? '10s'),
+    shutdownDrainMs: parseDuration('SHUTDOWN_DRAIN', get('SHUTDOWN_DRAIN') ?? '0s'),
     retentionDays: parseInteger('RETENTION_DAYS', get('RETENTION_DAYS') ?? '30', 0, 36_500),
   };
 }

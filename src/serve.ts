@@ -16,7 +16,8 @@ import { createHttpApp, createRuntime, type Runtime } from './runtime.ts';
 
 /**
  * Runs the API, and the webhook delivery worker unless `worker` is false, until SIGINT/SIGTERM;
- * then stops taking requests and claims, lets running attempts finish, and closes the database.
+ * then drains for SHUTDOWN_DRAIN (not ready, still serving), stops taking requests and claims,
+ * lets running attempts finish, and closes the database.
  */
 export async function serve(
   config: Config,
@@ -34,13 +35,18 @@ export async function serve(
   const graceful = app.gracefulClose;
   let worker: ReturnType<typeof startWorker> | null = null;
   // Before the banner: whoever waits for it may signal at once.
-  stopOnSignals(runtime, config.shutdownTimeoutMs, async () => {
-    // Leave a moment of the bound for closing the database and the rest.
-    const window = Math.max(100, config.shutdownTimeoutMs - 500);
-    const [drained] = await Promise.all([graceful.close(window), worker?.stop()]);
-    await app.close();
-    return drained;
-  });
+  stopOnSignals(
+    runtime,
+    config.shutdownTimeoutMs,
+    async () => {
+      // Leave a moment of the bound for closing the database and the rest.
+      const window = Math.max(100, config.shutdownTimeoutMs - 500);
+      const [closed] = await Promise.all([graceful.close(window), worker?.stop()]);
+      await app.close();
+      return closed;
+    },
+    { ms: config.shutdownDrainMs, begin: () => graceful.beginDrain() },
+  );
   try {
     await app.listen({ port: config.port, host: config.host });
   } catch (error) {
@@ -97,19 +103,37 @@ export function warnMisspeltVariables(
 }
 
 /**
- * On the first SIGINT or SIGTERM: `drain` (stop taking work, finish what runs), close the
- * database, exit 0; all of it within `timeoutMs` (SHUTDOWN_TIMEOUT), after which the process
- * exits 1 with what still ran cut off. Shared by `serve` and `tourops worker`.
+ * What a serving process does between the signal and the stop (SHUTDOWN_DRAIN): `begin` withdraws
+ * readiness at once, and for `ms` the process goes on serving.
+ */
+export interface DrainPhase {
+  ms: number;
+  begin(): void;
+}
+
+/**
+ * On the first SIGINT or SIGTERM: the drain, if any, then `stop` (stop taking work, finish what
+ * runs), close the database, exit 0; `stop` and all after it within `timeoutMs`
+ * (SHUTDOWN_TIMEOUT), past which the process exits 1 with what still ran cut off. Shared by
+ * `serve` and `tourops worker` (which has no drain: no balancer sends it anything).
  */
 export function stopOnSignals(
   runtime: Runtime,
   timeoutMs: number,
-  drain: () => Promise<unknown>,
+  stop: () => Promise<unknown>,
+  drain?: DrainPhase,
 ): void {
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
+  let signalled = false;
+  const onSignal = async (signal: string) => {
+    // A later signal changes nothing: a cluster's processes get the primary's SIGTERM on top of
+    // one sent to their whole group (systemd, a terminal's Ctrl-C), and must drain all the same.
+    if (signalled) return;
+    signalled = true;
+    if (drain && drain.ms > 0) {
+      drain.begin();
+      runtime.logger.info({ signal, drainMs: drain.ms }, 'draining: not ready, still serving');
+      await new Promise((resolve) => setTimeout(resolve, drain.ms));
+    }
     runtime.logger.info({ signal, timeoutMs }, 'shutting down');
     setTimeout(() => {
       runtime.logger.warn({ timeoutMs }, 'SHUTDOWN_TIMEOUT reached: exiting with work cut off');
@@ -117,7 +141,7 @@ export function stopOnSignals(
     }, timeoutMs);
     let clean = true;
     try {
-      clean = (await drain()) !== false;
+      clean = (await stop()) !== false;
       await runtime.close();
       // Spans still buffered leave before the process does (nothing to do without tracing).
       await tracing.flush();
@@ -127,8 +151,8 @@ export function stopOnSignals(
     }
     process.exit(clean ? 0 : 1);
   };
-  process.on('SIGINT', () => void stop('SIGINT'));
-  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void onSignal('SIGINT'));
+  process.on('SIGTERM', () => void onSignal('SIGTERM'));
 }
 
 /**

@@ -94,6 +94,9 @@ describe('configuration', () => {
     assert.deepEqual(config.database, { statementTimeoutMs: 5_000, connectTimeoutMs: 2_000 });
     assert.equal(config.shutdownTimeoutMs, 10_000);
     assert.equal(loadConfig({ SHUTDOWN_TIMEOUT: '2s' }).shutdownTimeoutMs, 2_000);
+    assert.equal(config.shutdownDrainMs, 0);
+    assert.equal(loadConfig({ SHUTDOWN_DRAIN: '3s' }).shutdownDrainMs, 3_000);
+    assert.throws(() => loadConfig({ SHUTDOWN_DRAIN: '3' }), /^ConfigError: SHUTDOWN_DRAIN: "3"/);
   });
 
   it('parses durations in ms, s, m and h', () => {

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
+import { get as httpGet } from 'node:http';
 import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { connect, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -96,6 +97,84 @@ describe('graceful stop (a real tourops serve)', () => {
     }
     assert.equal(code, 0);
     assert.ok(elapsed < 5_000, `exited ${elapsed} ms after the signal`);
+  });
+
+  it('drains for SHUTDOWN_DRAIN: /readyz 503 at once, new connections still served, then exits 0', async () => {
+    const drainMs = 1_500;
+    const server = await startTourops(['serve', '--no-worker'], {
+      DATA_DIR: tempDir(),
+      SHUTDOWN_DRAIN: `${drainMs}ms`,
+    });
+    const port = Number(new URL(server.baseUrl).port);
+    // Each probe on a connection of its own, as a balancer's health check and new clients come.
+    const probe = (path: string) =>
+      new Promise<
+        { path: string; sentAt: number; status: number; body: string; close: boolean } | string
+      >((resolve) => {
+        const sentAt = Date.now();
+        const request = httpGet({ port, host: '127.0.0.1', path, agent: false }, (response) => {
+          let body = '';
+          response.setEncoding('utf8').on('data', (chunk) => {
+            body += chunk;
+          });
+          response.on('end', () =>
+            resolve({
+              path,
+              sentAt,
+              status: response.statusCode ?? 0,
+              body,
+              close: response.headers.connection === 'close',
+            }),
+          );
+        });
+        request.on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? 'error'));
+      });
+    const ready = await probe('/readyz');
+    assert.ok(typeof ready !== 'string' && ready.status === 200, JSON.stringify(ready));
+    const signalled = Date.now();
+    const exit = server.stop('SIGTERM');
+    const answers: Array<Awaited<ReturnType<typeof probe>>> = [];
+    let exited = false;
+    void exit.then(() => {
+      exited = true;
+    });
+    while (!exited && Date.now() - signalled < drainMs + 5_000) {
+      answers.push(await probe(answers.length % 2 === 0 ? '/readyz' : '/healthz'));
+      await sleep(5);
+    }
+    assert.equal(await exit, 0);
+    const elapsed = Date.now() - signalled;
+    assert.ok(elapsed >= drainMs, `exited ${elapsed} ms after the signal, before the drain ended`);
+    const answered = answers.filter((a) => typeof a !== 'string');
+    const firstDraining = answered.find(
+      (a) => a.status === 503 && JSON.parse(a.body).status === 'draining',
+    );
+    assert.ok(firstDraining, 'readiness was withdrawn');
+    assert.ok(
+      firstDraining.sentAt - signalled <= 100,
+      `the first 503 was asked ${firstDraining.sentAt - signalled} ms after the signal`,
+    );
+    for (const answer of answered.filter((a) => a.sentAt - signalled > 100)) {
+      const expected = answer.path === '/readyz' ? 503 : 200;
+      assert.equal(answer.status, expected, JSON.stringify(answer));
+      if (answer.status === 503) assert.deepEqual(JSON.parse(answer.body), { status: 'draining' });
+      assert.ok(answer.close, 'answers during the drain say Connection: close');
+    }
+    // Every connection opened during the drain was accepted and answered; only after it ended
+    // may one be refused.
+    const lastServed = Math.max(...answered.map((a) => a.sentAt)) - signalled;
+    assert.ok(lastServed >= drainMs - 100, `the last answer was asked at ${lastServed} ms`);
+    const refusedAt = answers.findIndex((a) => typeof a === 'string');
+    if (refusedAt >= 0) {
+      assert.ok(
+        answers.slice(refusedAt).every((a) => typeof a === 'string'),
+        'once refused, never served again',
+      );
+    }
+    assert.ok(
+      answered.filter((a) => a.sentAt - signalled > 100).length > 50,
+      `probes answered during the drain: ${answered.length}`,
+    );
   });
 
   it('closes idle keep-alive connections after a grace instead of waiting for their time-out', async () => {

@@ -235,7 +235,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     return sendProblem(reply, problem, config.errorsBaseUrl);
   });
 
-  await app.register(healthRoutes, { database: deps.database, config, outage, metrics });
+  const graceful = app.gracefulClose;
+  await app.register(healthRoutes, {
+    database: deps.database,
+    config,
+    outage,
+    metrics,
+    draining: () => graceful.draining,
+  });
   registerMetricsRoute(app, config, metrics);
   await app.register(errorPages, { config });
   await app.register(legacyRoutes, { config, clock: deps.clock });

@@ -13,15 +13,19 @@ const READY_PROBE_MS = 1_000;
 /**
  * Liveness and readiness, outside /api/v1 and without authentication. A ready answer also says
  * what the delivery queue holds (the metrics' figures): work stuck in flight shows there too.
+ * A process on its way out (SHUTDOWN_DRAIN, then the close) is not ready, whatever the database
+ * says: that 503 is what takes it out of a load balancer while it still answers.
  */
 export const healthRoutes: FastifyPluginAsync<{
   database: Database;
   config: Config;
   outage: OutageLog;
   metrics: Metrics;
-}> = async (app, { database, config, outage, metrics }) => {
+  draining: () => boolean;
+}> = async (app, { database, config, outage, metrics, draining }) => {
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
   app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
+    if (draining()) return reply.code(503).send({ status: 'draining' });
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new Error('readiness probe timed out')), READY_PROBE_MS);

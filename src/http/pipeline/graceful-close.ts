@@ -16,9 +16,15 @@ type HttpSocket = Socket & { _httpMessage?: ServerResponse | null };
  * stayed idle for a grace, since a client may be sending its next request right at the signal
  * (closing idle connections at once reset such requests). Node's own `server.close()` closes
  * idle connections on the spot, so the listening socket is closed without it.
+ *
+ * Before that, a drain (SHUTDOWN_DRAIN) can come first: the process still accepts and answers,
+ * `/readyz` says `draining` so that load balancers stop sending, and every answer carries
+ * `Connection: close` so that clients holding a connection to it (through a balancer that only
+ * forwards connections) open their next one elsewhere.
  */
 export class GracefulClose {
   private closing = false;
+  private drainBegun = false;
   private readonly sockets = new Set<HttpSocket>();
 
   constructor(private readonly app: FastifyInstance) {
@@ -27,9 +33,19 @@ export class GracefulClose {
       socket.on('close', () => this.sockets.delete(socket));
     });
     app.addHook('onRequest', (_request, reply, done) => {
-      if (this.closing) reply.header('Connection', 'close');
+      if (this.draining) reply.header('Connection', 'close');
       done();
     });
+  }
+
+  /** Whether a drain or the close has begun: the process is on its way out. */
+  get draining(): boolean {
+    return this.drainBegun || this.closing;
+  }
+
+  /** Begins the drain: nothing stops yet, but readiness is withdrawn. */
+  beginDrain(): void {
+    this.drainBegun = true;
   }
 
   /**
