@@ -92,10 +92,7 @@ export async function servePrimary(config: Config, processes: number): Promise<v
       ),
       // Each process drains, then bounds its own stop by SHUTDOWN_TIMEOUT; this is the backstop.
       new Promise<null>((resolve) =>
-        setTimeout(
-          () => resolve(null),
-          config.shutdownDrainMs + config.shutdownTimeoutMs + 2_000,
-        ),
+        setTimeout(() => resolve(null), config.shutdownDrainMs + config.shutdownTimeoutMs + 2_000),
       ),
     ]);
     if (codes === null) {
