@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { join, resolve } from 'node:path';
+import ipaddr from 'ipaddr.js';
 import leven from 'leven';
 import { makePrivateDirectory } from './lib/private-dir.ts';
 
@@ -51,6 +53,11 @@ export interface Config {
     /** Port of a separate `tourops worker`'s /metrics; null: none. */
     workerPort: number | null;
   };
+  /**
+   * TRUSTED_PROXIES: peers (addresses or CIDR ranges) whose X-Forwarded-For names the client, as
+   * a load balancer in front of the API nodes; empty: the peer is the client.
+   */
+  trustedProxies: string[];
   /** Bound on a graceful stop: what is still running then is cut off. */
   shutdownTimeoutMs: number;
   /**
@@ -106,6 +113,7 @@ export const KNOWN_VARIABLES = [
   'WORKER_METRICS_PORT',
   'SHUTDOWN_TIMEOUT',
   'SHUTDOWN_DRAIN',
+  'TRUSTED_PROXIES',
   'RETENTION_DAYS',
   'OTEL_EXPORTER_OTLP_ENDPOINT',
   'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
@@ -212,6 +220,19 @@ function parseSmtpUrl(name: string, value: string): string {
     throw new ConfigError(`${name}: "${value}" is not an smtp:// or smtps:// URL`);
   }
   return value;
+}
+
+/** Comma-separated IP addresses and CIDR ranges (ipaddr.js judges the ranges). */
+function parseTrustedProxies(name: string, value: string): string[] {
+  const entries = value.split(',').map((entry) => entry.trim());
+  for (const entry of entries) {
+    if (entry.includes('/') ? !ipaddr.isValidCIDR(entry) : isIP(entry) === 0) {
+      throw new ConfigError(
+        `${name}: "${entry}" is not an IP address or a CIDR range (e.g. 10.0.0.0/24)`,
+      );
+    }
+  }
+  return entries;
 }
 
 /** Read now, so a wrong path stops start-up naming the variable, not at the first delivery. */
@@ -381,6 +402,10 @@ export function loadConfig(env: Env = process.env): Config {
     },
     shutdownTimeoutMs: parseDuration('SHUTDOWN_TIMEOUT', get('SHUTDOWN_TIMEOUT') ?? '10s'),
     shutdownDrainMs: parseDuration('SHUTDOWN_DRAIN', get('SHUTDOWN_DRAIN') ?? '0s'),
+    trustedProxies:
+      get('TRUSTED_PROXIES') === undefined
+        ? []
+        : parseTrustedProxies('TRUSTED_PROXIES', get('TRUSTED_PROXIES') as string),
     retentionDays: parseInteger('RETENTION_DAYS', get('RETENTION_DAYS') ?? '30', 0, 36_500),
   };
 }

@@ -97,6 +97,14 @@ describe('configuration', () => {
     assert.equal(config.shutdownDrainMs, 0);
     assert.equal(loadConfig({ SHUTDOWN_DRAIN: '3s' }).shutdownDrainMs, 3_000);
     assert.throws(() => loadConfig({ SHUTDOWN_DRAIN: '3' }), /^ConfigError: SHUTDOWN_DRAIN: "3"/);
+    assert.deepEqual(config.trustedProxies, []);
+    assert.deepEqual(loadConfig({ TRUSTED_PROXIES: '10.0.0.5, fd00::/8' }).trustedProxies, [
+      '10.0.0.5',
+      'fd00::/8',
+    ]);
+    for (const bad of ['10.0.0.0/33', 'lb.internal', '10.0.0.5,']) {
+      assert.throws(() => loadConfig({ TRUSTED_PROXIES: bad }), /^ConfigError: TRUSTED_PROXIES: /);
+    }
   });
 
   it('parses durations in ms, s, m and h', () => {

@@ -93,6 +93,52 @@ describe('rate limits in memory (embedded database)', () => {
   });
 });
 
+describe('the per-IP guard behind a load balancer (TRUSTED_PROXIES)', () => {
+  /** One unauthenticated request from `peer`, relaying for `client` when given. */
+  const from = (app: FastifyInstance, peer: string, client?: string) =>
+    app.inject({
+      method: 'GET',
+      url: '/api/v1/me',
+      remoteAddress: peer,
+      headers: client ? { 'x-forwarded-for': client } : {},
+    });
+
+  it('counts each client a trusted balancer names, and a spoofed header from anyone else as its sender', async () => {
+    const behind = await createTestContext('sqlite', {
+      env: { RATE_LIMIT_IP_PER_MIN: '2', TRUSTED_PROXIES: '10.0.0.5, 10.0.1.0/24' },
+    });
+    try {
+      // Two clients through two balancers of the trusted set: two requests each pass.
+      for (const [peer, client] of [
+        ['10.0.0.5', '198.51.100.7'],
+        ['10.0.1.9', '198.51.100.7'],
+        ['10.0.0.5', '198.51.100.8'],
+        ['10.0.1.9', '198.51.100.8'],
+      ]) {
+        assert.equal((await from(behind.app, peer, client)).statusCode, 401);
+      }
+      assert.equal((await from(behind.app, '10.0.0.5', '198.51.100.7')).statusCode, 429);
+      // A peer outside the set is the client, whatever header it sends.
+      for (const client of ['203.0.113.1', '203.0.113.2']) {
+        assert.equal((await from(behind.app, '192.0.2.44', client)).statusCode, 401);
+      }
+      assert.equal((await from(behind.app, '192.0.2.44', '203.0.113.3')).statusCode, 429);
+    } finally {
+      await behind.close();
+    }
+    const direct = await createTestContext('sqlite', { env: { RATE_LIMIT_IP_PER_MIN: '2' } });
+    try {
+      // Unset: X-Forwarded-For is never believed.
+      for (const client of ['203.0.113.1', '203.0.113.2']) {
+        assert.equal((await from(direct.app, '10.0.0.5', client)).statusCode, 401);
+      }
+      assert.equal((await from(direct.app, '10.0.0.5', '203.0.113.3')).statusCode, 429);
+    } finally {
+      await direct.close();
+    }
+  });
+});
+
 /** Two app instances over one store stand in for two API processes. */
 async function sharedLimitRun(ctx: TestContext, limit: number): Promise<number> {
   const second = await createHttpApp(ctx.runtime);

@@ -84,6 +84,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: deps.logger as FastifyBaseLogger,
     bodyLimit: BODY_LIMIT_BYTES,
+    // Behind a balancer the peer is the balancer: only a trusted one's X-Forwarded-For names the
+    // client (the per-IP guard, the logs); proxy-addr walks the chain.
+    trustProxy: config.trustedProxies.length > 0 ? config.trustedProxies : false,
     // One line per request, written by the onResponse hook below.
     logController: new LogController({
       disableRequestLogging: true,
