@@ -1,0 +1,379 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it, type TestContext } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
+import { freePort } from '../bench/processes.ts';
+import { ADMIN_TOKEN, BACKENDS, createTestDatabase, type TestDatabase } from './helpers/context.ts';
+import { DEPLOY_CONFIG, replaceOnce, type StatRow, startHaproxy } from './helpers/haproxy.ts';
+import { HttpsReceiver, testCa } from './helpers/https-receiver.ts';
+import { type ChildService, startTourops } from './helpers/processes.ts';
+import { WORKER_READY } from './helpers/worker-processes.ts';
+
+// The several-machines guide (docs/operations.md) as real processes: three `tourops serve
+// --no-worker` API nodes and two `tourops worker`s on one PostgreSQL and one Redis, behind
+// Debian's HAProxy running deploy/haproxy.cfg, and beside it the same balancer without any retry
+// (as most cloud balancers and a Kubernetes Service treat a POST), where only SHUTDOWN_DRAIN can
+// hide a restart.
+
+const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+const API_NODES = 3;
+const WORKERS = 2;
+/** Above the health check's inter x (fall + 1) in deploy/haproxy.cfg (1 s x 3). */
+const DRAIN = '3s';
+
+/** deploy/haproxy.cfg with this test's addresses; `retries: false` strips every retry. */
+function balancerConfig(nodePorts: number[], retries: boolean): string {
+  let config = replaceOnce(
+    DEPLOY_CONFIG,
+    'stats socket /run/haproxy/tourops.sock',
+    'stats socket {{stats}}',
+  );
+  config = replaceOnce(config, 'bind :8080', 'bind {{bind}}');
+  nodePorts.forEach((port, i) => {
+    config = replaceOnce(
+      config,
+      new RegExp(`server api${i + 1} \\S+`),
+      `server api${i + 1} 127.0.0.1:${port}`,
+    );
+  });
+  if (!retries) {
+    config = replaceOnce(config, '    retries 3\n', '    retries 0\n');
+    config = replaceOnce(config, '    option redispatch 1\n', '');
+    config = replaceOnce(
+      config,
+      '    retry-on conn-failure empty-response\n',
+      '    retry-on none\n',
+    );
+  }
+  return config;
+}
+
+interface Load {
+  label: string;
+  /** Idempotency-Key → client id, for every create answered 201. */
+  acked: Map<string, string>;
+  requests: number;
+  statuses: Map<string, number>;
+  /** What a client of the product would call a failure: a connection error or a 5xx. */
+  failures: string[];
+  stop(): Promise<void>;
+}
+
+/**
+ * `clients` loops through the balancer on `port`, each a keyed create then a read of what it
+ * created, until stopped. A 503 is retried with the same key when `retry503` (as the SDK does);
+ * anything else that is not 2xx is a failure.
+ */
+function drive(
+  label: string,
+  port: number,
+  token: string,
+  clients: number,
+  retry503 = false,
+): Load {
+  let stopped = false;
+  const load: Load = {
+    label,
+    acked: new Map(),
+    requests: 0,
+    statuses: new Map(),
+    failures: [],
+    stop: async () => {
+      stopped = true;
+      await Promise.all(loops);
+    },
+  };
+  const base = `http://127.0.0.1:${port}`;
+  const call = async (method: string, path: string, body?: unknown, key?: string) => {
+    load.requests += 1;
+    try {
+      const response = await fetch(`${base}${path}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${token}`,
+          ...(body ? { 'content-type': 'application/json' } : {}),
+          ...(key ? { 'idempotency-key': key } : {}),
+        },
+        body: body ? JSON.stringify(body) : undefined,
+      });
+      const text = await response.text();
+      const status = String(response.status);
+      load.statuses.set(status, (load.statuses.get(status) ?? 0) + 1);
+      return { status: response.status, text };
+    } catch (error) {
+      const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+      const what = `connection error ${cause?.code ?? cause?.message ?? String(error)}`;
+      load.statuses.set(what, (load.statuses.get(what) ?? 0) + 1);
+      return { status: 0, text: what };
+    }
+  };
+  const loop = async (client: number) => {
+    for (let n = 0; !stopped; n++) {
+      const key = `${label}-${client}-${n}`;
+      let created = await call(
+        'POST',
+        '/api/v1/clients',
+        { kind: 'individual', displayName: key },
+        key,
+      );
+      while (retry503 && created.status === 503) {
+        await sleep(100);
+        created = await call(
+          'POST',
+          '/api/v1/clients',
+          { kind: 'individual', displayName: key },
+          key,
+        );
+      }
+      if (created.status === 201) {
+        const id = JSON.parse(created.text).data.id as string;
+        load.acked.set(key, id);
+        let read = await call('GET', `/api/v1/clients/${id}`);
+        while (retry503 && read.status === 503) {
+          await sleep(100);
+          read = await call('GET', `/api/v1/clients/${id}`);
+        }
+        if (read.status !== 200)
+          load.failures.push(`GET ${id}: ${read.status} ${read.text.slice(0, 200)}`);
+      } else {
+        load.failures.push(`POST ${key}: ${created.status} ${created.text.slice(0, 200)}`);
+      }
+      await sleep(20);
+    }
+  };
+  const loops = Array.from({ length: clients }, (_, i) => loop(i));
+  return load;
+}
+
+const backendRow = (rows: StatRow[]) =>
+  rows.find((r) => r.pxname === 'tourops_api' && r.svname === 'BACKEND');
+
+if (BACKENDS.includes('postgres')) {
+  describe('several machines: 3 API nodes and 2 workers behind HAProxy, one PostgreSQL, one Redis', () => {
+    let database: TestDatabase;
+    let receiver: HttpsReceiver;
+    let env: Record<string, string>;
+    const nodePorts: number[] = [];
+    const nodes: ChildService[] = [];
+    const workers: ChildService[] = [];
+    let balancers: Array<Awaited<ReturnType<typeof startHaproxy>>> = [];
+    let sql: pg.Client;
+    let token = '';
+    let tenantId = '';
+    /** Every load driven, to stop at the end and to count what was acked. */
+    const loads: Load[] = [];
+
+    const startNode = (i: number) =>
+      startTourops(['serve', '--no-worker'], { ...env, PORT: String(nodePorts[i]) });
+    const startWorker = () => startTourops(['worker'], env, WORKER_READY);
+
+    /** Until every balancer has `server` UP (its health checks passed `rise` times). */
+    const untilUp = async (server: string) => {
+      for (const balancer of balancers) {
+        for (let i = 0; ; i++) {
+          const row = (await balancer.stats()).find(
+            (r) => r.pxname === 'tourops_api' && r.svname === server,
+          );
+          if (row?.status === 'UP') break;
+          if (i > 200) throw new Error(`${server} not UP in 20 s: ${row?.status}`);
+          await sleep(100);
+        }
+      }
+    };
+
+    before(async () => {
+      database = await createTestDatabase('postgres');
+      const ca = await testCa();
+      receiver = await HttpsReceiver.start();
+      env = {
+        ...database.env,
+        REDIS_URL,
+        ADMIN_API_TOKEN: ADMIN_TOKEN,
+        SHUTDOWN_DRAIN: DRAIN,
+        TRUSTED_PROXIES: '127.0.0.1',
+        WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+        WEBHOOK_CA_FILE: ca.caFile,
+        WEBHOOK_RETRY_SCHEDULE: '1s,2s,5s,10s,30s',
+        RATE_LIMIT_PER_MIN: '1000000',
+        RATE_LIMIT_BURST_PER_SEC: '100000',
+        // Every client of this test is 127.0.0.1, counted in a Redis other suites share.
+        RATE_LIMIT_IP_PER_MIN: '100000000',
+      };
+      for (let i = 0; i < API_NODES; i++) nodePorts.push(await freePort());
+      // The first applies the migrations; the others find them done.
+      nodes.push(await startNode(0));
+      nodes.push(...(await Promise.all([1, 2].map(startNode))));
+      workers.push(...(await Promise.all(Array.from({ length: WORKERS }, startWorker))));
+      balancers = [
+        await startHaproxy(balancerConfig(nodePorts, true)),
+        await startHaproxy(balancerConfig(nodePorts, false)),
+      ];
+      for (let i = 1; i <= API_NODES; i++) await untilUp(`api${i}`);
+      sql = new pg.Client({ connectionString: database.env.DATABASE_URL });
+      await sql.connect();
+
+      const admin = async (path: string, body: unknown) => {
+        const response = await fetch(`http://127.0.0.1:${balancers[0].port}${path}`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+        });
+        assert.equal(response.status, 201);
+        return response.json();
+      };
+      tenantId = (
+        await admin('/admin/v1/tenants', { name: 'Fleet', slug: 'fleet', tier: 'enterprise' })
+      ).data.id;
+      token = (
+        await admin(`/admin/v1/tenants/${tenantId}/tokens`, { scopes: ['*'], name: 'fleet' })
+      ).token;
+      const subscribed = await fetch(`http://127.0.0.1:${balancers[0].port}/api/v1/webhooks`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ url: receiver.url('/fleet'), events: ['client.created'] }),
+      });
+      assert.equal(subscribed.status, 201);
+    });
+
+    after(async () => {
+      await Promise.all(loads.map((load) => load.stop()));
+      await Promise.all([...nodes, ...workers].map((child) => child.stop('SIGKILL')));
+      await Promise.all(balancers.map((balancer) => balancer.stop()));
+      await sql?.end();
+      await receiver?.close();
+      await database?.drop();
+    });
+
+    /** The balancers' retry and redispatch counts, to report a phase's own. */
+    const counted = async () =>
+      Promise.all(
+        balancers.map(async (balancer) => {
+          const row = backendRow(await balancer.stats());
+          return { wretr: Number(row?.wretr), wredis: Number(row?.wredis) };
+        }),
+      );
+    let counts: Array<{ wretr: number; wredis: number }> = [];
+
+    /** What clients and the balancer saw in this phase, as test diagnostics. */
+    const report = async (t: TestContext, phase: string, driven: Array<[Load, number]>) => {
+      const now = await counted();
+      for (const [load, balancer] of driven) {
+        const backend = {
+          wretr: now[balancer].wretr - counts[balancer].wretr,
+          wredis: now[balancer].wredis - counts[balancer].wredis,
+        };
+        t.diagnostic(
+          `${phase}, ${load.label}: ${load.requests} requests, ${load.acked.size} creates acked, ` +
+            `answers ${JSON.stringify(Object.fromEntries(load.statuses))}, ` +
+            `balancer retries ${backend.wretr} redispatches ${backend.wredis}, failures ${load.failures.length}`,
+        );
+      }
+    };
+
+    it('rolls a restart of every process in turn: no client request fails, with or without retries', async (t) => {
+      counts = await counted();
+      const retrying = drive('retrying', balancers[0].port, token, 4);
+      const noRetries = drive('no-retry', balancers[1].port, token, 4);
+      loads.push(retrying, noRetries);
+      await sleep(1_000);
+      // The API nodes in turn, and beside them the workers in turn.
+      const rollNodes = async () => {
+        for (let i = 0; i < API_NODES; i++) {
+          assert.equal(await nodes[i].stop('SIGTERM'), 0, `api${i + 1} stopped cleanly`);
+          nodes[i] = await startNode(i);
+          await untilUp(`api${i + 1}`);
+        }
+      };
+      const rollWorkers = async () => {
+        for (let i = 0; i < WORKERS; i++) {
+          assert.equal(await workers[i].stop('SIGTERM'), 0, `worker ${i + 1} stopped cleanly`);
+          workers[i] = await startWorker();
+        }
+      };
+      await Promise.all([rollNodes(), rollWorkers()]);
+      await sleep(1_000);
+      await Promise.all([retrying.stop(), noRetries.stop()]);
+      await report(t, 'rolled restart', [
+        [retrying, 0],
+        [noRetries, 1],
+      ]);
+      for (const load of [retrying, noRetries]) {
+        assert.deepEqual(load.failures, [], `${load.label}: every request answered 2xx`);
+        assert.ok(
+          load.acked.size > 100,
+          `${load.label}: ${load.acked.size} creates under the roll`,
+        );
+      }
+      const noRetry = backendRow(await balancers[1].stats());
+      assert.equal(noRetry?.wretr, '0', 'the balancer without retries retried nothing');
+      assert.equal(noRetry?.wredis, '0');
+      assert.equal(noRetry?.hrsp_5xx, '0', 'and answered no 5xx of its own');
+    });
+
+    it('loses no acked write when an API node is killed -9 (503 at most, retried with its key)', async (t) => {
+      counts = await counted();
+      const killed = drive('kill-9', balancers[0].port, token, 6, true);
+      loads.push(killed);
+      await sleep(1_000);
+      // Started again at once, as a supervisor would: until it listens, it refuses.
+      await nodes[1].stop('SIGKILL');
+      nodes[1] = await startNode(1);
+      await untilUp('api2');
+      await sleep(1_000);
+      await killed.stop();
+      await report(t, 'kill -9 of api2', [[killed, 0]]);
+      assert.deepEqual(killed.failures, []);
+      for (const status of killed.statuses.keys()) {
+        assert.ok(/^(2\d\d|503)$/.test(status), `no answer but 2xx and 503: ${status}`);
+      }
+    });
+
+    it('delivers every acked create once it is all over, executes none twice, leaves nothing pending', async (t) => {
+      // Every load ran its creates through the one subscription.
+      const acked = new Map<string, string>();
+      for (const load of loads) for (const [key, id] of load.acked) acked.set(key, id);
+      const { rows: clients } = await sql.query(
+        'select display_name, count(*)::int as n from clients where tenant_id = $1 group by display_name',
+        [tenantId],
+      );
+      const twice = clients.filter((row) => row.n > 1);
+      assert.deepEqual(twice, [], 'no keyed create executed twice');
+      const wanted = new Set(
+        (await sql.query('select id from clients where tenant_id = $1', [tenantId])).rows.map(
+          (r) => r.id as string,
+        ),
+      );
+      for (const id of acked.values()) assert.ok(wanted.has(id), `acked client ${id} is stored`);
+      const deadline = Date.now() + 60_000;
+      let unsettled = -1;
+      while (Date.now() < deadline) {
+        const { rows } = await sql.query(
+          "select count(*)::int as n from webhook_deliveries where status in ('pending', 'in_flight')",
+        );
+        unsettled = rows[0].n;
+        if (unsettled === 0) break;
+        await sleep(250);
+      }
+      assert.equal(unsettled, 0, 'nothing left pending or in flight');
+      const received = new Map<string, number>();
+      for (const request of receiver.requests) {
+        const id = JSON.parse(request.body).data.clientId as string;
+        received.set(id, (received.get(id) ?? 0) + 1);
+      }
+      const missing = [...wanted].filter((id) => !received.has(id));
+      assert.deepEqual(missing, [], 'every stored client was delivered');
+      const { rows: statuses } = await sql.query(
+        'select status, count(*)::int as n from webhook_deliveries group by status',
+      );
+      const duplicates = [...received.values()].filter((n) => n > 1).length;
+      t.diagnostic(
+        `${wanted.size} clients, deliveries ${JSON.stringify(statuses)}, ` +
+          `${receiver.requests.length} requests at the receiver (${duplicates} events twice)`,
+      );
+      assert.deepEqual(
+        statuses.map((row) => row.status),
+        ['success'],
+      );
+    });
+  });
+}
