@@ -5,6 +5,7 @@ import {
   spawn,
 } from 'node:child_process';
 import { once } from 'node:events';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../../bench/processes.ts';
 
@@ -23,16 +24,18 @@ export interface ChildService {
 
 /**
  * Starts `tourops <args>` with `env` (plus PATH) and waits until its output contains `ready`
- * (the server's "listening on"), failing if it exits first or takes longer than 20 s.
+ * (the server's "listening on"), failing if it exits first or takes longer than 20 s. `root`:
+ * another checkout's (a previous release's) tourops instead of this one.
  */
 export async function startTourops(
   args: string[],
   env: Record<string, string>,
   ready = 'listening on',
+  root = ROOT,
 ): Promise<ChildService> {
   const port = await freePort();
-  const child = spawn(process.execPath, [BIN, ...args], {
-    cwd: ROOT,
+  const child = spawn(process.execPath, [join(root, 'bin', 'tourops.js'), ...args], {
+    cwd: root,
     env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', PORT: String(port), ...env },
     stdio: ['pipe', 'pipe', 'pipe'],
   });
