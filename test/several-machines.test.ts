@@ -375,5 +375,25 @@ if (BACKENDS.includes('postgres')) {
         ['success'],
       );
     });
+
+    it('answers problem+json 503 with Retry-After, not a balancer page, when no node is ready', async () => {
+      const balancer = balancers[0];
+      const servers = Array.from({ length: API_NODES }, (_, i) => `tourops_api/api${i + 1}`);
+      for (const server of servers) await balancer.command(`disable server ${server}`);
+      try {
+        const response = await fetch(`http://127.0.0.1:${balancer.port}/api/v1/me`, {
+          headers: { authorization: `Bearer ${token}` },
+        });
+        assert.equal(response.status, 503);
+        assert.equal(response.headers.get('content-type'), 'application/problem+json');
+        assert.equal(response.headers.get('retry-after'), '2');
+        const problem = await response.json();
+        // fetch sends the address it was given as Host.
+        assert.equal(problem.type, `https://127.0.0.1:${balancer.port}/errors/service-unavailable`);
+        assert.equal(problem.status, 503);
+      } finally {
+        for (const server of servers) await balancer.command(`enable server ${server}`);
+      }
+    });
   });
 }

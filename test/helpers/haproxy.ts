@@ -30,6 +30,7 @@ export type StatRow = Record<string, string>;
 export async function startHaproxy(config: string): Promise<{
   port: number;
   stats(): Promise<StatRow[]>;
+  command(line: string): Promise<string>;
   output(): string;
   stop(): Promise<void>;
 }> {
@@ -50,22 +51,22 @@ export async function startHaproxy(config: string): Promise<{
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const output = outputOf(child);
-  const stats = () =>
-    new Promise<StatRow[]>((resolve, reject) => {
+  /** One command on the stats socket (`level admin`), its answer. */
+  const command = (line: string) =>
+    new Promise<string>((resolve, reject) => {
       let text = '';
-      const conn = connect(socket, () => conn.write('show stat\n'));
+      const conn = connect(socket, () => conn.write(`${line}\n`));
       conn.setEncoding('utf8').on('data', (chunk: string) => {
         text += chunk;
       });
       conn.on('error', reject);
-      conn.on('end', () => {
-        const [header, ...lines] = text.trim().split('\n');
-        const names = header.replace(/^# /, '').split(',');
-        resolve(
-          lines.map((line) => Object.fromEntries(line.split(',').map((v, i) => [names[i], v]))),
-        );
-      });
+      conn.on('end', () => resolve(text));
     });
+  const stats = async (): Promise<StatRow[]> => {
+    const [header, ...lines] = (await command('show stat')).trim().split('\n');
+    const names = header.replace(/^# /, '').split(',');
+    return lines.map((line) => Object.fromEntries(line.split(',').map((v, i) => [names[i], v])));
+  };
   // Ready once its socket answers.
   for (let i = 0; ; i++) {
     try {
@@ -82,6 +83,7 @@ export async function startHaproxy(config: string): Promise<{
   return {
     port,
     stats,
+    command,
     output,
     async stop() {
       if (child.exitCode === null && child.signalCode === null) {
