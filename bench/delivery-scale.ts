@@ -21,7 +21,7 @@ import pino from 'pino';
 import { loadConfig } from '../src/config.ts';
 import { subscriptionClaimShare } from '../src/delivery/admission.ts';
 import { DEFAULT_BATCH_SIZE, DEFAULT_MAX_PER_SUBSCRIPTION } from '../src/delivery/worker.ts';
-import { createRuntime } from '../src/runtime.ts';
+import { createRuntime, type Runtime } from '../src/runtime.ts';
 import { testCa } from '../test/helpers/https-receiver.ts';
 import { RetentionSeed, runSeed } from '../test/helpers/retention-seed.ts';
 import { emitBacklog, Receiver, steadyRate, webhookServerEnv } from './deliveries.ts';
@@ -68,8 +68,7 @@ export async function benchDeliveryScale(options: ScaleBenchOptions): Promise<Sc
     logger: pino({ level: 'silent' }),
   });
   try {
-    const { services, database } = runtime;
-    const db = database.db;
+    const { services } = runtime;
     const tenant = await services.tenants.create({
       name: 'Bench Scale',
       slug: 'bench-scale',
@@ -89,66 +88,19 @@ export async function benchDeliveryScale(options: ScaleBenchOptions): Promise<Sc
     for (const [step, size] of [0, options.history / 2, options.history].entries()) {
       if (size > rows) {
         const started = performance.now();
-        const added = size - rows;
-        const ms = Date.now() - 3_600_000;
-        // In statements of SEED_CHUNK rows: each is bound by DATABASE_STATEMENT_TIMEOUT.
-        for (let chunk = 0; chunk * SEED_CHUNK < added; chunk++) {
-          const n = Math.min(SEED_CHUNK, added - chunk * SEED_CHUNK);
-          const tag = `h${step}c${chunk}`;
-          await runSeed(db, [
-            seed.events(tag, n / SUBSCRIPTIONS, ms),
-            seed.deliveries(
-              100 * (step + 1) + chunk,
-              tag,
-              n,
-              ms,
-              () => sql`'success'`,
-              subscriptions,
-            ),
-          ]);
-        }
-        if (database.dialect === 'postgres') {
-          await sql`analyze`.execute(db);
-          // The seed writes in seconds the WAL that weeks of history would (about 1 GB for
-          // 500,000 rows and their indexes): the checkpoint it triggers (max_wal_size) started
-          // during the timed claims that follow, which then took 30-100 ms once or twice in 150.
-          await sql`checkpoint`.execute(db);
-        }
+        await growHistory(runtime, seed, subscriptions, step, size - rows);
         rows = size;
         log(
           `${backend}: scale: ${rows} delivered rows (${((performance.now() - started) / 1000).toFixed(1)} s)`,
         );
       }
-      await emitBacklog(runtime, tenant.id, CLAIM_BACKLOG_EVENTS);
-      const durations: number[] = [];
-      for (;;) {
-        const now = new Date();
-        const t0 = performance.now();
-        const claimed = await runtime.queue.claim(now, CLAIM_BATCH, {
-          workerId: 'wkr_bench',
-          aliveSince: now.toISOString(),
-          staleBefore: new Date(now.getTime() - 70_000).toISOString(),
-          perSubscription: CLAIM_PER_SUBSCRIPTION,
-          paceHorizonUs: 500_000,
-        });
-        if (claimed.length === 0) break;
-        durations.push(performance.now() - t0);
-        await sql`update webhook_deliveries set status = 'success', claimed_at = null, claimed_by = null
-          where status = 'in_flight'`.execute(db);
-      }
+      const timed = await timeClaims(runtime, tenant.id);
       // The history grew by the backlog too.
       rows += CLAIM_BACKLOG_EVENTS * SUBSCRIPTIONS;
-      durations.sort((a, b) => a - b);
-      claims.push({
-        historyRows: rows,
-        p50: percentile(durations, 50),
-        p99: percentile(durations, 99),
-        max: durations.at(-1) ?? Number.NaN,
-        samples: durations.length,
-      });
+      claims.push({ historyRows: rows, ...timed });
       log(
-        `${backend}: scale: claim of ${CLAIM_BATCH} at ${rows} rows: p50 ${percentile(durations, 50).toFixed(2)} ms, ` +
-          `p99 ${percentile(durations, 99).toFixed(2)} ms (${durations.length} claims)`,
+        `${backend}: scale: claim of ${CLAIM_BATCH} at ${rows} rows: p50 ${timed.p50.toFixed(2)} ms, ` +
+          `p99 ${timed.p99.toFixed(2)} ms (${timed.samples} claims)`,
       );
     }
 
@@ -192,4 +144,70 @@ export async function benchDeliveryScale(options: ScaleBenchOptions): Promise<Sc
     await runtime.close();
     await receiver.close();
   }
+}
+
+/**
+ * Adds `added` delivered rows (and their events) over `subscriptions`, as weeks of history would
+ * have left them, then ANALYZE and CHECKPOINT on PostgreSQL. `step`: a different one per call.
+ */
+export async function growHistory(
+  runtime: Runtime,
+  seed: RetentionSeed,
+  subscriptions: string[],
+  step: number,
+  added: number,
+): Promise<void> {
+  const { database } = runtime;
+  const db = database.db;
+  const ms = Date.now() - 3_600_000;
+  // In statements of SEED_CHUNK rows: each is bound by DATABASE_STATEMENT_TIMEOUT.
+  for (let chunk = 0; chunk * SEED_CHUNK < added; chunk++) {
+    const n = Math.min(SEED_CHUNK, added - chunk * SEED_CHUNK);
+    const tag = `h${step}c${chunk}`;
+    await runSeed(db, [
+      seed.events(tag, n / subscriptions.length, ms),
+      seed.deliveries(1000 * (step + 1) + chunk, tag, n, ms, () => sql`'success'`, subscriptions),
+    ]);
+  }
+  if (database.dialect === 'postgres') {
+    await sql`analyze`.execute(db);
+    // The seed writes in seconds the WAL that weeks of history would (about 1 GB for 500,000
+    // rows and their indexes): the checkpoint it triggers (max_wal_size) started during the
+    // timed claims that follow, which then took 30-100 ms once or twice in 150.
+    await sql`checkpoint`.execute(db);
+  }
+}
+
+/**
+ * A backlog of CLAIM_BACKLOG_EVENTS events for the tenant's subscriptions, claimed CLAIM_BATCH at
+ * a time exactly as the worker claims, each claim timed; claimed rows are marked delivered.
+ */
+export async function timeClaims(
+  runtime: Runtime,
+  tenantId: string,
+): Promise<{ p50: number; p99: number; max: number; samples: number }> {
+  await emitBacklog(runtime, tenantId, CLAIM_BACKLOG_EVENTS);
+  const durations: number[] = [];
+  for (;;) {
+    const now = new Date();
+    const t0 = performance.now();
+    const claimed = await runtime.queue.claim(now, CLAIM_BATCH, {
+      workerId: 'wkr_bench',
+      aliveSince: now.toISOString(),
+      staleBefore: new Date(now.getTime() - 70_000).toISOString(),
+      perSubscription: CLAIM_PER_SUBSCRIPTION,
+      paceHorizonUs: 500_000,
+    });
+    if (claimed.length === 0) break;
+    durations.push(performance.now() - t0);
+    await sql`update webhook_deliveries set status = 'success', claimed_at = null, claimed_by = null
+      where status = 'in_flight'`.execute(runtime.database.db);
+  }
+  durations.sort((a, b) => a - b);
+  return {
+    p50: percentile(durations, 50),
+    p99: percentile(durations, 99),
+    max: durations.at(-1) ?? Number.NaN,
+    samples: durations.length,
+  };
 }

@@ -24,6 +24,7 @@ import { availableParallelism, cpus, platform, release, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
+import { benchCapacity, CAPACITY_SUBSCRIPTIONS, type CapacityResult } from './capacity.ts';
 import {
   benchContention,
   CONTENTION_CONNECTIONS,
@@ -88,12 +89,14 @@ const USAGE = `usage: npm run bench -- [options]
                        (default $BENCH_PG_URL or postgres://postgres@127.0.0.1:5432/test)
   --retries <n>        windows repeated, in all (0-10), because other processes took CPU during
                        them (default 2)
-  --only <what>        all | http | contention | deliveries | retention | scale | startup
-                       (default all; scale is PostgreSQL only, startup SQLite only)
+  --only <what>        all | http | contention | deliveries | retention | scale | capacity | startup
+                       (default all; scale and capacity are PostgreSQL only, startup SQLite only)
   --deliveries <n>     events per webhook delivery run, each delivered to 4 subscriptions
                        (default 5000)
   --scale-history <n>  delivered rows the scale row grows the table to (default 1000000)
   --scale-deliveries <n>  deliveries the scale row drains with two workers (default 100000)
+  --capacity-deliveries <n>  deliveries each capacity drain sends (default 20000)
+  --capacity-history <n>  delivered rows the capacity claim row grows the table to (default 10000000)
   --profile            record a CPU profile of every server during its last window and summarize
                        it (slows the servers down: a profiled run is not the benchmark)
 `;
@@ -115,6 +118,8 @@ const { values: args } = parseArgs({
     deliveries: { type: 'string', default: '5000' },
     'scale-history': { type: 'string', default: '1000000' },
     'scale-deliveries': { type: 'string', default: '100000' },
+    'capacity-deliveries': { type: 'string', default: '20000' },
+    'capacity-history': { type: 'string', default: '10000000' },
     help: { type: 'boolean', short: 'h', default: false },
   },
 });
@@ -140,13 +145,27 @@ if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(LOG
   usageError('--log-level must be a pino level (warn, info, …)');
 }
 const ONLY = args.only;
-if (!['all', 'http', 'contention', 'deliveries', 'retention', 'scale', 'startup'].includes(ONLY))
-  usageError('--only must be all, http, contention, deliveries, retention, scale or startup');
+if (
+  ![
+    'all',
+    'http',
+    'contention',
+    'deliveries',
+    'retention',
+    'scale',
+    'capacity',
+    'startup',
+  ].includes(ONLY)
+)
+  usageError(
+    '--only must be all, http, contention, deliveries, retention, scale, capacity or startup',
+  );
 const HTTP_ROWS = ONLY === 'all' || ONLY === 'http';
 const CONTENTION_ROWS = ONLY === 'all' || ONLY === 'contention';
 const DELIVERY_ROWS = ONLY === 'all' || ONLY === 'deliveries';
 const RETENTION_ROWS = ONLY === 'all' || ONLY === 'retention';
 const SCALE_ROWS = ONLY === 'all' || ONLY === 'scale';
+const CAPACITY_ROWS = ONLY === 'all' || ONLY === 'capacity';
 const STARTUP_ROWS = ONLY === 'all' || ONLY === 'startup';
 /** Processes each start-up row starts, each way (its median is reported). */
 const STARTUP_RUNS = 7;
@@ -155,6 +174,16 @@ const SCALE_HISTORY = integer('scale-history', args['scale-history'], 40_000, 10
 const SCALE_DELIVERIES = integer('scale-deliveries', args['scale-deliveries'], 1_000, 1_000_000);
 if (SCALE_HISTORY % 40 !== 0 || SCALE_DELIVERIES % 20 !== 0) {
   usageError('--scale-history must be a multiple of 40, --scale-deliveries of 20');
+}
+const CAPACITY_DELIVERIES = integer(
+  'capacity-deliveries',
+  args['capacity-deliveries'],
+  10_000,
+  1_000_000,
+);
+const CAPACITY_HISTORY = integer('capacity-history', args['capacity-history'], 100_000, 20_000_000);
+if (CAPACITY_DELIVERIES % CAPACITY_SUBSCRIPTIONS !== 0 || CAPACITY_HISTORY % 20 !== 0) {
+  usageError('--capacity-deliveries and --capacity-history must be multiples of 20');
 }
 /** Deliveries past retention that the retention row purges. */
 const RETENTION_PURGED = 200_000;
@@ -265,6 +294,11 @@ const startupSec = STARTUP_ROWS && BACKEND !== 'postgres' ? 3 * 2 * STARTUP_RUNS
 // Seeding about 40k rows a second, the claims, and the drain at a few thousand a second.
 const scaleSec =
   SCALE_ROWS && BACKEND !== 'sqlite' ? SCALE_HISTORY / 20_000 + SCALE_DELIVERIES / 500 + 120 : 0;
+// Three drains at a thousand or more a second, and seeding the history at about 15k rows a second.
+const capacitySec =
+  CAPACITY_ROWS && BACKEND !== 'sqlite'
+    ? (3 * CAPACITY_DELIVERIES) / 500 + CAPACITY_HISTORY / 15_000 + 180
+    : 0;
 const budgetSec = Math.ceil(
   rowsPlanned * (WARMUP + ROUNDS * windowSec) +
     RETRIES * (windowSec + 10) +
@@ -272,6 +306,7 @@ const budgetSec = Math.ceil(
     contentionSec +
     retentionSec +
     scaleSec +
+    capacitySec +
     startupSec +
     openLoopSec +
     180,
@@ -300,6 +335,7 @@ const retentionResults: RetentionResult[] = [];
 const startupResults: StartupResult[] = [];
 const contentionResults: ContentionResult[] = [];
 const scaleResults: ScaleResult[] = [];
+const capacityResults: CapacityResult[] = [];
 const profiles: string[] = [];
 const profileDir = PROFILE ? mkdtempSync(join(tmpdir(), 'tourops-bench-prof-')) : null;
 if (profileDir) cleanups.push(async () => rmSync(profileDir, { recursive: true, force: true }));
@@ -911,6 +947,19 @@ async function benchPostgres(): Promise<string | null> {
       }),
     );
   }
+  if (CAPACITY_ROWS) {
+    await waitForQuiet(10_000);
+    log(`PostgreSQL: capacity of one server (a cluster of the benchmark's own)`);
+    capacityResults.push(
+      await benchCapacity({
+        deliveries: CAPACITY_DELIVERIES,
+        history: CAPACITY_HISTORY,
+        logLevel: LOG_LEVEL,
+        log,
+        track,
+      }),
+    );
+  }
   return null;
 }
 
@@ -1282,6 +1331,65 @@ function scaleReport(): string[] {
   }
   return out;
 }
+function capacityReport(): string[] {
+  const [r] = capacityResults;
+  if (!r) return [];
+  const cost = (c: {
+    statements: number;
+    transactions: number;
+    rowsWritten: number;
+    walBytes: number;
+    cpuUs: number;
+  }) =>
+    `${c.statements.toFixed(2)} | ${c.transactions.toFixed(3)} | ${c.rowsWritten.toFixed(2)} | ` +
+    `${fmtInt(c.walBytes)} | ${fmtInt(c.cpuUs)}`;
+  const out = [
+    '',
+    '### Capacity of one PostgreSQL',
+    '',
+    "A PostgreSQL 15 cluster of the benchmark's own (fsync on, defaults otherwise, pg_stat_statements), " +
+      `${r.subscriptions} subscriptions to an HTTPS receiver in the benchmark process (200 at once). ` +
+      'Emit: clients created one transaction each through the service (row, event, a delivery per ' +
+      'subscription). Drain: a backlog sent by N `tourops worker` processes; deliveries/s between the 5th ' +
+      'and 95th percentile arrival; cores busy over the drain. Per delivery: statements ' +
+      '(pg_stat_statements), transactions and rows inserted, updated or deleted (pg_stat_database), WAL ' +
+      "bytes (pg_current_wal_lsn()), the server's CPU.",
+    '',
+    '| what | workers | deliveries/s | statements | transactions | rows written | WAL bytes | PG CPU µs | cores: PG / workers / receiver / machine |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---|',
+    `| Emit (a delivery's share of its event) | – | – | ${cost(r.emit)} | – |`,
+  ];
+  for (const d of r.drains) {
+    out.push(
+      `| Drain | ${d.workers} | ${fmtInt(d.perSec)} | ${cost(d)} | ` +
+        `${d.cores.database.toFixed(2)} / ${d.cores.workers.toFixed(2)} / ${d.cores.receiver.toFixed(2)} / ${d.cores.machine.toFixed(2)} |`,
+    );
+  }
+  const last = r.drains.at(-1);
+  if (last) {
+    out.push(
+      '',
+      `Statements of the drain with ${last.workers} workers, most called first (calls a delivery, share of execution time):`,
+      '',
+      '| statement | calls | time |',
+      '|---|---:|---:|',
+      ...last.top.map(
+        (t) =>
+          `| \`${t.query.replaceAll('|', '\\|')}\` | ${t.calls.toFixed(3)} | ${(t.timeShare * 100).toFixed(0)}% |`,
+      ),
+    );
+  }
+  out.push(
+    '',
+    '| scenario | delivered rows | claims | p50 ms | p99 ms | max ms |',
+    '|---|---:|---:|---:|---:|---:|',
+    `| Claim of 200 due deliveries, 20 subscriptions | ${fmtInt(r.claim.historyRows)} | ${r.claim.samples} | ` +
+      `${fmtMs(r.claim.p50)} | ${fmtMs(r.claim.p99)} | ${fmtMs(r.claim.max)} |`,
+    '',
+  );
+  return out;
+}
+
 const CLAIM_BACKLOG_TEXT =
   'a backlog of 30,000 pending deliveries (1,500 events × 20 subscriptions)';
 
@@ -1294,6 +1402,7 @@ function printReport(notes: string[], startedAt: number): void {
     ...retentionReport(),
     ...startupReport(),
     ...scaleReport(),
+    ...capacityReport(),
     ...deliveryProfiles,
     `Total bench time: ${seconds(performance.now() - startedAt)}.`,
     '',

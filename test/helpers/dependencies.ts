@@ -32,15 +32,24 @@ export class PgCluster {
     private readonly bin: string,
     private readonly dir: string,
     readonly port: number,
+    private readonly settings: Record<string, string>,
   ) {}
 
-  static async start(): Promise<PgCluster> {
+  /**
+   * `settings`: server settings over the fault tests' defaults (fsync off, 50 connections); the
+   * capacity bench runs a durable server with pg_stat_statements.
+   */
+  static async start(settings: Record<string, string> = {}): Promise<PgCluster> {
     const bin = postgresBin();
     if (!bin) throw new Error('no PostgreSQL server binaries');
     const dir = mkdtempSync(join(tmpdir(), 'tourops-pg-'));
     const { uid, gid } = userIds('postgres');
     chownSync(dir, uid, gid);
-    const cluster = new PgCluster(bin, dir, await freePort());
+    const cluster = new PgCluster(bin, dir, await freePort(), {
+      fsync: 'off',
+      max_connections: '50',
+      ...settings,
+    });
     cluster.asPostgres('initdb', [
       '-D',
       cluster.data,
@@ -73,7 +82,11 @@ export class PgCluster {
 
   /** Starts (again) the server and waits until it accepts connections. */
   startServer(): void {
-    const options = `-p ${this.port} -k ${this.dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=50`;
+    const settings = Object.entries(this.settings).map(([name, value]) => `-c ${name}=${value}`);
+    const options = [
+      `-p ${this.port} -k ${this.dir} -c listen_addresses=127.0.0.1`,
+      ...settings,
+    ].join(' ');
     this.asPostgres('pg_ctl', [
       '-D',
       this.data,
@@ -86,11 +99,40 @@ export class PgCluster {
     ]);
   }
 
+  private postmaster(): number {
+    return Number(readFileSync(join(this.data, 'postmaster.pid'), 'utf8').split('\n')[0]);
+  }
+
+  /**
+   * CPU seconds the whole server has used: the postmaster's own and its reaped children's (the
+   * backends of closed connections: /proc's cutime and cstime), plus its living children's.
+   */
+  cpuSeconds(): number {
+    const ticks = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
+    const fields = (pid: number) => {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      return stat
+        .slice(stat.lastIndexOf(')') + 2)
+        .split(' ')
+        .map(Number);
+    };
+    const [postmaster, ...children] = this.pids();
+    const own = fields(postmaster);
+    let total = own[11] + own[12] + own[13] + own[14];
+    for (const child of children) {
+      try {
+        const f = fields(child);
+        total += f[11] + f[12];
+      } catch {
+        // exited meanwhile: now in the postmaster's cutime
+      }
+    }
+    return total / ticks;
+  }
+
   /** Every process of the server: the postmaster and its children. */
   private pids(): number[] {
-    const postmaster = Number(
-      readFileSync(join(this.data, 'postmaster.pid'), 'utf8').split('\n')[0],
-    );
+    const postmaster = this.postmaster();
     let children: number[] = [];
     try {
       children = execFileSync('pgrep', ['-P', String(postmaster)], { encoding: 'utf8' })
