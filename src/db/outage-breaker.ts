@@ -41,7 +41,8 @@ export interface WatchedWaits {
 export class OutageBreaker {
   #open = false;
   #openedAt = 0;
-  #trip: { promise: Promise<never>; reject: (error: Error) => void } | null = null;
+  /** How to fail each checkout still waiting when the breaker opens. */
+  readonly #waiting = new Set<(error: Error) => void>();
   #probe: ProbeConnection;
   #timer: NodeJS.Timeout;
   /** Checkouts waiting for a connection, and since when the first of them waits. */
@@ -72,8 +73,15 @@ export class OutageBreaker {
     // Watched even with idle connections: waiters queued earlier may take them first.
     if (this.#checkouts++ === 0) this.#checkoutsSince = performance.now();
     const checkout = pool.connect();
+    // A tripwire of this checkout's own: a promise raced by every checkout would keep, for as
+    // long as it stays pending (the whole life of a healthy pool), a reaction of each of them.
+    let trip: (error: Error) => void = () => undefined;
+    const tripped = new Promise<never>((_resolve, reject) => {
+      trip = reject;
+    });
+    this.#waiting.add(trip);
     try {
-      return await Promise.race([checkout, this.whenOpened()]);
+      return await Promise.race([checkout, tripped]);
     } catch (error) {
       checkout.then(
         (client) => client.release(),
@@ -81,21 +89,9 @@ export class OutageBreaker {
       );
       throw error;
     } finally {
+      this.#waiting.delete(trip);
       this.#checkouts -= 1;
     }
-  }
-
-  /** Rejects (DatabaseOutage) when the breaker opens. */
-  private whenOpened(): Promise<never> {
-    if (this.#trip === null) {
-      let reject: (error: Error) => void = () => undefined;
-      const promise = new Promise<never>((_resolve, fail) => {
-        reject = fail;
-      });
-      promise.catch(() => undefined);
-      this.#trip = { promise, reject };
-    }
-    return this.#trip.promise;
   }
 
   close(): void {
@@ -121,8 +117,8 @@ export class OutageBreaker {
     if (probe !== 'unanswered' || now - since < this.options.outageAfterMs) return;
     this.#open = true;
     this.#openedAt = now;
-    this.#trip?.reject(new DatabaseOutage());
-    this.#trip = null;
+    for (const trip of this.#waiting) trip(new DatabaseOutage());
+    this.#waiting.clear();
     this.statements.cutWaits();
   }
 }
