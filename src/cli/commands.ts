@@ -151,6 +151,9 @@ const migrateCommand: Command = {
   description: [
     'Applies the pending migrations in one transaction; safe to run while other processes start. ' +
       'Every other command (and `npm start`) migrates on its own too.',
+    'To upgrade a running fleet, run it first with the new release: the previous release goes on ' +
+      'serving on the migrated schema while each process is restarted in turn (docs/operations.md, ' +
+      '"Several machines").',
     'JSON: {"applied": [<migration id>, ...]}',
   ],
   positionals: [],
