@@ -27,7 +27,7 @@ import { PgCluster } from '../test/helpers/dependencies.ts';
 import { testCa } from '../test/helpers/https-receiver.ts';
 import { RetentionSeed } from '../test/helpers/retention-seed.ts';
 import { emitBacklog, Receiver, steadyRate, webhookServerEnv } from './deliveries.ts';
-import { growHistory, timeClaims } from './delivery-scale.ts';
+import { growHistory, subscribedTenant, timeClaims } from './delivery-scale.ts';
 import { type ServerProcess, startServer, systemCpu } from './processes.ts';
 
 /** What PostgreSQL did for `deliveries` deliveries, per delivery. */
@@ -163,19 +163,12 @@ export async function benchCapacity(options: CapacityOptions): Promise<CapacityR
       { logger: pino({ level: 'silent' }) },
     );
     const { services } = runtime;
-    const tenant = await services.tenants.create({
-      name: 'Bench Capacity',
-      slug: 'bench-capacity',
-      tier: 'enterprise',
-    });
-    const subscriptions: string[] = [];
-    for (let i = 0; i < CAPACITY_SUBSCRIPTIONS; i++) {
-      const { subscription } = await services.webhooks.create(tenant.id, {
-        url: receiver.url(`/c/${i}`),
-        events: ['client.created'],
-      });
-      subscriptions.push(subscription.id);
-    }
+    const { tenant, subscriptions } = await subscribedTenant(
+      runtime,
+      'Bench Capacity',
+      CAPACITY_SUBSCRIPTIONS,
+      (i) => receiver.url(`/c/${i}`),
+    );
 
     // Emit, one client a transaction as the API writes it.
     let before = await counters(admin, cluster);

@@ -68,20 +68,12 @@ export async function benchDeliveryScale(options: ScaleBenchOptions): Promise<Sc
     logger: pino({ level: 'silent' }),
   });
   try {
-    const { services } = runtime;
-    const tenant = await services.tenants.create({
-      name: 'Bench Scale',
-      slug: 'bench-scale',
-      tier: 'enterprise',
-    });
-    const subscriptions: string[] = [];
-    for (let i = 0; i < SUBSCRIPTIONS; i++) {
-      const { subscription } = await services.webhooks.create(tenant.id, {
-        url: receiver.url(`/s/${i}`),
-        events: ['client.created'],
-      });
-      subscriptions.push(subscription.id);
-    }
+    const { tenant, subscriptions } = await subscribedTenant(
+      runtime,
+      'Bench Scale',
+      SUBSCRIPTIONS,
+      (i) => receiver.url(`/s/${i}`),
+    );
     const seed = new RetentionSeed(tenant.id);
     const claims: ScaleResult['claims'] = [];
     let rows = 0;
@@ -210,4 +202,28 @@ export async function timeClaims(
     max: durations.at(-1) ?? Number.NaN,
     samples: durations.length,
   };
+}
+
+/** An enterprise tenant with `count` subscriptions to `client.created`, at `url(i)`. */
+export async function subscribedTenant(
+  runtime: Runtime,
+  name: string,
+  count: number,
+  url: (i: number) => string,
+): Promise<{ tenant: { id: string }; subscriptions: string[] }> {
+  const { services } = runtime;
+  const tenant = await services.tenants.create({
+    name,
+    slug: name.toLowerCase().replaceAll(' ', '-'),
+    tier: 'enterprise',
+  });
+  const subscriptions: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const { subscription } = await services.webhooks.create(tenant.id, {
+      url: url(i),
+      events: ['client.created'],
+    });
+    subscriptions.push(subscription.id);
+  }
+  return { tenant, subscriptions };
 }
