@@ -31,7 +31,7 @@ import { growHistory, subscribedTenant, timeClaims } from './delivery-scale.ts';
 import { type ServerProcess, startServer, systemCpu } from './processes.ts';
 
 /** What PostgreSQL did for `deliveries` deliveries, per delivery. */
-export interface DatabaseCost {
+interface DatabaseCost {
   deliveries: number;
   statements: number;
   transactions: number;
