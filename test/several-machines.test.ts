@@ -18,8 +18,8 @@ import { WORKER_READY } from './helpers/worker-processes.ts';
 const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const API_NODES = 3;
 const WORKERS = 2;
-/** Above the health check's inter x (fall + 1) in deploy/haproxy.cfg (1 s x 3). */
-const DRAIN = '3s';
+/** Above the health check's inter x (fall + 1) in deploy/haproxy.cfg (500 ms x 3). */
+const DRAIN = '2s';
 
 /** deploy/haproxy.cfg with this test's addresses; `retries: false` strips every retry. */
 function balancerConfig(nodePorts: number[], retries: boolean): string {
@@ -138,7 +138,7 @@ function drive(
       } else {
         load.failures.push(`POST ${key}: ${created.status} ${created.text.slice(0, 200)}`);
       }
-      await sleep(20);
+      await sleep(50);
     }
   };
   const loops = Array.from({ length: clients }, (_, i) => loop(i));
@@ -272,8 +272,8 @@ if (BACKENDS.includes('postgres')) {
 
     it('rolls a restart of every process in turn: no client request fails, with or without retries', async (t) => {
       counts = await counted();
-      const retrying = drive('retrying', balancers[0].port, token, 4);
-      const noRetries = drive('no-retry', balancers[1].port, token, 4);
+      const retrying = drive('retrying', balancers[0].port, token, 3);
+      const noRetries = drive('no-retry', balancers[1].port, token, 3);
       loads.push(retrying, noRetries);
       await sleep(1_000);
       // The API nodes in turn, and beside them the workers in turn.
@@ -312,7 +312,7 @@ if (BACKENDS.includes('postgres')) {
 
     it('loses no acked write when an API node is killed -9 (503 at most, retried with its key)', async (t) => {
       counts = await counted();
-      const killed = drive('kill-9', balancers[0].port, token, 6, true);
+      const killed = drive('kill-9', balancers[0].port, token, 4, true);
       loads.push(killed);
       await sleep(1_000);
       // Started again at once, as a supervisor would: until it listens, it refuses.

@@ -32,7 +32,7 @@ async function liveObjects(): Promise<number> {
   }
 }
 
-const STATEMENTS = 10_000;
+const STATEMENTS = 6_000;
 /** Objects a statement may seem to leave: a leak leaves several a statement. */
 const ALLOWED_PER_STATEMENT = 0.2;
 
@@ -62,7 +62,7 @@ for (const backend of BACKENDS) {
           }
         };
         // Long enough that the JIT has compiled what it will (optimized code is heap too).
-        await run(5_000);
+        await run(3_000);
         const before = await liveObjects();
         await run(STATEMENTS);
         const grown = (await liveObjects()) - before;

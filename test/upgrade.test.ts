@@ -71,7 +71,10 @@ function checkOut(commit: string): string {
   return dir;
 }
 
-describe('the previous release on a database the current code migrated', () => {
+// The backends side by side: each test is mostly waiting for its processes.
+describe('the previous release on a database the current code migrated', {
+  concurrency: true,
+}, () => {
   const release = previousRelease();
   let releaseDir: string;
   let receiver: HttpsReceiver;
