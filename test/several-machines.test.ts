@@ -202,8 +202,12 @@ if (BACKENDS.includes('postgres')) {
       for (let i = 0; i < API_NODES; i++) nodePorts.push(await freePort());
       // The first applies the migrations; the others find them done.
       nodes.push(await startNode(0));
-      nodes.push(...(await Promise.all([1, 2].map(startNode))));
-      workers.push(...(await Promise.all(Array.from({ length: WORKERS }, startWorker))));
+      const [others, started] = await Promise.all([
+        Promise.all([1, 2].map(startNode)),
+        Promise.all(Array.from({ length: WORKERS }, startWorker)),
+      ]);
+      nodes.push(...others);
+      workers.push(...started);
       balancers = [
         await startHaproxy(balancerConfig(nodePorts, true)),
         await startHaproxy(balancerConfig(nodePorts, false)),
@@ -275,7 +279,7 @@ if (BACKENDS.includes('postgres')) {
       const retrying = drive('retrying', balancers[0].port, token, 3);
       const noRetries = drive('no-retry', balancers[1].port, token, 3);
       loads.push(retrying, noRetries);
-      await sleep(1_000);
+      await sleep(500);
       // The API nodes in turn, and beside them the workers in turn.
       const rollNodes = async () => {
         for (let i = 0; i < API_NODES; i++) {
@@ -291,7 +295,7 @@ if (BACKENDS.includes('postgres')) {
         }
       };
       await Promise.all([rollNodes(), rollWorkers()]);
-      await sleep(1_000);
+      await sleep(500);
       await Promise.all([retrying.stop(), noRetries.stop()]);
       await report(t, 'rolled restart', [
         [retrying, 0],
@@ -314,12 +318,12 @@ if (BACKENDS.includes('postgres')) {
       counts = await counted();
       const killed = drive('kill-9', balancers[0].port, token, 4, true);
       loads.push(killed);
-      await sleep(1_000);
+      await sleep(500);
       // Started again at once, as a supervisor would: until it listens, it refuses.
       await nodes[1].stop('SIGKILL');
       nodes[1] = await startNode(1);
       await untilUp('api2');
-      await sleep(1_000);
+      await sleep(500);
       await killed.stop();
       await report(t, 'kill -9 of api2', [[killed, 0]]);
       assert.deepEqual(killed.failures, []);
