@@ -46,7 +46,10 @@ export async function startHaproxy(config: string): Promise<{
     config.replaceAll('{{stats}}', socket).replaceAll('{{bind}}', `127.0.0.1:${port}`),
   );
   const check = spawnSync('haproxy', ['-c', '-q', '-f', file], { encoding: 'utf8' });
-  if (check.status !== 0) throw new Error(`haproxy -c: ${check.stdout}${check.stderr}`);
+  if (check.status !== 0) {
+    rmSync(dir, { recursive: true, force: true });
+    throw new Error(`haproxy -c: ${check.stdout}${check.stderr}`);
+  }
   const child: ChildProcess = spawn('haproxy', ['-db', '-f', file], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -75,6 +78,7 @@ export async function startHaproxy(config: string): Promise<{
     } catch (error) {
       if (child.exitCode !== null || i > 100) {
         child.kill('SIGKILL');
+        rmSync(dir, { recursive: true, force: true });
         throw new Error(`haproxy did not start: ${output()} ${error}`);
       }
       await new Promise((resolve) => setTimeout(resolve, 50));
