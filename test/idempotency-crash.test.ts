@@ -1,7 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ADMIN_TOKEN, BACKENDS, createTestDatabase, type TestDatabase } from './helpers/context.ts';
-import { type ChildService, callService, startTourops } from './helpers/processes.ts';
+import {
+  adminTenantToken,
+  type ChildService,
+  callService,
+  startTourops,
+} from './helpers/processes.ts';
 
 const WRITES = 120;
 
@@ -30,23 +35,11 @@ for (const backend of BACKENDS) {
 
     it('frees the key of every write that did not commit, and runs each write once', async () => {
       server = await startTourops(['serve', '--no-worker'], env);
-      const tenant = await callService(server, 'POST', '/admin/v1/tenants', ADMIN_TOKEN, {
+      const { token } = await adminTenantToken(server, ADMIN_TOKEN, {
         name: 'Crash',
         slug: `crash-${Math.random().toString(36).slice(2, 8)}`,
         tier: 'pro',
       });
-      const tenantId = JSON.parse(tenant.text).data.id;
-      const minted = await callService(
-        server,
-        'POST',
-        `/admin/v1/tenants/${tenantId}/tokens`,
-        ADMIN_TOKEN,
-        {
-          scopes: ['*'],
-          name: 'crash test',
-        },
-      );
-      const token = JSON.parse(minted.text).token as string;
 
       const keys = Array.from({ length: WRITES }, (_, i) => `crash-${i}-${Math.random()}`);
       const create = (target: ChildService, key: string) =>

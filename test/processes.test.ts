@@ -5,7 +5,13 @@ import { request } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { childPids } from '../bench/processes.ts';
 import { ADMIN_TOKEN, BACKENDS, createTestDatabase, type TestDatabase } from './helpers/context.ts';
-import { BIN, type ChildService, callService, ROOT, startTourops } from './helpers/processes.ts';
+import {
+  adminTenantToken,
+  BIN,
+  type ChildService,
+  ROOT,
+  startTourops,
+} from './helpers/processes.ts';
 import { parseExposition } from './helpers/prometheus.ts';
 import { eventually, until } from './helpers/until.ts';
 
@@ -60,23 +66,11 @@ for (const backend of BACKENDS) {
         RATE_LIMIT_PER_MIN: '20',
         RATE_LIMIT_BURST_PER_SEC: '1000',
       });
-      const tenant = await callService(server, 'POST', '/admin/v1/tenants', ADMIN_TOKEN, {
+      ({ token } = await adminTenantToken(server, ADMIN_TOKEN, {
         name: 'Cluster',
         slug: `cluster-${backend}`,
         tier: 'pro',
-      });
-      const id = JSON.parse(tenant.text).data.id;
-      const minted = await callService(
-        server,
-        'POST',
-        `/admin/v1/tenants/${id}/tokens`,
-        ADMIN_TOKEN,
-        {
-          scopes: ['*'],
-          name: 'cluster test',
-        },
-      );
-      token = JSON.parse(minted.text).token;
+      }));
     });
     after(async () => {
       await server.stop('SIGKILL');

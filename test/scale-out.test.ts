@@ -1,26 +1,24 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ADMIN_TOKEN, BACKENDS, createTestDatabase, type TestDatabase } from './helpers/context.ts';
-import { type ChildService, callService, startTourops } from './helpers/processes.ts';
+import {
+  adminTenantToken,
+  type ChildService,
+  callService,
+  startTourops,
+} from './helpers/processes.ts';
 
 const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 
 /** A pro tenant with an all-scopes token, made through the admin API of `server`. */
 async function tenantToken(server: ChildService): Promise<string> {
   const slug = `scale-${Math.random().toString(36).slice(2, 8)}`;
-  const tenant = await callService(server, 'POST', '/admin/v1/tenants', ADMIN_TOKEN, {
+  const { token } = await adminTenantToken(server, ADMIN_TOKEN, {
     name: 'Scale out',
     slug,
     tier: 'pro',
   });
-  assert.equal(tenant.status, 201, tenant.text);
-  const id = JSON.parse(tenant.text).data.id;
-  const token = await callService(server, 'POST', `/admin/v1/tenants/${id}/tokens`, ADMIN_TOKEN, {
-    scopes: ['*'],
-    name: 'scale-out test',
-  });
-  assert.equal(token.status, 201, token.text);
-  return JSON.parse(token.text).token;
+  return token;
 }
 
 // Real OS processes (`tourops serve`) on one PostgreSQL, as users scale out.

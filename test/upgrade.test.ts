@@ -7,6 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { ADMIN_TOKEN, BACKENDS, createTestDatabase, type TestDatabase } from './helpers/context.ts';
 import { HttpsReceiver, testCa } from './helpers/https-receiver.ts';
 import {
+  adminTenantToken,
   type ChildService,
   callService,
   ROOT,
@@ -107,25 +108,13 @@ describe('the previous release on a database the current code migrated', {
         const current = await startTourops(['serve', '--no-worker'], env);
         servers.push(current);
 
-        const tenant = await callService(previous, 'POST', '/admin/v1/tenants', ADMIN_TOKEN, {
-          name: 'Upgrade',
-          slug: `upgrade-${backend}`,
-          tier: 'enterprise',
-        });
-        assert.equal(tenant.status, 201, tenant.text);
-        const tenantId = JSON.parse(tenant.text).data.id;
-        const minted = await callService(
-          current,
-          'POST',
-          `/admin/v1/tenants/${tenantId}/tokens`,
+        // The tenant by the previous release, its token by the current one.
+        const { token } = await adminTenantToken(
+          previous,
           ADMIN_TOKEN,
-          {
-            scopes: ['*'],
-            name: 'upgrade',
-          },
+          { name: 'Upgrade', slug: `upgrade-${backend}`, tier: 'enterprise' },
+          current,
         );
-        assert.equal(minted.status, 201, minted.text);
-        const token = JSON.parse(minted.text).token as string;
 
         // Each writes, each reads what the other wrote; the previous release's worker delivers.
         const subscription = await callService(previous, 'POST', '/api/v1/webhooks', token, {

@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict';
 import {
   type ChildProcess,
   type ChildProcessWithoutNullStreams,
@@ -93,6 +94,30 @@ export async function callService(
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   return { status: response.status, headers: response.headers, text: await response.text() };
+}
+
+/**
+ * A tenant made through `server`'s admin API (its ADMIN_API_TOKEN is `adminToken`), and a token
+ * with every scope for it minted through `tokenServer` (the same server unless given).
+ */
+export async function adminTenantToken(
+  server: ChildService,
+  adminToken: string,
+  tenant: { name: string; slug: string; tier: string },
+  tokenServer: ChildService = server,
+): Promise<{ tenantId: string; token: string }> {
+  const created = await callService(server, 'POST', '/admin/v1/tenants', adminToken, tenant);
+  assert.equal(created.status, 201, created.text);
+  const tenantId = JSON.parse(created.text).data.id as string;
+  const minted = await callService(
+    tokenServer,
+    'POST',
+    `/admin/v1/tenants/${tenantId}/tokens`,
+    adminToken,
+    { scopes: ['*'], name: `${tenant.slug} test` },
+  );
+  assert.equal(minted.status, 201, minted.text);
+  return { tenantId, token: JSON.parse(minted.text).token as string };
 }
 
 /** Everything a child process wrote on stdout and stderr so far, as one text. */
