@@ -58,12 +58,17 @@ function ticksPerSecond(): number {
   return clockTicks;
 }
 
-/** User + system CPU seconds a process has used so far (Linux /proc), or null elsewhere. */
-function processCpuSeconds(pid: number): number | null {
+/**
+ * User + system CPU seconds a process has used so far (Linux /proc), or null elsewhere (or once it
+ * has ended). `reaped`: with its ended children's that it waited for (/proc's cutime and cstime).
+ */
+export function processCpuSeconds(pid: number, reaped = false): number | null {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / ticksPerSecond();
+    const own = Number(fields[11]) + Number(fields[12]);
+    const children = reaped ? Number(fields[13]) + Number(fields[14]) : 0;
+    return (own + children) / ticksPerSecond();
   } catch {
     return null;
   }

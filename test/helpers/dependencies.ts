@@ -3,7 +3,7 @@ import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync }
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { freePort } from '../../bench/processes.ts';
+import { freePort, processCpuSeconds } from '../../bench/processes.ts';
 
 /** The PostgreSQL server binaries of this machine, or null where there are none. */
 export function postgresBin(): string | null {
@@ -99,40 +99,25 @@ export class PgCluster {
     ]);
   }
 
-  private postmaster(): number {
-    return Number(readFileSync(join(this.data, 'postmaster.pid'), 'utf8').split('\n')[0]);
-  }
-
   /**
    * CPU seconds the whole server has used: the postmaster's own and its reaped children's (the
    * backends of closed connections: /proc's cutime and cstime), plus its living children's.
    */
   cpuSeconds(): number {
-    const ticks = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
-    const fields = (pid: number) => {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      return stat
-        .slice(stat.lastIndexOf(')') + 2)
-        .split(' ')
-        .map(Number);
-    };
     const [postmaster, ...children] = this.pids();
-    const own = fields(postmaster);
-    let total = own[11] + own[12] + own[13] + own[14];
-    for (const child of children) {
-      try {
-        const f = fields(child);
-        total += f[11] + f[12];
-      } catch {
-        // exited meanwhile: now in the postmaster's cutime
-      }
-    }
-    return total / ticks;
+    // A backend that ends after the postmaster's reading and before its own is missed (an
+    // undercount of one reading, as commandCpuDelta's).
+    return children.reduce(
+      (sum, child) => sum + (processCpuSeconds(child) ?? 0),
+      processCpuSeconds(postmaster, true) ?? 0,
+    );
   }
 
   /** Every process of the server: the postmaster and its children. */
   private pids(): number[] {
-    const postmaster = this.postmaster();
+    const postmaster = Number(
+      readFileSync(join(this.data, 'postmaster.pid'), 'utf8').split('\n')[0],
+    );
     let children: number[] = [];
     try {
       children = execFileSync('pgrep', ['-P', String(postmaster)], { encoding: 'utf8' })
