@@ -84,8 +84,15 @@ function drive(
     },
   };
   const base = `http://127.0.0.1:${port}`;
-  const call = async (method: string, path: string, body?: unknown, key?: string) => {
+  /** One request; a 503 sent again after 100 ms with the same key when `retry503`. */
+  const call = async (
+    method: string,
+    path: string,
+    body?: unknown,
+    key?: string,
+  ): Promise<{ status: number; text: string }> => {
     load.requests += 1;
+    let answer: { status: number; text: string };
     try {
       const response = await fetch(`${base}${path}`, {
         method,
@@ -96,43 +103,32 @@ function drive(
         },
         body: body ? JSON.stringify(body) : undefined,
       });
-      const text = await response.text();
+      answer = { status: response.status, text: await response.text() };
       const status = String(response.status);
       load.statuses.set(status, (load.statuses.get(status) ?? 0) + 1);
-      return { status: response.status, text };
     } catch (error) {
       const cause = (error as { cause?: { code?: string; message?: string } }).cause;
       const what = `connection error ${cause?.code ?? cause?.message ?? String(error)}`;
       load.statuses.set(what, (load.statuses.get(what) ?? 0) + 1);
       return { status: 0, text: what };
     }
+    if (!retry503 || answer.status !== 503) return answer;
+    await sleep(100);
+    return call(method, path, body, key);
   };
   const loop = async (client: number) => {
     for (let n = 0; !stopped; n++) {
       const key = `${label}-${client}-${n}`;
-      let created = await call(
+      const created = await call(
         'POST',
         '/api/v1/clients',
         { kind: 'individual', displayName: key },
         key,
       );
-      while (retry503 && created.status === 503) {
-        await sleep(100);
-        created = await call(
-          'POST',
-          '/api/v1/clients',
-          { kind: 'individual', displayName: key },
-          key,
-        );
-      }
       if (created.status === 201) {
         const id = JSON.parse(created.text).data.id as string;
         load.acked.set(key, id);
-        let read = await call('GET', `/api/v1/clients/${id}`);
-        while (retry503 && read.status === 503) {
-          await sleep(100);
-          read = await call('GET', `/api/v1/clients/${id}`);
-        }
+        const read = await call('GET', `/api/v1/clients/${id}`);
         if (read.status !== 200)
           load.failures.push(`GET ${id}: ${read.status} ${read.text.slice(0, 200)}`);
       } else {
