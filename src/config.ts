@@ -34,8 +34,9 @@ export interface Config {
     autopauseWindowMs: number;
     keyOverlapMs: number;
     /**
-     * How long past the attempt time-out a claim is held before other workers take it over (its
-     * worker is presumed dead): long enough for a live worker to record what it sent.
+     * Only for claims made by a version before the worker registry (no `claimed_by`): how long
+     * past the attempt time-out they are held before other workers take them over. Every newer
+     * claim is taken over once its worker's heartbeat is DEAD_AFTER_MS old (see WorkerRegistry).
      */
     leaseGraceMs: number;
     allowPrivateTargets: boolean;

@@ -134,7 +134,7 @@ for (const backend of BACKENDS) {
       assert.deepEqual(await claimDue(at(600_000 + DEAD_AFTER_MS), 10), [], 'its worker lives');
       const [second] = await claimDue(at(600_001 + DEAD_AFTER_MS), 10);
       assert.equal(second.id, first.id);
-      assert.equal(second.attempts, 2);
+      assert.equal(second.attempts, 1, 'the attempt cut off is sent again, not counted');
       const [row0] = await rows();
       assert.equal(row0.claimedBy, 'wkr_a');
 
@@ -203,34 +203,83 @@ for (const backend of BACKENDS) {
       }
     });
 
-    it('dead-letters an abandoned claim on its last attempt instead of sending it again', async () => {
+    it('sends a claim lost with its worker again under the same attempt, whatever its number', async () => {
       await reset();
-      await queued(2);
-      await queue().joinWorker('wkr_dead', at(0));
-      const [last, other] = await claimDue(at(0), 10, { workerId: 'wkr_dead' });
+      await queued(1);
+      // On its last attempt of six: a lost attempt was never counted as made.
+      const [row0] = await rows();
       await db()
         .updateTable('webhookDeliveries')
-        .set({ attempts: 6 })
-        .where('id', '=', last.id)
+        .set({ attempts: 5 })
+        .where('id', '=', row0.id)
         .execute();
-      // Its worker silent: only the row with attempts left is taken over.
+      await queue().joinWorker('wkr_dead', at(0));
+      const [lost] = await claimDue(at(0), 10, { workerId: 'wkr_dead' });
+      assert.equal(lost.attempts, 6);
       const later = at(1 + DEAD_AFTER_MS);
-      const taken = await claimDue(later, 10, { perSubscription: 10, maxAttempts: 6 });
+      assert.equal((await queue().deadLetterAbandoned('wkr_a', later, at(-62_000))).length, 0);
+      const [again] = await claimDue(later, 10);
+      assert.equal(again.id, lost.id);
+      assert.equal(again.attempts, 6, 'the same attempt, sent again');
+      const [row] = await rows();
+      assert.equal(row.status, 'in_flight');
+      assert.equal(row.claimedBy, 'wkr_a');
+      assert.equal(row.workerLosses, 1);
+    });
+
+    it('dead-letters a crash loop (three losses in a row) as worker_lost, its attempt uncounted', async () => {
+      await reset();
+      await queued(2);
+      const [loop, healed] = await rows();
+      let now = 0;
+      /** Claims both rows by a worker that then dies; the next claim is DEAD_AFTER_MS later. */
+      async function dies(worker: string) {
+        await queue().joinWorker(worker, at(now));
+        const taken = await claimDue(at(now), 10, { workerId: worker });
+        now += DEAD_AFTER_MS + 1;
+        return taken;
+      }
+      await dies('wkr_1');
+      await dies('wkr_2');
+      // The second row gets an attempt recorded between its losses: not a loop.
+      const [h] = (await claimDue(at(now), 10)).filter((d) => d.id === healed.id);
+      await ctx.runtime.database.withTransaction(() =>
+        queue().recordOutcomes([
+          {
+            id: h.id,
+            claimedAt: h.claimedAt,
+            status: 'pending',
+            lastResponseStatus: 500,
+            lastError: null,
+            nextAttemptAt: at(now),
+            deliveredAt: null,
+          },
+        ]),
+      );
+      // The first row was taken by wkr_a along with it: a worker that dies too.
+      await db()
+        .updateTable('webhookDeliveries')
+        .set({ claimedBy: 'wkr_3' })
+        .where('id', '=', loop.id)
+        .execute();
+      now += DEAD_AFTER_MS + 1;
+      const dead = await queue().deadLetterAbandoned('wkr_a', at(now - DEAD_AFTER_MS), at(-62_000));
       assert.deepEqual(
-        taken.map((d) => d.id),
-        [other.id],
+        dead.map((d) => [d.id, d.attempts]),
+        [[loop.id, 0]],
       );
-      const aliveSince = at(1);
-      assert.equal(
-        (await queue().deadLetterAbandoned('wkr_a', aliveSince, at(-62_000), 6)).length,
-        1,
-      );
-      const row = (await rows()).find((r) => r.id === last.id);
+      const byId = new Map((await rows()).map((r) => [r.id, r]));
+      const row = byId.get(loop.id);
       assert.equal(row?.status, 'dead_letter');
-      assert.equal(row?.attempts, 6);
+      assert.equal(row?.lastError, 'worker_lost');
+      assert.equal(row?.attempts, 0, 'its first attempt, sent three times, never counted as made');
       assert.equal(row?.claimedAt, null);
+      assert.equal(row?.workerLosses, 3);
+      const other = byId.get(healed.id);
+      assert.equal(other?.workerLosses, 0, 'a recorded attempt ends the run of losses');
+      assert.equal(other?.attempts, 1);
       assert.equal(
-        (await queue().deadLetterAbandoned('wkr_a', aliveSince, at(-62_000), 6)).length,
+        (await queue().deadLetterAbandoned('wkr_a', at(now - DEAD_AFTER_MS), at(-62_000))).length,
         0,
       );
     });

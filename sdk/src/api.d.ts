@@ -1322,7 +1322,7 @@ export interface components {
              * @enum {string}
              */
             status: "pending" | "in_flight" | "success" | "dead_letter";
-            /** @description HTTP attempts made so far. */
+            /** @description HTTP attempts made so far (one cut off by a crash of ours is sent again under the same number). */
             attempts: number;
             /** @description Last HTTP status the endpoint answered with (the body is not kept); an attempt that got no answer (time-out, connection failure) leaves it as it was; null until the first answer. */
             lastResponseStatus: number | null;
@@ -1346,10 +1346,10 @@ export interface components {
             /** @description The event's place in this subscription's ledger (body member `sequence`, header `Service-Event-Sequence`); a redelivery keeps its original's; null for test fires and deliveries from before sequences existed. */
             sequence: number | null;
             /**
-             * @description Why the last attempt got no usable answer (see the attempts); null after a 2xx, before any attempt, or when `lastResponseStatus` tells all.
+             * @description Why the last attempt got no usable answer (see the attempts); null after a 2xx, before any attempt, or when `lastResponseStatus` tells all. `worker_lost`: dead-lettered because its attempts kept dying with their worker (an attempt cut off by a crash is sent again, never counted as made).
              * @enum {string|null}
              */
-            lastError: "timeout" | "connection_refused" | "connection_reset" | "dns" | "tls" | "address_blocked" | "redirect" | "body_too_large" | "internal" | "broker_refused" | "broker_busy" | null;
+            lastError: "timeout" | "connection_refused" | "connection_reset" | "dns" | "tls" | "address_blocked" | "redirect" | "body_too_large" | "internal" | "broker_refused" | "broker_busy" | "worker_lost" | null;
             /**
              * Format: date-time
              * @description Queued at UTC.

@@ -86,8 +86,8 @@ const workerCommand: Command = {
     'Claims due webhook deliveries and sends them until SIGINT or SIGTERM; then it stops claiming, ' +
       'lets running attempts finish within WEBHOOK_TIMEOUT_MS, records them and exits 0. Any number ' +
       'of workers (and `tourops serve` processes with their own worker) may share one PostgreSQL ' +
-      "database: claims are atomic, and a killed worker's claims are taken over after " +
-      'WEBHOOK_TIMEOUT_MS + WEBHOOK_LEASE_GRACE. With WORKER_METRICS_PORT set it serves its ' +
+      "database: claims are atomic, and a killed worker's claims are sent again by another once " +
+      'its heartbeat is 10 s old. With WORKER_METRICS_PORT set it serves its ' +
       'Prometheus metrics at /metrics on that port.',
   ],
   positionals: [],

@@ -1,5 +1,5 @@
 import type { Generated } from 'kysely';
-import type { AttemptErrorClass } from '../domain/attempts.ts';
+import type { AttemptErrorClass, DeliveryError } from '../domain/attempts.ts';
 import type { Ordering } from '../domain/flow-control.ts';
 import type { Tier } from '../domain/plans.ts';
 import type {
@@ -315,8 +315,10 @@ export interface WebhookDeliveriesTable {
   /** The worker (webhook_workers.id) whose claim it is, while in flight. */
   claimedBy: string | null;
   redeliveredFromId: string | null;
-  /** Error class of the last attempt that had one (see AttemptErrorClass); null after a 2xx. */
-  lastError: AttemptErrorClass | null;
+  /** Error class of the last attempt that had one (see DeliveryError); null after a 2xx. */
+  lastError: DeliveryError | null;
+  /** Claims of it that died with their worker since its last recorded attempt (a crash loop). */
+  workerLosses: Generated<number>;
   /** Of a test fire: counted in no subscription figure. */
   isTest: boolean;
   /** The event's place in its subscription's ledger; a redelivery keeps it; null on test fires. */

@@ -1,5 +1,6 @@
 import { type RawBuilder, sql } from 'kysely';
 import type { Dialect } from '../db/database.ts';
+import { WORKER_LOSSES_LIMIT } from '../domain/attempts.ts';
 
 /** The members of a JSON array parameter, as a subquery (`IN` it). */
 export function jsonMembers(dialect: Dialect, list: string): RawBuilder<unknown> {
@@ -16,8 +17,9 @@ export function jsonMembers(dialect: Dialect, list: string): RawBuilder<unknown>
  * worker, less this worker's settled ones), and for a capped subscription only while its next send
  * slot is within the pace horizon, at most `paceRows`; then at most each tenant's room, the
  * earliest due overall, `limit` in all. Besides those, in-flight rows abandoned by their worker
- * (see `abandoned`) that have attempts left. Each row chosen gets this worker's claim and its
- * attempt counted. On PostgreSQL concurrent workers skip each other's locked rows; SQLite runs the
+ * (see `abandoned`) short of a crash loop (see WORKER_LOSSES_LIMIT). Each row chosen gets this
+ * worker's claim; a pending row's attempt is counted, an abandoned one's is the same attempt sent
+ * again (its loss counted instead). On PostgreSQL concurrent workers skip each other's locked rows; SQLite runs the
  * statement under its write lock, so no row is claimed twice either way.
  */
 export function claimStatement(
@@ -32,7 +34,6 @@ export function claimStatement(
     limit: number;
     perSubscription: number;
     newcomerRoom: number;
-    maxAttempts: number;
     skip: string;
     skipTenants: string;
     rooms: string;
@@ -118,7 +119,7 @@ export function claimStatement(
     select d.id from webhook_deliveries d
     join webhook_subscriptions s on s.id = d.subscription_id
     where ${abandoned('d', p.aliveSince, p.staleBefore, p.workerId)}
-      and d.attempts < ${p.maxAttempts} and s.active = 1 and d.subscription_id not in ${members(p.skip)}
+      and d.worker_losses < ${sql.lit(WORKER_LOSSES_LIMIT - 1)} and s.active = 1 and d.subscription_id not in ${members(p.skip)}
     order by d.claimed_at
     limit ${p.limit}
     ${pg ? sql`for update of d skip locked` : sql``}`;
@@ -128,7 +129,9 @@ export function claimStatement(
   const keyIn = pg ? sql`id = any(array(${chosen}))` : sql`id in (${chosen})`;
   return sql<{ id: string }>`
     update webhook_deliveries
-    set status = 'in_flight', claimed_at = ${p.now}, claimed_by = ${p.workerId}, attempts = attempts + 1
+    set status = 'in_flight', claimed_at = ${p.now}, claimed_by = ${p.workerId},
+      attempts = case when status = 'in_flight' then attempts else attempts + 1 end,
+      worker_losses = case when status = 'in_flight' then worker_losses + 1 else worker_losses end
     where ${keyIn}
     returning id`;
 }

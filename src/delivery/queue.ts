@@ -5,6 +5,7 @@ import type {
   WebhookAttemptsTable,
   WebhookSubscriptionsTable,
 } from '../db/schema.ts';
+import { WORKER_LOSSES_LIMIT } from '../domain/attempts.ts';
 import { Repository } from '../repositories/repository.ts';
 import { abandoned, claimStatement, jsonMembers } from './claim-sql.ts';
 import type { ClaimedDelivery, DeliveryOutcome } from './types.ts';
@@ -19,8 +20,6 @@ const PENDING = sql<DeliveryStatus>`'pending'`;
 const OUTCOMES_PER_STATEMENT = 500;
 /** Ten bind parameters a row. */
 const ATTEMPTS_PER_STATEMENT = 300;
-/** maxAttempts when a claim has none: abandoned claims are taken over whatever their count. */
-const NO_ATTEMPT_CAP = 2_147_483_647;
 
 export interface ClaimOptions {
   /** The claiming worker (webhook_workers.id). */
@@ -46,8 +45,6 @@ export interface ClaimOptions {
    * be taken off twice.
    */
   settled?: readonly string[];
-  /** Abandoned claims are taken over only with attempts left (see deadLetterAbandoned). */
-  maxAttempts?: number;
 }
 
 /**
@@ -72,7 +69,6 @@ export class DeliveryQueue extends Repository {
       limit,
       Math.min(limit, options.perSubscription),
       Math.min(limit, options.newcomerRoom ?? limit),
-      options.maxAttempts ?? NO_ATTEMPT_CAP,
       JSON.stringify(options.skip ?? []),
       JSON.stringify(options.skipTenants ?? []),
       JSON.stringify(Object.fromEntries(options.tenantRoom ?? [])),
@@ -96,7 +92,6 @@ export class DeliveryQueue extends Repository {
       limit: number,
       perSubscription: number,
       newcomerRoom: number,
-      maxAttempts: number,
       skip: string,
       skipTenants: string,
       rooms: string,
@@ -112,7 +107,6 @@ export class DeliveryQueue extends Repository {
         limit,
         perSubscription,
         newcomerRoom,
-        maxAttempts,
         skip,
         skipTenants,
         rooms,
@@ -259,7 +253,8 @@ export class DeliveryQueue extends Repository {
             delivered_at = v.delivered_at,
             last_error = v.last_error,
             claimed_at = null,
-            claimed_by = null
+            claimed_by = null,
+            worker_losses = 0
         from v
         where webhook_deliveries.id = v.id
           and webhook_deliveries.status = 'in_flight'
@@ -289,21 +284,25 @@ export class DeliveryQueue extends Repository {
   }
 
   /**
-   * Dead-letters the abandoned claims of rows whose last attempt was the one interrupted: it
-   * counted (it may well have reached the endpoint), and there are `maxAttempts` in all.
+   * Dead-letters the abandoned claims of a crash loop: rows whose claims died with their worker
+   * WORKER_LOSSES_LIMIT times in a row, this one included. `worker_lost`, and the attempt cut off
+   * uncounted, like every attempt lost to a crash.
    */
-  async deadLetterAbandoned(
-    asker: string,
-    aliveSince: string,
-    staleBefore: string,
-    maxAttempts: number,
-  ) {
+  async deadLetterAbandoned(asker: string, aliveSince: string, staleBefore: string) {
     return (
       this.db
         .updateTable('webhookDeliveries as d')
-        .set({ status: 'dead_letter', claimedAt: null, claimedBy: null, nextAttemptAt: null })
+        .set((eb) => ({
+          status: 'dead_letter',
+          claimedAt: null,
+          claimedBy: null,
+          nextAttemptAt: null,
+          lastError: 'worker_lost',
+          attempts: eb('d.attempts', '-', 1),
+          workerLosses: eb('d.workerLosses', '+', 1),
+        }))
         .where(abandoned('d', aliveSince, staleBefore, asker))
-        .where('d.attempts', '>=', maxAttempts)
+        .where('d.workerLosses', '>=', WORKER_LOSSES_LIMIT - 1)
         // Unqualified: SQLite's RETURNING takes no table alias.
         .returning([
           'id',

@@ -303,7 +303,7 @@ export class Recorder {
   }
 
   /**
-   * Dead-letters abandoned claims whose last attempt was cut off (see
+   * Dead-letters the abandoned claims of a crash loop (see
    * DeliveryQueue.deadLetterAbandoned) and announces them, in one transaction; how many.
    */
   deadLetterAbandoned(

@@ -1,5 +1,5 @@
 import type { DeliveryStatus, WebhookAttemptsTable } from '../db/schema.ts';
-import type { AttemptErrorClass } from '../domain/attempts.ts';
+import type { DeliveryError } from '../domain/attempts.ts';
 import type { Ordering } from '../domain/flow-control.ts';
 import type { PausedNotice } from '../notifications/mailer.ts';
 
@@ -51,7 +51,7 @@ export interface DeliveryOutcome {
   /** The endpoint's answer; null when it gave none (the last answer is then kept). */
   lastResponseStatus: number | null;
   /** The attempt's error class; null when its status tells all (or it delivered). */
-  lastError: AttemptErrorClass | null;
+  lastError: DeliveryError | null;
   nextAttemptAt: string | null;
   deliveredAt: string | null;
 }

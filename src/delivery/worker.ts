@@ -190,15 +190,14 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
 
   /**
    * One claim and the admission of what it took; whether a claim right after it could find more
-   * (see mayHaveMore). Once per poll interval, abandoned claims on their last attempt are
-   * dead-lettered first (never sent a seventh time).
+   * (see mayHaveMore). Once per poll interval, abandoned claims of a crash loop are dead-lettered
+   * first (see WORKER_LOSSES_LIMIT); every other abandoned claim is sent again by the claim.
    */
   private async claim(limit: number): Promise<boolean> {
     const { queue, config, clock, logger } = this.deps;
     const now = clock.now();
     const nowMs = now.getTime();
     const { aliveSince, staleBefore } = abandonedBefore(nowMs, config.webhook);
-    const maxAttempts = config.webhook.retryScheduleMs.length + 1;
     if (this.claimCut) {
       const unheld = await queue.releaseUnheld(this.id, [...this.held], now.toISOString());
       if (unheld > 0) logger.warn({ unheld }, 'gave back claims whose answer was lost');
@@ -206,14 +205,13 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     }
     if (nowMs - this.lastAbandonedSweep >= this.pollIntervalMs) {
       this.lastAbandonedSweep = nowMs;
-      const lost = await this.recorder.deadLetterAbandoned(
-        this.id,
-        aliveSince,
-        staleBefore,
-        maxAttempts,
-      );
-      if (lost > 0)
-        logger.warn({ lost }, 'dead-lettered deliveries whose last attempt was cut off');
+      const lost = await this.recorder.deadLetterAbandoned(this.id, aliveSince, staleBefore);
+      if (lost > 0) {
+        logger.warn(
+          { lost },
+          'dead-lettered deliveries whose attempts kept dying with their worker',
+        );
+      }
     }
     const skip = [...this.perSubscription]
       .filter(([id, count]) => count > this.levels(id).reopen)
@@ -232,7 +230,6 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       newcomerRoom: plan.newcomerRoom,
       skipTenants: plan.skip,
       settled: [...this.finished],
-      maxAttempts,
     });
     if (claimed.length === 0) return false;
     for (const delivery of claimed) this.held.add(delivery.id);

@@ -24,5 +24,18 @@ export const ATTEMPT_ERROR_CLASSES = [
 ] as const;
 export type AttemptErrorClass = (typeof ATTEMPT_ERROR_CLASSES)[number];
 
+/**
+ * A delivery's `lastError`: its last attempt's error class, or `worker_lost` when it was
+ * dead-lettered because its claims kept dying with their worker (see WORKER_LOSSES_LIMIT).
+ */
+export const DELIVERY_ERRORS = [...ATTEMPT_ERROR_CLASSES, 'worker_lost'] as const;
+export type DeliveryError = (typeof DELIVERY_ERRORS)[number];
+
+/**
+ * A claim that died with its worker is sent again, its attempt never counted as made; the
+ * delivery whose claims die this many times in a row is a crash loop, dead-lettered `worker_lost`.
+ */
+export const WORKER_LOSSES_LIMIT = 3;
+
 /** How much of a response body an attempt keeps, for the customer to see what went wrong. */
 export const RESPONSE_EXCERPT_BYTES = 1024;

@@ -1,5 +1,5 @@
 import { type Static, type TProperties, type TSchema, type TUnsafe, Type } from '@sinclair/typebox';
-import { ATTEMPT_ERROR_CLASSES } from '../domain/attempts.ts';
+import { ATTEMPT_ERROR_CLASSES, DELIVERY_ERRORS } from '../domain/attempts.ts';
 import { DEFAULT_MAX_CONCURRENCY, MAX_CONCURRENCY, ORDERINGS } from '../domain/flow-control.ts';
 import {
   BOOKING_STATUSES,
@@ -421,7 +421,10 @@ export const WebhookDelivery = Type.Object(
     status: StringEnum(DELIVERY_STATUSES, {
       description: '`pending` also between attempts (see `nextAttemptAt`).',
     }),
-    attempts: Type.Integer({ description: 'HTTP attempts made so far.' }),
+    attempts: Type.Integer({
+      description:
+        'HTTP attempts made so far (one cut off by a crash of ours is sent again under the same number).',
+    }),
     lastResponseStatus: Nullable(
       Type.Integer({
         description:
@@ -440,9 +443,9 @@ export const WebhookDelivery = Type.Object(
       }),
     ),
     lastError: Nullable(
-      StringEnum(ATTEMPT_ERROR_CLASSES, {
+      StringEnum(DELIVERY_ERRORS, {
         description:
-          'Why the last attempt got no usable answer (see the attempts); null after a 2xx, before any attempt, or when `lastResponseStatus` tells all.',
+          'Why the last attempt got no usable answer (see the attempts); null after a 2xx, before any attempt, or when `lastResponseStatus` tells all. `worker_lost`: dead-lettered because its attempts kept dying with their worker (an attempt cut off by a crash is sent again, never counted as made).',
       }),
     ),
     createdAt: At('Queued at'),
