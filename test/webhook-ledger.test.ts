@@ -446,6 +446,20 @@ for (const backend of BACKENDS) {
       const off = await patch(data.id, { standardWebhooks: false, asymmetricSignatures: false });
       assert.equal(off.statusCode, 200, off.body);
       assert.equal(off.json().data.publicKey, null);
+      // Off drops every pair, the retired one too: on again signs by the new pair alone.
+      const on = await patch(data.id, { standardWebhooks: true, asymmetricSignatures: true });
+      assert.equal(on.statusCode, 200, on.body);
+      const thirdPublic = on.json().data.publicKey as string;
+      await createClient('asymmetric, on again');
+      await eventually(() => pushedTo('/v1a').length >= 3);
+      const again = pushedTo('/v1a')[2];
+      const v1a = header(again, 'webhook-signature')
+        .split(' ')
+        .filter((p) => p.startsWith('v1a,'));
+      assert.equal(v1a.length, 1, header(again, 'webhook-signature'));
+      assert.ok(nodeVerifies(again, thirdPublic));
+      assert.ok(!nodeVerifies(again, firstPublic), 'a pair dropped by turning v1a off signs again');
+      assert.ok(!nodeVerifies(again, secondPublic));
     });
 
     it('asks for a rotation before turning Standard Webhooks on for a key of the older form', async () => {

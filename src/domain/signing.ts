@@ -176,3 +176,12 @@ export function retireKey(
     pair === null ? { key: current, expiresAt } : { key: current, expiresAt, pair };
   return JSON.stringify([retired, ...live]);
 }
+
+/**
+ * The stored list with every retired key pair dropped (their HMAC keys kept): turning asymmetric
+ * signatures off ends every pair, so turning them on again signs by the new pair alone.
+ */
+export function dropRetiredPairs(stored: string): string {
+  const keys = JSON.parse(stored) as RetiredKey[];
+  return JSON.stringify(keys.map(({ key, expiresAt }) => ({ key, expiresAt })));
+}

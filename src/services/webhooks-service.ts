@@ -13,6 +13,7 @@ import {
 } from '../domain/flow-control.ts';
 import { effectiveWebhookEndpointCap, isTier, TIERS } from '../domain/plans.ts';
 import {
+  dropRetiredPairs,
   newSigningKey,
   newSigningKeyPair,
   retireKey,
@@ -367,6 +368,7 @@ export class WebhooksService {
         patch.asymmetricSignatures = asymmetric;
         patch.signingKeyPair = pair === null ? null : this.deps.secrets.encrypt(pair.secretKey, id);
         patch.publicKey = pair?.publicKey ?? null;
+        if (!asymmetric) patch.retiredSigningKeys = dropRetiredPairs(current.retiredSigningKeys);
       }
       if (checked) {
         patch.url = checked.url;
