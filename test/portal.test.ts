@@ -509,6 +509,31 @@ for (const backend of BACKENDS) {
         ]),
         ['events.1'],
       );
+      // Names an object already has (its prototype's) are unknown fields like any other, on every
+      // form: none may slip past as the object's own.
+      for (const name of [
+        '__proto__',
+        'constructor',
+        'toString',
+        'hasOwnProperty',
+        '__lookupGetter__',
+      ]) {
+        for (const [path, form] of [
+          ['/portal/endpoints', subscriptionForm],
+          [`/portal/endpoints/${id}`, subscriptionForm],
+          [
+            `/portal/endpoints/${id}/recover`,
+            [
+              ['since', '2026-02-28T10:00'],
+              ['tzOffset', '0'],
+            ],
+          ],
+          [`/portal/endpoints/${id}/test`, [['eventType', 'client.created']]],
+          [`/portal/endpoints/${id}/pause`, []],
+        ] as Array<[string, Array<[string, string]>]>) {
+          assert.deepEqual(await refused(path, [...form, [name, '1']]), [name], `${path} ${name}`);
+        }
+      }
       // Impossible or malformed times are refused, not rolled over to another day.
       for (const since of [
         '2026-02-31T00:00',

@@ -90,7 +90,7 @@ export function bodyOf<T>(
       continue;
     }
     if (Object.hasOwn(fixed, name)) errors[name] = ['is not an allowed member'];
-    else body[name] = value;
+    else own(body, name, value);
   }
   for (const [name, read] of Object.entries(readers)) {
     const value = read(form);
@@ -103,6 +103,19 @@ export function bodyOf<T>(
   );
   const schemaErrors = problem?.extra.errors as FieldErrors | undefined;
   throw validationFailed({ ...schemaErrors, ...errors });
+}
+
+/**
+ * Sets `name` as an own member whatever it is: assigned, `__proto__` would set the body's prototype
+ * instead and slip past the schema's check for unknown members.
+ */
+function own(body: Record<string, unknown>, name: string, value: unknown): void {
+  Object.defineProperty(body, name, {
+    value,
+    enumerable: true,
+    writable: true,
+    configurable: true,
+  });
 }
 
 /** `YYYY-MM-DDTHH:MM[:SS]` at `offsetMinutes` from UTC as an ISO instant; null if no such time. */
