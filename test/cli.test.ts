@@ -11,6 +11,7 @@ import { parseExpiry, parseScopes } from '../src/cli/values.ts';
 import { ConfigError, describeDatabase, loadConfig } from '../src/config.ts';
 import { migrations } from '../src/db/migrate.ts';
 import { SCOPES } from '../src/domain/plans.ts';
+import { WebhookSubscription } from '../src/http/schemas.ts';
 import type { Clock } from '../src/lib/clock.ts';
 import { notFound, validationFailed } from '../src/lib/problems.ts';
 import { createRuntime, type Runtime } from '../src/runtime.ts';
@@ -187,6 +188,35 @@ for (const backend of BACKENDS) {
       // The plural spelling of earlier versions still works.
       const alias = await cliHere('webhooks enable whs_01JDZZZZZZZZZZZZZZZZZZZZZZ', env);
       assertFails(alias, 1, /Webhook subscription "whs_01JDZZZZZZZZZZZZZZZZZZZZZZ"/);
+    });
+
+    it('--json prints every boolean of an API object as a JSON boolean', async () => {
+      const config = loadConfig({ ...env, WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true' });
+      const here = await createRuntime(config, { logger: pino({ level: 'silent' }) });
+      let id: string;
+      try {
+        const { subscription } = await here.services.webhooks.create(tenantId, {
+          url: 'https://127.0.0.1:9/cli-json',
+          events: ['client.created'],
+          standardWebhooks: true,
+          asymmetricSignatures: true,
+        });
+        id = subscription.id;
+        await here.services.webhooks.update(tenantId, id, { active: false });
+      } finally {
+        await here.close();
+      }
+      const enabled = await cliHere(['webhook', 'enable', id, '--json'], env);
+      assertOk(enabled);
+      const printed = JSON.parse(enabled.stdout) as Record<string, unknown>;
+      const booleans = Object.entries(WebhookSubscription.properties)
+        .filter(([, schema]) => (schema as { type?: unknown }).type === 'boolean')
+        .map(([name]) => name);
+      assert.ok(booleans.includes('asymmetricSignatures'), booleans.join());
+      for (const name of booleans) {
+        assert.equal(typeof printed[name], 'boolean', `${name}: ${JSON.stringify(printed[name])}`);
+      }
+      assert.equal(printed.asymmetricSignatures, true);
     });
 
     it('tenant create rejects an unknown tier and a bad slug as usage errors', async () => {

@@ -1,20 +1,44 @@
 import { BoundedMap } from '../lib/bounded-map.ts';
+import type { DB } from './schema.ts';
 
 type RowBuilder = (values: unknown[]) => Record<string, unknown>;
 
+/** Every column the schema types as a boolean, by its camelCase name. */
+type BooleanColumn = {
+  [T in keyof DB]: { [C in keyof DB[T]]-?: DB[T][C] extends boolean ? C : never }[keyof DB[T]];
+}[keyof DB];
+
+/**
+ * The list, checked to hold every boolean column of the schema: while one is missing the call
+ * fails to compile, naming it (`missing`).
+ */
+function everyBoolean<const L extends readonly BooleanColumn[]>(
+  list: L &
+    ([Exclude<BooleanColumn, L[number]>] extends [never]
+      ? unknown
+      : { missing: Exclude<BooleanColumn, L[number]> }),
+): L {
+  return list;
+}
+
 /**
  * Columns stored as 0/1 integers (one representation on both backends) that the code sees as
- * booleans: converted here, where rows are built, and back in `storedParameters`. Names as in SQL
- * (`tenant_active` is the token lookup's alias of `tenants.active`).
+ * booleans: converted here, where rows are built, and back in `storedParameters`.
  */
-const BOOLEAN_COLUMNS = new Set([
+const STORED_BOOLEANS = everyBoolean([
   'active',
-  'backed_off',
-  'is_deposit',
-  'is_test',
-  'propagate_trace_context',
-  'read_only',
-  'standard_webhooks',
+  'asymmetricSignatures',
+  'backedOff',
+  'isDeposit',
+  'isTest',
+  'propagateTraceContext',
+  'readOnly',
+  'standardWebhooks',
+]);
+
+/** Their names as in SQL (`tenant_active`: the token lookup's alias of `tenants.active`). */
+const BOOLEAN_COLUMNS = new Set([
+  ...STORED_BOOLEANS.map((name) => name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)),
   'tenant_active',
 ]);
 
