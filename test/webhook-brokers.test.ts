@@ -397,7 +397,7 @@ for (const backend of BACKENDS) {
       await unsubscribe(id);
     });
 
-    it('an unknown exchange, an unroutable message, a stream-less subject, a wrong password and a closed port are failed attempts with their class, retried', async () => {
+    it('an unknown exchange, an unroutable message, a stream-less subject, a wrong password, an unknown virtual host and a closed port are failed attempts with their class, retried', async () => {
       const port = await closedPort();
       const cases = [
         { url: amqpUrl('no-such-exchange'), errorClass: 'broker_refused', words: /NOT_FOUND/ },
@@ -415,6 +415,11 @@ for (const backend of BACKENDS) {
           url: amqpUrl(rabbit.exchange, 'not-the-password'),
           errorClass: 'broker_refused',
           words: /ACCESS.REFUSED/,
+        },
+        {
+          url: amqpUrl().replace('/?exchange', '/no-such-vhost?exchange'),
+          errorClass: 'broker_refused',
+          words: /virtual host "no-such-vhost"/,
         },
         {
           url: amqpUrl(rabbit.exchange, user.password, port),

@@ -3,6 +3,7 @@ import type { AmqpTarget } from '../domain/destinations.ts';
 import {
   type BrokerDeps,
   type BrokerMessage,
+  BrokerRefusal,
   brokerFailure,
   connectionFailure,
   DELIVERED,
@@ -111,7 +112,9 @@ export class AmqpSender {
         noDelay: true,
         ...(target.tls ? this.deps.tlsOptions(target.host) : {}),
       },
-    );
+    ).catch((error: unknown) => {
+      throw vhostRefused(error, target.vhost);
+    });
     let channel: ConfirmChannel;
     try {
       channel = await model.createConfirmChannel();
@@ -180,4 +183,16 @@ function closeModel(model: ChannelModel, timeoutMs: number): Promise<void> {
 /** The broker's reason as it gave it (amqplib quotes the server's close frame in its message). */
 function brokerWords(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * RabbitMQ closes the connection as it opens a virtual host that does not exist or that the user
+ * may not use; amqplib reports that close without its reply text, so the refusal is named here.
+ */
+function vhostRefused(error: unknown, vhost: string): unknown {
+  const message = error instanceof Error ? error.message : '';
+  if (!/^Expected ConnectionOpenOk; got <ConnectionClose/.test(message)) return error;
+  return new BrokerRefusal(
+    `the broker refused to open virtual host "${vhost}": it does not exist, or this user may not use it`,
+  );
 }

@@ -42,11 +42,15 @@ const REFUSALS = new Set([
   'PERMISSIONS_VIOLATION',
 ]);
 
+/** The broker said no while we connected, in words we put together (its own were not given). */
+export class BrokerRefusal extends Error {}
+
 /** A failure to connect, classed like an HTTP attempt's (a refusal by the broker aside). */
 export function connectionFailure(error: unknown): SendResult {
   const code = (error as { code?: unknown } | null)?.code;
   const message = error instanceof Error ? error.message : String(error);
   if (
+    error instanceof BrokerRefusal ||
     (typeof code === 'string' && REFUSALS.has(code)) ||
     /^Handshake terminated|ACCESS.REFUSED|NOT.ALLOWED/.test(message)
   ) {
