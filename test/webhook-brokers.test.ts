@@ -119,7 +119,13 @@ for (const backend of BACKENDS) {
       });
       ctx = await createWebhookTestContext(
         backend,
-        { WEBHOOK_RETRY_SCHEDULE: '20ms,20ms,20ms', WEBHOOK_TIMEOUT_MS: '1500' },
+        {
+          WEBHOOK_RETRY_SCHEDULE: '20ms,20ms,20ms',
+          WEBHOOK_TIMEOUT_MS: '1500',
+          // A broker's refusal pauses like a 4xx: after three in a row here.
+          WEBHOOK_AUTOPAUSE_FAILURES: '3',
+          WEBHOOK_AUTOPAUSE_WINDOW: '0s',
+        },
         { logger: pino({ level: 'debug' }, logStream) },
       );
       tenant = await createTenant(ctx, { tier: 'pro' });
@@ -448,6 +454,21 @@ for (const backend of BACKENDS) {
           [1, 2],
           'retried after the failure',
         );
+      }
+      // The broker's refusals pause their subscription as a receiver's 4xx do (after three, here);
+      // a port that refuses connections is no refusal of the receiver's: it stays active.
+      for (const [index, one] of cases.entries()) {
+        const refused = one.errorClass === 'broker_refused';
+        const shown = await until(async () => {
+          const read = await ctx.api('GET', '/api/v1/webhooks', { token: tenant.token });
+          const data = read.json().data.find((sub: { id: string }) => sub.id === ids[index]);
+          if (refused) return data.active ? undefined : data;
+          const attempts = await attemptsOf(ids[index]);
+          return attempts.length === 4 ? data : undefined;
+        });
+        assert.equal(shown.active, !refused, one.url);
+        assert.equal(shown.pauseReason, refused ? 'consecutive_failures' : null, one.url);
+        if (refused) assert.equal((await attemptsOf(ids[index])).length, 3, one.url);
       }
       for (const id of ids) await unsubscribe(id);
     });

@@ -106,6 +106,34 @@ describe('foldAttempts: a batch of attempts and the subscription counters', () =
     }
   });
 
+  it("a broker's refusal runs like a 4xx; its back pressure and our own failures break the run", () => {
+    const refused = (ms: number) =>
+      ({ status: null, at: iso(ms), errorClass: 'broker_refused' }) as const;
+    const { counters, pause } = foldAttempts(
+      fresh,
+      [refused(0), { status: 401, at: iso(30_000) }, refused(60_000)],
+      rule,
+      true,
+    );
+    assert.equal(counters.clientErrorRun, 3);
+    assert.equal(pause, 'consecutive_failures');
+    for (const errorClass of [
+      'broker_busy',
+      'connection_refused',
+      'timeout',
+      'internal',
+    ] as const) {
+      const broken = foldAttempts(
+        fresh,
+        [refused(0), { status: null, at: iso(1), errorClass }],
+        rule,
+        true,
+      );
+      assert.equal(broken.counters.clientErrorRun, 0, errorClass);
+      assert.equal(broken.counters.consecutiveFailures, 2, errorClass);
+    }
+  });
+
   it('pauses once the run is long enough and spans the window, not before', () => {
     const run = (spanMs: number, n: number) =>
       Array.from({ length: n }, (_, i) => ({

@@ -89,6 +89,17 @@ export interface AttemptSummary {
   status: number | null;
   /** When it finished (ISO 8601). */
   at: string;
+  errorClass?: AttemptErrorClass | null;
+}
+
+/**
+ * The receiver refusing what we send, which only its owner can mend: a 4xx answer, or a broker's
+ * `broker_refused` (refused credentials or permissions, an unknown exchange, virtual host or
+ * stream, an unroutable message, a nack). The run of these is what auto-pause counts.
+ */
+function isRefusal(attempt: AttemptSummary): boolean {
+  if (attempt.status !== null) return attempt.status >= 400 && attempt.status < 500;
+  return attempt.errorClass === 'broker_refused';
 }
 
 export interface PauseRule {
@@ -103,8 +114,8 @@ const GONE = 410;
 
 /**
  * Folds attempts, in the order they finished, into the counters. consecutiveFailures counts every
- * failed attempt and resets on a 2xx; the 4xx run counts consecutive 4xx answers and is broken by
- * a 2xx, a 5xx or a time-out. An active subscription pauses: `gone` at a 410 answer, else
+ * failed attempt and resets on a 2xx; the 4xx run counts consecutive refusals (see isRefusal) and
+ * is broken by a 2xx, a 5xx, a time-out or a broker's back pressure. An active subscription pauses: `gone` at a 410 answer, else
  * `consecutive_failures` when the run is at least `rule.failures` long and spans at least
  * `rule.windowMs`; null when it does not pause.
  */
@@ -132,7 +143,7 @@ export function foldAttempts(
     }
     c.consecutiveFailures += 1;
     c.lastFailureAt = attempt.at;
-    if (attempt.status !== null && attempt.status >= 400 && attempt.status < 500) {
+    if (isRefusal(attempt)) {
       c.clientErrorRun += 1;
       c.clientErrorRunSince ??= attempt.at;
     } else {

@@ -255,7 +255,12 @@ export class Recorder {
         if ('heldUntil' in held) await subscriptions.updateSubscription(row.tenantId, row.id, held);
         continue;
       }
-      const { counters, pause } = foldAttempts(row, attempts, rule, row.active);
+      const { counters, pause } = foldAttempts(
+        row,
+        attempts.map((s) => ({ status: s.status, at: s.at, errorClass: s.attempt.errorClass })),
+        rule,
+        row.active,
+      );
       const concurrency = foldConcurrency(
         { limit: row.concurrencyLimit, backedOff: row.backedOff },
         attempts.map(concurrencySample),
