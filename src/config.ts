@@ -138,6 +138,23 @@ const OUR_PREFIXES = [
 
 const known: ReadonlySet<string> = new Set(KNOWN_VARIABLES);
 
+/**
+ * Names platforms inject into every process, never meant for us: Kubernetes service links
+ * (`<NAME>_SERVICE_HOST`, `<NAME>_SERVICE_PORT[_<port name>]`, `<NAME>_PORT`,
+ * `<NAME>_PORT_<n>_<TCP|UDP|SCTP>[_PROTO|_PORT|_ADDR]`), Nomad's `PORT0`…, and `HOSTS`. A bare
+ * `<NAME>_PORT` is a service link only with a link's value (`tcp://10.0.0.1:5432`): a typo of
+ * WORKER_METRICS_PORT with a port number is still named.
+ */
+function injectedByPlatform(name: string, value: string | undefined): boolean {
+  return (
+    /^[A-Z0-9_]+_SERVICE_(HOST|PORT(_[A-Z0-9_]+)?)$/.test(name) ||
+    /^[A-Z0-9_]+_PORT_\d+_(TCP|UDP|SCTP)(_PROTO|_PORT|_ADDR)?$/.test(name) ||
+    /^PORT\d+$/.test(name) ||
+    name === 'HOSTS' ||
+    (/^[A-Z0-9_]+_PORT$/.test(name) && /^(tcp|udp|sctp):\/\//.test(value ?? ''))
+  );
+}
+
 export interface MisspeltVariable {
   name: string;
   /** The known name closest to it. */
@@ -147,12 +164,13 @@ export interface MisspeltVariable {
 /**
  * Variables that look meant for us but are not one of our names: within edit distance 2 of one
  * (1 for names under 8 characters, so `HOME` is never taken for `HOST`), or under one of our
- * prefixes. Compared in upper case, so `database_url` is caught too.
+ * prefixes. Compared in upper case, so `database_url` is caught too. Names a platform injects
+ * (see injectedByPlatform) are never flagged.
  */
 export function misspeltVariables(env: Env): MisspeltVariable[] {
   const found: MisspeltVariable[] = [];
   for (const name of Object.keys(env)) {
-    if (known.has(name)) continue;
+    if (known.has(name) || injectedByPlatform(name, env[name])) continue;
     const upper = name.toUpperCase();
     let nearest: KnownVariable = KNOWN_VARIABLES[0];
     let nearestDistance = Number.POSITIVE_INFINITY;

@@ -1,6 +1,4 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -17,36 +15,16 @@ import { notFound, validationFailed } from '../src/lib/problems.ts';
 import { createRuntime, type Runtime } from '../src/runtime.ts';
 import type { AuthContext } from '../src/services/context.ts';
 import { AUTH_CACHE_TTL_MS } from '../src/services/index.ts';
-import { argvOf, type CliResult, cliHere } from './helpers/cli.ts';
+import { type CliResult, cliHere, tourops } from './helpers/cli.ts';
 import { ManualClock } from './helpers/clock.ts';
 import { BACKENDS, createTestDatabase, type TestDatabase } from './helpers/context.ts';
-import { BIN, ROOT, startTourops } from './helpers/processes.ts';
+import { ROOT, startTourops } from './helpers/processes.ts';
 
 /**
  * The real CLI, as an operator runs it: `tourops <args>` (a string is split on spaces) by
  * bin/tourops.js in a child process. Only PATH is inherited, so no DATABASE_URL or DATA_DIR of the
  * developer's shell leaks in.
  */
-async function tourops(args: string | string[], env: Record<string, string>): Promise<CliResult> {
-  const child = spawn(process.execPath, [BIN, ...argvOf(args)], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-    stdout += chunk;
-  });
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
-    stderr += chunk;
-  });
-  const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
-  const [code] = (await once(child, 'close')) as [number | null];
-  clearTimeout(timer);
-  return { code, stdout, stderr };
-}
-
 function assertOk(result: CliResult): void {
   assert.equal(result.code, 0, `exit ${result.code}; stderr: ${result.stderr}`);
 }

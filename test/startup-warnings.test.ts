@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { freePort } from '../bench/processes.ts';
 import { KNOWN_VARIABLES, misspeltVariables } from '../src/config.ts';
+import { cliHere, tourops } from './helpers/cli.ts';
 import { startTourops } from './helpers/processes.ts';
 import { eventually } from './helpers/until.ts';
 
@@ -52,6 +53,64 @@ describe('variable names checked at start', () => {
       flagged({ ...shell, ...Object.fromEntries(KNOWN_VARIABLES.map((n) => [n, ''])) }),
       [],
     );
+  });
+});
+
+describe('names a platform injects are never flagged', () => {
+  const flagged = (env: Record<string, string>) => misspeltVariables(env).map(({ name }) => name);
+
+  it('Kubernetes service links, Nomad ports and HOSTS, even under our prefixes', () => {
+    const injected = {
+      WEBHOOK_SERVICE_HOST: '10.0.0.7',
+      WEBHOOK_SERVICE_PORT: '443',
+      WEBHOOK_SERVICE_PORT_HTTPS: '443',
+      DATABASE_SERVICE_HOST: '10.0.0.8',
+      DATABASE_PORT: 'tcp://10.0.0.8:5432',
+      DATABASE_PORT_5432_TCP: 'tcp://10.0.0.8:5432',
+      DATABASE_PORT_5432_TCP_PROTO: 'tcp',
+      DATABASE_PORT_5432_TCP_PORT: '5432',
+      DATABASE_PORT_5432_TCP_ADDR: '10.0.0.8',
+      METRICS_PORT_9464_UDP: 'udp://10.0.0.9:9464',
+      REDIS_PORT_6379_SCTP_ADDR: '10.0.0.9',
+      PORTAL_PORT: 'tcp://10.0.0.10:80',
+      PORT0: '20001',
+      PORT12: '20012',
+      HOSTS: 'a,b',
+    };
+    assert.deepEqual(flagged(injected), []);
+    // The same shapes are still typos when they are not a link: a port number, a lower-case name.
+    assert.deepEqual(flagged({ WORKER_METRIC_PORT: '9464', DATABASE_PORTS: '1', HOSTT: '1' }), [
+      'WORKER_METRIC_PORT',
+      'DATABASE_PORTS',
+      'HOSTT',
+    ]);
+  });
+});
+
+describe('one-shot commands name a misspelt variable too', () => {
+  it('tourops migrate, token create and --json runs: one warning line on stderr, stdout clean', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'tourops-warnings-'));
+    try {
+      const env = { DATA_DIR: dataDir, DATABSE_URL: 'x', KUBE_DNS_SERVICE_HOST: '10.0.0.1' };
+      const warning =
+        'tourops: warning: DATABSE_URL is not a variable this service reads: did you mean DATABASE_URL?\n';
+      const migrated = await cliHere('migrate', env);
+      assert.equal(migrated.code, 0, migrated.stderr);
+      assert.equal(migrated.stderr, warning);
+      const json = await cliHere('migrate --json', env);
+      assert.equal(json.code, 0, json.stderr);
+      assert.deepEqual(JSON.parse(json.stdout), { applied: [] });
+      assert.equal(json.stderr, warning);
+      const failed = await cliHere('token create --tenant nobody --scopes trips:read', env);
+      assert.equal(failed.code, 1);
+      assert.ok(failed.stderr.startsWith(warning), failed.stderr);
+      // One tourops process, as operators run it.
+      const child = await tourops('migrate', env);
+      assert.equal(child.code, 0, child.stderr);
+      assert.equal(child.stderr, warning);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });
 

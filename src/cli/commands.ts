@@ -36,6 +36,8 @@ export interface Command {
   options: Record<string, OptionSpec>;
   /** Whether `--json` is accepted. */
   json: boolean;
+  /** Its start-up log names misspelt variables itself (else they are said on stderr first). */
+  logsVariableNames?: true;
   run(ctx: CommandContext, args: ParsedArgs): Promise<CommandOutcome>;
 }
 
@@ -47,6 +49,7 @@ const serveCommand: Command = {
       'SIGTERM. Unlike `npm start` it never seeds the demo tenant; use `tourops demo` for that.',
     'Its output is the start-up banner and JSON log lines, so it takes no --json.',
   ],
+  logsVariableNames: true,
   positionals: [],
   options: {
     'no-worker': {
@@ -93,6 +96,7 @@ const workerCommand: Command = {
   positionals: [],
   options: {},
   json: false,
+  logsVariableNames: true,
   async run(ctx) {
     const config = ctx.config();
     const [{ createRuntime }, { startWorker }, { stopOnSignals, warnMisspeltVariables }] =

@@ -1,5 +1,5 @@
 import packageJson from '../../package.json' with { type: 'json' };
-import { ConfigError } from '../config.ts';
+import { ConfigError, misspeltVariables } from '../config.ts';
 import { ApiProblem, type FieldErrors } from '../lib/problems.ts';
 import { describeStartupError } from '../startup-error.ts';
 import { parseCommandArgs, UsageError } from './args.ts';
@@ -97,6 +97,13 @@ async function dispatch(argv: string[], io: CliIo, commands: Command[]): Promise
   if (args.help) {
     io.stdout.write(commandHelp(command));
     return 0;
+  }
+  if (!command.logsVariableNames) {
+    for (const { name, nearest } of misspeltVariables(io.env)) {
+      io.stderr.write(
+        `tourops: warning: ${name} is not a variable this service reads: did you mean ${nearest}?\n`,
+      );
+    }
   }
   const outcome = await command.run(createCommandContext(io, args.json), args);
   return outcome === 'serving' ? 'serving' : 0;

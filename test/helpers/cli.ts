@@ -1,4 +1,7 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { runCli } from '../../src/cli/run.ts';
+import { BIN, ROOT } from './processes.ts';
 
 /** What one `tourops` command printed, and its exit code. */
 export interface CliResult {
@@ -30,5 +33,29 @@ export async function cliHere(
     env: { PATH: process.env.PATH ?? '', ...env },
   });
   if (code === 'serving') throw new Error(`tourops ${argv.join(' ')} is not a one-shot command`);
+  return { code, stdout, stderr };
+}
+
+/** `tourops <args>` as its own process (bin/tourops.js), with only PATH and `env`. */
+export async function tourops(
+  args: string | string[],
+  env: Record<string, string>,
+): Promise<CliResult> {
+  const child = spawn(process.execPath, [BIN, ...argvOf(args)], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    stdout += chunk;
+  });
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+    stderr += chunk;
+  });
+  const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+  const [code] = (await once(child, 'close')) as [number | null];
+  clearTimeout(timer);
   return { code, stdout, stderr };
 }
