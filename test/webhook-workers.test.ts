@@ -165,6 +165,58 @@ describe('tourops worker processes', { concurrency: 2 }, () => {
       }
     });
 
+    it(`a serving process and a separate worker hold an endpoint for each other's 429 (${backend})`, async (t) => {
+      const s = await setUp(backend);
+      t.after(() => s.close());
+      const CAP = 10;
+      const EVENTS = 45;
+      const created = await s.ctx.api('POST', '/api/v1/webhooks', {
+        token: s.tenant.token,
+        body: { url: s.receiver.url('/held'), events: ['client.created'], maxPerSecond: CAP },
+      });
+      assert.equal(created.statusCode, 201, created.body);
+      const subscriptionId = created.json().data.id;
+      // Five holds: each a chance for the process that did not get the 429 to start one anyway,
+      // its rows claimed and waiting for their send slots.
+      let answered = 0;
+      s.receiver.respond(() => {
+        answered += 1;
+        if (answered % 9 === 5) return { status: 429, headers: { 'retry-after': '1' } };
+        return { status: 200, delayMs: 20 };
+      });
+      for (let i = 0; i < EVENTS; i += 9) {
+        await Promise.all(Array.from({ length: 9 }, (_, k) => s.createClient(`Held ${i + k}`)));
+      }
+      // Retries a second later (a delivery may meet a second 429).
+      const env = { ...s.env, WEBHOOK_RETRY_SCHEDULE: '1s,1s,1s' };
+      const [server, worker] = await Promise.all([
+        startTourops(['serve'], env),
+        startTourops(['worker'], env, WORKER_READY),
+      ]);
+      try {
+        const log = await until(
+          async () => {
+            const rows = await attemptLog(s.ctx.runtime.database.db, subscriptionId);
+            return rows.filter((a) => a.status === 200).length >= EVENTS ? rows : undefined;
+          },
+          40_000,
+          `${EVENTS} held deliveries`,
+        );
+        const refusals = log.filter((a) => a.status === 429);
+        assert.ok(refusals.length >= 2, `${refusals.length} 429s recorded`);
+        for (const refused of refusals) {
+          assert.deepEqual(
+            startsAfter(log, refused, 100, 990),
+            [],
+            'attempts started during the hold, ms after the 429',
+          );
+        }
+      } finally {
+        assert.equal(await worker.stop(), 0, worker.output());
+        assert.equal(await server.stop(), 0, server.output());
+      }
+    });
+
     it(`SIGTERM lets the running attempt finish and records it, then exits 0 (${backend})`, async (t) => {
       const s = await setUp(backend);
       t.after(() => s.close());

@@ -317,6 +317,27 @@ export class DeliveryQueue extends Repository {
     );
   }
 
+  /** A subscription's stored hold (ISO 8601), or null; compiled once (it runs before a start). */
+  async heldUntil(subscriptionId: string): Promise<string | null> {
+    const row = await this.storedHold(subscriptionId);
+    return row[0]?.heldUntil ?? null;
+  }
+
+  private readonly storedHold = prepare(this.db, (id: string) =>
+    this.db.selectFrom('webhookSubscriptions').select('heldUntil').where('id', '=', id),
+  );
+
+  /** How many workers other than `id` beat since `aliveSince`. */
+  async otherLiveWorkers(id: string, aliveSince: string): Promise<number> {
+    const row = await this.db
+      .selectFrom('webhookWorkers')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('id', '<>', id)
+      .where('heartbeatAt', '>=', aliveSince)
+      .executeTakeFirstOrThrow();
+    return Number(row.n);
+  }
+
   /** Registers a worker, beating now. */
   async joinWorker(id: string, now: string): Promise<void> {
     await this.db

@@ -37,6 +37,8 @@ const FORGET_AFTER_MS = 3_600_000;
  */
 export class WorkerRegistry {
   readonly id = newId('wkr');
+  /** Whether another worker beat within DEAD_AFTER_MS at the last heartbeat (see countOthers). */
+  othersAlive = false;
   private timer: NodeJS.Timeout | null = null;
   private beats = 0;
   private failing = false;
@@ -44,7 +46,9 @@ export class WorkerRegistry {
   constructor(private readonly deps: { queue: DeliveryQueue; clock: Clock; logger: Logger }) {}
 
   async join(): Promise<void> {
-    await this.deps.queue.joinWorker(this.id, this.deps.clock.now().toISOString());
+    const now = this.deps.clock.now();
+    await this.deps.queue.joinWorker(this.id, now.toISOString());
+    await this.countOthers(now.getTime());
     this.timer = setInterval(() => void this.beat(), HEARTBEAT_MS);
     this.timer.unref();
   }
@@ -61,6 +65,12 @@ export class WorkerRegistry {
     }
   }
 
+  /** Reads whether other workers live: a worker that joins is known to the others within a beat. */
+  private async countOthers(nowMs: number): Promise<void> {
+    const aliveSince = new Date(nowMs - DEAD_AFTER_MS).toISOString();
+    this.othersAlive = (await this.deps.queue.otherLiveWorkers(this.id, aliveSince)) > 0;
+  }
+
   private async beat(): Promise<void> {
     const { queue, clock, logger } = this.deps;
     const now = clock.now();
@@ -69,6 +79,7 @@ export class WorkerRegistry {
       if (!(await queue.heartbeat(this.id, now.toISOString()))) {
         await queue.joinWorker(this.id, now.toISOString());
       }
+      await this.countOthers(now.getTime());
       this.beats += 1;
       if (this.beats % 900 === 1) {
         await queue.forgetWorkers({

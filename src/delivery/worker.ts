@@ -322,9 +322,20 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     const { clock } = this.deps;
     if (slot === null) return this.giveBack(delivery, clock.now());
     if (slot !== undefined) await this.wakes.until(slot);
-    const now = clock.now();
+    let now = clock.now();
     const heldUntil = this.holds.heldUntil(delivery.subscriptionId, now.getTime());
     if (heldUntil !== null) return this.giveBack(delivery, new Date(heldUntil));
+    if (this.readsStoredHolds()) {
+      const stored = await this.deps.queue.heldUntil(delivery.subscriptionId).catch((error) => {
+        this.deps.logger.warn({ err: error }, 'reading the stored hold failed; sending anyway');
+        return null;
+      });
+      now = clock.now();
+      if (stored !== null && Date.parse(stored) > now.getTime()) {
+        this.holds.hold(delivery.subscriptionId, Date.parse(stored));
+        return this.giveBack(delivery, new Date(stored));
+      }
+    }
     if (this.stopping() && slot !== undefined) return this.giveBack(delivery, now);
     if (slot !== undefined && paceCheck(slot, now.getTime()) === 'late') {
       return this.giveBack(delivery, now);
@@ -349,6 +360,15 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     if (settled.holdUntil !== null) this.tellHold(delivery.subscriptionId, settled.holdUntil);
     this.finished.add(delivery.id);
     this.emit('attempted', settled);
+  }
+
+  /**
+   * On the embedded database a hold notice reaches only this process (and `serve --processes`
+   * siblings): while another worker lives, each start reads the hold that worker's recorder
+   * stores at once. PostgreSQL's notices reach every process.
+   */
+  private readsStoredHolds(): boolean {
+    return this.deps.database.dialect === 'sqlite' && this.registry.othersAlive;
   }
 
   private giveBack(delivery: ClaimedDelivery, dueAt: Date): void {
