@@ -40,7 +40,7 @@ if (process.env.BENCH_RATE_LIMITS === 'off') {
 // starts the purge over IPC when its load is running (the same seam kind as above).
 let sweeper: { runNow(): Promise<unknown> } | null = null;
 if (process.env.BENCH_RETENTION === 'manual') {
-  const { RetentionSweeper } = await import('../src/webhooks/retention-sweeper.ts');
+  const { RetentionSweeper } = await import('../src/services/retention-sweeper.ts');
   RetentionSweeper.prototype.start = function captured(
     this: InstanceType<typeof RetentionSweeper>,
   ) {

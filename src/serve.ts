@@ -8,11 +8,11 @@ import {
   describeDatabase,
   misspeltVariables,
 } from './config.ts';
-import { startWorker } from './delivery/start.ts';
 import type { WorkerOptions } from './delivery/types.ts';
 import { demoInstructions, seedDemoIfEmpty } from './demo.ts';
 import { tracing } from './lib/tracing.ts';
 import { createHttpApp, createRuntime, type Runtime } from './runtime.ts';
+import { startWorker } from './start-worker.ts';
 
 /**
  * Runs the API, and the webhook delivery worker unless `worker` is false, until SIGINT/SIGTERM;

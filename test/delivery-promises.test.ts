@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { startWorker } from '../src/delivery/start.ts';
+import { startWorker } from '../src/start-worker.ts';
 import { attemptLog, mostWithin, startsAfter } from './helpers/attempt-log.ts';
 import { ManualClock } from './helpers/clock.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { describe, it } from 'node:test';
 import pino from 'pino';
-import { startWorker } from '../src/delivery/start.ts';
+import { startWorker } from '../src/start-worker.ts';
 import { createTestContext } from './helpers/context.ts';
 import { createTenant } from './helpers/fixtures.ts';
 import { HttpsReceiver, testCa } from './helpers/https-receiver.ts';

@@ -4,8 +4,8 @@ import { once } from 'node:events';
 import { after, before, describe, it } from 'node:test';
 import Stripe from 'stripe';
 import { freePort } from '../bench/processes.ts';
-import { startWorker } from '../src/delivery/start.ts';
 import { newSigningKey } from '../src/domain/signing.ts';
+import { startWorker } from '../src/start-worker.ts';
 import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
 import { createClient, createTenant, type TenantFixture } from './helpers/fixtures.ts';
 import {

@@ -2,13 +2,13 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { type RawBuilder, sql } from 'kysely';
 import { loadConfig } from '../src/config.ts';
-import { startWorker } from '../src/delivery/start.ts';
 import { firstIdAt, newId } from '../src/lib/ids.ts';
 import {
   PURGE_BATCH,
   type PurgeReport,
   RetentionService,
 } from '../src/services/retention-service.ts';
+import { startWorker } from '../src/start-worker.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
 import { HttpsReceiver } from './helpers/https-receiver.ts';

@@ -9,7 +9,7 @@ import {
   verifyWebhook,
   WebhookVerificationError,
 } from '../sdk/src/index.ts';
-import { startWorker } from '../src/delivery/start.ts';
+import { startWorker } from '../src/start-worker.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
 import { HttpsReceiver } from './helpers/https-receiver.ts';

@@ -6,7 +6,7 @@ import {
   type ReadableSpan,
   SimpleSpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
-import { startWorker } from '../src/delivery/start.ts';
+import { startWorker } from '../src/start-worker.ts';
 import { startTracing } from '../src/tracing-sdk.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import { createTenant, type TenantFixture } from './helpers/fixtures.ts';

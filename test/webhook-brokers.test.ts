@@ -12,8 +12,8 @@ import pino from 'pino';
 import { Webhook } from 'standardwebhooks';
 import Stripe from 'stripe';
 import { BrokerSender, brokerTlsOptions } from '../src/delivery/broker-sender.ts';
-import { startWorker } from '../src/delivery/start.ts';
 import { AddressGuard } from '../src/domain/address-guard.ts';
+import { startWorker } from '../src/start-worker.ts';
 import { startTracing } from '../src/tracing-sdk.ts';
 import { attemptLog, mostWithin } from './helpers/attempt-log.ts';
 import {

@@ -5,8 +5,8 @@ import { sql } from 'kysely';
 import { Webhook } from 'standardwebhooks';
 import Stripe from 'stripe';
 import { verifyWebhook } from '../sdk/src/index.ts';
-import { startWorker } from '../src/delivery/start.ts';
 import { RetentionService } from '../src/services/retention-service.ts';
+import { startWorker } from '../src/start-worker.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import { createSubscription, createTenant, type TenantFixture } from './helpers/fixtures.ts';
 import {

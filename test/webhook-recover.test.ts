@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { startWorker } from '../src/delivery/start.ts';
 import { newId } from '../src/lib/ids.ts';
 import { MAX_RECOVER } from '../src/services/webhooks-service.ts';
+import { startWorker } from '../src/start-worker.ts';
 import { cliHere } from './helpers/cli.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import { createTenant, type TenantFixture } from './helpers/fixtures.ts';

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import Stripe from 'stripe';
-import { startWorker } from '../src/delivery/start.ts';
 import { assertEventData } from '../src/domain/event-schemas.ts';
 import { SUBSCRIBABLE_EVENT_TYPES } from '../src/domain/states.ts';
+import { startWorker } from '../src/start-worker.ts';
 import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
 import { createTenant, type TenantFixture, tripBody } from './helpers/fixtures.ts';
 import { HttpsReceiver, type Responder, testCa } from './helpers/https-receiver.ts';

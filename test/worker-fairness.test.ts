@@ -6,7 +6,7 @@ import {
   tenantSlotCap,
   tenantWillReopen,
 } from '../src/delivery/admission.ts';
-import { startWorker } from '../src/delivery/start.ts';
+import { startWorker } from '../src/start-worker.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import { createTenant } from './helpers/fixtures.ts';
 import { HttpsReceiver } from './helpers/https-receiver.ts';

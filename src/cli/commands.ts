@@ -102,7 +102,7 @@ const workerCommand: Command = {
     const [{ createRuntime }, { startWorker }, { stopOnSignals, warnMisspeltVariables }] =
       await Promise.all([
         import('../runtime.ts'),
-        import('../delivery/start.ts'),
+        import('../start-worker.ts'),
         import('../serve.ts'),
       ]);
     const runtime = await createRuntime(config, { listen: true });
@@ -111,7 +111,7 @@ const workerCommand: Command = {
     const metricsServer =
       config.metrics.workerPort === null
         ? null
-        : await (await import('../webhooks/metrics-server.ts')).startMetricsServer(
+        : await (await import('../http/metrics-server.ts')).startMetricsServer(
             config,
             runtime.metrics,
           );
@@ -658,7 +658,7 @@ const listenCommand: Command = {
     const events = types === undefined ? null : new Set(parseEventTypes(types, command));
     const key = args.string('signing-key');
     const signingKey = key === undefined ? newSigningKey() : checkSigningKey(key, command);
-    const { forwardEvents } = await import('../webhooks/listen.ts');
+    const { forwardEvents } = await import('./listen.ts');
     const stop = new AbortController();
     const onSignal = () => stop.abort();
     process.once('SIGINT', onSignal);

@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { Logger } from 'pino';
-import type { PurgeReport, RetentionService } from '../services/retention-service.ts';
+import type { PurgeReport, RetentionService } from './retention-service.ts';
 
 export interface SweeperOptions {
   /** First purge this long after start (start-up is left alone). */

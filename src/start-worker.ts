@@ -1,10 +1,10 @@
-import { createMailer } from '../notifications/mailer.ts';
-import type { Runtime } from '../runtime.ts';
-import { RetentionSweeper, type SweeperOptions } from '../webhooks/retention-sweeper.ts';
-import { BrokerSender, brokerTlsOptions } from './broker-sender.ts';
-import { WebhookSender } from './http-sender.ts';
-import type { WorkerOptions } from './types.ts';
-import { DEFAULT_MAX_IN_FLIGHT, DeliveryWorker } from './worker.ts';
+import { BrokerSender, brokerTlsOptions } from './delivery/broker-sender.ts';
+import { WebhookSender } from './delivery/http-sender.ts';
+import type { WorkerOptions } from './delivery/types.ts';
+import { DEFAULT_MAX_IN_FLIGHT, DeliveryWorker } from './delivery/worker.ts';
+import { createMailer } from './notifications/mailer.ts';
+import type { Runtime } from './runtime.ts';
+import { RetentionSweeper, type SweeperOptions } from './services/retention-sweeper.ts';
 
 /** A broker connection no attempt used for this long is closed. */
 const BROKER_IDLE_MS = 60_000;
