@@ -284,6 +284,24 @@ for (const backend of BACKENDS) {
       );
     });
 
+    it('claims half a second of sends of a capped subscription, at least one row', async () => {
+      try {
+        for (const [perSecond, rows] of [
+          [1, 1],
+          [5, 3],
+          [20, 10],
+        ]) {
+          await reset();
+          await db().deleteFrom('webhookPacing').execute();
+          await queued(12);
+          await repo().updateSubscription(tenant.id, subscriptionId, { maxPerSecond: perSecond });
+          assert.equal((await claimDue(at(0), 50)).length, rows, `maxPerSecond ${perSecond}`);
+        }
+      } finally {
+        await repo().updateSubscription(tenant.id, subscriptionId, { maxPerSecond: null });
+      }
+    });
+
     it('records a mixed batch in one go: retries, dead letters, successes', async () => {
       await reset();
       await queued(3);

@@ -7,7 +7,6 @@ import {
   mayHaveMore,
   PACE_LATE_MS,
   paceCheck,
-  paceClaimRows,
   paceIntervalUs,
   paceSlots,
   subscriptionLevels,
@@ -57,12 +56,6 @@ describe('pace: maxPerSecond as evenly spaced send slots', () => {
       paceSlots(10 * interval, 3, 5),
       [7, 8, 9].map((k) => (k * interval) / 1000),
     );
-  });
-
-  it('claims half a second of a capped subscription at a time, at least one row', () => {
-    assert.equal(paceClaimRows(1), 1);
-    assert.equal(paceClaimRows(5), 3);
-    assert.equal(paceClaimRows(1000), 500);
   });
 });
 

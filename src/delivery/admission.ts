@@ -192,11 +192,6 @@ export function paceIntervalUs(perSecond: number): number {
   return Math.ceil(((1000 + PACE_LATE_MS) * 1000) / perSecond);
 }
 
-/** Rows one claim takes of a capped subscription whose schedule is within the horizon. */
-export function paceClaimRows(perSecond: number): number {
-  return Math.max(1, Math.ceil(perSecond / 2));
-}
-
 /**
  * The send slots (epoch ms) of `count` attempts whose reservation moved the subscription's next
  * free slot to `nextSlotUs`: the `count` slots just before it, evenly spaced.

@@ -1,6 +1,7 @@
 import { type RawBuilder, sql } from 'kysely';
 import type { Dialect } from '../db/database.ts';
 import { WORKER_LOSSES_LIMIT } from '../domain/attempts.ts';
+import { EFFECTIVE_CONCURRENCY_LIMIT_SQL, PACE_CLAIM_ROWS_SQL } from '../domain/flow-control.ts';
 
 /** The members of a JSON array parameter, as a subquery (`IN` it). */
 export function jsonMembers(dialect: Dialect, list: string): RawBuilder<unknown> {
@@ -15,7 +16,7 @@ export function jsonMembers(dialect: Dialect, list: string): RawBuilder<unknown>
  * active subscription not skipped and not held, its earliest due pending rows: at most
  * `perSubscription`, no more than its concurrency limit less its attempts in flight (over every
  * worker, less this worker's settled ones), and for a capped subscription only while its next send
- * slot is within the pace horizon, at most `paceRows`; then at most each tenant's room, the
+ * slot is within the pace horizon, at most PACE_CLAIM_ROWS_SQL; then at most each tenant's room, the
  * earliest due overall, `limit` in all. Besides those, in-flight rows abandoned by their worker
  * (see `abandoned`) short of a crash loop (see WORKER_LOSSES_LIMIT). Each row chosen gets this
  * worker's claim; a pending row's attempt is counted, an abandoned one's is the same attempt sent
@@ -56,12 +57,12 @@ export function claimStatement(
   const eligible = sql`s.active = 1 and (s.held_until is null or s.held_until <= ${p.now})
     and s.id not in ${members(p.skip)} and s.tenant_id not in ${members(p.skipTenants)}`;
   // A subscription's concurrency limit, within the ceiling its owner set.
-  const cap = sql`case when s.concurrency_limit < s.max_concurrency then s.concurrency_limit else s.max_concurrency end`;
+  const cap = sql.raw(EFFECTIVE_CONCURRENCY_LIMIT_SQL);
   // A capped subscription is claimed for while its next free slot is within the horizon.
   const paceRoom = sql`case when s.max_per_second is null then ${int(p.perSubscription)}
     when coalesce((select g.next_slot_us from webhook_pacing g where g.subscription_id = s.id), 0)
       > ${big(p.nowUs)} + ${big(p.paceHorizonUs)} then 0
-    else (s.max_per_second + 1) / 2 end`;
+    else ${sql.raw(PACE_CLAIM_ROWS_SQL)} end`;
   // Per subscription: LATERAL on PostgreSQL, its walk limited to its room; on SQLite (no LATERAL,
   // no correlated LIMIT) a correlated IN, with CROSS JOIN keeping subscriptions the outer loop
   // (else SQLite scans every delivery), and the room applied to the rows it found.

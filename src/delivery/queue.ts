@@ -6,6 +6,7 @@ import type {
   WebhookSubscriptionsTable,
 } from '../db/schema.ts';
 import { WORKER_LOSSES_LIMIT } from '../domain/attempts.ts';
+import { EFFECTIVE_CONCURRENCY_LIMIT_SQL } from '../domain/flow-control.ts';
 import { Repository } from '../repositories/repository.ts';
 import { abandoned, claimStatement, jsonMembers } from './claim-sql.ts';
 import type { ClaimedDelivery, DeliveryOutcome } from './types.ts';
@@ -134,9 +135,7 @@ export class DeliveryQueue extends Repository {
         's.url',
         's.urlPassword',
         's.standardWebhooks',
-        sql<number>`case when s.concurrency_limit < s.max_concurrency then s.concurrency_limit else s.max_concurrency end`.as(
-          'concurrencyLimit',
-        ),
+        sql<number>`${sql.raw(EFFECTIVE_CONCURRENCY_LIMIT_SQL)}`.as('concurrencyLimit'),
         's.maxPerSecond',
         's.ordering',
         's.signingKey',

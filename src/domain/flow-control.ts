@@ -4,6 +4,27 @@ export const INITIAL_CONCURRENCY = 4;
 export const DEFAULT_MAX_CONCURRENCY = 16;
 export const MAX_CONCURRENCY = 64;
 
+/*
+ * Each rule below is written once, in TypeScript and, beside it, as the SQL expression the claim
+ * uses (over the subscription alias `s`): change one, change the other.
+ */
+
+/** A subscription's concurrency limit in force: the adaptive limit, within its owner's ceiling. */
+export function effectiveConcurrencyLimit(s: {
+  concurrencyLimit: number;
+  maxConcurrency: number;
+}): number {
+  return Math.min(s.concurrencyLimit, s.maxConcurrency);
+}
+export const EFFECTIVE_CONCURRENCY_LIMIT_SQL =
+  'case when s.concurrency_limit < s.max_concurrency then s.concurrency_limit else s.max_concurrency end';
+
+/**
+ * Rows one claim takes of a subscription capped at `maxPerSecond` whose send schedule is within
+ * the pace horizon: half a second of its sends, at least one.
+ */
+export const PACE_CLAIM_ROWS_SQL = '(s.max_per_second + 1) / 2';
+
 /** `ordering` of a subscription: `per_object` sends one delivery per object at a time. */
 export const ORDERINGS = ['none', 'per_object'] as const;
 export type Ordering = (typeof ORDERINGS)[number];

@@ -8,6 +8,7 @@ import { sampleEventData } from '../domain/event-samples.ts';
 import type { EventData } from '../domain/event-schemas.ts';
 import {
   DEFAULT_MAX_CONCURRENCY,
+  effectiveConcurrencyLimit,
   INITIAL_CONCURRENCY,
   type Ordering,
 } from '../domain/flow-control.ts';
@@ -156,7 +157,7 @@ function deliveryState(row: SubscriptionRow, inFlight: number, now: string): Del
   else if (held) reason = 'retry_after';
   else if (row.backedOff) reason = 'backpressure';
   return {
-    concurrencyLimit: Math.min(row.concurrencyLimit, row.maxConcurrency),
+    concurrencyLimit: effectiveConcurrencyLimit(row),
     inFlight,
     pausedUntil: held ? row.heldUntil : null,
     reason,
