@@ -5,7 +5,7 @@ import type { Tier } from '../domain/plans.ts';
 import type {
   BookingStatus,
   CLIENT_KINDS,
-  DELIVERY_STATUSES,
+  DeliveryStatus,
   MEMBER_ROLES,
   PAYMENT_MODES,
   PauseReason,
@@ -298,7 +298,7 @@ interface WebhookSequencesTable {
   lastSequence: number;
 }
 
-export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
+export type { DeliveryStatus };
 
 export interface WebhookDeliveriesTable {
   id: string;

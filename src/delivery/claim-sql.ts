@@ -2,6 +2,7 @@ import { type RawBuilder, sql } from 'kysely';
 import type { Dialect } from '../db/database.ts';
 import { WORKER_LOSSES_LIMIT } from '../domain/attempts.ts';
 import { EFFECTIVE_CONCURRENCY_LIMIT_SQL, PACE_CLAIM_ROWS_SQL } from '../domain/flow-control.ts';
+import { DELIVERY_MOVES } from '../domain/webhook-moves.ts';
 
 /** The members of a JSON array parameter, as a subquery (`IN` it). */
 export function jsonMembers(dialect: Dialect, list: string): RawBuilder<unknown> {
@@ -128,11 +129,14 @@ export function claimStatement(
   // The chosen ids are found by primary key: on PostgreSQL `= any(array(…))`, so the subquery
   // runs once (with IN the planner may walk the whole table, history included).
   const keyIn = pg ? sql`id = any(array(${chosen}))` : sql`id in (${chosen})`;
+  // DELIVERY_MOVES: a due row's `claim`, an abandoned one's `takeOver`.
+  const { claim, takeOver } = DELIVERY_MOVES;
+  const takenOver = sql`status = ${sql.lit(takeOver.from)}`;
   return sql<{ id: string }>`
     update webhook_deliveries
-    set status = 'in_flight', claimed_at = ${p.now}, claimed_by = ${p.workerId},
-      attempts = case when status = 'in_flight' then attempts else attempts + 1 end,
-      worker_losses = case when status = 'in_flight' then worker_losses + 1 else worker_losses end
+    set status = ${sql.lit(claim.to)}, claimed_at = ${p.now}, claimed_by = ${p.workerId},
+      attempts = case when ${takenOver} then attempts else attempts + 1 end,
+      worker_losses = case when ${takenOver} then worker_losses + 1 else worker_losses end
     where ${keyIn}
     returning id`;
 }

@@ -7,6 +7,7 @@ import type {
 } from '../db/schema.ts';
 import { WORKER_LOSSES_LIMIT } from '../domain/attempts.ts';
 import { EFFECTIVE_CONCURRENCY_LIMIT_SQL } from '../domain/flow-control.ts';
+import { DELIVERY_MOVES } from '../domain/webhook-moves.ts';
 import { Repository } from '../repositories/repository.ts';
 import { abandoned, claimStatement, jsonMembers } from './claim-sql.ts';
 import type { ClaimedDelivery, DeliveryOutcome } from './types.ts';
@@ -17,6 +18,9 @@ import type { ClaimedDelivery, DeliveryOutcome } from './types.ts';
  * does not, on SQLite, nor in a generic plan on PostgreSQL).
  */
 const PENDING = sql<DeliveryStatus>`'pending'`;
+const { giveBack } = DELIVERY_MOVES;
+/** An attempt's outcome (DELIVERY_MOVES retry, deliver, deadLetter) settles an in-flight row. */
+const SETTLED_FROM = DELIVERY_MOVES.retry.from;
 /** Seven bind parameters a row: far under both backends' limits. */
 const OUTCOMES_PER_STATEMENT = 500;
 /** Ten bind parameters a row. */
@@ -195,14 +199,14 @@ export class DeliveryQueue extends Repository {
       await sql`
         with v (id, claimed_at, next_attempt_at) as (values ${sql.join(rows)})
         update webhook_deliveries
-        set status = 'pending',
+        set status = ${sql.lit(giveBack.to)},
             claimed_at = null,
             claimed_by = null,
             next_attempt_at = v.next_attempt_at,
             attempts = webhook_deliveries.attempts - 1
         from v
         where webhook_deliveries.id = v.id
-          and webhook_deliveries.status = 'in_flight'
+          and webhook_deliveries.status = ${sql.lit(giveBack.from)}
           and webhook_deliveries.claimed_at = v.claimed_at`.execute(this.db);
     }
   }
@@ -216,13 +220,13 @@ export class DeliveryQueue extends Repository {
     const result = await this.db
       .updateTable('webhookDeliveries')
       .set((eb) => ({
-        status: 'pending',
+        status: giveBack.to,
         claimedAt: null,
         claimedBy: null,
         nextAttemptAt: now,
         attempts: eb('attempts', '-', 1),
       }))
-      .where('status', '=', 'in_flight')
+      .where('status', '=', giveBack.from)
       .where('claimedBy', '=', workerId)
       .where(sql<boolean>`id not in ${jsonMembers(this.dialect, JSON.stringify(held))}`)
       .executeTakeFirst();
@@ -256,7 +260,7 @@ export class DeliveryQueue extends Repository {
             worker_losses = 0
         from v
         where webhook_deliveries.id = v.id
-          and webhook_deliveries.status = 'in_flight'
+          and webhook_deliveries.status = ${sql.lit(SETTLED_FROM)}
           and webhook_deliveries.claimed_at = v.claimed_at`.execute(this.db);
     }
   }
@@ -292,7 +296,7 @@ export class DeliveryQueue extends Repository {
       this.db
         .updateTable('webhookDeliveries as d')
         .set((eb) => ({
-          status: 'dead_letter',
+          status: DELIVERY_MOVES.deadLetter.to,
           claimedAt: null,
           claimedBy: null,
           nextAttemptAt: null,

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import type { Database } from '../db/database.ts';
 import { isOperationalEvent } from '../domain/states.ts';
+import { subscriptionMove } from '../domain/webhook-moves.ts';
 import { newId } from '../lib/ids.ts';
 import type { Mailer, PausedNotice } from '../notifications/mailer.ts';
 import type { MembersRepository } from '../repositories/members-repository.ts';
@@ -272,7 +273,7 @@ export class Recorder {
         ...held,
         concurrencyLimit: concurrency.limit,
         backedOff: concurrency.backedOff,
-        ...(pause ? { active: false, pausedAt: now, pauseReason: pause } : {}),
+        ...(pause ? subscriptionMove(pause === 'gone' ? 'gone' : 'autoPause', now) : {}),
       });
       if (!pause) continue;
       // Told to the tenant's other endpoints, never to the one it is about.

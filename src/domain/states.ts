@@ -181,3 +181,4 @@ export type PauseReason = (typeof PAUSE_REASONS)[number];
 
 /** Webhook delivery statuses. */
 export const DELIVERY_STATUSES = ['pending', 'in_flight', 'success', 'dead_letter'] as const;
+export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];

@@ -21,6 +21,7 @@ import {
   servesStandardWebhooks,
 } from '../domain/signing.ts';
 import type { PauseReason, SubscribableEventType } from '../domain/states.ts';
+import { mayMove, mayRedeliver, subscriptionMove } from '../domain/webhook-moves.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
 import { keysetPage, type Page, type PageRequest } from '../lib/cursor.ts';
 import { firstIdAt, newId } from '../lib/ids.ts';
@@ -207,16 +208,6 @@ function requireActive(subscription: SubscriptionRow): void {
 const ASYMMETRIC_NEEDS_STANDARD =
   'needs standardWebhooks: true (v1a signatures travel in the webhook-signature header)';
 
-/** Re-enabling (PATCH `active: true`, the admin enable): active again, failure counters cleared. */
-const RE_ENABLED = {
-  active: true,
-  pausedAt: null,
-  pauseReason: null,
-  consecutiveFailures: 0,
-  clientErrorRun: 0,
-  clientErrorRunSince: null,
-} as const satisfies Updateable<WebhookSubscriptionsTable>;
-
 /** Most dead letters one recovery redelivers (contract: larger windows are refused). */
 export const MAX_RECOVER = 10_000;
 /** Rows a recovery writes per statement. */
@@ -383,11 +374,11 @@ export class WebhooksService {
       if (input.propagateTraceContext !== undefined) {
         patch.propagateTraceContext = input.propagateTraceContext;
       }
-      if (input.active === true && !current.active) {
-        Object.assign(patch, RE_ENABLED);
+      if (input.active === true && mayMove(current, 'enable')) {
+        Object.assign(patch, subscriptionMove('enable', now));
         await this.deps.notifier.publish(DELIVERIES_CHANNEL);
-      } else if (input.active === false && current.active) {
-        Object.assign(patch, { active: false, pausedAt: now, pauseReason: 'manual' });
+      } else if (input.active === false && mayMove(current, 'pause')) {
+        Object.assign(patch, subscriptionMove('pause', now));
       }
       if (Object.keys(patch).length === 0) return current;
       return this.deps.webhooks.updateSubscription(tenantId, id, patch);
@@ -518,7 +509,7 @@ export class WebhooksService {
     const deleted = await this.deps.webhooks.updateSubscription(
       tenantId,
       id,
-      { active: false, pausedAt: now, pauseReason: 'deleted', deletedAt: now },
+      subscriptionMove('delete', now),
       { onlyLive: true },
     );
     if (!deleted) throw notFound('Webhook subscription');
@@ -717,7 +708,7 @@ export class WebhooksService {
     const subscription = await this.existing(tenantId, id);
     const original = await this.deps.webhooks.findDelivery(tenantId, id, deliveryId);
     if (!original) throw notFound('Delivery');
-    if (original.status === 'in_flight') {
+    if (!mayRedeliver(original.status)) {
       throw conflict('An attempt of this delivery is running.', 'in_flight');
     }
     requireActive(subscription);
@@ -768,13 +759,20 @@ export class WebhooksService {
     });
   }
 
-  /** Admin re-enable: active again, counters cleared; its pending deliveries resume. */
+  /**
+   * Admin re-enable: active again, counters cleared (an active one's too); its pending deliveries
+   * resume.
+   */
   async enable(id: string): Promise<Subscription> {
     const tenantId = await this.tenantOf(id);
+    const now = nowIso(this.deps.clock);
     const row = await this.deps.database.withTransaction(async () => {
-      const updated = await this.deps.webhooks.updateSubscription(tenantId, id, RE_ENABLED, {
-        onlyLive: true,
-      });
+      const updated = await this.deps.webhooks.updateSubscription(
+        tenantId,
+        id,
+        subscriptionMove('enable', now),
+        { onlyLive: true },
+      );
       await this.deps.notifier.publish(DELIVERIES_CHANNEL);
       return updated;
     });
