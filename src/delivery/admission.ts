@@ -28,25 +28,25 @@ export function tenantSlotCap(
 }
 
 export interface TenantClaimPlan {
-  /** Rows a claim may take of each tenant with attempts in flight (its cap less those). */
+  /** Rows a claim may take of each tenant with attempts running (its cap less those). */
   room: Map<string, number>;
   /** Tenants at or past their cap: left out of the claim. */
   skip: string[];
-  /** Rows a claim may take of a tenant with nothing in flight. */
+  /** Rows a claim may take of a tenant with nothing running. */
   newcomerRoom: number;
 }
 
-/** What a claim may take of each tenant, given the attempts each has in flight. */
+/** What a claim may take of each tenant, given the attempts each has running. */
 export function tenantClaimPlan(
-  inFlightByTenant: ReadonlyMap<string, number>,
+  runningByTenant: ReadonlyMap<string, number>,
   maxInFlight: number,
   maxPerSubscription: number,
 ): TenantClaimPlan {
-  const holders = inFlightByTenant.size;
+  const holders = runningByTenant.size;
   const cap = tenantSlotCap(maxInFlight, maxPerSubscription, holders - 1);
   const room = new Map<string, number>();
   const skip: string[] = [];
-  for (const [tenant, count] of inFlightByTenant) {
+  for (const [tenant, count] of runningByTenant) {
     if (count >= cap) skip.push(tenant);
     else room.set(tenant, cap - count);
   }
@@ -58,7 +58,7 @@ export function tenantClaimPlan(
 }
 
 /**
- * Whether an attempt that just ended (the tenant now has `left` in flight) should wake the claim
+ * Whether an attempt that just ended (the tenant now has `left` running) should wake the claim
  * loop for that tenant: once it has a quarter of its cap free again after being held back, not
  * after every single attempt (a claim per attempt would load the database for nothing).
  */
@@ -91,7 +91,7 @@ function reopenLevel(maxInFlight: number, maxPerSubscription: number, others: nu
 
 /**
  * A subscription's levels in a worker, from its concurrency limit: a claim takes up to half the
- * limit (`share`); one with more than `reopen` in flight is left out of claims, and falling back to
+ * limit (`share`); one with more than `reopen` running is left out of claims, and falling back to
  * it reopens the subscription (the claim loop is signalled, held back briefly to gather others);
  * falling to `low` signals at once (its pipe runs low).
  */

@@ -10,7 +10,7 @@ import {
 
 const sample = (over: Partial<ConcurrencySample>): ConcurrencySample => ({
   limitAtSend: 8,
-  inFlightAtSend: 8,
+  runningAtSend: 8,
   status: 200,
   errorClass: null,
   ...over,
@@ -57,13 +57,13 @@ describe('nextConcurrency: additive increase, multiplicative decrease', () => {
   it('grows by 1 on a 2xx sent with the whole limit in use, up to the maximum', () => {
     assert.deepEqual(nextConcurrency(at(8), sample({}), 16), at(9));
     assert.deepEqual(
-      nextConcurrency(at(16), sample({ limitAtSend: 16, inFlightAtSend: 16 }), 16),
+      nextConcurrency(at(16), sample({ limitAtSend: 16, runningAtSend: 16 }), 16),
       at(16),
     );
   });
 
   it('does not grow when the limit was not in use', () => {
-    assert.deepEqual(nextConcurrency(at(8), sample({ inFlightAtSend: 7 }), 16), at(8));
+    assert.deepEqual(nextConcurrency(at(8), sample({ runningAtSend: 7 }), 16), at(8));
   });
 
   it('answers a burst of push backs with one cut', () => {
@@ -90,11 +90,11 @@ describe('nextConcurrency: additive increase, multiplicative decrease', () => {
 
   it('clears the cut once grown back to the maximum', () => {
     assert.deepEqual(
-      nextConcurrency(at(14, true), sample({ limitAtSend: 14, inFlightAtSend: 14 }), 16),
+      nextConcurrency(at(14, true), sample({ limitAtSend: 14, runningAtSend: 14 }), 16),
       at(15, true),
     );
     assert.deepEqual(
-      nextConcurrency(at(15, true), sample({ limitAtSend: 15, inFlightAtSend: 15 }), 16),
+      nextConcurrency(at(15, true), sample({ limitAtSend: 15, runningAtSend: 15 }), 16),
       at(16),
     );
   });
@@ -102,7 +102,7 @@ describe('nextConcurrency: additive increase, multiplicative decrease', () => {
   it('keeps within a maximum lowered below the stored limit', () => {
     assert.deepEqual(foldConcurrency(at(12), [], 6), at(6));
     assert.deepEqual(
-      nextConcurrency(at(12), sample({ limitAtSend: 6, inFlightAtSend: 6, status: 503 }), 6),
+      nextConcurrency(at(12), sample({ limitAtSend: 6, runningAtSend: 6, status: 503 }), 6),
       at(3, true),
     );
   });
@@ -122,7 +122,7 @@ describe('nextConcurrency: additive increase, multiplicative decrease', () => {
         sent += 1;
         const status = i + 1 > capacity ? 503 : 200;
         if (status === 503) refused += 1;
-        return { limitAtSend: limit, inFlightAtSend: i + 1, status, errorClass: null };
+        return { limitAtSend: limit, runningAtSend: i + 1, status, errorClass: null };
       });
       state = foldConcurrency(state, samples, 16);
       if (round >= 5) seen.push(state.limit);

@@ -12,8 +12,8 @@ export interface ConcurrencyState {
 export interface ConcurrencySample {
   /** The limit it was sent under. */
   limitAtSend: number;
-  /** Attempts in flight to the subscription once it was sent, itself included. */
-  inFlightAtSend: number;
+  /** Attempts running to the subscription here once it was sent, itself included. */
+  runningAtSend: number;
   /** The whole answer's status; null for none (a time-out, a connection error, a cut body). */
   status: number | null;
   errorClass: AttemptErrorClass | null;
@@ -51,7 +51,7 @@ export function nextConcurrency(
     return { limit: Math.max(1, Math.floor(limit / 2)), backedOff: true };
   }
   const delivered = sample.status !== null && sample.status >= 200 && sample.status < 300;
-  if (delivered && sample.limitAtSend === limit && sample.inFlightAtSend >= limit) {
+  if (delivered && sample.limitAtSend === limit && sample.runningAtSend >= limit) {
     const grown = Math.min(max, limit + 1);
     return { limit: grown, backedOff: state.backedOff && grown < max };
   }

@@ -38,7 +38,7 @@ export interface RecorderDeps {
 
 /** What the recorder tells its worker. */
 export interface RecorderHooks {
-  /** A batch is recorded: its rows no longer count in flight; `due` are their next attempts. */
+  /** A batch is recorded: its claims are no longer held; `released` are due again later. */
   recorded(batch: SettledAttempt[], released: ReleasedClaim[]): void;
   paused(notice: PausedNotice): void;
 }
@@ -64,12 +64,12 @@ export class Recorder {
 
   /**
    * The outcome of a finished attempt (see attemptOutcome), logged and queued for recording.
-   * `inFlight`: the subscription's attempts in flight here once it began, itself included.
+   * `running`: the subscription's attempts running here once it began, itself included.
    */
   attempted(
     delivery: ClaimedDelivery,
     result: SendResult,
-    timing: { startedAt: string; durationMs: number; endedAt: Date; inFlight: number },
+    timing: { startedAt: string; durationMs: number; endedAt: Date; running: number },
   ): SettledAttempt {
     // An answer counts only when it arrived whole: a 2xx whose body stalls past the time-out is a
     // time-out (null), like one that never answered.
@@ -86,7 +86,7 @@ export class Recorder {
       status,
       at: timing.endedAt.toISOString(),
       holdUntil,
-      inFlightAtSend: timing.inFlight,
+      runningAtSend: timing.running,
       attempt: {
         startedAt: timing.startedAt,
         durationMs: timing.durationMs,
@@ -376,7 +376,7 @@ export class Recorder {
 function concurrencySample(settled: SettledAttempt): ConcurrencySample {
   return {
     limitAtSend: settled.attempt.concurrencyLimit,
-    inFlightAtSend: settled.inFlightAtSend,
+    runningAtSend: settled.runningAtSend,
     status: settled.status,
     errorClass: settled.attempt.errorClass,
   };

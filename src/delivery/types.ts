@@ -66,8 +66,8 @@ export interface SettledAttempt {
   at: string;
   /** Until when the answer's Retry-After holds every delivery to the endpoint, if it asks. */
   holdUntil: string | null;
-  /** Attempts in flight to the subscription in this process once it was sent, itself included. */
-  inFlightAtSend: number;
+  /** Attempts running to the subscription in this process once it was sent, itself included. */
+  runningAtSend: number;
   /**
    * What the attempt log keeps of it (`status` as answered, even when the answer was then cut
    * off; the concurrency limit it was sent under).

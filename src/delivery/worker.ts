@@ -16,6 +16,7 @@ import {
 } from './admission.ts';
 import { AttemptRunner, INTERNAL_FAILURE } from './attempt.ts';
 import type { BrokerSender } from './broker-sender.ts';
+import { ClaimLedger } from './claim-ledger.ts';
 import type { SendResult, WebhookSender } from './http-sender.ts';
 import { reserveSlots } from './pace.ts';
 import { Recorder, type RecorderDeps } from './recorder.ts';
@@ -69,15 +70,8 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
 
   state: LoopState = 'stopped';
   private loop: Promise<void> | null = null;
-  private readonly running = new Set<Promise<void>>();
-  /** Claims this worker holds, from the claim until their outcome or release is recorded. */
-  private readonly held = new Set<string>();
-  /** Of those, the ones whose attempt ended (or that were given back): their slots are free. */
-  private readonly finished = new Set<string>();
-  private readonly perSubscription = new Map<string, number>();
-  private readonly perTenant = new Map<string, number>();
-  /** Each subscription's concurrency limit as its latest claim read it, while it has attempts. */
-  private readonly caps = new Map<string, number>();
+  /** Every claim this worker holds, from the claim to its recorded outcome, and their slots. */
+  private readonly claims = new ClaimLedger();
   /** A claim failed: rows it may have claimed unseen are given back before the next one. */
   private claimCut = false;
   private lastAbandonedSweep = Number.NEGATIVE_INFINITY;
@@ -152,7 +146,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     this.deps.notifier.off(HOLDS_CHANNEL, this.onHold);
     this.wakes.stop();
     await this.loop;
-    await Promise.all(this.running);
+    await this.claims.allEnd();
     await this.recorder.close();
     await this.registry.leave();
     this.state = 'stopped';
@@ -164,14 +158,14 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
 
   private async run(): Promise<void> {
     while (!this.stopping()) {
-      if (this.running.size >= this.maxInFlight) {
+      if (this.claims.running >= this.maxInFlight) {
         this.state = 'full';
-        await Promise.race(this.running);
+        await this.claims.anyEnds();
         continue;
       }
       this.state = 'claiming';
       this.wakes.claimStarts();
-      const limit = Math.min(this.batchSize, this.maxInFlight - this.running.size);
+      const limit = Math.min(this.batchSize, this.maxInFlight - this.claims.running);
       let more: boolean;
       try {
         more = await this.claim(limit);
@@ -199,7 +193,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     const nowMs = now.getTime();
     const { aliveSince, staleBefore } = abandonedBefore(nowMs, config.webhook);
     if (this.claimCut) {
-      const unheld = await queue.releaseUnheld(this.id, [...this.held], now.toISOString());
+      const unheld = await queue.releaseUnheld(this.id, this.claims.held(), now.toISOString());
       if (unheld > 0) logger.warn({ unheld }, 'gave back claims whose answer was lost');
       this.claimCut = false;
     }
@@ -213,12 +207,13 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
         );
       }
     }
-    const skip = [...this.perSubscription]
+    const { perSubscription, perTenant } = this.claims;
+    const skip = [...perSubscription]
       .filter(([id, count]) => count > this.levels(id).reopen)
       .map(([id]) => id);
     skip.push(...this.holds.held(nowMs));
     // The same one level up: one tenant's hung endpoints cannot hold another tenant's slots.
-    const plan = tenantClaimPlan(this.perTenant, this.maxInFlight, this.maxPerSubscription);
+    const plan = tenantClaimPlan(perTenant, this.maxInFlight, this.maxPerSubscription);
     const claimed = await queue.claim(now, limit, {
       workerId: this.id,
       aliveSince,
@@ -229,18 +224,18 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       tenantRoom: plan.room,
       newcomerRoom: plan.newcomerRoom,
       skipTenants: plan.skip,
-      settled: [...this.finished],
+      settled: this.claims.settledIds(),
     });
     if (claimed.length === 0) return false;
-    for (const delivery of claimed) this.held.add(delivery.id);
+    this.claims.claimed(claimed);
     this.emit('claimed', claimed);
     const slots = await this.slotsFor(claimed, this.deps.clock.now().getTime() + PACE_LEAD_MS);
     for (const delivery of claimed) this.admit(delivery, slots.get(delivery.id));
     return mayHaveMore(claimed, limit, {
       plan,
       levels: (id) => this.levels(id),
-      perSubscription: this.perSubscription,
-      perTenant: this.perTenant,
+      perSubscription,
+      perTenant,
       maxInFlight: this.maxInFlight,
       maxPerSubscription: this.maxPerSubscription,
     });
@@ -268,7 +263,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
 
   /** A subscription's levels here, from the limit its latest claim read. */
   private levels(id: string) {
-    return subscriptionLevels(this.caps.get(id) ?? this.maxPerSubscription);
+    return subscriptionLevels(this.claims.limitOf(id) ?? this.maxPerSubscription);
   }
 
   /**
@@ -277,35 +272,27 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
    * none could be reserved, undefined when its subscription has no cap.
    */
   private admit(delivery: ClaimedDelivery, slot: number | null | undefined): void {
-    const id = delivery.subscriptionId;
-    const tenant = delivery.tenantId;
-    const inFlight = (this.perSubscription.get(id) ?? 0) + 1;
-    this.perSubscription.set(id, inFlight);
-    this.caps.set(id, Math.min(this.maxPerSubscription, delivery.concurrencyLimit));
-    this.perTenant.set(tenant, (this.perTenant.get(tenant) ?? 0) + 1);
-    const running: Promise<void> = this.deliver(delivery, slot, inFlight)
-      .catch((error) => this.deps.logger.error({ err: error }, 'delivery failed'))
-      .finally(() => {
-        this.running.delete(running);
-        const left = (this.perSubscription.get(id) ?? 1) - 1;
-        const { reopen, low } = this.levels(id);
-        if (left === 0) {
-          this.perSubscription.delete(id);
-          this.caps.delete(id);
-        } else this.perSubscription.set(id, left);
-        const tenantLeft = (this.perTenant.get(tenant) ?? 1) - 1;
-        if (tenantLeft === 0) this.perTenant.delete(tenant);
-        else this.perTenant.set(tenant, tenantLeft);
-        const others = this.perTenant.size - (tenantLeft === 0 ? 0 : 1);
-        if (tenantReopened(tenantLeft, others, this.maxInFlight, this.maxPerSubscription)) {
+    const limit = Math.min(this.maxPerSubscription, delivery.concurrencyLimit);
+    this.claims.started(
+      delivery,
+      limit,
+      (running) =>
+        this.deliver(delivery, slot, running).catch((error) =>
+          this.deps.logger.error({ err: error }, 'delivery failed'),
+        ),
+      (left) => {
+        if (
+          tenantReopened(left.tenant, left.otherTenants, this.maxInFlight, this.maxPerSubscription)
+        ) {
           this.wakes.reopened();
         }
         // Down to its low level the subscription is claimed for at once; at its reopen level with
         // the claim held back briefly, so that other subscriptions reopening join the same claim.
-        if (left === low) this.wakes.low();
-        else if (left === reopen) this.wakes.reopened();
-      });
-    this.running.add(running);
+        const { reopen, low } = subscriptionLevels(left.limit);
+        if (left.subscription === low) this.wakes.low();
+        else if (left.subscription === reopen) this.wakes.reopened();
+      },
+    );
   }
 
   /**
@@ -317,7 +304,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
   private async deliver(
     delivery: ClaimedDelivery,
     slot: number | null | undefined,
-    inFlight: number,
+    running: number,
   ): Promise<void> {
     const { clock } = this.deps;
     if (slot === null) return this.giveBack(delivery, clock.now());
@@ -355,10 +342,10 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       startedAt: now.toISOString(),
       durationMs: Math.round(performance.now() - began),
       endedAt: clock.now(),
-      inFlight,
+      running,
     });
     if (settled.holdUntil !== null) this.tellHold(delivery.subscriptionId, settled.holdUntil);
-    this.finished.add(delivery.id);
+    this.claims.settled(delivery.id);
     this.emit('attempted', settled);
   }
 
@@ -373,7 +360,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
 
   private giveBack(delivery: ClaimedDelivery, dueAt: Date): void {
     this.recorder.givenBack(delivery, dueAt.toISOString());
-    this.finished.add(delivery.id);
+    this.claims.settled(delivery.id);
     this.emit('released', delivery);
   }
 
@@ -386,10 +373,10 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       .catch((error) => this.deps.logger.warn({ err: error }, 'hold notice not sent'));
   }
 
-  /** A batch is recorded: its rows are no longer in flight, and its retries are due later. */
+  /** A batch is recorded: its claims are forgotten, and its retries are due later. */
   private recorded(batch: SettledAttempt[], released: ReleasedClaim[]): void {
-    for (const { delivery } of batch) this.forget(delivery.id);
-    for (const { delivery } of released) this.forget(delivery.id);
+    for (const { delivery } of batch) this.claims.recorded(delivery.id);
+    for (const { delivery } of released) this.claims.recorded(delivery.id);
     this.emit('recorded', batch);
     // A recorded outcome of a `per_object` subscription lets the next of its object go.
     if (batch.some((s) => s.delivery.ordering === 'per_object')) this.wakes.reopened();
@@ -397,10 +384,5 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       if (outcome.nextAttemptAt !== null) this.wakes.at(Date.parse(outcome.nextAttemptAt));
     }
     for (const { nextAttemptAt } of released) this.wakes.at(Date.parse(nextAttemptAt));
-  }
-
-  private forget(id: string): void {
-    this.held.delete(id);
-    this.finished.delete(id);
   }
 }

@@ -1,0 +1,135 @@
+import type { ClaimedDelivery } from './types.ts';
+
+/**
+ * Where a claim this worker holds stands. `claimed`: taken by a claim, not yet admitted;
+ * `running`: admitted, its attempt under way or waiting for its send slot (it takes a slot of its
+ * subscription and tenant); `settled`: its attempt ended, or it was given back, and its outcome
+ * waits to be recorded (its slots are free, its row is still `in_flight`). Recorded, it is
+ * forgotten.
+ */
+type ClaimStage = 'claimed' | 'running' | 'settled';
+
+interface Claim {
+  delivery: ClaimedDelivery;
+  stage: ClaimStage;
+}
+
+/**
+ * One worker's claims, from the claim to the recorded outcome, and the slots their running
+ * attempts take per subscription and per tenant. The worker's only record of them: the claim
+ * statement reads which rows it holds and which of those are settled, admission reads the slots.
+ * "In flight" is kept for the row's status (`in_flight`: claimed by some worker, not recorded).
+ */
+export class ClaimLedger {
+  private readonly claims = new Map<string, Claim>();
+  private readonly runs = new Set<Promise<void>>();
+  private readonly bySubscription = new Map<string, number>();
+  private readonly byTenant = new Map<string, number>();
+  /** Each subscription's concurrency limit as its latest claim read it, while it runs attempts. */
+  private readonly limits = new Map<string, number>();
+
+  /** Rows a claim took: held from now until recorded. */
+  claimed(deliveries: readonly ClaimedDelivery[]): void {
+    for (const delivery of deliveries) this.claims.set(delivery.id, { delivery, stage: 'claimed' });
+  }
+
+  /**
+   * Admits a claimed row: it takes a slot of its subscription (whose limit in this worker is
+   * `limit`) and of its tenant until `run` ends, then it is settled. Returns how many its
+   * subscription runs here, itself included; `ended` hears what its end left.
+   */
+  started(
+    delivery: ClaimedDelivery,
+    limit: number,
+    run: (running: number) => Promise<void>,
+    ended: (left: {
+      subscription: number;
+      tenant: number;
+      otherTenants: number;
+      /** The subscription's limit here as it ran. */
+      limit: number;
+    }) => void,
+  ): number {
+    const claim = this.claims.get(delivery.id);
+    if (claim) claim.stage = 'running';
+    const id = delivery.subscriptionId;
+    const tenant = delivery.tenantId;
+    const running = (this.bySubscription.get(id) ?? 0) + 1;
+    this.bySubscription.set(id, running);
+    this.limits.set(id, limit);
+    this.byTenant.set(tenant, (this.byTenant.get(tenant) ?? 0) + 1);
+    const done: Promise<void> = run(running).finally(() => {
+      this.runs.delete(done);
+      const claimNow = this.claims.get(delivery.id);
+      if (claimNow?.stage === 'running') claimNow.stage = 'settled';
+      const subscription = decrement(this.bySubscription, id);
+      const limitNow = this.limits.get(id) ?? limit;
+      if (subscription === 0) this.limits.delete(id);
+      const tenantLeft = decrement(this.byTenant, tenant);
+      const otherTenants = this.byTenant.size - (tenantLeft === 0 ? 0 : 1);
+      ended({ subscription, tenant: tenantLeft, otherTenants, limit: limitNow });
+    });
+    this.runs.add(done);
+    return running;
+  }
+
+  /** The row's attempt ended, or it was given back: its outcome waits to be recorded. */
+  settled(id: string): void {
+    const claim = this.claims.get(id);
+    if (claim) claim.stage = 'settled';
+  }
+
+  /** Its outcome (or its giving back) is recorded: the row is no longer this worker's. */
+  recorded(id: string): void {
+    this.claims.delete(id);
+  }
+
+  /** Every row this worker holds (for giving back what a lost claim answer took). */
+  held(): string[] {
+    return [...this.claims.keys()];
+  }
+
+  /** Held rows whose attempt is over: their slots are free though their rows are in flight. */
+  settledIds(): string[] {
+    const ids: string[] = [];
+    for (const [id, claim] of this.claims) if (claim.stage === 'settled') ids.push(id);
+    return ids;
+  }
+
+  /** Attempts running (or waiting for their send slot): the worker's slots taken. */
+  get running(): number {
+    return this.runs.size;
+  }
+
+  /** Resolves when any running attempt ends. */
+  anyEnds(): Promise<void> {
+    return Promise.race(this.runs);
+  }
+
+  /** Resolves when every running attempt has ended. */
+  async allEnd(): Promise<void> {
+    await Promise.all(this.runs);
+  }
+
+  /** Attempts running per subscription, and per tenant (admission reads these). */
+  get perSubscription(): ReadonlyMap<string, number> {
+    return this.bySubscription;
+  }
+
+  get perTenant(): ReadonlyMap<string, number> {
+    return this.byTenant;
+  }
+
+  /** A subscription's limit here as its latest admitted claim read it, while it runs any. */
+  limitOf(subscriptionId: string): number | undefined {
+    return this.limits.get(subscriptionId);
+  }
+}
+
+/** One less of `key`; the entry goes at zero. Returns what is left. */
+function decrement(counts: Map<string, number>, key: string): number {
+  const left = (counts.get(key) ?? 1) - 1;
+  if (left === 0) counts.delete(key);
+  else counts.set(key, left);
+  return left;
+}
