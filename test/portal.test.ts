@@ -304,7 +304,7 @@ for (const backend of BACKENDS) {
       assert.equal(after.active, true);
       assert.equal(after.url, HOOK);
       assert.equal((await ctx.runtime.services.webhooks.list(tenant.id)).length >= 1, true);
-      const deliveries = await ctx.runtime.services.webhooks.listDeliveries(tenant.id, id, {});
+      const deliveries = await ctx.runtime.services.deliveries.listDeliveries(tenant.id, id, {});
       assert.equal(deliveries.data.length, 0, 'no test event was sent');
       // Signing out is the one thing a read-only session may post.
       assert.equal((await reader.post('/portal/sign-out', { _csrf: token })).statusCode, 200);
@@ -377,13 +377,13 @@ for (const backend of BACKENDS) {
 
     it("shows when a pending delivery is tried next: its own time, or the end of the endpoint's hold", async () => {
       const id = await subscribe(tenant);
-      await ctx.runtime.services.webhooks.fireTest(tenant.id, {
+      await ctx.runtime.services.deliveries.fireTest(tenant.id, {
         subscriptionId: id,
         eventType: 'client.created',
       });
       const client = await signedIn(tenant);
       const [delivery] = (
-        await ctx.runtime.services.webhooks.listDeliveries(tenant.id, id, { limit: 1 })
+        await ctx.runtime.services.deliveries.listDeliveries(tenant.id, id, { limit: 1 })
       ).data;
       assert.equal(delivery.status, 'pending');
       const cell = (body: string) => /Next attempt<\/dt><dd>(.*?)<\/dd>/s.exec(body)?.[1] ?? '';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { newId } from '../src/lib/ids.ts';
-import { MAX_RECOVER } from '../src/services/webhooks-service.ts';
+import { MAX_RECOVER } from '../src/services/deliveries-service.ts';
 import { startWorker } from '../src/start-worker.ts';
 import { cliHere } from './helpers/cli.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';

@@ -450,13 +450,13 @@ const deliveryListCommand: Command = {
       throw new UsageError('--limit must be an integer from 1 to 100', command);
     }
     const page = await ctx.withRuntime(async (runtime) => {
-      const { webhooks } = runtime.services;
+      const { webhooks, deliveries } = runtime.services;
       const tenantId = await namingNotFound(
         runtime,
         webhooks.tenantOf(id),
         `Webhook subscription "${id}"`,
       );
-      return webhooks.listDeliveries(tenantId, id, {
+      return deliveries.listDeliveries(tenantId, id, {
         limit,
         status,
         cursor: args.string('cursor'),
@@ -492,13 +492,13 @@ const deliveryRedeliverCommand: Command = {
   async run(ctx, args) {
     const [deliveryId] = args.positionals;
     const queued = await ctx.withRuntime(async (runtime) => {
-      const { webhooks } = runtime.services;
+      const { webhooks, deliveries } = runtime.services;
       // Delivery ids are unique: the subscription is the delivery's unless one is named.
       const id =
         args.string('webhook') ??
         (await namingNotFound(
           runtime,
-          webhooks.subscriptionOfDelivery(deliveryId),
+          deliveries.subscriptionOfDelivery(deliveryId),
           `Delivery "${deliveryId}"`,
         ));
       const tenantId = await namingNotFound(
@@ -508,7 +508,7 @@ const deliveryRedeliverCommand: Command = {
       );
       return namingNotFound(
         runtime,
-        webhooks.redeliver(tenantId, id, deliveryId),
+        deliveries.redeliver(tenantId, id, deliveryId),
         `Delivery "${deliveryId}"`,
       );
     });
@@ -542,13 +542,13 @@ const deliveryRecoverCommand: Command = {
     const since = args.required('since');
     const until = args.string('until');
     const result = await ctx.withRuntime(async (runtime) => {
-      const { webhooks } = runtime.services;
+      const { webhooks, deliveries } = runtime.services;
       const tenantId = await namingNotFound(
         runtime,
         webhooks.tenantOf(id),
         `Webhook subscription "${id}"`,
       );
-      return webhooks.recover(tenantId, id, until === undefined ? { since } : { since, until });
+      return deliveries.recover(tenantId, id, until === undefined ? { since } : { since, until });
     });
     ctx.print(`Queued ${result.queued} deliveries.\n`, result);
     return 'done';

@@ -22,6 +22,7 @@ import { WebhooksRepository } from '../repositories/webhooks-repository.ts';
 import { AuthCache } from './auth-cache.ts';
 import { BookingsService } from './bookings-service.ts';
 import { ClientsService } from './clients-service.ts';
+import { DeliveriesService } from './deliveries-service.ts';
 import { EventsService } from './events-service.ts';
 import { IdempotencyService } from './idempotency-service.ts';
 import { LibraryService } from './library-service.ts';
@@ -47,6 +48,7 @@ export interface Services {
   events: EventsService;
   idempotency: IdempotencyService;
   webhooks: WebhooksService;
+  deliveries: DeliveriesService;
   /** Webhook portal links and the browser sessions they open. */
   portal: PortalService;
   /** The delivery worker's claims and outcomes. */
@@ -117,6 +119,17 @@ export function createServices(
     resolver: options.resolver,
   });
   const authCache = new AuthCache(AUTH_CACHE_TTL_MS);
+  const webhooks = new WebhooksService({
+    database,
+    webhooks: repositories.webhooks,
+    tenants: repositories.tenants,
+    events,
+    notifier,
+    guard: addressGuard,
+    secrets,
+    clock,
+    keyOverlapMs: config.webhook.keyOverlapMs,
+  });
   const services: Services = {
     authCache,
     events,
@@ -171,16 +184,13 @@ export function createServices(
       ttlMs: config.idempotencyTtlMs,
       secrets,
     }),
-    webhooks: new WebhooksService({
+    webhooks,
+    deliveries: new DeliveriesService({
       database,
       webhooks: repositories.webhooks,
-      tenants: repositories.tenants,
       events,
-      notifier,
-      guard: addressGuard,
-      secrets,
+      subscriptions: webhooks,
       clock,
-      keyOverlapMs: config.webhook.keyOverlapMs,
     }),
     portal: new PortalService({
       sessions: repositories.portalSessions,

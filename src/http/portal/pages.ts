@@ -4,12 +4,8 @@ import { EVENT_DATA_SCHEMAS } from '../../domain/event-schemas.ts';
 import { ORDERINGS } from '../../domain/flow-control.ts';
 import { DELIVERY_STATUSES, SUBSCRIBABLE_EVENT_TYPES } from '../../domain/states.ts';
 import type { Page } from '../../lib/cursor.ts';
-import type {
-  Attempt,
-  Delivery,
-  LedgerEvent,
-  Subscription,
-} from '../../services/webhooks-service.ts';
+import type { Attempt, Delivery, LedgerEvent } from '../../services/deliveries-service.ts';
+import type { Subscription } from '../../services/webhooks-service.ts';
 import {
   actionButton,
   type Frame,

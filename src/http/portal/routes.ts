@@ -81,7 +81,7 @@ export const portalPages: FastifyPluginAsync<PortalPagesOptions> = async (
   { services, view, once },
 ) => {
   const tenantOf = (request: FastifyRequest) => (request.portal as PortalSession).tenantId;
-  const webhooks = services.webhooks;
+  const { webhooks, deliveries } = services;
 
   app.get('/', async (request, reply) =>
     sendPage(reply, endpointsPage(view(request, reply), await webhooks.list(tenantOf(request)))),
@@ -113,7 +113,7 @@ export const portalPages: FastifyPluginAsync<PortalPagesOptions> = async (
       const status = oneOf(request.query.status, DELIVERY_STATUSES);
       const eventType = oneOf(request.query.type, [...SUBSCRIBABLE_EVENT_TYPES, 'webhook.test']);
       const subscription = await webhooks.get(tenantId, id);
-      const deliveries = await webhooks.listDeliveries(tenantId, id, {
+      const page = await deliveries.listDeliveries(tenantId, id, {
         status: status as DeliveryStatus | undefined,
         eventType,
         cursor: request.query.cursor || undefined,
@@ -123,7 +123,7 @@ export const portalPages: FastifyPluginAsync<PortalPagesOptions> = async (
         reply,
         endpointPage(view(request, reply), {
           subscription,
-          deliveries,
+          deliveries: page,
           filter: { status, eventType },
           done: doneOf(request.query),
         }),
@@ -188,7 +188,7 @@ export const portalPages: FastifyPluginAsync<PortalPagesOptions> = async (
     if (input.eventType === undefined) throw fieldError('eventType', 'is required');
     const { eventType } = input;
     await once(request, () =>
-      webhooks.fireTest(tenantId, { subscriptionId: request.params.id, eventType }),
+      deliveries.fireTest(tenantId, { subscriptionId: request.params.id, eventType }),
     );
     return back(reply, request.params.id, 'test');
   });
@@ -201,14 +201,14 @@ export const portalPages: FastifyPluginAsync<PortalPagesOptions> = async (
       { since: field.instant('since', 'tzOffset') },
       { also: ['tzOffset'] },
     );
-    await once(request, () => webhooks.recover(tenantId, request.params.id, input));
+    await once(request, () => deliveries.recover(tenantId, request.params.id, input));
     return back(reply, request.params.id, 'recovered');
   });
 
   app.post<IdParams>('/endpoints/:id/enable-and-recover', async (request, reply) => {
     const tenantId = tenantOf(request);
     bodyOf(noBody, request.body, {});
-    await once(request, () => webhooks.enableAndRecover(tenantId, request.params.id));
+    await once(request, () => deliveries.enableAndRecover(tenantId, request.params.id));
     return back(reply, request.params.id, 'healed');
   });
 
@@ -218,8 +218,8 @@ export const portalPages: FastifyPluginAsync<PortalPagesOptions> = async (
       const tenantId = tenantOf(request);
       const { id, deliveryId } = request.params;
       const subscription = await webhooks.get(tenantId, id);
-      const { delivery, eventData } = await webhooks.getDelivery(tenantId, id, deliveryId);
-      const attempts = await webhooks.listAttempts(tenantId, id, deliveryId, { limit: 100 });
+      const { delivery, eventData } = await deliveries.getDelivery(tenantId, id, deliveryId);
+      const attempts = await deliveries.listAttempts(tenantId, id, deliveryId, { limit: 100 });
       return sendPage(
         reply,
         deliveryPage(
@@ -240,7 +240,7 @@ export const portalPages: FastifyPluginAsync<PortalPagesOptions> = async (
       const tenantId = tenantOf(request);
       const { id, deliveryId } = request.params;
       bodyOf(noBody, request.body, {});
-      const queued = await once(request, () => webhooks.redeliver(tenantId, id, deliveryId));
+      const queued = await once(request, () => deliveries.redeliver(tenantId, id, deliveryId));
       return reply.redirect(
         `/portal/endpoints/${encodeURIComponent(id)}/deliveries/${encodeURIComponent(queued.deliveryId)}?done=redelivered`,
         303,
@@ -257,7 +257,7 @@ export const portalPages: FastifyPluginAsync<PortalPagesOptions> = async (
         throw fieldError('after', 'must be a sequence: a whole number from 0');
       }
       const subscription = await webhooks.get(tenantId, request.params.id);
-      const page = await webhooks.ledger(tenantId, request.params.id, { after, limit: 50 });
+      const page = await deliveries.ledger(tenantId, request.params.id, { after, limit: 50 });
       return sendPage(
         reply,
         ledgerPage(view(request, reply), subscription, after, page.data, page.meta.hasMore),

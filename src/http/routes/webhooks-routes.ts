@@ -299,7 +299,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (
     },
     async (request) => {
       const { after = 0, limit = 50, type, deliveryStatus } = request.query;
-      return services.webhooks.ledger(callerOf(request).tenant.id, request.params.id, {
+      return services.deliveries.ledger(callerOf(request).tenant.id, request.params.id, {
         after,
         limit,
         type,
@@ -399,7 +399,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (
     },
     async (request) => {
       const { limit, cursor, status } = request.query;
-      return services.webhooks.listDeliveries(callerOf(request).tenant.id, request.params.id, {
+      return services.deliveries.listDeliveries(callerOf(request).tenant.id, request.params.id, {
         limit,
         cursor,
         status,
@@ -427,7 +427,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (
     },
     async (request) => {
       const { id, deliveryId } = request.params;
-      return services.webhooks.listAttempts(
+      return services.deliveries.listAttempts(
         callerOf(request).tenant.id,
         id,
         deliveryId,
@@ -471,7 +471,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (
       const { id, deliveryId } = request.params;
       return writes.run(request, reply, async () => ({
         status: 202,
-        body: { data: await services.webhooks.redeliver(tenantId, id, deliveryId) },
+        body: { data: await services.deliveries.redeliver(tenantId, id, deliveryId) },
       }));
     },
   );
@@ -507,7 +507,9 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (
       const tenantId = callerOf(request).tenant.id;
       return writes.run(request, reply, async () => ({
         status: 202,
-        body: { data: await services.webhooks.recover(tenantId, request.params.id, request.body) },
+        body: {
+          data: await services.deliveries.recover(tenantId, request.params.id, request.body),
+        },
       }));
     },
   );
@@ -550,7 +552,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (
       const tenantId = callerOf(request).tenant.id;
       return writes.run(request, reply, async () => ({
         status: 200,
-        body: { data: await services.webhooks.fireTest(tenantId, request.body) },
+        body: { data: await services.deliveries.fireTest(tenantId, request.body) },
       }));
     },
   );
