@@ -9,7 +9,7 @@ import { parseExpiry, parseScopes } from '../src/cli/values.ts';
 import { ConfigError, describeDatabase, loadConfig } from '../src/config.ts';
 import { migrations } from '../src/db/migrate.ts';
 import { SCOPES } from '../src/domain/plans.ts';
-import { WebhookSubscription } from '../src/http/schemas.ts';
+import { WebhookSubscription } from '../src/http/webhook-schemas.ts';
 import type { Clock } from '../src/lib/clock.ts';
 import { notFound, validationFailed } from '../src/lib/problems.ts';
 import { createRuntime, type Runtime } from '../src/runtime.ts';

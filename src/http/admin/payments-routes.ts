@@ -1,7 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { PAYMENT_MODES, PAYMENT_STATUSES } from '../../domain/states.ts';
-import { DataOf, IdParams, Payment, StringEnum } from '../schemas.ts';
+import { StringEnum } from '../schema-kit.ts';
+import { DataOf, IdParams, Payment } from '../schemas.ts';
 import { type AdminRouteOptions, adminProblems, Currency, Money, Transition } from './shared.ts';
 
 const CreatePaymentBody = Type.Object(

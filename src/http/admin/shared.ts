@@ -1,6 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import type { Services } from '../../services/index.ts';
-import { problems, StringEnum } from '../schemas.ts';
+import { StringEnum } from '../schema-kit.ts';
+import { problems } from '../schemas.ts';
 
 /** What every admin route plugin receives. */
 export interface AdminRouteOptions {

@@ -7,16 +7,8 @@ import {
   TENANT_SLUG_PATTERN,
   TENANT_SLUG_RULE,
 } from '../../domain/tenants.ts';
-import {
-  DataOf,
-  DateTime,
-  Email,
-  IdParams,
-  Nullable,
-  NullableDateTime,
-  NullableString,
-  StringEnum,
-} from '../schemas.ts';
+import { DateTime, Nullable, NullableDateTime, StringEnum } from '../schema-kit.ts';
+import { DataOf, Email, IdParams, NullableString } from '../schemas.ts';
 import { type AdminRouteOptions, adminProblems } from './shared.ts';
 
 const Tenant = Type.Object(

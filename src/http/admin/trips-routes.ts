@@ -1,7 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { TRIP_STATUSES } from '../../domain/states.ts';
-import { DataOf, IdParams, StringEnum, Trip } from '../schemas.ts';
+import { StringEnum } from '../schema-kit.ts';
+import { DataOf, IdParams, Trip } from '../schemas.ts';
 import { type AdminRouteOptions, adminProblems } from './shared.ts';
 
 /** A trip's publication and status, which the public API only reads. */

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { DataOf, IdParams, WebhookSubscription } from '../schemas.ts';
+import { DataOf, IdParams } from '../schemas.ts';
+import { WebhookSubscription } from '../webhook-schemas.ts';
 import { type AdminRouteOptions, adminProblems } from './shared.ts';
 
 /** Re-enabling a paused webhook subscription. */

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { callerOf } from '../pipeline/auth.ts';
+import { StringEnum } from '../schema-kit.ts';
 import {
   Client,
   CreateClientBody,
@@ -12,7 +13,6 @@ import {
   PageQuery,
   problems,
   Query,
-  StringEnum,
 } from '../schemas.ts';
 import type { RouteOptions } from './options.ts';
 

@@ -3,15 +3,8 @@ import { Type } from '@sinclair/typebox';
 import { SCOPES, TIER_NAMES } from '../../domain/plans.ts';
 import { toPublicToken } from '../../services/tokens-service.ts';
 import { callerOf } from '../pipeline/auth.ts';
-import {
-  DateTime,
-  Nullable,
-  NullableDateTime,
-  NullableString,
-  ok,
-  problems,
-  StringEnum,
-} from '../schemas.ts';
+import { DateTime, Nullable, NullableDateTime, StringEnum } from '../schema-kit.ts';
+import { NullableString, ok, problems } from '../schemas.ts';
 import type { RouteOptions } from './options.ts';
 
 const Introspection = Type.Object(

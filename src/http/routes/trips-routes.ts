@@ -2,19 +2,17 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { PRICING_DISPLAY_MODES, TRANSPORT_MODES, TRIP_STATUSES } from '../../domain/states.ts';
 import { callerOf } from '../pipeline/auth.ts';
+import { DateTime, Nullable, StringEnum } from '../schema-kit.ts';
 import {
   CalendarDate,
   DataOf,
-  DateTime,
   IdempotencyHeaders,
   IdParams,
-  Nullable,
   ok,
   PageOf,
   PageQuery,
   problems,
   Query,
-  StringEnum,
   Trip,
 } from '../schemas.ts';
 import type { RouteOptions } from './options.ts';

@@ -3,26 +3,27 @@ import { Type } from '@sinclair/typebox';
 import { MAX_URL_LENGTH } from '../../domain/address-guard.ts';
 import { DELIVERY_STATUSES, SUBSCRIBABLE_EVENT_TYPES } from '../../domain/states.ts';
 import { callerOf } from '../pipeline/auth.ts';
+import { DateTime, StringEnum } from '../schema-kit.ts';
 import {
   DataOf,
-  DateTime,
   IdempotencyHeaders,
   IdParams,
-  MaxConcurrency,
-  MaxPerSecond,
   OPTIONAL_BODY,
   ok,
   PageOf,
   PageQuery,
-  PropagateTraceContext,
   problems,
   Query,
-  StringEnum,
+} from '../schemas.ts';
+import {
+  MaxConcurrency,
+  MaxPerSecond,
+  PropagateTraceContext,
   SubscriptionOrdering,
   WebhookAttempt,
   WebhookDelivery,
   WebhookSubscription,
-} from '../schemas.ts';
+} from '../webhook-schemas.ts';
 import type { RouteOptions } from './options.ts';
 
 const SigningKey = Type.String({

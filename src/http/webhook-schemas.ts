@@ -1,0 +1,212 @@
+import { Type } from '@sinclair/typebox';
+import { ATTEMPT_ERROR_CLASSES, DELIVERY_ERRORS } from '../domain/attempts.ts';
+import { DEFAULT_MAX_CONCURRENCY, MAX_CONCURRENCY, ORDERINGS } from '../domain/flow-control.ts';
+import { DELIVERY_STATUSES, PAUSE_REASONS, SUBSCRIBABLE_EVENT_TYPES } from '../domain/states.ts';
+import { At, Nullable, StringEnum, Text } from './schema-kit.ts';
+
+/** The webhook objects of the API: subscriptions, deliveries, attempts, and their settings. */
+
+/** A subscription's ceiling on attempts in flight at once (set at creation or by PATCH). */
+export const MaxConcurrency = Type.Integer({
+  minimum: 1,
+  maximum: MAX_CONCURRENCY,
+  description: `Most attempts in flight to the endpoint at once, 1-${MAX_CONCURRENCY}; the adaptive limit (\`deliveryState.concurrencyLimit\`) moves below it. Default ${DEFAULT_MAX_CONCURRENCY}.`,
+});
+
+/** Whether deliveries carry the attempt's trace context (POST, PATCH). */
+export const PropagateTraceContext = Type.Boolean({
+  description:
+    "Deliveries carry the W3C `traceparent` (and `tracestate`) of the attempt's span when the server exports traces; never `baggage`. Default false.",
+});
+
+/** A subscription's cap on deliveries a second (set at creation or by PATCH). */
+export const MaxPerSecond = Nullable(
+  Type.Integer({
+    minimum: 1,
+    maximum: 1000,
+    description:
+      'Most attempts to the endpoint in any one-second window (sliding), 1-1000, over every worker process; sends are evenly spaced. null (the default) for none.',
+  }),
+);
+
+/** A subscription's delivery order (set at creation or by PATCH). */
+export const SubscriptionOrdering = StringEnum(ORDERINGS, {
+  description:
+    '`none` (the default): deliveries go as they fall due. `per_object`: at most one delivery per object in flight (the `bookingId` of booking, dispute and payment events, the `tripId` of trip events, the `clientId` of client events), in `sequence` order; a retry holds back the later events of its object only. A dead-lettered one lets the next go: the gap shows in `sequence`.',
+});
+
+export const WebhookSubscription = Type.Object(
+  {
+    id: Type.String(),
+    url: Type.String({
+      description:
+        'HTTPS endpoint, or broker (`amqps://`, `tls://`), that receives events; a broker password shows as `***`.',
+    }),
+    events: Type.Array(StringEnum(SUBSCRIBABLE_EVENT_TYPES), {
+      description: 'Subscribed event types.',
+    }),
+    active: Type.Boolean({ description: 'False while paused, and once deleted.' }),
+    pausedAt: At('When it was paused or deleted; cleared when re-enabled.'),
+    pauseReason: Nullable(
+      StringEnum(PAUSE_REASONS, {
+        description:
+          'Why it is not active: `manual` (`PATCH` with `active: false`), `consecutive_failures` (the auto-pause rule), `gone` (its receiver answered 410 Gone), `deleted`. Null while active.',
+      }),
+    ),
+    consecutiveFailures: Type.Integer({ description: 'Failed attempts in a row; 0 after a 2xx.' }),
+    lastSuccessAt: At('Last 2xx answer.'),
+    lastFailureAt: At('Last failed attempt.'),
+    last24h: Type.Object(
+      {
+        succeeded: Type.Integer({ minimum: 0, description: 'Delivered (a 2xx).' }),
+        deadLettered: Type.Integer({ minimum: 0, description: 'Given up after the last attempt.' }),
+        pending: Type.Integer({
+          minimum: 0,
+          description: 'Waiting for an attempt or a retry, or being attempted.',
+        }),
+      },
+      {
+        additionalProperties: false,
+        description:
+          'Deliveries created in the last 24 hours, by where they stand now; test fires (and their redeliveries) are not counted.',
+      },
+    ),
+    asymmetricSignatures: Type.Boolean({
+      description:
+        '`webhook-signature` also carries a `v1a` Ed25519 signature per live key pair, verifiable with `publicKey` alone (Standard Webhooks asymmetric signatures).',
+    }),
+    publicKey: Nullable(
+      Type.String({
+        pattern: '^whpk_[A-Za-z0-9+/]{43}=$',
+        description:
+          'The Ed25519 public key that verifies `v1a` signatures: `whpk_` + the base64 of its raw 32 bytes. A rotation makes a new pair (the old one keeps signing for the overlap). Null when `asymmetricSignatures` is off.',
+      }),
+    ),
+    standardWebhooks: Type.Boolean({
+      description:
+        'Deliveries also carry the Standard Webhooks headers `webhook-id`, `webhook-timestamp` and `webhook-signature` (`v1,<base64>` per signing key, space separated), verifiable with the same signing key string.',
+    }),
+    maxConcurrency: MaxConcurrency,
+    maxPerSecond: MaxPerSecond,
+    ordering: SubscriptionOrdering,
+    propagateTraceContext: Type.Boolean({
+      description:
+        "When the server exports traces (OpenTelemetry), deliveries carry the W3C `traceparent` (and `tracestate`) of the attempt's own span, so the receiver's trace continues it; never `baggage`. Default false.",
+    }),
+    deliveryState: Type.Object(
+      {
+        concurrencyLimit: Type.Integer({
+          minimum: 1,
+          maximum: MAX_CONCURRENCY,
+          description:
+            'Attempts in flight at once now. Starts at 4; grows by 1 when the endpoint answers a 2xx in time with the whole limit in use, up to `maxConcurrency`; halves on a 429, 502, 503, 504, a time-out or a refused or reset connection.',
+        }),
+        inFlight: Type.Integer({ minimum: 0, description: 'Attempts in flight now.' }),
+        pausedUntil: At(
+          'Until when the endpoint asked us to wait (`Retry-After` on a 429 or 503, at most an hour): no attempt goes to it before. Null when not held.',
+        ),
+        reason: Nullable(
+          StringEnum(['paused', 'deleted', 'retry_after', 'backpressure'] as const, {
+            description:
+              'What holds deliveries back: `paused` or `deleted` (none go), `retry_after` (until `pausedUntil`), `backpressure` (its answers cut `concurrencyLimit`, which grows back as it answers in time). Null when nothing does.',
+          }),
+        ),
+      },
+      {
+        additionalProperties: false,
+        description: 'How deliveries flow to the endpoint now, and what holds them back.',
+      },
+    ),
+    createdAt: At('Created at'),
+  },
+  {
+    $id: 'WebhookSubscription',
+    additionalProperties: false,
+    description: 'The signing key is never part of this object on reads.',
+  },
+);
+
+export const WebhookDelivery = Type.Object(
+  {
+    id: Type.String({ description: 'First half of `Service-Request-Id`.' }),
+    eventId: Type.String({ description: 'The `Service-Event-Id`; shared by redeliveries.' }),
+    eventType: Type.String({ description: 'The event type; the body `type`.' }),
+    status: StringEnum(DELIVERY_STATUSES, {
+      description: '`pending` also between attempts (see `nextAttemptAt`).',
+    }),
+    attempts: Type.Integer({
+      description:
+        'HTTP attempts made so far (one cut off by a crash of ours is sent again under the same number).',
+    }),
+    lastResponseStatus: Nullable(
+      Type.Integer({
+        description:
+          'Last HTTP status the endpoint answered with (the body is not kept); an attempt that got no answer (time-out, connection failure) leaves it as it was; null until the first answer.',
+      }),
+    ),
+    nextAttemptAt: At('When the next attempt is due, while `pending`.'),
+    deliveredAt: At('When a 2xx arrived.'),
+    claimedAt: At('When the running attempt started, while `in_flight`.'),
+    redeliveredFromId: Text('The delivery this one redelivers, if any.'),
+    sequence: Nullable(
+      Type.Integer({
+        minimum: 1,
+        description:
+          "The event's place in this subscription's ledger (body member `sequence`, header `Service-Event-Sequence`); a redelivery keeps its original's; null for test fires and deliveries from before sequences existed.",
+      }),
+    ),
+    lastError: Nullable(
+      StringEnum(DELIVERY_ERRORS, {
+        description:
+          'Why the last attempt got no usable answer (see the attempts); null after a 2xx, before any attempt, or when `lastResponseStatus` tells all. `worker_lost`: dead-lettered because its attempts kept dying with their worker (an attempt cut off by a crash is sent again, never counted as made).',
+      }),
+    ),
+    createdAt: At('Queued at'),
+  },
+  { $id: 'WebhookDelivery', additionalProperties: false },
+);
+
+export const WebhookAttempt = Type.Object(
+  {
+    id: Type.String(),
+    attempt: Type.Integer({ minimum: 1, description: 'Attempt number of the delivery, from 1.' }),
+    startedAt: Type.String({ format: 'date-time', description: 'When the POST began, UTC.' }),
+    durationMs: Type.Integer({
+      minimum: 0,
+      description: 'From connecting to the end of the answer (or the failure), in milliseconds.',
+    }),
+    status: Nullable(
+      Type.Integer({
+        description:
+          'The HTTP status answered; null when none arrived. A broker destination: 200 when the broker acknowledged the message (a publisher confirm, a stream ack), else null.',
+      }),
+    ),
+    errorClass: Nullable(
+      StringEnum(ATTEMPT_ERROR_CLASSES, {
+        description:
+          '`timeout`, `connection_refused`, `connection_reset` (any other failure of the connection too), `dns`, `tls`, `address_blocked` (refused before connecting), `redirect` (a 3xx; not followed), `body_too_large` (the answer went past 64 KiB and was cut), `internal` (a failure on our side before or during the attempt); for a broker destination also `broker_refused` (a nack, an unroutable message, an unknown exchange or stream, refused credentials) and `broker_busy` (the broker pushes back: a blocked connection, JetStream 429 or 503); null when the status tells all.',
+      }),
+    ),
+    responseBody: Type.String({
+      description:
+        "The first KiB of the response body, as text; empty when none arrived. A broker destination: the broker's words on a failure, JetStream's ack (`stream`, `seq`, `duplicate`) on success.",
+    }),
+    retryAfter: Nullable(
+      Type.String({
+        maxLength: 100,
+        description:
+          'The `Retry-After` of a 429 or 503 answer, as received; a valid one held every delivery to the endpoint until then (at most an hour). Null otherwise.',
+      }),
+    ),
+    concurrencyLimit: Nullable(
+      Type.Integer({
+        minimum: 1,
+        description:
+          "The subscription's concurrency limit when this attempt was sent (see `deliveryState`).",
+      }),
+    ),
+  },
+  { $id: 'WebhookAttempt', additionalProperties: false },
+);
+
+/** Shared schemas registered once on the app, so routes and the OpenAPI document `$ref` them. */
