@@ -1,45 +1,26 @@
 import { chmodSync, constants, copyFileSync, existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { cliEnvPrefix, describeDatabase } from '../config.ts';
+import { describeDatabase } from '../config.ts';
 import { demoInstructions, seedDemo } from '../demo.ts';
-import { isTier, TIER_NAMES } from '../domain/plans.ts';
 import { newSigningKey } from '../domain/signing.ts';
-import { DELIVERY_STATUSES, isOneOf } from '../domain/states.ts';
-import { ApiProblem } from '../lib/problems.ts';
-import type { Runtime } from '../runtime.ts';
-import { type OptionSpec, type ParsedArgs, type PositionalSpec, UsageError } from './args.ts';
-import type { CommandContext } from './context.ts';
 import {
-  checkSigningKey,
-  checkSlug,
-  checkTenantName,
-  columns,
-  parseEventTypes,
-  parseExpiry,
-  parseLoopbackUrl,
-  parseProcesses,
-  parseScopes,
-} from './values.ts';
-
-/** `serving`: the command keeps the process alive (the server) and exits on a signal. */
-type CommandOutcome = 'done' | 'serving';
-
-export interface Command {
-  /** The words typed after `tourops`, e.g. `token create`. */
-  name: string;
-  summary: string;
-  /** Paragraphs of help text after the usage line. */
-  description: string[];
-  /** Command lines shown as they are (never wrapped), each one runnable as printed. */
-  examples?: string[];
-  positionals: PositionalSpec[];
-  options: Record<string, OptionSpec>;
-  /** Whether `--json` is accepted. */
-  json: boolean;
-  /** Its start-up log names misspelt variables itself (else they are said on stderr first). */
-  logsVariableNames?: true;
-  run(ctx: CommandContext, args: ParsedArgs): Promise<CommandOutcome>;
-}
+  tenantCreateCommand,
+  tenantListCommand,
+  tenantOption,
+  tokenCreateCommand,
+  tokenListCommand,
+  tokenRevokeCommand,
+} from './account-commands.ts';
+import { UsageError } from './args.ts';
+import { type Command, namingNotFound } from './command.ts';
+import { checkSigningKey, parseEventTypes, parseLoopbackUrl, parseProcesses } from './values.ts';
+import {
+  deliveryListCommand,
+  deliveryRecoverCommand,
+  deliveryRedeliverCommand,
+  webhookEnableCommand,
+  webhooksEnableCommand,
+} from './webhook-commands.ts';
 
 const serveCommand: Command = {
   name: 'serve',
@@ -125,30 +106,6 @@ const workerCommand: Command = {
   },
 };
 
-const webhookEnableCommand: Command = {
-  name: 'webhook enable',
-  summary: 're-enable a paused webhook subscription',
-  description: [
-    'Makes the subscription active again and clears pausedAt and consecutiveFailures; its pending ' +
-      'deliveries resume. A deleted subscription cannot be re-enabled.',
-    'JSON: the subscription object.',
-  ],
-  positionals: [{ name: 'id', description: 'the subscription id (whs_…)' }],
-  options: {},
-  json: true,
-  async run(ctx, args) {
-    const [id] = args.positionals;
-    const subscription = await ctx.withRuntime((runtime) =>
-      namingNotFound(runtime, runtime.services.webhooks.enable(id), `Webhook subscription "${id}"`),
-    );
-    ctx.print(
-      `Webhook subscription ${subscription.id} enabled (${subscription.url}).\n`,
-      subscription,
-    );
-    return 'done';
-  },
-};
-
 const migrateCommand: Command = {
   name: 'migrate',
   summary: 'apply pending database migrations',
@@ -213,159 +170,6 @@ const demoCommand: Command = {
   },
 };
 
-const tenantCreateCommand: Command = {
-  name: 'tenant create',
-  summary: 'create a tenant',
-  description: [
-    'JSON: the tenant {"id", "name", "slug", "tier", "active", "tripQuota", "webhookEndpointCap", ...}',
-  ],
-  examples: ['npx tourops tenant create --name "Acme Tours" --slug acme --tier pro'],
-  positionals: [],
-  options: {
-    name: {
-      type: 'string',
-      value: '<name>',
-      required: true,
-      description: 'display name, 1-200 characters',
-    },
-    slug: {
-      type: 'string',
-      value: '<slug>',
-      required: true,
-      description: 'unique handle: lower-case letters, digits and hyphens',
-    },
-    tier: {
-      type: 'string',
-      value: `<${TIER_NAMES.join('|')}>`,
-      required: true,
-      description: 'plan tier (free has no API access)',
-    },
-  },
-  json: true,
-  async run(ctx, args) {
-    const command = 'tenant create';
-    // Every bad value at once, not the first of them.
-    const problems: string[] = [];
-    const checked = <T>(check: () => T): T | undefined => {
-      try {
-        return check();
-      } catch (error) {
-        if (!(error instanceof UsageError)) throw error;
-        problems.push(error.message);
-        return undefined;
-      }
-    };
-    const name = checked(() => checkTenantName(args.required('name'), command));
-    const slug = checked(() => checkSlug(args.required('slug'), command));
-    const tier = args.required('tier');
-    if (!isTier(tier))
-      problems.push(`--tier must be one of ${TIER_NAMES.join(', ')} (got "${tier}")`);
-    if (problems.length > 0 || name === undefined || slug === undefined || !isTier(tier)) {
-      throw new UsageError(problems.join('; '), command);
-    }
-    const tenant = await ctx.withRuntime((runtime) =>
-      runtime.services.tenants.create({ name, slug, tier }),
-    );
-    ctx.print(
-      `Tenant "${tenant.slug}" created: ${tenant.id} (tier ${tenant.tier}).\n` +
-        `Mint a token with: ${cliEnvPrefix(ctx.config())}npx tourops token create --tenant ${tenant.slug} --scopes all\n`,
-      tenant,
-    );
-    return 'done';
-  },
-};
-
-const tenantOption = {
-  tenant: {
-    type: 'string' as const,
-    value: '<id|slug>',
-    required: true,
-    description: 'tenant id (ten_…) or slug',
-  },
-};
-
-const tokenCreateCommand: Command = {
-  name: 'token create',
-  summary: 'mint an API token for a tenant and print its value once',
-  description: [
-    'Only the SHA-256 of the token is stored: its value is printed now and never again.',
-    'JSON: the token object {"id", "name", "prefix", "scopes", "expiresAt", "createdAt", "revoked", ...} plus "token", the value.',
-  ],
-  examples: [
-    'npx tourops token create --tenant acme --scopes trips:read,clients:write --name "booking sync"',
-  ],
-  positionals: [],
-  options: {
-    ...tenantOption,
-    scopes: {
-      type: 'string',
-      value: '<list|all>',
-      required: true,
-      description:
-        'comma-separated scopes, e.g. trips:read,clients:read, or * for all ten (all works too)',
-    },
-    expires: {
-      type: 'string',
-      value: '<date>',
-      description:
-        'expiry: an ISO date (2027-12-31, midnight UTC) or date-time with a time zone (2027-12-31T18:00:00Z); default never',
-    },
-    name: {
-      type: 'string',
-      value: '<name>',
-      description: 'a label for the token, e.g. "booking sync"',
-    },
-  },
-  json: true,
-  async run(ctx, args) {
-    const command = 'token create';
-    const tenantRef = args.required('tenant');
-    const scopes = parseScopes(args.required('scopes'), command);
-    const expires = args.string('expires');
-    const expiresAt = expires === undefined ? null : parseExpiry(expires, new Date(), command);
-    const name = args.string('name') ?? null;
-    const { tenant, minted } = await ctx.withRuntime(async (runtime) => {
-      const tenant = await namingNotFound(
-        runtime,
-        runtime.services.tenants.resolve(tenantRef),
-        `Tenant "${tenantRef}"`,
-      );
-      const minted = await runtime.services.tokens.mint(tenant.id, { scopes, name, expiresAt });
-      return { tenant, minted };
-    });
-    const { token, value } = minted;
-    ctx.print(
-      `Token ${token.id} minted for tenant "${tenant.slug}" (${tenant.id}).\n` +
-        `  scopes:  ${token.scopes.join(', ')}\n` +
-        `  expires: ${token.expiresAt ?? 'never'}\n` +
-        (token.name === null ? '' : `  name:    ${token.name}\n`) +
-        `\nIts value, shown only now:\n\n  ${value}\n\n`,
-      { ...token, token: value },
-    );
-    return 'done';
-  },
-};
-
-const tokenRevokeCommand: Command = {
-  name: 'token revoke',
-  summary: 'revoke an API token',
-  description: [
-    'Requests with the token get 401 from now on. Revoking a revoked token changes nothing.',
-    'JSON: the token object, with "revoked": true.',
-  ],
-  positionals: [{ name: 'id', description: 'the token id (tok_…)' }],
-  options: {},
-  json: true,
-  async run(ctx, args) {
-    const [id] = args.positionals;
-    const token = await ctx.withRuntime((runtime) =>
-      namingNotFound(runtime, runtime.services.tokens.revoke(id), `Token "${id}"`),
-    );
-    ctx.print(`Token ${token.id} (${token.prefix}…) revoked.\n`, token);
-    return 'done';
-  },
-};
-
 const backupCommand: Command = {
   name: 'backup',
   summary: 'copy the embedded database, and the key its signing keys need, while it serves',
@@ -404,213 +208,6 @@ const backupCommand: Command = {
           ? "SECRET_KEY is set in the environment: keep it, or the copy's signing keys cannot be read.\n"
           : `Its signing keys need ${keyFile}: keep both together, privately.\n`),
       { database: file, secretKey: keyFile },
-    );
-    return 'done';
-  },
-};
-
-const webhookOption = {
-  webhook: {
-    type: 'string' as const,
-    value: '<id>',
-    required: true,
-    description: 'the subscription id (whs_…)',
-  },
-};
-
-const deliveryListCommand: Command = {
-  name: 'delivery list',
-  summary: "list a webhook subscription's deliveries, newest first",
-  description: ["JSON: an array of deliveries (the API's delivery objects), newest first."],
-  positionals: [],
-  options: {
-    ...webhookOption,
-    status: {
-      type: 'string',
-      value: '<pending|in_flight|success|dead_letter>',
-      description: 'only deliveries in this status',
-    },
-    limit: { type: 'string', value: '<n>', description: 'at most n (1-100, default 20)' },
-    cursor: {
-      type: 'string',
-      value: '<cursor>',
-      description: 'the next page, as the previous page printed it',
-    },
-  },
-  json: true,
-  async run(ctx, args) {
-    const command = 'delivery list';
-    const id = args.required('webhook');
-    const status = args.string('status');
-    if (status !== undefined && !isOneOf(DELIVERY_STATUSES, status)) {
-      throw new UsageError(`--status must be one of ${DELIVERY_STATUSES.join(', ')}`, command);
-    }
-    const limit = Number(args.string('limit') ?? '20');
-    if (!Number.isInteger(limit) || limit < 1 || limit > 100) {
-      throw new UsageError('--limit must be an integer from 1 to 100', command);
-    }
-    const page = await ctx.withRuntime(async (runtime) => {
-      const { webhooks, deliveries } = runtime.services;
-      const tenantId = await namingNotFound(
-        runtime,
-        webhooks.tenantOf(id),
-        `Webhook subscription "${id}"`,
-      );
-      return deliveries.listDeliveries(tenantId, id, {
-        limit,
-        status,
-        cursor: args.string('cursor'),
-      });
-    });
-    const lines = page.data.map(
-      (d) =>
-        `${d.id}  ${d.status}  ${d.eventType}  attempts ${d.attempts}` +
-        `${d.lastResponseStatus === null ? '' : `  last ${d.lastResponseStatus}`}` +
-        `${d.lastError === null ? '' : `  ${d.lastError}`}  ${d.createdAt}\n`,
-    );
-    const more = page.meta.hasMore
-      ? `More: tourops delivery list --webhook ${id} --cursor ${page.meta.cursor}\n`
-      : '';
-    ctx.print(lines.length === 0 ? 'No deliveries.\n' : lines.join('') + more, page.data);
-    return 'done';
-  },
-};
-
-const deliveryRedeliverCommand: Command = {
-  name: 'delivery redeliver',
-  summary: 'send a delivery again (a new delivery, the same event)',
-  description: ['JSON: {"deliveryId", "eventId", "status": "pending"}.'],
-  positionals: [{ name: 'delivery', description: 'the delivery id (dlv_…)' }],
-  options: {
-    webhook: {
-      ...webhookOption.webhook,
-      required: false,
-      description: "the subscription id (whs_…); default: the delivery's own",
-    },
-  },
-  json: true,
-  async run(ctx, args) {
-    const [deliveryId] = args.positionals;
-    const queued = await ctx.withRuntime(async (runtime) => {
-      const { webhooks, deliveries } = runtime.services;
-      // Delivery ids are unique: the subscription is the delivery's unless one is named.
-      const id =
-        args.string('webhook') ??
-        (await namingNotFound(
-          runtime,
-          deliveries.subscriptionOfDelivery(deliveryId),
-          `Delivery "${deliveryId}"`,
-        ));
-      const tenantId = await namingNotFound(
-        runtime,
-        webhooks.tenantOf(id),
-        `Webhook subscription "${id}"`,
-      );
-      return namingNotFound(
-        runtime,
-        deliveries.redeliver(tenantId, id, deliveryId),
-        `Delivery "${deliveryId}"`,
-      );
-    });
-    ctx.print(`Queued ${queued.deliveryId} (event ${queued.eventId}).\n`, queued);
-    return 'done';
-  },
-};
-
-const deliveryRecoverCommand: Command = {
-  name: 'delivery recover',
-  summary: 'redeliver every dead letter of a time window (at most 10,000)',
-  description: [
-    'Queues one new delivery for every dead-lettered delivery of the subscription created at or ' +
-      'after --since and before --until (default now), as POST /api/v1/webhooks/{id}/recover does.',
-    'JSON: {"queued": <n>}.',
-  ],
-  positionals: [],
-  options: {
-    ...webhookOption,
-    since: {
-      type: 'string',
-      value: '<date-time>',
-      required: true,
-      description: 'start of the window, e.g. 2026-11-24T00:00:00Z',
-    },
-    until: { type: 'string', value: '<date-time>', description: 'end of the window (excluded)' },
-  },
-  json: true,
-  async run(ctx, args) {
-    const id = args.required('webhook');
-    const since = args.required('since');
-    const until = args.string('until');
-    const result = await ctx.withRuntime(async (runtime) => {
-      const { webhooks, deliveries } = runtime.services;
-      const tenantId = await namingNotFound(
-        runtime,
-        webhooks.tenantOf(id),
-        `Webhook subscription "${id}"`,
-      );
-      return deliveries.recover(tenantId, id, until === undefined ? { since } : { since, until });
-    });
-    ctx.print(`Queued ${result.queued} deliveries.\n`, result);
-    return 'done';
-  },
-};
-
-/** The plural spelling of earlier versions, kept working. */
-const webhooksEnableCommand: Command = {
-  ...webhookEnableCommand,
-  name: 'webhooks enable',
-  summary: 'the same as webhook enable (kept for scripts)',
-};
-
-const tenantListCommand: Command = {
-  name: 'tenant list',
-  summary: 'list every tenant',
-  description: ['JSON: an array of tenants, oldest first.'],
-  positionals: [],
-  options: {},
-  json: true,
-  async run(ctx) {
-    const tenants = await ctx.withRuntime((runtime) => runtime.services.tenants.list());
-    const rows = tenants.map((t) => [
-      t.id,
-      t.slug,
-      t.active ? t.tier : `${t.tier} (inactive)`,
-      t.name,
-    ]);
-    ctx.print(
-      rows.length === 0 ? 'No tenants.\n' : columns(['ID', 'SLUG', 'TIER', 'NAME'], rows),
-      tenants,
-    );
-    return 'done';
-  },
-};
-
-const tokenListCommand: Command = {
-  name: 'token list',
-  summary: "list a tenant's tokens (never their values)",
-  description: ['JSON: an array of token objects, oldest first, revoked ones included.'],
-  positionals: [],
-  options: {
-    ...tenantOption,
-  },
-  json: true,
-  async run(ctx, args) {
-    const tenantRef = args.required('tenant');
-    const tokens = await ctx.withRuntime((runtime) =>
-      namingNotFound(runtime, runtime.services.tokens.list(tenantRef), `Tenant "${tenantRef}"`),
-    );
-    const rows = tokens.map((t) => [
-      t.id,
-      `${t.prefix}…`,
-      t.revoked ? 'revoked' : t.expiresAt ? `expires ${t.expiresAt}` : 'active',
-      t.scopes.join(','),
-      t.name === null ? '' : `"${t.name}"`,
-    ]);
-    ctx.print(
-      rows.length === 0
-        ? 'No tokens.\n'
-        : columns(['ID', 'PREFIX', 'STATE', 'SCOPES', 'NAME'], rows),
-      tokens,
     );
     return 'done';
   },
@@ -686,24 +283,6 @@ const listenCommand: Command = {
     return 'done';
   },
 };
-
-/**
- * The services say "Tenant was not found."; on a command line, name what was typed and where it
- * was looked for (a DATA_DIR or DATABASE_URL other than the server's is the usual reason).
- */
-async function namingNotFound<T>(runtime: Runtime, work: Promise<T>, what: string): Promise<T> {
-  try {
-    return await work;
-  } catch (error) {
-    if (error instanceof ApiProblem && error.slug === 'not-found') {
-      throw new ApiProblem(
-        'not-found',
-        `${what} was not found in ${describeDatabase(runtime.config)}.`,
-      );
-    }
-    throw error;
-  }
-}
 
 /** The command table, in help order. */
 export const COMMANDS: Command[] = [

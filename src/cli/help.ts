@@ -1,5 +1,5 @@
 import { COMMON_OPTIONS, type OptionSpec } from './args.ts';
-import type { Command } from './commands.ts';
+import type { Command } from './command.ts';
 
 const WIDTH = 100;
 

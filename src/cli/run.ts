@@ -3,7 +3,8 @@ import { ConfigError, misspeltVariables } from '../config.ts';
 import { ApiProblem, type FieldErrors } from '../lib/problems.ts';
 import { describeStartupError } from '../startup-error.ts';
 import { parseCommandArgs, UsageError } from './args.ts';
-import { COMMANDS, type Command } from './commands.ts';
+import type { Command } from './command.ts';
+import { COMMANDS } from './commands.ts';
 import { type CliIo, createCommandContext } from './context.ts';
 import { commandHelp, groupHelp, topHelp } from './help.ts';
 

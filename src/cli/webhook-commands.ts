@@ -1,0 +1,182 @@
+import { DELIVERY_STATUSES, isOneOf } from '../domain/states.ts';
+import { UsageError } from './args.ts';
+import { type Command, namingNotFound } from './command.ts';
+
+/** The webhook commands: enable a subscription, list, redeliver and recover its deliveries. */
+
+export const webhookEnableCommand: Command = {
+  name: 'webhook enable',
+  summary: 're-enable a paused webhook subscription',
+  description: [
+    'Makes the subscription active again and clears pausedAt and consecutiveFailures; its pending ' +
+      'deliveries resume. A deleted subscription cannot be re-enabled.',
+    'JSON: the subscription object.',
+  ],
+  positionals: [{ name: 'id', description: 'the subscription id (whs_…)' }],
+  options: {},
+  json: true,
+  async run(ctx, args) {
+    const [id] = args.positionals;
+    const subscription = await ctx.withRuntime((runtime) =>
+      namingNotFound(runtime, runtime.services.webhooks.enable(id), `Webhook subscription "${id}"`),
+    );
+    ctx.print(
+      `Webhook subscription ${subscription.id} enabled (${subscription.url}).\n`,
+      subscription,
+    );
+    return 'done';
+  },
+};
+
+const webhookOption = {
+  webhook: {
+    type: 'string' as const,
+    value: '<id>',
+    required: true,
+    description: 'the subscription id (whs_…)',
+  },
+};
+
+export const deliveryListCommand: Command = {
+  name: 'delivery list',
+  summary: "list a webhook subscription's deliveries, newest first",
+  description: ["JSON: an array of deliveries (the API's delivery objects), newest first."],
+  positionals: [],
+  options: {
+    ...webhookOption,
+    status: {
+      type: 'string',
+      value: '<pending|in_flight|success|dead_letter>',
+      description: 'only deliveries in this status',
+    },
+    limit: { type: 'string', value: '<n>', description: 'at most n (1-100, default 20)' },
+    cursor: {
+      type: 'string',
+      value: '<cursor>',
+      description: 'the next page, as the previous page printed it',
+    },
+  },
+  json: true,
+  async run(ctx, args) {
+    const command = 'delivery list';
+    const id = args.required('webhook');
+    const status = args.string('status');
+    if (status !== undefined && !isOneOf(DELIVERY_STATUSES, status)) {
+      throw new UsageError(`--status must be one of ${DELIVERY_STATUSES.join(', ')}`, command);
+    }
+    const limit = Number(args.string('limit') ?? '20');
+    if (!Number.isInteger(limit) || limit < 1 || limit > 100) {
+      throw new UsageError('--limit must be an integer from 1 to 100', command);
+    }
+    const page = await ctx.withRuntime(async (runtime) => {
+      const { webhooks, deliveries } = runtime.services;
+      const tenantId = await namingNotFound(
+        runtime,
+        webhooks.tenantOf(id),
+        `Webhook subscription "${id}"`,
+      );
+      return deliveries.listDeliveries(tenantId, id, {
+        limit,
+        status,
+        cursor: args.string('cursor'),
+      });
+    });
+    const lines = page.data.map(
+      (d) =>
+        `${d.id}  ${d.status}  ${d.eventType}  attempts ${d.attempts}` +
+        `${d.lastResponseStatus === null ? '' : `  last ${d.lastResponseStatus}`}` +
+        `${d.lastError === null ? '' : `  ${d.lastError}`}  ${d.createdAt}\n`,
+    );
+    const more = page.meta.hasMore
+      ? `More: tourops delivery list --webhook ${id} --cursor ${page.meta.cursor}\n`
+      : '';
+    ctx.print(lines.length === 0 ? 'No deliveries.\n' : lines.join('') + more, page.data);
+    return 'done';
+  },
+};
+
+export const deliveryRedeliverCommand: Command = {
+  name: 'delivery redeliver',
+  summary: 'send a delivery again (a new delivery, the same event)',
+  description: ['JSON: {"deliveryId", "eventId", "status": "pending"}.'],
+  positionals: [{ name: 'delivery', description: 'the delivery id (dlv_…)' }],
+  options: {
+    webhook: {
+      ...webhookOption.webhook,
+      required: false,
+      description: "the subscription id (whs_…); default: the delivery's own",
+    },
+  },
+  json: true,
+  async run(ctx, args) {
+    const [deliveryId] = args.positionals;
+    const queued = await ctx.withRuntime(async (runtime) => {
+      const { webhooks, deliveries } = runtime.services;
+      // Delivery ids are unique: the subscription is the delivery's unless one is named.
+      const id =
+        args.string('webhook') ??
+        (await namingNotFound(
+          runtime,
+          deliveries.subscriptionOfDelivery(deliveryId),
+          `Delivery "${deliveryId}"`,
+        ));
+      const tenantId = await namingNotFound(
+        runtime,
+        webhooks.tenantOf(id),
+        `Webhook subscription "${id}"`,
+      );
+      return namingNotFound(
+        runtime,
+        deliveries.redeliver(tenantId, id, deliveryId),
+        `Delivery "${deliveryId}"`,
+      );
+    });
+    ctx.print(`Queued ${queued.deliveryId} (event ${queued.eventId}).\n`, queued);
+    return 'done';
+  },
+};
+
+export const deliveryRecoverCommand: Command = {
+  name: 'delivery recover',
+  summary: 'redeliver every dead letter of a time window (at most 10,000)',
+  description: [
+    'Queues one new delivery for every dead-lettered delivery of the subscription created at or ' +
+      'after --since and before --until (default now), as POST /api/v1/webhooks/{id}/recover does.',
+    'JSON: {"queued": <n>}.',
+  ],
+  positionals: [],
+  options: {
+    ...webhookOption,
+    since: {
+      type: 'string',
+      value: '<date-time>',
+      required: true,
+      description: 'start of the window, e.g. 2026-11-24T00:00:00Z',
+    },
+    until: { type: 'string', value: '<date-time>', description: 'end of the window (excluded)' },
+  },
+  json: true,
+  async run(ctx, args) {
+    const id = args.required('webhook');
+    const since = args.required('since');
+    const until = args.string('until');
+    const result = await ctx.withRuntime(async (runtime) => {
+      const { webhooks, deliveries } = runtime.services;
+      const tenantId = await namingNotFound(
+        runtime,
+        webhooks.tenantOf(id),
+        `Webhook subscription "${id}"`,
+      );
+      return deliveries.recover(tenantId, id, until === undefined ? { since } : { since, until });
+    });
+    ctx.print(`Queued ${result.queued} deliveries.\n`, result);
+    return 'done';
+  },
+};
+
+/** The plural spelling of earlier versions, kept working. */
+export const webhooksEnableCommand: Command = {
+  ...webhookEnableCommand,
+  name: 'webhooks enable',
+  summary: 'the same as webhook enable (kept for scripts)',
+};
