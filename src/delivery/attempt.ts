@@ -9,6 +9,7 @@ import {
   trace,
 } from '@opentelemetry/api';
 import { deliveryRequest, deliveryUserAgent } from '../domain/delivery-request.ts';
+import { type BrokerTarget, brokerTarget, destinationKind } from '../domain/destinations.ts';
 import { ed25519SigningKey, liveRetiredKeys, type RetiredKey } from '../domain/signing.ts';
 import { BoundedMap } from '../lib/bounded-map.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
@@ -105,8 +106,9 @@ export class AttemptRunner {
     headers: Record<string, string>,
     body: string,
   ): Promise<SendResult> {
-    if (delivery.url.startsWith('https:'))
+    if (destinationKind(delivery.url) === 'https') {
       return this.deps.sender.send(delivery.url, headers, body);
+    }
     const password =
       delivery.urlPassword === null
         ? null
@@ -221,7 +223,10 @@ function clientSpan(delivery: ClaimedDelivery): Span {
   } catch {
     // The sender refuses it (an attempt of class internal); the span says what was tried.
   }
-  if (url !== null && url.protocol !== 'https:') return producerSpan(delivery, url);
+  if (url !== null && destinationKind(delivery.url) !== 'https') {
+    const parsed = brokerTarget(url);
+    if (parsed.ok) return producerSpan(delivery, parsed.target);
+  }
   const attributes: Record<string, string | number> = { 'http.request.method': 'POST' };
   if (url !== null) {
     attributes['url.full'] = `${url.origin}${url.pathname}`;
@@ -232,30 +237,25 @@ function clientSpan(delivery: ClaimedDelivery): Span {
   return tracer.startSpan('POST', { kind: SpanKind.CLIENT, attributes });
 }
 
-function producerSpan(delivery: ClaimedDelivery, url: URL): Span {
-  const rabbit = url.protocol.startsWith('amqp');
-  const destination = rabbit
-    ? (url.searchParams.get('exchange') ?? '')
-    : (url.searchParams.get('subject') ?? '');
+function producerSpan(delivery: ClaimedDelivery, target: BrokerTarget): Span {
+  const rabbit = target.kind === 'amqp';
+  const destination = rabbit ? target.exchange : target.subject;
   const attributes: Record<string, string | number> = {
     'messaging.system': rabbit ? 'rabbitmq' : 'nats',
     'messaging.operation.type': 'send',
     'messaging.destination.name': destination,
     'messaging.message.id': delivery.eventId,
-    'server.address': url.hostname,
+    'server.address': target.host,
+    'server.port': target.port,
   };
-  if (url.port !== '') attributes['server.port'] = Number(url.port);
-  if (rabbit) {
-    attributes['messaging.rabbitmq.destination.routing_key'] =
-      url.searchParams.get('routingKey') ?? '';
-  }
+  if (rabbit) attributes['messaging.rabbitmq.destination.routing_key'] = target.routingKey;
   return tracer.startSpan(`send ${destination}`, { kind: SpanKind.PRODUCER, attributes });
 }
 
 /** Ends a span with the attempt's outcome. */
 function ended(span: Span, result: SendResult): void {
   if (result.status !== null) span.setAttribute('http.response.status_code', result.status);
-  const failed = result.status === null || result.status >= 300;
+  const failed = !result.acknowledged && (result.status === null || result.status >= 300);
   if (failed) {
     span.setAttribute('error.type', result.errorClass ?? String(result.status));
     span.setStatus({ code: SpanStatusCode.ERROR, message: result.error ?? undefined });

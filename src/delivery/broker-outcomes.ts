@@ -23,7 +23,8 @@ export interface BrokerMessage {
 
 /** The broker acknowledged the message (a publisher confirm, a stream's ack). */
 export const DELIVERED: SendResult = Object.freeze({
-  status: 200,
+  status: null,
+  acknowledged: true,
   error: null,
   errorClass: null,
   body: '',

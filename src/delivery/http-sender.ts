@@ -5,9 +5,15 @@ import { type AddressGuard, literalAddress } from '../domain/address-guard.ts';
 import { type AttemptErrorClass, RESPONSE_EXCERPT_BYTES } from '../domain/attempts.ts';
 import { BoundedMap } from '../lib/bounded-map.ts';
 
+/**
+ * What one send came to, whatever the destination: an HTTP answer (`status`), a broker's
+ * acknowledgement (`acknowledged`, no status), or a failure (`error`).
+ */
 export interface SendResult {
-  /** The response status, once the response head arrived. */
+  /** An HTTP response's status, once its head arrived; null for a broker, or no answer. */
   status: number | null;
+  /** A broker took the message (its publisher confirm, its stream's ack). */
+  acknowledged?: true;
   /**
    * null when a whole HTTP answer arrived; else a short reason: 'timeout', 'blocked address',
    * 'connection refused', 'connection reset', 'tls error', 'host name does not resolve',

@@ -59,7 +59,8 @@ export class NatsSender {
         timeout: this.deps.timeoutMs,
       });
       return {
-        status: 200,
+        status: null,
+        acknowledged: true,
         error: null,
         errorClass: null,
         body: JSON.stringify({ stream: ack.stream, seq: ack.seq, duplicate: ack.duplicate }),

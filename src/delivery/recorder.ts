@@ -15,6 +15,12 @@ import type { SendResult } from './http-sender.ts';
 import type { DeliveryQueue } from './queue.ts';
 import type { ClaimedDelivery, ReleasedClaim, SettledAttempt } from './types.ts';
 
+/**
+ * How the attempt log, the retry cascade and the counters read a broker's acknowledgement: as the
+ * 2xx it stands for (docs/brokers.md: `status` is 200 when the broker acknowledged).
+ */
+const ACKNOWLEDGED_STATUS = 200;
+
 /** Record when this many attempts wait, or RECORD_DELAY_MS after the first. */
 const RECORD_BATCH = 200;
 const RECORD_DELAY_MS = 5;
@@ -72,8 +78,10 @@ export class Recorder {
     timing: { startedAt: string; durationMs: number; endedAt: Date; running: number },
   ): SettledAttempt {
     // An answer counts only when it arrived whole: a 2xx whose body stalls past the time-out is a
-    // time-out (null), like one that never answered.
-    const status = result.error === null ? result.status : null;
+    // time-out (null), like one that never answered. A broker's acknowledgement is the one place
+    // a status is given that no HTTP answer carried: ACKNOWLEDGED_STATUS, as docs/brokers.md says.
+    const answered = result.acknowledged ? ACKNOWLEDGED_STATUS : result.status;
+    const status = result.error === null ? answered : null;
     const { outcome, holdUntil } = attemptOutcome(
       delivery,
       { status, retryAfter: result.retryAfter, errorClass: result.errorClass },
@@ -90,7 +98,7 @@ export class Recorder {
       attempt: {
         startedAt: timing.startedAt,
         durationMs: timing.durationMs,
-        status: result.status,
+        status: answered,
         errorClass: result.errorClass,
         responseBody: result.body,
         retryAfter: result.retryAfter?.slice(0, 100) ?? null,

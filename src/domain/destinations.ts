@@ -47,6 +47,17 @@ export interface NatsTarget {
 
 export type BrokerTarget = AmqpTarget | NatsTarget;
 
+/**
+ * Which kind of destination a stored URL names, by its scheme: `https`, `amqp` or `nats`; null
+ * for any other (never stored: the address guard refuses it). Without parsing the URL: it runs
+ * once an attempt.
+ */
+export function destinationKind(url: string): 'https' | 'amqp' | 'nats' | null {
+  const protocol = url.slice(0, url.indexOf(':') + 1).toLowerCase();
+  if (protocol === 'https:') return 'https';
+  return BROKER_SCHEMES.get(protocol)?.kind ?? null;
+}
+
 /** The scheme's rules, for a parsed broker URL; undefined for any other scheme. */
 export function brokerScheme(protocol: string): Scheme | undefined {
   return BROKER_SCHEMES.get(protocol);
