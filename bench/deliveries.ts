@@ -100,7 +100,7 @@ export const PUSHBACK_MS = 10;
 const PUSHBACK_EVENTS = 2_000;
 const LATENCY_EVENTS_PER_SEC = 20;
 const LATENCY_SECONDS = 5;
-/** The worker's default maxInFlight: the raw sender runs as many requests at once. */
+/** The worker's default maxRunning: the raw sender runs as many requests at once. */
 const CONCURRENCY = 256;
 const EMIT_BATCH = 500;
 const ADMIN_TOKEN = 'bench-admin-token-0123456789abcdef';

@@ -3,7 +3,7 @@ import { AggregatorRegistry } from 'prom-client';
 import { RateLimiterClusterMaster } from 'rate-limiter-flexible';
 import { type Config, describeDatabase } from './config.ts';
 import { CLUSTER_NOTIFY_MESSAGE } from './db/notifier.ts';
-import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_PER_SUBSCRIPTION } from './delivery/worker.ts';
+import { DEFAULT_MAX_PER_SUBSCRIPTION, DEFAULT_MAX_RUNNING } from './delivery/worker.ts';
 import { CLUSTER_METRICS_MESSAGE } from './lib/metrics.ts';
 import { createRuntime } from './runtime.ts';
 import { adminApiLine, checkListenAddress, warnMisspeltVariables } from './serve.ts';
@@ -118,11 +118,11 @@ export async function servePrimary(config: Config, processes: number): Promise<v
 
 /** What one of N API processes runs: its share of one worker's slots. */
 export function workerShare(processes: number): {
-  maxInFlight: number;
+  maxRunning: number;
   maxPerSubscription: number;
 } {
   return {
-    maxInFlight: Math.ceil(DEFAULT_MAX_IN_FLIGHT / processes),
+    maxRunning: Math.ceil(DEFAULT_MAX_RUNNING / processes),
     maxPerSubscription: Math.ceil(DEFAULT_MAX_PER_SUBSCRIPTION / processes),
   };
 }

@@ -1,7 +1,7 @@
 import { BrokerSender, brokerTlsOptions } from './delivery/broker-sender.ts';
 import { WebhookSender } from './delivery/http-sender.ts';
 import type { WorkerOptions } from './delivery/types.ts';
-import { DEFAULT_MAX_IN_FLIGHT, DeliveryWorker } from './delivery/worker.ts';
+import { DEFAULT_MAX_RUNNING, DeliveryWorker } from './delivery/worker.ts';
 import { createMailer } from './notifications/mailer.ts';
 import type { Runtime } from './runtime.ts';
 import { RetentionSweeper, type SweeperOptions } from './services/retention-sweeper.ts';
@@ -25,7 +25,7 @@ export function startWorker(
     caFile: config.webhook.caFile,
     // As many connections to one origin as attempts may run: the worker's caps decide
     // concurrency, and no attempt waits in the pool behind another subscription's hung one.
-    connectionsPerOrigin: options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT,
+    connectionsPerOrigin: options.maxRunning ?? DEFAULT_MAX_RUNNING,
   });
   const brokers = new BrokerSender({
     guard: services.addressGuard,

@@ -72,7 +72,7 @@ for (const backend of BACKENDS) {
       });
       worker = startWorker(ctx.runtime, {
         pollIntervalMs: 50,
-        maxInFlight: 40,
+        maxRunning: 40,
         maxPerSubscription: 8,
       });
     });
@@ -141,7 +141,7 @@ const pacing = [
     name: 'a tenant cap',
     subscriptions: 4,
     events: 40,
-    options: { maxPerSubscription: 8, maxInFlight: 24 },
+    options: { maxPerSubscription: 8, maxRunning: 24 },
   },
 ];
 /** Claims of a drained backlog: those that took rows, those that came back empty, rows taken. */

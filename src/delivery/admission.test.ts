@@ -9,6 +9,8 @@ import {
   paceCheck,
   paceIntervalUs,
   paceSlots,
+  STORED_HOLD_READ_MS,
+  StoredHolds,
   subscriptionLevels,
   tenantClaimPlan,
 } from './admission.ts';
@@ -84,7 +86,7 @@ describe('subscriptionLevels and mayHaveMore', () => {
     levels: () => subscriptionLevels(16),
     perSubscription,
     perTenant: new Map<string, number>(),
-    maxInFlight: 256,
+    maxRunning: 256,
     maxPerSubscription: 64,
   });
   const rows = (n: number) =>
@@ -101,5 +103,31 @@ describe('subscriptionLevels and mayHaveMore', () => {
     assert.equal(mayHaveMore(rows(3), 20, worker(new Map([['s', 3]]))), false);
     // Past its reopen level, its attempts signal as they end.
     assert.equal(mayHaveMore(rows(8), 20, worker(new Map([['s', 9]]))), false);
+  });
+});
+
+describe("StoredHolds: other processes' holds read from the database", () => {
+  it('reads a subscription at most once per window, sharing a read, a failure no hold', async () => {
+    const reads: string[] = [];
+    let stored: string | null = null;
+    let failing = false;
+    const holds = new StoredHolds(async (id) => {
+      reads.push(id);
+      if (failing) throw new Error('database unavailable');
+      return stored;
+    });
+    const [a, b] = await Promise.all([holds.heldUntil('whs_a', 0), holds.heldUntil('whs_a', 5)]);
+    assert.deepEqual([a, b, reads], [null, null, ['whs_a']]);
+    stored = new Date(5_000).toISOString();
+    assert.equal(
+      await holds.heldUntil('whs_a', STORED_HOLD_READ_MS - 1),
+      null,
+      'within the window',
+    );
+    assert.equal(await holds.heldUntil('whs_a', STORED_HOLD_READ_MS), 5_000);
+    assert.equal(await holds.heldUntil('whs_b', STORED_HOLD_READ_MS), 5_000);
+    assert.deepEqual(reads, ['whs_a', 'whs_a', 'whs_b']);
+    failing = true;
+    assert.equal(await holds.heldUntil('whs_a', 3 * STORED_HOLD_READ_MS), null);
   });
 });

@@ -1,3 +1,5 @@
+import { BoundedMap } from '../lib/bounded-map.ts';
+
 /**
  * Admission: which claimed rows a worker may take and when each may start, as pure functions and
  * plain state. Fair shares of the worker's slots per tenant and per subscription, the holds
@@ -20,11 +22,11 @@ export function subscriptionClaimShare(maxPerSubscription: number): number {
  * still drains at full speed (4 × 32 = 128 of 256).
  */
 export function tenantSlotCap(
-  maxInFlight: number,
+  maxRunning: number,
   maxPerSubscription: number,
   otherTenantsInFlight: number,
 ): number {
-  return Math.max(maxPerSubscription, Math.floor(maxInFlight / (otherTenantsInFlight + 2)));
+  return Math.max(maxPerSubscription, Math.floor(maxRunning / (otherTenantsInFlight + 2)));
 }
 
 export interface TenantClaimPlan {
@@ -39,11 +41,11 @@ export interface TenantClaimPlan {
 /** What a claim may take of each tenant, given the attempts each has running. */
 export function tenantClaimPlan(
   runningByTenant: ReadonlyMap<string, number>,
-  maxInFlight: number,
+  maxRunning: number,
   maxPerSubscription: number,
 ): TenantClaimPlan {
   const holders = runningByTenant.size;
-  const cap = tenantSlotCap(maxInFlight, maxPerSubscription, holders - 1);
+  const cap = tenantSlotCap(maxRunning, maxPerSubscription, holders - 1);
   const room = new Map<string, number>();
   const skip: string[] = [];
   for (const [tenant, count] of runningByTenant) {
@@ -53,7 +55,7 @@ export function tenantClaimPlan(
   return {
     room,
     skip,
-    newcomerRoom: tenantSlotCap(maxInFlight, maxPerSubscription, holders),
+    newcomerRoom: tenantSlotCap(maxRunning, maxPerSubscription, holders),
   };
 }
 
@@ -65,10 +67,10 @@ export function tenantClaimPlan(
 export function tenantReopened(
   left: number,
   otherTenantsInFlight: number,
-  maxInFlight: number,
+  maxRunning: number,
   maxPerSubscription: number,
 ): boolean {
-  return left === reopenLevel(maxInFlight, maxPerSubscription, otherTenantsInFlight);
+  return left === reopenLevel(maxRunning, maxPerSubscription, otherTenantsInFlight);
 }
 
 /**
@@ -78,14 +80,14 @@ export function tenantReopened(
 export function tenantWillReopen(
   holding: number,
   otherTenantsInFlight: number,
-  maxInFlight: number,
+  maxRunning: number,
   maxPerSubscription: number,
 ): boolean {
-  return holding > reopenLevel(maxInFlight, maxPerSubscription, otherTenantsInFlight);
+  return holding > reopenLevel(maxRunning, maxPerSubscription, otherTenantsInFlight);
 }
 
-function reopenLevel(maxInFlight: number, maxPerSubscription: number, others: number): number {
-  const cap = tenantSlotCap(maxInFlight, maxPerSubscription, others);
+function reopenLevel(maxRunning: number, maxPerSubscription: number, others: number): number {
+  const cap = tenantSlotCap(maxRunning, maxPerSubscription, others);
   return cap - Math.ceil(cap / 4);
 }
 
@@ -115,7 +117,7 @@ export function mayHaveMore(
     levels(subscriptionId: string): { share: number; reopen: number };
     perSubscription: ReadonlyMap<string, number>;
     perTenant: ReadonlyMap<string, number>;
-    maxInFlight: number;
+    maxRunning: number;
     maxPerSubscription: number;
   },
 ): boolean {
@@ -138,7 +140,7 @@ export function mayHaveMore(
     const others = worker.perTenant.size - (holding > 0 ? 1 : 0);
     if (
       count >= room &&
-      !tenantWillReopen(holding, others, worker.maxInFlight, worker.maxPerSubscription)
+      !tenantWillReopen(holding, others, worker.maxRunning, worker.maxPerSubscription)
     ) {
       return true;
     }
@@ -209,4 +211,35 @@ export function paceSlots(nextSlotUs: number, count: number, perSecond: number):
 export function paceCheck(slotMs: number, nowMs: number): 'wait' | 'go' | 'late' {
   if (nowMs < slotMs) return 'wait';
   return nowMs - slotMs <= PACE_LATE_MS ? 'go' : 'late';
+}
+
+/**
+ * How stale a stored hold read may be: a start within this of the read trusts it. With the
+ * recorder writing a hold at once, a start follows another process's 429 by at most this plus
+ * the recording's commit: inside the 100 ms promise.
+ */
+export const STORED_HOLD_READ_MS = 40;
+
+/**
+ * Other processes' holds as the database stores them (`held_until`), for a worker no notice
+ * reaches: each subscription read at most once per STORED_HOLD_READ_MS, concurrent starts
+ * sharing the read. A failed read is no hold (the attempt goes, as without this check).
+ */
+export class StoredHolds {
+  private readonly reads = new BoundedMap<string, { atMs: number; until: Promise<number | null> }>(
+    10_000,
+  );
+
+  constructor(private readonly read: (subscriptionId: string) => Promise<string | null>) {}
+
+  heldUntil(subscriptionId: string, nowMs: number): Promise<number | null> {
+    const last = this.reads.get(subscriptionId);
+    if (last !== undefined && nowMs - last.atMs < STORED_HOLD_READ_MS) return last.until;
+    const until = this.read(subscriptionId).then(
+      (stored) => (stored === null ? null : Date.parse(stored)),
+      () => null,
+    );
+    this.reads.remember(subscriptionId, { atMs: nowMs, until });
+    return until;
+  }
 }

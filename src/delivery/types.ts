@@ -88,7 +88,7 @@ export interface ReleasedClaim {
 
 export interface WorkerOptions {
   /** Attempts running at once, over every endpoint. */
-  maxInFlight?: number;
+  maxRunning?: number;
   /**
    * Attempts this process runs at once to one subscription, whatever its concurrency limit (the
    * limit holds over every process, see claimStatement). Also the least one tenant may hold.

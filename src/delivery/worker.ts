@@ -9,6 +9,7 @@ import {
   mayHaveMore,
   PACE_HORIZON_MS,
   paceCheck,
+  StoredHolds,
   subscriptionClaimShare,
   subscriptionLevels,
   tenantClaimPlan,
@@ -43,7 +44,7 @@ export interface WorkerDependencies extends Omit<RecorderDeps, 'webhook'> {
 /** What the loop is doing: `full` waits for a slot, `sleeping` for a signal or the poll. */
 export type LoopState = 'stopped' | 'joining' | 'claiming' | 'full' | 'sleeping' | 'stopping';
 
-export const DEFAULT_MAX_IN_FLIGHT = 256;
+export const DEFAULT_MAX_RUNNING = 256;
 export const DEFAULT_MAX_PER_SUBSCRIPTION = MAX_CONCURRENCY;
 export const DEFAULT_BATCH_SIZE = 200;
 /** How far ahead a burst's first send slot lies: the reservation's own round trip must not
@@ -57,7 +58,7 @@ const PACE_LEAD_MS = 25;
  * others within seconds (see WorkerRegistry).
  */
 export class DeliveryWorker extends EventEmitter<WorkerEvents> {
-  private readonly maxInFlight: number;
+  private readonly maxRunning: number;
   private readonly maxPerSubscription: number;
   private readonly claimPerSubscription: number;
   private readonly batchSize: number;
@@ -66,6 +67,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
   private readonly recorder: Recorder;
   private readonly registry: WorkerRegistry;
   private readonly holds = new Holds();
+  private readonly storedHolds = new StoredHolds((id) => this.deps.queue.heldUntil(id));
   private readonly wakes: Wakes;
 
   state: LoopState = 'stopped';
@@ -92,7 +94,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     options: WorkerOptions = {},
   ) {
     super();
-    this.maxInFlight = options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
+    this.maxRunning = options.maxRunning ?? DEFAULT_MAX_RUNNING;
     this.maxPerSubscription = options.maxPerSubscription ?? DEFAULT_MAX_PER_SUBSCRIPTION;
     this.claimPerSubscription = subscriptionClaimShare(this.maxPerSubscription);
     this.batchSize = options.batchSize ?? DEFAULT_BATCH_SIZE;
@@ -158,14 +160,14 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
 
   private async run(): Promise<void> {
     while (!this.stopping()) {
-      if (this.claims.running >= this.maxInFlight) {
+      if (this.claims.running >= this.maxRunning) {
         this.state = 'full';
         await this.claims.anyEnds();
         continue;
       }
       this.state = 'claiming';
       this.wakes.claimStarts();
-      const limit = Math.min(this.batchSize, this.maxInFlight - this.claims.running);
+      const limit = Math.min(this.batchSize, this.maxRunning - this.claims.running);
       let more: boolean;
       try {
         more = await this.claim(limit);
@@ -213,7 +215,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       .map(([id]) => id);
     skip.push(...this.holds.held(nowMs));
     // The same one level up: one tenant's hung endpoints cannot hold another tenant's slots.
-    const plan = tenantClaimPlan(perTenant, this.maxInFlight, this.maxPerSubscription);
+    const plan = tenantClaimPlan(perTenant, this.maxRunning, this.maxPerSubscription);
     const claimed = await queue.claim(now, limit, {
       workerId: this.id,
       aliveSince,
@@ -236,7 +238,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       levels: (id) => this.levels(id),
       perSubscription,
       perTenant,
-      maxInFlight: this.maxInFlight,
+      maxRunning: this.maxRunning,
       maxPerSubscription: this.maxPerSubscription,
     });
   }
@@ -282,7 +284,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
         ),
       (left) => {
         if (
-          tenantReopened(left.tenant, left.otherTenants, this.maxInFlight, this.maxPerSubscription)
+          tenantReopened(left.tenant, left.otherTenants, this.maxRunning, this.maxPerSubscription)
         ) {
           this.wakes.reopened();
         }
@@ -313,13 +315,10 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     const heldUntil = this.holds.heldUntil(delivery.subscriptionId, now.getTime());
     if (heldUntil !== null) return this.giveBack(delivery, new Date(heldUntil));
     if (this.readsStoredHolds()) {
-      const stored = await this.deps.queue.heldUntil(delivery.subscriptionId).catch((error) => {
-        this.deps.logger.warn({ err: error }, 'reading the stored hold failed; sending anyway');
-        return null;
-      });
+      const stored = await this.storedHolds.heldUntil(delivery.subscriptionId, now.getTime());
       now = clock.now();
-      if (stored !== null && Date.parse(stored) > now.getTime()) {
-        this.holds.hold(delivery.subscriptionId, Date.parse(stored));
+      if (stored !== null && stored > now.getTime()) {
+        this.holds.hold(delivery.subscriptionId, stored);
         return this.giveBack(delivery, new Date(stored));
       }
     }
@@ -351,8 +350,8 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
 
   /**
    * On the embedded database a hold notice reaches only this process (and `serve --processes`
-   * siblings): while another worker lives, each start reads the hold that worker's recorder
-   * stores at once. PostgreSQL's notices reach every process.
+   * siblings): while another worker lives, starts read the holds other recorders store at once
+   * (see StoredHolds). PostgreSQL's notices reach every process.
    */
   private readsStoredHolds(): boolean {
     return this.deps.database.dialect === 'sqlite' && this.registry.othersAlive;
