@@ -115,9 +115,9 @@ const GONE = 410;
 /**
  * Folds attempts, in the order they finished, into the counters. consecutiveFailures counts every
  * failed attempt and resets on a 2xx; the 4xx run counts consecutive refusals (see isRefusal) and
- * is broken by a 2xx, a 5xx, a time-out or a broker's back pressure. An active subscription pauses: `gone` at a 410 answer, else
- * `consecutive_failures` when the run is at least `rule.failures` long and spans at least
- * `rule.windowMs`; null when it does not pause.
+ * is broken by a 2xx, a 5xx, a time-out or a broker's back pressure. An active subscription
+ * pauses: `gone` at a 410 answer, else `consecutive_failures` when the run is at least
+ * `rule.failures` long and spans at least `rule.windowMs`; null when it does not pause.
  */
 export function foldAttempts(
   start: SubscriptionCounters,

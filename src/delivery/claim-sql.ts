@@ -15,14 +15,14 @@ export function jsonMembers(dialect: Dialect, list: string): RawBuilder<unknown>
  * The claim, as one statement (compiled once by DeliveryQueue: every list is one JSON parameter,
  * so its text never changes and PostgreSQL plans it once per connection). It takes, for every
  * active subscription not skipped and not held, its earliest due pending rows: at most
- * `perSubscription`, no more than its concurrency limit less its attempts in flight (over every
- * worker, less this worker's settled ones), and for a capped subscription only while its next send
- * slot is within the pace horizon, at most PACE_CLAIM_ROWS_SQL; then at most each tenant's room, the
- * earliest due overall, `limit` in all. Besides those, in-flight rows abandoned by their worker
- * (see `abandoned`) short of a crash loop (see WORKER_LOSSES_LIMIT). Each row chosen gets this
- * worker's claim; a pending row's attempt is counted, an abandoned one's is the same attempt sent
- * again (its loss counted instead). On PostgreSQL concurrent workers skip each other's locked rows; SQLite runs the
- * statement under its write lock, so no row is claimed twice either way.
+ * `perSubscription`, no more than its concurrency limit less its rows in flight (over every
+ * worker, less this worker's settled ones), and for a capped subscription only while its next
+ * send slot is within the pace horizon, at most PACE_CLAIM_ROWS_SQL; then at most each tenant's
+ * room, the earliest due overall, `limit` in all. Besides those, in-flight rows abandoned by their
+ * worker (see `abandoned`) short of a crash loop (see WORKER_LOSSES_LIMIT). Each row chosen gets
+ * this worker's claim; a pending row's attempt is counted, an abandoned one's is the same attempt
+ * sent again (its loss counted instead). On PostgreSQL concurrent workers skip each other's locked
+ * rows; SQLite runs the statement under its write lock, so no row is claimed twice either way.
  */
 export function claimStatement(
   dialect: Dialect,

@@ -2,9 +2,9 @@ import type { DeliveryStatus, PauseReason } from './states.ts';
 
 /**
  * The moves of webhook subscriptions and deliveries, as states.ts has them for trips, bookings and
- * payments: who makes each, from which states, and what it writes. The services, the portal (through
- * them) and the recorder write a subscription's state only through `subscriptionMove`; every
- * statement that changes a delivery's status names its move here.
+ * payments: who makes each, from which states, and what it writes. The services, the portal
+ * (through them) and the recorder write a subscription's state only through `subscriptionMove`;
+ * every statement that changes a delivery's status names its move here.
  */
 
 /** A subscription as its columns tell it: `active`, `paused` (why: its pauseReason), `deleted`. */

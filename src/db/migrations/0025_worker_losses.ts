@@ -2,9 +2,9 @@ import type { Kysely } from 'kysely';
 
 /**
  * `worker_losses`: how many claims of a delivery died with their worker since its last recorded
- * attempt. A claim taken over after a crash is sent again under the same attempt number (the cut-off
- * attempt never counts as made); at the third loss in a row the delivery is dead-lettered with
- * `last_error` `worker_lost` (a crash loop, not the receiver).
+ * attempt. A claim taken over after a crash is sent again under the same attempt number (the
+ * cut-off attempt never counts as made); at the third loss in a row the delivery is dead-lettered
+ * with `last_error` `worker_lost` (a crash loop, not the receiver).
  */
 export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema
