@@ -114,12 +114,7 @@ describe('tourops worker processes', { concurrency: 2 }, () => {
       t.after(() => s.close());
       const CAP = 10;
       const EVENTS = 40;
-      const created = await s.ctx.api('POST', '/api/v1/webhooks', {
-        token: s.tenant.token,
-        body: { url: s.receiver.url('/paced'), events: ['client.created'], maxPerSecond: CAP },
-      });
-      assert.equal(created.statusCode, 201, created.body);
-      const subscriptionId = created.json().data.id;
+      const subscriptionId = await s.subscribe('/paced', { maxPerSecond: CAP });
       let answered = 0;
       s.receiver.respond(() => {
         answered += 1;
@@ -170,14 +165,9 @@ describe('tourops worker processes', { concurrency: 2 }, () => {
       t.after(() => s.close());
       const CAP = 10;
       const EVENTS = 45;
-      const created = await s.ctx.api('POST', '/api/v1/webhooks', {
-        token: s.tenant.token,
-        body: { url: s.receiver.url('/held'), events: ['client.created'], maxPerSecond: CAP },
-      });
-      assert.equal(created.statusCode, 201, created.body);
-      const subscriptionId = created.json().data.id;
-      // Five holds: each a chance for the process that did not get the 429 to start one anyway,
-      // its rows claimed and waiting for their send slots.
+      const subscriptionId = await s.subscribe('/held', { maxPerSecond: CAP });
+      // A hold every ninth answer: each a chance for the process that did not get the 429 to start
+      // one anyway, its rows claimed and waiting for their send slots.
       let answered = 0;
       s.receiver.respond(() => {
         answered += 1;

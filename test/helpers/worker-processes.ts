@@ -50,7 +50,8 @@ export interface Setup {
   tenant: TenantFixture;
   receiver: HttpsReceiver;
   env: Record<string, string>;
-  subscribe(path: string): Promise<string>;
+  /** A `client.created` subscription to the receiver's `path`, with `settings` (maxPerSecond…). */
+  subscribe(path: string, settings?: Record<string, unknown>): Promise<string>;
   createClient(name: string): Promise<void>;
   delivery(subscriptionId: string): Promise<Record<string, unknown>>;
   close(): Promise<void>;
@@ -75,10 +76,10 @@ export async function setUp(
     tenant,
     receiver,
     env: { ...ctx.env, LOG_LEVEL: 'warn' },
-    async subscribe(path) {
+    async subscribe(path, settings = {}) {
       const response = await ctx.api('POST', '/api/v1/webhooks', {
         token: tenant.token,
-        body: { url: receiver.url(path), events: ['client.created'] },
+        body: { url: receiver.url(path), events: ['client.created'], ...settings },
       });
       assert.equal(response.statusCode, 201, response.body);
       return response.json().data.id;
