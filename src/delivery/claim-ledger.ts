@@ -9,11 +9,6 @@ import type { ClaimedDelivery } from './types.ts';
  */
 type ClaimStage = 'claimed' | 'running' | 'settled';
 
-interface Claim {
-  delivery: ClaimedDelivery;
-  stage: ClaimStage;
-}
-
 /**
  * One worker's claims, from the claim to the recorded outcome, and the slots their running
  * attempts take per subscription and per tenant. The worker's only record of them: the claim
@@ -21,7 +16,8 @@ interface Claim {
  * "In flight" is kept for the row's status (`in_flight`: claimed by some worker, not recorded).
  */
 export class ClaimLedger {
-  private readonly claims = new Map<string, Claim>();
+  /** Each held claim's stage, by delivery id. */
+  private readonly claims = new Map<string, ClaimStage>();
   private readonly runs = new Set<Promise<void>>();
   private readonly bySubscription = new Map<string, number>();
   private readonly byTenant = new Map<string, number>();
@@ -30,7 +26,7 @@ export class ClaimLedger {
 
   /** Rows a claim took: held from now until recorded. */
   claimed(deliveries: readonly ClaimedDelivery[]): void {
-    for (const delivery of deliveries) this.claims.set(delivery.id, { delivery, stage: 'claimed' });
+    for (const delivery of deliveries) this.claims.set(delivery.id, 'claimed');
   }
 
   /**
@@ -50,8 +46,7 @@ export class ClaimLedger {
       limit: number;
     }) => void,
   ): number {
-    const claim = this.claims.get(delivery.id);
-    if (claim) claim.stage = 'running';
+    if (this.claims.has(delivery.id)) this.claims.set(delivery.id, 'running');
     const id = delivery.subscriptionId;
     const tenant = delivery.tenantId;
     const running = (this.bySubscription.get(id) ?? 0) + 1;
@@ -60,8 +55,8 @@ export class ClaimLedger {
     this.byTenant.set(tenant, (this.byTenant.get(tenant) ?? 0) + 1);
     const done: Promise<void> = run(running).finally(() => {
       this.runs.delete(done);
-      const claimNow = this.claims.get(delivery.id);
-      if (claimNow?.stage === 'running') claimNow.stage = 'settled';
+      // Its attempt ended, or it was given back: its outcome waits to be recorded.
+      if (this.claims.has(delivery.id)) this.claims.set(delivery.id, 'settled');
       const subscription = decrement(this.bySubscription, id);
       const limitNow = this.limits.get(id) ?? limit;
       if (subscription === 0) this.limits.delete(id);
@@ -71,12 +66,6 @@ export class ClaimLedger {
     });
     this.runs.add(done);
     return running;
-  }
-
-  /** The row's attempt ended, or it was given back: its outcome waits to be recorded. */
-  settled(id: string): void {
-    const claim = this.claims.get(id);
-    if (claim) claim.stage = 'settled';
   }
 
   /** Its outcome (or its giving back) is recorded: the row is no longer this worker's. */
@@ -92,7 +81,7 @@ export class ClaimLedger {
   /** Held rows whose attempt is over: their slots are free though their rows are in flight. */
   settledIds(): string[] {
     const ids: string[] = [];
-    for (const [id, claim] of this.claims) if (claim.stage === 'settled') ids.push(id);
+    for (const [id, stage] of this.claims) if (stage === 'settled') ids.push(id);
     return ids;
   }
 

@@ -101,7 +101,8 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     this.pollIntervalMs = options.pollIntervalMs ?? 1_000;
     this.wakes = new Wakes(deps.clock, this.pollIntervalMs);
     this.attempts = new AttemptRunner({ ...deps, publicBaseUrl: deps.config.publicBaseUrl });
-    this.registry = new WorkerRegistry(deps);
+    // Only the embedded database needs to know of other workers (see readsStoredHolds).
+    this.registry = new WorkerRegistry(deps, deps.database.dialect === 'sqlite');
     this.recorder = new Recorder(
       { ...deps, webhook: deps.config.webhook },
       {
@@ -344,7 +345,6 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       running,
     });
     if (settled.holdUntil !== null) this.tellHold(delivery.subscriptionId, settled.holdUntil);
-    this.claims.settled(delivery.id);
     this.emit('attempted', settled);
   }
 
@@ -354,12 +354,11 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
    * (see StoredHolds). PostgreSQL's notices reach every process.
    */
   private readsStoredHolds(): boolean {
-    return this.deps.database.dialect === 'sqlite' && this.registry.othersAlive;
+    return this.registry.othersAlive;
   }
 
   private giveBack(delivery: ClaimedDelivery, dueAt: Date): void {
     this.recorder.givenBack(delivery, dueAt.toISOString());
-    this.claims.settled(delivery.id);
     this.emit('released', delivery);
   }
 
