@@ -37,13 +37,19 @@ const FORGET_AFTER_MS = 3_600_000;
  */
 export class WorkerRegistry {
   readonly id = newId('wkr');
-  /** Whether another worker beat within DEAD_AFTER_MS at the last heartbeat (see countOthers). */
+  /**
+   * Whether another worker beat within DEAD_AFTER_MS at the last heartbeat; read only when
+   * `watchOthers` (else always false: no statement for it).
+   */
   othersAlive = false;
   private timer: NodeJS.Timeout | null = null;
   private beats = 0;
   private failing = false;
 
-  constructor(private readonly deps: { queue: DeliveryQueue; clock: Clock; logger: Logger }) {}
+  constructor(
+    private readonly deps: { queue: DeliveryQueue; clock: Clock; logger: Logger },
+    private readonly watchOthers = false,
+  ) {}
 
   async join(): Promise<void> {
     const now = this.deps.clock.now();
@@ -67,6 +73,7 @@ export class WorkerRegistry {
 
   /** Reads whether other workers live: a worker that joins is known to the others within a beat. */
   private async countOthers(nowMs: number): Promise<void> {
+    if (!this.watchOthers) return;
     const aliveSince = new Date(nowMs - DEAD_AFTER_MS).toISOString();
     this.othersAlive = (await this.deps.queue.otherLiveWorkers(this.id, aliveSince)) > 0;
   }
