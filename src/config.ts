@@ -161,6 +161,11 @@ export interface MisspeltVariable {
   nearest: KnownVariable;
 }
 
+/** What a command says of a misspelt variable (a log line, or a warning on stderr). */
+export function misspeltMessage({ name, nearest }: MisspeltVariable): string {
+  return `${name} is not a variable this service reads: did you mean ${nearest}?`;
+}
+
 /**
  * Variables that look meant for us but are not one of our names: within edit distance 2 of one
  * (1 for names under 8 characters, so `HOME` is never taken for `HOST`), or under one of our

@@ -6,6 +6,7 @@ import {
   ConfigError,
   cliEnvPrefix,
   describeDatabase,
+  misspeltMessage,
   misspeltVariables,
 } from './config.ts';
 import type { WorkerOptions } from './delivery/types.ts';
@@ -94,11 +95,8 @@ export function warnMisspeltVariables(
   logger: Runtime['logger'],
   env: NodeJS.ProcessEnv = process.env,
 ): void {
-  for (const { name, nearest } of misspeltVariables(env)) {
-    logger.warn(
-      { variable: name, nearest },
-      `${name} is not a variable this service reads: did you mean ${nearest}?`,
-    );
+  for (const misspelt of misspeltVariables(env)) {
+    logger.warn({ variable: misspelt.name, nearest: misspelt.nearest }, misspeltMessage(misspelt));
   }
 }
 

@@ -1,5 +1,5 @@
 import packageJson from '../../package.json' with { type: 'json' };
-import { ConfigError, misspeltVariables } from '../config.ts';
+import { ConfigError, misspeltMessage, misspeltVariables } from '../config.ts';
 import { ApiProblem, type FieldErrors } from '../lib/problems.ts';
 import { describeStartupError } from '../startup-error.ts';
 import { parseCommandArgs, UsageError } from './args.ts';
@@ -100,10 +100,8 @@ async function dispatch(argv: string[], io: CliIo, commands: Command[]): Promise
     return 0;
   }
   if (!command.logsVariableNames) {
-    for (const { name, nearest } of misspeltVariables(io.env)) {
-      io.stderr.write(
-        `tourops: warning: ${name} is not a variable this service reads: did you mean ${nearest}?\n`,
-      );
+    for (const misspelt of misspeltVariables(io.env)) {
+      io.stderr.write(`tourops: warning: ${misspeltMessage(misspelt)}\n`);
     }
   }
   const outcome = await command.run(createCommandContext(io, args.json), args);
