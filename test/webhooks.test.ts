@@ -504,11 +504,13 @@ for (const backend of BACKENDS) {
       );
       assert.ok(mail);
       // Enabled again: the kept delivery goes, and the paused endpoint never got its own news.
+      // The receiver takes it from before the enable: the PATCH answers only after reads that
+      // follow its commit, and the worker may send meanwhile.
+      receiver.respond(() => ({ status: 200 }));
       await ctx.api('PATCH', `/api/v1/webhooks/${gone.data.id}`, {
         token: tenant.token,
         body: { active: true },
       });
-      receiver.respond(() => ({ status: 200 }));
       await monitor.recorded(gone.data.id, 'success');
       assert.deepEqual(
         received(paths.gone).map((r) => r.headers['service-event-type']),
