@@ -278,6 +278,8 @@ export interface WebhookSubscriptionsTable {
   ordering: Ordering;
   /** Deliveries carry the attempt's `traceparent` (and `tracestate`) when tracing is on. */
   propagateTraceContext: boolean;
+  /** The payload filter as checked JSON (domain/payload-filter.ts); null for every event. */
+  filter: string | null;
   createdAt: string;
 }
 

@@ -1,6 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { ATTEMPT_ERROR_CLASSES, DELIVERY_ERRORS } from '../domain/attempts.ts';
 import { DEFAULT_MAX_CONCURRENCY, MAX_CONCURRENCY, ORDERINGS } from '../domain/flow-control.ts';
+import { FILTER_LIMITS } from '../domain/payload-filter.ts';
 import { DELIVERY_STATUSES, PAUSE_REASONS, SUBSCRIBABLE_EVENT_TYPES } from '../domain/states.ts';
 import { At, Nullable, StringEnum, Text } from './schema-kit.ts';
 
@@ -34,6 +35,14 @@ export const SubscriptionOrdering = StringEnum(ORDERINGS, {
   description:
     '`none` (the default): deliveries go as they fall due. `per_object`: at most one delivery per object in flight (the `bookingId` of booking, dispute and payment events, the `tripId` of trip events, the `clientId` of client events), in `sequence` order; a retry holds back the later events of its object only. A dead-lettered one lets the next go: the gap shows in `sequence`.',
 });
+
+/** A subscription's payload filter (set at creation or by PATCH; the dry run takes one too). */
+export const SubscriptionFilter = Nullable(
+  Type.Record(Type.String(), Type.Unknown(), {
+    description: `Which events of its types the subscription takes: keys are paths into the event body (\`type\`, \`data.<member>[.<member>…]\`), each with a JSON scalar (equality) or an object of operators that must all hold: \`$eq\`, \`$neq\`, \`$in\`, \`$nin\` (arrays of scalars), \`$gt\`, \`$gte\`, \`$lt\`, \`$lte\` (a number, or an ISO 8601 date-time compared as an instant), \`$exists\` (boolean), \`$prefix\` (string); \`$and\` and \`$or\` take arrays of such objects. \`$neq\` and \`$nin\` also match a missing member. At most ${FILTER_LIMITS.conditions} conditions, ${FILTER_LIMITS.depth} levels, ${FILTER_LIMITS.bytes} bytes as JSON; a fault is 422 keyed \`filter.<path inside the filter>\`. An event it refuses gets no delivery and no \`sequence\`, and is not noted as missed while paused; test fires ignore it. null (the default) takes every event. See [Payload filters](#description/payload-filters).`,
+    examples: [{ 'data.currency': 'EUR', 'data.amountCents': { $gte: 10000 } }],
+  }),
+);
 
 export const WebhookSubscription = Type.Object(
   {
@@ -93,6 +102,7 @@ export const WebhookSubscription = Type.Object(
       description:
         "When the server exports traces (OpenTelemetry), deliveries carry the W3C `traceparent` (and `tracestate`) of the attempt's own span, so the receiver's trace continues it; never `baggage`. Default false.",
     }),
+    filter: SubscriptionFilter,
     deliveryState: Type.Object(
       {
         concurrencyLimit: Type.Integer({

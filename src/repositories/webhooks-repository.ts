@@ -126,7 +126,7 @@ export class WebhooksRepository extends Repository {
   liveSubscriptions(tenantId: string) {
     return this.db
       .selectFrom('webhookSubscriptions')
-      .select(['id', 'events', 'active'])
+      .select(['id', 'events', 'active', 'filter'])
       .where('tenantId', '=', tenantId)
       .where('deletedAt', 'is', null)
       .execute();
@@ -219,12 +219,19 @@ export class WebhooksRepository extends Repository {
 
   /**
    * The ledger after `after`, by sequence: per sequence its newest delivery (the original or its
-   * latest redelivery) with the event; `type` and `deliveryStatus` filter on those.
+   * latest redelivery) with the event; `type` and `deliveryStatus` filter on those. `newestFirst`
+   * reads it from its end (the last `limit` events).
    */
   async ledger(
     tenantId: string,
     subscriptionId: string,
-    query: { after: number; limit: number; type?: string; deliveryStatus?: DeliveryStatus },
+    query: {
+      after: number;
+      limit: number;
+      type?: string;
+      deliveryStatus?: DeliveryStatus;
+      newestFirst?: boolean;
+    },
   ): Promise<LedgerRow[]> {
     let select = this.db
       .selectFrom('webhookDeliveries as d')
@@ -256,7 +263,10 @@ export class WebhooksRepository extends Repository {
     if (query.deliveryStatus !== undefined) {
       select = select.where('d.status', '=', query.deliveryStatus);
     }
-    return (await select.orderBy('d.sequence').limit(query.limit).execute()) as LedgerRow[];
+    return (await select
+      .orderBy('d.sequence', query.newestFirst === true ? 'desc' : 'asc')
+      .limit(query.limit)
+      .execute()) as LedgerRow[];
   }
 
   /**

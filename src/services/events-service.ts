@@ -2,6 +2,7 @@ import { SpanKind } from '@opentelemetry/api';
 import { DELIVERIES_CHANNEL, type Notifier } from '../db/notifier.ts';
 import { assertEventData, type EventData } from '../domain/event-schemas.ts';
 import { orderingKey } from '../domain/flow-control.ts';
+import { FilterMatchers } from '../domain/payload-filter.ts';
 import type { EventType } from '../domain/states.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
 import { newEventId, newId } from '../lib/ids.ts';
@@ -12,9 +13,9 @@ import type { DeliveryRow, WebhooksRepository } from '../repositories/webhooks-r
 
 /**
  * Writes events into the outbox inside the caller's transaction, with one delivery row per active
- * subscription of the tenant whose events list has the type (a missed-event row per paused one):
- * an event exists, and is queued for every subscriber, exactly when the state change it reports
- * was committed.
+ * subscription of the tenant whose events list has the type and whose filter takes the event (a
+ * missed-event row per paused one): an event exists, and is queued for every subscriber, exactly
+ * when the state change it reports was committed.
  */
 interface EventsServiceDeps {
   events: EventsRepository;
@@ -24,6 +25,9 @@ interface EventsServiceDeps {
 }
 
 export class EventsService {
+  /** Each stored filter compiled once, for every emit of this process. */
+  private readonly filters = new FilterMatchers();
+
   constructor(private readonly deps: EventsServiceDeps) {}
 
   /**
@@ -31,7 +35,7 @@ export class EventsService {
    * one an operational event is about), each with that subscription's next sequence (see
    * WebhooksRepository.takeSequences): the counter rows stay locked until the caller's
    * transaction ends, so sequences follow commit order. A matching paused one is noted as having
-   * missed it.
+   * missed it. One whose filter refuses the event gets nothing: no delivery, no sequence, no note.
    */
   async emit<T extends EventType>(
     tenantId: string,
@@ -41,8 +45,12 @@ export class EventsService {
   ): Promise<string> {
     const createdAt = nowIso(this.deps.clock);
     const id = await this.record(tenantId, type, data, { createdAt });
+    const event = { type, data };
     const subscriptions = (await this.deps.webhooks.liveSubscriptions(tenantId)).filter(
-      (s) => s.id !== options.except && parseStoredJson<string[]>(s.events).includes(type),
+      (s) =>
+        s.id !== options.except &&
+        parseStoredJson<string[]>(s.events).includes(type) &&
+        this.filters.matches(s.filter, event),
     );
     const objectKey = orderingKey(type, data);
     // A paused subscription gets no delivery; the event is kept for it (recover with `missed`).

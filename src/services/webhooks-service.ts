@@ -10,6 +10,12 @@ import {
   INITIAL_CONCURRENCY,
   type Ordering,
 } from '../domain/flow-control.ts';
+import {
+  checkFilter,
+  compileFilter,
+  type FilterableEvent,
+  type PayloadFilter,
+} from '../domain/payload-filter.ts';
 import { effectiveWebhookEndpointCap, isTier, TIERS } from '../domain/plans.ts';
 import {
   dropRetiredPairs,
@@ -23,7 +29,7 @@ import { mayMove, subscriptionMove } from '../domain/webhook-moves.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
 import { firstIdAt, newId } from '../lib/ids.ts';
 import { parseStoredJson } from '../lib/json.ts';
-import { conflict, fieldError, forbidden, notFound } from '../lib/problems.ts';
+import { conflict, fieldError, forbidden, notFound, validationFailed } from '../lib/problems.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
 import type { TenantsRepository } from '../repositories/tenants-repository.ts';
 import type { SubscriptionRow, WebhooksRepository } from '../repositories/webhooks-repository.ts';
@@ -49,6 +55,7 @@ export interface Subscription {
   maxPerSecond: number | null;
   ordering: Ordering;
   propagateTraceContext: boolean;
+  filter: PayloadFilter | null;
   deliveryState: DeliveryState;
   createdAt: string;
 }
@@ -75,6 +82,7 @@ export interface CreateSubscriptionInput {
   maxPerSecond?: number | null;
   ordering?: Ordering;
   propagateTraceContext?: boolean;
+  filter?: PayloadFilter | null;
 }
 
 /** PATCH: what is given changes; `active` pauses (false) or re-enables (true). */
@@ -87,8 +95,24 @@ export interface UpdateSubscriptionInput {
   maxPerSecond?: number | null;
   ordering?: Ordering;
   propagateTraceContext?: boolean;
+  filter?: PayloadFilter | null;
   active?: boolean;
 }
+
+/** A filter's dry run: against one event, or against a subscription's recent ledger. */
+export interface FilterTestInput {
+  filter: PayloadFilter | null;
+  event?: FilterableEvent;
+  subscriptionId?: string;
+}
+
+export interface FilterTestResult {
+  matches: boolean;
+  events?: Array<{ id: string; type: string; sequence: number; matches: boolean }>;
+}
+
+/** How many of a subscription's latest ledger events a dry run matches. */
+export const FILTER_TEST_EVENTS = 50;
 
 /** A webhook URL the address guard accepted (checkTarget). */
 export interface CheckedTarget {
@@ -155,9 +179,17 @@ function toSubscription(
     maxPerSecond: row.maxPerSecond,
     ordering: row.ordering,
     propagateTraceContext: row.propagateTraceContext,
+    filter: row.filter === null ? null : parseStoredJson<PayloadFilter>(row.filter),
     deliveryState: deliveryState(row, activity.inFlight, now),
     createdAt: row.createdAt,
   };
+}
+
+/** A filter as stored: checked (422 naming each fault by its path), then its JSON text. */
+function storedFilter(filter: PayloadFilter | null): string | null {
+  const errors = checkFilter(filter);
+  if (Object.keys(errors).length > 0) throw validationFailed(errors);
+  return filter === null ? null : JSON.stringify(filter);
 }
 
 const ASYMMETRIC_NEEDS_STANDARD =
@@ -231,6 +263,7 @@ export class WebhooksService {
     target?: CheckedTarget,
   ): Promise<{ subscription: Subscription; signingKey: string }> {
     const checked = target ?? (await this.checkTarget(tenantId, input.url));
+    const filter = storedFilter(input.filter ?? null);
     if (input.asymmetricSignatures === true && input.standardWebhooks !== true) {
       throw fieldError('asymmetricSignatures', ASYMMETRIC_NEEDS_STANDARD);
     }
@@ -267,6 +300,7 @@ export class WebhooksService {
         maxPerSecond: input.maxPerSecond ?? null,
         ordering: input.ordering ?? 'none',
         propagateTraceContext: input.propagateTraceContext === true,
+        filter,
         createdAt: nowIso(this.deps.clock),
       });
     });
@@ -286,6 +320,7 @@ export class WebhooksService {
   ): Promise<Subscription> {
     const checked =
       input.url === undefined ? undefined : (target ?? (await this.checkUrl(input.url)));
+    const filter = input.filter === undefined ? undefined : storedFilter(input.filter);
     const now = nowIso(this.deps.clock);
     const row = await this.deps.database.withTransaction(async () => {
       const current = await this.deps.webhooks.lockLiveSubscription(tenantId, id);
@@ -324,6 +359,7 @@ export class WebhooksService {
       if (input.propagateTraceContext !== undefined) {
         patch.propagateTraceContext = input.propagateTraceContext;
       }
+      if (filter !== undefined) patch.filter = filter;
       if (input.active === true && mayMove(current, 'enable')) {
         Object.assign(patch, subscriptionMove('enable', now));
         await this.deps.notifier.publish(DELIVERIES_CHANNEL);
@@ -495,6 +531,36 @@ export class WebhooksService {
     });
     if (!row) throw notFound('Webhook subscription');
     return this.shownOne(tenantId, row);
+  }
+
+  /**
+   * The dry run of a filter (422 as when it is set): whether it takes `event`, or which of the
+   * subscription's last FILTER_TEST_EVENTS ledger events (oldest first) it would have taken,
+   * `matches` telling whether any. Exactly one of the two is given.
+   */
+  async testFilter(tenantId: string, input: FilterTestInput): Promise<FilterTestResult> {
+    const errors = checkFilter(input.filter);
+    if (input.event !== undefined && input.subscriptionId !== undefined) {
+      errors.subscriptionId = ['give an event or a subscriptionId, not both'];
+    } else if (input.event === undefined && input.subscriptionId === undefined) {
+      errors.event = ['give an event ({type, data}) or a subscriptionId'];
+    }
+    if (Object.keys(errors).length > 0) throw validationFailed(errors);
+    const matcher = compileFilter(input.filter);
+    if (input.event !== undefined) return { matches: matcher(input.event) };
+    await this.existing(tenantId, input.subscriptionId as string);
+    const rows = await this.deps.webhooks.ledger(tenantId, input.subscriptionId as string, {
+      after: 0,
+      limit: FILTER_TEST_EVENTS,
+      newestFirst: true,
+    });
+    const events = rows.reverse().map((row) => ({
+      id: row.eventId,
+      type: row.type,
+      sequence: row.sequence,
+      matches: matcher({ type: row.type, data: parseStoredJson<unknown>(row.data) }),
+    }));
+    return { matches: events.some((event) => event.matches), events };
   }
 
   /** The tenant's subscription, deleted or not (listing history, redeliver). */

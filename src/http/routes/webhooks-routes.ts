@@ -19,6 +19,7 @@ import {
   MaxConcurrency,
   MaxPerSecond,
   PropagateTraceContext,
+  SubscriptionFilter,
   SubscriptionOrdering,
   WebhookAttempt,
   WebhookDelivery,
@@ -65,6 +66,7 @@ export const CreateWebhookBody = Type.Object(
     maxPerSecond: Type.Optional(MaxPerSecond),
     ordering: Type.Optional(SubscriptionOrdering),
     propagateTraceContext: Type.Optional(PropagateTraceContext),
+    filter: Type.Optional(SubscriptionFilter),
   },
   { additionalProperties: false },
 );
@@ -79,6 +81,7 @@ export const UpdateWebhookBody = Type.Object(
     maxPerSecond: Type.Optional(MaxPerSecond),
     ordering: Type.Optional(SubscriptionOrdering),
     propagateTraceContext: Type.Optional(PropagateTraceContext),
+    filter: Type.Optional(SubscriptionFilter),
     active: Type.Optional(
       Type.Boolean({
         description:
@@ -158,6 +161,56 @@ export const TestWebhookBody = Type.Object(
         description:
           'Send a sample of this event type (realistic data, ids that name no real row) instead of `webhook.test`. Its envelope has `"test": true` like every test event.',
       }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const FilterTestBody = Type.Object(
+  {
+    filter: SubscriptionFilter,
+    event: Type.Optional(
+      Type.Object(
+        {
+          type: StringEnum(SUBSCRIBABLE_EVENT_TYPES, { description: 'The event type.' }),
+          data: Type.Record(Type.String(), Type.Unknown(), {
+            description: 'The event data, as a delivery carries it.',
+          }),
+        },
+        { additionalProperties: false, description: 'An event to match the filter against.' },
+      ),
+    ),
+    subscriptionId: Type.Optional(
+      Type.String({
+        maxLength: 64,
+        description: "Match the filter against this subscription's last 50 ledger events instead.",
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+const FilterTestResult = Type.Object(
+  {
+    matches: Type.Boolean({
+      description: 'Whether the filter takes the event; with a subscriptionId, any of its events.',
+    }),
+    events: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            id: Type.String({ description: 'The event id.' }),
+            type: Type.String({ description: 'The event type.' }),
+            sequence: Type.Integer({ minimum: 1, description: 'Its place in the ledger.' }),
+            matches: Type.Boolean({ description: 'Whether the filter takes it.' }),
+          },
+          { additionalProperties: false },
+        ),
+        {
+          description:
+            'With a subscriptionId: its last 50 ledger events, oldest first (what its filter of the time let through).',
+        },
+      ),
     ),
   },
   { additionalProperties: false },
@@ -513,6 +566,28 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (
         },
       }));
     },
+  );
+
+  app.post(
+    '/webhooks/filters/test',
+    {
+      config: { scope: 'webhooks:read' },
+      schema: {
+        operationId: 'testWebhookFilter',
+        tags: ['Webhook endpoints'],
+        summary: 'Dry-run a payload filter',
+        description:
+          "Whether `filter` takes `event`; or, given a `subscriptionId` instead, which of that subscription's last 50 ledger events it would have taken (deleted subscriptions included). Nothing is stored or sent. A malformed filter is 422 keyed `filter.<path inside the filter>`, as when it is set; 404 for an unknown subscription. Scope `webhooks:read`.",
+        body: FilterTestBody,
+        response: {
+          200: ok(DataOf(FilterTestResult), 'How the filter matched.'),
+          ...problems(401, 403, 404, 422, 429),
+        },
+      },
+    },
+    async (request) => ({
+      data: await services.webhooks.testFilter(callerOf(request).tenant.id, request.body),
+    }),
   );
 
   app.post(

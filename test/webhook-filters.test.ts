@@ -1,0 +1,321 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
+import {
+  createBooking,
+  createClient,
+  createSubscription,
+  createTenant,
+  mintToken,
+  type TenantFixture,
+} from './helpers/fixtures.ts';
+
+type Row = Record<string, unknown>;
+type Filter = Record<string, unknown> | null;
+
+/** No worker runs here: what emit queued stays pending, for the ledger to show. */
+const URL = 'https://127.0.0.1:9/hook';
+
+for (const backend of BACKENDS) {
+  describe(`payload filters (${backend})`, () => {
+    let ctx: TestContext;
+    let tenant: TenantFixture;
+
+    before(async () => {
+      ctx = await createWebhookTestContext(backend);
+      tenant = await createTenant(ctx, { tier: 'enterprise' });
+    });
+    after(() => ctx.close());
+
+    const subscribe = async (filter: Filter, events = ['client.created'], url = URL) =>
+      (await createSubscription(ctx, tenant, url, { events, filter })).data.id as string;
+    const patch = (id: string, body: Row) =>
+      ctx.api('PATCH', `/api/v1/webhooks/${id}`, { token: tenant.token, body });
+    /** The subscription's ledger: each event's data, in sequence order, sequences checked 1..n. */
+    const ledger = async (id: string) => {
+      const response = await ctx.api('GET', `/api/v1/webhooks/${id}/events?limit=100`, {
+        token: tenant.token,
+      });
+      assert.equal(response.statusCode, 200, response.body);
+      const events = response.json().data as Array<{ sequence: number; data: Row }>;
+      assert.deepEqual(
+        events.map((e) => e.sequence),
+        events.map((_, i) => i + 1),
+        'the sequence is contiguous over what the subscription receives',
+      );
+      return events.map((e) => e.data);
+    };
+    /** The subscription as the list shows it (the API has no GET of one). */
+    const shown = async (id: string) =>
+      (
+        (await ctx.api('GET', '/api/v1/webhooks', { token: tenant.token })).json().data as Row[]
+      ).find((s) => s.id === id) as Row;
+    const names = async (id: string) => (await ledger(id)).map((d) => d.displayName);
+    const dryRun = (body: Row, token = tenant.token) =>
+      ctx.api('POST', '/api/v1/webhooks/filters/test', { token, body });
+
+    it('each operator and combination takes exactly the events it names', async () => {
+      const clientCases: Array<[Filter, string[]]> = [
+        [null, ['Acme Travel', 'Ada Lovelace', 'Globex']],
+        [{ 'data.kind': 'company' }, ['Acme Travel', 'Globex']],
+        [{ 'data.kind': { $eq: 'individual' } }, ['Ada Lovelace']],
+        [{ 'data.kind': { $neq: 'company' } }, ['Ada Lovelace']],
+        [{ 'data.displayName': { $in: ['Ada Lovelace', 'Globex'] } }, ['Ada Lovelace', 'Globex']],
+        [{ 'data.displayName': { $nin: ['Ada Lovelace'] } }, ['Acme Travel', 'Globex']],
+        [{ 'data.displayName': { $prefix: 'A' } }, ['Acme Travel', 'Ada Lovelace']],
+        [{ 'data.vatNumber': { $exists: false } }, ['Acme Travel', 'Ada Lovelace', 'Globex']],
+        [{ 'data.vatNumber': { $neq: 'x' } }, ['Acme Travel', 'Ada Lovelace', 'Globex']],
+        [{ 'data.kind': { $exists: false } }, []],
+        [{ 'data.displayName': { $gt: 1 } }, []],
+        [{ type: 'client.created', 'data.kind': 'company' }, ['Acme Travel', 'Globex']],
+        [
+          { $or: [{ 'data.kind': 'individual' }, { 'data.displayName': { $prefix: 'G' } }] },
+          ['Ada Lovelace', 'Globex'],
+        ],
+        [
+          { $and: [{ 'data.kind': 'company' }, { 'data.displayName': { $neq: 'Globex' } }] },
+          ['Acme Travel'],
+        ],
+        [
+          {
+            'data.kind': 'company',
+            $or: [{ $and: [{ 'data.displayName': { $prefix: 'Ac' } }] }, { type: 'x.y' }],
+          },
+          ['Acme Travel'],
+        ],
+      ];
+      const paymentCases: Array<[Filter, number[]]> = [
+        [{ 'data.amountCents': { $gte: 20_000 } }, [20_000, 45_000]],
+        [{ 'data.amountCents': { $gt: 20_000 } }, [45_000]],
+        [{ 'data.amountCents': { $lt: 20_000 } }, [5_000]],
+        [{ 'data.amountCents': { $lte: 20_000, $gt: 5_000 } }, [20_000]],
+        // The accounting system: payments in EUR from 100.00 up.
+        [{ 'data.currency': 'EUR', 'data.amountCents': { $gte: 10_000 } }, [20_000, 45_000]],
+        [{ 'data.currency': { $in: ['USD', 'GBP'] } }, []],
+      ];
+      const tripCases: Array<[Filter, number]> = [
+        [{ 'data.publishedAt': { $gte: '2020-01-01' } }, 1],
+        [{ 'data.publishedAt': { $lt: '2020-01-01T00:00:00Z' } }, 0],
+        [{ 'data.unpublishedAt': null, 'data.publicSlug': { $exists: true } }, 1],
+      ];
+      const clients = await Promise.all(clientCases.map(([filter]) => subscribe(filter)));
+      const payments = await Promise.all(
+        paymentCases.map(([filter]) => subscribe(filter, ['payment.succeeded'])),
+      );
+      const trips = await Promise.all(
+        tripCases.map(([filter]) => subscribe(filter, ['trip.published'])),
+      );
+
+      await createClient(ctx, tenant, { kind: 'company', displayName: 'Acme Travel' });
+      await createClient(ctx, tenant, { kind: 'individual', displayName: 'Ada Lovelace' });
+      await createClient(ctx, tenant, { kind: 'company', displayName: 'Globex' });
+      const { booking, payment } = await createBooking(ctx, tenant);
+      const ids = [payment.id as string];
+      for (const amountCents of [5_000, 20_000]) {
+        const more = await ctx.admin<{ data: Row }>(
+          'POST',
+          `/admin/v1/bookings/${booking.id}/payments`,
+          { mode: 'deposit_only', label: 'More', amountCents, currency: 'EUR', kind: 'card' },
+        );
+        ids.push(more.data.id as string);
+      }
+      for (const id of ids) {
+        for (const to of ['processing', 'succeeded']) {
+          const moved = await ctx.adminRequest('POST', `/admin/v1/payments/${id}/transition`, {
+            to,
+          });
+          assert.equal(moved.statusCode, 200, moved.body);
+        }
+      }
+
+      for (const [index, [filter, expected]] of clientCases.entries()) {
+        assert.deepEqual(await names(clients[index]), expected, JSON.stringify(filter));
+      }
+      for (const [index, [filter, expected]] of paymentCases.entries()) {
+        const amounts = (await ledger(payments[index])).map((d) => d.amountCents);
+        assert.deepEqual(
+          amounts.sort((a, b) => Number(a) - Number(b)),
+          expected,
+          JSON.stringify(filter),
+        );
+      }
+      for (const [index, [filter, expected]] of tripCases.entries()) {
+        assert.equal((await ledger(trips[index])).length, expected, JSON.stringify(filter));
+      }
+    });
+
+    it('an event the filter refuses leaves no delivery, no missed note, nothing to recover', async () => {
+      const since = new Date(Date.now() - 1000).toISOString();
+      const id = await subscribe({ 'data.kind': 'company' });
+      assert.equal((await patch(id, { active: false })).statusCode, 200);
+      await createClient(ctx, tenant, { kind: 'individual', displayName: 'Refused while paused' });
+      await createClient(ctx, tenant, { kind: 'company', displayName: 'Missed while paused' });
+      assert.equal((await patch(id, { active: true })).statusCode, 200);
+      await createClient(ctx, tenant, { kind: 'individual', displayName: 'Refused while active' });
+
+      const recover = await ctx.api('POST', `/api/v1/webhooks/${id}/recover`, {
+        token: tenant.token,
+        body: { since, missed: true },
+      });
+      assert.equal(recover.statusCode, 202, recover.body);
+      assert.equal(recover.json().data.queued, 1, 'only the matching event was noted as missed');
+      assert.deepEqual(await names(id), ['Missed while paused']);
+      const deliveries = await ctx.api('GET', `/api/v1/webhooks/${id}/deliveries?limit=100`, {
+        token: tenant.token,
+      });
+      assert.equal(deliveries.json().data.length, 1);
+      const again = await ctx.api('POST', `/api/v1/webhooks/${id}/recover`, {
+        token: tenant.token,
+        body: { since, missed: true },
+      });
+      assert.equal(again.json().data.queued, 0);
+    });
+
+    it('a PATCH changes what the next event does; null takes every event again', async () => {
+      const id = await subscribe({ 'data.kind': 'company' });
+      await createClient(ctx, tenant, { kind: 'individual', displayName: 'One' });
+      const changed = await patch(id, { filter: { 'data.kind': 'individual' } });
+      assert.equal(changed.statusCode, 200, changed.body);
+      assert.deepEqual(changed.json().data.filter, { 'data.kind': 'individual' });
+      await createClient(ctx, tenant, { kind: 'individual', displayName: 'Two' });
+      await createClient(ctx, tenant, { kind: 'company', displayName: 'Three' });
+      const cleared = await patch(id, { filter: null });
+      assert.equal(cleared.json().data.filter, null);
+      await createClient(ctx, tenant, { kind: 'company', displayName: 'Four' });
+      assert.deepEqual(await names(id), ['Two', 'Four']);
+      assert.equal((await shown(id)).filter, null);
+    });
+
+    it('test fires ignore the filter: the receiver asked for a test', async () => {
+      const id = await subscribe({ type: 'client.created', 'data.kind': 'nobody' });
+      for (const eventType of [undefined, 'client.created']) {
+        const fired = await ctx.api('POST', '/api/v1/webhooks/test', {
+          token: tenant.token,
+          body: { subscriptionId: id, ...(eventType ? { eventType } : {}) },
+        });
+        assert.equal(fired.statusCode, 200, fired.body);
+        assert.equal(fired.json().data.deliveries, 1);
+      }
+    });
+
+    it('a broker destination is filtered the same way', async () => {
+      const id = await subscribe(
+        { 'data.kind': 'company' },
+        ['client.created'],
+        'amqp://guest:guest@127.0.0.1:5672/?exchange=tourops.filters&routingKey=clients',
+      );
+      await createClient(ctx, tenant, { kind: 'individual', displayName: 'Skipped' });
+      await createClient(ctx, tenant, { kind: 'company', displayName: 'Published' });
+      assert.deepEqual(await names(id), ['Published']);
+    });
+
+    it('the dry run answers for one event, or for the subscription\u2019s last 50 events', async () => {
+      const filter = { 'data.currency': 'EUR', 'data.amountCents': { $gte: 10_000 } };
+      const event = (amountCents: number, currency = 'EUR') => ({
+        type: 'payment.succeeded',
+        data: {
+          paymentId: 'pay_1',
+          bookingId: 'bkg_1',
+          status: 'succeeded',
+          amountCents,
+          currency,
+        },
+      });
+      for (const [sent, matches] of [
+        [event(10_000), true],
+        [event(9_999), false],
+        [event(50_000, 'USD'), false],
+      ] as const) {
+        const answer = await dryRun({ filter, event: sent });
+        assert.equal(answer.statusCode, 200, answer.body);
+        assert.deepEqual(answer.json(), { data: { matches } });
+      }
+
+      const id = await subscribe(null);
+      const made: string[] = [];
+      for (let i = 0; i < 53; i += 1) {
+        const kind = i % 3 === 0 ? 'company' : 'individual';
+        made.push((await createClient(ctx, tenant, { kind, displayName: `C${i}` })).id as string);
+      }
+      // A read-only token may dry-run: nothing is stored or sent.
+      const reader = await mintToken(ctx, tenant.id, ['webhooks:read'], tenant.ownerId);
+      const answer = await dryRun(
+        { filter: { 'data.kind': 'company' }, subscriptionId: id },
+        reader.token,
+      );
+      assert.equal(answer.statusCode, 200, answer.body);
+      const { matches, events } = answer.json().data as {
+        matches: boolean;
+        events: Array<{ id: string; type: string; sequence: number; matches: boolean }>;
+      };
+      assert.equal(matches, true);
+      assert.deepEqual(
+        events.map((e) => e.sequence),
+        Array.from({ length: 50 }, (_, i) => i + 4),
+        'the last 50, oldest first',
+      );
+      assert.deepEqual(
+        events.map((e) => e.matches),
+        events.map((e) => (e.sequence - 1) % 3 === 0),
+      );
+      const none = await dryRun({ filter: { 'data.kind': 'robot' }, subscriptionId: id });
+      assert.equal(none.json().data.matches, false);
+      assert.equal((await ledger(id)).length, 53, 'the dry run stored nothing');
+
+      const other = await createTenant(ctx, { tier: 'pro' });
+      const foreign = await dryRun({ filter: null, subscriptionId: id }, other.token);
+      assert.equal(foreign.statusCode, 404);
+      const both = await dryRun({ filter: null, subscriptionId: id, event: event(1) });
+      assert.equal(both.statusCode, 422);
+      assert.deepEqual(Object.keys(both.json().errors), ['subscriptionId']);
+      const neither = await dryRun({ filter: null });
+      assert.deepEqual(Object.keys(neither.json().errors), ['event']);
+      const broken = await dryRun({ filter: { 'data.x': { $gt: 'soon' } }, event: event(1) });
+      assert.equal(broken.statusCode, 422);
+      assert.deepEqual(Object.keys(broken.json().errors), ['filter.data.x.$gt']);
+    });
+
+    it('every malformed filter class is a 422 naming its path, and changes nothing', async () => {
+      const classes: Array<[unknown, string]> = [
+        ['EUR', 'filter'],
+        [[{ type: 'x' }], 'filter'],
+        [{}, 'filter'],
+        [{ currency: 'EUR' }, 'filter.currency'],
+        [{ $nor: [{ type: 'x' }] }, 'filter.$nor'],
+        [{ 'data.currency': ['EUR'] }, 'filter.data.currency'],
+        [{ 'data.amountCents': { $ne: 1 } }, 'filter.data.amountCents.$ne'],
+        [{ 'data.amountCents': { $gt: 'ten' } }, 'filter.data.amountCents.$gt'],
+        [{ 'data.currency': { $in: [] } }, 'filter.data.currency.$in'],
+        [{ 'data.currency': { $nin: [['EUR']] } }, 'filter.data.currency.$nin'],
+        [{ 'data.x': { $exists: 1 } }, 'filter.data.x.$exists'],
+        [{ type: { $prefix: 7 } }, 'filter.type.$prefix'],
+        [{ $or: [{ type: 'a' }, 'b'] }, 'filter.$or.1'],
+        [
+          { $and: [{ $or: [{ $and: [{ $or: [{ type: 'x' }] }] }] }] },
+          'filter.$and.0.$or.0.$and.0.$or',
+        ],
+        [Object.fromEntries(Array.from({ length: 21 }, (_, i) => [`data.m${i}`, i])), 'filter'],
+        [{ 'data.note': { $prefix: 'x'.repeat(5000) } }, 'filter'],
+      ];
+      const kept = { 'data.kind': 'company' };
+      const id = await subscribe(kept);
+      const count = async () =>
+        (await ctx.api('GET', '/api/v1/webhooks', { token: tenant.token })).json().data.length;
+      const before = await count();
+      for (const [filter, path] of classes) {
+        const created = await ctx.api('POST', '/api/v1/webhooks', {
+          token: tenant.token,
+          body: { url: URL, events: ['client.created'], filter },
+        });
+        assert.equal(created.statusCode, 422, `create ${JSON.stringify(filter).slice(0, 80)}`);
+        assert.match(String(created.headers['content-type']), /^application\/problem\+json/);
+        assert.deepEqual(Object.keys(created.json().errors), [path], created.body);
+        const patched = await patch(id, { filter });
+        assert.equal(patched.statusCode, 422);
+        assert.deepEqual(Object.keys(patched.json().errors), [path]);
+      }
+      assert.deepEqual((await shown(id)).filter, kept);
+      assert.equal(await count(), before, 'no refused create made a subscription');
+    });
+  });
+}
