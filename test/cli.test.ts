@@ -197,6 +197,38 @@ for (const backend of BACKENDS) {
       assert.equal(printed.asymmetricSignatures, true);
     });
 
+    it("webhook list shows a tenant's subscriptions with their payload filters", async () => {
+      const config = loadConfig({ ...env, WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true' });
+      const here = await createRuntime(config, { logger: pino({ level: 'silent' }) });
+      const filter = { 'data.kind': 'company', $or: [{ 'data.displayName': { $prefix: 'A' } }] };
+      let id: string;
+      try {
+        const { subscription } = await here.services.webhooks.create(tenantId, {
+          url: 'https://127.0.0.1:9/cli-filter',
+          events: ['client.created'],
+          filter,
+        });
+        id = subscription.id;
+      } finally {
+        await here.close();
+      }
+      const plain = await cliHere(['webhook', 'list', '--tenant', tenantId], env);
+      assertOk(plain);
+      const [head, ...lines] = plain.stdout.trimEnd().split('\n');
+      assert.match(head, /^ID\s+STATE\s+URL\s+EVENTS\s+FILTER$/);
+      const line = lines.find((l) => l.startsWith(id));
+      assert.ok(line, plain.stdout);
+      assert.ok(line.endsWith(JSON.stringify(filter)), line);
+      const json = await cliHere(['webhook', 'list', '--tenant', tenantId, '--json'], env);
+      assertOk(json);
+      const listed = (JSON.parse(json.stdout) as Array<{ id: string; filter: unknown }>).find(
+        (s) => s.id === id,
+      );
+      assert.deepEqual(listed?.filter, filter);
+      const missing = await cliHere('webhook list --tenant nobody', env);
+      assertFails(missing, 1, /Tenant "nobody" was not found/);
+    });
+
     it('tenant create rejects an unknown tier and a bad slug as usage errors', async () => {
       const [tier, slug] = await Promise.all([
         cliHere('tenant create --name X --slug x --tier gold', env),

@@ -256,6 +256,56 @@ for (const backend of BACKENDS) {
       await context.close();
     });
 
+    it('refuses a malformed payload filter as the API does, saves a good one and dry-runs it', async () => {
+      const { page, context, problems } = await signIn();
+      await page.getByRole('link', { name: 'Add an endpoint' }).first().click();
+      const fill = async (filter: string) => {
+        await page.getByLabel(/^URL: HTTPS/).fill(receiver.url('/filtered'));
+        await page.getByLabel('client.created').check();
+        await page.getByLabel(/^Payload filter/).fill(filter);
+        await page.getByRole('button', { name: 'Add endpoint' }).click();
+      };
+      await fill('{"data.kind": {"$in": "company"}}');
+      await page.getByText('Please check the form').waitFor();
+      assert.match(
+        await page.locator('main').innerText(),
+        /filter\.data\.kind\.\$in: must be a non-empty array/,
+      );
+      await shot(page, 'filter-refused');
+      await page.goBack();
+      await fill('{"data.kind": "company"}');
+      await page.getByRole('link', { name: 'Go to the endpoint' }).click();
+      const id = new URL(page.url()).pathname.split('/').at(-1) as string;
+
+      for (const [kind, displayName] of [
+        ['company', 'Acme'],
+        ['individual', 'Ada'],
+        ['company', 'Globex'],
+      ]) {
+        await ctx.api('POST', '/api/v1/clients', {
+          token: tenant.token,
+          body: { kind, displayName },
+        });
+      }
+      await page.reload();
+      await page.getByLabel('A filter to try').fill('{"data.displayName": {"$prefix": "G"}}');
+      await page.getByRole('button', { name: 'Try on the last 50 events' }).click();
+      await page.getByText('It would take 1 of the last 2 events.').waitFor();
+      assert.equal(new URL(page.url()).pathname, `/portal/endpoints/${id}/filter-test`);
+      assert.deepEqual(await page.locator('tbody td:nth-child(3)').allInnerTexts(), [
+        'skipped',
+        'taken',
+      ]);
+      await accessible(page, 'the filter dry run');
+      await shot(page, 'filter-dry-run');
+      // The refused form's page is a 422, which the browser logs; nothing else may show up.
+      assert.deepEqual(
+        problems.filter((p) => !p.includes('status of 422')),
+        [],
+      );
+      await context.close();
+    });
+
     it('a read-only session sees everything and cannot change anything, even by a direct POST', async () => {
       const list = await ctx.api('GET', '/api/v1/webhooks', { token: tenant.token });
       const subscription = list.json().data.find((s: { active: boolean }) => s.active);

@@ -587,5 +587,94 @@ for (const backend of BACKENDS) {
         .execute();
       assert.equal(recovered.length, 0, 'no test fired, nothing recovered');
     });
+
+    it('sets a payload filter as the API does, refuses what it refuses, and dry-runs it read-only', async () => {
+      const owner = await createTenant(ctx);
+      const client = await signedIn(owner);
+      const token = await client.csrf('/portal/endpoints/new');
+      const form = (filter: string): Array<[string, string]> => [
+        ['_csrf', token],
+        ['idempotencyKey', crypto.randomUUID()],
+        ['url', HOOK],
+        ['events', 'client.created'],
+        ['ordering', 'none'],
+        ['filter', filter],
+      ];
+      const named = (body: string) =>
+        [...body.matchAll(/<li><code>([^<]+)<\/code>/g)].map((m) => m[1]);
+      // The API's own faults, by the same paths, and text that is no JSON at all.
+      for (const [filter, path] of [
+        ['{"data.amountCents": {"$gt": "ten"}}', 'filter.data.amountCents.$gt'],
+        ['{"$or": [{"type": "a"}, 3]}', 'filter.$or.1'],
+        ['{"currency": "EUR"}', 'filter.currency'],
+        ['{"data.kind": "company",', 'filter'],
+        ['["company"]', 'filter'],
+        ['{"__proto__": {"type": "x"}}', 'filter.__proto__'],
+      ]) {
+        const refused = await client.post('/portal/endpoints', form(filter));
+        assert.equal(refused.statusCode, 422, filter);
+        assert.deepEqual(named(refused.body), [path], filter);
+        const api = await ctx.api('POST', '/api/v1/webhooks', {
+          token: owner.token,
+          body: `{"url":"${HOOK}","events":["client.created"],"filter":${filter}}` as unknown,
+          headers: { 'content-type': 'application/json' },
+        });
+        assert.ok(api.statusCode === 422 || api.statusCode === 400, `${filter}: ${api.statusCode}`);
+      }
+      assert.equal((await ctx.runtime.services.webhooks.list(owner.id)).length, 0);
+
+      const created = await client.post('/portal/endpoints', form('{"data.kind": "company"}'));
+      assert.equal(created.statusCode, 200, created.body.slice(0, 300));
+      const [subscription] = await ctx.runtime.services.webhooks.list(owner.id);
+      assert.deepEqual(subscription.filter, { 'data.kind': 'company' });
+      const page = (await client.get(`/portal/endpoints/${subscription.id}`)).body;
+      assert.match(page, /<textarea id="filter" name="filter"[^>]*>\{\n {2}&#34;data\.kind&#34;/);
+
+      for (const [kind, displayName] of [
+        ['company', 'Acme'],
+        ['individual', 'Ada'],
+        ['company', 'Globex'],
+      ]) {
+        await ctx.api('POST', '/api/v1/clients', {
+          token: owner.token,
+          body: { kind, displayName },
+        });
+      }
+      // Read-only sessions may try filters: the dry run is a GET and changes nothing.
+      const reader = await signedIn(owner, { readOnly: true });
+      const tried = await reader.get(
+        `/portal/endpoints/${subscription.id}/filter-test?${new URLSearchParams({
+          filter: '{"data.displayName": {"$prefix": "G"}}',
+        })}`,
+      );
+      assert.equal(tried.statusCode, 200, tried.body.slice(0, 300));
+      assert.match(tried.body, /It would take 1 of the last 2 events\./);
+      assert.deepEqual(
+        [...tried.body.matchAll(/class="badge (?:ok|muted)">(taken|skipped)/g)].map((m) => m[1]),
+        ['skipped', 'taken'],
+      );
+      const broken = await reader.get(
+        `/portal/endpoints/${subscription.id}/filter-test?filter=${encodeURIComponent('{"type": {"$exist": true}}')}`,
+      );
+      assert.equal(broken.statusCode, 422);
+      assert.deepEqual(named(broken.body), ['filter.type.$exist']);
+      assert.match(broken.body, /did you mean \$exists\?/);
+
+      // Emptied in the edit form: no filter, every event again.
+      const edit = await client.csrf(`/portal/endpoints/${subscription.id}`);
+      const saved = await client.post(`/portal/endpoints/${subscription.id}`, [
+        ['_csrf', edit],
+        ['idempotencyKey', crypto.randomUUID()],
+        ['url', HOOK],
+        ['events', 'client.created'],
+        ['ordering', 'none'],
+        ['filter', '  '],
+      ]);
+      assert.equal(saved.statusCode, 303);
+      assert.equal(
+        (await ctx.runtime.services.webhooks.get(owner.id, subscription.id)).filter,
+        null,
+      );
+    });
   });
 }

@@ -447,6 +447,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/webhooks/filters/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Dry-run a payload filter
+         * @description Whether `filter` takes `event`; or, given a `subscriptionId` instead, which of that subscription's last 50 ledger events it would have taken (deleted subscriptions included). Nothing is stored or sent. A malformed filter is 422 keyed `filter.<path inside the filter>`, as when it is set; 404 for an unknown subscription. Scope `webhooks:read`.
+         */
+        post: operations["testWebhookFilter"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/webhooks/test": {
         parameters: {
             query?: never;
@@ -1270,6 +1290,18 @@ export interface components {
             ordering: "none" | "per_object";
             /** @description When the server exports traces (OpenTelemetry), deliveries carry the W3C `traceparent` (and `tracestate`) of the attempt's own span, so the receiver's trace continues it; never `baggage`. Default false. */
             propagateTraceContext: boolean;
+            /**
+             * @description Which events of its types the subscription takes: keys are paths into the event body (`type`, `data.<member>[.<member>…]`), each with a JSON scalar (equality) or an object of operators that must all hold: `$eq`, `$neq`, `$in`, `$nin` (arrays of scalars), `$gt`, `$gte`, `$lt`, `$lte` (a number, or an ISO 8601 date-time compared as an instant), `$exists` (boolean), `$prefix` (string); `$and` and `$or` take arrays of such objects. `$neq` and `$nin` also match a missing member. At most 20 conditions, 4 levels, 4096 bytes as JSON; a fault is 422 keyed `filter.<path inside the filter>`. An event it refuses gets no delivery and no `sequence`, and is not noted as missed while paused; test fires ignore it. null (the default) takes every event. See [Payload filters](#description/payload-filters).
+             * @example {
+             *       "data.currency": "EUR",
+             *       "data.amountCents": {
+             *         "$gte": 10000
+             *       }
+             *     }
+             */
+            filter: {
+                [key: string]: unknown;
+            } | null;
             /** @description How deliveries flow to the endpoint now, and what holds them back. */
             deliveryState: {
                 /** @description Attempts in flight at once now. Starts at 4; grows by 1 when the endpoint answers a 2xx in time with the whole limit in use, up to `maxConcurrency`; halves on a 429, 502, 503, 504, a time-out or a refused or reset connection. */
@@ -5295,6 +5327,18 @@ export interface operations {
                     ordering?: "none" | "per_object";
                     /** @description Deliveries carry the W3C `traceparent` (and `tracestate`) of the attempt's span when the server exports traces; never `baggage`. Default false. */
                     propagateTraceContext?: boolean;
+                    /**
+                     * @description Which events of its types the subscription takes: keys are paths into the event body (`type`, `data.<member>[.<member>…]`), each with a JSON scalar (equality) or an object of operators that must all hold: `$eq`, `$neq`, `$in`, `$nin` (arrays of scalars), `$gt`, `$gte`, `$lt`, `$lte` (a number, or an ISO 8601 date-time compared as an instant), `$exists` (boolean), `$prefix` (string); `$and` and `$or` take arrays of such objects. `$neq` and `$nin` also match a missing member. At most 20 conditions, 4 levels, 4096 bytes as JSON; a fault is 422 keyed `filter.<path inside the filter>`. An event it refuses gets no delivery and no `sequence`, and is not noted as missed while paused; test fires ignore it. null (the default) takes every event. See [Payload filters](#description/payload-filters).
+                     * @example {
+                     *       "data.currency": "EUR",
+                     *       "data.amountCents": {
+                     *         "$gte": 10000
+                     *       }
+                     *     }
+                     */
+                    filter?: {
+                        [key: string]: unknown;
+                    } | null;
                 };
             };
         };
@@ -5756,6 +5800,18 @@ export interface operations {
                     ordering?: "none" | "per_object";
                     /** @description Deliveries carry the W3C `traceparent` (and `tracestate`) of the attempt's span when the server exports traces; never `baggage`. Default false. */
                     propagateTraceContext?: boolean;
+                    /**
+                     * @description Which events of its types the subscription takes: keys are paths into the event body (`type`, `data.<member>[.<member>…]`), each with a JSON scalar (equality) or an object of operators that must all hold: `$eq`, `$neq`, `$in`, `$nin` (arrays of scalars), `$gt`, `$gte`, `$lt`, `$lte` (a number, or an ISO 8601 date-time compared as an instant), `$exists` (boolean), `$prefix` (string); `$and` and `$or` take arrays of such objects. `$neq` and `$nin` also match a missing member. At most 20 conditions, 4 levels, 4096 bytes as JSON; a fault is 422 keyed `filter.<path inside the filter>`. An event it refuses gets no delivery and no `sequence`, and is not noted as missed while paused; test fires ignore it. null (the default) takes every event. See [Payload filters](#description/payload-filters).
+                     * @example {
+                     *       "data.currency": "EUR",
+                     *       "data.amountCents": {
+                     *         "$gte": 10000
+                     *       }
+                     *     }
+                     */
+                    filter?: {
+                        [key: string]: unknown;
+                    } | null;
                     /** @description `true` re-enables a paused subscription (failure counters cleared; its pending deliveries resume); `false` pauses it (pending deliveries stay pending). */
                     active?: boolean;
                 };
@@ -7296,6 +7352,259 @@ export interface operations {
                      *         "active",
                      *         "archived"
                      *       ]
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    testWebhookFilter: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "filter": {
+                 *         "data.currency": "EUR",
+                 *         "data.amountCents": {
+                 *           "$gte": 10000
+                 *         }
+                 *       },
+                 *       "event": {
+                 *         "type": "booking.confirmed",
+                 *         "data": {}
+                 *       },
+                 *       "subscriptionId": "text"
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description Which events of its types the subscription takes: keys are paths into the event body (`type`, `data.<member>[.<member>…]`), each with a JSON scalar (equality) or an object of operators that must all hold: `$eq`, `$neq`, `$in`, `$nin` (arrays of scalars), `$gt`, `$gte`, `$lt`, `$lte` (a number, or an ISO 8601 date-time compared as an instant), `$exists` (boolean), `$prefix` (string); `$and` and `$or` take arrays of such objects. `$neq` and `$nin` also match a missing member. At most 20 conditions, 4 levels, 4096 bytes as JSON; a fault is 422 keyed `filter.<path inside the filter>`. An event it refuses gets no delivery and no `sequence`, and is not noted as missed while paused; test fires ignore it. null (the default) takes every event. See [Payload filters](#description/payload-filters).
+                     * @example {
+                     *       "data.currency": "EUR",
+                     *       "data.amountCents": {
+                     *         "$gte": 10000
+                     *       }
+                     *     }
+                     */
+                    filter: {
+                        [key: string]: unknown;
+                    } | null;
+                    /** @description An event to match the filter against. */
+                    event?: {
+                        /**
+                         * @description The event type.
+                         * @enum {string}
+                         */
+                        type: "booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered";
+                        /** @description The event data, as a delivery carries it. */
+                        data: {
+                            [key: string]: unknown;
+                        };
+                    };
+                    /** @description Match the filter against this subscription's last 50 ledger events instead. */
+                    subscriptionId?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description How the filter matched. */
+            200: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Requests allowed per minute (sustained). */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current minute. */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window refreshes. */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "matches": true,
+                     *         "events": [
+                     *           {
+                     *             "id": "text",
+                     *             "type": "text",
+                     *             "sequence": 1,
+                     *             "matches": true
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: {
+                            /** @description Whether the filter takes the event; with a subscriptionId, any of its events. */
+                            matches: boolean;
+                            /** @description With a subscriptionId: its last 50 ledger events, oldest first (what its filter of the time let through). */
+                            events?: {
+                                /** @description The event id. */
+                                id: string;
+                                /** @description The event type. */
+                                type: string;
+                                /** @description Its place in the ledger. */
+                                sequence: number;
+                                /** @description Whether the filter takes it. */
+                                matches: boolean;
+                            }[];
+                        };
+                    };
+                };
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/scope-required",
+                     *       "title": "Scope required",
+                     *       "status": 403,
+                     *       "detail": "This token lacks webhooks:read.",
+                     *       "required_scope": "webhooks:read"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or owned by another tenant (`not-found`). */
+            404: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/not-found",
+                     *       "title": "Not found",
+                     *       "status": 404,
+                     *       "detail": "Trip not found."
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];

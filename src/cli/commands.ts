@@ -19,6 +19,7 @@ import {
   deliveryRecoverCommand,
   deliveryRedeliverCommand,
   webhookEnableCommand,
+  webhookListCommand,
   webhooksEnableCommand,
 } from './webhook-commands.ts';
 
@@ -295,6 +296,7 @@ export const COMMANDS: Command[] = [
   tokenCreateCommand,
   tokenListCommand,
   tokenRevokeCommand,
+  webhookListCommand,
   webhookEnableCommand,
   webhooksEnableCommand,
   deliveryListCommand,

@@ -1,8 +1,51 @@
 import { DELIVERY_STATUSES, isOneOf } from '../domain/states.ts';
+import { tenantOption } from './account-commands.ts';
 import { UsageError } from './args.ts';
 import { type Command, namingNotFound } from './command.ts';
+import { columns } from './values.ts';
 
-/** The webhook commands: enable a subscription, list, redeliver and recover its deliveries. */
+/**
+ * The webhook commands: list a tenant's subscriptions, enable one, list, redeliver and recover
+ * its deliveries.
+ */
+
+export const webhookListCommand: Command = {
+  name: 'webhook list',
+  summary: "list a tenant's webhook subscriptions, newest first",
+  description: [
+    'Each subscription with its state, its event types and its payload filter (none: every event ' +
+      'of its types). Deleted ones are listed too.',
+    "JSON: an array of subscriptions (the API's subscription objects), newest first.",
+  ],
+  positionals: [],
+  options: { ...tenantOption },
+  json: true,
+  async run(ctx, args) {
+    const tenantRef = args.required('tenant');
+    const subscriptions = await ctx.withRuntime(async (runtime) => {
+      const tenant = await namingNotFound(
+        runtime,
+        runtime.services.tenants.resolve(tenantRef),
+        `Tenant "${tenantRef}"`,
+      );
+      return runtime.services.webhooks.list(tenant.id);
+    });
+    const rows = subscriptions.map((s) => [
+      s.id,
+      s.deliveryState.reason ?? 'active',
+      s.url,
+      s.events.join(','),
+      s.filter === null ? '-' : JSON.stringify(s.filter),
+    ]);
+    ctx.print(
+      rows.length === 0
+        ? 'No webhook subscriptions.\n'
+        : columns(['ID', 'STATE', 'URL', 'EVENTS', 'FILTER'], rows),
+      subscriptions,
+    );
+    return 'done';
+  },
+};
 
 export const webhookEnableCommand: Command = {
   name: 'webhook enable',

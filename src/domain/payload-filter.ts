@@ -14,7 +14,7 @@ import type { FieldErrors } from '../lib/problems.ts';
  * date-time). A member is read only if it is the object's own: a path never reaches a prototype.
  */
 
-export type Scalar = string | number | boolean | null;
+type Scalar = string | number | boolean | null;
 
 /** A filter as the API takes and shows it: conditions keyed by path, `$and`, `$or`. */
 export type PayloadFilter = { [key: string]: unknown };

@@ -112,7 +112,7 @@ export interface FilterTestResult {
 }
 
 /** How many of a subscription's latest ledger events a dry run matches. */
-export const FILTER_TEST_EVENTS = 50;
+const FILTER_TEST_EVENTS = 50;
 
 /** A webhook URL the address guard accepted (checkTarget). */
 export interface CheckedTarget {

@@ -22,6 +22,9 @@ const FRAME_FIELDS = new Set(['_csrf', 'idempotencyKey']);
 /** A body member read from the form; undefined leaves the member out. */
 type Reader = (form: Form) => unknown;
 
+/** A field a reader cannot make a value of (text that is not JSON): named in the form's 422. */
+class FieldFault extends Error {}
+
 const ajv = addFormats.default(new Ajv.default({ allErrors: true, strict: false }));
 
 /** A compiled body schema of the API, for `bodyOf`. */
@@ -46,6 +49,19 @@ export const field = {
       const value = form[name];
       if (value === undefined || value === '') return emptyIs;
       return typeof value === 'string' && /^-?\d{1,15}$/.test(value) ? Number(value) : value;
+    },
+  /** JSON text (a filter); empty is null, text that is no JSON is refused with the parser's words. */
+  json:
+    (name: string): Reader =>
+    (form) => {
+      const value = form[name];
+      if (typeof value !== 'string') return value;
+      if (value.trim() === '') return null;
+      try {
+        return JSON.parse(value);
+      } catch (error) {
+        throw new FieldFault(`is not JSON: ${(error as Error).message}`);
+      }
     },
   /** A checkbox of value `true`: unchecked (absent) is false. */
   checkbox:
@@ -93,8 +109,13 @@ export function bodyOf<T>(
     else own(body, name, value);
   }
   for (const [name, read] of Object.entries(readers)) {
-    const value = read(form);
-    if (value !== undefined) body[name] = value;
+    try {
+      const value = read(form);
+      if (value !== undefined) body[name] = value;
+    } catch (error) {
+      if (!(error instanceof FieldFault)) throw error;
+      errors[name] = [error.message];
+    }
   }
   Object.assign(body, fixed);
   if (validate(body) && Object.keys(errors).length === 0) return body as T;

@@ -5,7 +5,7 @@ import { ORDERINGS } from '../../domain/flow-control.ts';
 import { DELIVERY_STATUSES, SUBSCRIBABLE_EVENT_TYPES } from '../../domain/states.ts';
 import type { Page } from '../../lib/cursor.ts';
 import type { Attempt, Delivery, LedgerEvent } from '../../services/deliveries-service.ts';
-import type { Subscription } from '../../services/webhooks-service.ts';
+import type { FilterTestResult, Subscription } from '../../services/webhooks-service.ts';
 import {
   actionButton,
   type Frame,
@@ -133,6 +133,16 @@ function flowFields(s: Subscription | null): string {
 </details>`;
 }
 
+/** The filter as the forms show it: indented JSON, empty for none. */
+const filterText = (filter: Subscription['filter']) =>
+  filter === null ? '' : JSON.stringify(filter, null, 2);
+
+function filterField(s: Subscription | null): string {
+  return html`<label for="filter">Payload filter: JSON, empty for every event of the types above</label>
+<textarea id="filter" name="filter" rows="4" class="code" spellcheck="false" placeholder='{"data.currency": "EUR", "data.amountCents": {"$gte": 10000}}'>${filterText(s?.filter ?? null)}</textarea>
+<p class="hint"><a href="/docs/#description/payload-filters">The filter language</a>: paths <code>type</code> and <code>data.…</code>, operators <code>$eq $neq $in $nin $gt $gte $lt $lte $exists $prefix</code>, <code>$and</code> and <code>$or</code>.</p>`;
+}
+
 export function newEndpointPage(view: View): string {
   return page(
     'Add an endpoint',
@@ -141,6 +151,7 @@ export function newEndpointPage(view: View): string {
 <label for="url">URL: HTTPS, or a RabbitMQ (amqps://) or NATS JetStream (tls://) broker</label>
 <input id="url" name="url" type="url" required placeholder="https://example.com/webhooks" autocomplete="off">
 !${eventCheckboxes([])}
+!${filterField(null)}
 !${flowFields(null)}
 <p><button type="submit" class="primary">Add endpoint</button> <a href="/portal/">Cancel</a></p>
 </form>`,
@@ -198,9 +209,58 @@ export function endpointPage(view: View, data: EndpointPageData): string {
 !${s.publicKey ? html`<div><dt>Public key (v1a)</dt><dd><code>${s.publicKey}</code></dd></div>` : ''}
 </dl>
 <p><a href="${path}/events">Ledger: every event by sequence</a></p>
+!${filterSection(s, filterText(s.filter))}
 !${deliveriesSection(data, path)}
 !${canAct ? actions(view, s) : ''}
 !${canAct ? editSection(view, s) : ''}`,
+    view,
+  );
+}
+
+/** The subscription's filter, and a form that tries one on its last 50 events (a GET: no change). */
+function filterSection(s: Subscription, text: string): string {
+  return html`<section aria-labelledby="filter-h"><h2 id="filter-h">Payload filter</h2>
+!${s.filter === null ? html`<p>None: every event of its types is sent.</p>` : json(s.filter, 'The payload filter')}
+<form method="get" action="${endpointPath(s.id)}/filter-test" class="stack">
+<label for="try-filter">A filter to try (JSON; empty for none)</label>
+<textarea id="try-filter" name="filter" rows="4" class="code" spellcheck="false">${text}</textarea>
+<p><button type="submit">Try on the last 50 events</button> <span class="hint">Nothing is saved or sent.</span></p>
+</form></section>`;
+}
+
+/** A filter's dry run on the subscription's last 50 ledger events. */
+export function filterTestPage(
+  view: View,
+  subscription: Subscription,
+  tried: { text: string; result: FilterTestResult },
+): string {
+  const path = endpointPath(subscription.id);
+  const events = tried.result.events ?? [];
+  const taken = events.filter((e) => e.matches).length;
+  return page(
+    'Try a filter',
+    html`<p class="crumbs"><a href="/portal/">Endpoints</a> › <a class="url" href="${path}">${subscription.url}</a> ›</p>
+<h1>Try a filter</h1>
+<p role="status">${
+      events.length === 0
+        ? 'The ledger has no events yet.'
+        : `It would take ${taken} of the last ${events.length} events.`
+    }</p>
+!${filterSection(subscription, tried.text)}
+!${
+      events.length === 0
+        ? ''
+        : html`<div class="table-wrap"><table>
+<caption>The last ${events.length} events, oldest first</caption>
+<thead><tr><th scope="col">Sequence</th><th scope="col">Event</th><th scope="col">Filter</th></tr></thead>
+<tbody>!${events.map(
+            (e) => html`<tr>
+<td>${e.sequence}</td>
+<td>${e.type}</td>
+<td>!${e.matches ? html`<span class="badge ok">taken</span>` : html`<span class="badge muted">skipped</span>`}</td>
+</tr>`,
+          )}</tbody></table></div>`
+    }`,
     view,
   );
 }
@@ -307,6 +367,7 @@ function editSection(view: View, s: Subscription): string {
 <label for="edit-url">URL (a broker password shows as ***: leave it to keep the stored one)</label>
 <input id="edit-url" name="url" type="url" required value="${s.url}" autocomplete="off">
 !${eventCheckboxes(s.events)}
+!${filterField(s)}
 !${flowFields(s)}
 <p><button type="submit" class="primary">Save</button></p>
 </form></section>`;

@@ -11,10 +11,12 @@ import type { Services } from '../../services/index.ts';
 import type { PortalSession } from '../../services/portal-service.ts';
 import type {
   CreateSubscriptionInput,
+  FilterTestInput,
   UpdateSubscriptionInput,
 } from '../../services/webhooks-service.ts';
 import {
   CreateWebhookBody,
+  FilterTestBody,
   RecoverWebhookBody,
   TestWebhookBody,
   UpdateWebhookBody,
@@ -26,6 +28,7 @@ import {
   deliveryPage,
   endpointPage,
   endpointsPage,
+  filterTestPage,
   ledgerPage,
   newEndpointPage,
   signingKeyPage,
@@ -44,6 +47,7 @@ const createBody = formSchema(CreateWebhookBody);
 const updateBody = formSchema(UpdateWebhookBody);
 const recoverBody = formSchema(RecoverWebhookBody);
 const testBody = formSchema(TestWebhookBody);
+const filterTestBody = formSchema(FilterTestBody);
 /** The changes that take no body in the API (delete, rotate, redeliver): their forms carry none. */
 const noBody = formSchema(Type.Object({}, { additionalProperties: false }));
 
@@ -56,6 +60,7 @@ const SUBSCRIPTION_FIELDS = {
   maxConcurrency: field.integer('maxConcurrency'),
   maxPerSecond: field.integer('maxPerSecond', null),
   ordering: field.text('ordering'),
+  filter: field.json('filter'),
 };
 type IdParams = { Params: { id: string }; Body: Form };
 type DeliveryParams = { Params: { id: string; deliveryId: string }; Body: Form };
@@ -244,6 +249,31 @@ export const portalPages: FastifyPluginAsync<PortalPagesOptions> = async (
       return reply.redirect(
         `/portal/endpoints/${encodeURIComponent(id)}/deliveries/${encodeURIComponent(queued.deliveryId)}?done=redelivered`,
         303,
+      );
+    },
+  );
+
+  // A GET: the dry run changes nothing, so read-only sessions may try filters too.
+  app.get<{ Params: { id: string }; Querystring: Form }>(
+    '/endpoints/:id/filter-test',
+    async (request, reply) => {
+      const tenantId = tenantOf(request);
+      const { id } = request.params;
+      const subscription = await webhooks.get(tenantId, id);
+      const text = request.query.filter;
+      const input = bodyOf<FilterTestInput>(
+        filterTestBody,
+        request.query,
+        { filter: field.json('filter') },
+        { fixed: { subscriptionId: id } },
+      );
+      const result = await webhooks.testFilter(tenantId, input);
+      return sendPage(
+        reply,
+        filterTestPage(view(request, reply), subscription, {
+          text: typeof text === 'string' ? text : '',
+          result,
+        }),
       );
     },
   );
