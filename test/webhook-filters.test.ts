@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
+import { checkFilter } from '../src/domain/payload-filter.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import {
   createBooking,
@@ -14,7 +16,7 @@ type Row = Record<string, unknown>;
 type Filter = Record<string, unknown> | null;
 
 /** No worker runs here: what emit queued stays pending, for the ledger to show. */
-const URL = 'https://127.0.0.1:9/hook';
+const HOOK = 'https://127.0.0.1:9/hook';
 
 for (const backend of BACKENDS) {
   describe(`payload filters (${backend})`, () => {
@@ -27,7 +29,7 @@ for (const backend of BACKENDS) {
     });
     after(() => ctx.close());
 
-    const subscribe = async (filter: Filter, events = ['client.created'], url = URL) =>
+    const subscribe = async (filter: Filter, events = ['client.created'], url = HOOK) =>
       (await createSubscription(ctx, tenant, url, { events, filter })).data.id as string;
     const patch = (id: string, body: Row) =>
       ctx.api('PATCH', `/api/v1/webhooks/${id}`, { token: tenant.token, body });
@@ -305,7 +307,7 @@ for (const backend of BACKENDS) {
       for (const [filter, path] of classes) {
         const created = await ctx.api('POST', '/api/v1/webhooks', {
           token: tenant.token,
-          body: { url: URL, events: ['client.created'], filter },
+          body: { url: HOOK, events: ['client.created'], filter },
         });
         assert.equal(created.statusCode, 422, `create ${JSON.stringify(filter).slice(0, 80)}`);
         assert.match(String(created.headers['content-type']), /^application\/problem\+json/);
@@ -316,6 +318,17 @@ for (const backend of BACKENDS) {
       }
       assert.deepEqual((await shown(id)).filter, kept);
       assert.equal(await count(), before, 'no refused create made a subscription');
+    });
+
+    it('the docs page shows only filters the API takes, and /docs carries it', async () => {
+      const markdown = readFileSync(new URL('../docs/payload-filters.md', import.meta.url), 'utf8');
+      const shown = [...markdown.matchAll(/```json\n([\s\S]*?)```/g)].map((m) => JSON.parse(m[1]));
+      assert.ok(shown.length >= 4);
+      for (const filter of shown) assert.deepEqual(checkFilter(filter), {}, JSON.stringify(filter));
+      const document = await ctx.app.inject({ method: 'GET', url: '/openapi.json' });
+      const description = document.json().info.description as string;
+      assert.match(description, /\n## Payload filters\n/);
+      assert.match(description, /\n### Three receivers\n/);
     });
   });
 }

@@ -1225,6 +1225,9 @@ export interface components {
          *       "maxPerSecond": null,
          *       "ordering": "none",
          *       "propagateTraceContext": false,
+         *       "filter": {
+         *         "data.currency": "EUR"
+         *       },
          *       "deliveryState": {
          *         "concurrencyLimit": 16,
          *         "inFlight": 3,
@@ -5139,6 +5142,9 @@ export interface operations {
                      *           "maxPerSecond": null,
                      *           "ordering": "none",
                      *           "propagateTraceContext": false,
+                     *           "filter": {
+                     *             "data.currency": "EUR"
+                     *           },
                      *           "deliveryState": {
                      *             "concurrencyLimit": 16,
                      *             "inFlight": 3,
@@ -5304,7 +5310,10 @@ export interface operations {
                  *       "events": [
                  *         "booking.confirmed",
                  *         "payment.succeeded"
-                 *       ]
+                 *       ],
+                 *       "filter": {
+                 *         "data.currency": "EUR"
+                 *       }
                  *     }
                  */
                 "application/json": {
@@ -5384,6 +5393,9 @@ export interface operations {
                      *         "maxPerSecond": null,
                      *         "ordering": "none",
                      *         "propagateTraceContext": false,
+                     *         "filter": {
+                     *           "data.currency": "EUR"
+                     *         },
                      *         "deliveryState": {
                      *           "concurrencyLimit": 16,
                      *           "inFlight": 3,
@@ -5859,6 +5871,9 @@ export interface operations {
                      *         "maxPerSecond": null,
                      *         "ordering": "none",
                      *         "propagateTraceContext": false,
+                     *         "filter": {
+                     *           "data.currency": "EUR"
+                     *         },
                      *         "deliveryState": {
                      *           "concurrencyLimit": 16,
                      *           "inFlight": 3,
@@ -6364,6 +6379,9 @@ export interface operations {
                      *         "maxPerSecond": null,
                      *         "ordering": "none",
                      *         "propagateTraceContext": false,
+                     *         "filter": {
+                     *           "data.currency": "EUR"
+                     *         },
                      *         "deliveryState": {
                      *           "concurrencyLimit": 16,
                      *           "inFlight": 3,
@@ -7465,11 +7483,7 @@ export interface operations {
                  *           "$gte": 10000
                  *         }
                  *       },
-                 *       "event": {
-                 *         "type": "booking.confirmed",
-                 *         "data": {}
-                 *       },
-                 *       "subscriptionId": "text"
+                 *       "subscriptionId": "whs_01JD3XC8K2V5R7N4T9M6QWZBHF"
                  *     }
                  */
                 "application/json": {
@@ -7523,10 +7537,16 @@ export interface operations {
                      *         "matches": true,
                      *         "events": [
                      *           {
-                     *             "id": "text",
-                     *             "type": "text",
-                     *             "sequence": 1,
+                     *             "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
+                     *             "type": "payment.succeeded",
+                     *             "sequence": 41,
                      *             "matches": true
+                     *           },
+                     *           {
+                     *             "id": "5c2d9e31-7a4b-4f08-8e15-2b6d3f9a0c47",
+                     *             "type": "payment.succeeded",
+                     *             "sequence": 42,
+                     *             "matches": false
                      *           }
                      *         ]
                      *       }

@@ -84,6 +84,13 @@ const BROKER_DESTINATIONS = [
   ),
 ].join('\n\n');
 
+/** docs/payload-filters.md, one heading level down: the filter language, as the file beside the code. */
+const PAYLOAD_FILTERS = [
+  '',
+  '## Payload filters',
+  demoteHeadings(repositoryText('docs/payload-filters.md')),
+].join('\n\n');
+
 /**
  * The SDK's own README (sdk/README.md), one heading level down, so the reference shows how to
  * install and use it and cannot drift from the file beside the code.
@@ -171,6 +178,7 @@ export const publicApi: FastifyPluginAsync<{
           'posted to webhook subscriptions are described under Webhooks.' +
           RECEIVING_WEBHOOKS +
           BROKER_DESTINATIONS +
+          PAYLOAD_FILTERS +
           `\n\n${stateMachinesMarkdown({ operations: false })}` +
           TYPESCRIPT_SDK,
       },

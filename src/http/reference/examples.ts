@@ -111,6 +111,7 @@ const SCHEMA_EXAMPLES: Record<string, unknown> = {
     maxPerSecond: null,
     ordering: 'none',
     propagateTraceContext: false,
+    filter: { 'data.currency': 'EUR' },
     deliveryState: { concurrencyLimit: 16, inFlight: 3, pausedUntil: null, reason: null },
     createdAt: CREATED,
   },
@@ -257,9 +258,14 @@ const REQUEST_EXAMPLES: Record<string, unknown> = {
   createWebhook: {
     url: 'https://hooks.operator.test/tourops',
     events: ['booking.confirmed', 'payment.succeeded'],
+    filter: { 'data.currency': 'EUR' },
   },
   updateWebhook: { events: ['booking.confirmed', 'booking.cancelled'], standardWebhooks: true },
   testWebhooks: { subscriptionId: SUBSCRIPTION, eventType: 'booking.confirmed' },
+  testWebhookFilter: {
+    filter: { 'data.currency': 'EUR', 'data.amountCents': { $gte: 10000 } },
+    subscriptionId: SUBSCRIPTION,
+  },
   recoverWebhook: { since: '2026-11-05T00:00:00.000Z', until: '2026-11-06T00:00:00.000Z' },
   adminCreateTenant: { name: 'Atlântico Tours', slug: 'atlantico-tours', tier: 'pro' },
   adminUpdateTenant: { tier: 'enterprise', tripQuota: null },
@@ -337,6 +343,25 @@ const RESPONSE_EXAMPLES: Record<string, unknown> = {
     token: TOKEN,
     tier: 'pro',
     env: 'live',
+  },
+  'testWebhookFilter 200': {
+    data: {
+      matches: true,
+      events: [
+        {
+          id: '0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90',
+          type: 'payment.succeeded',
+          sequence: 41,
+          matches: true,
+        },
+        {
+          id: '5c2d9e31-7a4b-4f08-8e15-2b6d3f9a0c47',
+          type: 'payment.succeeded',
+          sequence: 42,
+          matches: false,
+        },
+      ],
+    },
   },
   'redeliverWebhook 202': {
     data: {
