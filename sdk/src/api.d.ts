@@ -7469,7 +7469,10 @@ export interface operations {
     testWebhookFilter: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the write safe to retry for 24 hours: the first answer (2xx or 4xx) is replayed byte for byte with `Idempotency-Replayed: true`. A UUID v4 per logical operation is recommended. */
+                "Idempotency-Key"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -7625,6 +7628,31 @@ export interface operations {
                      *       "title": "Not found",
                      *       "status": 404,
                      *       "detail": "Trip not found."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description State clash (`conflict`), or the Idempotency-Key was used for another request (`idempotency-key-reuse`) or its first request is still running (`idempotency-in-progress`). */
+            409: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/conflict",
+                     *       "title": "Conflict",
+                     *       "status": 409,
+                     *       "detail": "Cannot move from draft to sent: from draft it may move to active, archived.",
+                     *       "code": "invalid_transition",
+                     *       "from": "draft",
+                     *       "allowed": [
+                     *         "active",
+                     *         "archived"
+                     *       ]
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];

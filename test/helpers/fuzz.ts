@@ -242,12 +242,51 @@ function validString(schema: Schema): fc.Arbitrary<string> {
   return fc.string({ minLength: Math.max(min, 1), maxLength: max });
 }
 
+/**
+ * Payload filters (`filter`) and event data (`data`): free-form objects whose schema says little,
+ * so they get values of their own: filter-shaped objects with real and bogus paths, operators and
+ * operands, nested `$and`/`$or`, and data for them to match.
+ */
+const filterOperand = fc.oneof(
+  fc.jsonValue({ maxDepth: 2 }),
+  hostileString,
+  fc.constantFrom('2026-05-01', '2026-02-30', '2026-05-01T09:00:00+25:00', 1e308, -0, []),
+);
+const filterPath = fc.oneof(
+  fc.constantFrom('type', 'data.currency', 'data.amountCents', 'data.kind', 'data.a.b', 'data'),
+  fc.constantFrom(...BUILT_IN_NAMES).map((name) => `data.${name}`),
+  hostileString,
+);
+const filterOperators = fc.dictionary(
+  fc.oneof(
+    fc.constantFrom('$eq', '$neq', '$in', '$nin', '$gt', '$gte', '$lt', '$lte', '$exists'),
+    fc.constantFrom('$prefix', '$ne', '$regex', '$where', 'x', ...BUILT_IN_NAMES),
+  ),
+  fc.oneof(filterOperand, fc.array(filterOperand, { maxLength: 4 })),
+  { maxKeys: 3 },
+);
+export const filterValue: fc.Arbitrary<unknown> = fc.letrec<{ filter: unknown }>((tie) => ({
+  filter: fc.oneof(
+    { depthSize: 'small' },
+    fc.dictionary(filterPath, fc.oneof(filterOperand, filterOperators), { maxKeys: 4 }),
+    fc.record({ $and: fc.array(tie('filter'), { maxLength: 3 }) }),
+    fc.record({ $or: fc.oneof(fc.array(tie('filter'), { maxLength: 3 }), filterOperand) }),
+    fc.constant(null),
+    filterOperand,
+  ),
+})).filter;
+export const eventData = fc.dictionary(
+  fc.oneof(fc.constantFrom('currency', 'amountCents', 'kind', 'a'), fc.string({ maxLength: 8 })),
+  fc.jsonValue({ maxDepth: 3 }),
+);
+const FREE_FORM: Record<string, fc.Arbitrary<unknown>> = { filter: filterValue, data: eventData };
+
 function validObject(schema: Schema, depth: number): fc.Arbitrary<Record<string, unknown>> {
   const properties = schema.properties ?? {};
   const required = new Set(schema.required ?? []);
   const record: Record<string, fc.Arbitrary<unknown>> = {};
   for (const [name, property] of Object.entries(properties)) {
-    record[name] = validValue(property, depth);
+    record[name] = FREE_FORM[name] ?? validValue(property, depth);
   }
   const optional = Object.keys(properties).filter((name) => !required.has(name));
   return fc.record(record, { requiredKeys: [...required].filter((name) => name in record) }).map(

@@ -578,16 +578,22 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (
         summary: 'Dry-run a payload filter',
         description:
           "Whether `filter` takes `event`; or, given a `subscriptionId` instead, which of that subscription's last 50 ledger events it would have taken (deleted subscriptions included). Nothing is stored or sent. A malformed filter is 422 keyed `filter.<path inside the filter>`, as when it is set; 404 for an unknown subscription. Scope `webhooks:read`.",
+        headers: IdempotencyHeaders,
         body: FilterTestBody,
         response: {
           200: ok(DataOf(FilterTestResult), 'How the filter matched.'),
-          ...problems(401, 403, 404, 422, 429),
+          ...problems(401, 403, 404, 409, 422, 429),
         },
       },
     },
-    async (request) => ({
-      data: await services.webhooks.testFilter(callerOf(request).tenant.id, request.body),
-    }),
+    // Keyed like every POST: a retried dry run with its key gets the first answer.
+    async (request, reply) => {
+      const tenantId = callerOf(request).tenant.id;
+      return writes.run(request, reply, async () => ({
+        status: 200,
+        body: { data: await services.webhooks.testFilter(tenantId, request.body) },
+      }));
+    },
   );
 
   app.post(
