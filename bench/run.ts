@@ -40,6 +40,7 @@ import {
   PUSHBACK_MS,
 } from './deliveries.ts';
 import { benchDeliveryScale, type ScaleResult } from './delivery-scale.ts';
+import { benchFanOut, type FanOutResult } from './fan-out.ts';
 import {
   backgroundCpu,
   combine,
@@ -190,6 +191,8 @@ const RETENTION_PURGED = 200_000;
 /** The retention row's target: the read's p99 during the purge at most this times without. */
 const RETENTION_P99_FACTOR = 2;
 const DELIVERY_EVENTS = integer('deliveries', args.deliveries, 100, 1_000_000);
+/** Events a fan-out run emits, each to 100 subscriptions (bench/fan-out.ts). */
+const FAN_OUT_EVENTS = 300;
 const BACKEND = args.backend;
 if (!['all', 'sqlite', 'postgres'].includes(BACKEND)) {
   usageError('--backend must be all, sqlite or postgres');
@@ -331,6 +334,7 @@ interface Job {
 const measurements: Measurement[] = [];
 const deliveryResults: DeliveryResult[] = [];
 const crashResults: CrashResult[] = [];
+const fanOutResults: FanOutResult[] = [];
 const retentionResults: RetentionResult[] = [];
 const startupResults: StartupResult[] = [];
 const contentionResults: ContentionResult[] = [];
@@ -868,6 +872,11 @@ async function deliveryRows(backend: string, dbEnv: Record<string, string>): Pro
   );
   log(`${backend}: a worker killed mid-drain and restarted`);
   crashResults.push(await benchCrash({ backend, dbEnv, log, track }));
+  // Last: its subscriptions point nowhere, and no worker may meet them.
+  log(`${backend}: fan-out to 100 subscriptions, with and without payload filters`);
+  fanOutResults.push(
+    await benchFanOut({ backend, dbEnv, events: FAN_OUT_EVENTS, rounds: Math.max(ROUNDS, 5), log }),
+  );
 }
 
 async function adminQuery(text: string): Promise<void> {
@@ -1198,6 +1207,19 @@ function deliveryReport(): string[] {
         `${fmtMs(r.latency.p50)} | ${fmtMs(r.latency.p99)} | – | p50 < 50 ms | ${mark(r.latency.p50 < 50)} |`,
     );
   }
+  for (const f of fanOutResults) {
+    // Costs, as rates: deliveries written a second.
+    const rate = (m: FanOutResult['without']) => (1e6 / m.usPerEvent) * f.subscriptions;
+    const ratio = f.withFilters.usPerEvent / f.without.usPerEvent;
+    out.push(
+      `| Fan-out of one event to ${f.subscriptions} subscriptions (one transaction each), every subscription with a ` +
+        `5-condition payload filter that takes it, vs none: ${fmtInt(f.withFilters.usPerEvent)} vs ` +
+        `${fmtInt(f.without.usPerEvent)} µs an event | ${f.backend} | ${fmtInt(rate(f.withFilters))} | ` +
+        `ref ${fmtInt(rate(f.without))} | ${(1 / ratio).toFixed(2)} | – | – | ` +
+        `${fmtInt(f.withFilters.cpuUsPerEvent / f.subscriptions)} (none ${fmtInt(f.without.cpuUsPerEvent / f.subscriptions)}) | ` +
+        `cost ≤ 1.2× without | ${mark(ratio <= 1.2)} |`,
+    );
+  }
   for (const c of crashResults) {
     out.push(
       `| A worker killed (SIGKILL) mid-drain and restarted at once: its ${c.inFlightAtKill} attempts in flight ` +
@@ -1209,7 +1231,9 @@ function deliveryReport(): string[] {
   out.push(
     '',
     'ratio: the drain against the ceiling (first row), the drain with a timing-out endpoint against the drain ' +
-      "without (second row). API CPU: the process's CPU time from its health check answering to the last delivery, per delivery in that span; " +
+      'without (second row), the fan-out without filters against with (a cost ratio of 1.2 is 0.83); the fan-out row ' +
+      `emits ${fmtInt(FAN_OUT_EVENTS)} events a run through the events service in the benchmark process, its CPU column that process's per delivery row written. ` +
+      "API CPU: the process's CPU time from its health check answering to the last delivery, per delivery in that span; " +
       "bare POST: the ceiling sender's CPU per POST, the floor of a delivery on this stack " +
       '(the receiver, the ceiling sender and PostgreSQL run in other processes on the same 2 cores). Latency samples: ' +
       deliveryResults

@@ -232,5 +232,32 @@ for (const backend of BACKENDS) {
       assert.equal(event.type, 'payment.failed');
       assert.equal(event.test, true);
     });
+
+    it('sets a payload filter and dry-runs one, typed', async () => {
+      const created = await api().webhooks.create({
+        url: receiver.url('/sdk-filter'),
+        events: ['client.created'],
+        filter: { 'data.kind': 'company' },
+      });
+      assert.deepEqual(created.data.filter, { 'data.kind': 'company' });
+      const tried = await api().webhooks.testFilter({
+        filter: { 'data.displayName': { $prefix: 'A' } },
+        event: { type: 'client.created', data: { displayName: 'Ana Lima' } },
+      });
+      assert.equal(tried.matches, true);
+      const ledger = await api().webhooks.testFilter({
+        filter: null,
+        subscriptionId: created.data.id,
+      });
+      assert.deepEqual(ledger, { matches: false, events: [] });
+      const refused = await api()
+        .webhooks.testFilter({
+          filter: { 'data.kind': { $gt: 'x' } },
+          event: { type: 'client.created', data: {} },
+        })
+        .catch((error: unknown) => error);
+      assert.ok(refused instanceof TourOpsError);
+      assert.equal(refused.status, 422);
+    });
   });
 }

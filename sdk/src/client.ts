@@ -288,6 +288,17 @@ export class TourOps {
     /** A test event: `webhook.test`, or a sample of `eventType`, marked `"test": true`. */
     test: (body: Body<'testWebhooks'> = {}, options: WriteOptions = {}) =>
       this.#data(this.#client.POST('/api/v1/webhooks/test', { body, headers: this.#key(options) })),
+    /**
+     * A payload filter's dry run: whether it takes `event`, or which of a subscription's last 50
+     * ledger events it would have taken. Stores and sends nothing.
+     */
+    testFilter: (body: Body<'testWebhookFilter'>, options: WriteOptions = {}) =>
+      this.#data(
+        this.#client.POST('/api/v1/webhooks/filters/test', {
+          body,
+          headers: this.#key(options),
+        }),
+      ),
   };
 
   #key(options: WriteOptions): { 'Idempotency-Key'?: string } {
