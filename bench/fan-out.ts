@@ -15,7 +15,7 @@ import { testCa } from '../test/helpers/https-receiver.ts';
 import { webhookServerEnv } from './deliveries.ts';
 import { median } from './measure.ts';
 
-export const FAN_OUT = 100;
+const FAN_OUT = 100;
 
 export interface FanOutOptions {
   backend: string;
