@@ -246,6 +246,16 @@ const ROUTES: RouteCase[] = [
   },
   {
     method: 'POST',
+    template: '/api/v1/webhooks/filters/test',
+    url: () => '/api/v1/webhooks/filters/test',
+    body: (_tenant, i) => ({ filter: { 'data.kind': 'company' }, subscriptionId: i.webhook }),
+    scope: 'webhooks:read',
+    // A dry run on the owner's ledger: another tenant's id is not found.
+    ownerStatus: 200,
+    foreignStatus: 404,
+  },
+  {
+    method: 'POST',
     template: '/api/v1/webhooks/test',
     url: () => '/api/v1/webhooks/test',
     scope: 'webhooks:write',

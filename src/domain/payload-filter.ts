@@ -1,4 +1,5 @@
 import leven from 'leven';
+import { BoundedMap } from '../lib/bounded-map.ts';
 import type { FieldErrors } from '../lib/problems.ts';
 
 /**
@@ -71,8 +72,10 @@ export function dateTimeMs(value: string): number | null {
 const isObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
 
-const isScalar = (value: unknown): value is Scalar =>
-  value === null || ['string', 'number', 'boolean'].includes(typeof value);
+function isScalar(value: unknown): value is Scalar {
+  const type = typeof value;
+  return value === null || type === 'string' || type === 'number' || type === 'boolean';
+}
 
 const isComparable = (value: unknown) =>
   typeof value === 'number' || (typeof value === 'string' && dateTimeMs(value) !== null);
@@ -85,7 +88,8 @@ const PATH_RULE = 'is not a path: a key is type, data.<member>[.<member>…], $a
  * empty object when there is none. Bounds: FILTER_LIMITS conditions (one per operator a path is
  * given), levels of nested condition objects, and bytes as JSON.
  */
-export function checkFilter(filter: unknown, field = 'filter'): FieldErrors {
+export function checkFilter(filter: unknown): FieldErrors {
+  const field = 'filter';
   const errors: FieldErrors = {};
   const fault = (at: string, message: string) => {
     errors[at] ??= [message];
@@ -280,24 +284,23 @@ export function compileFilter(filter: PayloadFilter | null): Matcher {
 }
 
 /**
- * Compiled matchers by stored filter text, shared by every subscription with the same filter. Past
- * `capacity` it starts over rather than track use: a hit stays one lookup. A stored filter was
- * checked when it was set.
+ * Compiled matchers by stored filter text, shared by every subscription with the same filter
+ * (BoundedMap: the working set is the filters of the tenants emitting, well under `limit`). A
+ * stored filter was checked when it was set.
  */
 export class FilterMatchers {
-  private readonly compiled = new Map<string, Matcher>();
+  private readonly compiled: BoundedMap<string, Matcher>;
 
-  constructor(private readonly capacity = 2000) {}
+  constructor(limit = 10_000) {
+    this.compiled = new BoundedMap(limit);
+  }
 
   /** Whether the event passes the stored filter (null: no filter). */
   matches(stored: string | null, event: FilterableEvent): boolean {
     if (stored === null) return true;
-    let matcher = this.compiled.get(stored);
-    if (matcher === undefined) {
-      if (this.compiled.size >= this.capacity) this.compiled.clear();
-      matcher = compileFilter(JSON.parse(stored) as PayloadFilter);
-      this.compiled.set(stored, matcher);
-    }
+    const matcher =
+      this.compiled.get(stored) ??
+      this.compiled.remember(stored, compileFilter(JSON.parse(stored) as PayloadFilter));
     return matcher(event);
   }
 }
