@@ -1228,6 +1228,10 @@ export interface components {
          *       "filter": {
          *         "data.currency": "EUR"
          *       },
+         *       "headers": {
+         *         "X-Api-Key": "***"
+         *       },
+         *       "auth": null,
          *       "deliveryState": {
          *         "concurrencyLimit": 16,
          *         "inFlight": 3,
@@ -1304,6 +1308,21 @@ export interface components {
              */
             filter: {
                 [key: string]: unknown;
+            } | null;
+            /** @description The extra request headers, each value `***`; `{}` for none. */
+            headers: {
+                [key: string]: string;
+            };
+            /** @description The scheme, its secret `***`; null for none. */
+            auth: {
+                /** @enum {string} */
+                type: "basic";
+                username: string;
+                /**
+                 * @description Never shown.
+                 * @enum {string}
+                 */
+                password: "***";
             } | null;
             /** @description How deliveries flow to the endpoint now, and what holds them back. */
             deliveryState: {
@@ -5145,6 +5164,10 @@ export interface operations {
                      *           "filter": {
                      *             "data.currency": "EUR"
                      *           },
+                     *           "headers": {
+                     *             "X-Api-Key": "***"
+                     *           },
+                     *           "auth": null,
                      *           "deliveryState": {
                      *             "concurrencyLimit": 16,
                      *             "inFlight": 3,
@@ -5348,6 +5371,27 @@ export interface operations {
                     filter?: {
                         [key: string]: unknown;
                     } | null;
+                    /**
+                     * @description Up to 10 extra request headers every attempt carries, for a gateway in front of the receiver (an API key, say). Values are stored sealed and shown as `***` in every read; in a PATCH, `***` keeps the stored value of that name while the URL keeps its origin. Names are refused when they are ours (`Service-…`), Standard Webhooks' (`webhook-…`), hop-by-hop, `host`, `content-…`, `user-agent`, trace context, or `authorization` while `auth` is set. `null` or `{}` removes them. HTTPS endpoints only.
+                     * @example {
+                     *       "x-api-key": "k_live_3f9a1c"
+                     *     }
+                     */
+                    headers?: {
+                        [key: string]: string;
+                    } | null;
+                    /** @description How each attempt authenticates to the receiver: `{type: "basic", username, password}` sends `Authorization: Basic …`. `null` (the default) for none. HTTPS endpoints only. */
+                    auth?: {
+                        /**
+                         * @description HTTP Basic (RFC 7617).
+                         * @enum {string}
+                         */
+                        type: "basic";
+                        /** @description No `:`. */
+                        username: string;
+                        /** @description Stored sealed; `***` in every read. In a PATCH, `***` keeps the stored one while the URL keeps its origin. */
+                        password: string;
+                    } | null;
                 };
             };
         };
@@ -5396,6 +5440,10 @@ export interface operations {
                      *         "filter": {
                      *           "data.currency": "EUR"
                      *         },
+                     *         "headers": {
+                     *           "X-Api-Key": "***"
+                     *         },
+                     *         "auth": null,
                      *         "deliveryState": {
                      *           "concurrencyLimit": 16,
                      *           "inFlight": 3,
@@ -5824,6 +5872,27 @@ export interface operations {
                     filter?: {
                         [key: string]: unknown;
                     } | null;
+                    /**
+                     * @description Up to 10 extra request headers every attempt carries, for a gateway in front of the receiver (an API key, say). Values are stored sealed and shown as `***` in every read; in a PATCH, `***` keeps the stored value of that name while the URL keeps its origin. Names are refused when they are ours (`Service-…`), Standard Webhooks' (`webhook-…`), hop-by-hop, `host`, `content-…`, `user-agent`, trace context, or `authorization` while `auth` is set. `null` or `{}` removes them. HTTPS endpoints only.
+                     * @example {
+                     *       "x-api-key": "k_live_3f9a1c"
+                     *     }
+                     */
+                    headers?: {
+                        [key: string]: string;
+                    } | null;
+                    /** @description How each attempt authenticates to the receiver: `{type: "basic", username, password}` sends `Authorization: Basic …`. `null` (the default) for none. HTTPS endpoints only. */
+                    auth?: {
+                        /**
+                         * @description HTTP Basic (RFC 7617).
+                         * @enum {string}
+                         */
+                        type: "basic";
+                        /** @description No `:`. */
+                        username: string;
+                        /** @description Stored sealed; `***` in every read. In a PATCH, `***` keeps the stored one while the URL keeps its origin. */
+                        password: string;
+                    } | null;
                     /** @description `true` re-enables a paused subscription (failure counters cleared; its pending deliveries resume); `false` pauses it (pending deliveries stay pending). */
                     active?: boolean;
                 };
@@ -5874,6 +5943,10 @@ export interface operations {
                      *         "filter": {
                      *           "data.currency": "EUR"
                      *         },
+                     *         "headers": {
+                     *           "X-Api-Key": "***"
+                     *         },
+                     *         "auth": null,
                      *         "deliveryState": {
                      *           "concurrencyLimit": 16,
                      *           "inFlight": 3,
@@ -6382,6 +6455,10 @@ export interface operations {
                      *         "filter": {
                      *           "data.currency": "EUR"
                      *         },
+                     *         "headers": {
+                     *           "X-Api-Key": "***"
+                     *         },
+                     *         "auth": null,
                      *         "deliveryState": {
                      *           "concurrencyLimit": 16,
                      *           "inFlight": 3,

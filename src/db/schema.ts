@@ -280,6 +280,10 @@ export interface WebhookSubscriptionsTable {
   propagateTraceContext: boolean;
   /** The payload filter as checked JSON (domain/payload-filter.ts); null for every event. */
   filter: string | null;
+  /** Receiver authentication as reads show it (secrets `***`), JSON; null for none. */
+  receiverAuth: string | null;
+  /** The same in clear, sealed like signingKey (domain/receiver-auth.ts); null for none. */
+  receiverSecrets: string | null;
   createdAt: string;
 }
 

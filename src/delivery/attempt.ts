@@ -10,6 +10,7 @@ import {
 } from '@opentelemetry/api';
 import { deliveryRequest, deliveryUserAgent } from '../domain/delivery-request.ts';
 import { type BrokerTarget, brokerTarget, destinationKind } from '../domain/destinations.ts';
+import { type ReceiverSecrets, receiverHeaders } from '../domain/receiver-auth.ts';
 import { ed25519SigningKey, liveRetiredKeys, type RetiredKey } from '../domain/signing.ts';
 import { BoundedMap } from '../lib/bounded-map.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
@@ -41,6 +42,8 @@ export class AttemptRunner {
   /** Ed25519 key objects by sealed text. */
   private readonly pairs = new BoundedMap<string, KeyObject>(KEY_CACHE_LIMIT);
   private readonly retired = new BoundedMap<string, readonly RetiredKey[]>(KEY_CACHE_LIMIT);
+  /** The headers receiver authentication adds, by sealed secrets. */
+  private readonly receiverAuth = new BoundedMap<string, Record<string, string>>(KEY_CACHE_LIMIT);
 
   constructor(
     private readonly deps: {
@@ -107,6 +110,9 @@ export class AttemptRunner {
     body: string,
   ): Promise<SendResult> {
     if (destinationKind(delivery.url) === 'https') {
+      if (delivery.receiverSecrets !== null) {
+        Object.assign(headers, this.receiverHeadersOf(delivery.receiverSecrets, delivery));
+      }
       return this.deps.sender.send(delivery.url, headers, body);
     }
     const password =
@@ -175,6 +181,18 @@ export class AttemptRunner {
     const retired =
       this.retired.get(stored) ?? this.retired.remember(stored, JSON.parse(stored) as RetiredKey[]);
     return liveRetiredKeys(retired, now);
+  }
+
+  private receiverHeadersOf(sealed: string, delivery: ClaimedDelivery): Record<string, string> {
+    return (
+      this.receiverAuth.get(sealed) ??
+      this.receiverAuth.remember(
+        sealed,
+        receiverHeaders(
+          JSON.parse(this.deps.secrets.decrypt(sealed, delivery.subscriptionId)) as ReceiverSecrets,
+        ),
+      )
+    );
   }
 
   private open(sealed: string, subscriptionId: string): string {

@@ -138,6 +138,7 @@ export class DeliveryQueue extends Repository {
         'd.sequence',
         's.url',
         's.urlPassword',
+        's.receiverSecrets',
         's.standardWebhooks',
         sql<number>`${sql.raw(EFFECTIVE_CONCURRENCY_LIMIT_SQL)}`.as('concurrencyLimit'),
         's.maxPerSecond',

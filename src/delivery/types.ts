@@ -23,6 +23,8 @@ export interface ClaimedDelivery {
   url: string;
   /** A broker URL's password, sealed; null for none. */
   urlPassword: string | null;
+  /** Receiver authentication's secrets (HTTPS), sealed JSON; null for none. */
+  receiverSecrets: string | null;
   standardWebhooks: boolean;
   /** The subscription's concurrency limit when claimed (within its maxConcurrency). */
   concurrencyLimit: number;

@@ -44,6 +44,36 @@ export const SubscriptionFilter = Nullable(
   }),
 );
 
+/** Extra request headers of an HTTPS subscription (create, PATCH; reads mask the values). */
+export const ReceiverHeaders = Nullable(
+  Type.Record(Type.String(), Type.String({ maxLength: 4096 }), {
+    description:
+      "Up to 10 extra request headers every attempt carries, for a gateway in front of the receiver (an API key, say). Values are stored sealed and shown as `***` in every read; in a PATCH, `***` keeps the stored value of that name while the URL keeps its origin. Names are refused when they are ours (`Service-…`), Standard Webhooks' (`webhook-…`), hop-by-hop, `host`, `content-…`, `user-agent`, trace context, or `authorization` while `auth` is set. `null` or `{}` removes them. HTTPS endpoints only.",
+    examples: [{ 'x-api-key': 'k_live_3f9a1c' }],
+  }),
+);
+
+/** An HTTPS subscription's authentication scheme (create, PATCH). */
+export const ReceiverAuth = Nullable(
+  Type.Object(
+    {
+      type: Type.Literal('basic', { description: 'HTTP Basic (RFC 7617).' }),
+      username: Type.String({ minLength: 1, maxLength: 200, description: 'No `:`.' }),
+      password: Type.String({
+        minLength: 1,
+        maxLength: 1000,
+        description:
+          'Stored sealed; `***` in every read. In a PATCH, `***` keeps the stored one while the URL keeps its origin.',
+      }),
+    },
+    {
+      additionalProperties: false,
+      description:
+        'How each attempt authenticates to the receiver: `{type: "basic", username, password}` sends `Authorization: Basic …`. `null` (the default) for none. HTTPS endpoints only.',
+    },
+  ),
+);
+
 export const WebhookSubscription = Type.Object(
   {
     id: Type.String(),
@@ -103,6 +133,22 @@ export const WebhookSubscription = Type.Object(
         "When the server exports traces (OpenTelemetry), deliveries carry the W3C `traceparent` (and `tracestate`) of the attempt's own span, so the receiver's trace continues it; never `baggage`. Default false.",
     }),
     filter: SubscriptionFilter,
+    headers: Type.Record(Type.String(), Type.String(), {
+      description: 'The extra request headers, each value `***`; `{}` for none.',
+    }),
+    auth: Nullable(
+      Type.Object(
+        {
+          type: Type.Literal('basic'),
+          username: Type.String(),
+          password: Type.Literal('***', { description: 'Never shown.' }),
+        },
+        {
+          additionalProperties: false,
+          description: 'The scheme, its secret `***`; null for none.',
+        },
+      ),
+    ),
     deliveryState: Type.Object(
       {
         concurrencyLimit: Type.Integer({

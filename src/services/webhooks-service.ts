@@ -3,10 +3,14 @@ import type { Database } from '../db/database.ts';
 import { DELIVERIES_CHANNEL, type Notifier } from '../db/notifier.ts';
 import type { WebhookSubscriptionsTable } from '../db/schema.ts';
 import type { AddressGuard } from '../domain/address-guard.ts';
-import { keepsPassword, PASSWORD_MASK, splitPassword } from '../domain/destinations.ts';
+import {
+  destinationKind,
+  keepsPassword,
+  PASSWORD_MASK,
+  splitPassword,
+} from '../domain/destinations.ts';
 import {
   DEFAULT_MAX_CONCURRENCY,
-  effectiveConcurrencyLimit,
   INITIAL_CONCURRENCY,
   type Ordering,
 } from '../domain/flow-control.ts';
@@ -18,13 +22,21 @@ import {
 } from '../domain/payload-filter.ts';
 import { effectiveWebhookEndpointCap, isTier, TIERS } from '../domain/plans.ts';
 import {
+  hasReceiverSecrets,
+  NO_RECEIVER_SECRETS,
+  nextReceiverSecrets,
+  type ReceiverAuthScheme,
+  type ReceiverSecrets,
+  setsReceiverAuth,
+  shownReceiverAuth,
+} from '../domain/receiver-auth.ts';
+import {
   dropRetiredPairs,
   newSigningKey,
   newSigningKeyPair,
   retireKey,
   servesStandardWebhooks,
 } from '../domain/signing.ts';
-import type { PauseReason, SubscribableEventType } from '../domain/states.ts';
 import { mayMove, subscriptionMove } from '../domain/webhook-moves.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
 import { firstIdAt, newId } from '../lib/ids.ts';
@@ -35,44 +47,14 @@ import type { TenantsRepository } from '../repositories/tenants-repository.ts';
 import type { SubscriptionRow, WebhooksRepository } from '../repositories/webhooks-repository.ts';
 import type { EventsService } from './events-service.ts';
 import { owningTenant } from './owner.ts';
+import {
+  NO_DELIVERIES,
+  type Subscription,
+  type SubscriptionActivity,
+  toSubscription,
+} from './subscription-view.ts';
 
-/** A subscription as the API shows it; the signing key is never part of it. */
-export interface Subscription {
-  id: string;
-  url: string;
-  events: SubscribableEventType[];
-  active: boolean;
-  pausedAt: string | null;
-  pauseReason: PauseReason | null;
-  consecutiveFailures: number;
-  lastSuccessAt: string | null;
-  lastFailureAt: string | null;
-  last24h: RecentDeliveries;
-  standardWebhooks: boolean;
-  asymmetricSignatures: boolean;
-  publicKey: string | null;
-  maxConcurrency: number;
-  maxPerSecond: number | null;
-  ordering: Ordering;
-  propagateTraceContext: boolean;
-  filter: PayloadFilter | null;
-  deliveryState: DeliveryState;
-  createdAt: string;
-}
-
-/**
- * How fast deliveries flow to the endpoint now, and what holds them back: `reason` `paused` (or
- * `deleted`), `retry_after` (the endpoint asked to wait, until `pausedUntil`), `backpressure` (its
- * answers cut the concurrency limit, which grows back as it answers in time), or null.
- */
-interface DeliveryState {
-  concurrencyLimit: number;
-  inFlight: number;
-  pausedUntil: string | null;
-  reason: 'paused' | 'deleted' | 'retry_after' | 'backpressure' | null;
-}
-
-/** A delivery and an attempt as the API shows them. */
+/** What creating a subscription takes. */
 export interface CreateSubscriptionInput {
   url: string;
   events: string[];
@@ -83,6 +65,8 @@ export interface CreateSubscriptionInput {
   ordering?: Ordering;
   propagateTraceContext?: boolean;
   filter?: PayloadFilter | null;
+  headers?: Record<string, string> | null;
+  auth?: ReceiverAuthScheme | null;
 }
 
 /** PATCH: what is given changes; `active` pauses (false) or re-enables (true). */
@@ -96,6 +80,8 @@ export interface UpdateSubscriptionInput {
   ordering?: Ordering;
   propagateTraceContext?: boolean;
   filter?: PayloadFilter | null;
+  headers?: Record<string, string> | null;
+  auth?: ReceiverAuthScheme | null;
   active?: boolean;
 }
 
@@ -122,74 +108,44 @@ export interface CheckedTarget {
   readonly password: string | null;
 }
 
-/** What happened to a subscription's deliveries created in the last 24 hours. */
-interface RecentDeliveries {
-  succeeded: number;
-  deadLettered: number;
-  /** Waiting for an attempt or a retry, or being attempted now. */
-  pending: number;
-}
-
 const DAY_MS = 86_400_000;
-const NO_DELIVERIES: RecentDeliveries = { succeeded: 0, deadLettered: 0, pending: 0 };
-
-/** What a subscription's deliveries look like now: the last day's, and those in flight. */
-interface SubscriptionActivity {
-  last24h: RecentDeliveries;
-  inFlight: number;
-}
-
-const NO_ACTIVITY: SubscriptionActivity = { last24h: NO_DELIVERIES, inFlight: 0 };
-
-function deliveryState(row: SubscriptionRow, inFlight: number, now: string): DeliveryState {
-  const held = row.heldUntil !== null && row.heldUntil > now;
-  let reason: DeliveryState['reason'] = null;
-  if (row.deletedAt !== null) reason = 'deleted';
-  else if (!row.active) reason = 'paused';
-  else if (held) reason = 'retry_after';
-  else if (row.backedOff) reason = 'backpressure';
-  return {
-    concurrencyLimit: effectiveConcurrencyLimit(row),
-    inFlight,
-    pausedUntil: held ? row.heldUntil : null,
-    reason,
-  };
-}
-
-function toSubscription(
-  row: SubscriptionRow,
-  now: string,
-  activity: SubscriptionActivity = NO_ACTIVITY,
-): Subscription {
-  return {
-    id: row.id,
-    url: row.url,
-    events: parseStoredJson<SubscribableEventType[]>(row.events),
-    active: row.active,
-    pausedAt: row.pausedAt,
-    pauseReason: row.pauseReason,
-    consecutiveFailures: row.consecutiveFailures,
-    lastSuccessAt: row.lastSuccessAt,
-    lastFailureAt: row.lastFailureAt,
-    last24h: activity.last24h,
-    standardWebhooks: row.standardWebhooks,
-    asymmetricSignatures: row.asymmetricSignatures,
-    publicKey: row.asymmetricSignatures ? row.publicKey : null,
-    maxConcurrency: row.maxConcurrency,
-    maxPerSecond: row.maxPerSecond,
-    ordering: row.ordering,
-    propagateTraceContext: row.propagateTraceContext,
-    filter: row.filter === null ? null : parseStoredJson<PayloadFilter>(row.filter),
-    deliveryState: deliveryState(row, activity.inFlight, now),
-    createdAt: row.createdAt,
-  };
-}
 
 /** A filter as stored: checked (422 naming each fault by its path), then its JSON text. */
 function storedFilter(filter: PayloadFilter | null): string | null {
   const errors = checkFilter(filter);
   if (Object.keys(errors).length > 0) throw validationFailed(errors);
   return filter === null ? null : JSON.stringify(filter);
+}
+
+/**
+ * The receiver secrets a create or PATCH leaves for `url` (422 naming each fault): HTTPS
+ * endpoints only; `keep`: the origin is the one the stored secrets were set for.
+ */
+function receiverSecretsFor(
+  url: string,
+  input: { headers?: Record<string, string> | null; auth?: ReceiverAuthScheme | null },
+  stored: ReceiverSecrets,
+  keep: boolean,
+): ReceiverSecrets {
+  const next = nextReceiverSecrets(input, stored, keep);
+  if ('errors' in next) throw validationFailed(next.errors);
+  if (
+    destinationKind(url) !== 'https' &&
+    (setsReceiverAuth(input) || hasReceiverSecrets(next.secrets))
+  ) {
+    const field = input.auth !== undefined && input.auth !== null ? 'auth' : 'headers';
+    throw fieldError(field, 'is for HTTPS endpoints only: a broker authenticates by its URL');
+  }
+  return next.secrets;
+}
+
+/** A URL's origin (scheme, host, port); '' for one that does not parse. */
+function originOf(url: string): string {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return '';
+  }
 }
 
 const ASYMMETRIC_NEEDS_STANDARD =
@@ -264,6 +220,7 @@ export class WebhooksService {
   ): Promise<{ subscription: Subscription; signingKey: string }> {
     const checked = target ?? (await this.checkTarget(tenantId, input.url));
     const filter = storedFilter(input.filter ?? null);
+    const secrets = receiverSecretsFor(checked.url, input, NO_RECEIVER_SECRETS, true);
     if (input.asymmetricSignatures === true && input.standardWebhooks !== true) {
       throw fieldError('asymmetricSignatures', ASYMMETRIC_NEEDS_STANDARD);
     }
@@ -301,6 +258,7 @@ export class WebhooksService {
         ordering: input.ordering ?? 'none',
         propagateTraceContext: input.propagateTraceContext === true,
         filter,
+        ...this.sealedReceiverAuth(secrets, id),
         createdAt: nowIso(this.deps.clock),
       });
     });
@@ -360,6 +318,16 @@ export class WebhooksService {
         patch.propagateTraceContext = input.propagateTraceContext;
       }
       if (filter !== undefined) patch.filter = filter;
+      if (checked || input.headers !== undefined || input.auth !== undefined) {
+        const url = checked?.url ?? current.url;
+        const secrets = receiverSecretsFor(
+          url,
+          input,
+          this.openReceiverSecrets(current),
+          originOf(url) === originOf(current.url),
+        );
+        Object.assign(patch, this.sealedReceiverAuth(secrets, id));
+      }
       if (input.active === true && mayMove(current, 'enable')) {
         Object.assign(patch, subscriptionMove('enable', now));
         await this.deps.notifier.publish(DELIVERIES_CHANNEL);
@@ -390,6 +358,24 @@ export class WebhooksService {
     if (!check.ok) throw fieldError('url', check.reason);
     const { shown, password } = splitPassword(url);
     return { url: shown, password };
+  }
+
+  /** Receiver authentication as stored: the shown JSON and the secrets sealed (null for none). */
+  private sealedReceiverAuth(
+    secrets: ReceiverSecrets,
+    id: string,
+  ): { receiverAuth: string | null; receiverSecrets: string | null } {
+    if (!hasReceiverSecrets(secrets)) return { receiverAuth: null, receiverSecrets: null };
+    return {
+      receiverAuth: JSON.stringify(shownReceiverAuth(secrets)),
+      receiverSecrets: this.deps.secrets.encrypt(JSON.stringify(secrets), id),
+    };
+  }
+
+  private openReceiverSecrets(row: SubscriptionRow): ReceiverSecrets {
+    return row.receiverSecrets === null
+      ? NO_RECEIVER_SECRETS
+      : (JSON.parse(this.deps.secrets.decrypt(row.receiverSecrets, row.id)) as ReceiverSecrets);
   }
 
   /** A new subscription's URL password, sealed; the mask is no password. */

@@ -5,7 +5,8 @@ import { ORDERINGS } from '../../domain/flow-control.ts';
 import { DELIVERY_STATUSES, SUBSCRIBABLE_EVENT_TYPES } from '../../domain/states.ts';
 import type { Page } from '../../lib/cursor.ts';
 import type { Attempt, Delivery, LedgerEvent } from '../../services/deliveries-service.ts';
-import type { FilterTestResult, Subscription } from '../../services/webhooks-service.ts';
+import type { Subscription } from '../../services/subscription-view.ts';
+import type { FilterTestResult } from '../../services/webhooks-service.ts';
 import {
   actionButton,
   type Frame,

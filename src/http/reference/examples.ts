@@ -112,6 +112,8 @@ const SCHEMA_EXAMPLES: Record<string, unknown> = {
     ordering: 'none',
     propagateTraceContext: false,
     filter: { 'data.currency': 'EUR' },
+    headers: { 'X-Api-Key': '***' },
+    auth: null,
     deliveryState: { concurrencyLimit: 16, inFlight: 3, pausedUntil: null, reason: null },
     createdAt: CREATED,
   },

@@ -19,6 +19,8 @@ import {
   MaxConcurrency,
   MaxPerSecond,
   PropagateTraceContext,
+  ReceiverAuth,
+  ReceiverHeaders,
   SubscriptionFilter,
   SubscriptionOrdering,
   WebhookAttempt,
@@ -67,6 +69,8 @@ export const CreateWebhookBody = Type.Object(
     ordering: Type.Optional(SubscriptionOrdering),
     propagateTraceContext: Type.Optional(PropagateTraceContext),
     filter: Type.Optional(SubscriptionFilter),
+    headers: Type.Optional(ReceiverHeaders),
+    auth: Type.Optional(ReceiverAuth),
   },
   { additionalProperties: false },
 );
@@ -82,6 +86,8 @@ export const UpdateWebhookBody = Type.Object(
     ordering: Type.Optional(SubscriptionOrdering),
     propagateTraceContext: Type.Optional(PropagateTraceContext),
     filter: Type.Optional(SubscriptionFilter),
+    headers: Type.Optional(ReceiverHeaders),
+    auth: Type.Optional(ReceiverAuth),
     active: Type.Optional(
       Type.Boolean({
         description:

@@ -1,0 +1,213 @@
+import type { FieldErrors } from '../lib/problems.ts';
+
+/**
+ * Receiver authentication: what a subscription adds to each HTTPS attempt so that a gateway in
+ * front of the receiver lets it in: extra `headers`, and an `auth` scheme (HTTP Basic here). The
+ * secrets (header values, the password) are stored sealed, apart from what reads show, where each
+ * is `***`; a PATCH that sends `***` back keeps the stored secret, but only while the endpoint's
+ * origin stays the same, so that no edit can carry a secret to another server.
+ */
+
+const SECRET_MASK = '***';
+const MAX_RECEIVER_HEADERS = 10;
+const MAX_HEADER_VALUE = 4096;
+
+/** RFC 9110 token characters: a header name. */
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$/;
+/** Visible ASCII, spaces and tabs inside: a header value (no CR, LF or other controls). */
+const HEADER_VALUE = /^[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?$/;
+
+/** Names a subscription may never set: ours, Standard Webhooks', hop-by-hop, framing. */
+const RESERVED_NAMES = new Set([
+  'host',
+  'connection',
+  'keep-alive',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'expect',
+  'user-agent',
+  'webhook-id',
+  'webhook-timestamp',
+  'webhook-signature',
+  'traceparent',
+  'tracestate',
+  'baggage',
+]);
+
+interface BasicAuth {
+  type: 'basic';
+  username: string;
+  password: string;
+}
+
+/** `auth` as the API takes it (a secret may be SECRET_MASK in a PATCH). */
+export type ReceiverAuthScheme = BasicAuth;
+
+/** What a subscription's attempts carry, in clear: sealed as one JSON text when stored. */
+export interface ReceiverSecrets {
+  headers: Record<string, string>;
+  auth: ReceiverAuthScheme | null;
+}
+
+/** What reads show: header names with masked values, the scheme with its secret masked. */
+export interface ReceiverAuthShown {
+  headers: Record<string, string>;
+  auth: { type: 'basic'; username: string; password: typeof SECRET_MASK } | null;
+}
+
+export const NO_RECEIVER_SECRETS: ReceiverSecrets = Object.freeze({ headers: {}, auth: null });
+
+/** The shown form of stored secrets. */
+export function shownReceiverAuth(secrets: ReceiverSecrets): ReceiverAuthShown {
+  return {
+    headers: Object.fromEntries(Object.keys(secrets.headers).map((name) => [name, SECRET_MASK])),
+    auth:
+      secrets.auth === null
+        ? null
+        : { type: 'basic', username: secrets.auth.username, password: SECRET_MASK },
+  };
+}
+
+/** Why a header name may not be set, or null. */
+function nameFault(name: string, withAuth: boolean): string | null {
+  const lower = name.toLowerCase();
+  if (!HEADER_NAME.test(name)) return "is not a header name (letters, digits and !#$%&'*+.^_`|~-)";
+  if (lower.startsWith('service-')) return 'is a header of ours (Service-…): it cannot be set';
+  if (RESERVED_NAMES.has(lower) || lower.startsWith('proxy-')) {
+    return 'is set by the sender or the connection: it cannot be set';
+  }
+  if (lower.startsWith('content-')) return 'describes the body we send: it cannot be set';
+  if (lower === 'authorization' && withAuth) {
+    return 'is what `auth` sends: set one or the other';
+  }
+  return null;
+}
+
+/**
+ * The secrets a create or PATCH leaves, from what it sends (`undefined`: unchanged; `null`: none)
+ * and what is stored; `keep` says whether a masked value may stand for the stored one (the same
+ * origin). Faults are keyed `headers.<name>` and `auth.<member>`.
+ */
+export function nextReceiverSecrets(
+  input: { headers?: Record<string, string> | null; auth?: ReceiverAuthScheme | null },
+  stored: ReceiverSecrets,
+  keep: boolean,
+): { secrets: ReceiverSecrets } | { errors: FieldErrors } {
+  const errors: FieldErrors = {};
+  // Moving to another origin carries no stored secret along: each must be sent again (or null).
+  if (!keep && input.headers === undefined && Object.keys(stored.headers).length > 0) {
+    errors.headers = [MOVED];
+  }
+  if (!keep && input.auth === undefined && stored.auth !== null) errors.auth = [MOVED];
+  const auth = nextAuth(input.auth, stored.auth, keep, errors);
+  const headers: Record<string, string> = {};
+  if (input.headers === undefined) {
+    Object.assign(headers, stored.headers);
+  } else if (input.headers !== null) {
+    const names = Object.keys(input.headers);
+    if (names.length > MAX_RECEIVER_HEADERS) {
+      errors.headers = [`has ${names.length} headers; at most ${MAX_RECEIVER_HEADERS}`];
+    }
+    const seen = new Set<string>();
+    for (const name of names) {
+      const value = input.headers[name];
+      const at = `headers.${name}`;
+      const fault = nameFault(name, auth !== null);
+      if (fault !== null) {
+        errors[at] = [fault];
+      } else if (seen.has(name.toLowerCase())) {
+        errors[at] = ['is given twice (header names are case-insensitive)'];
+      } else if (value === SECRET_MASK) {
+        const kept = storedValue(stored.headers, name);
+        if (kept === undefined || !keep) {
+          errors[at] = [maskRefusal(kept === undefined ? 'no stored value' : 'another origin')];
+        } else {
+          headers[name] = kept;
+        }
+      } else if (value.length > MAX_HEADER_VALUE || !HEADER_VALUE.test(value)) {
+        errors[at] = [
+          `must be 1-${MAX_HEADER_VALUE} visible ASCII characters (spaces inside), no line breaks`,
+        ];
+      } else {
+        headers[name] = value;
+      }
+      seen.add(name.toLowerCase());
+    }
+  }
+  if (input.headers === undefined && auth !== null) {
+    for (const name of Object.keys(headers)) {
+      if (name.toLowerCase() === 'authorization') {
+        errors[`headers.${name}`] = ['is what `auth` sends: set one or the other'];
+      }
+    }
+  }
+  return Object.keys(errors).length > 0 ? { errors } : { secrets: { headers, auth } };
+}
+
+function nextAuth(
+  input: ReceiverAuthScheme | null | undefined,
+  stored: ReceiverAuthScheme | null,
+  keep: boolean,
+  errors: FieldErrors,
+): ReceiverAuthScheme | null {
+  if (input === undefined) return stored;
+  if (input === null) return null;
+  if (input.username.includes(':')) {
+    errors['auth.username'] = [
+      'may not contain ":" (HTTP Basic joins it to the password with one)',
+    ];
+  }
+  if (input.password !== SECRET_MASK) return input;
+  if (stored === null || stored.type !== 'basic' || !keep) {
+    errors['auth.password'] = [maskRefusal(stored === null ? 'no stored value' : 'another origin')];
+    return null;
+  }
+  return { ...input, password: stored.password };
+}
+
+function storedValue(headers: Record<string, string>, name: string): string | undefined {
+  const lower = name.toLowerCase();
+  const found = Object.keys(headers).find((stored) => stored.toLowerCase() === lower);
+  return found === undefined ? undefined : headers[found];
+}
+
+const MOVED =
+  'the URL moves to another origin, and stored secrets never follow it: send them again (or null)';
+
+function maskRefusal(why: 'no stored value' | 'another origin'): string {
+  return why === 'no stored value'
+    ? `${SECRET_MASK} keeps a stored value, and there is none: send the value itself`
+    : `${SECRET_MASK} keeps the stored value only while the URL's origin stays the same: send the value itself`;
+}
+
+/** The headers an attempt adds for its receiver (`Authorization` for Basic). */
+export function receiverHeaders(secrets: ReceiverSecrets): Record<string, string> {
+  if (secrets.auth === null) return secrets.headers;
+  const { username, password } = secrets.auth;
+  return {
+    ...secrets.headers,
+    authorization: `Basic ${Buffer.from(`${username}:${password}`, 'utf8').toString('base64')}`,
+  };
+}
+
+/** Whether a create or PATCH sets anything only an HTTPS endpoint can take. */
+export function setsReceiverAuth(input: {
+  headers?: Record<string, string> | null;
+  auth?: ReceiverAuthScheme | null;
+}): boolean {
+  return (
+    (input.headers !== undefined &&
+      input.headers !== null &&
+      Object.keys(input.headers).length > 0) ||
+    (input.auth !== undefined && input.auth !== null)
+  );
+}
+
+export function hasReceiverSecrets(secrets: ReceiverSecrets): boolean {
+  return Object.keys(secrets.headers).length > 0 || secrets.auth !== null;
+}
