@@ -246,3 +246,248 @@ for (const backend of BACKENDS) {
     });
   });
 }
+
+/**
+ * A token server written here (RFC 6749 section 4.4): client Basic auth, short-lived bearer
+ * tokens it remembers, and revocation; the receiver accepts only its live tokens.
+ */
+class TokenServer {
+  readonly issued = new Map<string, number>();
+  readonly revoked = new Set<string>();
+  fetches = 0;
+  lifetimeS = 60;
+  private counter = 0;
+
+  constructor(
+    readonly clientId: string,
+    readonly clientSecret: string,
+  ) {}
+
+  answer(request: ReceivedRequest) {
+    const expected = `Basic ${Buffer.from(`${this.clientId}:${this.clientSecret}`).toString('base64')}`;
+    const form = new URLSearchParams(request.body);
+    if (request.headers.authorization !== expected) {
+      return { status: 401, body: '{"error":"invalid_client"}' };
+    }
+    if (form.get('grant_type') !== 'client_credentials' || form.get('scope') !== 'webhooks') {
+      return { status: 400, body: '{"error":"invalid_request"}' };
+    }
+    this.fetches += 1;
+    this.counter += 1;
+    const token = `at-${this.counter}-${Math.random().toString(36).slice(2, 10)}`;
+    this.issued.set(token, Date.now() + this.lifetimeS * 1000);
+    return {
+      status: 200,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        access_token: token,
+        token_type: 'Bearer',
+        expires_in: this.lifetimeS,
+      }),
+    };
+  }
+
+  /** Whether a receiver should take this Authorization header. */
+  accepts(authorization: unknown): boolean {
+    const token = String(authorization ?? '').replace(/^Bearer /, '');
+    const until = this.issued.get(token);
+    return until !== undefined && until > Date.now() && !this.revoked.has(token);
+  }
+}
+
+for (const backend of BACKENDS) {
+  describe(`receiver authentication: OAuth2 client credentials (${backend})`, () => {
+    let ctx: TestContext;
+    let tenant: TenantFixture;
+    let receiver: HttpsReceiver;
+    let tokenHost: HttpsReceiver;
+    let worker: ReturnType<typeof startWorker>;
+    const server = new TokenServer('tourops-webhooks', 'cs-7e1f0a99b3d24c58');
+    /** The bearer token each request to /oauth carried, in order. */
+    const seen: string[] = [];
+    const logLines: string[] = [];
+
+    before(async () => {
+      const stream = new Writable({
+        write(chunk, _encoding, done) {
+          logLines.push(String(chunk));
+          done();
+        },
+      });
+      ctx = await createWebhookTestContext(
+        backend,
+        { WEBHOOK_RETRY_SCHEDULE: '5s' },
+        { logger: pino({ level: 'debug' }, stream) },
+      );
+      tenant = await createTenant(ctx);
+      tokenHost = await HttpsReceiver.start({ responder: (request) => server.answer(request) });
+      receiver = await HttpsReceiver.start({
+        responder: (request) => {
+          seen.push(String(request.headers.authorization ?? ''));
+          return { status: server.accepts(request.headers.authorization) ? 204 : 401 };
+        },
+      });
+      worker = startWorker(ctx.runtime, { pollIntervalMs: 20 });
+    });
+    after(async () => {
+      await worker.stop();
+      await receiver.close();
+      await tokenHost.close();
+      await ctx.close();
+    });
+
+    const oauth = (overrides: Row = {}) => ({
+      type: 'oauth2_client_credentials',
+      tokenUrl: tokenHost.url('/oauth/token'),
+      clientId: server.clientId,
+      clientSecret: server.clientSecret,
+      scope: 'webhooks',
+      ...overrides,
+    });
+    const subscribe = async (auth: Row) => {
+      const created = await ctx.api('POST', '/api/v1/webhooks', {
+        token: tenant.token,
+        body: { url: receiver.url('/oauth'), events: ['client.created'], auth },
+      });
+      assert.equal(created.statusCode, 201, created.body);
+      return created.json().data as Row;
+    };
+    /** Every delivery of the subscription, once each has an outcome recorded. */
+    const settled = (id: string, count: number) =>
+      until(
+        async () => {
+          const list = await ctx.api('GET', `/api/v1/webhooks/${id}/deliveries?limit=100`, {
+            token: tenant.token,
+          });
+          const rows = list.json().data as Row[];
+          const done = rows.filter((d) => d.lastResponseStatus !== null || d.lastError !== null);
+          return done.length >= count ? rows : undefined;
+        },
+        15_000,
+        `${count} settled deliveries of ${id}`,
+      );
+    const emit = async (count: number) => {
+      for (let i = 0; i < count; i++) await createClient(ctx, tenant, { displayName: `O${i}` });
+    };
+
+    it('delivers with a valid token; one token serves many deliveries', async () => {
+      const subscription = await subscribe(oauth());
+      assert.deepEqual(subscription.auth, { ...oauth(), clientSecret: '***' });
+      const before = server.fetches;
+      await emit(12);
+      const rows = await settled(subscription.id as string, 12);
+      assert.deepEqual(
+        rows.map((d) => d.lastResponseStatus),
+        rows.map(() => 204),
+      );
+      assert.equal(server.fetches - before, 1, 'one token fetch served all 12');
+    });
+
+    it('replaces a token that expires mid-run, and one the receiver revoked (401), at once', async () => {
+      server.lifetimeS = 1;
+      const subscription = await subscribe(oauth());
+      const id = subscription.id as string;
+      const before = server.fetches;
+      await emit(1);
+      await settled(id, 1);
+      const firstToken = [...server.issued.keys()].at(-1) as string;
+      // Renewed early, before it lapses: never sent expired, so never a 401 for it.
+      await until(() =>
+        Date.now() > (server.issued.get(firstToken) as number) ? true : undefined,
+      );
+      await emit(1);
+      const afterExpiry = await settled(id, 2);
+      assert.deepEqual(
+        afterExpiry.map((d) => d.lastResponseStatus),
+        [204, 204],
+      );
+      assert.equal(server.fetches - before, 2);
+
+      server.lifetimeS = 60;
+      await emit(1);
+      await settled(id, 3);
+      const live = [...server.issued.keys()].at(-1) as string;
+      server.revoked.add(live);
+      const fetchesBefore = server.fetches;
+      await emit(1);
+      const rows = await settled(id, 4);
+      assert.equal(rows[0].lastResponseStatus, 204, 'the 401 got a new token and went through');
+      assert.equal(rows[0].attempts, 1, 'within the same attempt');
+      assert.equal(server.fetches - fetchesBefore, 1, 'one fetch for the revoked token');
+      assert.ok(seen.includes(`Bearer ${live}`), 'the revoked token was tried first');
+    });
+
+    it('fails the attempt as auth_failed when the token server refuses or cannot be reached', async () => {
+      const refused = await subscribe(oauth({ clientSecret: 'cs-wrong-000000000000' }));
+      const unreachable = await subscribe(oauth({ tokenUrl: 'https://127.0.0.1:9/token' }));
+      const before = seen.length;
+      await emit(1);
+      for (const subscription of [refused, unreachable]) {
+        const [delivery] = await settled(subscription.id as string, 1);
+        assert.equal(delivery.lastError, 'auth_failed');
+        assert.equal(delivery.lastResponseStatus, null);
+        const attempts = await ctx.api(
+          'GET',
+          `/api/v1/webhooks/${subscription.id}/deliveries/${delivery.id}/attempts`,
+          { token: tenant.token },
+        );
+        const [attempt] = attempts.json().data as Row[];
+        assert.equal(attempt.errorClass, 'auth_failed');
+        assert.match(String(attempt.responseBody), /token server/);
+      }
+      // The other subscriptions' deliveries arrived, each with a token; none came without one.
+      assert.deepEqual(
+        seen.slice(before).filter((authorization) => !authorization.startsWith('Bearer ')),
+        [],
+      );
+    });
+
+    it('keeps the secret by *** for the same token URL only; refuses a token URL that is not HTTPS', async () => {
+      const subscription = await subscribe(oauth());
+      const id = subscription.id as string;
+      const patch = (auth: Row) =>
+        ctx.api('PATCH', `/api/v1/webhooks/${id}`, { token: tenant.token, body: { auth } });
+      const kept = await patch(oauth({ clientSecret: '***', scope: 'webhooks' }));
+      assert.equal(kept.statusCode, 200, kept.body);
+      const moved = await patch(oauth({ clientSecret: '***', tokenUrl: 'https://localhost:9/t' }));
+      assert.deepEqual(Object.keys(moved.json().errors), ['auth.clientSecret']);
+      for (const tokenUrl of ['http://127.0.0.1:9/token', 'not a url', 'amqp://127.0.0.1/']) {
+        const refused = await patch(oauth({ tokenUrl }));
+        assert.equal(refused.statusCode, 422, tokenUrl);
+        assert.deepEqual(Object.keys(refused.json().errors), ['auth.tokenUrl'], tokenUrl);
+      }
+      await emit(1);
+      const [delivery] = await settled(id, 1);
+      assert.equal(delivery.lastResponseStatus, 204, 'the kept secret still fetches tokens');
+    });
+
+    it('never shows the client secret or a token: reads, attempt logs, log lines, stored row', async () => {
+      const texts: string[] = [...logLines];
+      const list = await ctx.api('GET', '/api/v1/webhooks', { token: tenant.token });
+      texts.push(list.body);
+      for (const s of list.json().data as Row[]) {
+        const deliveries = await ctx.api('GET', `/api/v1/webhooks/${s.id}/deliveries?limit=100`, {
+          token: tenant.token,
+        });
+        for (const d of deliveries.json().data as Row[]) {
+          const attempts = await ctx.api(
+            'GET',
+            `/api/v1/webhooks/${s.id}/deliveries/${d.id}/attempts`,
+            { token: tenant.token },
+          );
+          texts.push(attempts.body);
+        }
+      }
+      const rows = await ctx.runtime.database.db
+        .selectFrom('webhookSubscriptions')
+        .select(['receiverAuth', 'receiverSecrets'])
+        .execute();
+      texts.push(JSON.stringify(rows));
+      assert.ok(server.issued.size > 3);
+      for (const secret of [server.clientSecret, ...server.issued.keys()]) {
+        const found = texts.find((text) => text.includes(secret));
+        assert.equal(found, undefined, `${secret} shown: ${found?.slice(0, 200)}`);
+      }
+    });
+  });
+}

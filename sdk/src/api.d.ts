@@ -1323,6 +1323,23 @@ export interface components {
                  * @enum {string}
                  */
                 password: "***";
+            } | {
+                /**
+                 * @description An OAuth2 access token by the client credentials grant (RFC 6749 section 4.4), sent as `Authorization: Bearer`. The worker fetches one from `tokenUrl` (client authentication by HTTP Basic), keeps it until shortly before `expires_in`, and on a 401 from the receiver fetches a new one once before counting the attempt failed. A token server that refuses or cannot be reached fails the attempt with `errorClass` `auth_failed`.
+                 * @enum {string}
+                 */
+                type: "oauth2_client_credentials";
+                /** @description The token endpoint: HTTPS, checked by the same address guard as the subscription URL. */
+                tokenUrl: string;
+                clientId: string;
+                scope?: string;
+                /** @description Sent as `audience` (Auth0, Okta and others ask for it). */
+                audience?: string;
+                /**
+                 * @description Never shown.
+                 * @enum {string}
+                 */
+                clientSecret: "***";
             } | null;
             /** @description How deliveries flow to the endpoint now, and what holds them back. */
             deliveryState: {
@@ -1403,7 +1420,7 @@ export interface components {
              * @description Why the last attempt got no usable answer (see the attempts); null after a 2xx, before any attempt, or when `lastResponseStatus` tells all. `worker_lost`: dead-lettered because its attempts kept dying with their worker (an attempt cut off by a crash is sent again, never counted as made).
              * @enum {string|null}
              */
-            lastError: "timeout" | "connection_refused" | "connection_reset" | "dns" | "tls" | "address_blocked" | "redirect" | "body_too_large" | "internal" | "broker_refused" | "broker_busy" | "worker_lost" | null;
+            lastError: "timeout" | "connection_refused" | "connection_reset" | "dns" | "tls" | "address_blocked" | "redirect" | "body_too_large" | "internal" | "broker_refused" | "broker_busy" | "auth_failed" | "worker_lost" | null;
             /**
              * Format: date-time
              * @description Queued at UTC.
@@ -1437,10 +1454,10 @@ export interface components {
             /** @description The HTTP status answered; null when none arrived. A broker destination: 200 when the broker acknowledged the message (a publisher confirm, a stream ack), else null. */
             status: number | null;
             /**
-             * @description `timeout`, `connection_refused`, `connection_reset` (any other failure of the connection too), `dns`, `tls`, `address_blocked` (refused before connecting), `redirect` (a 3xx; not followed), `body_too_large` (the answer went past 64 KiB and was cut), `internal` (a failure on our side before or during the attempt); for a broker destination also `broker_refused` (a nack, an unroutable message, an unknown exchange or stream, refused credentials) and `broker_busy` (the broker pushes back: a blocked connection, JetStream 429 or 503); null when the status tells all.
+             * @description `timeout`, `connection_refused`, `connection_reset` (any other failure of the connection too), `dns`, `tls`, `address_blocked` (refused before connecting), `redirect` (a 3xx; not followed), `body_too_large` (the answer went past 64 KiB and was cut), `internal` (a failure on our side before or during the attempt); for a broker destination also `broker_refused` (a nack, an unroutable message, an unknown exchange or stream, refused credentials) and `broker_busy` (the broker pushes back: a blocked connection, JetStream 429 or 503); `auth_failed` when the OAuth2 token server of the subscription refused or could not be reached (nothing was sent to the receiver; `responseBody` says why); null when the status tells all.
              * @enum {string|null}
              */
-            errorClass: "timeout" | "connection_refused" | "connection_reset" | "dns" | "tls" | "address_blocked" | "redirect" | "body_too_large" | "internal" | "broker_refused" | "broker_busy" | null;
+            errorClass: "timeout" | "connection_refused" | "connection_reset" | "dns" | "tls" | "address_blocked" | "redirect" | "body_too_large" | "internal" | "broker_refused" | "broker_busy" | "auth_failed" | null;
             /** @description The first KiB of the response body, as text; empty when none arrived. A broker destination: the broker's words on a failure, JetStream's ack (`stream`, `seq`, `duplicate`) on success. */
             responseBody: string;
             /** @description The `Retry-After` of a 429 or 503 answer, as received; a valid one held every delivery to the endpoint until then (at most an hour). Null otherwise. */
@@ -5380,7 +5397,7 @@ export interface operations {
                     headers?: {
                         [key: string]: string;
                     } | null;
-                    /** @description How each attempt authenticates to the receiver: `{type: "basic", username, password}` sends `Authorization: Basic …`. `null` (the default) for none. HTTPS endpoints only. */
+                    /** @description How each attempt authenticates to the receiver: `{type: "basic", username, password}`, or `{type: "oauth2_client_credentials", tokenUrl, clientId, clientSecret, scope?, audience?}`. `null` (the default) for none. HTTPS endpoints only. */
                     auth?: {
                         /**
                          * @description HTTP Basic (RFC 7617).
@@ -5391,6 +5408,20 @@ export interface operations {
                         username: string;
                         /** @description Stored sealed; `***` in every read. In a PATCH, `***` keeps the stored one while the URL keeps its origin. */
                         password: string;
+                    } | {
+                        /**
+                         * @description An OAuth2 access token by the client credentials grant (RFC 6749 section 4.4), sent as `Authorization: Bearer`. The worker fetches one from `tokenUrl` (client authentication by HTTP Basic), keeps it until shortly before `expires_in`, and on a 401 from the receiver fetches a new one once before counting the attempt failed. A token server that refuses or cannot be reached fails the attempt with `errorClass` `auth_failed`.
+                         * @enum {string}
+                         */
+                        type: "oauth2_client_credentials";
+                        /** @description The token endpoint: HTTPS, checked by the same address guard as the subscription URL. */
+                        tokenUrl: string;
+                        clientId: string;
+                        scope?: string;
+                        /** @description Sent as `audience` (Auth0, Okta and others ask for it). */
+                        audience?: string;
+                        /** @description Stored sealed; `***` in every read. In a PATCH, `***` keeps the stored one while the URL keeps its origin and its tokenUrl. */
+                        clientSecret: string;
                     } | null;
                 };
             };
@@ -5881,7 +5912,7 @@ export interface operations {
                     headers?: {
                         [key: string]: string;
                     } | null;
-                    /** @description How each attempt authenticates to the receiver: `{type: "basic", username, password}` sends `Authorization: Basic …`. `null` (the default) for none. HTTPS endpoints only. */
+                    /** @description How each attempt authenticates to the receiver: `{type: "basic", username, password}`, or `{type: "oauth2_client_credentials", tokenUrl, clientId, clientSecret, scope?, audience?}`. `null` (the default) for none. HTTPS endpoints only. */
                     auth?: {
                         /**
                          * @description HTTP Basic (RFC 7617).
@@ -5892,6 +5923,20 @@ export interface operations {
                         username: string;
                         /** @description Stored sealed; `***` in every read. In a PATCH, `***` keeps the stored one while the URL keeps its origin. */
                         password: string;
+                    } | {
+                        /**
+                         * @description An OAuth2 access token by the client credentials grant (RFC 6749 section 4.4), sent as `Authorization: Bearer`. The worker fetches one from `tokenUrl` (client authentication by HTTP Basic), keeps it until shortly before `expires_in`, and on a 401 from the receiver fetches a new one once before counting the attempt failed. A token server that refuses or cannot be reached fails the attempt with `errorClass` `auth_failed`.
+                         * @enum {string}
+                         */
+                        type: "oauth2_client_credentials";
+                        /** @description The token endpoint: HTTPS, checked by the same address guard as the subscription URL. */
+                        tokenUrl: string;
+                        clientId: string;
+                        scope?: string;
+                        /** @description Sent as `audience` (Auth0, Okta and others ask for it). */
+                        audience?: string;
+                        /** @description Stored sealed; `***` in every read. In a PATCH, `***` keeps the stored one while the URL keeps its origin and its tokenUrl. */
+                        clientSecret: string;
                     } | null;
                     /** @description `true` re-enables a paused subscription (failure counters cleared; its pending deliveries resume); `false` pauses it (pending deliveries stay pending). */
                     active?: boolean;

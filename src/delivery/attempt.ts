@@ -10,16 +10,27 @@ import {
 } from '@opentelemetry/api';
 import { deliveryRequest, deliveryUserAgent } from '../domain/delivery-request.ts';
 import { type BrokerTarget, brokerTarget, destinationKind } from '../domain/destinations.ts';
-import { type ReceiverSecrets, receiverHeaders } from '../domain/receiver-auth.ts';
+import {
+  type OAuth2ClientCredentials,
+  type ReceiverSecrets,
+  receiverHeaders,
+} from '../domain/receiver-auth.ts';
 import { ed25519SigningKey, liveRetiredKeys, type RetiredKey } from '../domain/signing.ts';
 import { BoundedMap } from '../lib/bounded-map.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
 import { ATTR, spanContextOf, traceparentOf, tracer, tracing } from '../lib/tracing.ts';
 import type { BrokerSender } from './broker-sender.ts';
 import type { SendResult, WebhookSender } from './http-sender.ts';
+import { ReceiverTokens } from './receiver-tokens.ts';
 import type { ClaimedDelivery } from './types.ts';
 
 const KEY_CACHE_LIMIT = 10_000;
+
+/** A subscription's receiver authentication, opened: fixed headers, and OAuth2 credentials. */
+interface ReceiverAuthOpened {
+  headers: Record<string, string>;
+  oauth: OAuth2ClientCredentials | null;
+}
 
 /** What an attempt that failed on our side before or during the send is recorded as. */
 export const INTERNAL_FAILURE: SendResult = Object.freeze({
@@ -42,8 +53,9 @@ export class AttemptRunner {
   /** Ed25519 key objects by sealed text. */
   private readonly pairs = new BoundedMap<string, KeyObject>(KEY_CACHE_LIMIT);
   private readonly retired = new BoundedMap<string, readonly RetiredKey[]>(KEY_CACHE_LIMIT);
-  /** The headers receiver authentication adds, by sealed secrets. */
-  private readonly receiverAuth = new BoundedMap<string, Record<string, string>>(KEY_CACHE_LIMIT);
+  /** What receiver authentication adds, by sealed secrets. */
+  private readonly receiverAuth = new BoundedMap<string, ReceiverAuthOpened>(KEY_CACHE_LIMIT);
+  private readonly tokens: ReceiverTokens;
 
   constructor(
     private readonly deps: {
@@ -54,6 +66,7 @@ export class AttemptRunner {
     },
   ) {
     this.userAgent = deliveryUserAgent(deps.publicBaseUrl);
+    this.tokens = new ReceiverTokens({ sender: deps.sender, userAgent: this.userAgent });
   }
 
   run(delivery: ClaimedDelivery, now: Date): Promise<SendResult> {
@@ -110,10 +123,14 @@ export class AttemptRunner {
     body: string,
   ): Promise<SendResult> {
     if (destinationKind(delivery.url) === 'https') {
-      if (delivery.receiverSecrets !== null) {
-        Object.assign(headers, this.receiverHeadersOf(delivery.receiverSecrets, delivery));
+      if (delivery.receiverSecrets === null) {
+        return this.deps.sender.send(delivery.url, headers, body);
       }
-      return this.deps.sender.send(delivery.url, headers, body);
+      const sealed = delivery.receiverSecrets;
+      const opened = this.openReceiverAuth(sealed, delivery);
+      Object.assign(headers, opened.headers);
+      if (opened.oauth === null) return this.deps.sender.send(delivery.url, headers, body);
+      return this.sendWithToken(delivery.url, headers, body, sealed, opened.oauth);
     }
     const password =
       delivery.urlPassword === null
@@ -183,16 +200,38 @@ export class AttemptRunner {
     return liveRetiredKeys(retired, now);
   }
 
-  private receiverHeadersOf(sealed: string, delivery: ClaimedDelivery): Record<string, string> {
-    return (
-      this.receiverAuth.get(sealed) ??
-      this.receiverAuth.remember(
-        sealed,
-        receiverHeaders(
-          JSON.parse(this.deps.secrets.decrypt(sealed, delivery.subscriptionId)) as ReceiverSecrets,
-        ),
-      )
-    );
+  /**
+   * The POST with an OAuth2 access token; a 401 from the receiver gets one new token and one
+   * more POST, within the attempt, before the attempt counts as failed.
+   */
+  private async sendWithToken(
+    url: string,
+    headers: Record<string, string>,
+    body: string,
+    key: string,
+    auth: OAuth2ClientCredentials,
+  ): Promise<SendResult> {
+    const first = await this.tokens.token(key, auth);
+    if ('failure' in first) return first.failure;
+    headers.authorization = `Bearer ${first.token}`;
+    const answer = await this.deps.sender.send(url, headers, body);
+    if (answer.status !== 401) return answer;
+    const renewed = await this.tokens.token(key, auth, first.token);
+    if ('failure' in renewed) return renewed.failure;
+    headers.authorization = `Bearer ${renewed.token}`;
+    return this.deps.sender.send(url, headers, body);
+  }
+
+  private openReceiverAuth(sealed: string, delivery: ClaimedDelivery): ReceiverAuthOpened {
+    const cached = this.receiverAuth.get(sealed);
+    if (cached !== undefined) return cached;
+    const secrets = JSON.parse(
+      this.deps.secrets.decrypt(sealed, delivery.subscriptionId),
+    ) as ReceiverSecrets;
+    return this.receiverAuth.remember(sealed, {
+      headers: receiverHeaders(secrets),
+      oauth: secrets.auth?.type === 'oauth2_client_credentials' ? secrets.auth : null,
+    });
   }
 
   private open(sealed: string, subscriptionId: string): string {

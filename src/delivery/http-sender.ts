@@ -157,8 +157,16 @@ export class WebhookSender {
     });
   }
 
-  /** One HTTPS POST attempt. Never throws. */
-  async send(url: string, headers: Record<string, string>, body: string): Promise<SendResult> {
+  /**
+   * One HTTPS POST. Never throws. `keepBytes`: how much of the answer's body to keep (an excerpt
+   * for the attempt log by default; a token server's whole answer).
+   */
+  async send(
+    url: string,
+    headers: Record<string, string>,
+    body: string,
+    keepBytes = RESPONSE_EXCERPT_BYTES,
+  ): Promise<SendResult> {
     const target = this.target(url);
     if ('invalid' in target) return target.invalid;
 
@@ -185,8 +193,8 @@ export class WebhookSender {
       let tooLarge = false;
       for await (const chunk of response.body as AsyncIterable<Buffer>) {
         received += chunk.length;
-        if (keptBytes < RESPONSE_EXCERPT_BYTES) {
-          const part = chunk.subarray(0, RESPONSE_EXCERPT_BYTES - keptBytes);
+        if (keptBytes < keepBytes) {
+          const part = chunk.subarray(0, keepBytes - keptBytes);
           kept.push(part);
           keptBytes += part.length;
         }

@@ -21,6 +21,7 @@ export const ATTEMPT_ERROR_CLASSES = [
   'internal',
   'broker_refused',
   'broker_busy',
+  'auth_failed',
 ] as const;
 export type AttemptErrorClass = (typeof ATTEMPT_ERROR_CLASSES)[number];
 

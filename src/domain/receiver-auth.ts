@@ -2,7 +2,8 @@ import type { FieldErrors } from '../lib/problems.ts';
 
 /**
  * Receiver authentication: what a subscription adds to each HTTPS attempt so that a gateway in
- * front of the receiver lets it in: extra `headers`, and an `auth` scheme (HTTP Basic here). The
+ * front of the receiver lets it in: extra `headers`, and an `auth` scheme (HTTP Basic, or an OAuth2
+ * access token by the client credentials grant, RFC 6749 section 4.4). The
  * secrets (header values, the password) are stored sealed, apart from what reads show, where each
  * is `***`; a PATCH that sends `***` back keeps the stored secret, but only while the endpoint's
  * origin stays the same, so that no edit can carry a secret to another server.
@@ -45,8 +46,19 @@ interface BasicAuth {
   password: string;
 }
 
+export interface OAuth2ClientCredentials {
+  type: 'oauth2_client_credentials';
+  tokenUrl: string;
+  clientId: string;
+  clientSecret: string;
+  scope?: string;
+  audience?: string;
+}
+
 /** `auth` as the API takes it (a secret may be SECRET_MASK in a PATCH). */
-export type ReceiverAuthScheme = BasicAuth;
+export type ReceiverAuthScheme = BasicAuth | OAuth2ClientCredentials;
+
+type Masked<T, K extends keyof T> = Omit<T, K> & { [P in K]: typeof SECRET_MASK };
 
 /** What a subscription's attempts carry, in clear: sealed as one JSON text when stored. */
 export interface ReceiverSecrets {
@@ -57,7 +69,7 @@ export interface ReceiverSecrets {
 /** What reads show: header names with masked values, the scheme with its secret masked. */
 export interface ReceiverAuthShown {
   headers: Record<string, string>;
-  auth: { type: 'basic'; username: string; password: typeof SECRET_MASK } | null;
+  auth: Masked<BasicAuth, 'password'> | Masked<OAuth2ClientCredentials, 'clientSecret'> | null;
 }
 
 export const NO_RECEIVER_SECRETS: ReceiverSecrets = Object.freeze({ headers: {}, auth: null });
@@ -69,7 +81,9 @@ export function shownReceiverAuth(secrets: ReceiverSecrets): ReceiverAuthShown {
     auth:
       secrets.auth === null
         ? null
-        : { type: 'basic', username: secrets.auth.username, password: SECRET_MASK },
+        : secrets.auth.type === 'basic'
+          ? { ...secrets.auth, password: SECRET_MASK }
+          : { ...secrets.auth, clientSecret: SECRET_MASK },
   };
 }
 
@@ -157,17 +171,32 @@ function nextAuth(
 ): ReceiverAuthScheme | null {
   if (input === undefined) return stored;
   if (input === null) return null;
-  if (input.username.includes(':')) {
-    errors['auth.username'] = [
-      'may not contain ":" (HTTP Basic joins it to the password with one)',
-    ];
+  if (input.type === 'basic') {
+    if (input.username.includes(':')) {
+      errors['auth.username'] = [
+        'may not contain ":" (HTTP Basic joins it to the password with one)',
+      ];
+    }
+    if (input.password !== SECRET_MASK) return input;
+    if (stored?.type !== 'basic' || !keep) {
+      errors['auth.password'] = [
+        maskRefusal(stored === null ? 'no stored value' : 'another origin'),
+      ];
+      return null;
+    }
+    return { ...input, password: stored.password };
   }
-  if (input.password !== SECRET_MASK) return input;
-  if (stored === null || stored.type !== 'basic' || !keep) {
-    errors['auth.password'] = [maskRefusal(stored === null ? 'no stored value' : 'another origin')];
+  if (input.clientSecret !== SECRET_MASK) return input;
+  // The secret goes to the token server: kept only for the same one (and the same receiver).
+  if (stored?.type !== 'oauth2_client_credentials' || !keep || stored.tokenUrl !== input.tokenUrl) {
+    errors['auth.clientSecret'] = [
+      stored === null
+        ? maskRefusal('no stored value')
+        : `${SECRET_MASK} keeps the stored secret only for the same tokenUrl and URL origin: send the secret itself`,
+    ];
     return null;
   }
-  return { ...input, password: stored.password };
+  return { ...input, clientSecret: stored.clientSecret };
 }
 
 function storedValue(headers: Record<string, string>, name: string): string | undefined {
@@ -185,9 +214,12 @@ function maskRefusal(why: 'no stored value' | 'another origin'): string {
     : `${SECRET_MASK} keeps the stored value only while the URL's origin stays the same: send the value itself`;
 }
 
-/** The headers an attempt adds for its receiver (`Authorization` for Basic). */
+/**
+ * The headers an attempt adds for its receiver (`Authorization` for Basic; an OAuth2 access token
+ * is added per attempt, see delivery/receiver-tokens.ts).
+ */
 export function receiverHeaders(secrets: ReceiverSecrets): Record<string, string> {
-  if (secrets.auth === null) return secrets.headers;
+  if (secrets.auth?.type !== 'basic') return secrets.headers;
   const { username, password } = secrets.auth;
   return {
     ...secrets.headers,

@@ -53,25 +53,73 @@ export const ReceiverHeaders = Nullable(
   }),
 );
 
-/** An HTTPS subscription's authentication scheme (create, PATCH). */
-export const ReceiverAuth = Nullable(
-  Type.Object(
-    {
-      type: Type.Literal('basic', { description: 'HTTP Basic (RFC 7617).' }),
-      username: Type.String({ minLength: 1, maxLength: 200, description: 'No `:`.' }),
-      password: Type.String({
-        minLength: 1,
-        maxLength: 1000,
-        description:
-          'Stored sealed; `***` in every read. In a PATCH, `***` keeps the stored one while the URL keeps its origin.',
-      }),
-    },
-    {
-      additionalProperties: false,
-      description:
-        'How each attempt authenticates to the receiver: `{type: "basic", username, password}` sends `Authorization: Basic …`. `null` (the default) for none. HTTPS endpoints only.',
-    },
+const MASKED_SECRET =
+  'Stored sealed; `***` in every read. In a PATCH, `***` keeps the stored one while the URL keeps its origin';
+
+const BasicAuthBody = Type.Object(
+  {
+    type: Type.Literal('basic', { description: 'HTTP Basic (RFC 7617).' }),
+    username: Type.String({ minLength: 1, maxLength: 200, description: 'No `:`.' }),
+    password: Type.String({ minLength: 1, maxLength: 1000, description: `${MASKED_SECRET}.` }),
+  },
+  { additionalProperties: false, title: 'Basic' },
+);
+
+const OAuth2Fields = {
+  type: Type.Literal('oauth2_client_credentials', {
+    description:
+      'An OAuth2 access token by the client credentials grant (RFC 6749 section 4.4), sent as `Authorization: Bearer`. The worker fetches one from `tokenUrl` (client authentication by HTTP Basic), keeps it until shortly before `expires_in`, and on a 401 from the receiver fetches a new one once before counting the attempt failed. A token server that refuses or cannot be reached fails the attempt with `errorClass` `auth_failed`.',
+  }),
+  tokenUrl: Type.String({
+    maxLength: 2048,
+    description:
+      'The token endpoint: HTTPS, checked by the same address guard as the subscription URL.',
+  }),
+  clientId: Type.String({ minLength: 1, maxLength: 500 }),
+  scope: Type.Optional(Type.String({ minLength: 1, maxLength: 1000 })),
+  audience: Type.Optional(
+    Type.String({
+      minLength: 1,
+      maxLength: 1000,
+      description: 'Sent as `audience` (Auth0, Okta and others ask for it).',
+    }),
   ),
+};
+
+const OAuth2Body = Type.Object(
+  {
+    ...OAuth2Fields,
+    clientSecret: Type.String({
+      minLength: 1,
+      maxLength: 2000,
+      description: `${MASKED_SECRET} and its tokenUrl.`,
+    }),
+  },
+  { additionalProperties: false, title: 'OAuth2 client credentials' },
+);
+
+/** An HTTPS subscription's authentication scheme (create, PATCH). */
+export const ReceiverAuth = Type.Union([BasicAuthBody, OAuth2Body, Type.Null()], {
+  description:
+    'How each attempt authenticates to the receiver: `{type: "basic", username, password}`, or `{type: "oauth2_client_credentials", tokenUrl, clientId, clientSecret, scope?, audience?}`. `null` (the default) for none. HTTPS endpoints only.',
+});
+
+const Masked = Type.Literal('***', { description: 'Never shown.' });
+
+/** `auth` as reads show it: the scheme, its secret `***`. */
+const ReceiverAuthShown = Type.Union(
+  [
+    Type.Object(
+      { type: Type.Literal('basic'), username: Type.String(), password: Masked },
+      { additionalProperties: false, title: 'Basic' },
+    ),
+    Type.Object(
+      { ...OAuth2Fields, clientSecret: Masked },
+      { additionalProperties: false, title: 'OAuth2 client credentials' },
+    ),
+    Type.Null(),
+  ],
+  { description: 'The scheme, its secret `***`; null for none.' },
 );
 
 export const WebhookSubscription = Type.Object(
@@ -136,19 +184,7 @@ export const WebhookSubscription = Type.Object(
     headers: Type.Record(Type.String(), Type.String(), {
       description: 'The extra request headers, each value `***`; `{}` for none.',
     }),
-    auth: Nullable(
-      Type.Object(
-        {
-          type: Type.Literal('basic'),
-          username: Type.String(),
-          password: Type.Literal('***', { description: 'Never shown.' }),
-        },
-        {
-          additionalProperties: false,
-          description: 'The scheme, its secret `***`; null for none.',
-        },
-      ),
-    ),
+    auth: ReceiverAuthShown,
     deliveryState: Type.Object(
       {
         concurrencyLimit: Type.Integer({
@@ -240,7 +276,7 @@ export const WebhookAttempt = Type.Object(
     errorClass: Nullable(
       StringEnum(ATTEMPT_ERROR_CLASSES, {
         description:
-          '`timeout`, `connection_refused`, `connection_reset` (any other failure of the connection too), `dns`, `tls`, `address_blocked` (refused before connecting), `redirect` (a 3xx; not followed), `body_too_large` (the answer went past 64 KiB and was cut), `internal` (a failure on our side before or during the attempt); for a broker destination also `broker_refused` (a nack, an unroutable message, an unknown exchange or stream, refused credentials) and `broker_busy` (the broker pushes back: a blocked connection, JetStream 429 or 503); null when the status tells all.',
+          '`timeout`, `connection_refused`, `connection_reset` (any other failure of the connection too), `dns`, `tls`, `address_blocked` (refused before connecting), `redirect` (a 3xx; not followed), `body_too_large` (the answer went past 64 KiB and was cut), `internal` (a failure on our side before or during the attempt); for a broker destination also `broker_refused` (a nack, an unroutable message, an unknown exchange or stream, refused credentials) and `broker_busy` (the broker pushes back: a blocked connection, JetStream 429 or 503); `auth_failed` when the OAuth2 token server of the subscription refused or could not be reached (nothing was sent to the receiver; `responseBody` says why); null when the status tells all.',
       }),
     ),
     responseBody: Type.String({

@@ -219,6 +219,7 @@ export class WebhooksService {
     target?: CheckedTarget,
   ): Promise<{ subscription: Subscription; signingKey: string }> {
     const checked = target ?? (await this.checkTarget(tenantId, input.url));
+    await this.checkTokenUrl(input.auth);
     const filter = storedFilter(input.filter ?? null);
     const secrets = receiverSecretsFor(checked.url, input, NO_RECEIVER_SECRETS, true);
     if (input.asymmetricSignatures === true && input.standardWebhooks !== true) {
@@ -278,6 +279,7 @@ export class WebhooksService {
   ): Promise<Subscription> {
     const checked =
       input.url === undefined ? undefined : (target ?? (await this.checkUrl(input.url)));
+    await this.checkTokenUrl(input.auth);
     const filter = input.filter === undefined ? undefined : storedFilter(input.filter);
     const now = nowIso(this.deps.clock);
     const row = await this.deps.database.withTransaction(async () => {
@@ -350,6 +352,17 @@ export class WebhooksService {
   async checkTarget(tenantId: string, url: string): Promise<CheckedTarget> {
     await this.assertRoomForEndpoint(tenantId, false);
     return this.checkUrl(url);
+  }
+
+  /**
+   * An OAuth2 token endpoint passes the address guard as the subscription URL does, and is HTTPS
+   * (422 `auth.tokenUrl`): outside any transaction, like checkUrl.
+   */
+  private async checkTokenUrl(auth: ReceiverAuthScheme | null | undefined): Promise<void> {
+    if (auth?.type !== 'oauth2_client_credentials') return;
+    const check = await this.deps.guard.checkUrl(auth.tokenUrl);
+    if (!check.ok) throw fieldError('auth.tokenUrl', check.reason);
+    if (!auth.tokenUrl.startsWith('https://')) throw fieldError('auth.tokenUrl', 'must be https');
   }
 
   /** The URL's check alone (a new URL for an existing endpoint): outside any transaction. */

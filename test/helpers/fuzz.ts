@@ -279,7 +279,58 @@ export const eventData = fc.dictionary(
   fc.oneof(fc.constantFrom('currency', 'amountCents', 'kind', 'a'), fc.string({ maxLength: 8 })),
   fc.jsonValue({ maxDepth: 3 }),
 );
-const FREE_FORM: Record<string, fc.Arbitrary<unknown>> = { filter: filterValue, data: eventData };
+/**
+ * Receiver authentication: header names and values (real, reserved, hostile), and both schemes
+ * with hostile members. Token URLs are literal loopback or private addresses, or not URLs: no
+ * fuzzed value makes the guard resolve a name, and no worker runs to fetch a token.
+ */
+const receiverHeaders = fc.dictionary(
+  fc.oneof(
+    fc.constantFrom('X-Api-Key', 'Authorization', 'Service-Signature', 'Host', 'content-type'),
+    fc.constantFrom('webhook-id', 'Transfer-Encoding', 'x y', 'x:y', '', ...BUILT_IN_NAMES),
+    fc.string({ maxLength: 12 }),
+  ),
+  fc.oneof(fc.constantFrom('***', 'k-1', 'a\r\nX-Injected: 1', ''), hostileString),
+  { maxKeys: 12 },
+);
+const tokenUrl = fc.constantFrom(
+  'https://127.0.0.1:9/token',
+  'https://[::1]:9/token',
+  'http://127.0.0.1:9/token',
+  'https://10.0.0.1:9/token',
+  'amqps://127.0.0.1/x',
+  'not a url',
+  '',
+);
+const receiverAuth = fc.oneof(
+  fc.constant(null),
+  fc.record(
+    {
+      type: fc.constantFrom('basic', 'bearer', 'oauth2_client_credentials'),
+      username: fc.oneof(fc.constantFrom('ops', 'a:b', ''), hostileString),
+      password: fc.oneof(fc.constantFrom('***', 'pw'), hostileString),
+    },
+    { requiredKeys: ['type'] },
+  ),
+  fc.record(
+    {
+      type: fc.constantFrom('oauth2_client_credentials', 'basic'),
+      tokenUrl: fc.oneof(tokenUrl, hostileString),
+      clientId: fc.oneof(fc.constant('client'), hostileString),
+      clientSecret: fc.oneof(fc.constantFrom('***', 'secret'), hostileString),
+      scope: fc.oneof(fc.constant('webhooks'), hostileString),
+      audience: fc.oneof(fc.constant('https://api.test'), hostileString),
+    },
+    { requiredKeys: ['type'] },
+  ),
+  filterOperand,
+);
+const FREE_FORM: Record<string, fc.Arbitrary<unknown>> = {
+  filter: filterValue,
+  data: eventData,
+  headers: receiverHeaders,
+  auth: receiverAuth,
+};
 
 function validObject(schema: Schema, depth: number): fc.Arbitrary<Record<string, unknown>> {
   const properties = schema.properties ?? {};
