@@ -676,5 +676,25 @@ for (const backend of BACKENDS) {
         null,
       );
     });
+
+    it('names receiver authentication on the endpoint page, never a secret', async () => {
+      const owner = await createTenant(ctx);
+      const secrets = ['k-portal-5c1e9a', 'pw-portal-2b7d41'];
+      const created = await ctx.api('POST', '/api/v1/webhooks', {
+        token: owner.token,
+        body: {
+          url: HOOK,
+          events: ['client.created'],
+          headers: { 'X-Api-Key': secrets[0] },
+          auth: { type: 'basic', username: 'ops', password: secrets[1] },
+        },
+      });
+      assert.equal(created.statusCode, 201, created.body);
+      const client = await signedIn(owner, { readOnly: true });
+      const page = (await client.get(`/portal/endpoints/${created.json().data.id}`)).body;
+      assert.match(page, /Extra headers<\/dt><dd><code>X-Api-Key<\/code>/);
+      assert.match(page, /HTTP Basic as <code>ops<\/code>/);
+      for (const secret of secrets) assert.equal(page.includes(secret), false, secret);
+    });
   });
 }

@@ -5353,6 +5353,9 @@ export interface operations {
                  *       ],
                  *       "filter": {
                  *         "data.currency": "EUR"
+                 *       },
+                 *       "headers": {
+                 *         "X-Api-Key": "k_live_3f9a1c"
                  *       }
                  *     }
                  */
@@ -5868,7 +5871,14 @@ export interface operations {
                  *         "booking.confirmed",
                  *         "booking.cancelled"
                  *       ],
-                 *       "standardWebhooks": true
+                 *       "standardWebhooks": true,
+                 *       "auth": {
+                 *         "type": "oauth2_client_credentials",
+                 *         "tokenUrl": "https://login.operator.test/oauth2/token",
+                 *         "clientId": "tourops-webhooks",
+                 *         "clientSecret": "cs_9Qw2xL7vR4tN8pZ3",
+                 *         "scope": "webhooks"
+                 *       }
                  *     }
                  */
                 "application/json": {

@@ -208,6 +208,7 @@ export function endpointPage(view: View, data: EndpointPageData): string {
 <div><dt>Events</dt><dd>${s.events.join(', ')}</dd></div>
 <div><dt>Id</dt><dd><code>${s.id}</code></dd></div>
 !${s.publicKey ? html`<div><dt>Public key (v1a)</dt><dd><code>${s.publicKey}</code></dd></div>` : ''}
+!${receiverAuthFacts(s)}
 </dl>
 <p><a href="${path}/events">Ledger: every event by sequence</a></p>
 !${filterSection(s, filterText(s.filter))}
@@ -216,6 +217,22 @@ export function endpointPage(view: View, data: EndpointPageData): string {
 !${canAct ? editSection(view, s) : ''}`,
     view,
   );
+}
+
+/** Receiver authentication as the facts list shows it: names and schemes, never a secret. */
+function receiverAuthFacts(s: Subscription): string {
+  const names = Object.keys(s.headers);
+  const headers =
+    names.length === 0
+      ? ''
+      : html`<div><dt>Extra headers</dt><dd>!${names.map((name) => html`<code>${name}</code>`).join(', ')} <span class="muted">(values hidden)</span></dd></div>`;
+  const auth = s.auth;
+  if (auth === null) return headers;
+  const scheme =
+    auth.type === 'basic'
+      ? html`HTTP Basic as <code>${auth.username}</code>`
+      : html`OAuth2 client credentials: client <code>${auth.clientId}</code> at <code class="url">${auth.tokenUrl}</code>`;
+  return html`!${headers}<div><dt>Authentication</dt><dd>!${scheme} <span class="muted">(secret hidden; set through the API)</span></dd></div>`;
 }
 
 /** The subscription's filter, and a form that tries one on its last 50 events (a GET: no change). */

@@ -261,8 +261,19 @@ const REQUEST_EXAMPLES: Record<string, unknown> = {
     url: 'https://hooks.operator.test/tourops',
     events: ['booking.confirmed', 'payment.succeeded'],
     filter: { 'data.currency': 'EUR' },
+    headers: { 'X-Api-Key': 'k_live_3f9a1c' },
   },
-  updateWebhook: { events: ['booking.confirmed', 'booking.cancelled'], standardWebhooks: true },
+  updateWebhook: {
+    events: ['booking.confirmed', 'booking.cancelled'],
+    standardWebhooks: true,
+    auth: {
+      type: 'oauth2_client_credentials',
+      tokenUrl: 'https://login.operator.test/oauth2/token',
+      clientId: 'tourops-webhooks',
+      clientSecret: 'cs_9Qw2xL7vR4tN8pZ3',
+      scope: 'webhooks',
+    },
+  },
   testWebhooks: { subscriptionId: SUBSCRIPTION, eventType: 'booking.confirmed' },
   testWebhookFilter: {
     filter: { 'data.currency': 'EUR', 'data.amountCents': { $gte: 10000 } },
