@@ -180,7 +180,7 @@ function nextAuth(
     if (input.password !== SECRET_MASK) return input;
     if (stored?.type !== 'basic' || !keep) {
       errors['auth.password'] = [
-        maskRefusal(stored === null ? 'no stored value' : 'another origin'),
+        maskRefusal(stored?.type !== 'basic' ? 'no stored value' : 'another origin'),
       ];
       return null;
     }
@@ -190,7 +190,7 @@ function nextAuth(
   // The secret goes to the token server: kept only for the same one (and the same receiver).
   if (stored?.type !== 'oauth2_client_credentials' || !keep || stored.tokenUrl !== input.tokenUrl) {
     errors['auth.clientSecret'] = [
-      stored === null
+      stored?.type !== 'oauth2_client_credentials'
         ? maskRefusal('no stored value')
         : `${SECRET_MASK} keeps the stored secret only for the same tokenUrl and URL origin: send the secret itself`,
     ];
