@@ -1,11 +1,19 @@
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
+import type { TLSSocket } from 'node:tls';
 import pino from 'pino';
+import { NO_RECEIVER_SECRETS, nextReceiverSecrets } from '../src/domain/receiver-auth.ts';
 import { startWorker } from '../src/start-worker.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import { createClient, createTenant, type TenantFixture } from './helpers/fixtures.ts';
-import { HttpsReceiver, type ReceivedRequest } from './helpers/https-receiver.ts';
+import { HttpsReceiver, type ReceivedRequest, testCa } from './helpers/https-receiver.ts';
 import { until } from './helpers/until.ts';
 
 type Row = Record<string, unknown>;
@@ -488,6 +496,219 @@ for (const backend of BACKENDS) {
         const found = texts.find((text) => text.includes(secret));
         assert.equal(found, undefined, `${secret} shown: ${found?.slice(0, 200)}`);
       }
+    });
+  });
+}
+
+/** A client CA and what it signs (openssl, EC P-256), for the mutual-TLS receiver. */
+async function clientPki() {
+  const dir = mkdtempSync(join(tmpdir(), 'tourops-client-ca-'));
+  const file = (name: string) => join(dir, name);
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+  await openssl([
+    'req',
+    '-x509',
+    ...ec,
+    '-keyout',
+    file('ca.key'),
+    '-out',
+    file('ca.pem'),
+    '-days',
+    '2',
+    '-subj',
+    '/CN=client test CA',
+  ]);
+  const issue = async (name: string, days: string) => {
+    await openssl([
+      'req',
+      ...ec,
+      '-keyout',
+      file(`${name}.key`),
+      '-out',
+      file(`${name}.csr`),
+      '-subj',
+      `/CN=${name}/O=Tour Ops`,
+    ]);
+    await openssl([
+      'x509',
+      '-req',
+      '-in',
+      file(`${name}.csr`),
+      '-CA',
+      file('ca.pem'),
+      '-CAkey',
+      file('ca.key'),
+      '-CAcreateserial',
+      '-out',
+      file(`${name}.pem`),
+      '-days',
+      days,
+    ]);
+    return {
+      certificate: readFileSync(file(`${name}.pem`), 'utf8'),
+      privateKey: readFileSync(file(`${name}.key`), 'utf8'),
+    };
+  };
+  const pki = {
+    ca: readFileSync(file('ca.pem'), 'utf8'),
+    client: await issue('tourops-client', '30'),
+    other: await issue('someone-else', '30'),
+    soon: await issue('expiring-soon', '10'),
+  };
+  rmSync(dir, { recursive: true, force: true });
+  return pki;
+}
+
+function openssl(args: string[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    execFile('openssl', args, (error) => (error ? reject(error) : resolve()));
+  });
+}
+
+for (const backend of BACKENDS) {
+  describe(`receiver authentication: a TLS client certificate (${backend})`, () => {
+    let ctx: TestContext;
+    let tenant: TenantFixture;
+    let server: Server;
+    let origin: string;
+    let pki: Awaited<ReturnType<typeof clientPki>>;
+    let worker: ReturnType<typeof startWorker>;
+    /** The subject each request's client certificate named ('' for none or an untrusted one). */
+    const peers: string[] = [];
+
+    before(async () => {
+      pki = await clientPki();
+      const ca = await testCa();
+      ctx = await createWebhookTestContext(backend, { WEBHOOK_RETRY_SCHEDULE: '5s' });
+      tenant = await createTenant(ctx);
+      // Asks every client for a certificate of the client CA; answers 403 without one.
+      server = createServer(
+        { key: ca.key, cert: ca.cert, ca: pki.ca, requestCert: true, rejectUnauthorized: false },
+        (request, response) => {
+          const socket = request.socket as TLSSocket;
+          peers.push(socket.authorized ? String(socket.getPeerCertificate().subject.CN) : '');
+          request.resume();
+          request.on('end', () => {
+            response.statusCode = socket.authorized ? 204 : 403;
+            response.end();
+          });
+        },
+      );
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      origin = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      worker = startWorker(ctx.runtime, { pollIntervalMs: 20 });
+    });
+    after(async () => {
+      await worker?.stop();
+      server?.closeAllConnections();
+      await new Promise((resolve) => server?.close(resolve));
+      await ctx?.close();
+    });
+
+    const create = (body: Row) =>
+      ctx.api('POST', '/api/v1/webhooks', {
+        token: tenant.token,
+        body: { events: ['client.created'], ...body },
+      });
+    const lastStatus = (id: string) =>
+      until(
+        async () => {
+          const list = await ctx.api('GET', `/api/v1/webhooks/${id}/deliveries`, {
+            token: tenant.token,
+          });
+          const [latest] = list.json().data as Row[];
+          return latest && latest.lastResponseStatus !== null
+            ? latest.lastResponseStatus
+            : undefined;
+        },
+        10_000,
+        `an answer to ${id}`,
+      );
+
+    it("presents the subscription's certificate; without it the receiver refuses", async () => {
+      const withCertificate = await create({
+        url: `${origin}/mtls`,
+        clientCertificate: pki.client,
+      });
+      assert.equal(withCertificate.statusCode, 201, withCertificate.body);
+      const shown = withCertificate.json().data.clientCertificate as Row;
+      assert.equal(shown.subject, 'CN=tourops-client, O=Tour Ops');
+      assert.match(String(shown.fingerprint256), /^([0-9A-F]{2}:){31}[0-9A-F]{2}$/);
+      assert.ok(Date.parse(String(shown.notAfter)) > Date.now() + 29 * 86_400_000);
+      const without = await create({ url: `${origin}/plain` });
+      await createClient(ctx, tenant, { displayName: 'mTLS' });
+      assert.equal(await lastStatus(withCertificate.json().data.id), 204);
+      assert.equal(await lastStatus(without.json().data.id), 403);
+      assert.ok(peers.includes('tourops-client'));
+      const list = await ctx.api('GET', '/api/v1/webhooks', { token: tenant.token });
+      assert.equal(list.body.includes('PRIVATE KEY'), false, 'the key is never shown');
+    });
+
+    it('refuses a certificate that does not match its key, is no PEM, has expired, or is for a broker', async () => {
+      const url = `${origin}/refused`;
+      const mismatched = await create({
+        url,
+        clientCertificate: {
+          certificate: pki.client.certificate,
+          privateKey: pki.other.privateKey,
+        },
+      });
+      assert.deepEqual(Object.keys(mismatched.json().errors), ['clientCertificate.privateKey']);
+      const garbage = await create({
+        url,
+        clientCertificate: { certificate: 'not a certificate', privateKey: pki.client.privateKey },
+      });
+      assert.deepEqual(Object.keys(garbage.json().errors), ['clientCertificate.certificate']);
+      const broker = await create({
+        url: 'amqp://guest:guest@127.0.0.1:5672/?exchange=tourops.mtls&routingKey=x',
+        clientCertificate: pki.client,
+      });
+      assert.deepEqual(Object.keys(broker.json().errors), ['clientCertificate']);
+      // Past its notAfter (30 days), the same pair is refused as expired.
+      const later = new Date(Date.now() + 31 * 86_400_000);
+      const expired = nextReceiverSecrets(
+        { clientCertificate: pki.client },
+        NO_RECEIVER_SECRETS,
+        true,
+        later,
+      );
+      assert.ok('errors' in expired);
+      assert.match(expired.errors['clientCertificate.certificate'][0], /^expired on /);
+    });
+
+    it('counts a certificate expiring within 14 days in /metrics, and the portal names it', async () => {
+      const soon = await create({ url: `${origin}/soon`, clientCertificate: pki.soon });
+      assert.equal(soon.statusCode, 201, soon.body);
+      const metrics = await ctx.app.inject({ url: '/metrics' });
+      assert.match(metrics.body, /^tourops_webhook_client_certificates_expiring 1$/m);
+      const link = await ctx.api('POST', '/api/v1/portal/sessions', {
+        token: tenant.token,
+        body: { readOnly: true },
+      });
+      const path = new URL(link.json().data.url).pathname;
+      const landing = await ctx.app.inject({ url: path });
+      const csrf = /name="_csrf" value="([^"]+)"/.exec(landing.body)?.[1] ?? '';
+      const cookies = (landing.cookies as Array<{ name: string; value: string }>)
+        .map((c) => `${c.name}=${c.value}`)
+        .join('; ');
+      const signed = await ctx.app.inject({
+        method: 'POST',
+        url: path,
+        headers: { cookie: cookies, 'content-type': 'application/x-www-form-urlencoded' },
+        payload: `_csrf=${encodeURIComponent(csrf)}`,
+      });
+      const session = (signed.cookies as Array<{ name: string; value: string }>)
+        .map((c) => `${c.name}=${c.value}`)
+        .join('; ');
+      const page = await ctx.app.inject({
+        url: `/portal/endpoints/${soon.json().data.id}`,
+        headers: { cookie: `${cookies}; ${session}` },
+      });
+      assert.match(
+        page.body,
+        /Client certificate<\/dt><dd><code>CN&#61;expiring-soon, O&#61;Tour Ops<\/code>/,
+      );
+      assert.match(page.body, /expires within 14 days: replace it/);
     });
   });
 }

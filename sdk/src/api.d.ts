@@ -1232,6 +1232,7 @@ export interface components {
          *         "X-Api-Key": "***"
          *       },
          *       "auth": null,
+         *       "clientCertificate": null,
          *       "deliveryState": {
          *         "concurrencyLimit": 16,
          *         "inFlight": 3,
@@ -1340,6 +1341,18 @@ export interface components {
                  * @enum {string}
                  */
                 clientSecret: "***";
+            } | null;
+            /** @description The TLS client certificate presented; null for none. */
+            clientCertificate: {
+                /** @description Its subject, as `CN=…, O=…`. */
+                subject: string;
+                /**
+                 * Format: date-time
+                 * @description When it expires.
+                 */
+                notAfter: string;
+                /** @description SHA-256 fingerprint, hex pairs. */
+                fingerprint256: string;
             } | null;
             /** @description How deliveries flow to the endpoint now, and what holds them back. */
             deliveryState: {
@@ -5185,6 +5198,7 @@ export interface operations {
                      *             "X-Api-Key": "***"
                      *           },
                      *           "auth": null,
+                     *           "clientCertificate": null,
                      *           "deliveryState": {
                      *             "concurrencyLimit": 16,
                      *             "inFlight": 3,
@@ -5426,6 +5440,13 @@ export interface operations {
                         /** @description Stored sealed; `***` in every read. In a PATCH, `***` keeps the stored one while the URL keeps its origin and its tokenUrl. */
                         clientSecret: string;
                     } | null;
+                    /** @description A certificate every attempt presents to the receiver (mutual TLS). A certificate that has expired or does not match its key is 422. Reads show its `subject`, `notAfter` and `fingerprint256`; one expiring within 14 days is counted in `/metrics`. `null` removes it. HTTPS endpoints only. */
+                    clientCertificate?: {
+                        /** @description PEM: the certificate presented, then any intermediates it needs. */
+                        certificate: string;
+                        /** @description PEM, unencrypted (PKCS#8, PKCS#1 or SEC1). Stored sealed; never shown. */
+                        privateKey: string;
+                    } | null;
                 };
             };
         };
@@ -5478,6 +5499,7 @@ export interface operations {
                      *           "X-Api-Key": "***"
                      *         },
                      *         "auth": null,
+                     *         "clientCertificate": null,
                      *         "deliveryState": {
                      *           "concurrencyLimit": 16,
                      *           "inFlight": 3,
@@ -5948,6 +5970,13 @@ export interface operations {
                         /** @description Stored sealed; `***` in every read. In a PATCH, `***` keeps the stored one while the URL keeps its origin and its tokenUrl. */
                         clientSecret: string;
                     } | null;
+                    /** @description A certificate every attempt presents to the receiver (mutual TLS). A certificate that has expired or does not match its key is 422. Reads show its `subject`, `notAfter` and `fingerprint256`; one expiring within 14 days is counted in `/metrics`. `null` removes it. HTTPS endpoints only. */
+                    clientCertificate?: {
+                        /** @description PEM: the certificate presented, then any intermediates it needs. */
+                        certificate: string;
+                        /** @description PEM, unencrypted (PKCS#8, PKCS#1 or SEC1). Stored sealed; never shown. */
+                        privateKey: string;
+                    } | null;
                     /** @description `true` re-enables a paused subscription (failure counters cleared; its pending deliveries resume); `false` pauses it (pending deliveries stay pending). */
                     active?: boolean;
                 };
@@ -6002,6 +6031,7 @@ export interface operations {
                      *           "X-Api-Key": "***"
                      *         },
                      *         "auth": null,
+                     *         "clientCertificate": null,
                      *         "deliveryState": {
                      *           "concurrencyLimit": 16,
                      *           "inFlight": 3,
@@ -6514,6 +6544,7 @@ export interface operations {
                      *           "X-Api-Key": "***"
                      *         },
                      *         "auth": null,
+                     *         "clientCertificate": null,
                      *         "deliveryState": {
                      *           "concurrencyLimit": 16,
                      *           "inFlight": 3,

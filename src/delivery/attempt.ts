@@ -20,7 +20,7 @@ import { BoundedMap } from '../lib/bounded-map.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
 import { ATTR, spanContextOf, traceparentOf, tracer, tracing } from '../lib/tracing.ts';
 import type { BrokerSender } from './broker-sender.ts';
-import type { SendResult, WebhookSender } from './http-sender.ts';
+import type { ClientTls, SendResult, WebhookSender } from './http-sender.ts';
 import { ReceiverTokens } from './receiver-tokens.ts';
 import type { ClaimedDelivery } from './types.ts';
 
@@ -30,6 +30,8 @@ const KEY_CACHE_LIMIT = 10_000;
 interface ReceiverAuthOpened {
   headers: Record<string, string>;
   oauth: OAuth2ClientCredentials | null;
+  /** The client certificate presented (mutual TLS), named by the sealed secrets. */
+  tls: ClientTls | undefined;
 }
 
 /** What an attempt that failed on our side before or during the send is recorded as. */
@@ -127,10 +129,10 @@ export class AttemptRunner {
         return this.deps.sender.send(delivery.url, headers, body);
       }
       const sealed = delivery.receiverSecrets;
-      const opened = this.openReceiverAuth(sealed, delivery);
+      const { oauth, tls, ...opened } = this.openReceiverAuth(sealed, delivery);
       Object.assign(headers, opened.headers);
-      if (opened.oauth === null) return this.deps.sender.send(delivery.url, headers, body);
-      return this.sendWithToken(delivery.url, headers, body, sealed, opened.oauth);
+      if (oauth === null) return this.deps.sender.send(delivery.url, headers, body, undefined, tls);
+      return this.sendWithToken(delivery.url, headers, body, sealed, oauth, tls);
     }
     const password =
       delivery.urlPassword === null
@@ -209,17 +211,18 @@ export class AttemptRunner {
     headers: Record<string, string>,
     body: string,
     key: string,
-    auth: OAuth2ClientCredentials,
+    oauth: OAuth2ClientCredentials,
+    tls: ClientTls | undefined,
   ): Promise<SendResult> {
-    const first = await this.tokens.token(key, auth);
+    const first = await this.tokens.token(key, oauth);
     if ('failure' in first) return first.failure;
     headers.authorization = `Bearer ${first.token}`;
-    const answer = await this.deps.sender.send(url, headers, body);
+    const answer = await this.deps.sender.send(url, headers, body, undefined, tls);
     if (answer.status !== 401) return answer;
-    const renewed = await this.tokens.token(key, auth, first.token);
+    const renewed = await this.tokens.token(key, oauth, first.token);
     if ('failure' in renewed) return renewed.failure;
     headers.authorization = `Bearer ${renewed.token}`;
-    return this.deps.sender.send(url, headers, body);
+    return this.deps.sender.send(url, headers, body, undefined, tls);
   }
 
   private openReceiverAuth(sealed: string, delivery: ClaimedDelivery): ReceiverAuthOpened {
@@ -228,9 +231,11 @@ export class AttemptRunner {
     const secrets = JSON.parse(
       this.deps.secrets.decrypt(sealed, delivery.subscriptionId),
     ) as ReceiverSecrets;
+    const certificate = secrets.clientCertificate ?? null;
     return this.receiverAuth.remember(sealed, {
       headers: receiverHeaders(secrets),
       oauth: secrets.auth?.type === 'oauth2_client_credentials' ? secrets.auth : null,
+      tls: certificate === null ? undefined : { id: sealed, ...certificate },
     });
   }
 

@@ -42,6 +42,15 @@ export interface SenderOptions {
 const MAX_RESPONSE_BYTES = 64 * 1024;
 /** Parsed endpoint URLs kept; endpoints are few and each is posted to again and again. */
 const MAX_CACHED_TARGETS = 4096;
+/** Agents with a client certificate kept open; past this, all are closed and made again. */
+const MAX_CLIENT_AGENTS = 1000;
+
+/** A TLS client certificate to present, named by `id` (the same id, the same agent). */
+export interface ClientTls {
+  id: string;
+  certificate: string;
+  privateKey: string;
+}
 
 type Target = { origin: string; path: string } | { invalid: SendResult };
 
@@ -136,25 +145,50 @@ export class WebhookSender {
   private readonly guard: AddressGuard;
   private readonly timeoutMs: number;
   private readonly targets = new BoundedMap<string, Target>(MAX_CACHED_TARGETS);
+  /** Agents presenting a client certificate, by its id (mutual TLS). */
+  private readonly clientAgents = new Map<string, Agent>();
+  private readonly options: SenderOptions;
+  private readonly extraCa: string | null;
 
   constructor(options: SenderOptions) {
+    this.options = options;
     this.guard = options.guard;
     this.timeoutMs = options.timeoutMs;
-    // One secure context for every connection: building one per connection from the whole root
-    // store cost about 20 ms of CPU per handshake.
-    const secureContext =
-      options.caFile === null
-        ? undefined
-        : createSecureContext({
-            ca: [...rootCertificates, readFileSync(options.caFile, 'utf8')],
-          });
+    this.extraCa = options.caFile === null ? null : readFileSync(options.caFile, 'utf8');
     // undici 7 follows no redirects unless the redirect interceptor is composed in.
-    this.agent = new Agent({
-      connections: options.connectionsPerOrigin ?? 32,
-      headersTimeout: options.timeoutMs,
-      bodyTimeout: options.timeoutMs,
-      connect: { timeout: options.timeoutMs, lookup: options.guard.lookup, secureContext },
+    this.agent = this.newAgent();
+  }
+
+  /**
+   * An agent whose connections pass the guard; one secure context for all of them (building one
+   * per connection from the whole root store is costly), with a client certificate when given.
+   */
+  private newAgent(client?: ClientTls): Agent {
+    const ca = this.extraCa === null ? undefined : [...rootCertificates, this.extraCa];
+    const secureContext =
+      ca === undefined && client === undefined
+        ? undefined
+        : createSecureContext({ ca, cert: client?.certificate, key: client?.privateKey });
+    return new Agent({
+      connections: this.options.connectionsPerOrigin ?? 32,
+      headersTimeout: this.timeoutMs,
+      bodyTimeout: this.timeoutMs,
+      connect: { timeout: this.timeoutMs, lookup: this.guard.lookup, secureContext },
     });
+  }
+
+  private agentFor(client: ClientTls | undefined): Agent {
+    if (client === undefined) return this.agent;
+    let agent = this.clientAgents.get(client.id);
+    if (agent === undefined) {
+      if (this.clientAgents.size >= MAX_CLIENT_AGENTS) {
+        for (const old of this.clientAgents.values()) void old.close();
+        this.clientAgents.clear();
+      }
+      agent = this.newAgent(client);
+      this.clientAgents.set(client.id, agent);
+    }
+    return agent;
   }
 
   /**
@@ -166,6 +200,7 @@ export class WebhookSender {
     headers: Record<string, string>,
     body: string,
     keepBytes = RESPONSE_EXCERPT_BYTES,
+    client?: ClientTls,
   ): Promise<SendResult> {
     const target = this.target(url);
     if ('invalid' in target) return target.invalid;
@@ -177,7 +212,7 @@ export class WebhookSender {
     const kept: Buffer[] = [];
     let keptBytes = 0;
     try {
-      const response = await this.agent.request({
+      const response = await this.agentFor(client).request({
         origin: target.origin,
         path: target.path,
         method: 'POST',
@@ -221,7 +256,10 @@ export class WebhookSender {
   }
 
   async close(): Promise<void> {
-    await this.agent.close();
+    await Promise.all([
+      this.agent.close(),
+      ...[...this.clientAgents.values()].map((a) => a.close()),
+    ]);
   }
 
   private target(url: string): Target {

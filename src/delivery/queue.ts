@@ -374,13 +374,19 @@ export class DeliveryQueue extends Repository {
   /**
    * What the queue holds (the metrics' gauges): pending rows and the earliest due time, through
    * webhook_deliveries_pending_idx (partial: pending rows only, whatever the history); abandoned
-   * claims; paused live subscriptions.
+   * claims; paused live subscriptions; the client certificates of live ones, as reads show them.
    */
   async stats(
     now: string,
     aliveSince: string,
     staleBefore: string,
-  ): Promise<{ pending: number; oldestDue: string | null; abandoned: number; paused: number }> {
+  ): Promise<{
+    pending: number;
+    oldestDue: string | null;
+    abandoned: number;
+    paused: number;
+    receiverAuth: string[];
+  }> {
     const queue = await this.db
       .selectFrom('webhookDeliveries')
       .select((eb) => [
@@ -409,11 +415,19 @@ export class DeliveryQueue extends Repository {
       .where('active', '=', false)
       .where('deletedAt', 'is', null)
       .executeTakeFirstOrThrow();
+    // Few rows carry receiver authentication, and this runs once per scrape interval at most.
+    const withAuth = await this.db
+      .selectFrom('webhookSubscriptions')
+      .select('receiverAuth')
+      .where('receiverAuth', 'is not', null)
+      .where('deletedAt', 'is', null)
+      .execute();
     return {
       pending: Number(queue.pending),
       oldestDue: (queue.oldestDue as string | null) ?? null,
       abandoned: Number(lost.n),
       paused: Number(paused.n),
+      receiverAuth: withAuth.map((row) => row.receiverAuth as string),
     };
   }
 }

@@ -1,3 +1,4 @@
+import { createPrivateKey, X509Certificate } from 'node:crypto';
 import type { FieldErrors } from '../lib/problems.ts';
 
 /**
@@ -60,19 +61,80 @@ export type ReceiverAuthScheme = BasicAuth | OAuth2ClientCredentials;
 
 type Masked<T, K extends keyof T> = Omit<T, K> & { [P in K]: typeof SECRET_MASK };
 
+/** A TLS client certificate and its key, PEM, as the API takes them. */
+export interface ClientCertificate {
+  certificate: string;
+  privateKey: string;
+}
+
+/** A client certificate as reads show it. */
+interface ClientCertificateShown {
+  subject: string;
+  /** When it expires, ISO 8601. */
+  notAfter: string;
+  fingerprint256: string;
+}
+
 /** What a subscription's attempts carry, in clear: sealed as one JSON text when stored. */
 export interface ReceiverSecrets {
   headers: Record<string, string>;
   auth: ReceiverAuthScheme | null;
+  /** Absent in secrets stored before client certificates. */
+  clientCertificate?: ClientCertificate | null;
 }
 
 /** What reads show: header names with masked values, the scheme with its secret masked. */
 export interface ReceiverAuthShown {
   headers: Record<string, string>;
   auth: Masked<BasicAuth, 'password'> | Masked<OAuth2ClientCredentials, 'clientSecret'> | null;
+  clientCertificate: ClientCertificateShown | null;
 }
 
-export const NO_RECEIVER_SECRETS: ReceiverSecrets = Object.freeze({ headers: {}, auth: null });
+export const NO_RECEIVER_SECRETS: ReceiverSecrets = Object.freeze({
+  headers: {},
+  auth: null,
+  clientCertificate: null,
+});
+
+/** The days before a client certificate's expiry from which it is counted as expiring. */
+export const CERTIFICATE_WARNING_DAYS = 14;
+
+/** A checked certificate's details as reads show them. */
+function certificateShown(pem: string): ClientCertificateShown {
+  const certificate = new X509Certificate(pem);
+  return {
+    subject: certificate.subject.split('\n').join(', '),
+    notAfter: new Date(certificate.validTo).toISOString(),
+    fingerprint256: certificate.fingerprint256,
+  };
+}
+
+/** What is wrong with a client certificate and its key at `now`, keyed by member; empty if none. */
+function certificateFaults(input: ClientCertificate, now: Date): FieldErrors {
+  let certificate: X509Certificate;
+  try {
+    certificate = new X509Certificate(input.certificate);
+  } catch {
+    return { 'clientCertificate.certificate': ['is not a PEM certificate'] };
+  }
+  const expires = new Date(certificate.validTo);
+  if (!(expires.getTime() > now.getTime())) {
+    return { 'clientCertificate.certificate': [`expired on ${expires.toISOString()}`] };
+  }
+  try {
+    const key = createPrivateKey(input.privateKey);
+    if (!certificate.checkPrivateKey(key)) {
+      return { 'clientCertificate.privateKey': ['does not match the certificate'] };
+    }
+  } catch {
+    return {
+      'clientCertificate.privateKey': [
+        'is not an unencrypted PEM private key (PKCS#8, PKCS#1 or SEC1)',
+      ],
+    };
+  }
+  return {};
+}
 
 /** The shown form of stored secrets. */
 export function shownReceiverAuth(secrets: ReceiverSecrets): ReceiverAuthShown {
@@ -84,6 +146,9 @@ export function shownReceiverAuth(secrets: ReceiverSecrets): ReceiverAuthShown {
         : secrets.auth.type === 'basic'
           ? { ...secrets.auth, password: SECRET_MASK }
           : { ...secrets.auth, clientSecret: SECRET_MASK },
+    clientCertificate: secrets.clientCertificate
+      ? certificateShown(secrets.clientCertificate.certificate)
+      : null,
   };
 }
 
@@ -108,11 +173,19 @@ function nameFault(name: string, withAuth: boolean): string | null {
  * origin). Faults are keyed `headers.<name>` and `auth.<member>`.
  */
 export function nextReceiverSecrets(
-  input: { headers?: Record<string, string> | null; auth?: ReceiverAuthScheme | null },
+  input: ReceiverAuthInput,
   stored: ReceiverSecrets,
   keep: boolean,
+  now: Date = new Date(),
 ): { secrets: ReceiverSecrets } | { errors: FieldErrors } {
   const errors: FieldErrors = {};
+  // A certificate is no secret the receiver sees (its key never leaves): it follows the URL.
+  let clientCertificate = stored.clientCertificate ?? null;
+  if (input.clientCertificate !== undefined) {
+    clientCertificate = input.clientCertificate;
+    if (clientCertificate !== null)
+      Object.assign(errors, certificateFaults(clientCertificate, now));
+  }
   // Moving to another origin carries no stored secret along: each must be sent again (or null).
   if (!keep && input.headers === undefined && Object.keys(stored.headers).length > 0) {
     errors.headers = [MOVED];
@@ -160,7 +233,9 @@ export function nextReceiverSecrets(
       }
     }
   }
-  return Object.keys(errors).length > 0 ? { errors } : { secrets: { headers, auth } };
+  return Object.keys(errors).length > 0
+    ? { errors }
+    : { secrets: { headers, auth, clientCertificate } };
 }
 
 function nextAuth(
@@ -227,19 +302,28 @@ export function receiverHeaders(secrets: ReceiverSecrets): Record<string, string
   };
 }
 
-/** Whether a create or PATCH sets anything only an HTTPS endpoint can take. */
-export function setsReceiverAuth(input: {
+/** The receiver authentication members of a create or PATCH. */
+export interface ReceiverAuthInput {
   headers?: Record<string, string> | null;
   auth?: ReceiverAuthScheme | null;
-}): boolean {
+  clientCertificate?: ClientCertificate | null;
+}
+
+/** Whether a create or PATCH sets anything only an HTTPS endpoint can take. */
+export function setsReceiverAuth(input: ReceiverAuthInput): boolean {
   return (
     (input.headers !== undefined &&
       input.headers !== null &&
       Object.keys(input.headers).length > 0) ||
-    (input.auth !== undefined && input.auth !== null)
+    (input.auth !== undefined && input.auth !== null) ||
+    (input.clientCertificate !== undefined && input.clientCertificate !== null)
   );
 }
 
 export function hasReceiverSecrets(secrets: ReceiverSecrets): boolean {
-  return Object.keys(secrets.headers).length > 0 || secrets.auth !== null;
+  return (
+    Object.keys(secrets.headers).length > 0 ||
+    secrets.auth !== null ||
+    (secrets.clientCertificate ?? null) !== null
+  );
 }

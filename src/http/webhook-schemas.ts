@@ -104,6 +104,27 @@ export const ReceiverAuth = Type.Union([BasicAuthBody, OAuth2Body, Type.Null()],
     'How each attempt authenticates to the receiver: `{type: "basic", username, password}`, or `{type: "oauth2_client_credentials", tokenUrl, clientId, clientSecret, scope?, audience?}`. `null` (the default) for none. HTTPS endpoints only.',
 });
 
+/** A TLS client certificate for an HTTPS subscription (create, PATCH). */
+export const ClientCertificateBody = Nullable(
+  Type.Object(
+    {
+      certificate: Type.String({
+        maxLength: 16_384,
+        description: 'PEM: the certificate presented, then any intermediates it needs.',
+      }),
+      privateKey: Type.String({
+        maxLength: 16_384,
+        description: 'PEM, unencrypted (PKCS#8, PKCS#1 or SEC1). Stored sealed; never shown.',
+      }),
+    },
+    {
+      additionalProperties: false,
+      description:
+        'A certificate every attempt presents to the receiver (mutual TLS). A certificate that has expired or does not match its key is 422. Reads show its `subject`, `notAfter` and `fingerprint256`; one expiring within 14 days is counted in `/metrics`. `null` removes it. HTTPS endpoints only.',
+    },
+  ),
+);
+
 const Masked = Type.Literal('***', { description: 'Never shown.' });
 
 /** `auth` as reads show it: the scheme, its secret `***`. */
@@ -185,6 +206,19 @@ export const WebhookSubscription = Type.Object(
       description: 'The extra request headers, each value `***`; `{}` for none.',
     }),
     auth: ReceiverAuthShown,
+    clientCertificate: Nullable(
+      Type.Object(
+        {
+          subject: Type.String({ description: 'Its subject, as `CN=…, O=…`.' }),
+          notAfter: Type.String({ format: 'date-time', description: 'When it expires.' }),
+          fingerprint256: Type.String({ description: 'SHA-256 fingerprint, hex pairs.' }),
+        },
+        {
+          additionalProperties: false,
+          description: 'The TLS client certificate presented; null for none.',
+        },
+      ),
+    ),
     deliveryState: Type.Object(
       {
         concurrencyLimit: Type.Integer({

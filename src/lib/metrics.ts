@@ -17,6 +17,8 @@ export interface QueueStats {
   /** Seconds since the oldest due pending delivery became due; 0 when none is due. */
   oldestDueAgeSeconds: number;
   pausedSubscriptions: number;
+  /** Live subscriptions whose TLS client certificate expires within 14 days (or has). */
+  expiringClientCertificates: number;
 }
 
 /** The IPC message type between an API process of a cluster and the primary (GET /metrics). */
@@ -154,6 +156,11 @@ export class Metrics {
       'tourops_webhook_subscriptions_paused',
       'Subscriptions paused (auto-paused and not re-enabled).',
       (s) => s.pausedSubscriptions,
+    );
+    gauge(
+      'tourops_webhook_client_certificates_expiring',
+      'Live subscriptions whose TLS client certificate expires within 14 days, or has expired.',
+      (s) => s.expiringClientCertificates,
     );
   }
 

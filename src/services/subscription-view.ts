@@ -33,6 +33,7 @@ export interface Subscription {
   filter: PayloadFilter | null;
   headers: ReceiverAuthShown['headers'];
   auth: ReceiverAuthShown['auth'];
+  clientCertificate: ReceiverAuthShown['clientCertificate'];
   deliveryState: DeliveryState;
   createdAt: string;
 }
@@ -106,9 +107,8 @@ export function toSubscription(
     ordering: row.ordering,
     propagateTraceContext: row.propagateTraceContext,
     filter: row.filter === null ? null : parseStoredJson<PayloadFilter>(row.filter),
-    ...(row.receiverAuth === null
-      ? NO_AUTH_SHOWN
-      : parseStoredJson<ReceiverAuthShown>(row.receiverAuth)),
+    ...NO_AUTH_SHOWN,
+    ...(row.receiverAuth === null ? {} : parseStoredJson<ReceiverAuthShown>(row.receiverAuth)),
     deliveryState: deliveryState(row, activity.inFlight, now),
     createdAt: row.createdAt,
   };

@@ -22,9 +22,11 @@ import {
 } from '../domain/payload-filter.ts';
 import { effectiveWebhookEndpointCap, isTier, TIERS } from '../domain/plans.ts';
 import {
+  type ClientCertificate,
   hasReceiverSecrets,
   NO_RECEIVER_SECRETS,
   nextReceiverSecrets,
+  type ReceiverAuthInput,
   type ReceiverAuthScheme,
   type ReceiverSecrets,
   setsReceiverAuth,
@@ -67,6 +69,7 @@ export interface CreateSubscriptionInput {
   filter?: PayloadFilter | null;
   headers?: Record<string, string> | null;
   auth?: ReceiverAuthScheme | null;
+  clientCertificate?: ClientCertificate | null;
 }
 
 /** PATCH: what is given changes; `active` pauses (false) or re-enables (true). */
@@ -82,6 +85,7 @@ export interface UpdateSubscriptionInput {
   filter?: PayloadFilter | null;
   headers?: Record<string, string> | null;
   auth?: ReceiverAuthScheme | null;
+  clientCertificate?: ClientCertificate | null;
   active?: boolean;
 }
 
@@ -123,17 +127,23 @@ function storedFilter(filter: PayloadFilter | null): string | null {
  */
 function receiverSecretsFor(
   url: string,
-  input: { headers?: Record<string, string> | null; auth?: ReceiverAuthScheme | null },
+  input: ReceiverAuthInput,
   stored: ReceiverSecrets,
   keep: boolean,
+  now: Date,
 ): ReceiverSecrets {
-  const next = nextReceiverSecrets(input, stored, keep);
+  const next = nextReceiverSecrets(input, stored, keep, now);
   if ('errors' in next) throw validationFailed(next.errors);
   if (
     destinationKind(url) !== 'https' &&
     (setsReceiverAuth(input) || hasReceiverSecrets(next.secrets))
   ) {
-    const field = input.auth !== undefined && input.auth !== null ? 'auth' : 'headers';
+    const field =
+      input.auth !== undefined && input.auth !== null
+        ? 'auth'
+        : input.clientCertificate !== undefined && input.clientCertificate !== null
+          ? 'clientCertificate'
+          : 'headers';
     throw fieldError(field, 'is for HTTPS endpoints only: a broker authenticates by its URL');
   }
   return next.secrets;
@@ -221,7 +231,13 @@ export class WebhooksService {
     const checked = target ?? (await this.checkTarget(tenantId, input.url));
     await this.checkTokenUrl(input.auth);
     const filter = storedFilter(input.filter ?? null);
-    const secrets = receiverSecretsFor(checked.url, input, NO_RECEIVER_SECRETS, true);
+    const secrets = receiverSecretsFor(
+      checked.url,
+      input,
+      NO_RECEIVER_SECRETS,
+      true,
+      this.deps.clock.now(),
+    );
     if (input.asymmetricSignatures === true && input.standardWebhooks !== true) {
       throw fieldError('asymmetricSignatures', ASYMMETRIC_NEEDS_STANDARD);
     }
@@ -320,13 +336,19 @@ export class WebhooksService {
         patch.propagateTraceContext = input.propagateTraceContext;
       }
       if (filter !== undefined) patch.filter = filter;
-      if (checked || input.headers !== undefined || input.auth !== undefined) {
+      if (
+        checked ||
+        input.headers !== undefined ||
+        input.auth !== undefined ||
+        input.clientCertificate !== undefined
+      ) {
         const url = checked?.url ?? current.url;
         const secrets = receiverSecretsFor(
           url,
           input,
           this.openReceiverSecrets(current),
           originOf(url) === originOf(current.url),
+          this.deps.clock.now(),
         );
         Object.assign(patch, this.sealedReceiverAuth(secrets, id));
       }

@@ -2,6 +2,7 @@ import { html } from 'ghtml';
 import { sampleEventData } from '../../domain/event-samples.ts';
 import { EVENT_DATA_SCHEMAS } from '../../domain/event-schemas.ts';
 import { ORDERINGS } from '../../domain/flow-control.ts';
+import { CERTIFICATE_WARNING_DAYS } from '../../domain/receiver-auth.ts';
 import { DELIVERY_STATUSES, SUBSCRIBABLE_EVENT_TYPES } from '../../domain/states.ts';
 import type { Page } from '../../lib/cursor.ts';
 import type { Attempt, Delivery, LedgerEvent } from '../../services/deliveries-service.ts';
@@ -226,13 +227,25 @@ function receiverAuthFacts(s: Subscription): string {
     names.length === 0
       ? ''
       : html`<div><dt>Extra headers</dt><dd>!${names.map((name) => html`<code>${name}</code>`).join(', ')} <span class="muted">(values hidden)</span></dd></div>`;
+  const certificate = s.clientCertificate;
+  const expiresSoon =
+    certificate !== null &&
+    Date.parse(certificate.notAfter) - Date.now() < CERTIFICATE_WARNING_DAYS * 86_400_000;
+  const tls =
+    certificate === null
+      ? ''
+      : html`<div><dt>Client certificate</dt><dd><code>${certificate.subject}</code>, expires !${time(certificate.notAfter)}!${
+          expiresSoon
+            ? html` <span class="badge bad">expires within ${CERTIFICATE_WARNING_DAYS} days: replace it</span>`
+            : ''
+        }</dd></div>`;
   const auth = s.auth;
-  if (auth === null) return headers;
+  if (auth === null) return headers + tls;
   const scheme =
     auth.type === 'basic'
       ? html`HTTP Basic as <code>${auth.username}</code>`
       : html`OAuth2 client credentials: client <code>${auth.clientId}</code> at <code class="url">${auth.tokenUrl}</code>`;
-  return html`!${headers}<div><dt>Authentication</dt><dd>!${scheme} <span class="muted">(secret hidden; set through the API)</span></dd></div>`;
+  return html`!${headers}<div><dt>Authentication</dt><dd>!${scheme} <span class="muted">(secret hidden; set through the API)</span></dd></div>!${tls}`;
 }
 
 /** The subscription's filter, and a form that tries one on its last 50 events (a GET: no change). */

@@ -114,6 +114,7 @@ const SCHEMA_EXAMPLES: Record<string, unknown> = {
     filter: { 'data.currency': 'EUR' },
     headers: { 'X-Api-Key': '***' },
     auth: null,
+    clientCertificate: null,
     deliveryState: { concurrencyLimit: 16, inFlight: 3, pausedUntil: null, reason: null },
     createdAt: CREATED,
   },

@@ -16,6 +16,7 @@ import {
   Query,
 } from '../schemas.ts';
 import {
+  ClientCertificateBody,
   MaxConcurrency,
   MaxPerSecond,
   PropagateTraceContext,
@@ -71,6 +72,7 @@ export const CreateWebhookBody = Type.Object(
     filter: Type.Optional(SubscriptionFilter),
     headers: Type.Optional(ReceiverHeaders),
     auth: Type.Optional(ReceiverAuth),
+    clientCertificate: Type.Optional(ClientCertificateBody),
   },
   { additionalProperties: false },
 );
@@ -88,6 +90,7 @@ export const UpdateWebhookBody = Type.Object(
     filter: Type.Optional(SubscriptionFilter),
     headers: Type.Optional(ReceiverHeaders),
     auth: Type.Optional(ReceiverAuth),
+    clientCertificate: Type.Optional(ClientCertificateBody),
     active: Type.Optional(
       Type.Boolean({
         description:
