@@ -188,5 +188,83 @@ for (const backend of BACKENDS) {
       assert.equal(bad.statusCode, 422);
       assert.deepEqual(Object.keys(bad.json().errors), ['propagateTraceContext']);
     });
+
+    it('puts no receiver secret or access token in any span', async () => {
+      const secrets = ['k-span-4d1c77e2', 'pw-span-90ab13', 'cs-span-5e6f2a71', 'at-span-c0ffee42'];
+      const tokenServer = await HttpsReceiver.start({
+        responder: () => ({
+          status: 200,
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ access_token: secrets[3], token_type: 'Bearer', expires_in: 60 }),
+        }),
+      });
+      try {
+        const ids: string[] = [];
+        for (const [path, extra] of [
+          [
+            '/span-basic',
+            {
+              headers: { 'X-Api-Key': secrets[0] },
+              auth: { type: 'basic', username: 'ops', password: secrets[1] },
+            },
+          ],
+          [
+            '/span-oauth',
+            {
+              auth: {
+                type: 'oauth2_client_credentials',
+                tokenUrl: tokenServer.url('/token'),
+                clientId: 'c',
+                clientSecret: secrets[2],
+              },
+            },
+          ],
+        ] as const) {
+          const created = await ctx.api('POST', '/api/v1/webhooks', {
+            token: tenant.token,
+            body: {
+              url: receiver.url(path),
+              events: ['client.created'],
+              propagateTraceContext: true,
+              ...extra,
+            },
+          });
+          assert.equal(created.statusCode, 201, created.body);
+          ids.push(created.json().data.id);
+        }
+        await ctx.api('POST', '/api/v1/clients', {
+          token: tenant.token,
+          body: { kind: 'individual', displayName: 'Span secrets' },
+        });
+        // Each attempt's consumer span, ended: its whole tree was exported by then.
+        for (const id of ids) {
+          await until(
+            () =>
+              spans().find(
+                (span) =>
+                  span.kind === SpanKind.CONSUMER &&
+                  span.attributes['tourops.subscription.id'] === id,
+              ),
+            10_000,
+            `the attempt span of ${id}`,
+          );
+        }
+        assert.equal(receiver.requests.filter((r) => r.path.startsWith('/span-')).length, 2);
+        const exported = JSON.stringify(
+          spans().map((s) => ({
+            name: s.name,
+            attributes: s.attributes,
+            events: s.events,
+            links: s.links,
+          })),
+        );
+        // The search sees what spans carry (the subscription ids), and no secret among it.
+        for (const id of ids) assert.ok(exported.includes(id));
+        for (const secret of secrets) assert.equal(exported.includes(secret), false, secret);
+        assert.equal(exported.includes(Buffer.from(`ops:${secrets[1]}`).toString('base64')), false);
+      } finally {
+        await tokenServer.close();
+      }
+    });
   });
 }

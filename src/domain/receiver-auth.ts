@@ -3,11 +3,12 @@ import type { FieldErrors } from '../lib/problems.ts';
 
 /**
  * Receiver authentication: what a subscription adds to each HTTPS attempt so that a gateway in
- * front of the receiver lets it in: extra `headers`, and an `auth` scheme (HTTP Basic, or an OAuth2
- * access token by the client credentials grant, RFC 6749 section 4.4). The
- * secrets (header values, the password) are stored sealed, apart from what reads show, where each
- * is `***`; a PATCH that sends `***` back keeps the stored secret, but only while the endpoint's
- * origin stays the same, so that no edit can carry a secret to another server.
+ * front of the receiver lets it in: extra `headers`, an `auth` scheme (HTTP Basic, or an OAuth2
+ * access token by the client credentials grant, RFC 6749 section 4.4), and a TLS
+ * `clientCertificate`. The secrets (header values, the password, the client secret, the private
+ * key) are stored sealed, apart from what reads show, where each is `***` or absent; a PATCH that
+ * sends `***` back keeps the stored secret, but only while the endpoint's origin stays the same,
+ * so that no edit can carry a secret to another server.
  */
 
 const SECRET_MASK = '***';
