@@ -1,24 +1,11 @@
 import assert from 'node:assert/strict';
-import { Writable } from 'node:stream';
 import { describe, it } from 'node:test';
-import pino from 'pino';
 import { startWorker } from '../src/start-worker.ts';
 import { createTestContext } from './helpers/context.ts';
 import { createTenant } from './helpers/fixtures.ts';
 import { HttpsReceiver, testCa } from './helpers/https-receiver.ts';
+import { captureLogs as capture } from './helpers/log-capture.ts';
 import { until } from './helpers/until.ts';
-
-/** A logger whose JSON lines land in an array. */
-function capture(level: pino.Level) {
-  const lines: Record<string, unknown>[] = [];
-  const stream = new Writable({
-    write(chunk, _encoding, done) {
-      for (const line of String(chunk).split('\n')) if (line) lines.push(JSON.parse(line));
-      done();
-    },
-  });
-  return { lines, logger: pino({ level }, stream) };
-}
 
 describe('logs that explain what happened', () => {
   it('a request line names the tenant and the token (never the token itself) and redacts the query', async () => {

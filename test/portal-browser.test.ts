@@ -8,7 +8,7 @@ import { AxeBuilder } from '@axe-core/playwright';
 import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
 import { startWorker } from '../src/start-worker.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
-import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
+import { createClient, createTenant, type TenantFixture } from './helpers/fixtures.ts';
 import { HttpsReceiver } from './helpers/https-receiver.ts';
 
 // The webhook portal as an integrator uses it: Debian's chromium, headless, on a real server over
@@ -282,10 +282,7 @@ for (const backend of BACKENDS) {
         ['individual', 'Ada'],
         ['company', 'Globex'],
       ]) {
-        await ctx.api('POST', '/api/v1/clients', {
-          token: tenant.token,
-          body: { kind, displayName },
-        });
+        await createClient(ctx, tenant, { kind, displayName });
       }
       await page.reload();
       await page.getByLabel('A filter to try').fill('{"data.displayName": {"$prefix": "G"}}');

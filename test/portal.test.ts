@@ -1,69 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { LightMyRequestResponse } from 'fastify';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
-import { createTenant, mintToken, type TenantFixture } from './helpers/fixtures.ts';
+import { createClient, createTenant, mintToken, type TenantFixture } from './helpers/fixtures.ts';
+import { PortalClient, pathOf } from './helpers/portal-client.ts';
 
 // The webhook portal over HTTP (the browser's view is in portal-browser.test.ts): links, the
 // session cookie, what ends a session, CSRF, read-only sessions, tenants kept apart.
-
-/** A browser's cookie jar and form tokens, enough to drive the portal through inject. */
-class PortalClient {
-  private readonly cookies = new Map<string, string>();
-  constructor(private readonly ctx: TestContext) {}
-
-  private remember(response: LightMyRequestResponse): void {
-    for (const cookie of response.cookies as Array<{ name: string; value: string }>) {
-      if (cookie.value === '') this.cookies.delete(cookie.name);
-      else this.cookies.set(cookie.name, cookie.value);
-    }
-  }
-
-  async get(url: string): Promise<LightMyRequestResponse> {
-    const response = await this.ctx.app.inject({ method: 'GET', url, headers: this.header() });
-    this.remember(response);
-    return response;
-  }
-
-  async post(
-    url: string,
-    form: Record<string, string> | Array<[string, string]>,
-  ): Promise<LightMyRequestResponse> {
-    const response = await this.ctx.app.inject({
-      method: 'POST',
-      url,
-      headers: { ...this.header(), 'content-type': 'application/x-www-form-urlencoded' },
-      payload: new URLSearchParams(form).toString(),
-    });
-    this.remember(response);
-    return response;
-  }
-
-  /** A person's visit of a portal link: its page, then the page's button. */
-  async signIn(path: string): Promise<LightMyRequestResponse> {
-    const page = await this.get(path);
-    const match = /name="_csrf" value="([^"]+)"/.exec(page.body);
-    if (page.statusCode !== 200 || !match) return page;
-    return this.post(path, { _csrf: match[1] });
-  }
-
-  /** The CSRF token of a page's forms. */
-  async csrf(page = '/portal/'): Promise<string> {
-    const body = (await this.get(page)).body;
-    const match = /name="_csrf" value="([^"]+)"/.exec(body);
-    assert.ok(match, `no CSRF token on ${page}`);
-    return match[1];
-  }
-
-  private header(): Record<string, string> {
-    return this.cookies.size === 0
-      ? {}
-      : { cookie: [...this.cookies].map(([name, value]) => `${name}=${value}`).join('; ') };
-  }
-}
-
-/** The path of a portal link (its origin is PUBLIC_BASE_URL, not the test server). */
-const pathOf = (url: string) => new URL(url).pathname;
 
 const HOOK = 'https://127.0.0.1:9/hook';
 
@@ -635,10 +577,7 @@ for (const backend of BACKENDS) {
         ['individual', 'Ada'],
         ['company', 'Globex'],
       ]) {
-        await ctx.api('POST', '/api/v1/clients', {
-          token: owner.token,
-          body: { kind, displayName },
-        });
+        await createClient(ctx, owner, { kind, displayName });
       }
       // Read-only sessions may try filters: the dry run is a GET and changes nothing.
       const reader = await signedIn(owner, { readOnly: true });

@@ -1,19 +1,21 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import type { TLSSocket } from 'node:tls';
-import pino from 'pino';
 import { NO_RECEIVER_SECRETS, nextReceiverSecrets } from '../src/domain/receiver-auth.ts';
 import { startWorker } from '../src/start-worker.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import { createClient, createTenant, type TenantFixture } from './helpers/fixtures.ts';
-import { HttpsReceiver, type ReceivedRequest, testCa } from './helpers/https-receiver.ts';
+import {
+  type ClientPki,
+  HttpsReceiver,
+  type ReceivedRequest,
+  testCa,
+  testClientPki,
+} from './helpers/https-receiver.ts';
+import { captureLogs } from './helpers/log-capture.ts';
+import { PortalClient, pathOf } from './helpers/portal-client.ts';
 import { until } from './helpers/until.ts';
 
 type Row = Record<string, unknown>;
@@ -42,19 +44,13 @@ for (const backend of BACKENDS) {
     let tenant: TenantFixture;
     let receiver: HttpsReceiver;
     let worker: ReturnType<typeof startWorker>;
-    const logLines: string[] = [];
+    const logs = captureLogs('debug');
 
     before(async () => {
-      const stream = new Writable({
-        write(chunk, _encoding, done) {
-          logLines.push(String(chunk));
-          done();
-        },
-      });
       ctx = await createWebhookTestContext(
         backend,
         { WEBHOOK_RETRY_SCHEDULE: '5s' },
-        { logger: pino({ level: 'debug' }, stream) },
+        { logger: logs.logger },
       );
       tenant = await createTenant(ctx);
       receiver = await HttpsReceiver.start({ responder: gateway });
@@ -244,8 +240,8 @@ for (const backend of BACKENDS) {
         .select(['receiverAuth', 'receiverSecrets'])
         .execute();
       seen.push(JSON.stringify(rows));
-      seen.push(...logLines);
-      assert.ok(logLines.length > 0, 'the worker and the API logged');
+      seen.push(JSON.stringify(logs.lines));
+      assert.ok(logs.lines.length > 0, 'the worker and the API logged');
       const basicEncoded = BASIC.slice('Basic '.length);
       for (const secret of [API_KEY, PASSWORD, OTHER_KEY, basicEncoded]) {
         const found = seen.find((text) => text.includes(secret));
@@ -313,19 +309,13 @@ for (const backend of BACKENDS) {
     const server = new TokenServer('tourops-webhooks', 'cs-7e1f0a99b3d24c58');
     /** The bearer token each request to /oauth carried, in order. */
     const seen: string[] = [];
-    const logLines: string[] = [];
+    const logs = captureLogs('debug');
 
     before(async () => {
-      const stream = new Writable({
-        write(chunk, _encoding, done) {
-          logLines.push(String(chunk));
-          done();
-        },
-      });
       ctx = await createWebhookTestContext(
         backend,
         { WEBHOOK_RETRY_SCHEDULE: '5s' },
-        { logger: pino({ level: 'debug' }, stream) },
+        { logger: logs.logger },
       );
       tenant = await createTenant(ctx);
       tokenHost = await HttpsReceiver.start({ responder: (request) => server.answer(request) });
@@ -470,7 +460,7 @@ for (const backend of BACKENDS) {
     });
 
     it('never shows the client secret or a token: reads, attempt logs, log lines, stored row', async () => {
-      const texts: string[] = [...logLines];
+      const texts: string[] = [JSON.stringify(logs.lines)];
       const list = await ctx.api('GET', '/api/v1/webhooks', { token: tenant.token });
       texts.push(list.body);
       for (const s of list.json().data as Row[]) {
@@ -500,84 +490,19 @@ for (const backend of BACKENDS) {
   });
 }
 
-/** A client CA and what it signs (openssl, EC P-256), for the mutual-TLS receiver. */
-async function clientPki() {
-  const dir = mkdtempSync(join(tmpdir(), 'tourops-client-ca-'));
-  const file = (name: string) => join(dir, name);
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
-  await openssl([
-    'req',
-    '-x509',
-    ...ec,
-    '-keyout',
-    file('ca.key'),
-    '-out',
-    file('ca.pem'),
-    '-days',
-    '2',
-    '-subj',
-    '/CN=client test CA',
-  ]);
-  const issue = async (name: string, days: string) => {
-    await openssl([
-      'req',
-      ...ec,
-      '-keyout',
-      file(`${name}.key`),
-      '-out',
-      file(`${name}.csr`),
-      '-subj',
-      `/CN=${name}/O=Tour Ops`,
-    ]);
-    await openssl([
-      'x509',
-      '-req',
-      '-in',
-      file(`${name}.csr`),
-      '-CA',
-      file('ca.pem'),
-      '-CAkey',
-      file('ca.key'),
-      '-CAcreateserial',
-      '-out',
-      file(`${name}.pem`),
-      '-days',
-      days,
-    ]);
-    return {
-      certificate: readFileSync(file(`${name}.pem`), 'utf8'),
-      privateKey: readFileSync(file(`${name}.key`), 'utf8'),
-    };
-  };
-  const pki = {
-    ca: readFileSync(file('ca.pem'), 'utf8'),
-    client: await issue('tourops-client', '30'),
-    other: await issue('someone-else', '30'),
-    soon: await issue('expiring-soon', '10'),
-  };
-  rmSync(dir, { recursive: true, force: true });
-  return pki;
-}
-
-function openssl(args: string[]): Promise<void> {
-  return new Promise((resolve, reject) => {
-    execFile('openssl', args, (error) => (error ? reject(error) : resolve()));
-  });
-}
-
 for (const backend of BACKENDS) {
   describe(`receiver authentication: a TLS client certificate (${backend})`, () => {
     let ctx: TestContext;
     let tenant: TenantFixture;
     let server: Server;
     let origin: string;
-    let pki: Awaited<ReturnType<typeof clientPki>>;
+    let pki: ClientPki;
     let worker: ReturnType<typeof startWorker>;
     /** The subject each request's client certificate named ('' for none or an untrusted one). */
     const peers: string[] = [];
 
     before(async () => {
-      pki = await clientPki();
+      pki = await testClientPki();
       const ca = await testCa();
       ctx = await createWebhookTestContext(backend, { WEBHOOK_RETRY_SCHEDULE: '5s' });
       tenant = await createTenant(ctx);
@@ -685,25 +610,10 @@ for (const backend of BACKENDS) {
         token: tenant.token,
         body: { readOnly: true },
       });
-      const path = new URL(link.json().data.url).pathname;
-      const landing = await ctx.app.inject({ url: path });
-      const csrf = /name="_csrf" value="([^"]+)"/.exec(landing.body)?.[1] ?? '';
-      const cookies = (landing.cookies as Array<{ name: string; value: string }>)
-        .map((c) => `${c.name}=${c.value}`)
-        .join('; ');
-      const signed = await ctx.app.inject({
-        method: 'POST',
-        url: path,
-        headers: { cookie: cookies, 'content-type': 'application/x-www-form-urlencoded' },
-        payload: `_csrf=${encodeURIComponent(csrf)}`,
-      });
-      const session = (signed.cookies as Array<{ name: string; value: string }>)
-        .map((c) => `${c.name}=${c.value}`)
-        .join('; ');
-      const page = await ctx.app.inject({
-        url: `/portal/endpoints/${soon.json().data.id}`,
-        headers: { cookie: `${cookies}; ${session}` },
-      });
+      const client = new PortalClient(ctx);
+      const landed = await client.signIn(pathOf(link.json().data.url));
+      assert.equal(landed.statusCode, 303);
+      const page = await client.get(`/portal/endpoints/${soon.json().data.id}`);
       assert.match(
         page.body,
         /Client certificate<\/dt><dd><code>CN&#61;expiring-soon, O&#61;Tour Ops<\/code>/,

@@ -89,6 +89,84 @@ async function generateCa(): Promise<TestCa> {
   };
 }
 
+/** A TLS client certificate and its key, PEM. */
+export interface ClientPair {
+  certificate: string;
+  privateKey: string;
+}
+
+/** A client CA (for a receiver that asks for certificates) and pairs it signed. */
+export interface ClientPki {
+  ca: string;
+  /** `CN=tourops-client, O=Tour Ops`, valid 30 days. */
+  client: ClientPair;
+  /** Another subject, valid 30 days: its key matches no other certificate. */
+  other: ClientPair;
+  /** Valid 10 days: within the 14-day warning. */
+  soon: ClientPair;
+}
+
+/** A client CA and what it signs (openssl, EC P-256, like testCa), for mutual-TLS receivers. */
+export async function testClientPki(): Promise<ClientPki> {
+  const dir = mkdtempSync(join(tmpdir(), 'tourops-client-ca-'));
+  const file = (name: string) => join(dir, name);
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+  try {
+    await run('openssl', [
+      'req',
+      '-x509',
+      ...ec,
+      '-keyout',
+      file('ca.key'),
+      '-out',
+      file('ca.pem'),
+      '-days',
+      '2',
+      '-subj',
+      '/CN=client test CA',
+    ]);
+    const issue = async (name: string, days: string): Promise<ClientPair> => {
+      await run('openssl', [
+        'req',
+        ...ec,
+        '-keyout',
+        file(`${name}.key`),
+        '-out',
+        file(`${name}.csr`),
+        '-subj',
+        `/CN=${name}/O=Tour Ops`,
+      ]);
+      await run('openssl', [
+        'x509',
+        '-req',
+        '-in',
+        file(`${name}.csr`),
+        '-CA',
+        file('ca.pem'),
+        '-CAkey',
+        file('ca.key'),
+        '-CAcreateserial',
+        '-out',
+        file(`${name}.pem`),
+        '-days',
+        days,
+      ]);
+      return {
+        certificate: readFileSync(file(`${name}.pem`), 'utf8'),
+        privateKey: readFileSync(file(`${name}.key`), 'utf8'),
+      };
+    };
+    return {
+      ca: readFileSync(file('ca.pem'), 'utf8'),
+      client: await issue('tourops-client', '30'),
+      other: await issue('someone-else', '30'),
+      soon: await issue('expiring-soon', '10'),
+    };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 export interface ReceivedRequest {
   method: string;
   path: string;
