@@ -148,13 +148,17 @@ export class WebhookSender {
   /** Agents presenting a client certificate, by its id (mutual TLS). */
   private readonly clientAgents = new Map<string, Agent>();
   private readonly options: SenderOptions;
-  private readonly extraCa: string | null;
+  /** The roots and the extra CA, when one is configured (made once: every agent trusts them). */
+  private readonly ca: string[] | undefined;
 
   constructor(options: SenderOptions) {
     this.options = options;
     this.guard = options.guard;
     this.timeoutMs = options.timeoutMs;
-    this.extraCa = options.caFile === null ? null : readFileSync(options.caFile, 'utf8');
+    this.ca =
+      options.caFile === null
+        ? undefined
+        : [...rootCertificates, readFileSync(options.caFile, 'utf8')];
     // undici 7 follows no redirects unless the redirect interceptor is composed in.
     this.agent = this.newAgent();
   }
@@ -164,11 +168,10 @@ export class WebhookSender {
    * per connection from the whole root store is costly), with a client certificate when given.
    */
   private newAgent(client?: ClientTls): Agent {
-    const ca = this.extraCa === null ? undefined : [...rootCertificates, this.extraCa];
     const secureContext =
-      ca === undefined && client === undefined
+      this.ca === undefined && client === undefined
         ? undefined
-        : createSecureContext({ ca, cert: client?.certificate, key: client?.privateKey });
+        : createSecureContext({ ca: this.ca, cert: client?.certificate, key: client?.privateKey });
     return new Agent({
       connections: this.options.connectionsPerOrigin ?? 32,
       headersTimeout: this.timeoutMs,

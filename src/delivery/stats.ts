@@ -1,5 +1,5 @@
 import type { Config } from '../config.ts';
-import { CERTIFICATE_WARNING_DAYS, type ReceiverAuthShown } from '../domain/receiver-auth.ts';
+import { expiresSoon, type ReceiverAuthShown } from '../domain/receiver-auth.ts';
 import type { Clock } from '../lib/clock.ts';
 import type { QueueStats } from '../lib/metrics.ts';
 import type { DeliveryQueue } from './queue.ts';
@@ -23,10 +23,7 @@ export async function queueStats(
     pausedSubscriptions: stats.paused,
     expiringClientCertificates: stats.receiverAuth.filter((text) => {
       const notAfter = (JSON.parse(text) as Partial<ReceiverAuthShown>).clientCertificate?.notAfter;
-      return (
-        notAfter !== undefined &&
-        Date.parse(notAfter) - nowMs < CERTIFICATE_WARNING_DAYS * 86_400_000
-      );
+      return notAfter !== undefined && expiresSoon(notAfter, nowMs);
     }).length,
   };
 }

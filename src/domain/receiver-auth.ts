@@ -100,6 +100,11 @@ export const NO_RECEIVER_SECRETS: ReceiverSecrets = Object.freeze({
 /** The days before a client certificate's expiry from which it is counted as expiring. */
 export const CERTIFICATE_WARNING_DAYS = 14;
 
+/** Whether a certificate expiring at `notAfter` (ISO) expires within the warning, or has. */
+export function expiresSoon(notAfter: string, nowMs: number): boolean {
+  return Date.parse(notAfter) - nowMs < CERTIFICATE_WARNING_DAYS * 86_400_000;
+}
+
 /** A checked certificate's details as reads show them. */
 function certificateShown(pem: string): ClientCertificateShown {
   const certificate = new X509Certificate(pem);

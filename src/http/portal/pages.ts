@@ -2,7 +2,7 @@ import { html } from 'ghtml';
 import { sampleEventData } from '../../domain/event-samples.ts';
 import { EVENT_DATA_SCHEMAS } from '../../domain/event-schemas.ts';
 import { ORDERINGS } from '../../domain/flow-control.ts';
-import { CERTIFICATE_WARNING_DAYS } from '../../domain/receiver-auth.ts';
+import { CERTIFICATE_WARNING_DAYS, expiresSoon } from '../../domain/receiver-auth.ts';
 import { DELIVERY_STATUSES, SUBSCRIBABLE_EVENT_TYPES } from '../../domain/states.ts';
 import type { Page } from '../../lib/cursor.ts';
 import type { Attempt, Delivery, LedgerEvent } from '../../services/deliveries-service.ts';
@@ -228,14 +228,11 @@ function receiverAuthFacts(s: Subscription): string {
       ? ''
       : html`<div><dt>Extra headers</dt><dd>!${names.map((name) => html`<code>${name}</code>`).join(', ')} <span class="muted">(values hidden)</span></dd></div>`;
   const certificate = s.clientCertificate;
-  const expiresSoon =
-    certificate !== null &&
-    Date.parse(certificate.notAfter) - Date.now() < CERTIFICATE_WARNING_DAYS * 86_400_000;
   const tls =
     certificate === null
       ? ''
       : html`<div><dt>Client certificate</dt><dd><code>${certificate.subject}</code>, expires !${time(certificate.notAfter)}!${
-          expiresSoon
+          expiresSoon(certificate.notAfter, Date.now())
             ? html` <span class="badge bad">expires within ${CERTIFICATE_WARNING_DAYS} days: replace it</span>`
             : ''
         }</dd></div>`;
