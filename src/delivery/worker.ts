@@ -312,6 +312,10 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     const { clock } = this.deps;
     if (slot === null) return this.giveBack(delivery, clock.now());
     if (slot !== undefined) await this.wakes.until(slot);
+    // A timer runs before the event loop reads its sockets: after a stall, a hold notice that
+    // arrived in time would otherwise be read only after this start. setImmediate runs after
+    // that read.
+    await new Promise<void>((resolve) => setImmediate(resolve));
     let now = clock.now();
     const heldUntil = this.holds.heldUntil(delivery.subscriptionId, now.getTime());
     if (heldUntil !== null) return this.giveBack(delivery, new Date(heldUntil));
