@@ -201,6 +201,27 @@ for (const backend of BACKENDS) {
         auth: { type: 'basic', username: 'a:b', password: PASSWORD },
       });
       assert.deepEqual(Object.keys(colon.json().errors), ['auth.username']);
+      // A union is judged by the branch its `type` names, or by that member alone.
+      for (const [auth, errors] of [
+        [{ type: 'basic', username: 'ops', password: '' }, { 'auth.password': 1 }],
+        [
+          { type: 'oauth2_client_credentials', tokenUrl: 'https://127.0.0.1:9/t', clientId: 'c' },
+          { 'auth.clientSecret': 1 },
+        ],
+        [{ type: 'basic', username: 'ops', password: PASSWORD, scope: 's' }, { 'auth.scope': 1 }],
+        [{ type: 'digest', username: 'ops' }, { 'auth.type': 1 }],
+        [{ username: 'ops', password: PASSWORD }, { 'auth.type': 1 }],
+      ] as const) {
+        const refused = await create({ url, auth });
+        assert.equal(refused.statusCode, 422, JSON.stringify(auth));
+        const found = refused.json().errors as Record<string, string[]>;
+        assert.deepEqual(Object.keys(found), Object.keys(errors), JSON.stringify(found));
+        assert.equal(found[Object.keys(errors)[0]].length, 1, JSON.stringify(found));
+      }
+      const unknown = await create({ url, auth: { type: 'digest' } });
+      assert.deepEqual(unknown.json().errors, {
+        'auth.type': ['must be one of: basic, oauth2_client_credentials'],
+      });
       const broker = 'amqp://guest:guest@127.0.0.1:5672/?exchange=tourops.auth&routingKey=x';
       const onBroker = await create({ url: broker, headers: { 'X-Api-Key': API_KEY } });
       assert.deepEqual(Object.keys(onBroker.json().errors), ['headers']);

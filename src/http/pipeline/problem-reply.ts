@@ -38,6 +38,7 @@ export function sendProblem(
 interface AjvError {
   keyword: string;
   instancePath: string;
+  schemaPath?: string;
   message?: string;
   params: Record<string, unknown>;
 }
@@ -52,7 +53,55 @@ function fieldPath(pointer: string, child?: unknown): string {
   return parts.length === 0 ? 'body' : parts.join('.');
 }
 
-function fieldErrorsFromAjv(errors: AjvError[]): FieldErrors {
+/**
+ * A failed union (`anyOf`) whose value names its branch, as `{type: "basic", …}` does, or is of
+ * only one branch's JSON type, is judged by that branch alone: its own faults, not every branch's
+ * and "must match a schema in anyOf". A branch is ruled out by a wrong `type` member (a `const`)
+ * (or none) or a wrong JSON type of the value itself; a missing `type`, or one that names no
+ * branch, is itself the fault.
+ * Every validator here reports all errors (allErrors), so each branch's tag fault is there.
+ */
+function narrowUnions(errors: AjvError[]): AjvError[] {
+  let out = errors;
+  for (const union of errors) {
+    if (union.keyword !== 'anyOf' || union.schemaPath === undefined) continue;
+    const prefix = `${union.schemaPath}/`;
+    const branches = new Map<string, AjvError[]>();
+    for (const error of out) {
+      if (!error.schemaPath?.startsWith(prefix)) continue;
+      const branch = error.schemaPath.slice(prefix.length).split('/')[0];
+      branches.set(branch, [...(branches.get(branch) ?? []), error]);
+    }
+    const tag = `${union.instancePath}/type`;
+    const wrongTag = (e: AjvError) => e.keyword === 'const' && e.instancePath === tag;
+    const noTag = (e: AjvError) =>
+      e.keyword === 'required' &&
+      e.instancePath === union.instancePath &&
+      e.params.missingProperty === 'type';
+    const wrongType = (e: AjvError) =>
+      e.keyword === 'type' && e.instancePath === union.instancePath;
+    const faults = [...branches.values()];
+    const open = faults.filter((f) => !f.some((e) => wrongTag(e) || noTag(e) || wrongType(e)));
+    const inUnion = (e: AjvError) => e === union || e.schemaPath?.startsWith(prefix) === true;
+    const rest = out.filter((e) => !inUnion(e));
+    const tags = faults.flat().filter(wrongTag);
+    const missing = faults.flat().find(noTag);
+    if (open.length === 1) {
+      const kept = new Set(open[0]);
+      out = out.filter((e) => !inUnion(e) || kept.has(e));
+    } else if (open.length === 0 && missing !== undefined) {
+      out = [...rest, missing];
+    } else if (open.length === 0 && tags.length > 0) {
+      // An object whose `type` names no branch: that member is the fault, with the choices.
+      const allowedValues = tags.map((e) => e.params.allowedValue);
+      out = [...rest, { keyword: 'enum', instancePath: tag, params: { allowedValues } }];
+    }
+  }
+  return out;
+}
+
+function fieldErrorsFromAjv(all: AjvError[]): FieldErrors {
+  const errors = narrowUnions(all);
   // No prototype: a member named `toString` or `constructor` is a field like any other.
   const out: FieldErrors = Object.create(null);
   const add = (path: string, message: string) => {
