@@ -303,6 +303,52 @@ for (const backend of BACKENDS) {
       await context.close();
     });
 
+    it('sets receiver authentication in write-only fields; an edit keeps the secrets unseen', async () => {
+      const { page, context, problems } = await signIn();
+      const [apiKey, password] = ['k-chromium-93b1d0', 'pw-chromium-6a2f55'];
+      await page.getByRole('link', { name: 'Add an endpoint' }).first().click();
+      await page.getByLabel(/^URL: HTTPS/).fill(receiver.url('/gated'));
+      await page.getByLabel('booking.confirmed').check();
+      await page.getByText('Receiver authentication').click();
+      await page.getByLabel(/^Extra headers/).fill(`X-Api-Key: ${apiKey}`);
+      await page.getByLabel('Authentication', { exact: true }).selectOption('basic');
+      await page.getByLabel('Username', { exact: true }).fill('ops');
+      await page.getByLabel('Password', { exact: true }).fill(password);
+      await accessible(page, 'the new endpoint form with receiver authentication');
+      await shot(page, 'receiver-auth-new');
+      await page.getByRole('button', { name: 'Add endpoint' }).click();
+      await page.getByRole('link', { name: 'Go to the endpoint' }).click();
+      const path = new URL(page.url()).pathname;
+
+      // The edit form shows the names and the scheme, never a secret, and saving it keeps them.
+      assert.equal(await page.getByLabel(/^Extra headers/).inputValue(), 'X-Api-Key: ***');
+      assert.equal(await page.getByLabel('Password', { exact: true }).inputValue(), '');
+      const html = await page.content();
+      for (const secret of [apiKey, password]) assert.equal(html.includes(secret), false, secret);
+      await shot(page, 'receiver-auth-endpoint');
+      await page.getByLabel(/^URL \(a broker password/).fill(receiver.url('/gated-2'));
+      await page.getByRole('button', { name: 'Save' }).click();
+      await page.getByText('Saved.').waitFor();
+
+      const before = receiver.requests.length;
+      await page.getByRole('button', { name: 'Send test event' }).click();
+      await page.getByText('Test event sent').waitFor();
+      const deadline = Date.now() + 10_000;
+      while (!receiver.requests.slice(before).some((r) => r.path === '/gated-2')) {
+        assert.ok(Date.now() < deadline, 'the test event arrived');
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      const sent = receiver.requests.slice(before).find((r) => r.path === '/gated-2');
+      assert.equal(sent?.headers['x-api-key'], apiKey);
+      const basic = `Basic ${Buffer.from(`ops:${password}`).toString('base64')}`;
+      assert.equal(sent?.headers.authorization, basic);
+      await ctx.api('DELETE', `/api/v1/webhooks/${path.split('/').at(-1)}`, {
+        token: tenant.token,
+      });
+      assert.deepEqual(problems, []);
+      await context.close();
+    });
+
     it('a read-only session sees everything and cannot change anything, even by a direct POST', async () => {
       const list = await ctx.api('GET', '/api/v1/webhooks', { token: tenant.token });
       const subscription = list.json().data.find((s: { active: boolean }) => s.active);

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import { createClient, createTenant, mintToken, type TenantFixture } from './helpers/fixtures.ts';
+import { testClientPki } from './helpers/https-receiver.ts';
 import { PortalClient, pathOf } from './helpers/portal-client.ts';
 
 // The webhook portal over HTTP (the browser's view is in portal-browser.test.ts): links, the
@@ -614,6 +615,138 @@ for (const backend of BACKENDS) {
         (await ctx.runtime.services.webhooks.get(owner.id, subscription.id)).filter,
         null,
       );
+    });
+
+    it('sets receiver authentication in write-only fields, kept by an edit on the same origin', async () => {
+      const owner = await createTenant(ctx);
+      const client = await signedIn(owner);
+      const pki = await testClientPki();
+      const [apiKey, password] = ['k-form-7e2c90', 'pw-form-41d8a3'];
+      const stored = async (id: string) => {
+        const row = await ctx.runtime.database.db
+          .selectFrom('webhookSubscriptions')
+          .select('receiverSecrets')
+          .where('id', '=', id)
+          .executeTakeFirstOrThrow();
+        assert.ok(row.receiverSecrets !== null);
+        return JSON.parse(ctx.runtime.services.secrets.decrypt(row.receiverSecrets, id));
+      };
+      const named = (body: string) =>
+        [...body.matchAll(/<li><code>([^<]+)<\/code>/g)].map((m) => m[1]);
+      const token = await client.csrf('/portal/endpoints/new');
+      const form = (fields: Array<[string, string]>): Array<[string, string]> => [
+        ['_csrf', token],
+        ['idempotencyKey', crypto.randomUUID()],
+        ['url', HOOK],
+        ['events', 'client.created'],
+        ['ordering', 'none'],
+        ...fields,
+      ];
+      // Lines that are no headers, and a secret left empty on a new endpoint: refused, nothing made.
+      const refused = await client.post(
+        '/portal/endpoints',
+        form([
+          ['headers', 'X-Api-Key: a\nno colon here\nX-Api-Key: b'],
+          ['auth', 'basic'],
+          ['auth.username', 'ops'],
+          ['auth.password', ''],
+        ]),
+      );
+      assert.equal(refused.statusCode, 422);
+      assert.deepEqual(named(refused.body).sort(), ['auth.password', 'headers']);
+      assert.match(
+        refused.body,
+        /line 2 is not &#34;Name: value&#34;; line 3 gives X-Api-Key again/,
+      );
+      assert.equal((await ctx.runtime.services.webhooks.list(owner.id)).length, 0);
+
+      const created = await client.post(
+        '/portal/endpoints',
+        form([
+          ['headers', `X-Api-Key: ${apiKey}\n\n`],
+          ['auth', 'basic'],
+          ['auth.username', 'ops'],
+          ['auth.password', password],
+          ['clientCertificate.certificate', pki.client.certificate],
+          ['clientCertificate.privateKey', pki.client.privateKey],
+        ]),
+      );
+      assert.equal(created.statusCode, 200, created.body.slice(0, 500));
+      const [made] = await ctx.runtime.services.webhooks.list(owner.id);
+      assert.deepEqual(await stored(made.id), {
+        headers: { 'X-Api-Key': apiKey },
+        auth: { type: 'basic', username: 'ops', password },
+        clientCertificate: pki.client,
+      });
+
+      // The edit form shows names and the scheme, never a secret; sent back as shown, it keeps all.
+      const page = (await client.get(`/portal/endpoints/${made.id}`)).body;
+      for (const secret of [apiKey, password, pki.client.privateKey.split('\n')[1]]) {
+        assert.equal(page.includes(secret), false, secret);
+      }
+      assert.match(page, /name="headers"[^>]*>X-Api-Key: \*\*\*<\/textarea>/);
+      assert.match(page, /<option value="basic" selected>/);
+      assert.match(
+        page,
+        /name="auth.password" type="password"[^>]*placeholder="stored: leave empty/,
+      );
+      assert.match(page, /Stored: <code>CN&#61;tourops-client/);
+      const edit = await client.csrf(`/portal/endpoints/${made.id}`);
+      // The form as the page has it, the `changed` fields in place of theirs.
+      const asShown = (url: string, changed: Array<[string, string]> = []) => {
+        const names = new Set(changed.map(([name]) => name));
+        return [...shown(url).filter(([name]) => !names.has(name)), ...changed];
+      };
+      const shown = (url: string): Array<[string, string]> => [
+        ['_csrf', edit],
+        ['idempotencyKey', crypto.randomUUID()],
+        ['url', url],
+        ['events', 'client.created'],
+        ['ordering', 'none'],
+        ['headers', 'X-Api-Key: ***'],
+        ['auth', 'basic'],
+        ['auth.username', 'ops'],
+        ['auth.password', ''],
+        ['auth.tokenUrl', ''],
+        ['auth.clientId', ''],
+        ['auth.clientSecret', ''],
+        ['clientCertificate.certificate', ''],
+        ['clientCertificate.privateKey', ''],
+      ];
+      const kept = await client.post(`/portal/endpoints/${made.id}`, asShown(`${HOOK}/moved`));
+      assert.equal(kept.statusCode, 303, kept.body.slice(0, 500));
+      assert.deepEqual(await stored(made.id), {
+        headers: { 'X-Api-Key': apiKey },
+        auth: { type: 'basic', username: 'ops', password },
+        clientCertificate: pki.client,
+      });
+
+      // Another origin: the masked secrets are refused by name and nothing changes.
+      const moved = await client.post(
+        `/portal/endpoints/${made.id}`,
+        asShown('https://127.0.0.2:9/hook'),
+      );
+      assert.equal(moved.statusCode, 422);
+      assert.deepEqual(named(moved.body).sort(), ['auth.password', 'headers.X-Api-Key']);
+      assert.equal(
+        (await ctx.runtime.services.webhooks.get(owner.id, made.id)).url,
+        `${HOOK}/moved`,
+      );
+      // Sent again, with the certificate removed and no scheme: saved so.
+      const again = await client.post(
+        `/portal/endpoints/${made.id}`,
+        asShown('https://127.0.0.2:9/hook', [
+          ['headers', 'X-Api-Key: k-new'],
+          ['auth', ''],
+          ['clientCertificate.remove', 'true'],
+        ]),
+      );
+      assert.equal(again.statusCode, 303, again.body.slice(0, 500));
+      assert.deepEqual(await stored(made.id), {
+        headers: { 'X-Api-Key': 'k-new' },
+        auth: null,
+        clientCertificate: null,
+      });
     });
 
     it('names receiver authentication on the endpoint page, never a secret', async () => {

@@ -20,10 +20,10 @@ export type Form = Record<string, string | string[] | undefined>;
 const FRAME_FIELDS = new Set(['_csrf', 'idempotencyKey']);
 
 /** A body member read from the form; undefined leaves the member out. */
-type Reader = (form: Form) => unknown;
+export type Reader = (form: Form) => unknown;
 
 /** A field a reader cannot make a value of (text that is not JSON): named in the form's 422. */
-class FieldFault extends Error {}
+export class FieldFault extends Error {}
 
 const ajv = addFormats.default(new Ajv.default({ allErrors: true, strict: false }));
 

@@ -19,6 +19,7 @@ import {
   textBlock,
   time,
 } from './layout.ts';
+import { receiverAuthFields } from './receiver-auth-form.ts';
 
 /** A page of a signed-in session: its frame, and a fresh idempotency key per rendered form. */
 export interface View extends Frame {
@@ -155,6 +156,7 @@ export function newEndpointPage(view: View): string {
 !${eventCheckboxes([])}
 !${filterField(null)}
 !${flowFields(null)}
+!${receiverAuthFields(null)}
 <p><button type="submit" class="primary">Add endpoint</button> <a href="/portal/">Cancel</a></p>
 </form>`,
     view,
@@ -242,7 +244,7 @@ function receiverAuthFacts(s: Subscription): string {
     auth.type === 'basic'
       ? html`HTTP Basic as <code>${auth.username}</code>`
       : html`OAuth2 client credentials: client <code>${auth.clientId}</code> at <code class="url">${auth.tokenUrl}</code>`;
-  return html`!${headers}<div><dt>Authentication</dt><dd>!${scheme} <span class="muted">(secret hidden; set through the API)</span></dd></div>!${tls}`;
+  return html`!${headers}<div><dt>Authentication</dt><dd>!${scheme} <span class="muted">(secret hidden)</span></dd></div>!${tls}`;
 }
 
 /** The subscription's filter, and a form that tries one on its last 50 events (a GET: no change). */
@@ -397,6 +399,7 @@ function editSection(view: View, s: Subscription): string {
 !${eventCheckboxes(s.events)}
 !${filterField(s)}
 !${flowFields(s)}
+!${receiverAuthFields(s)}
 <p><button type="submit" class="primary">Save</button></p>
 </form></section>`;
 }

@@ -34,6 +34,7 @@ import {
   signingKeyPage,
   type View,
 } from './pages.ts';
+import { RECEIVER_AUTH_FIELDS, receiverAuthReaders } from './receiver-auth-form.ts';
 
 export interface PortalPagesOptions {
   services: Services;
@@ -62,6 +63,8 @@ const SUBSCRIPTION_FIELDS = {
   ordering: field.text('ordering'),
   filter: field.json('filter'),
 };
+const CREATE_FIELDS = { ...SUBSCRIPTION_FIELDS, ...receiverAuthReaders(false) };
+const EDIT_FIELDS = { ...SUBSCRIPTION_FIELDS, ...receiverAuthReaders(true) };
 type IdParams = { Params: { id: string }; Body: Form };
 type DeliveryParams = { Params: { id: string; deliveryId: string }; Body: Form };
 
@@ -100,7 +103,9 @@ export const portalPages: FastifyPluginAsync<PortalPagesOptions> = async (
 
   app.post<{ Body: Form }>('/endpoints', async (request, reply) => {
     const tenantId = tenantOf(request);
-    const input = bodyOf<CreateSubscriptionInput>(createBody, request.body, SUBSCRIPTION_FIELDS);
+    const input = bodyOf<CreateSubscriptionInput>(createBody, request.body, CREATE_FIELDS, {
+      also: RECEIVER_AUTH_FIELDS,
+    });
     // Resolving the URL is no database work: it comes before the unit of work.
     const target = await webhooks.checkTarget(tenantId, input.url);
     const created = await once(request, () => webhooks.create(tenantId, input, target));
@@ -141,7 +146,9 @@ export const portalPages: FastifyPluginAsync<PortalPagesOptions> = async (
 
   app.post<IdParams>('/endpoints/:id', async (request, reply) => {
     const tenantId = tenantOf(request);
-    const input = bodyOf<UpdateSubscriptionInput>(updateBody, request.body, SUBSCRIPTION_FIELDS);
+    const input = bodyOf<UpdateSubscriptionInput>(updateBody, request.body, EDIT_FIELDS, {
+      also: RECEIVER_AUTH_FIELDS,
+    });
     const target = input.url === undefined ? undefined : await webhooks.checkUrl(input.url);
     await once(request, () => webhooks.update(tenantId, request.params.id, input, target));
     return back(reply, request.params.id, 'saved');
