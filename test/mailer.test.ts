@@ -95,7 +95,7 @@ describe('createMailer', () => {
     assert.equal(headers.get('to'), 'ops@example.com, dev@example.com');
     assert.match(body, /wh_01J0000000000000000000000 was paused at 2025-06-10T08:30:00\.000Z/);
     assert.match(body, /https:\/\/hooks\.example\.com\/tourops/);
-    assert.match(body, /24 consecutive deliveries got a 4xx answer/);
+    assert.match(body, /24 consecutive deliveries were refused \(a 4xx answer/);
     assert.match(body, /POST \/admin\/v1\/webhooks\/wh_01J0000000000000000000000\/enable/);
     assert.match(body, /tourops webhooks enable wh_01J0000000000000000000000/);
   });

@@ -454,6 +454,24 @@ for (const backend of BACKENDS) {
         assert.equal(attempt.errorClass, 'auth_failed');
         assert.match(String(attempt.responseBody), /token server/);
       }
+      // Refused credentials only the owner can mend run toward auto-pause, as a 4xx does; a token
+      // server out of reach breaks that run, as a 5xx does.
+      const runs = await ctx.runtime.database.db
+        .selectFrom('webhookSubscriptions')
+        .select(['id', 'clientErrorRun', 'consecutiveFailures'])
+        .where('id', 'in', [refused.id as string, unreachable.id as string])
+        .execute();
+      const run = (id: unknown) => runs.find((r) => r.id === id);
+      assert.deepEqual(run(refused.id), {
+        id: refused.id,
+        clientErrorRun: 1,
+        consecutiveFailures: 1,
+      });
+      assert.deepEqual(run(unreachable.id), {
+        id: unreachable.id,
+        clientErrorRun: 0,
+        consecutiveFailures: 1,
+      });
       // The other subscriptions' deliveries arrived, each with a token; none came without one.
       assert.deepEqual(
         seen.slice(before).filter((authorization) => !authorization.startsWith('Bearer ')),

@@ -134,6 +134,23 @@ describe('foldAttempts: a batch of attempts and the subscription counters', () =
     }
   });
 
+  it('counts credentials a token server refused as a refusal; one out of reach breaks the run', () => {
+    const refused = (ms: number) =>
+      ({ status: null, at: iso(ms), errorClass: 'auth_failed', credentialsRefused: true }) as const;
+    const { counters, pause } = foldAttempts(
+      fresh,
+      [refused(0), { status: 403, at: iso(30_000) }, refused(60_000)],
+      rule,
+      true,
+    );
+    assert.equal(counters.clientErrorRun, 3);
+    assert.equal(pause, 'consecutive_failures');
+    const unreachable = { status: null, at: iso(1), errorClass: 'auth_failed' } as const;
+    const broken = foldAttempts(fresh, [refused(0), unreachable], rule, true);
+    assert.equal(broken.counters.clientErrorRun, 0);
+    assert.equal(broken.counters.consecutiveFailures, 2);
+  });
+
   it('pauses once the run is long enough and spans the window, not before', () => {
     const run = (spanMs: number, n: number) =>
       Array.from({ length: n }, (_, i) => ({

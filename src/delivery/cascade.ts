@@ -90,14 +90,18 @@ export interface AttemptSummary {
   /** When it finished (ISO 8601). */
   at: string;
   errorClass?: AttemptErrorClass | null;
+  /** An OAuth2 token server refused the subscription's credentials (see SendResult). */
+  credentialsRefused?: boolean;
 }
 
 /**
- * The receiver refusing what we send, which only its owner can mend: a 4xx answer, or a broker's
- * `broker_refused` (refused credentials or permissions, an unknown exchange, virtual host or
- * stream, an unroutable message, a nack). The run of these is what auto-pause counts.
+ * The receiver refusing what we send, which only its owner can mend: a 4xx answer, its token
+ * server refusing the credentials, or a broker's `broker_refused` (refused credentials or
+ * permissions, an unknown exchange, virtual host or stream, an unroutable message, a nack). The run
+ * of these is what auto-pause counts. A token server that cannot be reached breaks it, as a 5xx.
  */
 function isRefusal(attempt: AttemptSummary): boolean {
+  if (attempt.credentialsRefused === true) return true;
   if (attempt.status !== null) return attempt.status >= 400 && attempt.status < 500;
   return attempt.errorClass === 'broker_refused';
 }

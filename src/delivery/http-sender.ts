@@ -27,6 +27,11 @@ export interface SendResult {
   body: string;
   /** The `Retry-After` header of a 429 or 503 answer, as sent; else absent. */
   retryAfter?: string;
+  /**
+   * The receiver's side refused our credentials before anything was sent (its OAuth2 token
+   * server answered 4xx): only its owner can mend that, so auto-pause counts it as a 4xx.
+   */
+  credentialsRefused?: true;
 }
 
 export interface SenderOptions {

@@ -73,7 +73,10 @@ export class ReceiverTokens {
     if (answer.error !== null)
       return failed(`the token server could not be reached: ${answer.error}`);
     if (answer.status !== 200) {
-      return failed(`the token server answered ${answer.status}: ${answer.body.slice(0, 300)}`);
+      const words = `the token server answered ${answer.status}: ${answer.body.slice(0, 300)}`;
+      // RFC 6749 section 5.2: a 4xx is the credentials refused (invalid_client, invalid_scope…).
+      const refused = answer.status !== null && answer.status >= 400 && answer.status < 500;
+      return failed(words, refused);
     }
     const parsed = tokenAnswer(answer.body);
     if (typeof parsed === 'string') return failed(`the token server's answer ${parsed}`);
@@ -108,8 +111,9 @@ function tokenAnswer(body: string): { token: string; expiresIn: number | null } 
   return { token: answer.access_token, expiresIn };
 }
 
-function failed(error: string): TokenResult {
-  return { failure: { status: null, error, errorClass: 'auth_failed', body: error } };
+function failed(error: string, credentialsRefused = false): TokenResult {
+  const failure: SendResult = { status: null, error, errorClass: 'auth_failed', body: error };
+  return { failure: credentialsRefused ? { ...failure, credentialsRefused: true } : failure };
 }
 
 /** application/x-www-form-urlencoded, as RFC 6749 appendix B asks of the client's id and secret. */

@@ -95,6 +95,7 @@ export class Recorder {
       at: timing.endedAt.toISOString(),
       holdUntil,
       runningAtSend: timing.running,
+      credentialsRefused: result.credentialsRefused === true,
       attempt: {
         startedAt: timing.startedAt,
         durationMs: timing.durationMs,
@@ -266,7 +267,12 @@ export class Recorder {
       }
       const { counters, pause } = foldAttempts(
         row,
-        attempts.map((s) => ({ status: s.status, at: s.at, errorClass: s.attempt.errorClass })),
+        attempts.map((s) => ({
+          status: s.status,
+          at: s.at,
+          errorClass: s.attempt.errorClass,
+          credentialsRefused: s.credentialsRefused,
+        })),
         rule,
         row.active,
       );

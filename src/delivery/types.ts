@@ -70,6 +70,8 @@ export interface SettledAttempt {
   holdUntil: string | null;
   /** Attempts running to the subscription in this process once it was sent, itself included. */
   runningAtSend: number;
+  /** Its token server refused the subscription's credentials (a refusal, as a 4xx is). */
+  credentialsRefused: boolean;
   /**
    * What the attempt log keeps of it (`status` as answered, even when the answer was then cut
    * off; the concurrency limit it was sent under).

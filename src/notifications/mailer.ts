@@ -68,7 +68,7 @@ function pausedText(notice: PausedNotice): string {
     `Endpoint: ${notice.url}`,
     notice.reason === 'gone'
       ? 'Reason:   the endpoint answered 410 Gone, which asks us to stop sending.'
-      : `Reason:   ${notice.clientErrorRun} consecutive deliveries got a 4xx answer.`,
+      : `Reason:   ${notice.clientErrorRun} consecutive deliveries were refused (a 4xx answer, credentials refused by its token server, or a broker's refusal).`,
     '',
     'Once the endpoint is fixed, resume the subscription with either:',
     `  POST /admin/v1/webhooks/${id}/enable`,
