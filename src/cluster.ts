@@ -6,7 +6,7 @@ import { CLUSTER_NOTIFY_MESSAGE } from './db/notifier.ts';
 import { DEFAULT_MAX_PER_SUBSCRIPTION, DEFAULT_MAX_RUNNING } from './delivery/worker.ts';
 import { CLUSTER_METRICS_MESSAGE } from './lib/metrics.ts';
 import { createRuntime } from './runtime.ts';
-import { adminApiLine, checkListenAddress, warnMisspeltVariables } from './serve.ts';
+import { adminApiLine, checkListenAddress, warnAtStartup } from './serve.ts';
 
 /** More unplanned exits than this within RESTART_WINDOW_MS: the service is broken, stop it. */
 const MAX_RESTARTS = 5;
@@ -24,7 +24,7 @@ const RESTART_WINDOW_MS = 60_000;
 export async function servePrimary(config: Config, processes: number): Promise<void> {
   await checkListenAddress(config);
   const runtime = await createRuntime(config);
-  warnMisspeltVariables(runtime.logger);
+  warnAtStartup(runtime);
   await runtime.close();
   if (config.redisUrl === null && config.databaseUrl === null) new RateLimiterClusterMaster();
   const aggregator = new AggregatorRegistry();

@@ -29,7 +29,7 @@ export async function serve(
   if (!inCluster) await checkListenAddress(config);
   const runtime = await createRuntime(config, { listen: true, migrate: !inCluster });
   // The primary of a cluster has said it once for all its processes.
-  if (!inCluster) warnMisspeltVariables(runtime.logger);
+  if (!inCluster) warnAtStartup(runtime);
   if (inCluster) runtime.metrics.renderInPrimary();
   const demo = options.seedDemo ? await seedDemoIfEmpty(runtime) : null;
   const app = await createHttpApp(runtime);
@@ -90,13 +90,24 @@ export function adminApiLine(config: Config, env: NodeJS.ProcessEnv = process.en
   );
 }
 
-/** One `warn` line for each variable that looks meant for this service but is not its name. */
-export function warnMisspeltVariables(
-  logger: Runtime['logger'],
+/**
+ * The start-up warnings of a serving or working process, one `warn` line each: every variable that
+ * looks meant for this service but is not its name, and the address guard lifted.
+ */
+export function warnAtStartup(
+  runtime: Pick<Runtime, 'logger' | 'config'>,
   env: NodeJS.ProcessEnv = process.env,
 ): void {
+  const { logger, config } = runtime;
   for (const misspelt of misspeltVariables(env)) {
     logger.warn({ variable: misspelt.name, nearest: misspelt.nearest }, misspeltMessage(misspelt));
+  }
+  if (config.webhook.allowPrivateTargets) {
+    logger.warn(
+      { variable: 'WEBHOOK_ALLOW_PRIVATE_TARGETS' },
+      'WEBHOOK_ALLOW_PRIVATE_TARGETS=true: webhooks may target private, loopback and link-local ' +
+        'addresses (the SSRF guard is off); for a laptop or a test, never a shared deployment',
+    );
   }
 }
 

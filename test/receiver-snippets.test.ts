@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import Stripe from 'stripe';
 import { freePort } from '../bench/processes.ts';
@@ -99,6 +101,30 @@ for (const backend of BACKENDS) {
       } finally {
         await listen.stop();
         await receiver.stop();
+      }
+    });
+
+    it('names itself in User-Agent, not a server address it cannot know', async () => {
+      const agents: string[] = [];
+      const server = createServer((request, response) => {
+        agents.push(String(request.headers['user-agent']));
+        response.writeHead(204).end();
+      });
+      server.listen(0, '127.0.0.1');
+      await once(server, 'listening');
+      const { port } = server.address() as AddressInfo;
+      const listen = await startTourops(
+        ['listen', '--tenant', tenant.id, '--forward-to', `http://127.0.0.1:${port}/hook`],
+        { ...ctx.env, PORT: '3999' },
+        'Signing key:',
+      );
+      try {
+        await createClient(ctx, tenant);
+        await until(() => agents.length > 0 || undefined, 10_000, listen.output());
+        assert.deepEqual(agents, ['Service-Webhooks/1.0 (tourops listen)']);
+      } finally {
+        await listen.stop();
+        server.close();
       }
     });
 

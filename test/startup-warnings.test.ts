@@ -115,7 +115,7 @@ describe('one-shot commands name a misspelt variable too', () => {
 });
 
 describe('the start-up log names each misconfiguration', () => {
-  it('a misspelt variable, an unset admin token and a collector nobody listens on', async () => {
+  it('a misspelt variable, an unset admin token, the guard lifted, a collector nobody hears', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'tourops-warnings-'));
     const collectorPort = await freePort();
     const endpoint = `http://127.0.0.1:${collectorPort}`;
@@ -123,6 +123,7 @@ describe('the start-up log names each misconfiguration', () => {
       DATA_DIR: dataDir,
       DATABSE_URL: 'postgres://postgres@127.0.0.1:5432/test',
       ADMIN_TOKEN: 'an-admin-token-under-the-wrong-name-0123',
+      WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
       OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
       OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
       // The exporter's own bounds, short: it gives a batch up after its retries within this.
@@ -142,6 +143,10 @@ describe('the start-up log names each misconfiguration', () => {
       assert.equal(misspelt[0].nearest, 'DATABASE_URL');
       assert.match(String(misspelt[0].msg), /DATABSE_URL .*DATABASE_URL/);
       assert.match(server.output(), /\(SQLite in /);
+      const lifted = lines().filter((line) => line.variable === 'WEBHOOK_ALLOW_PRIVATE_TARGETS');
+      assert.equal(lifted.length, 1, server.output());
+      assert.equal(lifted[0].level, 40);
+      assert.match(String(lifted[0].msg), /SSRF guard is off/);
 
       await eventually(() => /Admin API off/.test(server.output()), 5_000);
       const admin = server

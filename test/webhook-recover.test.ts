@@ -109,6 +109,23 @@ for (const backend of BACKENDS) {
       );
       const deadRows = JSON.parse(dead.stdout);
       assert.equal(deadRows.length, 3);
+      // The API's word works too, in every command that names a subscription; both at once do not.
+      const bySubscription = await tourops(
+        ['delivery', 'list', '--subscription', id, '--json'],
+        ctx.env,
+      );
+      assert.equal(bySubscription.code, 0, bySubscription.stderr);
+      assert.equal(bySubscription.stdout, listed.stdout);
+      const both = await tourops(
+        ['delivery', 'list', '--webhook', id, '--subscription', id],
+        ctx.env,
+      );
+      assert.equal(both.code, 2);
+      assert.match(both.stderr, /--webhook and --subscription are one option/);
+      for (const command of ['recover', 'redeliver'] as const) {
+        const help = await tourops(['delivery', command, '--help'], ctx.env);
+        assert.match(help.stdout, /--webhook, --subscription <id>/, command);
+      }
       const human = await tourops(['delivery', 'list', '--webhook', id, '--limit', '2'], ctx.env);
       assert.match(
         human.stdout,

@@ -19,6 +19,8 @@ export interface OptionSpec {
   value?: string;
   required?: boolean;
   description: string;
+  /** Other names of the option (the API's word for it, say); each parses as the option itself. */
+  aliases?: readonly string[];
 }
 
 export interface PositionalSpec {
@@ -60,7 +62,10 @@ export function parseCommandArgs(spec: ParseSpec, argv: string[]): ParsedArgs {
     help: { type: 'boolean', short: 'h' },
   };
   if (spec.json) options.json = { type: 'boolean' };
-  for (const [name, option] of Object.entries(spec.options)) options[name] = { type: option.type };
+  for (const [name, option] of Object.entries(spec.options)) {
+    options[name] = { type: option.type };
+    for (const alias of option.aliases ?? []) options[alias] = { type: option.type };
+  }
 
   let parsed: ReturnType<typeof parseArgs>;
   try {
@@ -68,7 +73,8 @@ export function parseCommandArgs(spec: ParseSpec, argv: string[]): ParsedArgs {
   } catch (error) {
     throw new UsageError(describeParseError(error, spec), spec.command);
   }
-  const { values, positionals } = parsed;
+  const { positionals } = parsed;
+  const values = foldAliases(spec, parsed.values);
   const string = (name: string): string | undefined => {
     const value = values[name];
     return typeof value === 'string' && value !== '' ? value : undefined;
@@ -106,6 +112,25 @@ export function parseCommandArgs(spec: ParseSpec, argv: string[]): ParsedArgs {
     );
   }
   return args;
+}
+
+/** Each alias's value under its option's own name; two names of one option given is an error. */
+function foldAliases(
+  spec: ParseSpec,
+  parsed: ReturnType<typeof parseArgs>['values'],
+): ReturnType<typeof parseArgs>['values'] {
+  const values = { ...parsed };
+  for (const [name, option] of Object.entries(spec.options)) {
+    for (const alias of option.aliases ?? []) {
+      if (values[alias] === undefined) continue;
+      if (values[name] !== undefined) {
+        throw new UsageError(`--${name} and --${alias} are one option: give one`, spec.command);
+      }
+      values[name] = values[alias];
+      delete values[alias];
+    }
+  }
+  return values;
 }
 
 function describeParseError(error: unknown, spec: ParseSpec): string {

@@ -81,14 +81,14 @@ const workerCommand: Command = {
   logsVariableNames: true,
   async run(ctx) {
     const config = ctx.config();
-    const [{ createRuntime }, { startWorker }, { stopOnSignals, warnMisspeltVariables }] =
+    const [{ createRuntime }, { startWorker }, { stopOnSignals, warnAtStartup }] =
       await Promise.all([
         import('../runtime.ts'),
         import('../start-worker.ts'),
         import('../serve.ts'),
       ]);
     const runtime = await createRuntime(config, { listen: true });
-    warnMisspeltVariables(runtime.logger, ctx.io.env);
+    warnAtStartup(runtime, ctx.io.env);
     const worker = startWorker(runtime);
     const metricsServer =
       config.metrics.workerPort === null

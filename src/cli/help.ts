@@ -3,8 +3,9 @@ import type { Command } from './command.ts';
 
 const WIDTH = 100;
 
-function optionLabel(name: string, option: OptionSpec): string {
-  const flag = name === 'help' ? '-h, --help' : `--${name}`;
+function optionLabel(name: string, option: OptionSpec, withAliases = true): string {
+  const names = withAliases ? [name, ...(option.aliases ?? [])] : [name];
+  const flag = name === 'help' ? '-h, --help' : names.map((n) => `--${n}`).join(', ');
   return option.value ? `${flag} ${option.value}` : flag;
 }
 
@@ -12,7 +13,7 @@ function usageLine(command: Command): string {
   const parts = [`tourops ${command.name}`];
   for (const positional of command.positionals) parts.push(`<${positional.name}>`);
   for (const [name, option] of Object.entries(command.options)) {
-    const label = optionLabel(name, option);
+    const label = optionLabel(name, option, false);
     parts.push(option.required ? label : `[${label}]`);
   }
   if (command.json) parts.push('[--json]');

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { deliveryRequest, deliveryUserAgent } from '../domain/delivery-request.ts';
+import { deliveryRequest, LISTEN_USER_AGENT } from '../domain/delivery-request.ts';
 import type { Runtime } from '../runtime.ts';
 
 export interface ListenOptions {
@@ -39,7 +39,6 @@ export async function forwardEvents(
   signal: AbortSignal,
 ): Promise<number> {
   const { events } = runtime.services;
-  const userAgent = deliveryUserAgent(runtime.config.publicBaseUrl);
   const timeoutMs = runtime.config.webhook.timeoutMs;
   let floor = await events.newestSeq(options.tenantId);
   // seq → when it was read: ids between the floor and the newest read are skipped.
@@ -66,7 +65,7 @@ export async function forwardEvents(
           {
             requestId: `listen_${row.id}.1`,
             attempt: 1,
-            userAgent,
+            userAgent: LISTEN_USER_AGENT,
           },
         );
         const answer = await post(options.forwardTo, request, timeoutMs);

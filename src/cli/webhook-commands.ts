@@ -77,6 +77,8 @@ const webhookOption = {
     value: '<id>',
     required: true,
     description: 'the subscription id (whs_…)',
+    // The API calls it a subscription: both words work.
+    aliases: ['subscription'],
   },
 };
 

@@ -61,6 +61,12 @@ export function deliveryRequest(
   return { body, headers };
 }
 
+/**
+ * `tourops listen` reads the database, not a server: it names itself rather than an address it
+ * cannot know (PUBLIC_BASE_URL defaults to this shell's PORT, not the server's).
+ */
+export const LISTEN_USER_AGENT = 'Service-Webhooks/1.0 (tourops listen)';
+
 /** The `User-Agent` of every delivery from an instance. */
 export function deliveryUserAgent(publicBaseUrl: string): string {
   return `Service-Webhooks/1.0 (+${publicBaseUrl})`;

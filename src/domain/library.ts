@@ -10,5 +10,5 @@ export const CITY_SCOPED_KINDS: readonly LibraryKind[] = ['hotels', 'activities'
  * new tenant has no cities until the operator adds some.
  */
 export const NOT_A_LIBRARY_CITY =
-  "is not a city of this tenant's library: take an id from GET /api/v1/library/cities (the " +
+  "is not a city of this tenant's library: take an id from GET /api/v1/libraries/cities (the " +
   'operator adds cities with POST /admin/v1/tenants/{tenantId}/library/cities)';

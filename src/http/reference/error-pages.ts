@@ -86,7 +86,7 @@ const card = (href: string, title: string, text: string) =>
 
 /**
  * `GET /`: where an integrator starts; `GET /errors`: every problem type; `GET /errors/<slug>`: the
- * human page behind each problem `type` URL. Plain HTML and one stylesheet, nothing loaded from
+ * human page behind each problem `type` URL; `GET /checkout/<slug>`: where checkout happens. Plain HTML and one stylesheet, nothing loaded from
  * elsewhere.
  */
 export const errorPages: FastifyPluginAsync<{ config: Config }> = async (app, { config }) => {
@@ -145,6 +145,38 @@ export const errorPages: FastifyPluginAsync<{ config: Config }> = async (app, { 
   // Browsers ask for it on every page; an empty answer keeps their consoles free of 404s.
   app.get('/favicon.ico', { schema: { hide: true } }, async (_request, reply) =>
     reply.code(204).header('cache-control', 'public, max-age=86400').send(),
+  );
+
+  // `next.checkoutUrl` points here while STOREFRONT_BASE_URL is unset: a page that says where
+  // checkout happens, rather than a 404 for the link the API itself handed out.
+  const storefront = escapeHtml(config.storefrontBaseUrl);
+  const unset = config.storefrontBaseUrl === config.publicBaseUrl;
+  app.get<{ Params: { slug: string } }>(
+    '/checkout/:slug',
+    { schema: { hide: true } },
+    async (request, reply) => {
+      const slug = escapeHtml(request.params.slug);
+      return reply
+        .type('text/html; charset=utf-8')
+        .send(
+          page(
+            'Checkout happens on the storefront',
+            '<p><a href="/">Tour-Operator API</a></p><h1>Checkout happens on the storefront</h1>' +
+              `<p class="lead">Travellers book and pay for <code>${slug}</code> on the ` +
+              "operator's storefront; this server is the API and sells nothing.</p>" +
+              '<p><code>next.checkoutUrl</code>, in the 501 answer of <code>POST /api/v1/bookings</code>, ' +
+              'is <code>STOREFRONT_BASE_URL</code> + <code>/checkout/&lt;publicSlug&gt;</code>. ' +
+              `<code>STOREFRONT_BASE_URL</code> is <code>${storefront}</code>` +
+              (unset
+                ? ' (unset: it defaults to <code>PUBLIC_BASE_URL</code>, this server). Set it to the storefront&#39;s address and the link leads there.'
+                : '.') +
+              '</p><p>To make a booking while developing, the admin API has ' +
+              '<code>POST /admin/v1/bookings</code> (a published trip, a traveller name and email), then ' +
+              '<code>POST /admin/v1/bookings/{id}/transition</code> to <code>deposit_paid</code> and ' +
+              '<code>confirmed</code>, which sends <code>booking.confirmed</code> to your webhooks.</p>',
+          ),
+        );
+    },
   );
 
   app.get('/errors', { schema: { hide: true } }, async (_request, reply) => {
