@@ -55,7 +55,8 @@ function namedRoutes(): Named[] {
       const method = match[1] ?? null;
       const line = text.slice(0, match.index).split('\n').length;
       const key = `${method} ${path}`;
-      if (!found.has(key)) found.set(key, { method, path, where: `${relative(ROOT, file)}:${line}` });
+      if (!found.has(key))
+        found.set(key, { method, path, where: `${relative(ROOT, file)}:${line}` });
     }
   }
   return [...found.values()];
