@@ -50,20 +50,59 @@ for (const backend of BACKENDS) {
     });
     afterEach(() => database.drop());
 
-    it('"Your own tenant": admin token, tenant, token, library city, then a trip', async () => {
+    it('"Your own tenant": a trip published, a booking confirmed, booking.confirmed verified', async () => {
       const lines = readmeBlock('## Your own tenant');
       const adminToken = /export ADMIN_API_TOKEN=(\S+)/.exec(line(lines, /ADMIN_API_TOKEN=/))?.[1];
       assert.ok(adminToken && adminToken.length >= 32);
       const server = await npmStart({ ...database.env, ADMIN_API_TOKEN: adminToken });
+      const receiverPort = String(await freePort());
+      const started: ChildProcess[] = [];
+      /** A line of the README in a process group of its own, as in a terminal. */
+      const terminal = (command: string, env: Record<string, string>) => {
+        const child = spawn('sh', ['-c', command], {
+          cwd: ROOT,
+          env: { PATH: process.env.PATH ?? '', ...env },
+          stdio: ['ignore', 'pipe', 'pipe'],
+          detached: true,
+        });
+        started.push(child);
+        return { child, output: outputOf(child) };
+      };
       try {
         assert.match(server.banner, /Admin API: http:\/\/localhost:\d+\/admin\/docs\//);
-        const script = lines.join('\n').replaceAll('http://localhost:3000', server.baseUrl);
-        const output = sh(script);
-        const trip = JSON.parse(output) as { data?: Record<string, unknown> };
-        assert.equal(trip.data?.status, 'draft', output);
-        assert.equal(trip.data?.title, 'Lisbon in spring');
-        assert.match(String(trip.data?.startCityId), /^cty_/);
+        const local = (text: string) => text.replaceAll('http://localhost:3000', server.baseUrl);
+        // Up to the trip, then its variables printed: `listen` starts before the booking's lines.
+        const publish = lines.findIndex((candidate) => /\/publish/.test(candidate));
+        const setup = [...lines.slice(0, publish), 'printf "%s\\n" "$TRIP"'].join('\n');
+        const trip = sh(local(setup)).trim();
+        assert.match(trip, /^trp_/);
+
+        const laptop = readmeBlock('## Receive webhooks on your laptop').map((command) =>
+          command.replaceAll('4242', receiverPort),
+        );
+        const listenLine = line(laptop, /tourops listen/).replace('--tenant demo', '--tenant sol');
+        const listen = terminal(listenLine, database.env);
+        await untilOutput(listen.child, listen.output, 'Signing key: ', 20_000);
+        const key = /Signing key: (whsec_\S+)/.exec(listen.output())?.[1];
+        assert.ok(key, listen.output());
+        const receiver = terminal(line(laptop, /receiver\.mjs/).replace('whsec_…', key), {
+          PORT: receiverPort,
+        });
+        await untilOutput(receiver.child, receiver.output, 'listening on ', 10_000);
+
+        const rest = [...lines.slice(0, 2), ...lines.slice(publish)].join('\n');
+        const output = sh(local(rest), { TRIP: trip });
+        const [slug, ...moves] = output.trim().split('\n');
+        assert.match(slug, /^lisbon-in-spring-/, output);
+        assert.deepEqual(moves, ['deposit_paid', 'confirmed'], output);
+        await untilOutput(receiver.child, receiver.output, 'verified booking.confirmed ', 15_000);
       } finally {
+        for (const child of started) {
+          if (child.pid === undefined || child.exitCode !== null) continue;
+          const exited = once(child, 'exit');
+          process.kill(-child.pid, 'SIGTERM');
+          await exited;
+        }
         await server.stop();
       }
     });
