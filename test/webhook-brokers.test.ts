@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
@@ -251,11 +251,36 @@ for (const backend of BACKENDS) {
       for (const id of [https.data.id, amqp.data.id, nats.data.id]) await unsubscribe(id as string);
     });
 
-    it('the consumer snippets declare their exchange and queue, or stream, and verify what arrives', async () => {
+    it('the consumer snippets, run in the documented order, verify what arrives and drop nothing', async () => {
       const id = randomBytes(4).toString('hex');
       const exchange = `tourops-snippet-${id}`;
       const subject = `tourops.snippet.${id}`;
-      // Subscribed first (no event yet), for the keys; the consumers declare before any event.
+      const rabbitEnv = {
+        AMQP_URL: `amqp://guest:guest@127.0.0.1:${RABBIT_PORT}`,
+        EXCHANGE: exchange,
+        QUEUE: `${exchange}-queue`,
+        BINDING: 'events.#',
+      };
+      const natsEnv = {
+        NATS_URL: `127.0.0.1:${NATS_PORT}`,
+        STREAM: `TOUROPS_SNIPPET_${id}`,
+        SUBJECT: subject,
+        DURABLE: 'snippet',
+      };
+      // First without a key, as docs/brokers.md orders it: each declares, says so, and stops.
+      for (const [file, env] of [
+        ['consumer-rabbitmq.mjs', rabbitEnv],
+        ['consumer-nats.mjs', natsEnv],
+      ] as const) {
+        const run = spawnSync(process.execPath, [`docs/snippets/${file}`], {
+          cwd: ROOT,
+          env: { PATH: process.env.PATH ?? '', ...env },
+          encoding: 'utf8',
+          timeout: 15_000,
+        });
+        assert.equal(run.status, 0, `${file}: ${run.stderr}`);
+        assert.match(run.stdout, /declared .*set TOUROPS_SIGNING_KEYS to consume/, file);
+      }
       const amqp = await createSubscription(
         ctx,
         tenant,
@@ -266,37 +291,39 @@ for (const backend of BACKENDS) {
         tenant,
         `nats://127.0.0.1:${NATS_PORT}?subject=${subject}`,
       );
+      // An event while no consumer runs: it waits in the queue and the stream.
+      const waiting = await createClient(ctx, tenant, { displayName: 'Snippet Waiting' });
+      await until(async () => {
+        const all = await attemptsOf(amqp.data.id as string);
+        return all.some((a) => a.status === 200) || undefined;
+      });
       const consumers = [
         await startConsumer('consumer-rabbitmq.mjs', {
-          AMQP_URL: `amqp://guest:guest@127.0.0.1:${RABBIT_PORT}`,
-          EXCHANGE: exchange,
-          QUEUE: `${exchange}-queue`,
-          BINDING: 'events.#',
+          ...rabbitEnv,
           TOUROPS_SIGNING_KEYS: amqp.signingKey,
         }),
         await startConsumer('consumer-nats.mjs', {
-          NATS_URL: `127.0.0.1:${NATS_PORT}`,
-          STREAM: `TOUROPS_SNIPPET_${id}`,
-          SUBJECT: subject,
-          DURABLE: 'snippet',
+          ...natsEnv,
           TOUROPS_SIGNING_KEYS: nats.signingKey,
         }),
       ];
       try {
         const client = await createClient(ctx, tenant, { displayName: 'Snippet Reader' });
         const events = await ctx.runtime.repositories.events.listForTenant(tenant.id);
-        const event = events.find(
-          (e) => e.type === 'client.created' && e.data.includes(client.id as string),
-        );
-        assert.ok(event);
-        for (const consumer of consumers) {
-          await eventually(
-            () => consumer.output().includes(`verified client.created ${event.id}`),
-            10_000,
-            `a consumer verified the event:\n${consumer.output()}`,
+        for (const about of [waiting, client]) {
+          const event = events.find(
+            (e) => e.type === 'client.created' && e.data.includes(about.id as string),
           );
-          assert.doesNotMatch(consumer.output(), /refused/);
+          assert.ok(event);
+          for (const consumer of consumers) {
+            await eventually(
+              () => consumer.output().includes(`verified client.created ${event.id}`),
+              10_000,
+              `a consumer verified the event:\n${consumer.output()}`,
+            );
+          }
         }
+        for (const consumer of consumers) assert.doesNotMatch(consumer.output(), /refused/);
       } finally {
         for (const consumer of consumers) await consumer.stop();
         await unsubscribe(amqp.data.id as string);

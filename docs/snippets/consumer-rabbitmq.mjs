@@ -1,6 +1,8 @@
 // Consumes TourOps events from RabbitMQ: declares the exchange and a queue bound to it (declare
 // them before creating the subscription: an unroutable message is a failed attempt), verifies
-// each message with receiver.mjs's `verify`, acknowledges it.
+// each message with receiver.mjs's `verify`, acknowledges it. Run once without
+// TOUROPS_SIGNING_KEYS to declare (it consumes nothing and stops), subscribe, then run with the
+// subscription's signingKey: the events in between wait in the queue.
 //   npm install amqplib
 //   AMQP_URL=amqp://guest:guest@localhost:5672 EXCHANGE=tourops QUEUE=tourops-events \
 //   BINDING='events.#' TOUROPS_SIGNING_KEYS=whsec_... node consumer-rabbitmq.mjs
@@ -18,6 +20,12 @@ const { queue } = await channel.assertQueue(process.env.QUEUE ?? 'tourops-events
   durable: true,
 });
 await channel.bindQueue(queue, exchange, binding);
+if (signingKeys.length === 0) {
+  // Without a key no message can be verified: leave them all in the queue rather than drop them.
+  console.log(`declared ${exchange} and ${queue}; set TOUROPS_SIGNING_KEYS to consume`);
+  await connection.close();
+  process.exit(0);
+}
 await channel.prefetch(32);
 console.log(`consuming ${queue}, bound to ${exchange} with ${binding}`);
 
