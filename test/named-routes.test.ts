@@ -9,9 +9,13 @@ import { ROOT } from './helpers/processes.ts';
 // newcomer who follows `take an id from GET /api/v1/…` must not meet a 404 of the route.
 
 const METHODS = 'GET|POST|PUT|PATCH|DELETE';
-/** A route named in text: its method when one comes first, then the path, up to a delimiter. */
+/**
+ * A route named in text: its method when one comes first, then the path's segments, a `<name>`
+ * placeholder being one (HTML around a path, as in `</code>`, is not).
+ */
+const SEGMENT = '(?:<\\w+>|[\\w{}:$.\\-]+)';
 const NAMED = new RegExp(
-  `(?:\\b(${METHODS})\\s+(?:\\S*?))?(/(?:api|admin)/v1(?:/[A-Za-z0-9_{}:<>$.\\-/]*)?|/checkout/[A-Za-z0-9_{}:<>$.\\-]+)`,
+  `(?:\\b(${METHODS})\\s+(?:\\S*?))?(/(?:api|admin)/v1(?:/${SEGMENT})*|/checkout/${SEGMENT})`,
   'g',
 );
 
@@ -73,7 +77,11 @@ describe('every route named in a message or a document exists', () => {
     const named = namedRoutes();
     // The collector itself: it finds the routes it must (a typo here would pass everything).
     const keys = new Set(named.map((n) => `${n.method} ${n.path}`));
-    for (const expected of ['GET /api/v1/libraries/cities', 'POST /admin/v1/webhooks/x/enable']) {
+    for (const expected of [
+      'GET /api/v1/libraries/cities',
+      'POST /admin/v1/webhooks/x/enable',
+      'POST /admin/v1/bookings/x/transition',
+    ]) {
       assert.ok(keys.has(expected), `${expected} not collected`);
     }
     assert.ok(named.length > 25, `only ${named.length} routes named`);

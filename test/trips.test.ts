@@ -121,7 +121,7 @@ for (const backend of BACKENDS) {
       // A newcomer's tenant has no cities yet: the message says where ids come from.
       assert.match(
         response.json().errors.startCityId[0],
-        /GET \/api\/v1\/library\/cities.*POST \/admin\/v1\/tenants\/\{tenantId\}\/library\/cities/,
+        /GET \/api\/v1\/libraries\/cities.*POST \/admin\/v1\/tenants\/\{tenantId\}\/library\/cities/,
       );
       const order = await ctx.api('POST', '/api/v1/trips', {
         token: tenant.token,

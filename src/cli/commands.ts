@@ -268,12 +268,14 @@ const listenCommand: Command = {
           runtime.services.tenants.resolve(tenantRef),
           `Tenant "${tenantRef}"`,
         );
-        ctx.io.stdout.write(
-          `Forwarding ${events === null ? 'every event' : [...events].join(', ')} of tenant ` +
-            `"${tenant.slug}" (${tenant.id}) to ${forwardTo.href}; Ctrl-C stops.\n` +
-            `Signing key: ${signingKey}\n`,
-        );
-        const options = { tenantId: tenant.id, events, forwardTo, signingKey };
+        // Said once the start is read, so that an event made on seeing it is forwarded.
+        const ready = () =>
+          ctx.io.stdout.write(
+            `Forwarding ${events === null ? 'every event' : [...events].join(', ')} of tenant ` +
+              `"${tenant.slug}" (${tenant.id}) to ${forwardTo.href}; Ctrl-C stops.\n` +
+              `Signing key: ${signingKey}\n`,
+          );
+        const options = { tenantId: tenant.id, events, forwardTo, signingKey, ready };
         return forwardEvents(runtime, options, ctx.io.stdout, stop.signal);
       });
       ctx.io.stdout.write(`Stopped after forwarding ${forwarded} event(s).\n`);

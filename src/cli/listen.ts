@@ -10,6 +10,8 @@ export interface ListenOptions {
   signingKey: string;
   /** Between two reads of the events table. */
   pollMs?: number;
+  /** Called once where "from now on" starts is read: an event committed after it is forwarded. */
+  ready?: () => void;
 }
 
 interface Line {
@@ -41,6 +43,7 @@ export async function forwardEvents(
   const { events } = runtime.services;
   const timeoutMs = runtime.config.webhook.timeoutMs;
   let floor = await events.newestSeq(options.tenantId);
+  options.ready?.();
   // seq → when it was read: ids between the floor and the newest read are skipped.
   const read = new Map<number, number>();
   let forwarded = 0;
