@@ -56,10 +56,10 @@ function fieldPath(pointer: string, child?: unknown): string {
 /**
  * A failed union (`anyOf`) whose value names its branch, as `{type: "basic", …}` does, or is of
  * only one branch's JSON type, is judged by that branch alone: its own faults, not every branch's
- * and "must match a schema in anyOf". A branch is ruled out by a wrong `type` member (a `const`)
- * (or none) or a wrong JSON type of the value itself; a missing `type`, or one that names no
- * branch, is itself the fault.
- * Every validator here reports all errors (allErrors), so each branch's tag fault is there.
+ * and "must match a schema in anyOf". A branch is ruled out when the value's `type` member is
+ * missing or is not the branch's constant, or the value is not of the branch's JSON type. When
+ * every branch is ruled out by the `type` member, that member is the one fault. Every validator
+ * here reports all errors (allErrors), so each branch's own verdict on `type` is there.
  */
 function narrowUnions(errors: AjvError[]): AjvError[] {
   let out = errors;

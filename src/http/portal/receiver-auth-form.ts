@@ -8,7 +8,7 @@ import { time } from './layout.ts';
  * certificate, each secret write-only. A stored header value shows as `***` and a stored password,
  * client secret or private key not at all; left so, the edit keeps it (the API's `***`), and the
  * API's own rules decide when that is refused (another origin, another token server). The fields
- * become the API's `headers`, `auth` and `clientCertificate` members (see RECEIVER_AUTH_READERS).
+ * become the API's `headers`, `auth` and `clientCertificate` members (see receiverAuthReaders).
  */
 
 const MASK = '***';
