@@ -26,6 +26,48 @@ const PASSWORD = 'pa55-0a7d3e19c4';
 const OTHER_KEY = 'k-live-77e0b3aa51d2';
 const BASIC = `Basic ${Buffer.from(`ops:${PASSWORD}`).toString('base64')}`;
 
+/**
+ * Everything a tenant and an operator may read about the tenant's subscriptions: every read, its
+ * deliveries and their attempt logs, the stored row, and `logLines` (the captured log).
+ */
+async function shownTexts(
+  ctx: TestContext,
+  tenant: TenantFixture,
+  logLines: unknown[],
+): Promise<string[]> {
+  const texts = [JSON.stringify(logLines)];
+  const list = await ctx.api('GET', '/api/v1/webhooks', { token: tenant.token });
+  texts.push(list.body);
+  for (const s of list.json().data as Row[]) {
+    const deliveries = await ctx.api('GET', `/api/v1/webhooks/${s.id}/deliveries?limit=100`, {
+      token: tenant.token,
+    });
+    texts.push(deliveries.body);
+    for (const d of deliveries.json().data as Row[]) {
+      const attempts = await ctx.api(
+        'GET',
+        `/api/v1/webhooks/${s.id}/deliveries/${d.id}/attempts`,
+        { token: tenant.token },
+      );
+      texts.push(attempts.body);
+    }
+  }
+  const rows = await ctx.runtime.database.db
+    .selectFrom('webhookSubscriptions')
+    .select(['receiverAuth', 'receiverSecrets'])
+    .execute();
+  texts.push(JSON.stringify(rows));
+  return texts;
+}
+
+/** No secret appears in any of the texts. */
+function noneShown(texts: string[], secrets: string[]): void {
+  for (const secret of secrets) {
+    const found = texts.find((text) => text.includes(secret));
+    assert.equal(found, undefined, `${secret} shown: ${found?.slice(0, 200)}`);
+  }
+}
+
 /** The gateway: 401 unless the request carries what the path demands. */
 function gateway(request: ReceivedRequest) {
   const header = (name: string) => request.headers[name];
@@ -239,35 +281,10 @@ for (const backend of BACKENDS) {
     });
 
     it('never shows a secret: not in reads, attempt logs, log lines, nor the stored row', async () => {
-      const seen: string[] = [];
-      const list = await ctx.api('GET', '/api/v1/webhooks', { token: tenant.token });
-      seen.push(list.body);
-      for (const s of list.json().data as Row[]) {
-        const deliveries = await ctx.api('GET', `/api/v1/webhooks/${s.id}/deliveries`, {
-          token: tenant.token,
-        });
-        seen.push(deliveries.body);
-        for (const d of deliveries.json().data as Row[]) {
-          const attempts = await ctx.api(
-            'GET',
-            `/api/v1/webhooks/${s.id}/deliveries/${d.id}/attempts`,
-            { token: tenant.token },
-          );
-          seen.push(attempts.body);
-        }
-      }
-      const rows = await ctx.runtime.database.db
-        .selectFrom('webhookSubscriptions')
-        .select(['receiverAuth', 'receiverSecrets'])
-        .execute();
-      seen.push(JSON.stringify(rows));
-      seen.push(JSON.stringify(logs.lines));
+      const seen = await shownTexts(ctx, tenant, logs.lines);
       assert.ok(logs.lines.length > 0, 'the worker and the API logged');
       const basicEncoded = BASIC.slice('Basic '.length);
-      for (const secret of [API_KEY, PASSWORD, OTHER_KEY, basicEncoded]) {
-        const found = seen.find((text) => text.includes(secret));
-        assert.equal(found, undefined, `${secret} shown: ${found?.slice(0, 200)}`);
-      }
+      noneShown(seen, [API_KEY, PASSWORD, OTHER_KEY, basicEncoded]);
     });
   });
 }
@@ -499,32 +516,9 @@ for (const backend of BACKENDS) {
     });
 
     it('never shows the client secret or a token: reads, attempt logs, log lines, stored row', async () => {
-      const texts: string[] = [JSON.stringify(logs.lines)];
-      const list = await ctx.api('GET', '/api/v1/webhooks', { token: tenant.token });
-      texts.push(list.body);
-      for (const s of list.json().data as Row[]) {
-        const deliveries = await ctx.api('GET', `/api/v1/webhooks/${s.id}/deliveries?limit=100`, {
-          token: tenant.token,
-        });
-        for (const d of deliveries.json().data as Row[]) {
-          const attempts = await ctx.api(
-            'GET',
-            `/api/v1/webhooks/${s.id}/deliveries/${d.id}/attempts`,
-            { token: tenant.token },
-          );
-          texts.push(attempts.body);
-        }
-      }
-      const rows = await ctx.runtime.database.db
-        .selectFrom('webhookSubscriptions')
-        .select(['receiverAuth', 'receiverSecrets'])
-        .execute();
-      texts.push(JSON.stringify(rows));
+      const texts = await shownTexts(ctx, tenant, logs.lines);
       assert.ok(server.issued.size > 3);
-      for (const secret of [server.clientSecret, ...server.issued.keys()]) {
-        const found = texts.find((text) => text.includes(secret));
-        assert.equal(found, undefined, `${secret} shown: ${found?.slice(0, 200)}`);
-      }
+      noneShown(texts, [server.clientSecret, ...server.issued.keys()]);
     });
   });
 }
