@@ -10,6 +10,7 @@ import { startWorker } from '../src/start-worker.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import { createClient, createTenant, type TenantFixture } from './helpers/fixtures.ts';
 import { HttpsReceiver } from './helpers/https-receiver.ts';
+import { until } from './helpers/until.ts';
 
 // The webhook portal as an integrator uses it: Debian's chromium, headless, on a real server over
 // loopback, a real worker and a real HTTPS receiver. Screenshots land in PORTAL_SCREENSHOTS (or
@@ -232,13 +233,12 @@ for (const backend of BACKENDS) {
       const before = receiver.requests.length;
       await page.getByRole('button', { name: 'Send test event' }).click();
       await page.getByText('Test event sent').waitFor();
-      const deadline = Date.now() + 10_000;
-      while (!receiver.requests.slice(before).some((r) => r.path === '/created')) {
-        assert.ok(Date.now() < deadline, 'the test event arrived');
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-      const sent = receiver.requests.slice(before).find((r) => r.path === '/created');
-      assert.equal(JSON.parse(sent?.body ?? '{}').type, 'trip.published');
+      const sent = await until(
+        () => receiver.requests.slice(before).find((r) => r.path === '/created'),
+        10_000,
+        'the test event arrived',
+      );
+      assert.equal(JSON.parse(sent.body).type, 'trip.published');
 
       await page.getByRole('button', { name: 'Pause deliveries' }).click();
       await page.getByText('Deliveries are paused').waitFor();
@@ -333,15 +333,14 @@ for (const backend of BACKENDS) {
       const before = receiver.requests.length;
       await page.getByRole('button', { name: 'Send test event' }).click();
       await page.getByText('Test event sent').waitFor();
-      const deadline = Date.now() + 10_000;
-      while (!receiver.requests.slice(before).some((r) => r.path === '/gated-2')) {
-        assert.ok(Date.now() < deadline, 'the test event arrived');
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-      const sent = receiver.requests.slice(before).find((r) => r.path === '/gated-2');
-      assert.equal(sent?.headers['x-api-key'], apiKey);
+      const sent = await until(
+        () => receiver.requests.slice(before).find((r) => r.path === '/gated-2'),
+        10_000,
+        'the test event arrived',
+      );
+      assert.equal(sent.headers['x-api-key'], apiKey);
       const basic = `Basic ${Buffer.from(`ops:${password}`).toString('base64')}`;
-      assert.equal(sent?.headers.authorization, basic);
+      assert.equal(sent.headers.authorization, basic);
       await ctx.api('DELETE', `/api/v1/webhooks/${path.split('/').at(-1)}`, {
         token: tenant.token,
       });
