@@ -24,15 +24,19 @@ export function testCa(): Promise<TestCa> {
   return ca;
 }
 
-async function generateCa(): Promise<TestCa> {
-  const dir = mkdtempSync(join(tmpdir(), 'tourops-test-ca-'));
-  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
-  const file = (name: string) => join(dir, name);
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+/** EC P-256 keys, unencrypted: what every certificate here is made with. */
+const EC_KEY = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+
+/** A self-signed CA valid 2 days, as `ca.key` and `ca.pem` in `file`'s directory. */
+async function selfSignedCa(
+  file: (name: string) => string,
+  subject: string,
+  extra: string[] = [],
+): Promise<void> {
   await run('openssl', [
     'req',
     '-x509',
-    ...ec,
+    ...EC_KEY,
     '-keyout',
     file('ca.key'),
     '-out',
@@ -40,21 +44,56 @@ async function generateCa(): Promise<TestCa> {
     '-days',
     '2',
     '-subj',
-    '/CN=tourops test CA',
+    subject,
+    ...extra,
+  ]);
+}
+
+/** `<name>.key` and `<name>.pem`, signed by the CA beside them, valid `days`. */
+async function signedPair(
+  file: (name: string) => string,
+  name: string,
+  subject: string,
+  days: string,
+  extra: string[] = [],
+): Promise<void> {
+  await run('openssl', [
+    'req',
+    ...EC_KEY,
+    '-keyout',
+    file(`${name}.key`),
+    '-out',
+    file(`${name}.csr`),
+    '-subj',
+    subject,
+  ]);
+  await run('openssl', [
+    'x509',
+    '-req',
+    '-in',
+    file(`${name}.csr`),
+    '-CA',
+    file('ca.pem'),
+    '-CAkey',
+    file('ca.key'),
+    '-CAcreateserial',
+    '-out',
+    file(`${name}.pem`),
+    '-days',
+    days,
+    ...extra,
+  ]);
+}
+
+async function generateCa(): Promise<TestCa> {
+  const dir = mkdtempSync(join(tmpdir(), 'tourops-test-ca-'));
+  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  const file = (name: string) => join(dir, name);
+  await selfSignedCa(file, '/CN=tourops test CA', [
     '-addext',
     'basicConstraints=critical,CA:TRUE',
     '-addext',
     'keyUsage=critical,keyCertSign,cRLSign',
-  ]);
-  await run('openssl', [
-    'req',
-    ...ec,
-    '-keyout',
-    file('server.key'),
-    '-out',
-    file('server.csr'),
-    '-subj',
-    '/CN=localhost',
   ]);
   writeFileSync(
     file('server.ext'),
@@ -65,23 +104,7 @@ async function generateCa(): Promise<TestCa> {
       'extendedKeyUsage=serverAuth',
     ].join('\n'),
   );
-  await run('openssl', [
-    'x509',
-    '-req',
-    '-in',
-    file('server.csr'),
-    '-CA',
-    file('ca.pem'),
-    '-CAkey',
-    file('ca.key'),
-    '-CAcreateserial',
-    '-out',
-    file('server.pem'),
-    '-days',
-    '2',
-    '-extfile',
-    file('server.ext'),
-  ]);
+  await signedPair(file, 'server', '/CN=localhost', '2', ['-extfile', file('server.ext')]);
   return {
     caFile: file('ca.pem'),
     key: readFileSync(file('server.key'), 'utf8'),
@@ -110,47 +133,10 @@ export interface ClientPki {
 export async function testClientPki(): Promise<ClientPki> {
   const dir = mkdtempSync(join(tmpdir(), 'tourops-client-ca-'));
   const file = (name: string) => join(dir, name);
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
   try {
-    await run('openssl', [
-      'req',
-      '-x509',
-      ...ec,
-      '-keyout',
-      file('ca.key'),
-      '-out',
-      file('ca.pem'),
-      '-days',
-      '2',
-      '-subj',
-      '/CN=client test CA',
-    ]);
+    await selfSignedCa(file, '/CN=client test CA');
     const issue = async (name: string, days: string): Promise<ClientPair> => {
-      await run('openssl', [
-        'req',
-        ...ec,
-        '-keyout',
-        file(`${name}.key`),
-        '-out',
-        file(`${name}.csr`),
-        '-subj',
-        `/CN=${name}/O=Tour Ops`,
-      ]);
-      await run('openssl', [
-        'x509',
-        '-req',
-        '-in',
-        file(`${name}.csr`),
-        '-CA',
-        file('ca.pem'),
-        '-CAkey',
-        file('ca.key'),
-        '-CAcreateserial',
-        '-out',
-        file(`${name}.pem`),
-        '-days',
-        days,
-      ]);
+      await signedPair(file, name, `/CN=${name}/O=Tour Ops`, days);
       return {
         certificate: readFileSync(file(`${name}.pem`), 'utf8'),
         privateKey: readFileSync(file(`${name}.key`), 'utf8'),
