@@ -152,12 +152,12 @@ export class WebhookSender {
   private readonly targets = new BoundedMap<string, Target>(MAX_CACHED_TARGETS);
   /** Agents presenting a client certificate, by its id (mutual TLS). */
   private readonly clientAgents = new Map<string, Agent>();
-  private readonly options: SenderOptions;
+  private readonly connectionsPerOrigin: number;
   /** The roots and the extra CA, when one is configured (made once: every agent trusts them). */
   private readonly ca: string[] | undefined;
 
   constructor(options: SenderOptions) {
-    this.options = options;
+    this.connectionsPerOrigin = options.connectionsPerOrigin ?? 32;
     this.guard = options.guard;
     this.timeoutMs = options.timeoutMs;
     this.ca =
@@ -178,7 +178,7 @@ export class WebhookSender {
         ? undefined
         : createSecureContext({ ca: this.ca, cert: client?.certificate, key: client?.privateKey });
     return new Agent({
-      connections: this.options.connectionsPerOrigin ?? 32,
+      connections: this.connectionsPerOrigin,
       headersTimeout: this.timeoutMs,
       bodyTimeout: this.timeoutMs,
       connect: { timeout: this.timeoutMs, lookup: this.guard.lookup, secureContext },
