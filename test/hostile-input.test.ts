@@ -148,6 +148,59 @@ for (const backend of BACKENDS) {
       assertProblem(await ctx.adminRequest('GET', `/admin/v1/tenants/${tenant.id}%00`), 404);
     });
 
+    it('refuses what it could not keep as given, naming the member: surrogates, huge numbers, __proto__', async () => {
+      const before = await clientCount();
+      const cases: Array<[string, string, RegExp]> = [
+        ['{"kind":"individual","displayName":"A\\ud800"}', 'displayName', /unpaired surrogate/],
+        [
+          '{"kind":"individual","displayName":"A","tags":["ok","\\udc00x"]}',
+          'tags.1',
+          /unpaired surrogate/,
+        ],
+        [
+          '{"kind":"individual","displayName":"A","tags":["\\ud800"],"x\\udfff":1}',
+          'x\udfff',
+          /unpaired surrogate/,
+        ],
+        ['{"kind":"individual","displayName":"A","n":1e309}', 'n', /beyond the range of a double/],
+        [
+          '{"kind":"individual","displayName":"A","n":[-1E+400]}',
+          'n.0',
+          /beyond the range of a double/,
+        ],
+        [
+          '{"kind":"individual","displayName":"A","n":{"m":' + '9'.repeat(309) + '}}',
+          'n.m',
+          /beyond the range/,
+        ],
+        [
+          '{"kind":"individual","displayName":"A","meta":{"__proto__":{"x":1}}}',
+          'meta.__proto__',
+          /prototype/,
+        ],
+        [
+          '{"kind":"individual","displayName":"A","constructor":{"prototype":{}}}',
+          'constructor.prototype',
+          /prototype/,
+        ],
+      ];
+      for (const [payload, path, message] of cases) {
+        const problem = assertProblem(await send('POST', '/api/v1/clients', payload), 422, payload);
+        const errors = problem.errors as Record<string, string[]>;
+        assert.ok(errors[path], `${payload}: ${JSON.stringify(errors)}`);
+        assert.match(errors[path][0], message, payload);
+      }
+      // A surrogate pair is a character like any other.
+      const emoji = await send(
+        'POST',
+        '/api/v1/clients',
+        '{"kind":"individual","displayName":"A \\ud83d\\ude00"}',
+      );
+      assert.equal(emoji.statusCode, 201, emoji.body);
+      assert.equal(emoji.json().data.displayName, 'A \u{1F600}');
+      assert.equal(await clientCount(), before + 1, 'only the well-formed one was created');
+    });
+
     it('bounds JSON nesting at parse time, with or without an Idempotency-Key', async () => {
       const deep = `${'['.repeat(5_000)}${']'.repeat(5_000)}`;
       const deepObject = `${'{"a":'.repeat(40)}1${'}'.repeat(40)}`;

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { eventArb, filterArb, reference } from '../../test/helpers/filter-reference.ts';
-import { checkFilter, compileFilter, FilterMatchers } from './payload-filter.ts';
+import { checkFilter, compileFilter, FILTER_OPERATORS, FilterMatchers } from './payload-filter.ts';
 
 describe('payload filters: the compiled matcher', () => {
   it('agrees with the reference interpreter on thousands of random filters and events', () => {
@@ -43,6 +43,14 @@ describe('payload filters: the compiled matcher', () => {
     assert.equal(matchers.matches(null, { type: 't', data: {} }), true);
   });
 });
+
+/** Whether `name` is `typed` with one letter put back. */
+function leftOut(typed: string, name: string): boolean {
+  for (let at = 0; at < name.length; at++) {
+    if (name.slice(0, at) + name.slice(at + 1) === typed) return true;
+  }
+  return false;
+}
 
 describe('payload filters: checkFilter names each fault by its path', () => {
   const cases: Array<[string, unknown, string]> = [
@@ -110,8 +118,54 @@ describe('payload filters: checkFilter names each fault by its path', () => {
     assert.deepEqual(checkFilter(all), {});
   });
 
-  it('suggests the operator meant', () => {
-    const errors = checkFilter({ 'data.currency': { $nq: 'EUR' } });
-    assert.match(errors['filter.data.currency.$nq'][0], /did you mean \$eq\?|did you mean \$neq\?/);
+  it('suggests the operator meant: every operator with one letter dropped', () => {
+    const operators: readonly string[] = FILTER_OPERATORS;
+    let checked = 0;
+    for (const operator of operators) {
+      for (let at = 1; at < operator.length; at++) {
+        const typed = operator.slice(0, at) + operator.slice(at + 1);
+        // `$gte` less its `e` is `$gt`: no misspelling.
+        if (operators.includes(typed)) continue;
+        const message = checkFilter({ 'data.x': { [typed]: 1 } })[`filter.data.x.${typed}`][0];
+        const hint = /\(did you mean (.+)\?\)$/.exec(message);
+        assert.ok(hint, `${typed}: ${message}`);
+        const named = hint[1].split(' or ');
+        assert.ok(named.includes(operator), `${typed} should name ${operator}: ${message}`);
+        // More than one only where each holds every typed letter in order (`$t`: `$gt`, `$lt`).
+        for (const name of named) {
+          assert.equal(leftOut(typed, name), true, `${typed} is ${name} less a letter: ${message}`);
+        }
+        checked += 1;
+      }
+    }
+    assert.ok(checked > 25, `${checked} misspellings`);
+    const nq = checkFilter({ 'data.currency': { $nq: 'EUR' } })['filter.data.currency.$nq'][0];
+    assert.match(nq, /\(did you mean \$neq\?\)$/);
+    const ne = checkFilter({ 'data.currency': { $ne: 'EUR' } })['filter.data.currency.$ne'][0];
+    assert.match(ne, /\(did you mean \$neq\?\)$/);
+    const combinator = checkFilter({ $an: [{ type: 'x' }] })['filter.$an'][0];
+    assert.match(combinator, /\(did you mean \$and\?\)$/);
+  });
+
+  it('refuses numbers beyond the double range wherever a filter takes a number', () => {
+    const cases: Array<[unknown, string]> = [
+      [{ 'data.amountCents': { $lt: Infinity } }, 'filter.data.amountCents.$lt'],
+      [{ 'data.amountCents': { $gte: -Infinity } }, 'filter.data.amountCents.$gte'],
+      [{ 'data.amountCents': { $in: [1, Infinity] } }, 'filter.data.amountCents.$in'],
+      [{ 'data.amountCents': { $nin: [Number.NaN] } }, 'filter.data.amountCents.$nin'],
+      [{ 'data.amountCents': { $eq: Infinity } }, 'filter.data.amountCents.$eq'],
+      [{ 'data.unpublishedAt': Infinity }, 'filter.data.unpublishedAt'],
+      [{ $or: [{ 'data.a': -Infinity }] }, 'filter.$or.0.data.a'],
+    ];
+    for (const [filter, path] of cases) {
+      const errors = checkFilter(filter);
+      assert.deepEqual(Object.keys(errors), [path], JSON.stringify(errors));
+      assert.match(errors[path][0], /beyond the range of a double/);
+    }
+    // The largest double is a number like any other.
+    assert.deepEqual(
+      checkFilter({ 'data.a': { $lt: Number.MAX_VALUE, $in: [-Number.MAX_VALUE] } }),
+      {},
+    );
   });
 });

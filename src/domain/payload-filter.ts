@@ -72,13 +72,23 @@ export function dateTimeMs(value: string): number | null {
 const isObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
 
+/** Infinity and NaN are no JSON: stored, they would read back as null. */
 function isScalar(value: unknown): value is Scalar {
   const type = typeof value;
-  return value === null || type === 'string' || type === 'number' || type === 'boolean';
+  return (
+    value === null ||
+    type === 'string' ||
+    type === 'boolean' ||
+    (type === 'number' && Number.isFinite(value))
+  );
 }
 
 const isComparable = (value: unknown) =>
-  typeof value === 'number' || (typeof value === 'string' && dateTimeMs(value) !== null);
+  (typeof value === 'number' && Number.isFinite(value)) ||
+  (typeof value === 'string' && dateTimeMs(value) !== null);
+
+const isNonFinite = (value: unknown) => typeof value === 'number' && !Number.isFinite(value);
+const NON_FINITE = 'is a number beyond the range of a double: JSON cannot carry it back';
 
 const SCALAR = 'must be a string, a number, a boolean or null';
 const PATH_RULE = 'is not a path: a key is type, data.<member>[.<member>…], $and or $or';
@@ -138,6 +148,7 @@ export function checkFilter(filter: unknown): FieldErrors {
         }
       } else {
         conditions += 1;
+        if (isNonFinite(value)) fault(here, NON_FINITE);
       }
     }
   };
@@ -150,6 +161,10 @@ export function checkFilter(filter: unknown): FieldErrors {
 
 /** What is wrong with one operator and its operand, or null. */
 function operandFault(operator: string, operand: unknown): string | null {
+  const known = (FILTER_OPERATORS as readonly string[]).includes(operator);
+  if (known && (isNonFinite(operand) || (Array.isArray(operand) && operand.some(isNonFinite)))) {
+    return NON_FINITE;
+  }
   switch (operator as Operator) {
     case '$eq':
     case '$neq':
@@ -180,9 +195,42 @@ function operandFault(operator: string, operand: unknown): string | null {
   }
 }
 
+/**
+ * The hint for a misspelt name: the known names within edit distance 2, closest first; a tie goes
+ * to a name that only adds letters to what was typed (`$ge` is `$gte`, not `$gt`), then to the
+ * longer common prefix (`$ne` is `$neq`, not `$in`); names still tied are all named (`$t`: `$gt`
+ * or `$lt`).
+ */
 function suggestion(word: string, known: readonly string[]): string {
-  const close = known.find((candidate) => leven(word.toLowerCase(), candidate) <= 2);
-  return close === undefined ? '' : ` (did you mean ${close}?)`;
+  const typed = word.toLowerCase();
+  const ranked = known
+    .map((name) => ({
+      name,
+      distance: leven(typed, name),
+      // 0 when the name holds every typed letter in order (a letter left out), else 1.
+      changes: isSubsequence(typed, name) ? 0 : 1,
+      prefix: commonPrefix(typed, name),
+    }))
+    .filter((candidate) => candidate.distance <= 2);
+  if (ranked.length === 0) return '';
+  ranked.sort((a, b) => a.distance - b.distance || a.changes - b.changes || b.prefix - a.prefix);
+  const [best] = ranked;
+  const tied = ranked.filter(
+    (c) => c.distance === best.distance && c.changes === best.changes && c.prefix === best.prefix,
+  );
+  return ` (did you mean ${tied.map((c) => c.name).join(' or ')}?)`;
+}
+
+function isSubsequence(typed: string, name: string): boolean {
+  let at = 0;
+  for (const letter of name) if (letter === typed[at]) at++;
+  return at === typed.length;
+}
+
+function commonPrefix(a: string, b: string): number {
+  let length = 0;
+  while (length < a.length && length < b.length && a[length] === b[length]) length++;
+  return length;
 }
 
 /** Absent: a path that names no own member (or walks through a non-object). */

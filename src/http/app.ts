@@ -24,8 +24,9 @@ import { decimalNumbersOnly, refuseNul } from './pipeline/input-guards.ts';
 import {
   BODY_LIMIT_BYTES,
   exceedsDepth,
-  nulProblem,
+  prototypeMemberProblem,
   tooDeepProblem,
+  unkeptValuesProblem,
 } from './pipeline/json-body.ts';
 import { lazySerializers, lazyValidator } from './pipeline/lazy-compile.ts';
 import { loggedQuery } from './pipeline/log-fields.ts';
@@ -145,8 +146,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       return;
     }
     parseJson(request, text, (error, value) => {
-      if (error) done(error, undefined);
-      else done(nulProblem(text, value), value);
+      // Valid JSON refused only for a `__proto__` member is answered naming that member.
+      if (error) done(prototypeMemberProblem(text) ?? error, undefined);
+      else done(unkeptValuesProblem(text, value), value);
     });
   });
 

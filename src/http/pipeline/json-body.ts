@@ -37,38 +37,100 @@ export function exceedsDepth(text: string, limit = MAX_JSON_DEPTH): boolean {
   return false;
 }
 
+export const NUL_MESSAGE = 'must not contain the NUL character (\\u0000)';
+const SURROGATE_MESSAGE =
+  'must be valid Unicode: an unpaired surrogate (\\ud800-\\udfff) cannot be stored or sent as UTF-8';
+const RANGE_MESSAGE =
+  'is a number beyond the range of a double (about ±1.8e308): JSON cannot carry it back';
+const PROTO_MESSAGE = 'is a member name the API never takes (it would reach an object prototype)';
+
 /**
- * Paths of every string (member names included) holding a NUL character. PostgreSQL cannot store
- * one in text, and SQLite would: both backends answer 422 instead. Only called when the raw text
- * has a `\u0000` escape (JSON text cannot hold a raw NUL), so ordinary bodies are never walked.
+ * Escapes that can make a parsed value differ from what is stored, sent or shown: `\u0000` (no
+ * NUL in PostgreSQL text), a surrogate escape (UTF-8 has no unpaired one), a three-digit
+ * exponent or a 309-digit run (beyond the double range: JSON.parse gives Infinity, which
+ * JSON.stringify writes as null). Ordinary bodies match none and are never walked.
  */
-function nulPaths(value: unknown, path: string[] = [], out: string[] = []): string[] {
+const SUSPECT = /\\u0000|\\u[dD][89a-fA-F]|[eE]\+?0*[1-9]\d{2}|\d{309}/;
+
+const UNPAIRED_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** A member name as an error key: a NUL shown as its escape. */
+const keyOf = (name: string) => name.replace(/\0/g, '\\u0000');
+
+/** Why a string (a value or a member name) cannot be kept as it is, or null. */
+function stringFault(text: string): string | null {
+  if (text.includes('\0')) return NUL_MESSAGE;
+  return UNPAIRED_SURROGATE.test(text) ? SURROGATE_MESSAGE : null;
+}
+
+/** Every value of a parsed body that would be stored or shown as something else, by path. */
+function faults(value: unknown, path: string[], out: FieldErrors): void {
+  const at = () => (path.length === 0 ? 'body' : path.join('.'));
   if (typeof value === 'string') {
-    if (value.includes('\0')) out.push(path.length === 0 ? 'body' : path.join('.'));
+    const fault = stringFault(value);
+    if (fault !== null) out[at()] ??= [fault];
+  } else if (typeof value === 'number') {
+    if (!Number.isFinite(value)) out[at()] ??= [RANGE_MESSAGE];
   } else if (Array.isArray(value)) {
     for (let index = 0; index < value.length; index++) {
-      nulPaths(value[index], [...path, String(index)], out);
+      faults(value[index], [...path, String(index)], out);
     }
   } else if (value !== null && typeof value === 'object') {
     for (const [name, member] of Object.entries(value)) {
-      const memberPath = [...path, name.replace(/\0/g, '\\u0000')];
-      if (name.includes('\0')) out.push(memberPath.join('.'));
-      nulPaths(member, memberPath, out);
+      const memberPath = [...path, keyOf(name)];
+      const fault = stringFault(name);
+      if (fault !== null) out[memberPath.join('.')] ??= [fault];
+      faults(member, memberPath, out);
     }
   }
-  return out;
 }
 
-export const NUL_MESSAGE = 'must not contain the NUL character (\\u0000)';
-
-/** The 422 for a body with NUL characters, or null. */
-export function nulProblem(text: string, value: unknown) {
-  if (!text.includes('\\u0000')) return null;
-  const paths = nulPaths(value);
-  if (paths.length === 0) return null;
+/**
+ * The 422 for a parsed body holding a value the API could not keep as it was given (a NUL, an
+ * unpaired surrogate, a number beyond the double range), naming each member; null when none.
+ */
+export function unkeptValuesProblem(text: string, value: unknown) {
+  if (!SUSPECT.test(text)) return null;
   const errors: FieldErrors = Object.create(null);
-  for (const path of paths) errors[path] = [NUL_MESSAGE];
-  return validationFailed(errors);
+  faults(value, [], errors);
+  return Object.keys(errors).length === 0 ? null : validationFailed(errors);
+}
+
+/**
+ * The 422 for a body that the parser refused for a `__proto__` member (or `constructor.prototype`),
+ * naming where it is: the body is valid JSON, only that member is refused. Null when the text
+ * holds none (the parser refused it for another reason).
+ */
+export function prototypeMemberProblem(text: string) {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  const errors: FieldErrors = Object.create(null);
+  const walk = (node: unknown, path: string[]) => {
+    if (Array.isArray(node)) {
+      node.forEach((item, index) => {
+        walk(item, [...path, String(index)]);
+      });
+    } else if (node !== null && typeof node === 'object') {
+      for (const [name, member] of Object.entries(node)) {
+        const memberPath = [...path, keyOf(name)];
+        const prototypeOfConstructor =
+          name === 'constructor' &&
+          member !== null &&
+          typeof member === 'object' &&
+          Object.hasOwn(member, 'prototype');
+        if (name === '__proto__') errors[memberPath.join('.')] = [PROTO_MESSAGE];
+        else if (prototypeOfConstructor)
+          errors[[...memberPath, 'prototype'].join('.')] = [PROTO_MESSAGE];
+        walk(member, memberPath);
+      }
+    }
+  };
+  walk(value, []);
+  return Object.keys(errors).length === 0 ? null : validationFailed(errors);
 }
 
 export const tooDeepProblem = () =>
