@@ -159,7 +159,9 @@ describe('OpenAPI documents', () => {
     assert.equal(v1.body, root.body);
     const document = v1.json();
     assert.equal(document.openapi, '3.1.0');
-    assert.equal(document.info.version, packageJson.version);
+    // The API description's version (api-spec "Versioning"), not the release's.
+    assert.equal(document.info.version, '1.1.0');
+    assert.equal(document.info['x-release'], packageJson.version);
     assert.deepEqual(document.servers, [{ url: 'http://api.test' }]);
     assert.equal(document.components.securitySchemes.bearerAuth.scheme, 'bearer');
     assert.ok(document.webhooks, 'the document has a webhooks section');

@@ -169,6 +169,14 @@ const ROUTES: RouteCase[] = [
     foreignStatus: 201,
   },
   {
+    method: 'GET',
+    template: '/api/v1/webhooks/{id}',
+    url: (i) => `/api/v1/webhooks/${i.webhook}`,
+    scope: 'webhooks:read',
+    ownerStatus: 200,
+    foreignStatus: 404,
+  },
+  {
     method: 'DELETE',
     template: '/api/v1/webhooks/{id}',
     url: (i) => `/api/v1/webhooks/${i.deletableWebhook}`,

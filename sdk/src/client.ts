@@ -221,6 +221,9 @@ export class TourOps {
   readonly webhooks = {
     /** Every subscription, newest first (deleted ones included, inactive): one request. */
     list: () => this.#each(this.#client.GET('/api/v1/webhooks')),
+    /** One subscription as the list shows it (a deleted one too); 404 for an unknown id. */
+    get: (id: string) =>
+      this.#data(this.#client.GET('/api/v1/webhooks/{id}', { params: { path: { id } } })),
     /** The answer holds `signingKey`: the only time it is shown. */
     create: (body: Body<'createWebhook'>, options: WriteOptions = {}) =>
       this.#call(this.#client.POST('/api/v1/webhooks', { body, headers: this.#key(options) })),

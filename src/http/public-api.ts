@@ -13,8 +13,16 @@ import { webhookDocs } from './reference/webhook-docs.ts';
 import { apiV1 } from './routes/index.ts';
 import { markOptionalBodies } from './schemas.ts';
 
-/** The API's version is the package's: one number to bump, in package.json. */
-export const API_VERSION: string = packageJson.version;
+/**
+ * The API description's version (api-spec "Versioning"): additive changes ship without a bump, so
+ * it moves only with the contract, never with a release.
+ */
+const API_DESCRIPTION_VERSION = '1.1.0';
+
+/** The software's release (package.json): shown as `x-release`, and by `tourops --version`. */
+export const RELEASE: string = packageJson.version;
+/** An OpenAPI extension member (the typings know only the standard ones). */
+const RELEASE_EXTENSION: Record<string, string> = { 'x-release': RELEASE };
 
 /**
  * `$ref`s to shared schemas (`Trip`, `Problem`…) become `#/components/schemas/<$id>`, so the
@@ -163,7 +171,8 @@ export const publicApi: FastifyPluginAsync<{
       openapi: '3.1.0',
       info: {
         title: 'Tour-Operator Public API',
-        version: API_VERSION,
+        version: API_DESCRIPTION_VERSION,
+        ...RELEASE_EXTENSION,
         contact: { name: 'API reference', url: `${config.publicBaseUrl}/docs/` },
         license: {
           name: 'Proprietary: for integrations with the service only',

@@ -6,7 +6,7 @@ import { notFound, unauthorized } from '../../lib/problems.ts';
 import type { RateLimits } from '../../rate-limit/rate-limits.ts';
 import type { Services } from '../../services/index.ts';
 import { ipGuardHook } from '../pipeline/auth.ts';
-import { API_VERSION, refResolver } from '../public-api.ts';
+import { RELEASE, refResolver } from '../public-api.ts';
 import { addMediaExamples, instanceExamples } from '../reference/examples.ts';
 import { stateMachinesMarkdown } from '../reference/state-machines.ts';
 import { pruneUnusedSchemas } from '../schemas.ts';
@@ -56,7 +56,7 @@ export const adminApi: FastifyPluginAsync<{
       openapi: '3.1.0',
       info: {
         title: 'Tour-Operator Admin API',
-        version: API_VERSION,
+        version: RELEASE,
         contact: { name: 'Operator documentation', url: `${config.publicBaseUrl}/admin/docs/` },
         license: {
           name: 'Proprietary: for the operator console only',

@@ -255,6 +255,28 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (
     async (request) => ({ data: await services.webhooks.list(callerOf(request).tenant.id) }),
   );
 
+  app.get(
+    '/webhooks/:id',
+    {
+      config: { scope: 'webhooks:read' },
+      schema: {
+        operationId: 'getWebhook',
+        tags: ['Webhook endpoints'],
+        summary: 'Get one subscription (a deleted one too, inactive)',
+        description:
+          "The subscription as the list shows it. Another tenant's or an unknown id is 404. Scope `webhooks:read`.",
+        params: IdParams,
+        response: {
+          200: ok(DataOf(Type.Ref(WebhookSubscription)), 'The subscription.'),
+          ...problems(401, 403, 404, 422, 429),
+        },
+      },
+    },
+    async (request) => ({
+      data: await services.webhooks.get(callerOf(request).tenant.id, request.params.id),
+    }),
+  );
+
   app.post(
     '/webhooks',
     {
