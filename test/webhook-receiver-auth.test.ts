@@ -77,7 +77,15 @@ function gateway(request: ReceivedRequest) {
   if (request.path.startsWith('/basic')) {
     return { status: header('authorization') === BASIC ? 204 : 401, body: 'no auth' };
   }
+  if (request.path.startsWith('/echo')) return echoed(request);
   return { status: 204 };
+}
+
+/** A receiver that refuses by echoing what it was sent: headers, decoded Basic pair, as JSON. */
+function echoed(request: ReceivedRequest) {
+  const authorization = String(request.headers.authorization ?? '');
+  const pair = Buffer.from(authorization.replace(/^Basic /, ''), 'base64').toString('utf8');
+  return { status: 400, body: JSON.stringify({ headers: request.headers, pair }) };
 }
 
 for (const backend of BACKENDS) {
@@ -280,6 +288,29 @@ for (const backend of BACKENDS) {
       );
     });
 
+    it('masks every form of a secret sent when the receiver echoes its request', async () => {
+      const created = await create({
+        url: receiver.url('/echo'),
+        headers: { 'X-Api-Key': API_KEY },
+        auth: { type: 'basic', username: 'ops', password: PASSWORD },
+      });
+      assert.equal(created.statusCode, 201, created.body);
+      await createClient(ctx, tenant, { displayName: 'Echo' });
+      const delivery = await firstAttempt(created.json().data.id);
+      assert.equal(delivery.lastResponseStatus, 400);
+      const attempts = await ctx.api(
+        'GET',
+        `/api/v1/webhooks/${created.json().data.id}/deliveries/${delivery.id}/attempts`,
+        { token: tenant.token },
+      );
+      const [attempt] = attempts.json().data as Row[];
+      const shown = JSON.parse(String(attempt.responseBody));
+      assert.equal(shown.headers['x-api-key'], '***');
+      assert.equal(shown.headers.authorization, 'Basic ***');
+      assert.equal(shown.pair, 'ops:***');
+      assert.match(String(shown.headers['service-signature']), /^t=\d+,v1=/, 'the rest is kept');
+    });
+
     it('never shows a secret: not in reads, attempt logs, log lines, nor the stored row', async () => {
       const seen = await shownTexts(ctx, tenant, logs.lines);
       assert.ok(logs.lines.length > 0, 'the worker and the API logged');
@@ -356,10 +387,35 @@ for (const backend of BACKENDS) {
         { logger: logs.logger },
       );
       tenant = await createTenant(ctx);
-      tokenHost = await HttpsReceiver.start({ responder: (request) => server.answer(request) });
+      tokenHost = await HttpsReceiver.start({
+        responder: (request) => {
+          // Refuses by echoing the request, as some servers do: header, form, decoded pair.
+          if (request.path.startsWith('/echo')) {
+            const authorization = String(request.headers.authorization);
+            const pair = Buffer.from(authorization.slice('Basic '.length), 'base64').toString();
+            return {
+              status: 400,
+              body: JSON.stringify({
+                error: 'invalid_client',
+                error_description: `got authorization=${authorization} pair=${pair} form=${request.body}`,
+                echo: request.headers,
+              }),
+            };
+          }
+          const answer = server.answer(request);
+          // A token answer past 16 KiB: an identity token of many claims beside the access token.
+          if (request.path.startsWith('/large') && answer.status === 200) {
+            const padded = { ...JSON.parse(answer.body), id_token: 'e'.repeat(40_000) };
+            return { ...answer, body: JSON.stringify(padded) };
+          }
+          return answer;
+        },
+      });
       receiver = await HttpsReceiver.start({
         responder: (request) => {
           seen.push(String(request.headers.authorization ?? ''));
+          if (request.path.startsWith('/echo'))
+            return { status: 400, body: JSON.stringify(request.headers) };
           return { status: server.accepts(request.headers.authorization) ? 204 : 401 };
         },
       });
@@ -496,6 +552,57 @@ for (const backend of BACKENDS) {
       );
     });
 
+    it("keeps only a refusal's RFC 6749 error, with every form of the credentials sent masked", async () => {
+      // Plain, form-encoded, percent-encoded and base64 forms of this secret all differ.
+      const secret = 'cs/9f+Q= z&ü-41d7';
+      const subscription = await subscribe(
+        oauth({ tokenUrl: tokenHost.url('/echo/token'), clientSecret: secret }),
+      );
+      await emit(1);
+      const [delivery] = await settled(subscription.id as string, 1);
+      assert.equal(delivery.lastError, 'auth_failed');
+      const attempts = await ctx.api(
+        'GET',
+        `/api/v1/webhooks/${subscription.id}/deliveries/${delivery.id}/attempts`,
+        { token: tenant.token },
+      );
+      const [attempt] = attempts.json().data as Row[];
+      const words = String(attempt.responseBody);
+      assert.match(
+        words,
+        /^the token server answered 400: invalid_client \(got authorization=Basic \*\*\* pair=tourops-webhooks:\*\*\* form=grant_type=client_credentials&scope=webhooks\)$/,
+      );
+      const form = new URLSearchParams({ v: secret }).toString().slice(2);
+      const pairs = [`${server.clientId}:${secret}`, `${server.clientId}:${form}`];
+      const texts = await shownTexts(ctx, tenant, logs.lines);
+      noneShown(texts, [
+        secret,
+        form,
+        encodeURIComponent(secret),
+        ...pairs.map((pair) => Buffer.from(pair).toString('base64')),
+      ]);
+      assert.ok(!texts.some((text) => text.includes('"echo"')), 'nothing else of the answer');
+    });
+
+    it('masks the access token when the receiver echoes it; takes a token answer past 16 KiB', async () => {
+      const echo = await ctx.api('POST', '/api/v1/webhooks', {
+        token: tenant.token,
+        body: { url: receiver.url('/echo'), events: ['client.created'], auth: oauth() },
+      });
+      const large = await subscribe(oauth({ tokenUrl: tokenHost.url('/large/token') }));
+      await emit(1);
+      const [echoed] = await settled(echo.json().data.id, 1);
+      const attempts = await ctx.api(
+        'GET',
+        `/api/v1/webhooks/${echo.json().data.id}/deliveries/${echoed.id}/attempts`,
+        { token: tenant.token },
+      );
+      const [attempt] = attempts.json().data as Row[];
+      assert.equal(JSON.parse(String(attempt.responseBody)).authorization, 'Bearer ***');
+      const [delivered] = await settled(large.id as string, 1);
+      assert.equal(delivered.lastResponseStatus, 204, JSON.stringify(delivered));
+    });
+
     it('keeps the secret by *** for the same token URL only; refuses a token URL that is not HTTPS', async () => {
       const subscription = await subscribe(oauth());
       const id = subscription.id as string;
@@ -509,7 +616,20 @@ for (const backend of BACKENDS) {
         const refused = await patch(oauth({ tokenUrl }));
         assert.equal(refused.statusCode, 422, tokenUrl);
         assert.deepEqual(Object.keys(refused.json().errors), ['auth.tokenUrl'], tokenUrl);
+        // A token endpoint is never a broker: no broker hint.
+        assert.doesNotMatch(refused.json().errors['auth.tokenUrl'][0], /broker|amqps/, tokenUrl);
       }
+      // The scheme as URLs read it: upper case is https too.
+      const upper = tokenHost.url('/oauth/token').replace(/^https:/, 'HTTPS:');
+      const shouted = await ctx.api('POST', '/api/v1/webhooks', {
+        token: tenant.token,
+        body: {
+          url: receiver.url('/oauth'),
+          events: ['client.created'],
+          auth: oauth({ tokenUrl: upper }),
+        },
+      });
+      assert.equal(shouted.statusCode, 201, shouted.body);
       await emit(1);
       const [delivery] = await settled(id, 1);
       assert.equal(delivery.lastResponseStatus, 204, 'the kept secret still fetches tokens');
@@ -632,6 +752,24 @@ for (const backend of BACKENDS) {
       );
       assert.ok('errors' in expired);
       assert.match(expired.errors['clientCertificate.certificate'][0], /^expired on /);
+      // Before its notBefore, it is refused as not yet valid.
+      const earlier = new Date(Date.now() - 86_400_000);
+      const early = nextReceiverSecrets(
+        { clientCertificate: pki.client },
+        NO_RECEIVER_SECRETS,
+        true,
+        earlier,
+      );
+      assert.ok('errors' in early);
+      assert.match(early.errors['clientCertificate.certificate'][0], /^is not valid before /);
+      // A CA-signed certificate whose key TLS will not present (RSA 512) is refused at write.
+      const weak = await create({ url, clientCertificate: pki.weak });
+      assert.equal(weak.statusCode, 422, weak.body);
+      assert.deepEqual(Object.keys(weak.json().errors), ['clientCertificate.certificate']);
+      assert.match(
+        weak.json().errors['clientCertificate.certificate'][0],
+        /^cannot be presented: its key \(rsa 512 bits\) is too weak for TLS/,
+      );
     });
 
     it('counts a certificate expiring within 14 days in /metrics, and the portal names it', async () => {

@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
+import { createServer as createTlsServer } from 'node:https';
+import { type AddressInfo, createServer } from 'node:net';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { type SenderOptions, type SendResult, WebhookSender } from '../src/delivery/http-sender.ts';
 import { AddressGuard, type Resolver } from '../src/domain/address-guard.ts';
-import { HttpsReceiver, testCa } from './helpers/https-receiver.ts';
+import { HttpsReceiver, testCa, testClientPki } from './helpers/https-receiver.ts';
 
 /** Only loopback answers: nothing in this file may reach another address. */
 const loopbackResolver: Resolver = async (hostname) => {
@@ -173,6 +174,65 @@ describe('WebhookSender', () => {
     assert.equal(result.errorClass, 'tls');
     assert.equal(receiver.requests.length, 0);
     assert.equal(receiver.connectionCount, connectionsBefore + 1, 'it did try to connect');
+    // The attempt log says which side refused, and why.
+    assert.match(
+      result.body,
+      /^TLS: the receiver's certificate was refused here: unable to verify the first certificate \(UNABLE_TO_VERIFY_LEAF_SIGNATURE\)$/,
+    );
+  });
+
+  it('says when the receiver refuses the handshake, and when a client certificate cannot be presented', async () => {
+    const pki = await testClientPki();
+    const ca = await testCa();
+    /** A receiver demanding a certificate of the client CA: the handshake fails without one. */
+    const strictReceiver = async (maxVersion: 'TLSv1.2' | 'TLSv1.3') => {
+      const server = createTlsServer(
+        {
+          key: ca.key,
+          cert: ca.cert,
+          ca: pki.ca,
+          requestCert: true,
+          rejectUnauthorized: true,
+          maxVersion,
+        },
+        (_request, response) => response.end(),
+      );
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      servers.push(server);
+      return `https://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
+    };
+    const servers: Array<ReturnType<typeof createTlsServer>> = [];
+    try {
+      const tls12 = await strictReceiver('TLSv1.2');
+      const refused = await sender().send(tls12, {}, '{}');
+      assert.equal(refused.errorClass, 'tls', JSON.stringify(refused));
+      assert.equal(
+        refused.body,
+        'TLS: the receiver refused the handshake (sslv3 alert handshake failure, SSL alert number 40)',
+      );
+      // Under TLS 1.3 the refusal is a closed connection: the words say what that may mean.
+      const tls13 = await strictReceiver('TLSv1.3');
+      const closed = await sender().send(tls13, {}, '{}', undefined, {
+        id: 'stranger',
+        ...(await testClientPki()).client,
+      });
+      assert.equal(closed.errorClass, 'connection_reset', JSON.stringify(closed));
+      assert.match(
+        closed.body,
+        /^The receiver closed the connection without answering; under TLS 1\.3/,
+      );
+      const weak = await sender().send(tls12, {}, '{}', undefined, { id: 'weak', ...pki.weak });
+      assert.equal(weak.errorClass, 'tls', JSON.stringify(weak));
+      assert.equal(
+        weak.body,
+        "TLS: the subscription's client certificate cannot be presented: ee key too small",
+      );
+    } finally {
+      for (const server of servers) {
+        server.closeAllConnections();
+        await new Promise((resolve) => server.close(resolve));
+      }
+    }
   });
 
   it('refuses a name that rebinds to loopback between check and connect (DNS rebinding)', async () => {

@@ -15,6 +15,7 @@ import {
   type ReceiverSecrets,
   receiverHeaders,
 } from '../domain/receiver-auth.ts';
+import { credentialForms, redacted } from '../domain/redaction.ts';
 import { ed25519SigningKey, liveRetiredKeys, type RetiredKey } from '../domain/signing.ts';
 import { BoundedMap } from '../lib/bounded-map.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
@@ -32,6 +33,8 @@ interface ReceiverAuthOpened {
   oauth: OAuth2ClientCredentials | null;
   /** The client certificate presented (mutual TLS), named by the sealed secrets. */
   tls: ClientTls | undefined;
+  /** Every form of the secrets the receiver is sent, masked in what its answer shows. */
+  sentForms: string[];
 }
 
 /** What an attempt that failed on our side before or during the send is recorded as. */
@@ -129,10 +132,14 @@ export class AttemptRunner {
         return this.deps.sender.send(delivery.url, headers, body);
       }
       const sealed = delivery.receiverSecrets;
-      const { oauth, tls, ...opened } = this.openReceiverAuth(sealed, delivery);
+      const { oauth, tls, sentForms, ...opened } = this.openReceiverAuth(sealed, delivery);
       Object.assign(headers, opened.headers);
-      if (oauth === null) return this.deps.sender.send(delivery.url, headers, body, undefined, tls);
-      return this.sendWithToken(delivery.url, headers, body, sealed, oauth, tls);
+      const sent =
+        oauth === null
+          ? this.deps.sender.send(delivery.url, headers, body, undefined, tls)
+          : this.sendWithToken(delivery.url, headers, body, sealed, oauth, tls);
+      // A receiver that echoes its request shows none of the secrets it was sent.
+      return sent.then((result) => masked(result, sentForms));
     }
     const password =
       delivery.urlPassword === null
@@ -218,11 +225,12 @@ export class AttemptRunner {
     if ('failure' in first) return first.failure;
     headers.authorization = `Bearer ${first.token}`;
     const answer = await this.deps.sender.send(url, headers, body, undefined, tls);
-    if (answer.status !== 401) return answer;
+    if (answer.status !== 401) return masked(answer, credentialForms([first.token]));
     const renewed = await this.tokens.token(key, oauth, first.token);
     if ('failure' in renewed) return renewed.failure;
     headers.authorization = `Bearer ${renewed.token}`;
-    return this.deps.sender.send(url, headers, body, undefined, tls);
+    const again = await this.deps.sender.send(url, headers, body, undefined, tls);
+    return masked(again, credentialForms([first.token, renewed.token]));
   }
 
   private openReceiverAuth(sealed: string, delivery: ClaimedDelivery): ReceiverAuthOpened {
@@ -232,10 +240,15 @@ export class AttemptRunner {
       this.deps.secrets.decrypt(sealed, delivery.subscriptionId),
     ) as ReceiverSecrets;
     const certificate = secrets.clientCertificate ?? null;
+    const basic = secrets.auth?.type === 'basic' ? secrets.auth : null;
     return this.receiverAuth.remember(sealed, {
       headers: receiverHeaders(secrets),
       oauth: secrets.auth?.type === 'oauth2_client_credentials' ? secrets.auth : null,
       tls: certificate === null ? undefined : { id: sealed, ...certificate },
+      sentForms: credentialForms(
+        [...Object.values(secrets.headers), ...(basic === null ? [] : [basic.password])],
+        basic === null ? [] : [`${basic.username}:${basic.password}`],
+      ),
     });
   }
 
@@ -245,6 +258,13 @@ export class AttemptRunner {
       this.keys.remember(sealed, this.deps.secrets.decrypt(sealed, subscriptionId))
     );
   }
+}
+
+/** The result with every form of the credentials sent masked in the body the attempt log keeps. */
+function masked(result: SendResult, forms: readonly string[]): SendResult {
+  if (forms.length === 0 || result.body === '') return result;
+  const body = redacted(result.body, forms);
+  return body === result.body ? result : { ...result, body };
 }
 
 /**

@@ -3,6 +3,7 @@ import { createSecureContext, rootCertificates } from 'node:tls';
 import { Agent } from 'undici';
 import { type AddressGuard, literalAddress } from '../domain/address-guard.ts';
 import { type AttemptErrorClass, RESPONSE_EXCERPT_BYTES } from '../domain/attempts.ts';
+import { tlsWords } from '../domain/receiver-auth.ts';
 import { BoundedMap } from '../lib/bounded-map.ts';
 
 /**
@@ -44,7 +45,7 @@ export interface SenderOptions {
 }
 
 /** Response bodies are read up to this and discarded; a longer one costs its connection. */
-const MAX_RESPONSE_BYTES = 64 * 1024;
+export const MAX_RESPONSE_BYTES = 64 * 1024;
 /** Parsed endpoint URLs kept; endpoints are few and each is posted to again and again. */
 const MAX_CACHED_TARGETS = 4096;
 /** Agents with a client certificate kept open; past this, all are closed and made again. */
@@ -257,7 +258,14 @@ export class WebhookSender {
       return result;
     } catch (error) {
       const reason = controller.signal.aborted ? 'timeout' : describeError(error);
-      return { status, error: reason, errorClass: classOf(reason), body: excerpt(kept) };
+      const errorClass = classOf(reason);
+      // A TLS failure has no answer to show: its words say which side refused, and why.
+      let shown = '';
+      if (errorClass === 'tls' && keptBytes === 0) shown = tlsFailure(error, client !== undefined);
+      else if (status === null && client !== undefined && errorClass === 'connection_reset') {
+        shown = CLOSED_WITH_CERTIFICATE;
+      }
+      return { status, error: reason, errorClass, body: shown || excerpt(kept) };
     } finally {
       clearTimeout(timer);
     }
@@ -294,6 +302,41 @@ export class WebhookSender {
 /** The kept start of a body as text (a cut multi-byte character becomes U+FFFD). */
 function excerpt(chunks: Buffer[]): string {
   return chunks.length === 0 ? '' : Buffer.concat(chunks).toString('utf8');
+}
+
+/**
+ * Under TLS 1.3 the client's handshake ends before the server judges its certificate: a server
+ * that refuses it closes the connection, and the alert it sends is lost to the HTTP client.
+ */
+const CLOSED_WITH_CERTIFICATE =
+  'The receiver closed the connection without answering; under TLS 1.3 that is how a receiver refuses a client certificate it does not accept.';
+
+/** Codes of a client certificate this side could not load: the owner's to mend. */
+const OWN_CERTIFICATE_CODES = new Set([
+  'ERR_SSL_EE_KEY_TOO_SMALL',
+  'ERR_SSL_CA_MD_TOO_WEAK',
+  'ERR_OSSL_X509_KEY_VALUES_MISMATCH',
+]);
+
+/**
+ * A TLS failure in words: the receiver's certificate refused here (with the check that failed),
+ * the receiver refusing the handshake (an alert it sent, often about the client certificate), or
+ * a client certificate this side could not present.
+ */
+function tlsFailure(error: unknown, presented: boolean): string {
+  const code = (error as NodeJS.ErrnoException | null)?.code ?? '';
+  const words = tlsWords(error);
+  if (OWN_CERTIFICATE_CODES.has(code)) {
+    return `TLS: the subscription's client certificate cannot be presented: ${words}`;
+  }
+  if (/alert/i.test(words)) {
+    const hint = presented ? '; check that it accepts the client certificate' : '';
+    return `TLS: the receiver refused the handshake (${words})${hint}`;
+  }
+  if (code.startsWith('ERR_TLS_CERT') || (TLS_VERIFY_CODES.has(code) && code !== 'EPROTO')) {
+    return `TLS: the receiver's certificate was refused here: ${words} (${code})`;
+  }
+  return `TLS: the handshake failed: ${words}`;
 }
 
 export function describeError(error: unknown): string {

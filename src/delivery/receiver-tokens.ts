@@ -1,13 +1,16 @@
 import type { OAuth2ClientCredentials } from '../domain/receiver-auth.ts';
+import { credentialForms, redacted } from '../domain/redaction.ts';
 import { BoundedMap } from '../lib/bounded-map.ts';
-import type { SendResult, WebhookSender } from './http-sender.ts';
+import { MAX_RESPONSE_BYTES, type SendResult, type WebhookSender } from './http-sender.ts';
 
 /**
  * OAuth2 access tokens for receivers, by the client credentials grant (RFC 6749 section 4.4):
  * fetched from the subscription's token endpoint through the same guarded sender as deliveries,
  * kept until shortly before `expires_in`, one fetch at a time per subscription however many
  * attempts need one. A token is never logged or stored; a failure is an attempt of class
- * `auth_failed` whose text names the token server's answer, never a secret.
+ * `auth_failed` whose text keeps only the RFC 6749 `error` and `error_description` of the token
+ * server's answer, bounded, with every form of the credentials sent masked: a server that echoes
+ * its request shows nothing of them.
  */
 
 export type TokenResult = { token: string } | { failure: SendResult };
@@ -18,8 +21,11 @@ interface Held {
   renewAt: number;
 }
 
-/** A token answer's body is read up to this (JWTs run to a few KiB). */
-const TOKEN_ANSWER_BYTES = 16 * 1024;
+/** A token answer is read whole up to the sender's limit (a JWT with many claims runs to tens of KiB). */
+const TOKEN_ANSWER_BYTES = MAX_RESPONSE_BYTES;
+/** How much of a refusal's `error` and `error_description` is kept. */
+const ERROR_CODE_CHARS = 100;
+const ERROR_DESCRIPTION_CHARS = 300;
 /** Used when the token server names no lifetime. */
 const DEFAULT_LIFETIME_S = 300;
 /** Renewed this share of its lifetime early, at most MAX_EARLY_MS. */
@@ -73,10 +79,17 @@ export class ReceiverTokens {
     if (answer.error !== null)
       return failed(`the token server could not be reached: ${answer.error}`);
     if (answer.status !== 200) {
-      const words = `the token server answered ${answer.status}: ${answer.body.slice(0, 300)}`;
+      const sent = credentialForms(
+        [auth.clientSecret],
+        [client, `${auth.clientId}:${auth.clientSecret}`],
+      );
+      const words = `the token server answered ${answer.status}${refusal(answer.body, sent)}`;
       // RFC 6749 section 5.2: a 4xx is the credentials refused (invalid_client, invalid_scope…).
       const refused = answer.status !== null && answer.status >= 400 && answer.status < 500;
       return failed(words, refused);
+    }
+    if (answer.errorClass === 'body_too_large') {
+      return failed(`the token server's answer is larger than ${TOKEN_ANSWER_BYTES / 1024} KiB`);
     }
     const parsed = tokenAnswer(answer.body);
     if (typeof parsed === 'string') return failed(`the token server's answer ${parsed}`);
@@ -109,6 +122,31 @@ function tokenAnswer(body: string): { token: string; expiresIn: number | null } 
   const expiresIn =
     typeof answer.expires_in === 'number' && answer.expires_in > 0 ? answer.expires_in : null;
   return { token: answer.access_token, expiresIn };
+}
+
+/**
+ * A refusal's RFC 6749 `error` and `error_description` (section 5.2), bounded and with the
+ * credentials sent masked; nothing else of the answer, which may echo the request.
+ */
+function refusal(body: string, sent: readonly string[]): string {
+  let json: unknown;
+  try {
+    json = JSON.parse(body);
+  } catch {
+    return ' (no RFC 6749 error in its answer)';
+  }
+  const answer = (typeof json === 'object' && json !== null ? json : {}) as Record<string, unknown>;
+  if (typeof answer.error !== 'string') return ' (no RFC 6749 error in its answer)';
+  const shown = (text: string, limit: number) =>
+    // Control characters would break the attempt log's one-line words.
+    redacted(text, sent)
+      .replace(/\p{Cc}+/gu, ' ')
+      .slice(0, limit);
+  const description =
+    typeof answer.error_description === 'string'
+      ? ` (${shown(answer.error_description, ERROR_DESCRIPTION_CHARS)})`
+      : '';
+  return `: ${shown(answer.error, ERROR_CODE_CHARS)}${description}`;
 }
 
 function failed(error: string, credentialsRefused = false): TokenResult {

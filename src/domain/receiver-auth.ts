@@ -1,4 +1,5 @@
-import { createPrivateKey, X509Certificate } from 'node:crypto';
+import { createPrivateKey, type KeyObject, X509Certificate } from 'node:crypto';
+import { createSecureContext } from 'node:tls';
 import type { FieldErrors } from '../lib/problems.ts';
 
 /**
@@ -115,7 +116,13 @@ function certificateShown(pem: string): ClientCertificateShown {
   };
 }
 
-/** What is wrong with a client certificate and its key at `now`, keyed by member; empty if none. */
+/**
+ * What is wrong with a client certificate and its key at `now`, keyed by member; empty if none.
+ * Refused here is what the TLS stack would refuse to present, so that no subscription is stored
+ * whose every attempt would fail `tls`: a certificate outside its validity, a key that does not
+ * match it, and one the TLS stack will not load (a key too weak for its security level, a
+ * signature digest it no longer takes).
+ */
 function certificateFaults(input: ClientCertificate, now: Date): FieldErrors {
   let certificate: X509Certificate;
   try {
@@ -123,15 +130,17 @@ function certificateFaults(input: ClientCertificate, now: Date): FieldErrors {
   } catch {
     return { 'clientCertificate.certificate': ['is not a PEM certificate'] };
   }
+  const starts = new Date(certificate.validFrom);
+  if (starts.getTime() > now.getTime()) {
+    return { 'clientCertificate.certificate': [`is not valid before ${starts.toISOString()}`] };
+  }
   const expires = new Date(certificate.validTo);
   if (!(expires.getTime() > now.getTime())) {
     return { 'clientCertificate.certificate': [`expired on ${expires.toISOString()}`] };
   }
+  let key: KeyObject;
   try {
-    const key = createPrivateKey(input.privateKey);
-    if (!certificate.checkPrivateKey(key)) {
-      return { 'clientCertificate.privateKey': ['does not match the certificate'] };
-    }
+    key = createPrivateKey(input.privateKey);
   } catch {
     return {
       'clientCertificate.privateKey': [
@@ -139,7 +148,44 @@ function certificateFaults(input: ClientCertificate, now: Date): FieldErrors {
       ],
     };
   }
+  if (!certificate.checkPrivateKey(key)) {
+    return { 'clientCertificate.privateKey': ['does not match the certificate'] };
+  }
+  try {
+    createSecureContext({ cert: input.certificate, key: input.privateKey });
+  } catch (error) {
+    return { 'clientCertificate.certificate': [unusableCertificate(error, key)] };
+  }
   return {};
+}
+
+/** Why the TLS stack would not present a certificate, in the owner's words. */
+function unusableCertificate(error: unknown, key: KeyObject): string {
+  const code = (error as NodeJS.ErrnoException).code ?? '';
+  const bits = key.asymmetricKeyDetails?.modulusLength;
+  const size = bits === undefined ? '' : ` (${key.asymmetricKeyType} ${bits} bits)`;
+  if (code === 'ERR_SSL_EE_KEY_TOO_SMALL') {
+    return `cannot be presented: its key${size} is too weak for TLS's default security level: use a stronger key`;
+  }
+  if (code === 'ERR_SSL_CA_MD_TOO_WEAK') {
+    return 'cannot be presented: its signature digest (MD5 or SHA-1) is too weak for TLS';
+  }
+  return `cannot be presented by TLS: ${tlsWords(error)}`;
+}
+
+/**
+ * An OpenSSL error's reason and detail, without its codes, function and source position
+ * (`…:error:0A000410:SSL routines:ssl3_read_bytes:sslv3 alert handshake failure:…:SSL alert
+ * number 40` is `sslv3 alert handshake failure, SSL alert number 40`).
+ */
+export function tlsWords(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  const openssl = /error:[0-9A-F]+:[^:]*:[^:]*:([^:\n]+)(?::[^:\n]*:\d+:([^\n]*))?/i.exec(message);
+  if (openssl === null) return message.trim();
+  return [openssl[1], openssl[2]]
+    .filter((part) => part !== undefined && part.trim() !== '')
+    .map((part) => part.trim())
+    .join(', ');
 }
 
 /** The shown form of stored secrets. */

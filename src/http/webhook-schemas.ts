@@ -68,7 +68,7 @@ const BasicAuthBody = Type.Object(
 const OAuth2Fields = {
   type: Type.Literal('oauth2_client_credentials', {
     description:
-      'An OAuth2 access token by the client credentials grant (RFC 6749 section 4.4), sent as `Authorization: Bearer`. The worker fetches one from `tokenUrl` (client authentication by HTTP Basic), keeps it until shortly before `expires_in`, and on a 401 from the receiver fetches a new one once before counting the attempt failed. A token server that refuses or cannot be reached fails the attempt with `errorClass` `auth_failed`; its refusal (a 4xx) counts toward auto-pause as a receiver 4xx does.',
+      "An OAuth2 access token by the client credentials grant (RFC 6749 section 4.4), sent as `Authorization: Bearer`. The worker fetches one from `tokenUrl` (client authentication by HTTP Basic), keeps it until shortly before `expires_in`, and on a 401 from the receiver fetches a new one once before counting the attempt failed. A token server that refuses or cannot be reached fails the attempt with `errorClass` `auth_failed`; its refusal (a 4xx) counts toward auto-pause as a receiver 4xx does. The attempt's `responseBody` keeps only the RFC 6749 `error` and `error_description` of a refusal; in it, and in any receiver answer, every form of a credential sent (plain, URL-encoded, base64 in Basic) reads `***`.",
   }),
   tokenUrl: Type.String({
     maxLength: 2048,

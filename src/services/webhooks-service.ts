@@ -382,9 +382,13 @@ export class WebhooksService {
    */
   private async checkTokenUrl(auth: ReceiverAuthScheme | null | undefined): Promise<void> {
     if (auth?.type !== 'oauth2_client_credentials') return;
+    // The scheme first, as the URL parser reads it (`HTTPS:` is https): a token endpoint is never
+    // a broker, so the guard's broker hints do not apply.
+    const url = URL.canParse(auth.tokenUrl) ? new URL(auth.tokenUrl) : null;
+    if (url === null) throw fieldError('auth.tokenUrl', 'must be a valid https URL');
+    if (url.protocol !== 'https:') throw fieldError('auth.tokenUrl', 'must use https');
     const check = await this.deps.guard.checkUrl(auth.tokenUrl);
     if (!check.ok) throw fieldError('auth.tokenUrl', check.reason);
-    if (!auth.tokenUrl.startsWith('https://')) throw fieldError('auth.tokenUrl', 'must be https');
   }
 
   /** The URL's check alone (a new URL for an existing endpoint): outside any transaction. */

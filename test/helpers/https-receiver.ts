@@ -56,10 +56,11 @@ async function signedPair(
   subject: string,
   days: string,
   extra: string[] = [],
+  key: string[] = EC_KEY,
 ): Promise<void> {
   await run('openssl', [
     'req',
-    ...EC_KEY,
+    ...key,
     '-keyout',
     file(`${name}.key`),
     '-out',
@@ -127,6 +128,8 @@ export interface ClientPki {
   other: ClientPair;
   /** Valid 10 days: within the 14-day warning. */
   soon: ClientPair;
+  /** An RSA key of 512 bits: too weak for TLS's default security level. */
+  weak: ClientPair;
 }
 
 /** A client CA and what it signs (openssl, EC P-256, like testCa), for mutual-TLS receivers. */
@@ -135,8 +138,8 @@ export async function testClientPki(): Promise<ClientPki> {
   const file = (name: string) => join(dir, name);
   try {
     await selfSignedCa(file, '/CN=client test CA');
-    const issue = async (name: string, days: string): Promise<ClientPair> => {
-      await signedPair(file, name, `/CN=${name}/O=Tour Ops`, days);
+    const issue = async (name: string, days: string, key = EC_KEY): Promise<ClientPair> => {
+      await signedPair(file, name, `/CN=${name}/O=Tour Ops`, days, [], key);
       return {
         certificate: readFileSync(file(`${name}.pem`), 'utf8'),
         privateKey: readFileSync(file(`${name}.key`), 'utf8'),
@@ -147,6 +150,7 @@ export async function testClientPki(): Promise<ClientPki> {
       client: await issue('tourops-client', '30'),
       other: await issue('someone-else', '30'),
       soon: await issue('expiring-soon', '10'),
+      weak: await issue('weak-key', '30', ['-newkey', 'rsa:512', '-nodes']),
     };
   } finally {
     rmSync(dir, { recursive: true, force: true });
