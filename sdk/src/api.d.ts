@@ -1330,7 +1330,7 @@ export interface components {
                 password: "***";
             } | {
                 /**
-                 * @description An OAuth2 access token by the client credentials grant (RFC 6749 section 4.4), sent as `Authorization: Bearer`. The worker fetches one from `tokenUrl` (client authentication by HTTP Basic), keeps it until shortly before `expires_in`, and on a 401 from the receiver fetches a new one once before counting the attempt failed. A token server that refuses or cannot be reached fails the attempt with `errorClass` `auth_failed`; its refusal (a 4xx) counts toward auto-pause as a receiver 4xx does.
+                 * @description An OAuth2 access token by the client credentials grant (RFC 6749 section 4.4), sent as `Authorization: Bearer`. The worker fetches one from `tokenUrl` (client authentication by HTTP Basic), keeps it until shortly before `expires_in`, and on a 401 from the receiver fetches a new one once before counting the attempt failed. A token server that refuses or cannot be reached fails the attempt with `errorClass` `auth_failed`; its refusal (a 4xx) counts toward auto-pause as a receiver 4xx does. The attempt's `responseBody` keeps only the RFC 6749 `error` and `error_description` of a refusal; in it, and in any receiver answer, every form of a credential sent (plain, URL-encoded, base64 in Basic) reads `***`.
                  * @enum {string}
                  */
                 type: "oauth2_client_credentials";
@@ -5431,7 +5431,7 @@ export interface operations {
                         password: string;
                     } | {
                         /**
-                         * @description An OAuth2 access token by the client credentials grant (RFC 6749 section 4.4), sent as `Authorization: Bearer`. The worker fetches one from `tokenUrl` (client authentication by HTTP Basic), keeps it until shortly before `expires_in`, and on a 401 from the receiver fetches a new one once before counting the attempt failed. A token server that refuses or cannot be reached fails the attempt with `errorClass` `auth_failed`; its refusal (a 4xx) counts toward auto-pause as a receiver 4xx does.
+                         * @description An OAuth2 access token by the client credentials grant (RFC 6749 section 4.4), sent as `Authorization: Bearer`. The worker fetches one from `tokenUrl` (client authentication by HTTP Basic), keeps it until shortly before `expires_in`, and on a 401 from the receiver fetches a new one once before counting the attempt failed. A token server that refuses or cannot be reached fails the attempt with `errorClass` `auth_failed`; its refusal (a 4xx) counts toward auto-pause as a receiver 4xx does. The attempt's `responseBody` keeps only the RFC 6749 `error` and `error_description` of a refusal; in it, and in any receiver answer, every form of a credential sent (plain, URL-encoded, base64 in Basic) reads `***`.
                          * @enum {string}
                          */
                         type: "oauth2_client_credentials";
@@ -6186,7 +6186,7 @@ export interface operations {
                         password: string;
                     } | {
                         /**
-                         * @description An OAuth2 access token by the client credentials grant (RFC 6749 section 4.4), sent as `Authorization: Bearer`. The worker fetches one from `tokenUrl` (client authentication by HTTP Basic), keeps it until shortly before `expires_in`, and on a 401 from the receiver fetches a new one once before counting the attempt failed. A token server that refuses or cannot be reached fails the attempt with `errorClass` `auth_failed`; its refusal (a 4xx) counts toward auto-pause as a receiver 4xx does.
+                         * @description An OAuth2 access token by the client credentials grant (RFC 6749 section 4.4), sent as `Authorization: Bearer`. The worker fetches one from `tokenUrl` (client authentication by HTTP Basic), keeps it until shortly before `expires_in`, and on a 401 from the receiver fetches a new one once before counting the attempt failed. A token server that refuses or cannot be reached fails the attempt with `errorClass` `auth_failed`; its refusal (a 4xx) counts toward auto-pause as a receiver 4xx does. The attempt's `responseBody` keeps only the RFC 6749 `error` and `error_description` of a refusal; in it, and in any receiver answer, every form of a credential sent (plain, URL-encoded, base64 in Basic) reads `***`.
                          * @enum {string}
                          */
                         type: "oauth2_client_credentials";
