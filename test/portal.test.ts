@@ -452,6 +452,37 @@ for (const backend of BACKENDS) {
         ]),
         ['events.1'],
       );
+      // Every field is held to its API twin's rule, on both backends alike: the idempotency key
+      // as the Idempotency-Key header, a NUL or a number past the double range as in a body.
+      const heldToTheApi = async (fields: Array<[string, string]>, key: string) => {
+        const answer = await client.post(`/portal/endpoints/${id}`, [
+          ['_csrf', token],
+          ['idempotencyKey', key],
+          ['events', 'client.created'],
+          ...(fields.some(([name]) => name === 'url') ? [] : [['url', before.subscription.url]]),
+          ...fields,
+        ] as Array<[string, string]>);
+        assert.equal(answer.statusCode, 422, answer.body.slice(0, 300));
+        return [...answer.body.matchAll(/<li><code>([^<]+)<\/code>/g)].map((m) => m[1]).sort();
+      };
+      const fresh = crypto.randomUUID();
+      assert.deepEqual(await heldToTheApi([], 'a\u0000b'), ['idempotencyKey']);
+      assert.deepEqual(await heldToTheApi([], 'k'.repeat(256)), ['idempotencyKey']);
+      assert.deepEqual(await heldToTheApi([], 'caf\u00e9'), ['idempotencyKey']);
+      assert.deepEqual(await heldToTheApi([['url', 'https://a\u0000b.test/']], fresh), ['url']);
+      assert.deepEqual(
+        await heldToTheApi([['filter', '{"data.amountCents": {"$lt": 1e309}}']], fresh),
+        ['filter.data.amountCents.$lt'],
+      );
+      // A key of 255 characters, the API's longest, is taken.
+      const longest = await client.post(`/portal/endpoints/${id}`, [
+        ['_csrf', token],
+        ['idempotencyKey', 'k'.repeat(255)],
+        ['events', 'client.created'],
+        ['url', before.subscription.url],
+      ]);
+      assert.ok(longest.statusCode < 400, `${longest.statusCode} ${longest.body.slice(0, 300)}`);
+
       // Names an object already has (its prototype's) are unknown fields like any other, on every
       // form: none may slip past as the object's own.
       for (const name of [

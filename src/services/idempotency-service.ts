@@ -86,9 +86,10 @@ export class IdempotencyService {
       .digest('hex');
   }
 
-  assertValidKey(key: string | string[]): asserts key is string {
+  /** `field`: how the caller names the key (the API's header, a portal form's field). */
+  assertValidKey(key: unknown, field = 'Idempotency-Key'): asserts key is string {
     if (typeof key !== 'string' || !KEY_PATTERN.test(key)) {
-      throw fieldError('Idempotency-Key', 'must be 1 to 255 printable ASCII characters');
+      throw fieldError(field, 'must be 1 to 255 printable ASCII characters');
     }
   }
 

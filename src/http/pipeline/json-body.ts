@@ -91,9 +91,15 @@ function faults(value: unknown, path: string[], out: FieldErrors): void {
  */
 export function unkeptValuesProblem(text: string, value: unknown) {
   if (!SUSPECT.test(text)) return null;
+  const errors = unkeptValues(value);
+  return Object.keys(errors).length === 0 ? null : validationFailed(errors);
+}
+
+/** The faults of `unkeptValuesProblem` in any value (a portal form, a body made from one). */
+export function unkeptValues(value: unknown): FieldErrors {
   const errors: FieldErrors = Object.create(null);
   faults(value, [], errors);
-  return Object.keys(errors).length === 0 ? null : validationFailed(errors);
+  return errors;
 }
 
 /**

@@ -2,6 +2,7 @@ import type { TSchema } from '@sinclair/typebox';
 import Ajv, { type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 import { type FieldErrors, validationFailed } from '../../lib/problems.ts';
+import { unkeptValues } from '../pipeline/json-body.ts';
 import { toProblem } from '../pipeline/problem-reply.ts';
 
 /**
@@ -118,6 +119,8 @@ export function bodyOf<T>(
     }
   }
   Object.assign(body, fixed);
+  // What the API's JSON parser refuses (a number past the double range in a filter, a NUL).
+  for (const [path, messages] of Object.entries(unkeptValues(body))) errors[path] ??= messages;
   if (validate(body) && Object.keys(errors).length === 0) return body as T;
   const problem = toProblem(
     Object.assign(new Error('invalid form'), { validation: validate.errors ?? [] }),

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import cookie from '@fastify/cookie';
 import csrf from '@fastify/csrf-protection';
@@ -6,12 +6,13 @@ import formbody from '@fastify/formbody';
 import helmet from '@fastify/helmet';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { isDatabaseUnavailable } from '../../db/unavailable.ts';
-import { ApiProblem, rateLimited } from '../../lib/problems.ts';
+import { ApiProblem, rateLimited, validationFailed } from '../../lib/problems.ts';
 import type { RateLimits } from '../../rate-limit/rate-limits.ts';
 import { IdempotencyService } from '../../services/idempotency-service.ts';
 import type { Services } from '../../services/index.ts';
 import { PORTAL_SESSION_TTL_MS, type PortalSession } from '../../services/portal-service.ts';
 import { ipGuardHook } from '../pipeline/auth.ts';
+import { unkeptValues } from '../pipeline/json-body.ts';
 import { type Frame, sendPage } from './layout.ts';
 import { messagePage, signInPage, type View } from './pages.ts';
 import { portalPages } from './routes.ts';
@@ -154,6 +155,12 @@ export const portal: FastifyPluginAsync<PortalOptions> = async (app, { services,
         done();
         return;
       }
+      // A form field is held to what an API body is (no NUL, which PostgreSQL cannot store).
+      const unkept = unkeptValues(request.body ?? {});
+      if (Object.keys(unkept).length > 0) {
+        done(validationFailed(unkept));
+        return;
+      }
       signedIn.csrfProtection(request, reply, (error?: Error) => {
         if (error) done(error);
         else if (request.portal?.readOnly && request.url !== '/portal/sign-out') {
@@ -204,12 +211,15 @@ async function once<T>(
 ): Promise<T> {
   const body = (request.body ?? {}) as Record<string, unknown>;
   const key = body.idempotencyKey;
-  if (typeof key !== 'string' || key === '') return work();
+  if (key === undefined || key === '') return work();
+  // The API's rule for its Idempotency-Key header, named by the form's field.
+  services.idempotency.assertValidKey(key, 'idempotencyKey');
   const { _csrf: _token, ...fields } = body;
   const { answer } = await services.idempotency.run(
     {
       tenantId: sessionOf(request).tenantId,
-      key: `portal:${key}`,
+      // Apart from the API's keys, and of a length any valid key fits in.
+      key: `portal:${createHash('sha256').update(String(key)).digest('hex')}`,
       fingerprint: IdempotencyService.fingerprint('POST', request.url, JSON.stringify(fields)),
     },
     async () => ({
