@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import {
   NO_RECEIVER_SECRETS,
@@ -59,6 +60,71 @@ describe('receiver authentication: what a create or PATCH leaves', () => {
     );
     assert.ok('errors' in otherServer);
     assert.match(otherServer.errors['auth.clientSecret'][0], /same tokenUrl/);
+  });
+
+  it('refuses every name docs/api-behaviour.md refuses, by class, and takes the names beside them', () => {
+    const refused = [
+      'Service-Signature',
+      'service-foo',
+      'webhook-id',
+      'Webhook-Foo',
+      'WEBHOOK-SIGNATURE-V2',
+      'Connection',
+      'Keep-Alive',
+      'TE',
+      'Trailer',
+      'Transfer-Encoding',
+      'Upgrade',
+      'Proxy-Authorization',
+      'proxy-anything',
+      'Host',
+      'Content-Type',
+      'content-anything',
+      'User-Agent',
+      'Expect',
+      'traceparent',
+      'tracestate',
+      'baggage',
+    ];
+    for (const name of refused) {
+      const result = nextReceiverSecrets({ headers: { [name]: 'v' } }, NO_RECEIVER_SECRETS, true);
+      assert.ok('errors' in result, name);
+      assert.deepEqual(Object.keys(result.errors), [`headers.${name}`], name);
+    }
+    for (const name of [
+      'X-Webhook-Foo',
+      'Webhooks',
+      'X-Service-Id',
+      'Authorization',
+      'X-Api-Key',
+    ]) {
+      const result = nextReceiverSecrets({ headers: { [name]: 'v' } }, NO_RECEIVER_SECRETS, true);
+      assert.ok('secrets' in result, `${name}: ${JSON.stringify(result)}`);
+    }
+    const withAuth = nextReceiverSecrets(
+      { headers: { Authorization: 'v' }, auth: { type: 'basic', username: 'u', password: 'p' } },
+      NO_RECEIVER_SECRETS,
+      true,
+    );
+    assert.ok('errors' in withAuth);
+    assert.deepEqual(Object.keys(withAuth.errors), ['headers.Authorization']);
+    // The docs name each class refused here.
+    const docs = readFileSync(new URL('../../docs/api-behaviour.md', import.meta.url), 'utf8');
+    const sentence = /Refused names: ([^.]+)\./.exec(docs.replace(/\s+/g, ' '))?.[1] ?? '';
+    for (const named of [
+      '`Service-…`',
+      '`webhook-…`',
+      'hop-by-hop',
+      '`proxy-…`',
+      '`host`',
+      '`content-…`',
+      '`user-agent`',
+      '`expect`',
+      'trace context',
+      '`authorization` while `auth` is set',
+    ]) {
+      assert.ok(sentence.includes(named), `the docs name ${named}: ${sentence}`);
+    }
   });
 
   it('shows names and schemes, never a secret; Basic becomes one Authorization header', () => {

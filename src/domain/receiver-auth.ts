@@ -21,7 +21,7 @@ const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$/;
 /** Visible ASCII, spaces and tabs inside: a header value (no CR, LF or other controls). */
 const HEADER_VALUE = /^[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?$/;
 
-/** Names a subscription may never set: ours, Standard Webhooks', hop-by-hop, framing. */
+/** Names a subscription may never set beside the prefixes below: hop-by-hop, framing, tracing. */
 const RESERVED_NAMES = new Set([
   'host',
   'connection',
@@ -35,9 +35,6 @@ const RESERVED_NAMES = new Set([
   'upgrade',
   'expect',
   'user-agent',
-  'webhook-id',
-  'webhook-timestamp',
-  'webhook-signature',
   'traceparent',
   'tracestate',
   'baggage',
@@ -209,6 +206,10 @@ function nameFault(name: string, withAuth: boolean): string | null {
   const lower = name.toLowerCase();
   if (!HEADER_NAME.test(name)) return "is not a header name (letters, digits and !#$%&'*+.^_`|~-)";
   if (lower.startsWith('service-')) return 'is a header of ours (Service-…): it cannot be set';
+  // Standard Webhooks names its headers `webhook-…`, and may add more: the prefix is theirs.
+  if (lower.startsWith('webhook-')) {
+    return 'is a Standard Webhooks header name (webhook-…): it cannot be set';
+  }
   if (RESERVED_NAMES.has(lower) || lower.startsWith('proxy-')) {
     return 'is set by the sender or the connection: it cannot be set';
   }
