@@ -6,7 +6,7 @@ import { CLUSTER_NOTIFY_MESSAGE } from './db/notifier.ts';
 import { DEFAULT_MAX_PER_SUBSCRIPTION, DEFAULT_MAX_RUNNING } from './delivery/worker.ts';
 import { CLUSTER_METRICS_MESSAGE } from './lib/metrics.ts';
 import { createRuntime } from './runtime.ts';
-import { adminApiLine, checkListenAddress, warnAtStartup } from './serve.ts';
+import { adminApiLine, checkListenAddress, listeningLine, warnAtStartup } from './serve.ts';
 
 /** More unplanned exits than this within RESTART_WINDOW_MS: the service is broken, stop it. */
 const MAX_RESTARTS = 5;
@@ -111,7 +111,7 @@ export async function servePrimary(config: Config, processes: number): Promise<v
     ),
   );
   process.stdout.write(
-    `\nTour-operator API listening on ${config.publicBaseUrl} (${describeDatabase(config)}, ${processes} processes)\n` +
+    `\n${listeningLine(config, `${describeDatabase(config)}, ${processes} processes`)}\n` +
       `OpenAPI document: ${config.publicBaseUrl}/v1/openapi.json\n${adminApiLine(config)}\n\n`,
   );
 }

@@ -59,9 +59,7 @@ export async function serve(
   if (options.worker) worker = startWorker(runtime, options.workerOptions);
   // The primary announces a cluster once all its processes listen.
   if (inCluster) return;
-  process.stdout.write(
-    `\nTour-operator API listening on ${config.publicBaseUrl} (${describeDatabase(config)})\n`,
-  );
+  process.stdout.write(`\n${listeningLine(config, describeDatabase(config))}\n`);
   if (demo) {
     process.stdout.write(`\n${demoInstructions(demo, config.publicBaseUrl)}\n`);
   } else if (options.seedDemo) {
@@ -72,6 +70,21 @@ export async function serve(
   process.stdout.write(
     `OpenAPI document: ${config.publicBaseUrl}/v1/openapi.json\n${adminApiLine(config)}\n\n`,
   );
+}
+
+/**
+ * The start-up line naming where the process listens, and the public URL when it is on another
+ * port (behind a load balancer or a TLS proxy): an operator checking a node needs the first.
+ */
+export function listeningLine(config: Config, details: string): string {
+  const listen = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${config.port}`;
+  const publicUrl = new URL(config.publicBaseUrl);
+  const publicPort = Number(publicUrl.port || (publicUrl.protocol === 'https:' ? 443 : 80));
+  const where =
+    publicPort === config.port
+      ? config.publicBaseUrl
+      : `${listen} (public URL ${config.publicBaseUrl})`;
+  return `Tour-operator API listening on ${where} (${details})`;
 }
 
 /**

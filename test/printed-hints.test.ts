@@ -16,6 +16,8 @@ for (const backend of BACKENDS) {
     it('the curl line of the first start, then the token hint of the next one', async () => {
       const first = await npmStart(database.env);
       try {
+        // The public URL is where it listens: one address.
+        assert.match(first.banner, /listening on http:\/\/localhost:\d+ \(/);
         const curl = first.banner.split('\n').find((line) => line.trim().startsWith('curl '));
         assert.ok(curl, first.banner);
         const answer = JSON.parse(runShell(curl.trim()));
@@ -24,8 +26,16 @@ for (const backend of BACKENDS) {
         await first.stop();
       }
       // Not empty now: the banner says how to mint a token, for this database.
-      const second = await npmStart(database.env);
+      // Behind a balancer the public URL is elsewhere: the banner names where this node listens.
+      const second = await npmStart({ ...database.env, PUBLIC_BASE_URL: 'http://127.0.0.1:8080' });
       try {
+        const port = new URL(second.baseUrl).port;
+        assert.match(
+          second.banner,
+          new RegExp(
+            `listening on http://127\\.0\\.0\\.1:${port} \\(public URL http://127\\.0\\.0\\.1:8080\\)`,
+          ),
+        );
         const hint = /Mint a token with: (.+)$/m.exec(second.banner)?.[1];
         assert.ok(hint, second.banner);
         // In the directory of the repository, with none of the server's variables: the hint
