@@ -486,6 +486,11 @@ export function cliEnvPrefix(config: Config): string {
 }
 
 /** "SQLite in /path" or "PostgreSQL at host/db", never the password. */
+/** The embedded database's file in DATA_DIR. */
+export function embeddedDatabaseFile(dataDir: string): string {
+  return join(dataDir, 'tourops.sqlite');
+}
+
 export function describeDatabase(config: Config): string {
   if (!config.databaseUrl) return `SQLite in ${config.dataDir}`;
   try {

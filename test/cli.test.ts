@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import pino from 'pino';
@@ -413,6 +414,34 @@ describe('tourops CLI (command line)', () => {
     assertFails(sub, 2, /unknown command "token frob"/);
     assertFails(option, 2, /unknown option --verbose/);
     assertFails(json, 2, /--json is not available for serve/);
+  });
+
+  it('a command on a DATA_DIR holding no database says so, and leaves nothing there', async () => {
+    const empty = mkdtempSync(join(tmpdir(), 'tourops-no-db-'));
+    const missing = join(empty, 'data');
+    try {
+      for (const command of [
+        'tenant list',
+        'token list --tenant demo',
+        'webhook list --tenant demo',
+        'listen --tenant demo --forward-to http://127.0.0.1:9/hook',
+      ]) {
+        const result = await tourops(command, { DATA_DIR: missing });
+        assertFails(
+          result,
+          1,
+          /^tourops: DATA_DIR: there is no database at .*tourops\.sqlite; set DATA_DIR to the server's/,
+        );
+        assert.equal(existsSync(missing), false, `${command} made ${missing}`);
+      }
+      // A first tenant may make one.
+      assertOk(
+        await tourops('tenant create --name Sol --slug sol --tier pro', { DATA_DIR: missing }),
+      );
+      assert.equal(existsSync(join(missing, 'tourops.sqlite')), true);
+    } finally {
+      rmSync(empty, { recursive: true, force: true });
+    }
   });
 
   it('a bad environment variable stops with one line naming it, exit 1', async () => {

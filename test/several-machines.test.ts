@@ -1,12 +1,16 @@
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
 import pg from 'pg';
 import { freePort } from '../bench/processes.ts';
 import { ADMIN_TOKEN, BACKENDS, createTestDatabase, type TestDatabase } from './helpers/context.ts';
 import { DEPLOY_CONFIG, replaceOnce, type StatRow, startHaproxy } from './helpers/haproxy.ts';
 import { HttpsReceiver, testCa } from './helpers/https-receiver.ts';
-import { type ChildService, startTourops } from './helpers/processes.ts';
+import { type ChildService, ROOT, startTourops } from './helpers/processes.ts';
 import { WORKER_READY } from './helpers/worker-processes.ts';
 
 // The several-machines guide (docs/operations.md) as real processes: three `tourops serve
@@ -141,6 +145,18 @@ function drive(
   return load;
 }
 
+/** docs/operations.md's `node_up`: whether the balancer has a node UP, by its stats socket. */
+const DOCUMENTED_SOCKET = '/run/haproxy/tourops.sock';
+const NODE_UP = (() => {
+  const guide = readFileSync(join(ROOT, 'docs', 'operations.md'), 'utf8');
+  const found = /^node_up\(\) \{.*?^\}$/ms.exec(guide)?.[0];
+  if (found === undefined || !found.includes(DOCUMENTED_SOCKET)) {
+    throw new Error('docs/operations.md has no node_up() on the stats socket: this test runs it');
+  }
+  return found;
+})();
+const execFileAsync = promisify(execFile);
+
 const backendRow = (rows: StatRow[]) =>
   rows.find((r) => r.pxname === 'tourops_api' && r.svname === 'BACKEND');
 
@@ -174,6 +190,15 @@ if (BACKENDS.includes('postgres')) {
           if (i > 200) throw new Error(`${server} not UP in 20 s: ${row?.status}`);
           await sleep(100);
         }
+      }
+    };
+
+    /** The guide's own wait (its `node_up`, on each balancer's socket), run by a shell. */
+    const untilUpAsDocumented = async (server: string) => {
+      for (const balancer of balancers) {
+        const script = `${NODE_UP.replaceAll(DOCUMENTED_SOCKET, balancer.socket)}
+until node_up ${server}; do sleep 0.5; done`;
+        await execFileAsync('timeout', ['20', 'sh', '-ec', script]);
       }
     };
 
@@ -276,12 +301,13 @@ if (BACKENDS.includes('postgres')) {
       const noRetries = drive('no-retry', balancers[1].port, token, 3);
       loads.push(retrying, noRetries);
       await sleep(500);
-      // The API nodes in turn, and beside them the workers in turn.
+      // The API nodes in turn, each waited for as docs/operations.md says, and beside them the
+      // workers in turn.
       const rollNodes = async () => {
         for (let i = 0; i < API_NODES; i++) {
           assert.equal(await nodes[i].stop('SIGTERM'), 0, `api${i + 1} stopped cleanly`);
           nodes[i] = await startNode(i);
-          await untilUp(`api${i + 1}`);
+          await untilUpAsDocumented(`api${i + 1}`);
         }
       };
       const rollWorkers = async () => {

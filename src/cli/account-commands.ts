@@ -56,8 +56,9 @@ export const tenantCreateCommand: Command = {
     if (problems.length > 0 || name === undefined || slug === undefined || !isTier(tier)) {
       throw new UsageError(problems.join('; '), command);
     }
-    const tenant = await ctx.withRuntime((runtime) =>
-      runtime.services.tenants.create({ name, slug, tier }),
+    const tenant = await ctx.withRuntime(
+      (runtime) => runtime.services.tenants.create({ name, slug, tier }),
+      { creates: true },
     );
     ctx.print(
       `Tenant "${tenant.slug}" created: ${tenant.id} (tier ${tenant.tier}).\n` +

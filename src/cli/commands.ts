@@ -164,7 +164,7 @@ const demoCommand: Command = {
   options: {},
   json: true,
   async run(ctx) {
-    const demo = await ctx.withRuntime((runtime) => seedDemo(runtime));
+    const demo = await ctx.withRuntime((runtime) => seedDemo(runtime), { creates: true });
     const baseUrl = ctx.config().publicBaseUrl;
     ctx.print(`${demoInstructions(demo, baseUrl)}(with the API running: tourops serve)\n`, demo);
     return 'done';

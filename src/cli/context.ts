@@ -1,5 +1,6 @@
+import { existsSync } from 'node:fs';
 import type pino from 'pino';
-import { type Config, loadConfig } from '../config.ts';
+import { type Config, ConfigError, embeddedDatabaseFile, loadConfig } from '../config.ts';
 import type { Runtime } from '../runtime.ts';
 
 interface Output {
@@ -24,9 +25,13 @@ export interface CommandContext {
    * a SECRET_KEY unless `needsKey` (the command seals or opens secrets); one that is there is
    * still checked against the database.
    */
+  /**
+   * `creates`: the command may make the embedded database (a first tenant); any other works on
+   * the server's, and a DATA_DIR holding none is refused before anything is written there.
+   */
   withRuntime<T>(
     work: (runtime: Runtime) => Promise<T>,
-    options?: { needsKey?: boolean },
+    options?: { needsKey?: boolean; creates?: boolean },
   ): Promise<T>;
   /** The human text, or with --json the value as JSON. Both on stdout. */
   print(human: string, json: unknown): void;
@@ -43,6 +48,12 @@ export function createCommandContext(io: CliIo, json: boolean): CommandContext {
     },
     async withRuntime(work, options = {}) {
       const runtimeConfig = context.config();
+      const file = embeddedDatabaseFile(runtimeConfig.dataDir);
+      if (!runtimeConfig.databaseUrl && !options.creates && !existsSync(file)) {
+        throw new ConfigError(
+          `DATA_DIR: there is no database at ${file}; set DATA_DIR to the server's (or DATABASE_URL to its PostgreSQL)`,
+        );
+      }
       // Loaded on first use: --help and usage errors then answer without loading the database
       // drivers, the services and Fastify (most of a second).
       const [{ createRuntime }, { default: pino }] = await Promise.all([

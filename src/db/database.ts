@@ -9,7 +9,7 @@ import {
   SqliteDriver,
 } from 'kysely';
 import pg from 'pg';
-import { ConfigError } from '../config.ts';
+import { ConfigError, embeddedDatabaseFile } from '../config.ts';
 import { BoundedMap } from '../lib/bounded-map.ts';
 import { makePrivateDirectory } from '../lib/private-dir.ts';
 import { statementSpan, tracing } from '../lib/tracing.ts';
@@ -208,7 +208,7 @@ function openSqlite(file: string, busyTimeoutMs = 5_000): BetterSqlite3.Database
  * database file private (0600) before SQLite opens it: its WAL and SHM files take the same mode.
  */
 function prepareDataDir(dataDir: string): string {
-  const file = join(dataDir, 'tourops.sqlite');
+  const file = embeddedDatabaseFile(dataDir);
   try {
     makePrivateDirectory(dataDir);
     if (!statSync(dataDir).isDirectory()) {

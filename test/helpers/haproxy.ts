@@ -29,6 +29,8 @@ export type StatRow = Record<string, string>;
  */
 export async function startHaproxy(config: string): Promise<{
   port: number;
+  /** The stats socket's path (`/run/haproxy/tourops.sock` in deploy/haproxy.cfg). */
+  socket: string;
   stats(): Promise<StatRow[]>;
   command(line: string): Promise<string>;
   output(): string;
@@ -86,6 +88,7 @@ export async function startHaproxy(config: string): Promise<{
   }
   return {
     port,
+    socket,
     stats,
     command,
     output,
