@@ -73,7 +73,10 @@ for (const backend of BACKENDS) {
         if (!request.url().startsWith(origin)) problems.push(`another origin: ${request.url()}`);
       });
       page.on('console', (message) => {
-        if (message.type() === 'error') problems.push(`console: ${message.text()}`);
+        // Errors, and Chromium's warnings about the markup (`[DOM] …`, at any level).
+        if (message.type() === 'error' || message.text().startsWith('[DOM]')) {
+          problems.push(`console: ${message.text()}`);
+        }
       });
       page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
       page.on('dialog', (dialog) => {
@@ -101,6 +104,25 @@ for (const backend of BACKENDS) {
         [],
         `axe-core on ${what}`,
       );
+    }
+
+    /**
+     * No box whose content spills out of it (an event name past its cell), at 1280 and 390
+     * pixels wide; scrolling tables, code blocks and form controls aside.
+     */
+    async function nothingSpills(page: Page, what: string): Promise<void> {
+      for (const width of [1280, 390]) {
+        await page.setViewportSize({ width, height: 900 });
+        const spilling = await page.evaluate(() =>
+          [...document.querySelectorAll('body *')]
+            .filter((el) => !el.closest('.table-wrap, pre, textarea, input, select'))
+            .filter((el) => el.clientWidth > 0 && el.scrollWidth > el.clientWidth + 1)
+            .filter((el) => getComputedStyle(el).overflowX === 'visible')
+            .map((el) => `${el.tagName.toLowerCase()} "${el.textContent?.trim().slice(0, 40)}"`),
+        );
+        assert.deepEqual(spilling, [], `${what} at ${width} px`);
+      }
+      await page.setViewportSize({ width: 1280, height: 900 });
     }
 
     const shot = (page: Page, name: string) =>
@@ -315,6 +337,7 @@ for (const backend of BACKENDS) {
       await page.getByLabel('Username', { exact: true }).fill('ops');
       await page.getByLabel('Password', { exact: true }).fill(password);
       await accessible(page, 'the new endpoint form with receiver authentication');
+      await nothingSpills(page, 'the new endpoint form');
       await shot(page, 'receiver-auth-new');
       await page.getByRole('button', { name: 'Add endpoint' }).click();
       await page.getByRole('link', { name: 'Go to the endpoint' }).click();
@@ -325,6 +348,7 @@ for (const backend of BACKENDS) {
       assert.equal(await page.getByLabel('Password', { exact: true }).inputValue(), '');
       const html = await page.content();
       for (const secret of [apiKey, password]) assert.equal(html.includes(secret), false, secret);
+      await nothingSpills(page, 'the endpoint page');
       await shot(page, 'receiver-auth-endpoint');
       await page.getByLabel(/^URL \(a broker password/).fill(receiver.url('/gated-2'));
       await page.getByRole('button', { name: 'Save' }).click();

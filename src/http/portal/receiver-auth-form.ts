@@ -109,7 +109,12 @@ function headerLines(lines: string): Record<string, string> {
   return { ...headers };
 }
 
-/** The section of the new-endpoint and edit forms; `s` null on a new endpoint. */
+/**
+ * The section of the new-endpoint and edit forms; `s` null on a new endpoint. Only the Basic
+ * password is a password field: browsers take two in one form for two sign-in forms run together
+ * (Chromium warns), and the client secret is a machine's credential no password manager should
+ * offer to save; it is masked by CSS where the browser can.
+ */
 export function receiverAuthFields(s: Subscription | null): string {
   const auth = s?.auth ?? null;
   const basic = auth?.type === 'basic' ? auth : null;
@@ -140,7 +145,7 @@ export function receiverAuthFields(s: Subscription | null): string {
 <label for="auth-clientId">Client id</label>
 <input id="auth-clientId" name="auth.clientId" autocomplete="off" value="${oauth?.clientId ?? ''}">
 <label for="auth-clientSecret">Client secret</label>
-<input id="auth-clientSecret" name="auth.clientSecret" type="password" autocomplete="new-password" placeholder="${keep(oauth !== null)}">
+<input id="auth-clientSecret" name="auth.clientSecret" class="secret" autocomplete="off" spellcheck="false" placeholder="${keep(oauth !== null)}">
 <label for="auth-scope">Scope (optional)</label>
 <input id="auth-scope" name="auth.scope" autocomplete="off" value="${oauth?.scope ?? ''}">
 <label for="auth-audience">Audience (optional)</label>
