@@ -190,6 +190,20 @@ for (const backend of BACKENDS) {
       assert.equal((await client.get('/portal/')).statusCode, 401);
     });
 
+    it('answers a path the router cannot read with its own not-found page, as a person sees it', async () => {
+      const client = await signedIn(tenant);
+      for (const url of [
+        `/portal/endpoints/${'A'.repeat(300)}`,
+        '/portal/endpoints/%E0%A4%A',
+        '/portal/nowhere',
+      ]) {
+        const page = await client.get(url);
+        assert.equal(page.statusCode, 404, url);
+        assert.match(String(page.headers['content-type']), /^text\/html/, url);
+        assert.match(page.body, /There is no such page in the portal/, url);
+      }
+    });
+
     it('ends the sessions of a revoked token and of an inactive tenant', async () => {
       const owner = await createTenant(ctx);
       const byToken = await signedIn(owner);

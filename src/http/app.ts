@@ -34,7 +34,7 @@ import { OutageLog } from './pipeline/outage-log.ts';
 import { answerParserError } from './pipeline/parser-errors.ts';
 import { internalProblem, sendProblem, toProblem } from './pipeline/problem-reply.ts';
 import { RouteMethods } from './pipeline/route-methods.ts';
-import { portal } from './portal/portal.ts';
+import { portal, sendPortalNotFound } from './portal/portal.ts';
 import { publicApi } from './public-api.ts';
 import { errorPages } from './reference/error-pages.ts';
 import { registerReferencePage } from './reference/reference-page.ts';
@@ -105,6 +105,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // A path that does not decode, or a segment longer than any id: no such resource (the
     // versioned API has no 400 or 414), as problem+json with the request id.
     frameworkErrors: (_error, request, reply) => {
+      // The portal answers a person: its own not-found page.
+      if (request.url.startsWith('/portal/')) return sendPortalNotFound(reply);
       reply.header('Service-Request-Id', request.id);
       return sendProblem(reply, notFound('The route'), config.errorsBaseUrl);
     },

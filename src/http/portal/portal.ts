@@ -83,18 +83,7 @@ export const portal: FastifyPluginAsync<PortalOptions> = async (app, { services,
   });
 
   app.setErrorHandler((error, request, reply) => errorPage(error as Error, request, reply));
-  app.setNotFoundHandler((_request, reply) =>
-    sendPage(
-      reply,
-      messagePage(
-        'Not found',
-        'There is no such page in the portal.',
-        { href: '/portal/', label: 'Back to your endpoints' },
-        null,
-      ),
-      404,
-    ),
-  );
+  app.setNotFoundHandler((_request, reply) => sendPortalNotFound(reply));
 
   const css = asset('portal.css');
   const js = asset('portal.js');
@@ -183,6 +172,20 @@ export const portal: FastifyPluginAsync<PortalOptions> = async (app, { services,
     });
   });
 };
+
+/** The portal's page for a path it has not (also for a path the router cannot read). */
+export function sendPortalNotFound(reply: FastifyReply) {
+  return sendPage(
+    reply,
+    messagePage(
+      'Not found',
+      'There is no such page in the portal.',
+      { href: '/portal/', label: 'Back to your endpoints' },
+      null,
+    ),
+    404,
+  );
+}
 
 /** The session of a signed-in page (set by its onRequest hook). */
 function sessionOf(request: FastifyRequest): PortalSession {
