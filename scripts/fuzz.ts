@@ -6,10 +6,10 @@ import { startFuzzTarget } from '../test/helpers/fuzz-target.ts';
 const HELP = `npm run fuzz -- [--requests N] [--backend sqlite|postgres|all] [--seed N] [--concurrency N]
 
 Sends N requests generated from the served OpenAPI documents (public and admin; valid and hostile
-bodies, queries, path ids, headers, and raw requests for the HTTP parser) to a real server on a
-loopback port over a fresh database, and judges every answer: no 5xx, every error
-application/problem+json, a Service-Request-Id under /api/v1, no internal message or stack, a
-documented status. Prints a summary; exits 1 on any finding. PostgreSQL needs TEST_DATABASE_URL
+bodies, queries, path ids, headers, raw requests for the HTTP parser, and the portal's forms in a
+signed-in session) to a real server on a loopback port over a fresh database, and judges every
+answer: no 5xx, every API error application/problem+json (every portal error a page), a
+Service-Request-Id under /api/v1, no internal message or stack, a documented status. Prints a summary; exits 1 on any finding. PostgreSQL needs TEST_DATABASE_URL
 (a fresh database is created on that server and dropped after).`;
 
 const { values } = parseArgs({
@@ -73,7 +73,7 @@ for (const backend of backends) {
       `\n${backend}: ${report.requests} requests in ${seconds.toFixed(1)} s, seed ${seed}`,
     );
     console.log(
-      `  operations: ${report.byOperation.size} (of ${target.operations.length} documented, plus raw)`,
+      `  operations: ${report.byOperation.size} (of ${target.operations.length} documented, plus raw requests and portal forms)`,
     );
     console.log(`  statuses: ${statuses.map(([s, c]) => `${s}×${c}`).join(' ')}`);
     console.log(`  5xx: ${fivexx}; findings: ${report.findings.length}`);

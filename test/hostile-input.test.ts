@@ -169,7 +169,7 @@ for (const backend of BACKENDS) {
           /beyond the range of a double/,
         ],
         [
-          '{"kind":"individual","displayName":"A","n":{"m":' + '9'.repeat(309) + '}}',
+          `{"kind":"individual","displayName":"A","n":{"m":${'9'.repeat(309)}}}`,
           'n.m',
           /beyond the range/,
         ],

@@ -6,7 +6,7 @@
  * and inside the base64 of an HTTP Basic pair.
  */
 
-export const REDACTED = '***';
+const REDACTED = '***';
 
 /** Every form in which `secret` may come back. */
 function formsOf(secret: string): string[] {

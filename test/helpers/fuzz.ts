@@ -80,6 +80,8 @@ export interface Credentials {
   ids: string[];
   /** The same for the admin API, but not the fuzzing tenant and token (it may deactivate them). */
   adminIds: string[];
+  /** A signed-in portal session of the fuzzing tenant: its cookies, a form token, ids it sees. */
+  portal?: { cookie: string; csrf: string; subscriptionIds: string[]; deliveryIds: string[] };
 }
 
 export function operationsOf(document: OpenApiDocument, api: Operation['api']): Operation[] {
@@ -576,6 +578,143 @@ export function requestsFor(
     );
 }
 
+// ---------------------------------------------------------------------------------------------
+// Portal forms: every form of the portal, posted as a browser would, with hostile fields
+
+/**
+ * The portal's forms: path template and the fields its page sends (frame fields aside). Not the
+ * delete form (no fields, as rotate-key: it would leave every other form a 404) nor sign-out.
+ */
+const PORTAL_FORMS: Array<[string, string[]]> = [
+  ['/portal/endpoints', ['url', 'events', 'filter', 'maxConcurrency', 'maxPerSecond', 'ordering']],
+  [
+    '/portal/endpoints/{id}',
+    [
+      'url',
+      'events',
+      'filter',
+      'standardWebhooks',
+      'asymmetricSignatures',
+      'maxConcurrency',
+      'maxPerSecond',
+      'ordering',
+      'headers',
+      'auth',
+      'auth.username',
+      'auth.password',
+      'auth.tokenUrl',
+      'auth.clientId',
+      'auth.clientSecret',
+      'auth.scope',
+      'clientCertificate.certificate',
+      'clientCertificate.privateKey',
+      'clientCertificate.remove',
+    ],
+  ],
+  ['/portal/endpoints/{id}/pause', []],
+  ['/portal/endpoints/{id}/enable', []],
+  ['/portal/endpoints/{id}/rotate-key', []],
+  ['/portal/endpoints/{id}/test', ['eventType']],
+  ['/portal/endpoints/{id}/recover', ['since', 'tzOffset']],
+  ['/portal/endpoints/{id}/enable-and-recover', []],
+  ['/portal/endpoints/{id}/deliveries/{deliveryId}/redeliver', []],
+];
+
+/** What a field of a form is sent as, percent-encoded: a plausible value or a hostile one. */
+const formValue = fc.oneof(
+  {
+    weight: 3,
+    arbitrary: fc
+      .oneof(
+        fc.constantFrom(
+          'https://127.0.0.1:9/hook',
+          'client.created',
+          'booking.confirmed',
+          'true',
+          'false',
+          '4',
+          'per_object',
+          'none',
+          'basic',
+          'oauth2_client_credentials',
+          'X-Api-Key: k-1',
+          '2026-05-01T10:00',
+          '0',
+          '***',
+          '{"data.amountCents": {"$lt": 1e309}}',
+          '{"data.kind": "company"}',
+          '{"data.x": "\\ud800"}',
+        ),
+        filterValue.map((value) => JSON.stringify(value) ?? ''),
+      )
+      .map(percentEncode),
+  },
+  { weight: 2, arbitrary: hostileQueryValue },
+);
+
+export function portalRequests(portal: NonNullable<Credentials['portal']>) {
+  return fc.constantFrom(...PORTAL_FORMS).chain(([template, fields]) => {
+    const foreign = fc.constantFrom(...BUILT_IN_NAMES, 'x', '_csrf', 'idempotencyKey');
+    const name =
+      fields.length === 0
+        ? foreign
+        : fc.oneof(
+            { weight: 6, arbitrary: fc.constantFrom(...fields) },
+            { weight: 1, arbitrary: foreign },
+          );
+    const pair = fc
+      .tuple(name, formValue)
+      .map(([field, value]) => `${percentEncode(field)}=${value}`);
+    const segment = (ids: string[]) =>
+      fc.oneof(
+        { weight: 8, arbitrary: fc.constantFrom(...ids).map((id) => ({ id, routed: true })) },
+        { weight: 1, arbitrary: hostileSegment.map((id) => ({ id, routed: false })) },
+      );
+    return fc
+      .record({
+        csrf: fc.oneof(
+          { weight: 10, arbitrary: fc.constant(portal.csrf) },
+          { weight: 1, arbitrary: hostileQueryValue },
+        ),
+        key: fc.oneof(
+          { weight: 4, arbitrary: fc.uuid() },
+          {
+            weight: 1,
+            arbitrary: fc.constantFrom(
+              '%00',
+              'a%00b',
+              'k'.repeat(256),
+              'k'.repeat(255),
+              '',
+              'caf%C3%A9',
+            ),
+          },
+          { weight: 1, arbitrary: hostileQueryValue },
+        ),
+        pairs: fc.array(pair, { maxLength: fields.length === 0 ? 1 : 8 }),
+        id: segment(portal.subscriptionIds),
+        deliveryId: segment(portal.deliveryIds),
+        contentType: fc.oneof(
+          { weight: 10, arbitrary: fc.constant('application/x-www-form-urlencoded') },
+          { weight: 1, arbitrary: contentTypes },
+        ),
+      })
+      .map(({ csrf, key, pairs, id, deliveryId, contentType }): FuzzRequest => {
+        const url = template.replace('{id}', id.id).replace('{deliveryId}', deliveryId.id);
+        return {
+          operation: `POST ${template}`,
+          method: 'POST',
+          url,
+          headers: { cookie: portal.cookie, 'content-type': contentType },
+          body: [`_csrf=${csrf}`, `idempotencyKey=${key}`, ...pairs].join('&'),
+          routed: id.routed && deliveryId.routed,
+          // The portal answers pages: any status but a 5xx.
+          statuses: null,
+        };
+      });
+  });
+}
+
 /** Requests the HTTP parser judges: unknown methods, oversized heads, malformed lines. */
 export const rawRequests: fc.Arbitrary<RawRequest> = fc
   .oneof(
@@ -621,7 +760,10 @@ const LEAKS =
 export function judge(request: FuzzRequest | RawRequest, answer: Answer): string | null {
   const type = String(answer.headers['content-type'] ?? '');
   if (answer.status >= 500 && answer.status !== 501) return `status ${answer.status}`;
-  if (answer.status >= 400 && !type.startsWith('application/problem+json')) {
+  // The portal answers a person: its errors are pages.
+  const portal = request.operation !== 'raw' && (request as FuzzRequest).url.startsWith('/portal');
+  const errorType = portal ? 'text/html' : 'application/problem+json';
+  if (answer.status >= 400 && !type.startsWith(errorType)) {
     return `error ${answer.status} as ${type || 'no content type'}`;
   }
   if (LEAKS.test(answer.body)) return `leaks an internal message: ${answer.body.slice(0, 200)}`;
@@ -727,6 +869,9 @@ export async function fuzz(options: {
         .chain((op) => requestsFor(op, options.credentials)),
     },
     { weight: 1, arbitrary: rawRequests },
+    ...(options.credentials.portal === undefined
+      ? []
+      : [{ weight: 4, arbitrary: portalRequests(options.credentials.portal) }]),
   );
   const samples = fc.sample(arbitrary as fc.Arbitrary<FuzzRequest | RawRequest>, {
     numRuns: options.count,

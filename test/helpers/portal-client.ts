@@ -50,6 +50,11 @@ export class PortalClient {
     return match[1];
   }
 
+  /** The session's cookies as a `Cookie` header, for a client other than inject (the fuzzer). */
+  cookieHeader(): string {
+    return this.header().cookie ?? '';
+  }
+
   private header(): Record<string, string> {
     return this.cookies.size === 0
       ? {}
