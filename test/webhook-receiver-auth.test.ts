@@ -3,7 +3,13 @@ import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import type { TLSSocket } from 'node:tls';
-import { NO_RECEIVER_SECRETS, nextReceiverSecrets } from '../src/domain/receiver-auth.ts';
+import fc from 'fast-check';
+import {
+  NO_RECEIVER_SECRETS,
+  nextReceiverSecrets,
+  receiverHeaders,
+} from '../src/domain/receiver-auth.ts';
+import { SecretBox } from '../src/lib/secret-box.ts';
 import { startWorker } from '../src/start-worker.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import { createClient, createTenant, type TenantFixture } from './helpers/fixtures.ts';
@@ -286,6 +292,69 @@ for (const backend of BACKENDS) {
         0,
         'no refused create made a subscription',
       );
+    });
+
+    it('stores and sends exactly what it accepted: random headers and Basic credentials', async () => {
+      const box = new SecretBox(ctx.runtime.secretKey);
+      const text = fc.oneof(
+        fc.string({ unit: 'binary', maxLength: 12 }),
+        fc.string({ maxLength: 12 }),
+        fc.constantFrom('ops', 'é', '😀', 'a\ud800', '\udc00', 'a\u0000b', '***', ' x', 'a:b', ''),
+      );
+      const unkept = (value: string) =>
+        value.includes('\0') ||
+        /[\ud800-\udfff]/.test(value.replace(/[\ud800-\udbff][\udc00-\udfff]/g, ''));
+      let stored = 0;
+      let refused = 0;
+      await fc.assert(
+        fc.asyncProperty(text, text, text, async (username, password, value) => {
+          const response = await ctx.app.inject({
+            method: 'POST',
+            url: '/api/v1/webhooks',
+            headers: {
+              authorization: `Bearer ${tenant.token}`,
+              'content-type': 'application/json',
+            },
+            // JSON.stringify writes a lone surrogate as its escape, as a client's encoder would.
+            payload: JSON.stringify({
+              url: receiver.url('/unused'),
+              events: ['trip.unpublished'],
+              headers: { 'X-Key': value },
+              auth: { type: 'basic', username, password },
+            }),
+          });
+          if ([username, password, value].some(unkept)) {
+            assert.equal(response.statusCode, 422, response.body);
+          }
+          if (response.statusCode !== 201) {
+            refused += 1;
+            assert.equal(response.statusCode, 422, response.body);
+            const paths = Object.keys(response.json().errors);
+            assert.ok(
+              paths.every((p) => /^(auth|headers)\b/.test(p)),
+              response.body,
+            );
+            return;
+          }
+          stored += 1;
+          const { id } = response.json().data;
+          assert.equal(response.json().data.auth.username, username);
+          const [row] = await ctx.runtime.database.db
+            .selectFrom('webhookSubscriptions')
+            .select('receiverSecrets')
+            .where('id', '=', id)
+            .execute();
+          const secrets = JSON.parse(box.decrypt(String(row.receiverSecrets), id));
+          assert.deepEqual(secrets.headers, { 'X-Key': value });
+          assert.deepEqual(secrets.auth, { type: 'basic', username, password });
+          // What the attempt sends: the very text, as UTF-8, in the Basic pair.
+          const sent = receiverHeaders(secrets).authorization.replace(/^Basic /, '');
+          assert.equal(Buffer.from(sent, 'base64').toString('utf8'), `${username}:${password}`);
+          await ctx.api('DELETE', `/api/v1/webhooks/${id}`, { token: tenant.token });
+        }),
+        { numRuns: 200, seed: Number(process.env.FUZZ_SEED ?? 20261128) },
+      );
+      assert.ok(stored > 20 && refused > 20, JSON.stringify({ stored, refused }));
     });
 
     it('masks every form of a secret sent when the receiver echoes its request', async () => {
