@@ -581,6 +581,10 @@ for (const backend of BACKENDS) {
         .data.find((s: { id: string }) => s.id === subscription.id);
       assert.equal(listed.active, false);
       assert.ok(listed.pausedAt);
+      // The one subscription is the list's item, deleted too.
+      const one = await ctx.api('GET', url, { token: tenant.token });
+      assert.equal(one.statusCode, 200, one.body);
+      assert.deepEqual(one.json().data, listed);
       assert.equal((await deliveries(subscription.id)).length, 1);
       const redeliver = await ctx.api('POST', `${url}/deliveries/${row.id}/redeliver`, {
         token: tenant.token,
@@ -596,6 +600,7 @@ for (const backend of BACKENDS) {
       const other = await createTenant(ctx, { tier: 'pro' });
       const base = `/api/v1/webhooks/${subscription.id}`;
       for (const [method, url] of [
+        ['GET', base],
         ['GET', `${base}/deliveries`],
         ['DELETE', base],
         ['POST', `${base}/rotate-key`],
@@ -606,6 +611,12 @@ for (const backend of BACKENDS) {
       }
       const list = await ctx.api('GET', '/api/v1/webhooks', { token: other.token });
       assert.deepEqual(list.json().data, []);
+      // The owner's view of it is the list's item, live.
+      const mine = await ctx.api('GET', base, { token: tenant.token });
+      const listed = (await ctx.api('GET', '/api/v1/webhooks', { token: tenant.token }))
+        .json()
+        .data.find((s: { id: string }) => s.id === subscription.id);
+      assert.deepEqual(mine.json().data, listed);
     });
 
     it('validates subscriptions: events, URL shape, plan and endpoint cap', async () => {
