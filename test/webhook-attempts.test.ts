@@ -111,7 +111,15 @@ for (const backend of BACKENDS) {
         assert.equal(attempt.errorClass, errorClass, url);
         assert.equal(attempt.status, null);
         assert.equal(attempt.attempt, 1);
-        assert.equal(attempt.responseBody, '');
+        // No answer arrived; a TLS failure says in words which side refused, and why.
+        if (errorClass === 'tls') {
+          assert.equal(
+            attempt.responseBody,
+            'TLS: the receiver does not speak TLS on this port (wrong version number): is it plain HTTP?',
+          );
+        } else {
+          assert.equal(attempt.responseBody, '');
+        }
         assert.ok(attempt.durationMs >= 0 && attempt.durationMs < 5_000);
         assert.equal(delivery.lastError, errorClass);
         assert.equal(delivery.status, 'pending', 'retried later');

@@ -326,6 +326,9 @@ const OWN_CERTIFICATE_CODES = new Set([
 function tlsFailure(error: unknown, presented: boolean): string {
   const code = (error as NodeJS.ErrnoException | null)?.code ?? '';
   const words = tlsWords(error);
+  if (code === 'ERR_SSL_WRONG_VERSION_NUMBER') {
+    return `TLS: the receiver does not speak TLS on this port (${words}): is it plain HTTP?`;
+  }
   if (OWN_CERTIFICATE_CODES.has(code)) {
     return `TLS: the subscription's client certificate cannot be presented: ${words}`;
   }
