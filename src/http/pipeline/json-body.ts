@@ -47,10 +47,28 @@ const PROTO_MESSAGE = 'is a member name the API never takes (it would reach an o
 /**
  * Escapes that can make a parsed value differ from what is stored, sent or shown: `\u0000` (no
  * NUL in PostgreSQL text), a surrogate escape (UTF-8 has no unpaired one), a three-digit
- * exponent or a 309-digit run (beyond the double range: JSON.parse gives Infinity, which
- * JSON.stringify writes as null). Ordinary bodies match none and are never walked.
+ * exponent (beyond the double range: JSON.parse gives Infinity, which JSON.stringify writes as
+ * null); a 309-digit run is found by `hasLongDigitRun`. Ordinary bodies match none and are never
+ * walked.
  */
-const SUSPECT = /\\u0000|\\u[dD][89a-fA-F]|[eE]\+?0*[1-9]\d{2}|\d{309}/;
+const SUSPECT = /\\u0000|\\u[dD][89a-fA-F]|[eE]\+?0*[1-9]\d{2}/;
+
+/** The fewest digits of an integer part beyond the double range. */
+const OVERFLOW_DIGITS = 309;
+
+/** Whether a run of OVERFLOW_DIGITS digits is in `text`: one pass, whatever the body holds. */
+function hasLongDigitRun(text: string): boolean {
+  let run = 0;
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (code >= 0x30 && code <= 0x39) {
+      if (++run >= OVERFLOW_DIGITS) return true;
+    } else {
+      run = 0;
+    }
+  }
+  return false;
+}
 
 const UNPAIRED_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
@@ -90,7 +108,7 @@ function faults(value: unknown, path: string[], out: FieldErrors): void {
  * unpaired surrogate, a number beyond the double range), naming each member; null when none.
  */
 export function unkeptValuesProblem(text: string, value: unknown) {
-  if (!SUSPECT.test(text)) return null;
+  if (!SUSPECT.test(text) && !hasLongDigitRun(text)) return null;
   const errors = unkeptValues(value);
   return Object.keys(errors).length === 0 ? null : validationFailed(errors);
 }
