@@ -401,11 +401,13 @@ describe('Redis killed and frozen (rate-limit counters)', () => {
         );
         await sleep(60);
       }
-      assert.ok(performance.now() - started < 1_000, 'sent within one window');
+      // A loaded machine may stretch the sending past one window: each window it spans may allow
+      // its burst (the window starts at a token's first request), and no more.
+      const windows = Math.floor((performance.now() - started) / 1_000) + 1;
       const allowed = answers.filter(({ response }) => response.statusCode === 200).length;
       const refused = answers.filter(({ response }) => response.statusCode === 429).length;
       assert.equal(allowed + refused, 90);
-      assert.ok(allowed <= 33, `${allowed} allowed of a burst of 30`);
+      assert.ok(allowed <= 33 * windows, `${allowed} allowed of a burst of 30 in ${windows} s`);
       assert.ok(allowed >= 27, `${allowed} allowed of a burst of 30`);
     } finally {
       stop = true;
