@@ -72,8 +72,25 @@ function hasLongDigitRun(text: string): boolean {
 
 const UNPAIRED_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
-/** A member name as an error key: a NUL shown as its escape. */
-const keyOf = (name: string) => name.replace(/\0/g, '\\u0000');
+/** A path as an error key (`body` for the whole); a NUL in a member name shown as its escape. */
+const keyOf = (path: string[]) =>
+  path.length === 0 ? 'body' : path.map((name) => name.replace(/\0/g, '\\u0000')).join('.');
+
+/** Calls `visit` with every value of a parsed body, itself first, and its path of names. */
+function eachValue(
+  value: unknown,
+  visit: (value: unknown, path: string[]) => void,
+  path: string[] = [],
+): void {
+  visit(value, path);
+  if (Array.isArray(value)) {
+    for (let index = 0; index < value.length; index++) {
+      eachValue(value[index], visit, [...path, String(index)]);
+    }
+  } else if (value !== null && typeof value === 'object') {
+    for (const [name, member] of Object.entries(value)) eachValue(member, visit, [...path, name]);
+  }
+}
 
 /** Why a string (a value or a member name) cannot be kept as it is, or null. */
 function stringFault(text: string): string | null {
@@ -81,26 +98,9 @@ function stringFault(text: string): string | null {
   return UNPAIRED_SURROGATE.test(text) ? SURROGATE_MESSAGE : null;
 }
 
-/** Every value of a parsed body that would be stored or shown as something else, by path. */
-function faults(value: unknown, path: string[], out: FieldErrors): void {
-  const at = () => (path.length === 0 ? 'body' : path.join('.'));
-  if (typeof value === 'string') {
-    const fault = stringFault(value);
-    if (fault !== null) out[at()] ??= [fault];
-  } else if (typeof value === 'number') {
-    if (!Number.isFinite(value)) out[at()] ??= [RANGE_MESSAGE];
-  } else if (Array.isArray(value)) {
-    for (let index = 0; index < value.length; index++) {
-      faults(value[index], [...path, String(index)], out);
-    }
-  } else if (value !== null && typeof value === 'object') {
-    for (const [name, member] of Object.entries(value)) {
-      const memberPath = [...path, keyOf(name)];
-      const fault = stringFault(name);
-      if (fault !== null) out[memberPath.join('.')] ??= [fault];
-      faults(member, memberPath, out);
-    }
-  }
+function valueFault(value: unknown): string | null {
+  if (typeof value === 'string') return stringFault(value);
+  return typeof value === 'number' && !Number.isFinite(value) ? RANGE_MESSAGE : null;
 }
 
 /**
@@ -113,10 +113,17 @@ export function unkeptValuesProblem(text: string, value: unknown) {
   return Object.keys(errors).length === 0 ? null : validationFailed(errors);
 }
 
-/** The faults of `unkeptValuesProblem` in any value (a portal form, a body made from one). */
+/**
+ * The faults of `unkeptValuesProblem` in any value (a portal form, a body made from one), by
+ * path: a member's name first, then its value.
+ */
 export function unkeptValues(value: unknown): FieldErrors {
   const errors: FieldErrors = Object.create(null);
-  faults(value, [], errors);
+  eachValue(value, (found, path) => {
+    const name = path.at(-1);
+    const fault = (name === undefined ? null : stringFault(name)) ?? valueFault(found);
+    if (fault !== null) errors[keyOf(path)] ??= [fault];
+  });
   return errors;
 }
 
@@ -133,27 +140,12 @@ export function prototypeMemberProblem(text: string) {
     return null;
   }
   const errors: FieldErrors = Object.create(null);
-  const walk = (node: unknown, path: string[]) => {
-    if (Array.isArray(node)) {
-      node.forEach((item, index) => {
-        walk(item, [...path, String(index)]);
-      });
-    } else if (node !== null && typeof node === 'object') {
-      for (const [name, member] of Object.entries(node)) {
-        const memberPath = [...path, keyOf(name)];
-        const prototypeOfConstructor =
-          name === 'constructor' &&
-          member !== null &&
-          typeof member === 'object' &&
-          Object.hasOwn(member, 'prototype');
-        if (name === '__proto__') errors[memberPath.join('.')] = [PROTO_MESSAGE];
-        else if (prototypeOfConstructor)
-          errors[[...memberPath, 'prototype'].join('.')] = [PROTO_MESSAGE];
-        walk(member, memberPath);
-      }
+  eachValue(value, (_found, path) => {
+    const name = path.at(-1);
+    if (name === '__proto__' || (name === 'prototype' && path.at(-2) === 'constructor')) {
+      errors[keyOf(path)] = [PROTO_MESSAGE];
     }
-  };
-  walk(value, []);
+  });
   return Object.keys(errors).length === 0 ? null : validationFailed(errors);
 }
 
