@@ -18,7 +18,7 @@ import {
   mintToken,
   type TenantFixture,
 } from './helpers/fixtures.ts';
-import { eventData, filterValue } from './helpers/fuzz.ts';
+import { eventData, filterValue, holdsUnkept } from './helpers/fuzz.ts';
 
 type Row = Record<string, unknown>;
 type Filter = Record<string, unknown> | null;
@@ -395,18 +395,6 @@ for (const backend of BACKENDS) {
           unpublishedAt: fc.constantFrom(null, '2026-05-01T09:00:00Z', 0),
         }),
       });
-      const holdsUnkept = (value: unknown): boolean => {
-        if (typeof value === 'number') return !Number.isFinite(value);
-        if (typeof value === 'string')
-          return (
-            value.includes('\0') ||
-            /[\ud800-\udfff]/.test(value.replace(/[\ud800-\udbff][\udc00-\udfff]/g, ''))
-          );
-        if (Array.isArray(value)) return value.some(holdsUnkept);
-        if (value !== null && typeof value === 'object')
-          return Object.values(value).some(holdsUnkept);
-        return false;
-      };
       const seen = { stored: 0, refused: 0 };
       await fc.assert(
         fc.asyncProperty(

@@ -1,6 +1,7 @@
 import { connect } from 'node:net';
 import fc from 'fast-check';
 import { Agent, request } from 'undici';
+import { RECEIVER_AUTH_FIELDS } from '../../src/http/portal/receiver-auth-form.ts';
 
 /**
  * Adversarial requests generated from the served OpenAPI documents, and the oracle that judges
@@ -109,6 +110,23 @@ export function operationsOf(document: OpenApiDocument, api: Operation['api']): 
 
 // ---------------------------------------------------------------------------------------------
 // Values
+
+/**
+ * Whether a value holds what no JSON round trip keeps, the oracle of the property tests (written
+ * apart from the product's check): a non-finite number, a NUL, an unpaired surrogate.
+ */
+export function holdsUnkept(value: unknown): boolean {
+  if (typeof value === 'number') return !Number.isFinite(value);
+  if (typeof value === 'string') {
+    return (
+      value.includes('\0') ||
+      /[\ud800-\udfff]/.test(value.replace(/[\ud800-\udbff][\udc00-\udfff]/g, ''))
+    );
+  }
+  if (Array.isArray(value)) return value.some(holdsUnkept);
+  if (value !== null && typeof value === 'object') return Object.values(value).some(holdsUnkept);
+  return false;
+}
 
 const BUILT_IN_NAMES = [
   'toString',
@@ -600,15 +618,7 @@ const PORTAL_FORMS: Array<[string, string[]]> = [
       'ordering',
       'headers',
       'auth',
-      'auth.username',
-      'auth.password',
-      'auth.tokenUrl',
-      'auth.clientId',
-      'auth.clientSecret',
-      'auth.scope',
-      'clientCertificate.certificate',
-      'clientCertificate.privateKey',
-      'clientCertificate.remove',
+      ...RECEIVER_AUTH_FIELDS,
     ],
   ],
   ['/portal/endpoints/{id}/pause', []],
