@@ -331,26 +331,6 @@ export interface paths {
         patch: operations["updateWebhook"];
         trace?: never;
     };
-    "/api/v1/webhooks/{id}/events": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * Pull the subscription's events after a sequence (the same ledger push sends)
-         * @description Each event fanned out to this subscription, ascending by `sequence`, exactly as push sends it plus its latest delivery's `deliveryStatus` and `deliveryId`. A receiver that processed up to N asks `after=N`. When retention removed a sequence before the first event of the answer, 409 `conflict` with `code` `events_expired` and `firstSequence` (the first kept after it); one further on ends the page before it: never a silent skip. Paused and deleted subscriptions keep their ledger until retention. Scope `webhooks:read`.
-         */
-        get: operations["listWebhookEvents"];
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/api/v1/webhooks/{id}/rotate-key": {
         parameters: {
             query?: never;
@@ -365,6 +345,66 @@ export interface paths {
          * @description Returns the new key once. For `WEBHOOK_KEY_OVERLAP` (24 h) deliveries also carry a `v1` signature by the key retired now (`legacySigningKeyExpiresAt`), the new key's first, so receivers can switch keys without dropping events; a key retired by an earlier rotation keeps signing until its own promised expiry. Scope `webhooks:write`.
          */
         post: operations["rotateWebhookKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhooks/filters/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Dry-run a payload filter
+         * @description Whether `filter` takes `event`; or, given a `subscriptionId` instead, which of that subscription's last 50 ledger events it would have taken (deleted subscriptions included). Nothing is stored or sent. A malformed filter is 422 keyed `filter.<path inside the filter>`, as when it is set; 404 for an unknown subscription. Scope `webhooks:read`.
+         */
+        post: operations["testWebhookFilter"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhooks/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Fire a test event
+         * @description A `webhook.test` event, or with `eventType` a sample of that type, to one subscription or to every active one whatever its events list. Test events carry `"test": true` in their envelope and change none of the subscription's counters. 404 for an unknown or deleted subscription, 422 for a paused one or for an `eventType` that is not a subscribable type. Scope `webhooks:write`.
+         */
+        post: operations["testWebhooks"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhooks/{id}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Pull the subscription's events after a sequence (the same ledger push sends)
+         * @description Each event fanned out to this subscription, ascending by `sequence`, exactly as push sends it plus its latest delivery's `deliveryStatus` and `deliveryId`. A receiver that processed up to N asks `after=N`. When retention removed a sequence before the first event of the answer, 409 `conflict` with `code` `events_expired` and `firstSequence` (the first kept after it); one further on ends the page before it: never a silent skip. Paused and deleted subscriptions keep their ledger until retention. Scope `webhooks:read`.
+         */
+        get: operations["listWebhookEvents"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -445,46 +485,6 @@ export interface paths {
          * @description Queues one new delivery (as redeliver does) for every `dead_letter` delivery of the subscription created at or after `since` and before `until` (default: now); with `missed: true`, also one for every event of the window it missed while paused, with new sequences. At most 10,000: a larger window is 422, nothing queued. 409 `subscription_inactive` when the subscription is paused or deleted: enable it first. Scope `webhooks:write`.
          */
         post: operations["recoverWebhook"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/v1/webhooks/filters/test": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        /**
-         * Dry-run a payload filter
-         * @description Whether `filter` takes `event`; or, given a `subscriptionId` instead, which of that subscription's last 50 ledger events it would have taken (deleted subscriptions included). Nothing is stored or sent. A malformed filter is 422 keyed `filter.<path inside the filter>`, as when it is set; 404 for an unknown subscription. Scope `webhooks:read`.
-         */
-        post: operations["testWebhookFilter"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/v1/webhooks/test": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        /**
-         * Fire a test event
-         * @description A `webhook.test` event, or with `eventType` a sample of that type, to one subscription or to every active one whatever its events list. Test events carry `"test": true` in their envelope and change none of the subscription's counters. 404 for an unknown or deleted subscription, 422 for a paused one or for an `eventType` that is not a subscribable type. Scope `webhooks:write`.
-         */
-        post: operations["testWebhooks"];
         delete?: never;
         options?: never;
         head?: never;
@@ -6451,19 +6451,13 @@ export interface operations {
             };
         };
     };
-    listWebhookEvents: {
+    rotateWebhookKey: {
         parameters: {
-            query?: {
-                /** @description The last sequence already processed; the answer starts after it. */
-                after?: number;
-                /** @description Page size, 1-100. */
-                limit?: number;
-                /** @description Only events of this type. */
-                type?: "booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered";
-                /** @description Only events whose latest delivery is in this status. */
-                deliveryStatus?: "pending" | "in_flight" | "success" | "dead_letter";
+            query?: never;
+            header?: {
+                /** @description Makes the write safe to retry for 24 hours: the first answer (2xx or 4xx) is replayed byte for byte with `Idempotency-Replayed: true`. A UUID v4 per logical operation is recommended. */
+                "Idempotency-Key"?: string;
             };
-            header?: never;
             path: {
                 id: string;
             };
@@ -6471,7 +6465,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description A page of the ledger. */
+            /** @description The new key (shown only here); deliveries carry two `v1=` values until the old one expires. */
             200: {
                 headers: {
                     /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
@@ -6487,51 +6481,342 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "data": [
-                     *         {
-                     *           "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
-                     *           "type": "client.created",
-                     *           "created": 1793870565,
-                     *           "data": {
-                     *             "clientId": "cli_01JD3X9C2M7T4RK8V5N6QWZPYD",
-                     *             "kind": "company",
-                     *             "displayName": "Atlântico Viagens"
+                     *       "data": {
+                     *         "id": "whs_01JD3XC8K2V5R7N4T9M6QWZBHF",
+                     *         "url": "https://hooks.operator.test/tourops",
+                     *         "events": [
+                     *           "booking.confirmed",
+                     *           "payment.succeeded"
+                     *         ],
+                     *         "active": true,
+                     *         "pausedAt": null,
+                     *         "pauseReason": null,
+                     *         "consecutiveFailures": 0,
+                     *         "lastSuccessAt": "2026-11-05T10:02:45.201Z",
+                     *         "lastFailureAt": null,
+                     *         "last24h": {
+                     *           "succeeded": 412,
+                     *           "deadLettered": 0,
+                     *           "pending": 3
+                     *         },
+                     *         "standardWebhooks": false,
+                     *         "asymmetricSignatures": false,
+                     *         "publicKey": null,
+                     *         "maxConcurrency": 16,
+                     *         "maxPerSecond": null,
+                     *         "ordering": "none",
+                     *         "propagateTraceContext": false,
+                     *         "filter": {
+                     *           "data.currency": "EUR"
+                     *         },
+                     *         "headers": {
+                     *           "X-Api-Key": "***"
+                     *         },
+                     *         "auth": null,
+                     *         "clientCertificate": null,
+                     *         "deliveryState": {
+                     *           "concurrencyLimit": 16,
+                     *           "inFlight": 3,
+                     *           "pausedUntil": null,
+                     *           "reason": null
+                     *         },
+                     *         "createdAt": "2026-11-02T09:14:27.512Z"
+                     *       },
+                     *       "signingKey": "whsec_kQ3vY8pZr2Tn6Wb1Lx9Cf4Hs7Dg0Mj5Ve2Ua8Ro3Ni6T",
+                     *       "legacySigningKeyExpiresAt": "2026-11-02T09:14:27.512Z"
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["WebhookSubscription"];
+                        /**
+                         * @description Shown only in this response. `Service-Signature` v1 = hex HMAC-SHA256 keyed by this whole string over `<t>.<raw body>` (Stripe-compatible); the part after `whsec_` is base64 (44 letters and digits), the key Standard Webhooks verifiers decode. Keys made before that form are 43 base64url characters.
+                         * @example whsec_kQ3vY8pZr2Tn6Wb1Lx9Cf4Hs7Dg0Mj5Ve2Ua8Ro3Ni6T
+                         */
+                        signingKey: string;
+                        /** Format: date-time */
+                        legacySigningKeyExpiresAt: string;
+                    };
+                };
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/scope-required",
+                     *       "title": "Scope required",
+                     *       "status": 403,
+                     *       "detail": "This token lacks webhooks:write.",
+                     *       "required_scope": "webhooks:write"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or owned by another tenant (`not-found`). */
+            404: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/not-found",
+                     *       "title": "Not found",
+                     *       "status": 404,
+                     *       "detail": "Trip not found."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description State clash (`conflict`), or the Idempotency-Key was used for another request (`idempotency-key-reuse`) or its first request is still running (`idempotency-in-progress`). */
+            409: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/conflict",
+                     *       "title": "Conflict",
+                     *       "status": 409,
+                     *       "detail": "Cannot move from draft to sent: from draft it may move to active, archived.",
+                     *       "code": "invalid_transition",
+                     *       "from": "draft",
+                     *       "allowed": [
+                     *         "active",
+                     *         "archived"
+                     *       ]
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    testWebhookFilter: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the write safe to retry for 24 hours: the first answer (2xx or 4xx) is replayed byte for byte with `Idempotency-Replayed: true`. A UUID v4 per logical operation is recommended. */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "filter": {
+                 *         "data.currency": "EUR",
+                 *         "data.amountCents": {
+                 *           "$gte": 10000
+                 *         }
+                 *       },
+                 *       "subscriptionId": "whs_01JD3XC8K2V5R7N4T9M6QWZBHF"
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * @description Which events of its types the subscription takes: keys are paths into the event body (`type`, `data.<member>[.<member>…]`), each with a JSON scalar (equality) or an object of operators that must all hold: `$eq`, `$neq`, `$in`, `$nin` (arrays of scalars), `$gt`, `$gte`, `$lt`, `$lte` (a number, or an ISO 8601 date-time compared as an instant), `$exists` (boolean), `$prefix` (string); `$and` and `$or` take arrays of such objects. `$neq` and `$nin` also match a missing member. At most 20 conditions, 4 levels, 4096 bytes as JSON; a fault is 422 keyed `filter.<path inside the filter>`. An event it refuses gets no delivery and no `sequence`, and is not noted as missed while paused; test fires ignore it. null (the default) takes every event. See [Payload filters](#description/payload-filters).
+                     * @example {
+                     *       "data.currency": "EUR",
+                     *       "data.amountCents": {
+                     *         "$gte": 10000
+                     *       }
+                     *     }
+                     */
+                    filter: {
+                        [key: string]: unknown;
+                    } | null;
+                    /** @description An event to match the filter against. */
+                    event?: {
+                        /**
+                         * @description The event type.
+                         * @enum {string}
+                         */
+                        type: "booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered";
+                        /** @description The event data, as a delivery carries it. */
+                        data: {
+                            [key: string]: unknown;
+                        };
+                    };
+                    /** @description Match the filter against this subscription's last 50 ledger events instead. */
+                    subscriptionId?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description How the filter matched. */
+            200: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Requests allowed per minute (sustained). */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current minute. */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window refreshes. */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "matches": true,
+                     *         "events": [
+                     *           {
+                     *             "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
+                     *             "type": "payment.succeeded",
+                     *             "sequence": 41,
+                     *             "matches": true
                      *           },
-                     *           "sequence": 43,
-                     *           "deliveryStatus": "dead_letter",
-                     *           "deliveryId": "dlv_01JD3XD3M8Q5T2R7K9V4NWZBHC"
-                     *         }
-                     *       ],
-                     *       "meta": {
-                     *         "hasMore": false
+                     *           {
+                     *             "id": "5c2d9e31-7a4b-4f08-8e15-2b6d3f9a0c47",
+                     *             "type": "payment.succeeded",
+                     *             "sequence": 42,
+                     *             "matches": false
+                     *           }
+                     *         ]
                      *       }
                      *     }
                      */
                     "application/json": {
                         data: {
-                            /** @description The event id (`Service-Event-Id`). */
-                            id: string;
-                            /** @description The event type. */
-                            type: string;
-                            /** @description Unix seconds of the event (push sends the time of the attempt). */
-                            created: number;
-                            /** @description The event data, as push sends it. */
-                            data: {
-                                [key: string]: unknown;
-                            };
-                            /** @description The event's place in this ledger. */
-                            sequence: number;
-                            /**
-                             * @description Status of its latest delivery (the original or its latest redelivery).
-                             * @enum {string}
-                             */
-                            deliveryStatus: "pending" | "in_flight" | "success" | "dead_letter";
-                            /** @description Its latest delivery. */
-                            deliveryId: string;
-                        }[];
-                        meta: {
-                            /** @description More events follow: ask again with the last `sequence`. */
-                            hasMore: boolean;
+                            /** @description Whether the filter takes the event; with a subscriptionId, any of its events. */
+                            matches: boolean;
+                            /** @description With a subscriptionId: its last 50 ledger events, oldest first (what its filter of the time let through). */
+                            events?: {
+                                /** @description The event id. */
+                                id: string;
+                                /** @description The event type. */
+                                type: string;
+                                /** @description Its place in the ledger. */
+                                sequence: number;
+                                /** @description Whether the filter takes it. */
+                                matches: boolean;
+                            }[];
                         };
                     };
                 };
@@ -6711,21 +6996,37 @@ export interface operations {
             };
         };
     };
-    rotateWebhookKey: {
+    testWebhooks: {
         parameters: {
             query?: never;
             header?: {
                 /** @description Makes the write safe to retry for 24 hours: the first answer (2xx or 4xx) is replayed byte for byte with `Idempotency-Replayed: true`. A UUID v4 per logical operation is recommended. */
                 "Idempotency-Key"?: string;
             };
-            path: {
-                id: string;
-            };
+            path?: never;
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "subscriptionId": "whs_01JD3XC8K2V5R7N4T9M6QWZBHF",
+                 *       "eventType": "booking.confirmed"
+                 *     }
+                 */
+                "application/json": {
+                    /** @description Only this subscription; omitted: every active one. */
+                    subscriptionId?: string;
+                    /**
+                     * @description Send a sample of this event type (realistic data, ids that name no real row) instead of `webhook.test`. Its envelope has `"test": true` like every test event.
+                     * @enum {string}
+                     */
+                    eventType?: "booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered";
+                };
+            };
+        };
         responses: {
-            /** @description The new key (shown only here); deliveries carry two `v1=` values until the old one expires. */
+            /** @description Fired. */
             200: {
                 headers: {
                     /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
@@ -6742,59 +7043,18 @@ export interface operations {
                     /**
                      * @example {
                      *       "data": {
-                     *         "id": "whs_01JD3XC8K2V5R7N4T9M6QWZBHF",
-                     *         "url": "https://hooks.operator.test/tourops",
-                     *         "events": [
-                     *           "booking.confirmed",
-                     *           "payment.succeeded"
-                     *         ],
-                     *         "active": true,
-                     *         "pausedAt": null,
-                     *         "pauseReason": null,
-                     *         "consecutiveFailures": 0,
-                     *         "lastSuccessAt": "2026-11-05T10:02:45.201Z",
-                     *         "lastFailureAt": null,
-                     *         "last24h": {
-                     *           "succeeded": 412,
-                     *           "deadLettered": 0,
-                     *           "pending": 3
-                     *         },
-                     *         "standardWebhooks": false,
-                     *         "asymmetricSignatures": false,
-                     *         "publicKey": null,
-                     *         "maxConcurrency": 16,
-                     *         "maxPerSecond": null,
-                     *         "ordering": "none",
-                     *         "propagateTraceContext": false,
-                     *         "filter": {
-                     *           "data.currency": "EUR"
-                     *         },
-                     *         "headers": {
-                     *           "X-Api-Key": "***"
-                     *         },
-                     *         "auth": null,
-                     *         "clientCertificate": null,
-                     *         "deliveryState": {
-                     *           "concurrencyLimit": 16,
-                     *           "inFlight": 3,
-                     *           "pausedUntil": null,
-                     *           "reason": null
-                     *         },
-                     *         "createdAt": "2026-11-02T09:14:27.512Z"
-                     *       },
-                     *       "signingKey": "whsec_kQ3vY8pZr2Tn6Wb1Lx9Cf4Hs7Dg0Mj5Ve2Ua8Ro3Ni6T",
-                     *       "legacySigningKeyExpiresAt": "2026-11-02T09:14:27.512Z"
+                     *         "eventId": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
+                     *         "deliveries": 1
+                     *       }
                      *     }
                      */
                     "application/json": {
-                        data: components["schemas"]["WebhookSubscription"];
-                        /**
-                         * @description Shown only in this response. `Service-Signature` v1 = hex HMAC-SHA256 keyed by this whole string over `<t>.<raw body>` (Stripe-compatible); the part after `whsec_` is base64 (44 letters and digits), the key Standard Webhooks verifiers decode. Keys made before that form are 43 base64url characters.
-                         * @example whsec_kQ3vY8pZr2Tn6Wb1Lx9Cf4Hs7Dg0Mj5Ve2Ua8Ro3Ni6T
-                         */
-                        signingKey: string;
-                        /** Format: date-time */
-                        legacySigningKeyExpiresAt: string;
+                        data: {
+                            /** Format: uuid */
+                            eventId: string;
+                            /** @description Delivery rows created. */
+                            deliveries: number;
+                        };
                     };
                 };
             };
@@ -6833,6 +7093,266 @@ export interface operations {
                      *       "status": 403,
                      *       "detail": "This token lacks webhooks:write.",
                      *       "required_scope": "webhooks:write"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or owned by another tenant (`not-found`). */
+            404: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/not-found",
+                     *       "title": "Not found",
+                     *       "status": 404,
+                     *       "detail": "Trip not found."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description State clash (`conflict`), or the Idempotency-Key was used for another request (`idempotency-key-reuse`) or its first request is still running (`idempotency-in-progress`). */
+            409: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/conflict",
+                     *       "title": "Conflict",
+                     *       "status": 409,
+                     *       "detail": "Cannot move from draft to sent: from draft it may move to active, archived.",
+                     *       "code": "invalid_transition",
+                     *       "from": "draft",
+                     *       "allowed": [
+                     *         "active",
+                     *         "archived"
+                     *       ]
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listWebhookEvents: {
+        parameters: {
+            query?: {
+                /** @description The last sequence already processed; the answer starts after it. */
+                after?: number;
+                /** @description Page size, 1-100. */
+                limit?: number;
+                /** @description Only events of this type. */
+                type?: "booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered";
+                /** @description Only events whose latest delivery is in this status. */
+                deliveryStatus?: "pending" | "in_flight" | "success" | "dead_letter";
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the ledger. */
+            200: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Requests allowed per minute (sustained). */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current minute. */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window refreshes. */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
+                     *           "type": "client.created",
+                     *           "created": 1793870565,
+                     *           "data": {
+                     *             "clientId": "cli_01JD3X9C2M7T4RK8V5N6QWZPYD",
+                     *             "kind": "company",
+                     *             "displayName": "Atlântico Viagens"
+                     *           },
+                     *           "sequence": 43,
+                     *           "deliveryStatus": "dead_letter",
+                     *           "deliveryId": "dlv_01JD3XD3M8Q5T2R7K9V4NWZBHC"
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "hasMore": false
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: {
+                            /** @description The event id (`Service-Event-Id`). */
+                            id: string;
+                            /** @description The event type. */
+                            type: string;
+                            /** @description Unix seconds of the event (push sends the time of the attempt). */
+                            created: number;
+                            /** @description The event data, as push sends it. */
+                            data: {
+                                [key: string]: unknown;
+                            };
+                            /** @description The event's place in this ledger. */
+                            sequence: number;
+                            /**
+                             * @description Status of its latest delivery (the original or its latest redelivery).
+                             * @enum {string}
+                             */
+                            deliveryStatus: "pending" | "in_flight" | "success" | "dead_letter";
+                            /** @description Its latest delivery. */
+                            deliveryId: string;
+                        }[];
+                        meta: {
+                            /** @description More events follow: ask again with the last `sequence`. */
+                            hasMore: boolean;
+                        };
+                    };
+                };
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/scope-required",
+                     *       "title": "Scope required",
+                     *       "status": 403,
+                     *       "detail": "This token lacks webhooks:read.",
+                     *       "required_scope": "webhooks:read"
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -7679,526 +8199,6 @@ export interface operations {
                         data: {
                             /** @description Deliveries queued. */
                             queued: number;
-                        };
-                    };
-                };
-            };
-            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
-            401: {
-                headers: {
-                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-                    "Service-Request-Id"?: string;
-                    "WWW-Authenticate"?: "Bearer";
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "type": "https://api.tourops.test/errors/unauthorized",
-                     *       "title": "Unauthorized",
-                     *       "status": 401,
-                     *       "detail": "The bearer token is revoked."
-                     *     }
-                     */
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
-            403: {
-                headers: {
-                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-                    "Service-Request-Id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "type": "https://api.tourops.test/errors/scope-required",
-                     *       "title": "Scope required",
-                     *       "status": 403,
-                     *       "detail": "This token lacks webhooks:write.",
-                     *       "required_scope": "webhooks:write"
-                     *     }
-                     */
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Not found, or owned by another tenant (`not-found`). */
-            404: {
-                headers: {
-                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-                    "Service-Request-Id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "type": "https://api.tourops.test/errors/not-found",
-                     *       "title": "Not found",
-                     *       "status": 404,
-                     *       "detail": "Trip not found."
-                     *     }
-                     */
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description State clash (`conflict`), or the Idempotency-Key was used for another request (`idempotency-key-reuse`) or its first request is still running (`idempotency-in-progress`). */
-            409: {
-                headers: {
-                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-                    "Service-Request-Id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "type": "https://api.tourops.test/errors/conflict",
-                     *       "title": "Conflict",
-                     *       "status": 409,
-                     *       "detail": "Cannot move from draft to sent: from draft it may move to active, archived.",
-                     *       "code": "invalid_transition",
-                     *       "from": "draft",
-                     *       "allowed": [
-                     *         "active",
-                     *         "archived"
-                     *       ]
-                     *     }
-                     */
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
-            422: {
-                headers: {
-                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-                    "Service-Request-Id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "type": "https://api.tourops.test/errors/validation-failed",
-                     *       "title": "Validation failed",
-                     *       "status": 422,
-                     *       "detail": "The request is not valid.",
-                     *       "errors": {
-                     *         "startDate": [
-                     *           "must be a calendar date (YYYY-MM-DD)"
-                     *         ],
-                     *         "tags.3": [
-                     *           "is too long"
-                     *         ]
-                     *       }
-                     *     }
-                     */
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
-            429: {
-                headers: {
-                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-                    "Service-Request-Id"?: string;
-                    /** @description Seconds to wait. */
-                    "Retry-After"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "type": "https://api.tourops.test/errors/rate-limited",
-                     *       "title": "Too many requests",
-                     *       "status": 429,
-                     *       "detail": "Rate limit exceeded; retry later."
-                     *     }
-                     */
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
-            500: {
-                headers: {
-                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-                    "Service-Request-Id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "type": "https://api.tourops.test/errors/internal",
-                     *       "title": "Internal error",
-                     *       "status": 500,
-                     *       "detail": "An unexpected error occurred.",
-                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
-                     *     }
-                     */
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
-            503: {
-                headers: {
-                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-                    "Service-Request-Id"?: string;
-                    /** @description Seconds to wait. */
-                    "Retry-After"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "type": "https://api.tourops.test/errors/service-unavailable",
-                     *       "title": "Service unavailable",
-                     *       "status": 503,
-                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
-                     *     }
-                     */
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    testWebhookFilter: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description Makes the write safe to retry for 24 hours: the first answer (2xx or 4xx) is replayed byte for byte with `Idempotency-Replayed: true`. A UUID v4 per logical operation is recommended. */
-                "Idempotency-Key"?: string;
-            };
-            path?: never;
-            cookie?: never;
-        };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "filter": {
-                 *         "data.currency": "EUR",
-                 *         "data.amountCents": {
-                 *           "$gte": 10000
-                 *         }
-                 *       },
-                 *       "subscriptionId": "whs_01JD3XC8K2V5R7N4T9M6QWZBHF"
-                 *     }
-                 */
-                "application/json": {
-                    /**
-                     * @description Which events of its types the subscription takes: keys are paths into the event body (`type`, `data.<member>[.<member>…]`), each with a JSON scalar (equality) or an object of operators that must all hold: `$eq`, `$neq`, `$in`, `$nin` (arrays of scalars), `$gt`, `$gte`, `$lt`, `$lte` (a number, or an ISO 8601 date-time compared as an instant), `$exists` (boolean), `$prefix` (string); `$and` and `$or` take arrays of such objects. `$neq` and `$nin` also match a missing member. At most 20 conditions, 4 levels, 4096 bytes as JSON; a fault is 422 keyed `filter.<path inside the filter>`. An event it refuses gets no delivery and no `sequence`, and is not noted as missed while paused; test fires ignore it. null (the default) takes every event. See [Payload filters](#description/payload-filters).
-                     * @example {
-                     *       "data.currency": "EUR",
-                     *       "data.amountCents": {
-                     *         "$gte": 10000
-                     *       }
-                     *     }
-                     */
-                    filter: {
-                        [key: string]: unknown;
-                    } | null;
-                    /** @description An event to match the filter against. */
-                    event?: {
-                        /**
-                         * @description The event type.
-                         * @enum {string}
-                         */
-                        type: "booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered";
-                        /** @description The event data, as a delivery carries it. */
-                        data: {
-                            [key: string]: unknown;
-                        };
-                    };
-                    /** @description Match the filter against this subscription's last 50 ledger events instead. */
-                    subscriptionId?: string;
-                };
-            };
-        };
-        responses: {
-            /** @description How the filter matched. */
-            200: {
-                headers: {
-                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-                    "Service-Request-Id"?: string;
-                    /** @description Requests allowed per minute (sustained). */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Requests left in the current minute. */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the window refreshes. */
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "data": {
-                     *         "matches": true,
-                     *         "events": [
-                     *           {
-                     *             "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
-                     *             "type": "payment.succeeded",
-                     *             "sequence": 41,
-                     *             "matches": true
-                     *           },
-                     *           {
-                     *             "id": "5c2d9e31-7a4b-4f08-8e15-2b6d3f9a0c47",
-                     *             "type": "payment.succeeded",
-                     *             "sequence": 42,
-                     *             "matches": false
-                     *           }
-                     *         ]
-                     *       }
-                     *     }
-                     */
-                    "application/json": {
-                        data: {
-                            /** @description Whether the filter takes the event; with a subscriptionId, any of its events. */
-                            matches: boolean;
-                            /** @description With a subscriptionId: its last 50 ledger events, oldest first (what its filter of the time let through). */
-                            events?: {
-                                /** @description The event id. */
-                                id: string;
-                                /** @description The event type. */
-                                type: string;
-                                /** @description Its place in the ledger. */
-                                sequence: number;
-                                /** @description Whether the filter takes it. */
-                                matches: boolean;
-                            }[];
-                        };
-                    };
-                };
-            };
-            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
-            401: {
-                headers: {
-                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-                    "Service-Request-Id"?: string;
-                    "WWW-Authenticate"?: "Bearer";
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "type": "https://api.tourops.test/errors/unauthorized",
-                     *       "title": "Unauthorized",
-                     *       "status": 401,
-                     *       "detail": "The bearer token is revoked."
-                     *     }
-                     */
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
-            403: {
-                headers: {
-                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-                    "Service-Request-Id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "type": "https://api.tourops.test/errors/scope-required",
-                     *       "title": "Scope required",
-                     *       "status": 403,
-                     *       "detail": "This token lacks webhooks:read.",
-                     *       "required_scope": "webhooks:read"
-                     *     }
-                     */
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Not found, or owned by another tenant (`not-found`). */
-            404: {
-                headers: {
-                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-                    "Service-Request-Id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "type": "https://api.tourops.test/errors/not-found",
-                     *       "title": "Not found",
-                     *       "status": 404,
-                     *       "detail": "Trip not found."
-                     *     }
-                     */
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description State clash (`conflict`), or the Idempotency-Key was used for another request (`idempotency-key-reuse`) or its first request is still running (`idempotency-in-progress`). */
-            409: {
-                headers: {
-                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-                    "Service-Request-Id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "type": "https://api.tourops.test/errors/conflict",
-                     *       "title": "Conflict",
-                     *       "status": 409,
-                     *       "detail": "Cannot move from draft to sent: from draft it may move to active, archived.",
-                     *       "code": "invalid_transition",
-                     *       "from": "draft",
-                     *       "allowed": [
-                     *         "active",
-                     *         "archived"
-                     *       ]
-                     *     }
-                     */
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
-            422: {
-                headers: {
-                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-                    "Service-Request-Id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "type": "https://api.tourops.test/errors/validation-failed",
-                     *       "title": "Validation failed",
-                     *       "status": 422,
-                     *       "detail": "The request is not valid.",
-                     *       "errors": {
-                     *         "startDate": [
-                     *           "must be a calendar date (YYYY-MM-DD)"
-                     *         ],
-                     *         "tags.3": [
-                     *           "is too long"
-                     *         ]
-                     *       }
-                     *     }
-                     */
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
-            429: {
-                headers: {
-                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-                    "Service-Request-Id"?: string;
-                    /** @description Seconds to wait. */
-                    "Retry-After"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "type": "https://api.tourops.test/errors/rate-limited",
-                     *       "title": "Too many requests",
-                     *       "status": 429,
-                     *       "detail": "Rate limit exceeded; retry later."
-                     *     }
-                     */
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
-            500: {
-                headers: {
-                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-                    "Service-Request-Id"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "type": "https://api.tourops.test/errors/internal",
-                     *       "title": "Internal error",
-                     *       "status": 500,
-                     *       "detail": "An unexpected error occurred.",
-                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
-                     *     }
-                     */
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
-            503: {
-                headers: {
-                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-                    "Service-Request-Id"?: string;
-                    /** @description Seconds to wait. */
-                    "Retry-After"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "type": "https://api.tourops.test/errors/service-unavailable",
-                     *       "title": "Service unavailable",
-                     *       "status": 503,
-                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
-                     *     }
-                     */
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    testWebhooks: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description Makes the write safe to retry for 24 hours: the first answer (2xx or 4xx) is replayed byte for byte with `Idempotency-Replayed: true`. A UUID v4 per logical operation is recommended. */
-                "Idempotency-Key"?: string;
-            };
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: {
-            content: {
-                /**
-                 * @example {
-                 *       "subscriptionId": "whs_01JD3XC8K2V5R7N4T9M6QWZBHF",
-                 *       "eventType": "booking.confirmed"
-                 *     }
-                 */
-                "application/json": {
-                    /** @description Only this subscription; omitted: every active one. */
-                    subscriptionId?: string;
-                    /**
-                     * @description Send a sample of this event type (realistic data, ids that name no real row) instead of `webhook.test`. Its envelope has `"test": true` like every test event.
-                     * @enum {string}
-                     */
-                    eventType?: "booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered";
-                };
-            };
-        };
-        responses: {
-            /** @description Fired. */
-            200: {
-                headers: {
-                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
-                    "Service-Request-Id"?: string;
-                    /** @description Requests allowed per minute (sustained). */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Requests left in the current minute. */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Seconds until the window refreshes. */
-                    "X-RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "data": {
-                     *         "eventId": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
-                     *         "deliveries": 1
-                     *       }
-                     *     }
-                     */
-                    "application/json": {
-                        data: {
-                            /** Format: uuid */
-                            eventId: string;
-                            /** @description Delivery rows created. */
-                            deliveries: number;
                         };
                     };
                 };

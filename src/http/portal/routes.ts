@@ -14,10 +14,10 @@ import type {
   FilterTestInput,
   UpdateSubscriptionInput,
 } from '../../services/webhooks-service.ts';
+import { RecoverWebhookBody } from '../routes/webhook-deliveries-routes.ts';
 import {
   CreateWebhookBody,
   FilterTestBody,
-  RecoverWebhookBody,
   TestWebhookBody,
   UpdateWebhookBody,
 } from '../routes/webhooks-routes.ts';

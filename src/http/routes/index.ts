@@ -10,6 +10,7 @@ import type { RouteOptions } from './options.ts';
 import { paymentRoutes } from './payments-routes.ts';
 import { portalRoutes } from './portal-routes.ts';
 import { tripRoutes } from './trips-routes.ts';
+import { webhookDeliveryRoutes } from './webhook-deliveries-routes.ts';
 import { webhookRoutes } from './webhooks-routes.ts';
 
 export interface ApiOptions extends Omit<RouteOptions, 'writes'> {
@@ -33,6 +34,7 @@ export const apiV1: FastifyPluginAsync<ApiOptions> = async (app, options) => {
     paymentRoutes,
     libraryRoutes,
     webhookRoutes,
+    webhookDeliveryRoutes,
     portalRoutes,
   ]) {
     await app.register(routes, { config: options.config, services: options.services, writes });
