@@ -3,12 +3,7 @@ import type { Database } from '../db/database.ts';
 import { DELIVERIES_CHANNEL, type Notifier } from '../db/notifier.ts';
 import type { WebhookSubscriptionsTable } from '../db/schema.ts';
 import type { AddressGuard } from '../domain/address-guard.ts';
-import {
-  destinationKind,
-  keepsPassword,
-  PASSWORD_MASK,
-  splitPassword,
-} from '../domain/destinations.ts';
+import { splitPassword } from '../domain/destinations.ts';
 import {
   DEFAULT_MAX_CONCURRENCY,
   INITIAL_CONCURRENCY,
@@ -23,14 +18,8 @@ import {
 import { effectiveWebhookEndpointCap, isTier, TIERS } from '../domain/plans.ts';
 import {
   type ClientCertificate,
-  hasReceiverSecrets,
   NO_RECEIVER_SECRETS,
-  nextReceiverSecrets,
-  type ReceiverAuthInput,
   type ReceiverAuthScheme,
-  type ReceiverSecrets,
-  setsReceiverAuth,
-  shownReceiverAuth,
 } from '../domain/receiver-auth.ts';
 import {
   dropRetiredPairs,
@@ -49,6 +38,12 @@ import type { TenantsRepository } from '../repositories/tenants-repository.ts';
 import type { SubscriptionRow, WebhooksRepository } from '../repositories/webhooks-repository.ts';
 import type { EventsService } from './events-service.ts';
 import { owningTenant } from './owner.ts';
+import {
+  type CheckedTarget,
+  originOf,
+  receiverSecretsFor,
+  SubscriptionSecrets,
+} from './subscription-secrets.ts';
 import {
   NO_DELIVERIES,
   type Subscription,
@@ -104,14 +99,6 @@ export interface FilterTestResult {
 /** How many of a subscription's latest ledger events a dry run matches. */
 const FILTER_TEST_EVENTS = 50;
 
-/** A webhook URL the address guard accepted (checkTarget). */
-export interface CheckedTarget {
-  /** As stored and shown: a broker password masked (see splitPassword). */
-  readonly url: string;
-  /** The password the URL named, in clear (PASSWORD_MASK when a PATCH sent the mask back). */
-  readonly password: string | null;
-}
-
 const DAY_MS = 86_400_000;
 
 /** A filter as stored: checked (422 naming each fault by its path), then its JSON text. */
@@ -119,43 +106,6 @@ function storedFilter(filter: PayloadFilter | null): string | null {
   const errors = checkFilter(filter);
   if (Object.keys(errors).length > 0) throw validationFailed(errors);
   return filter === null ? null : JSON.stringify(filter);
-}
-
-/**
- * The receiver secrets a create or PATCH leaves for `url` (422 naming each fault): HTTPS
- * endpoints only; `keep`: the origin is the one the stored secrets were set for.
- */
-function receiverSecretsFor(
-  url: string,
-  input: ReceiverAuthInput,
-  stored: ReceiverSecrets,
-  keep: boolean,
-  now: Date,
-): ReceiverSecrets {
-  const next = nextReceiverSecrets(input, stored, keep, now);
-  if ('errors' in next) throw validationFailed(next.errors);
-  if (
-    destinationKind(url) !== 'https' &&
-    (setsReceiverAuth(input) || hasReceiverSecrets(next.secrets))
-  ) {
-    const field =
-      input.auth !== undefined && input.auth !== null
-        ? 'auth'
-        : input.clientCertificate !== undefined && input.clientCertificate !== null
-          ? 'clientCertificate'
-          : 'headers';
-    throw fieldError(field, 'is for HTTPS endpoints only: a broker authenticates by its URL');
-  }
-  return next.secrets;
-}
-
-/** A URL's origin (scheme, host, port); '' for one that does not parse. */
-function originOf(url: string): string {
-  try {
-    return new URL(url).origin;
-  } catch {
-    return '';
-  }
 }
 
 const ASYMMETRIC_NEEDS_STANDARD =
@@ -175,7 +125,11 @@ interface WebhooksServiceDeps {
 }
 
 export class WebhooksService {
-  constructor(private readonly deps: WebhooksServiceDeps) {}
+  private readonly sealed: SubscriptionSecrets;
+
+  constructor(private readonly deps: WebhooksServiceDeps) {
+    this.sealed = new SubscriptionSecrets(deps.secrets);
+  }
 
   async list(tenantId: string): Promise<Subscription[]> {
     return this.shown(tenantId, await this.deps.webhooks.listSubscriptions(tenantId));
@@ -244,7 +198,7 @@ export class WebhooksService {
     const id = newId('whs');
     const signingKey = newSigningKey();
     const pair = input.asymmetricSignatures === true ? newSigningKeyPair() : null;
-    const urlPassword = this.sealedPassword(checked, id);
+    const urlPassword = this.sealed.newPassword(checked, id);
     const row = await this.deps.database.withTransaction(async () => {
       await this.assertRoomForEndpoint(tenantId, true);
       return this.deps.webhooks.insertSubscription({
@@ -275,7 +229,7 @@ export class WebhooksService {
         ordering: input.ordering ?? 'none',
         propagateTraceContext: input.propagateTraceContext === true,
         filter,
-        ...this.sealedReceiverAuth(secrets, id),
+        ...this.sealed.receiverAuth(secrets, id),
         createdAt: nowIso(this.deps.clock),
       });
     });
@@ -325,7 +279,7 @@ export class WebhooksService {
       }
       if (checked) {
         patch.url = checked.url;
-        patch.urlPassword = this.keptPassword(current, checked, id);
+        patch.urlPassword = this.sealed.keptPassword(current, checked, id);
       }
       if (input.events) patch.events = JSON.stringify([...new Set(input.events)]);
       if (input.standardWebhooks !== undefined) patch.standardWebhooks = input.standardWebhooks;
@@ -346,11 +300,11 @@ export class WebhooksService {
         const secrets = receiverSecretsFor(
           url,
           input,
-          this.openReceiverSecrets(current),
+          this.sealed.openReceiverAuth(current),
           originOf(url) === originOf(current.url),
           this.deps.clock.now(),
         );
-        Object.assign(patch, this.sealedReceiverAuth(secrets, id));
+        Object.assign(patch, this.sealed.receiverAuth(secrets, id));
       }
       if (input.active === true && mayMove(current, 'enable')) {
         Object.assign(patch, subscriptionMove('enable', now));
@@ -397,54 +351,6 @@ export class WebhooksService {
     if (!check.ok) throw fieldError('url', check.reason);
     const { shown, password } = splitPassword(url);
     return { url: shown, password };
-  }
-
-  /** Receiver authentication as stored: the shown JSON and the secrets sealed (null for none). */
-  private sealedReceiverAuth(
-    secrets: ReceiverSecrets,
-    id: string,
-  ): { receiverAuth: string | null; receiverSecrets: string | null } {
-    if (!hasReceiverSecrets(secrets)) return { receiverAuth: null, receiverSecrets: null };
-    return {
-      receiverAuth: JSON.stringify(shownReceiverAuth(secrets)),
-      receiverSecrets: this.deps.secrets.encrypt(JSON.stringify(secrets), id),
-    };
-  }
-
-  private openReceiverSecrets(row: SubscriptionRow): ReceiverSecrets {
-    return row.receiverSecrets === null
-      ? NO_RECEIVER_SECRETS
-      : (JSON.parse(this.deps.secrets.decrypt(row.receiverSecrets, row.id)) as ReceiverSecrets);
-  }
-
-  /** A new subscription's URL password, sealed; the mask is no password. */
-  private sealedPassword(checked: CheckedTarget, id: string): string | null {
-    if (checked.password === PASSWORD_MASK) {
-      throw fieldError(
-        'url',
-        `the password ${PASSWORD_MASK} stands for a stored one: send the password itself`,
-      );
-    }
-    return checked.password === null ? null : this.deps.secrets.encrypt(checked.password, id);
-  }
-
-  /**
-   * A PATCHed URL's password: the mask keeps the stored one, but only for the same user, scheme,
-   * host and port, so that no URL change carries it to another server.
-   */
-  private keptPassword(
-    current: SubscriptionRow,
-    checked: CheckedTarget,
-    id: string,
-  ): string | null {
-    if (checked.password !== PASSWORD_MASK) return this.sealedPassword(checked, id);
-    if (current.urlPassword === null || !keepsPassword(current.url, checked.url)) {
-      throw fieldError(
-        'url',
-        `the password ${PASSWORD_MASK} keeps the stored one only for the same user, host and port: send the password itself`,
-      );
-    }
-    return current.urlPassword;
   }
 
   /**
