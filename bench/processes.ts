@@ -24,17 +24,28 @@ export function killAllChildrenNow(): void {
 }
 process.on('exit', killAllChildrenNow);
 
-/** A free TCP port on the loopback interface (the OS picks it; we release it for the child). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/** A free TCP port on the loopback interface, released for the child to bind. */
+export async function freePort(): Promise<number> {
+  for (let tries = 0; tries < 100; tries++) {
+    const port = LOW_PORTS.from + Math.floor(Math.random() * (LOW_PORTS.to - LOW_PORTS.from));
+    if (await bindable(port)) return port;
+  }
+  throw new Error(`no free port between ${LOW_PORTS.from} and ${LOW_PORTS.to}`);
+}
+
+/**
+ * Below Linux's ephemeral range (32768 and up by default), from which every outgoing connection
+ * takes its local port: a port found free here is not taken by a connection before its server
+ * binds it, as a port from listen(0) may be.
+ */
+const LOW_PORTS = { from: 20_000, to: 32_000 };
+
+function bindable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const server = createServer();
     server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
   });
 }
 
