@@ -1,20 +1,8 @@
-// The layers of src/, top to bottom (README "Layout"): entry points (cli, main, serve, demo,
-// runtime) → delivery (the engine) → webhooks (listen, the worker's metrics server and purge
-// timer) and http (Fastify) → services → repositories and rate-limit → db → config → domain, lib
-// and notifications. An import may only point down.
+// The layers of src/, top to bottom (docs/development.md "Layout"): entry points (src/*.ts at the
+// top: runtime, serve, start-worker, cluster, main, demo; src/cli) → delivery (the engine) and
+// http (Fastify) → services → repositories and rate-limit → db → config → domain, lib and
+// notifications. An import may only point down; the entry points are the only files not listed.
 const layer = (name) => `^src/${name}(/|\\.ts$)`;
-// What the worker's layers (webhooks, delivery) may use: every layer under http, and the runtime.
-const engineBelow = [
-  'lib',
-  'domain',
-  'notifications',
-  'config',
-  'db',
-  'repositories',
-  'rate-limit',
-  'services',
-  'runtime',
-];
 const below = {
   lib: [],
   domain: ['lib'],
@@ -26,8 +14,7 @@ const below = {
   'rate-limit': ['lib', 'domain', 'config', 'db'],
   services: ['lib', 'domain', 'notifications', 'config', 'db', 'repositories'],
   http: ['lib', 'domain', 'config', 'db', 'repositories', 'rate-limit', 'services'],
-  webhooks: engineBelow,
-  delivery: [...engineBelow, 'webhooks'],
+  delivery: ['lib', 'domain', 'notifications', 'config', 'db', 'repositories', 'rate-limit', 'services'],
 };
 const layers = Object.keys(below);
 
@@ -50,6 +37,14 @@ module.exports = {
         pathNot: [layer(name), ...below[name].map(layer)],
       },
     })),
+    {
+      name: 'engine-never-imports-an-entry-point',
+      severity: 'error',
+      comment:
+        'src/delivery is run by the entry points (runtime, start-worker, serve); it is handed what it needs.',
+      from: { path: '^src/delivery/', pathNot: '\\.test\\.ts$' },
+      to: { path: '^src/([^/]+\\.ts|cli/)', pathNot: '^src/(config|startup-error)\\.ts$' },
+    },
     // Inside src/http: the request pipeline and the reference the API serves about itself sit
     // below the routes; public and admin routes share them but never each other.
     {

@@ -6,7 +6,7 @@ import { migrate } from './db/migrate.ts';
 import { AUTH_CHANGES_CHANNEL, DELIVERIES_CHANNEL, HOLDS_CHANNEL } from './db/notifier.ts';
 import { PgListener } from './db/pg-listener.ts';
 import { DeliveryQueue } from './delivery/queue.ts';
-import { queueStats } from './delivery/stats.ts';
+import { QueueFigures, queueStats } from './delivery/stats.ts';
 import type { Resolver } from './domain/address-guard.ts';
 import { type Clock, systemClock } from './lib/clock.ts';
 import { Metrics } from './lib/metrics.ts';
@@ -131,7 +131,7 @@ export async function createRuntime(
     services,
     repositories,
     queue,
-    metrics: new Metrics(() => queueStats(queue, clock, config.webhook)),
+    metrics: new Metrics(() => queueStats(new QueueFigures(database), clock, config.webhook)),
     clock,
     logger,
     secretKey,

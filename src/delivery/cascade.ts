@@ -1,4 +1,5 @@
 import type { AttemptErrorClass } from '../domain/attempts.ts';
+import { DELIVERY_STATUS } from '../domain/webhook-moves.ts';
 import type { ClaimedDelivery, DeliveryOutcome } from './types.ts';
 
 /**
@@ -9,9 +10,9 @@ import type { ClaimedDelivery, DeliveryOutcome } from './types.ts';
 
 /** Where a delivery goes after an attempt. */
 export type NextStep =
-  | { status: 'success'; deliveredAt: string; nextAttemptAt: null }
-  | { status: 'dead_letter'; deliveredAt: null; nextAttemptAt: null }
-  | { status: 'pending'; deliveredAt: null; nextAttemptAt: string };
+  | { status: typeof DELIVERY_STATUS.success; deliveredAt: string; nextAttemptAt: null }
+  | { status: typeof DELIVERY_STATUS.deadLetter; deliveredAt: null; nextAttemptAt: null }
+  | { status: typeof DELIVERY_STATUS.pending; deliveredAt: null; nextAttemptAt: string };
 
 /** A whole 2xx answer; null is a time-out or a connection that gave none. */
 function isDelivered(status: number | null): boolean {
@@ -58,16 +59,20 @@ export function nextStep(
   retryAfterMs: number | null = null,
 ): NextStep {
   if (isDelivered(status)) {
-    return { status: 'success', deliveredAt: new Date(nowMs).toISOString(), nextAttemptAt: null };
+    return {
+      status: DELIVERY_STATUS.success,
+      deliveredAt: new Date(nowMs).toISOString(),
+      nextAttemptAt: null,
+    };
   }
   if (attempt > scheduleMs.length) {
-    return { status: 'dead_letter', deliveredAt: null, nextAttemptAt: null };
+    return { status: DELIVERY_STATUS.deadLetter, deliveredAt: null, nextAttemptAt: null };
   }
   const scheduled = scheduleMs[Math.max(0, attempt - 1)];
   const held = endpointHoldMs(status, retryAfterMs);
   const wait = held === null ? scheduled : Math.max(scheduled, held);
   return {
-    status: 'pending',
+    status: DELIVERY_STATUS.pending,
     deliveredAt: null,
     nextAttemptAt: new Date(nowMs + wait).toISOString(),
   };
@@ -181,7 +186,11 @@ export function attemptOutcome(
   const retryAfterMs = parseRetryAfter(answer.retryAfter, nowMs);
   const step: NextStep =
     answer.status === GONE && !delivery.isTest
-      ? { status: 'pending', deliveredAt: null, nextAttemptAt: new Date(nowMs).toISOString() }
+      ? {
+          status: DELIVERY_STATUS.pending,
+          deliveredAt: null,
+          nextAttemptAt: new Date(nowMs).toISOString(),
+        }
       : nextStep(delivery.attempts, answer.status, scheduleMs, nowMs, retryAfterMs);
   const holdMs = endpointHoldMs(answer.status, retryAfterMs);
   return {
@@ -190,7 +199,7 @@ export function attemptOutcome(
       claimedAt: delivery.claimedAt,
       status: step.status,
       lastResponseStatus: answer.status,
-      lastError: step.status === 'success' ? null : answer.errorClass,
+      lastError: step.status === DELIVERY_STATUS.success ? null : answer.errorClass,
       nextAttemptAt: step.nextAttemptAt,
       deliveredAt: step.deliveredAt,
     },

@@ -2,7 +2,11 @@ import { type RawBuilder, sql } from 'kysely';
 import type { Dialect } from '../db/database.ts';
 import { WORKER_LOSSES_LIMIT } from '../domain/attempts.ts';
 import { EFFECTIVE_CONCURRENCY_LIMIT_SQL, PACE_CLAIM_ROWS_SQL } from '../domain/flow-control.ts';
-import { DELIVERY_MOVES } from '../domain/webhook-moves.ts';
+import { DELIVERY_MOVES, DELIVERY_STATUS } from '../domain/webhook-moves.ts';
+
+// The statuses as SQL literals (not parameters): the partial indexes on status match only them.
+const PENDING = sql.lit(DELIVERY_STATUS.pending);
+const IN_FLIGHT = sql.lit(DELIVERY_STATUS.inFlight);
 
 /** The members of a JSON array parameter, as a subquery (`IN` it). */
 export function jsonMembers(dialect: Dialect, list: string): RawBuilder<unknown> {
@@ -53,8 +57,8 @@ export function claimStatement(
   ) => sql`(s.ordering = 'none' or ${sql.ref(`${row}.object_key`)} is null or not exists (
     select 1 from webhook_deliveries o
     where o.subscription_id = ${sql.ref(`${row}.subscription_id`)} and o.object_key = ${sql.ref(`${row}.object_key`)}
-      and o.status in ('pending', 'in_flight')
-      and (o.status = 'in_flight' or o.sequence < ${sql.ref(`${row}.sequence`)})))`;
+      and o.status in (${PENDING}, ${IN_FLIGHT})
+      and (o.status = ${IN_FLIGHT} or o.sequence < ${sql.ref(`${row}.sequence`)})))`;
   const eligible = sql`s.active = 1 and (s.held_until is null or s.held_until <= ${p.now})
     and s.id not in ${members(p.skip)} and s.tenant_id not in ${members(p.skipTenants)}`;
   // A subscription's concurrency limit, within the ceiling its owner set.
@@ -73,11 +77,11 @@ export function claimStatement(
       from webhook_subscriptions s
       cross join lateral (
         select count(*) as n from webhook_deliveries f
-        where f.subscription_id = s.id and f.status = 'in_flight' and f.id not in ${members(p.settled)}
+        where f.subscription_id = s.id and f.status = ${IN_FLIGHT} and f.id not in ${members(p.settled)}
       ) b
       cross join lateral (
         select d.id, d.next_attempt_at from webhook_deliveries d
-        where d.subscription_id = s.id and d.status = 'pending' and d.next_attempt_at <= ${p.now}
+        where d.subscription_id = s.id and d.status = ${PENDING} and d.next_attempt_at <= ${p.now}
           and ${inOrder('d')}
         order by d.next_attempt_at
         limit greatest(0, least(cast(${p.perSubscription} as integer), ${cap} - b.n, ${paceRoom}))
@@ -93,11 +97,11 @@ export function claimStatement(
         cross join webhook_deliveries d
         left join (
           select subscription_id, count(*) as n from webhook_deliveries
-          where status = 'in_flight' and id not in ${members(p.settled)} group by subscription_id
+          where status = ${IN_FLIGHT} and id not in ${members(p.settled)} group by subscription_id
         ) b on b.subscription_id = s.id
         where d.id in (
           select d2.id from webhook_deliveries d2
-          where d2.subscription_id = s.id and d2.status = 'pending' and d2.next_attempt_at <= ${p.now}
+          where d2.subscription_id = s.id and d2.status = ${PENDING} and d2.next_attempt_at <= ${p.now}
             and ${inOrder('d2')}
           order by d2.next_attempt_at
           limit ${p.perSubscription}
@@ -150,7 +154,7 @@ export function claimStatement(
  */
 export function abandoned(alias: string, aliveSince: string, staleBefore: string, asker: string) {
   const row = (column: string) => sql.ref(`${alias}.${column}`);
-  return sql<boolean>`${row('status')} = 'in_flight' and (
+  return sql<boolean>`${row('status')} = ${IN_FLIGHT} and (
     (${row('claimed_by')} is null and ${row('claimed_at')} < ${staleBefore})
     or (${row('claimed_by')} <> ${asker} and ${row('claimed_by')} not in (
       select w.id from webhook_workers w where w.heartbeat_at >= ${aliveSince})))`;

@@ -1,10 +1,6 @@
 import { type Insertable, type Selectable, sql } from 'kysely';
 import { prepare } from '../db/prepared.ts';
-import type {
-  DeliveryStatus,
-  WebhookAttemptsTable,
-  WebhookSubscriptionsTable,
-} from '../db/schema.ts';
+import type { WebhookAttemptsTable, WebhookSubscriptionsTable } from '../db/schema.ts';
 import { WORKER_LOSSES_LIMIT } from '../domain/attempts.ts';
 import { EFFECTIVE_CONCURRENCY_LIMIT_SQL } from '../domain/flow-control.ts';
 import { DELIVERY_MOVES } from '../domain/webhook-moves.ts';
@@ -12,12 +8,6 @@ import { Repository } from '../repositories/repository.ts';
 import { abandoned, claimStatement, jsonMembers } from './claim-sql.ts';
 import type { ClaimedDelivery, DeliveryOutcome } from './types.ts';
 
-/**
- * The statuses the partial queue indexes are defined on, written as literals: a planner can use a
- * partial index only when the query's condition visibly implies the index's (a bound parameter
- * does not, on SQLite, nor in a generic plan on PostgreSQL).
- */
-const PENDING = sql<DeliveryStatus>`'pending'`;
 const { giveBack } = DELIVERY_MOVES;
 /** An attempt's outcome (DELIVERY_MOVES retry, deliver, deadLetter) settles an in-flight row. */
 const SETTLED_FROM = DELIVERY_MOVES.retry.from;
@@ -54,7 +44,8 @@ export interface ClaimOptions {
 
 /**
  * The delivery queue's statements: claim, give back, record outcomes and attempts, dead-letter
- * abandoned last attempts, pace capped subscriptions, the worker registry and the queue's figures.
+ * abandoned last attempts, pace capped subscriptions, the worker registry (the queue's figures
+ * are read in stats.ts).
  * They span tenants: the queue is one, whoever's rows are in it.
  */
 export class DeliveryQueue extends Repository {
@@ -369,65 +360,5 @@ export class DeliveryQueue extends Repository {
         ? query.where('id', '=', filter.id)
         : query.where('heartbeatAt', '<', filter.before);
     await query.execute();
-  }
-
-  /**
-   * What the queue holds (the metrics' gauges): pending rows and the earliest due time, through
-   * webhook_deliveries_pending_idx (partial: pending rows only, whatever the history); abandoned
-   * claims; paused live subscriptions; the client certificates of live ones, as reads show them.
-   */
-  async stats(
-    now: string,
-    aliveSince: string,
-    staleBefore: string,
-  ): Promise<{
-    pending: number;
-    oldestDue: string | null;
-    abandoned: number;
-    paused: number;
-    receiverAuth: string[];
-  }> {
-    const queue = await this.db
-      .selectFrom('webhookDeliveries')
-      .select((eb) => [
-        eb.fn.countAll<number>().as('pending'),
-        eb.fn
-          .min(
-            eb
-              .case()
-              .when('nextAttemptAt', '<=', now)
-              .then(eb.ref('nextAttemptAt'))
-              .else(null)
-              .end(),
-          )
-          .as('oldestDue'),
-      ])
-      .where('status', '=', PENDING)
-      .executeTakeFirstOrThrow();
-    const lost = await this.db
-      .selectFrom('webhookDeliveries as d')
-      .select((eb) => eb.fn.countAll<number>().as('n'))
-      .where(abandoned('d', aliveSince, staleBefore, ''))
-      .executeTakeFirstOrThrow();
-    const paused = await this.db
-      .selectFrom('webhookSubscriptions')
-      .select((eb) => eb.fn.countAll<number>().as('n'))
-      .where('active', '=', false)
-      .where('deletedAt', 'is', null)
-      .executeTakeFirstOrThrow();
-    // Few rows carry receiver authentication, and this runs once per scrape interval at most.
-    const withAuth = await this.db
-      .selectFrom('webhookSubscriptions')
-      .select('receiverAuth')
-      .where('receiverAuth', 'is not', null)
-      .where('deletedAt', 'is', null)
-      .execute();
-    return {
-      pending: Number(queue.pending),
-      oldestDue: (queue.oldestDue as string | null) ?? null,
-      abandoned: Number(lost.n),
-      paused: Number(paused.n),
-      receiverAuth: withAuth.map((row) => row.receiverAuth as string),
-    };
   }
 }

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import type { Database } from '../db/database.ts';
 import { isOperationalEvent } from '../domain/states.ts';
-import { subscriptionMove } from '../domain/webhook-moves.ts';
+import { DELIVERY_STATUS, subscriptionMove } from '../domain/webhook-moves.ts';
 import { newId } from '../lib/ids.ts';
 import type { Mailer, PausedNotice } from '../notifications/mailer.ts';
 import type { MembersRepository } from '../repositories/members-repository.ts';
@@ -120,8 +120,9 @@ export class Recorder {
     };
     const { logger } = this.deps;
     // A dead letter is the end of a delivery: at warn, where alerts look.
-    if (outcome.status === 'success') logger.debug(line, 'webhook attempt delivered');
-    else if (outcome.status === 'dead_letter') logger.warn(line, 'webhook dead-lettered');
+    if (outcome.status === DELIVERY_STATUS.success) logger.debug(line, 'webhook attempt delivered');
+    else if (outcome.status === DELIVERY_STATUS.deadLetter)
+      logger.warn(line, 'webhook dead-lettered');
     else logger.info(line, 'webhook attempt failed');
     this.settled.push(settled);
     // A hold is recorded at once: claims in other processes skip the endpoint from then on.
@@ -211,7 +212,7 @@ export class Recorder {
       );
       await queue.recordOutcomes(batch.map((s) => s.outcome));
       await this.announceDeadLetters(
-        batch.filter((s) => s.outcome.status === 'dead_letter').map((s) => s.delivery),
+        batch.filter((s) => s.outcome.status === DELIVERY_STATUS.deadLetter).map((s) => s.delivery),
       );
       await queue.insertAttempts(
         batch.map((s) => ({

@@ -95,6 +95,17 @@ export const DELIVERY_MOVES = {
   deadLetter: { from: 'in_flight', to: 'dead_letter' },
 } as const satisfies Record<string, { from: DeliveryStatus; to: DeliveryStatus }>;
 
+/**
+ * The statuses by name, as the moves reach them: the engine and the repositories say
+ * `DELIVERY_STATUS.inFlight` (in SQL through `sql.lit`), never the string (`npm run lint`).
+ */
+export const DELIVERY_STATUS = {
+  pending: DELIVERY_MOVES.claim.from,
+  inFlight: DELIVERY_MOVES.claim.to,
+  success: DELIVERY_MOVES.deliver.to,
+  deadLetter: DELIVERY_MOVES.deadLetter.to,
+} as const;
+
 /** Redeliver and recover copy any row that is not in flight. */
 export function mayRedeliver(status: DeliveryStatus): boolean {
   return status !== DELIVERY_MOVES.claim.to;

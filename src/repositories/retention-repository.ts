@@ -1,4 +1,5 @@
 import { type RawBuilder, sql } from 'kysely';
+import { DELIVERY_STATUS } from '../domain/webhook-moves.ts';
 import { Repository } from './repository.ts';
 
 /**
@@ -24,9 +25,9 @@ export class RetentionRepository extends Repository {
       'id',
       sql`t.id > ${afterId} and t.id < ${beforeId}
         and case t.status
-          when 'success' then 1
-          when 'dead_letter' then 1
-          when 'pending' then (
+          when ${sql.lit(DELIVERY_STATUS.success)} then 1
+          when ${sql.lit(DELIVERY_STATUS.deadLetter)} then 1
+          when ${sql.lit(DELIVERY_STATUS.pending)} then (
             select count(*) from webhook_subscriptions s
             where s.id = t.subscription_id and s.deleted_at is not null)
           else 0 end = 1`,

@@ -6,6 +6,7 @@ import type {
   WebhookMissedEventsTable,
   WebhookSubscriptionsTable,
 } from '../db/schema.ts';
+import { DELIVERY_STATUS } from '../domain/webhook-moves.ts';
 import { Repository } from './repository.ts';
 
 export type SubscriptionRow = Selectable<WebhookSubscriptionsTable>;
@@ -401,7 +402,7 @@ export class WebhooksRepository extends Repository {
       .selectFrom('webhookDeliveries')
       .select((eb) => ['subscriptionId', eb.fn.countAll<number>().as('n')])
       .where('subscriptionId', 'in', subscriptionIds)
-      .where('status', '=', 'in_flight')
+      .where('status', '=', DELIVERY_STATUS.inFlight)
       .where('tenantId', '=', tenantId)
       .groupBy('subscriptionId')
       .execute();
@@ -419,7 +420,7 @@ export class WebhooksRepository extends Repository {
       .select((eb) => eb.fn.countAll<number>().as('n'))
       .where('tenantId', '=', tenantId)
       .where('subscriptionId', '=', subscriptionId)
-      .where('status', '=', 'dead_letter')
+      .where('status', '=', DELIVERY_STATUS.deadLetter)
       .where('createdAt', '>=', since)
       .where('createdAt', '<', until)
       .executeTakeFirstOrThrow();
@@ -439,7 +440,7 @@ export class WebhooksRepository extends Repository {
       .select(['id', 'eventId', 'eventType', 'isTest', 'sequence', 'objectKey'])
       .where('tenantId', '=', tenantId)
       .where('subscriptionId', '=', subscriptionId)
-      .where('status', '=', 'dead_letter')
+      .where('status', '=', DELIVERY_STATUS.deadLetter)
       .where('createdAt', '>=', window.since)
       .where('createdAt', '<', window.until);
     if (window.afterId !== null) query = query.where('id', '>', window.afterId);

@@ -4,6 +4,7 @@ import { EVENT_DATA_SCHEMAS } from '../../domain/event-schemas.ts';
 import { ORDERINGS } from '../../domain/flow-control.ts';
 import { CERTIFICATE_WARNING_DAYS, expiresSoon } from '../../domain/receiver-auth.ts';
 import { DELIVERY_STATUSES, SUBSCRIBABLE_EVENT_TYPES } from '../../domain/states.ts';
+import { mayRedeliver } from '../../domain/webhook-moves.ts';
 import type { Page } from '../../lib/cursor.ts';
 import type { Attempt, Delivery, LedgerEvent } from '../../services/deliveries-service.ts';
 import type { Subscription } from '../../services/subscription-view.ts';
@@ -413,7 +414,7 @@ export function deliveryPage(
   done: string | null,
 ): string {
   const path = endpointPath(subscription.id);
-  const canRedeliver = !view.readOnly && subscription.active && delivery.status !== 'in_flight';
+  const canRedeliver = !view.readOnly && subscription.active && mayRedeliver(delivery.status);
   return page(
     `Delivery ${delivery.id}`,
     html`<p class="crumbs"><a href="/portal/">Endpoints</a> › <a class="url" href="${path}">${subscription.url}</a> ›</p>
