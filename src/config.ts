@@ -36,9 +36,14 @@ export interface Config {
     /**
      * Only for claims made by a version before the worker registry (no `claimed_by`): how long
      * past the attempt time-out they are held before other workers take them over. Every newer
-     * claim is taken over once its worker's heartbeat is DEAD_AFTER_MS old (see WorkerRegistry).
+     * claim is taken over once its worker's heartbeat is workerDeadAfterMs old.
      */
     leaseGraceMs: number;
+    /**
+     * WEBHOOK_WORKER_DEAD_AFTER: a worker silent this long is dead and any worker takes over its
+     * claims; it beats five times within it (see WorkerRegistry).
+     */
+    workerDeadAfterMs: number;
     allowPrivateTargets: boolean;
     caFile: string | null;
     /** Longest a webhook host name's resolution may take, at registration and at connect. */
@@ -101,6 +106,7 @@ export const KNOWN_VARIABLES = [
   'WEBHOOK_AUTOPAUSE_WINDOW',
   'WEBHOOK_KEY_OVERLAP',
   'WEBHOOK_LEASE_GRACE',
+  'WEBHOOK_WORKER_DEAD_AFTER',
   'WEBHOOK_ALLOW_PRIVATE_TARGETS',
   'WEBHOOK_CA_FILE',
   'WEBHOOK_DNS_TIMEOUT',
@@ -210,6 +216,12 @@ export function parseDuration(name: string, value: string): number {
 function parsePositiveDuration(name: string, value: string): number {
   const ms = parseDuration(name, value);
   if (ms === 0) throw new ConfigError(`${name}: "${value}" must be more than 0`);
+  return ms;
+}
+
+function parseMinDuration(name: string, value: string, minMs: number): number {
+  const ms = parseDuration(name, value);
+  if (ms < minMs) throw new ConfigError(`${name}: "${value}" must be at least ${minMs} ms`);
   return ms;
 }
 
@@ -384,6 +396,11 @@ export function loadConfig(env: Env = process.env): Config {
       ),
       keyOverlapMs: parseDuration('WEBHOOK_KEY_OVERLAP', get('WEBHOOK_KEY_OVERLAP') ?? '24h'),
       leaseGraceMs: parseDuration('WEBHOOK_LEASE_GRACE', get('WEBHOOK_LEASE_GRACE') ?? '60s'),
+      workerDeadAfterMs: parseMinDuration(
+        'WEBHOOK_WORKER_DEAD_AFTER',
+        get('WEBHOOK_WORKER_DEAD_AFTER') ?? '10s',
+        1_000,
+      ),
       allowPrivateTargets: parseBoolean(
         'WEBHOOK_ALLOW_PRIVATE_TARGETS',
         get('WEBHOOK_ALLOW_PRIVATE_TARGETS') ?? 'false',

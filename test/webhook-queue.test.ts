@@ -1,7 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { ClaimOptions } from '../src/delivery/queue.ts';
-import { DEAD_AFTER_MS } from '../src/delivery/registry.ts';
+
+/** WEBHOOK_WORKER_DEAD_AFTER as these contexts have it (the default). */
+const DEAD_AFTER_MS = 10_000;
+
 import type { DeliveryOutcome } from '../src/delivery/types.ts';
 import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
 import { createTenant, type TenantFixture } from './helpers/fixtures.ts';

@@ -4,13 +4,11 @@ import type { Clock } from '../lib/clock.ts';
 import { newId } from '../lib/ids.ts';
 import type { DeliveryQueue } from './queue.ts';
 
-/** How often a worker says it lives. */
-const HEARTBEAT_MS = 2_000;
 /**
- * A worker silent this long is dead and its claims are taken over: several missed beats, so a
- * busy event loop or a slow statement is not taken for a death.
+ * How many beats a worker makes within WEBHOOK_WORKER_DEAD_AFTER: a worker is taken for dead
+ * only after several missed beats, so a busy event loop or a slow statement is not a death.
  */
-export const DEAD_AFTER_MS = 10_000;
+const BEATS_PER_LIFE = 5;
 /**
  * When a claim is abandoned at `nowMs` (ISO 8601): its worker's heartbeat is older than
  * `aliveSince`, or, made before the registry (no worker), it is older than `staleBefore` (the
@@ -18,10 +16,10 @@ export const DEAD_AFTER_MS = 10_000;
  */
 export function abandonedBefore(
   nowMs: number,
-  webhook: Pick<Config['webhook'], 'timeoutMs' | 'leaseGraceMs'>,
+  webhook: Pick<Config['webhook'], 'timeoutMs' | 'leaseGraceMs' | 'workerDeadAfterMs'>,
 ): { aliveSince: string; staleBefore: string } {
   return {
-    aliveSince: new Date(nowMs - DEAD_AFTER_MS).toISOString(),
+    aliveSince: new Date(nowMs - webhook.workerDeadAfterMs).toISOString(),
     staleBefore: new Date(nowMs - webhook.timeoutMs - webhook.leaseGraceMs).toISOString(),
   };
 }
@@ -30,15 +28,15 @@ export function abandonedBefore(
 const FORGET_AFTER_MS = 3_600_000;
 
 /**
- * This process's entry in the worker registry (webhook_workers): joined at start, a heartbeat
- * every HEARTBEAT_MS, removed at a clean stop. A delivery in flight names its worker; once that
- * worker's heartbeat is DEAD_AFTER_MS old, any worker takes the delivery over, however recent the
+ * This process's entry in the worker registry (webhook_workers): joined at start, BEATS_PER_LIFE
+ * heartbeats within WEBHOOK_WORKER_DEAD_AFTER, removed at a clean stop. A delivery in flight names
+ * its worker; once that worker's heartbeat is WEBHOOK_WORKER_DEAD_AFTER old, any worker takes the delivery over, however recent the
  * claim, and never before, however long the attempt runs.
  */
 export class WorkerRegistry {
   readonly id = newId('wkr');
   /**
-   * Whether another worker beat within DEAD_AFTER_MS at the last heartbeat; read only when
+   * Whether another worker beat within WEBHOOK_WORKER_DEAD_AFTER at the last heartbeat; read only when
    * `watchOthers` (else always false: no statement for it).
    */
   othersAlive = false;
@@ -47,7 +45,12 @@ export class WorkerRegistry {
   private failing = false;
 
   constructor(
-    private readonly deps: { queue: DeliveryQueue; clock: Clock; logger: Logger },
+    private readonly deps: {
+      queue: DeliveryQueue;
+      clock: Clock;
+      logger: Logger;
+      config: { webhook: Pick<Config['webhook'], 'workerDeadAfterMs'> };
+    },
     private readonly watchOthers = false,
   ) {}
 
@@ -55,7 +58,8 @@ export class WorkerRegistry {
     const now = this.deps.clock.now();
     await this.deps.queue.joinWorker(this.id, now.toISOString());
     await this.countOthers(now.getTime());
-    this.timer = setInterval(() => void this.beat(), HEARTBEAT_MS);
+    const beatMs = this.deps.config.webhook.workerDeadAfterMs / BEATS_PER_LIFE;
+    this.timer = setInterval(() => void this.beat(), beatMs);
     this.timer.unref();
   }
 
@@ -66,7 +70,7 @@ export class WorkerRegistry {
     try {
       await this.deps.queue.forgetWorkers({ id: this.id });
     } catch (error) {
-      // Its heartbeat stops either way: others take over after DEAD_AFTER_MS.
+      // Its heartbeat stops either way: others take over after WEBHOOK_WORKER_DEAD_AFTER.
       this.deps.logger.warn({ err: error }, 'leaving the worker registry failed');
     }
   }
@@ -74,7 +78,7 @@ export class WorkerRegistry {
   /** Reads whether other workers live: a worker that joins is known to the others within a beat. */
   private async countOthers(nowMs: number): Promise<void> {
     if (!this.watchOthers) return;
-    const aliveSince = new Date(nowMs - DEAD_AFTER_MS).toISOString();
+    const aliveSince = new Date(nowMs - this.deps.config.webhook.workerDeadAfterMs).toISOString();
     this.othersAlive = (await this.deps.queue.otherLiveWorkers(this.id, aliveSince)) > 0;
   }
 

@@ -81,7 +81,7 @@ export class QueueFigures extends Repository {
 export async function queueStats(
   figures: QueueFigures,
   clock: Clock,
-  webhook: Pick<Config['webhook'], 'timeoutMs' | 'leaseGraceMs'>,
+  webhook: Pick<Config['webhook'], 'timeoutMs' | 'leaseGraceMs' | 'workerDeadAfterMs'>,
 ): Promise<QueueStats> {
   const now = clock.now();
   const nowMs = now.getTime();
