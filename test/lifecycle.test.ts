@@ -10,6 +10,7 @@ import { after, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort } from '../bench/processes.ts';
 import { BIN, type ChildService, ROOT, startTourops } from './helpers/processes.ts';
+import { until } from './helpers/until.ts';
 
 const dirs: string[] = [];
 function tempDir(): string {
@@ -75,12 +76,11 @@ describe('graceful stop (a real tourops serve)', () => {
     const server = await startTourops(['serve', '--no-worker'], { DATA_DIR: tempDir() });
     const port = Number(new URL(server.baseUrl).port);
     const clients = Array.from({ length: 8 }, () => keepSending(port));
-    await sleep(500);
-    const signalled = Date.now();
+    // Every client served a few times before the signal.
+    await until(() => (clients.every((c) => c.result().answered > 5) ? true : undefined));
     const exit = server.stop('SIGTERM');
     await Promise.all(clients.map((client) => client.closed));
     const code = await exit;
-    const elapsed = Date.now() - signalled;
     const results = clients.map((client) => client.result());
     for (const result of results) {
       assert.ok(
@@ -96,22 +96,24 @@ describe('graceful stop (a real tourops serve)', () => {
       assert.ok(result.closedByAnswer, 'the last answer said Connection: close');
     }
     assert.equal(code, 0);
-    assert.ok(elapsed < 5_000, `exited ${elapsed} ms after the signal`);
+    // At once: no drain without SHUTDOWN_DRAIN (the stop's own record says which it did).
+    assert.doesNotMatch(server.output(), /draining/);
   });
 
   it('drains for SHUTDOWN_DRAIN: /readyz 503 at once, new connections still served, then exits 0', async () => {
     const drainMs = 1_500;
+    // At info the server logs each request and each step of its stop: the record checked below.
     const server = await startTourops(['serve', '--no-worker'], {
       DATA_DIR: tempDir(),
       SHUTDOWN_DRAIN: `${drainMs}ms`,
+      LOG_LEVEL: 'info',
     });
     const port = Number(new URL(server.baseUrl).port);
     // Each probe on a connection of its own, as a balancer's health check and new clients come.
+    type Answer = { path: string; status: number; body: string; close: boolean };
+    type Refusal = { path: string; refused: string; at: number };
     const probe = (path: string) =>
-      new Promise<
-        { path: string; sentAt: number; status: number; body: string; close: boolean } | string
-      >((resolve) => {
-        const sentAt = Date.now();
+      new Promise<Answer | Refusal>((resolve) => {
         const request = httpGet({ port, host: '127.0.0.1', path, agent: false }, (response) => {
           let body = '';
           response.setEncoding('utf8').on('data', (chunk) => {
@@ -120,61 +122,79 @@ describe('graceful stop (a real tourops serve)', () => {
           response.on('end', () =>
             resolve({
               path,
-              sentAt,
               status: response.statusCode ?? 0,
               body,
               close: response.headers.connection === 'close',
             }),
           );
         });
-        request.on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? 'error'));
+        request.on('error', (error: NodeJS.ErrnoException) =>
+          resolve({ path, refused: error.code ?? 'error', at: Date.now() }),
+        );
       });
     const ready = await probe('/readyz');
-    assert.ok(typeof ready !== 'string' && ready.status === 200, JSON.stringify(ready));
-    const signalled = Date.now();
+    assert.ok('status' in ready && ready.status === 200, JSON.stringify(ready));
     const exit = server.stop('SIGTERM');
-    const answers: Array<Awaited<ReturnType<typeof probe>>> = [];
+    const answers: Array<Answer | Refusal> = [];
     let exited = false;
     void exit.then(() => {
       exited = true;
     });
-    while (!exited && Date.now() - signalled < drainMs + 5_000) {
-      answers.push(await probe(answers.length % 2 === 0 ? '/readyz' : '/healthz'));
-      await sleep(5);
-    }
+    while (!exited) answers.push(await probe(answers.length % 2 === 0 ? '/readyz' : '/healthz'));
     assert.equal(await exit, 0);
-    const elapsed = Date.now() - signalled;
-    assert.ok(elapsed >= drainMs, `exited ${elapsed} ms after the signal, before the drain ended`);
-    const answered = answers.filter((a) => typeof a !== 'string');
-    const firstDraining = answered.find(
-      (a) => a.status === 503 && JSON.parse(a.body).status === 'draining',
-    );
-    assert.ok(firstDraining, 'readiness was withdrawn');
+
+    // The server's own record, in the order it happened.
+    const record = server
+      .output()
+      .split('\n')
+      .filter((line) => line.startsWith('{'))
+      .map(
+        (line) =>
+          JSON.parse(line) as { msg: string; time: number; url?: string; statusCode?: number },
+      );
+    const drainAt = record.findIndex((line) => line.msg === 'draining: not ready, still serving');
+    const stopAt = record.findIndex((line) => line.msg === 'shutting down');
+    assert.ok(drainAt > 0 && stopAt > drainAt, 'the drain, then the stop, logged');
     assert.ok(
-      firstDraining.sentAt - signalled <= 100,
-      `the first 503 was asked ${firstDraining.sentAt - signalled} ms after the signal`,
+      record[stopAt].time - record[drainAt].time >= drainMs,
+      `the drain lasted ${record[stopAt].time - record[drainAt].time} ms`,
     );
-    for (const answer of answered.filter((a) => a.sentAt - signalled > 100)) {
-      const expected = answer.path === '/readyz' ? 503 : 200;
-      assert.equal(answer.status, expected, JSON.stringify(answer));
+    const probes = (from: number, to: number) =>
+      record
+        .slice(from, to)
+        .filter((line) => line.msg === 'request' && /^\/(readyz|healthz)$/.test(line.url ?? ''));
+    // Ready up to the signal; from the moment it is handled, /readyz 503 and /healthz still 200.
+    for (const line of probes(0, drainAt)) assert.equal(line.statusCode, 200, JSON.stringify(line));
+    const during = probes(drainAt, stopAt);
+    for (const line of during) {
+      assert.equal(line.statusCode, line.url === '/readyz' ? 503 : 200, JSON.stringify(line));
+    }
+    assert.ok(
+      during.some((line) => line.url === '/readyz') &&
+        during.some((line) => line.url === '/healthz'),
+      `both probes served during the drain: ${JSON.stringify(during)}`,
+    );
+    // What the clients saw: every answer after the first 503 is the drain's, with
+    // Connection: close; a connection is refused only once the drain is over, and then for good.
+    const firstDraining = answers.findIndex(
+      (a) => 'status' in a && a.status === 503 && JSON.parse(a.body).status === 'draining',
+    );
+    assert.ok(firstDraining >= 0, 'readiness was withdrawn');
+    for (const answer of answers.slice(firstDraining)) {
+      if (!('status' in answer)) continue;
+      assert.equal(answer.status, answer.path === '/readyz' ? 503 : 200, JSON.stringify(answer));
       if (answer.status === 503) assert.deepEqual(JSON.parse(answer.body), { status: 'draining' });
       assert.ok(answer.close, 'answers during the drain say Connection: close');
     }
-    // Every connection opened during the drain was accepted and answered; only after it ended
-    // may one be refused.
-    const lastServed = Math.max(...answered.map((a) => a.sentAt)) - signalled;
-    assert.ok(lastServed >= drainMs - 100, `the last answer was asked at ${lastServed} ms`);
-    const refusedAt = answers.findIndex((a) => typeof a === 'string');
+    const refusedAt = answers.findIndex((a) => 'refused' in a);
     if (refusedAt >= 0) {
       assert.ok(
-        answers.slice(refusedAt).every((a) => typeof a === 'string'),
+        answers.slice(refusedAt).every((a) => 'refused' in a),
         'once refused, never served again',
       );
+      const refused = answers[refusedAt] as Refusal;
+      assert.ok(refused.at >= record[stopAt].time, 'refused only after the drain ended');
     }
-    assert.ok(
-      answered.filter((a) => a.sentAt - signalled > 100).length > 50,
-      `probes answered during the drain: ${answered.length}`,
-    );
   });
 
   it('closes idle keep-alive connections after a grace instead of waiting for their time-out', async () => {
@@ -183,11 +203,16 @@ describe('graceful stop (a real tourops serve)', () => {
     const idle: Socket = connect(port, '127.0.0.1');
     idle.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
     await once(idle, 'data');
-    const started = Date.now();
     const closed = once(idle, 'close');
-    assert.equal(await server.stop('SIGTERM'), 0);
+    // Not the 72 s keep-alive time-out: the connection closes before the server has exited.
+    let exited = false;
+    const stopped = server.stop('SIGTERM').then((code) => {
+      exited = true;
+      return code;
+    });
     await closed;
-    assert.ok(Date.now() - started < 5_000, 'not the 72 s keep-alive time-out');
+    assert.equal(exited, false, 'the idle connection was closed by the server, before its exit');
+    assert.equal(await stopped, 0);
   });
 
   it('stops within SHUTDOWN_TIMEOUT while an upload trickles in, and says so with exit code 1', async () => {
@@ -203,12 +228,15 @@ describe('graceful stop (a real tourops serve)', () => {
     );
     const trickle = setInterval(() => upload.write('x'), 100);
     try {
+      // The upload has begun (its first bytes are in) before the signal.
       await sleep(300);
       const started = Date.now();
       const code = await server.stop('SIGTERM');
       const elapsed = Date.now() - started;
       assert.equal(code, 1);
-      assert.ok(elapsed >= 1_500 && elapsed < 4_000, `exited ${elapsed} ms after the signal`);
+      // Exit code 1 is its record of giving up on the connection; the connections' share of
+      // SHUTDOWN_TIMEOUT (all of it but 500 ms for the rest) is a floor the load cannot lower.
+      assert.ok(elapsed >= 1_500, `exited ${elapsed} ms after the signal`);
     } finally {
       clearInterval(trickle);
       upload.destroy();
@@ -223,25 +251,18 @@ describe('graceful stop (a real tourops serve)', () => {
       stdio: 'ignore',
     });
     try {
-      let up = false;
-      for (let i = 0; i < 120 && !up; i++) {
-        await sleep(250);
-        up = await fetch(`http://127.0.0.1:${port}/healthz`).then(
+      const serves = () =>
+        fetch(`http://127.0.0.1:${port}/healthz`).then(
           (r) => r.ok,
           () => false,
         );
-      }
-      assert.ok(up, 'npm start serves');
+      await until(async () => ((await serves()) ? true : undefined), 30_000, 'npm start serves');
       npm.kill('SIGTERM');
-      let free = false;
-      for (let i = 0; i < 40 && !free; i++) {
-        await sleep(250);
-        free = await fetch(`http://127.0.0.1:${port}/healthz`).then(
-          () => false,
-          () => true,
-        );
-      }
-      assert.ok(free, 'the server stopped and freed the port');
+      await until(
+        async () => ((await serves()) ? undefined : true),
+        10_000,
+        'the server stopped and freed the port',
+      );
     } finally {
       npm.kill('SIGKILL');
       spawnSync('pkill', ['-KILL', '-f', `PORT=${port}`]);
@@ -249,9 +270,8 @@ describe('graceful stop (a real tourops serve)', () => {
   });
 });
 
-/** `tourops serve` that must fail at start: its exit code, its output, how long it took. */
+/** `tourops serve` that must fail at start (not hang: spawnSync's time-out): code and output. */
 function failingServe(env: Record<string, string>, wrap: string[] = []) {
-  const started = Date.now();
   const command = [...wrap, process.execPath, BIN, 'serve', '--no-worker'];
   const result = spawnSync(command[0], command.slice(1), {
     cwd: ROOT,
@@ -262,7 +282,6 @@ function failingServe(env: Record<string, string>, wrap: string[] = []) {
   return {
     code: result.status,
     output: `${result.stdout}${result.stderr}`.trim(),
-    ms: Date.now() - started,
   };
 }
 
@@ -290,7 +309,6 @@ describe('start-up errors name the variable, in one line', () => {
         result.output,
         /^tourops: DATA_DIR: "[^"]+" is not a writable directory \(\w+\)$/,
       );
-      assert.ok(result.ms < 10_000);
     }
   });
 
@@ -339,8 +357,11 @@ describe('start-up errors name the variable, in one line', () => {
     try {
       const names = ['tourops.sqlite', 'tourops.sqlite-wal', 'tourops.sqlite-shm', 'secret.key'];
       // The key is written after the migrations, so the WAL appears first.
-      for (let i = 0; i < 80 && !names.every((name) => existsSync(join(dataDir, name))); i++)
-        await sleep(250);
+      await until(
+        () => (names.every((name) => existsSync(join(dataDir, name))) ? true : undefined),
+        20_000,
+        'the data files',
+      );
       const mode = (path: string) => statSync(path).mode & 0o777;
       assert.equal(mode(dataDir), 0o700);
       assert.equal(mode(join(dataDir, '..')), 0o700);
