@@ -45,6 +45,32 @@ describe('pace: maxPerSecond as evenly spaced send slots', () => {
     );
   });
 
+  it('keeps up with the cap: claims made back to back get slots one interval apart, no gap', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 1000 }),
+        fc.array(fc.integer({ min: 1, max: 40 }), { minLength: 1, maxLength: 12 }),
+        (perSecond, claims) => {
+          // Each claim made while the last one's slots still run (the queue claims ahead).
+          const nowUs = 1_700_000_000_000_000;
+          let nextUs = 0;
+          const slots: number[] = [];
+          for (const count of claims) {
+            nextUs = Math.max(nextUs, nowUs) + count * paceIntervalUs(perSecond);
+            slots.push(...paceSlots(nextUs, count, perSecond));
+          }
+          // N sends take (N - 1) intervals: the cap, less only the lateness margin per interval.
+          const intervalMs = paceIntervalUs(perSecond) / 1000;
+          for (let i = 1; i < slots.length; i++) {
+            assert.ok(Math.abs(slots[i] - slots[i - 1] - intervalMs) < 1e-3, `slot ${i}`);
+          }
+          assert.ok(intervalMs <= (1000 + PACE_LATE_MS) / perSecond + 1e-3);
+        },
+      ),
+      { seed: 35, numRuns: 300 },
+    );
+  });
+
   it('waits before its slot, goes within PACE_LATE_MS after it, and takes a new one later', () => {
     assert.equal(paceCheck(1_000, 999), 'wait');
     assert.equal(paceCheck(1_000, 1_000), 'go');

@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import type { ServerResponse } from 'node:http';
 import { createServer, type Server } from 'node:https';
 import type { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -179,7 +180,14 @@ export function standardWebhookHeaders(request: ReceivedRequest): Record<string,
 }
 
 export type Responder = (request: ReceivedRequest) =>
-  | { status: number; delayMs?: number; body?: string; headers?: Record<string, string> }
+  | {
+      status: number;
+      delayMs?: number;
+      /** Answer once this settles (a gate the test opens), rather than at once. */
+      after?: Promise<unknown>;
+      body?: string;
+      headers?: Record<string, string>;
+    }
   | 'hang'
   /** 200 with a content-length of 100, then one byte and nothing more. */
   | 'stall';
@@ -193,6 +201,8 @@ export class HttpsReceiver {
   private readonly sockets = new Set<Socket>();
   private readonly waiters = new Set<() => void>();
   private connections = 0;
+  private open = 0;
+  private mostOpen = 0;
 
   private constructor(
     private readonly server: Server,
@@ -218,6 +228,7 @@ export class HttpsReceiver {
           remotePort: req.socket.remotePort ?? 0,
           receivedAt: performance.now(),
         };
+        receiver.opened(res);
         receiver.received(request);
         const answer = receiver.responder(request);
         if (answer === 'hang') return;
@@ -226,7 +237,8 @@ export class HttpsReceiver {
           return;
         }
         const reply = () => res.writeHead(answer.status, answer.headers).end(answer.body);
-        if (answer.delayMs) setTimeout(reply, answer.delayMs);
+        if (answer.after) void answer.after.then(reply);
+        else if (answer.delayMs) setTimeout(reply, answer.delayMs);
         else reply();
       });
     });
@@ -242,6 +254,16 @@ export class HttpsReceiver {
     if (address === null || typeof address === 'string') throw new Error('no port');
     receiver = new HttpsReceiver(server, address.port, options.responder ?? ok);
     return receiver;
+  }
+
+  /** Requests received and not yet answered (or cut off). */
+  get openRequests(): number {
+    return this.open;
+  }
+
+  /** The most requests open at once so far: a sender's concurrency, as the receiver sees it. */
+  get mostOpenRequests(): number {
+    return this.mostOpen;
   }
 
   /** TCP connections accepted so far (a sender that keeps connections alive opens few). */
@@ -287,6 +309,14 @@ export class HttpsReceiver {
     this.connections += 1;
     this.sockets.add(socket);
     socket.once('close', () => this.sockets.delete(socket));
+  }
+
+  private opened(response: ServerResponse): void {
+    this.open += 1;
+    this.mostOpen = Math.max(this.mostOpen, this.open);
+    response.once('close', () => {
+      this.open -= 1;
+    });
   }
 
   private received(request: ReceivedRequest): void {
