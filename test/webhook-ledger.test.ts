@@ -519,7 +519,12 @@ for (const backend of BACKENDS) {
       await ctx.runtime.database.withTransaction(() =>
         ctx.runtime.services.events.requeue(tenant.id, data.id, [row]),
       );
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      // A marker: an event to another endpoint, due after the requeued row and claimed by a
+      // claim that saw that row due; had the paused endpoint's row been taken, it went first.
+      const { data: marker } = await subscribe('/patched-marker');
+      await createClient('marker');
+      await eventually(() => pushedTo('/patched-marker').length === 1);
+      await ctx.api('DELETE', `/api/v1/webhooks/${marker.id}`, { token: tenant.token });
       assert.equal(pushedTo('/patched').length + pushedTo('/moved').length, 1);
       const ledger = (await pull(data.id, 'after=0')).json().data as LedgerItem[];
       assert.deepEqual(
