@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { describe } from 'node:test';
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import pg from 'pg';
 import pino from 'pino';
@@ -20,6 +21,17 @@ export type Backend = 'sqlite' | 'postgres';
 export const BACKENDS: Backend[] = process.env.TEST_DATABASE_URL
   ? ['sqlite', 'postgres']
   : ['sqlite'];
+
+/**
+ * A suite per backend, the backends' suites side by side (each one's tests in order), so that a
+ * file whose tests mostly wait (a Retry-After, a rate cap, a time-out) takes one backend's time,
+ * not the sum. Only for suites that share nothing in their process but the machine.
+ */
+export function describeEachBackend(title: string, body: (backend: Backend) => void): void {
+  describe(title, { concurrency: true }, () => {
+    for (const backend of BACKENDS) describe(backend, { concurrency: 1 }, () => body(backend));
+  });
+}
 
 export const ADMIN_TOKEN = 'admin-test-token-0123456789abcdefghijkl';
 
