@@ -1,15 +1,19 @@
-/** Polls `probe` until it returns something other than undefined; fails after `timeoutMs`. */
+/**
+ * Polls `probe` every `everyMs` until it returns something other than undefined; fails after
+ * `timeoutMs`. A probe that costs (an API call validated against the document) polls less often.
+ */
 export async function until<T>(
   probe: () => Promise<T | undefined> | T | undefined,
   timeoutMs = 5_000,
   what = 'condition',
+  everyMs = 20,
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await probe();
     if (value !== undefined) return value;
     if (Date.now() > deadline) throw new Error(`${what}: not reached in ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await new Promise((resolve) => setTimeout(resolve, everyMs));
   }
 }
 
