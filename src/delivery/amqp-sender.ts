@@ -1,4 +1,4 @@
-import { type ChannelModel, type ConfirmChannel, connect, type Message } from 'amqplib';
+import type { ChannelModel, ConfirmChannel, Message } from 'amqplib';
 import type { AmqpTarget } from '../domain/destinations.ts';
 import {
   type BrokerDeps,
@@ -96,6 +96,8 @@ export class AmqpSender {
 
   private async open(target: AmqpTarget, password: string | null): Promise<AmqpLink> {
     const address = await this.deps.guard.addressFor(target.host);
+    // Loaded at the first AMQP destination: most processes never have one.
+    const { connect } = await import('amqplib');
     const model = await connect(
       {
         protocol: target.tls ? 'amqps' : 'amqp',

@@ -178,11 +178,14 @@ export class WebhookSender {
       this.ca === undefined && client === undefined
         ? undefined
         : createSecureContext({ ca: this.ca, cert: client?.certificate, key: client?.privateKey });
+    // undici's own timers tick coarsely and can fire before their delay: they stand a second
+    // behind the attempt's timer (send), which decides WEBHOOK_TIMEOUT_MS to the millisecond.
+    const backstopMs = this.timeoutMs + 1_000;
     return new Agent({
       connections: this.connectionsPerOrigin,
-      headersTimeout: this.timeoutMs,
-      bodyTimeout: this.timeoutMs,
-      connect: { timeout: this.timeoutMs, lookup: this.guard.lookup, secureContext },
+      headersTimeout: backstopMs,
+      bodyTimeout: backstopMs,
+      connect: { timeout: backstopMs, lookup: this.guard.lookup, secureContext },
     });
   }
 
@@ -214,7 +217,7 @@ export class WebhookSender {
     const target = this.target(url);
     if ('invalid' in target) return target.invalid;
 
-    // headersTimeout/bodyTimeout bound each wait; this bounds the whole attempt.
+    // This bounds the whole attempt (undici's timeouts only back it up, see newAgent).
     const controller = new AbortController();
     const timer = setTimeout(() => controller.abort(), this.timeoutMs);
     let status: number | null = null;

@@ -1,11 +1,4 @@
-import {
-  connect,
-  type JetStreamClient,
-  type NatsConnection,
-  NatsError,
-  headers as natsHeaders,
-  type TlsOptions,
-} from 'nats';
+import type { JetStreamClient, NatsConnection, TlsOptions } from 'nats';
 import type { NatsTarget } from '../domain/destinations.ts';
 import {
   type BrokerDeps,
@@ -17,6 +10,8 @@ import { LinkPool } from './broker-pool.ts';
 import type { SendResult } from './http-sender.ts';
 
 interface NatsLink {
+  /** The client library, loaded with the first link. */
+  nats: typeof import('nats');
   connection: NatsConnection;
   jetstream: JetStreamClient;
 }
@@ -50,7 +45,7 @@ export class NatsSender {
     } catch (error) {
       return connectionFailure(error);
     }
-    const headers = natsHeaders();
+    const headers = link.nats.headers();
     for (const [name, value] of Object.entries(message.headers)) headers.set(name, value);
     try {
       const ack = await link.jetstream.publish(target.subject, Buffer.from(message.body), {
@@ -66,7 +61,7 @@ export class NatsSender {
         body: JSON.stringify({ stream: ack.stream, seq: ack.seq, duplicate: ack.duplicate }),
       };
     } catch (error) {
-      return publishFailure(target, error);
+      return publishFailure(target, error, link.nats.NatsError);
     }
   }
 
@@ -75,7 +70,9 @@ export class NatsSender {
     const server = address.includes(':')
       ? `[${address}]:${target.port}`
       : `${address}:${target.port}`;
-    const connection = await connect({
+    // Loaded at the first NATS destination: most processes never have one.
+    const nats = await import('nats');
+    const connection = await nats.connect({
       servers: server,
       user: target.username === '' ? undefined : target.username,
       pass: password ?? undefined,
@@ -88,6 +85,7 @@ export class NatsSender {
       ignoreClusterUpdates: true,
     });
     const link: NatsLink = {
+      nats,
       connection,
       jetstream: connection.jetstream({ timeout: this.deps.timeoutMs }),
     };
@@ -100,7 +98,11 @@ export class NatsSender {
 }
 
 /** A publish JetStream refused, or one its connection failed (the next attempt reconnects). */
-function publishFailure(target: NatsTarget, error: unknown): SendResult {
+function publishFailure(
+  target: NatsTarget,
+  error: unknown,
+  NatsError: typeof import('nats').NatsError,
+): SendResult {
   if (error instanceof NatsError) {
     const api = error.jsError();
     if (api !== null) {

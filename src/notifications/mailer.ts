@@ -1,4 +1,4 @@
-import nodemailer from 'nodemailer';
+import type { Transporter } from 'nodemailer';
 
 /** What a tenant's contacts are told when one of its webhook subscriptions pauses by itself. */
 export interface PausedNotice {
@@ -32,21 +32,26 @@ export interface MailerOptions {
 export function createMailer(smtpUrl: string | null, options: MailerOptions): Mailer | null {
   if (smtpUrl === null) return null;
   const timeoutMs = options.timeoutMs ?? 10_000;
-  const transport = nodemailer.createTransport({
-    url: smtpUrl,
-    pool: true,
-    maxConnections: 2,
-    connectionTimeout: timeoutMs,
-    greetingTimeout: timeoutMs,
-    socketTimeout: Math.max(timeoutMs, 30_000),
-  });
+  // The client library is loaded with the first mail: most starts send none.
+  let transport: Promise<Transporter> | null = null;
+  const transporter = () =>
+    (transport ??= import('nodemailer').then(({ default: nodemailer }) =>
+      nodemailer.createTransport({
+        url: smtpUrl,
+        pool: true,
+        maxConnections: 2,
+        connectionTimeout: timeoutMs,
+        greetingTimeout: timeoutMs,
+        socketTimeout: Math.max(timeoutMs, 30_000),
+      }),
+    ));
   const from =
     options.from ?? `Tour operator API <no-reply@${new URL(options.publicBaseUrl).hostname}>`;
 
   return {
     async webhookPaused(notice) {
       if (notice.to.length === 0) return;
-      await transport.sendMail({
+      await (await transporter()).sendMail({
         from,
         to: notice.to,
         subject: `Webhook endpoint paused: ${oneLine(notice.url)}`,
@@ -54,7 +59,7 @@ export function createMailer(smtpUrl: string | null, options: MailerOptions): Ma
       });
     },
     close() {
-      transport.close();
+      void transport?.then((opened) => opened.close());
     },
   };
 }

@@ -1,5 +1,4 @@
 import cluster from 'node:cluster';
-import { Redis } from 'ioredis';
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import {
@@ -57,8 +56,14 @@ const STORE_TIMEOUT_MS = 100;
  * several processes share one count (the processes of `tourops serve --processes N` on the
  * embedded database share the primary's, over IPC), else this process's memory.
  */
-function openLimiterStore(config: Config, database: Database, logger: Logger): LimiterStore {
+async function openLimiterStore(
+  config: Config,
+  database: Database,
+  logger: Logger,
+): Promise<LimiterStore> {
   if (config.redisUrl) {
+    // Loaded only where REDIS_URL is set.
+    const { Redis } = await import('ioredis');
     const redis = new Redis(config.redisUrl, {
       // Fail fast while disconnected: the local count answers instead of queueing.
       enableOfflineQueue: false,
@@ -166,7 +171,7 @@ export class RateLimits {
 
   static async create(config: Config, database: Database, logger: Logger): Promise<RateLimits> {
     const { burstPerSec, perMin, ipPerMin } = config.rateLimit;
-    const store = openLimiterStore(config, database, logger);
+    const store = await openLimiterStore(config, database, logger);
     await store.ready();
     const [burst, sustained, ip] = [
       { keyPrefix: 'rl_burst', points: burstPerSec, duration: 1 },
