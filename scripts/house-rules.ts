@@ -1,5 +1,5 @@
 // The written rules of the codebase that no other linter knows, checked by `npm run lint`
-// (docs/development.md, "House rules"). Each rule has a fixture in test/fixtures/house-rules/
+// (docs/development.md, "Lint"). Each rule has a fixture in test/fixtures/house-rules/
 // that test/house-rules.test.ts proves it fails on.
 //
 //   tsx scripts/house-rules.ts [root]   (root: the checkout, by default this one)
@@ -69,7 +69,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const faults = checkHouseRules(root);
   for (const fault of faults) console.error(fault);
   if (faults.length > 0) {
-    console.error(`house rules: ${faults.length} broken (docs/development.md, "House rules")`);
+    console.error(`house rules: ${faults.length} broken (docs/development.md, "Lint")`);
     process.exit(1);
   }
   console.log('house rules: file sizes and delivery status names hold');

@@ -179,7 +179,7 @@ export class WebhookSender {
         ? undefined
         : createSecureContext({ ca: this.ca, cert: client?.certificate, key: client?.privateKey });
     // undici's own timers tick coarsely and can fire before their delay: they stand a second
-    // behind the attempt's timer (send), which decides WEBHOOK_TIMEOUT_MS to the millisecond.
+    // behind the attempt's own timer (send), which decides WEBHOOK_TIMEOUT_MS.
     const backstopMs = this.timeoutMs + 1_000;
     return new Agent({
       connections: this.connectionsPerOrigin,
