@@ -151,7 +151,9 @@ export async function createHttpApp(
   logger?: pino.Logger,
 ): Promise<FastifyInstance> {
   const { buildApp } = await import('./http/app.ts');
-  const rateLimits = await RateLimits.create(runtime.config, runtime.database, runtime.logger);
+  const rateLimits = await RateLimits.create(runtime.config, runtime.database, runtime.logger, () =>
+    runtime.metrics.rateLimitLocalOnly.inc(),
+  );
   return buildApp({
     metrics: runtime.metrics,
     config: runtime.config,

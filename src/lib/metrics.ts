@@ -47,6 +47,13 @@ export class Metrics {
     labelNames: ['scope'] as const,
     registers: [this.registry],
   });
+  readonly rateLimitLocalOnly = new Counter({
+    name: 'tourops_rate_limit_local_only_total',
+    help:
+      'Rate-limit decisions this process made on its own count alone: the shared store (Redis or ' +
+      'PostgreSQL) failed or did not answer within 100 ms, so the limit was per process.',
+    registers: [this.registry],
+  });
   readonly idempotentReplays = new Counter({
     name: 'tourops_idempotent_replays_total',
     help: 'Keyed requests answered with the stored answer of an earlier one.',

@@ -56,6 +56,8 @@ export class LeasedLimiter {
   private readonly exclusive: boolean;
   private readonly local: RateLimiterAbstract | null;
   private readonly storeTimeoutMs: number;
+  /** Told of each answer the local count gave alone (a metric). */
+  private readonly onLocalOnly: () => void;
   /** The store failed or timed out: until then the local count answers alone. */
   private storeAvoidedUntil = 0;
 
@@ -74,10 +76,12 @@ export class LeasedLimiter {
        */
       local?: RateLimiterAbstract;
       storeTimeoutMs?: number;
+      onLocalOnly?: () => void;
     } = {},
   ) {
     this.now = options.now ?? Date.now;
     this.exclusive = options.exclusive ?? false;
+    this.onLocalOnly = options.onLocalOnly ?? (() => {});
     this.local = options.local ?? null;
     this.storeTimeoutMs = options.storeTimeoutMs ?? 50;
     this.sweeper = setInterval(() => this.sweep(), SWEEP_INTERVAL_MS);
@@ -176,10 +180,14 @@ export class LeasedLimiter {
     const local = this.local;
     if (local === null) return this.store.consume(key, points);
     const counted = await local.consume(key, points);
-    if (now < this.storeAvoidedUntil) return counted;
+    if (now < this.storeAvoidedUntil) {
+      this.onLocalOnly();
+      return counted;
+    }
     const answer = await this.storeAnswer(key, points);
     if (answer !== null) return answer;
     this.storeAvoidedUntil = this.now() + STORE_AVOID_MS;
+    this.onLocalOnly();
     return counted;
   }
 

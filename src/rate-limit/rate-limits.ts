@@ -37,8 +37,8 @@ interface LimiterStore {
   readonly kind: Store;
   /** A limiter over the store. */
   limiter(spec: LimiterSpec): RateLimiterAbstract;
-  /** Counts of a limiter over the store, leased (see LeasedLimiter). */
-  leased(spec: LimiterSpec): LeasedLimiter;
+  /** Counts of a limiter over the store, leased (see LeasedLimiter); `onLocalOnly` as there. */
+  leased(spec: LimiterSpec, onLocalOnly?: () => void): LeasedLimiter;
   /** Resolves once the store answers, or after a few seconds: never fails. */
   ready(): Promise<void>;
   close(): Promise<void>;
@@ -140,11 +140,12 @@ function limiterStore(
   return {
     kind,
     limiter,
-    leased: (spec) =>
+    leased: (spec, onLocalOnly) =>
       new LeasedLimiter(limiter(spec), {
         exclusive,
         local: exclusive ? undefined : new RateLimiterMemory(spec),
         storeTimeoutMs: STORE_TIMEOUT_MS,
+        onLocalOnly,
       }),
     ready,
     close,
@@ -169,7 +170,13 @@ export class RateLimits {
     private readonly onClose: () => Promise<void>,
   ) {}
 
-  static async create(config: Config, database: Database, logger: Logger): Promise<RateLimits> {
+  /** `onLocalOnly`: told of each decision made on this process's count alone (a metric). */
+  static async create(
+    config: Config,
+    database: Database,
+    logger: Logger,
+    onLocalOnly?: () => void,
+  ): Promise<RateLimits> {
     const { burstPerSec, perMin, ipPerMin } = config.rateLimit;
     const store = await openLimiterStore(config, database, logger);
     await store.ready();
@@ -177,7 +184,7 @@ export class RateLimits {
       { keyPrefix: 'rl_burst', points: burstPerSec, duration: 1 },
       { keyPrefix: 'rl_min', points: perMin, duration: 60 },
       { keyPrefix: 'rl_ip', points: ipPerMin, duration: 60 },
-    ].map((spec) => store.leased(spec));
+    ].map((spec) => store.leased(spec, onLocalOnly));
     return new RateLimits(store.kind, burst, sustained, ip, perMin, store.close);
   }
 
