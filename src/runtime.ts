@@ -125,13 +125,14 @@ export async function createRuntime(
     await listener.start();
   }
   const queue = new DeliveryQueue(database);
+  const figures = new QueueFigures(database);
   return {
     config,
     database,
     services,
     repositories,
     queue,
-    metrics: new Metrics(() => queueStats(new QueueFigures(database), clock, config.webhook)),
+    metrics: new Metrics(() => queueStats(figures, clock, config.webhook)),
     clock,
     logger,
     secretKey,

@@ -1,15 +1,14 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { ClaimOptions } from '../src/delivery/queue.ts';
-
-/** WEBHOOK_WORKER_DEAD_AFTER as these contexts have it (the default). */
-const DEAD_AFTER_MS = 10_000;
-
 import type { DeliveryOutcome } from '../src/delivery/types.ts';
 import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
 import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
 
 // The delivery queue's own statements: claims and fenced outcomes, on both backends.
+
+/** The heartbeat grace these claims are made with (claimDue gives the queue its aliveSince). */
+const DEAD_AFTER_MS = 10_000;
 
 const at = (ms: number) => new Date(Date.UTC(2030, 0, 1) + ms).toISOString();
 

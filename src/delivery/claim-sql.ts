@@ -4,8 +4,12 @@ import { WORKER_LOSSES_LIMIT } from '../domain/attempts.ts';
 import { EFFECTIVE_CONCURRENCY_LIMIT_SQL, PACE_CLAIM_ROWS_SQL } from '../domain/flow-control.ts';
 import { DELIVERY_MOVES, DELIVERY_STATUS } from '../domain/webhook-moves.ts';
 
-// The statuses as SQL literals (not parameters): the partial indexes on status match only them.
-const PENDING = sql.lit(DELIVERY_STATUS.pending);
+/**
+ * The statuses as SQL literals, not parameters: a planner uses a partial index on status only
+ * when the query's condition visibly implies the index's (a bound parameter does not, on SQLite,
+ * nor in a generic plan on PostgreSQL).
+ */
+export const PENDING = sql.lit(DELIVERY_STATUS.pending);
 const IN_FLIGHT = sql.lit(DELIVERY_STATUS.inFlight);
 
 /** The members of a JSON array parameter, as a subquery (`IN` it). */

@@ -9,6 +9,11 @@ import type { DeliveryQueue } from './queue.ts';
  * only after several missed beats, so a busy event loop or a slow statement is not a death.
  */
 const BEATS_PER_LIFE = 5;
+/** The oldest heartbeat (ISO 8601) of a worker still alive at `nowMs`. */
+function aliveSince(nowMs: number, workerDeadAfterMs: number): string {
+  return new Date(nowMs - workerDeadAfterMs).toISOString();
+}
+
 /**
  * When a claim is abandoned at `nowMs` (ISO 8601): its worker's heartbeat is older than
  * `aliveSince`, or, made before the registry (no worker), it is older than `staleBefore` (the
@@ -19,7 +24,7 @@ export function abandonedBefore(
   webhook: Pick<Config['webhook'], 'timeoutMs' | 'leaseGraceMs' | 'workerDeadAfterMs'>,
 ): { aliveSince: string; staleBefore: string } {
   return {
-    aliveSince: new Date(nowMs - webhook.workerDeadAfterMs).toISOString(),
+    aliveSince: aliveSince(nowMs, webhook.workerDeadAfterMs),
     staleBefore: new Date(nowMs - webhook.timeoutMs - webhook.leaseGraceMs).toISOString(),
   };
 }
@@ -30,14 +35,14 @@ const FORGET_AFTER_MS = 3_600_000;
 /**
  * This process's entry in the worker registry (webhook_workers): joined at start, BEATS_PER_LIFE
  * heartbeats within WEBHOOK_WORKER_DEAD_AFTER, removed at a clean stop. A delivery in flight names
- * its worker; once that worker's heartbeat is WEBHOOK_WORKER_DEAD_AFTER old, any worker takes the delivery over, however recent the
- * claim, and never before, however long the attempt runs.
+ * its worker; once that worker's heartbeat is WEBHOOK_WORKER_DEAD_AFTER old, any worker takes the
+ * delivery over, however recent the claim, and never before, however long the attempt runs.
  */
 export class WorkerRegistry {
   readonly id = newId('wkr');
   /**
-   * Whether another worker beat within WEBHOOK_WORKER_DEAD_AFTER at the last heartbeat; read only when
-   * `watchOthers` (else always false: no statement for it).
+   * Whether another worker beat within WEBHOOK_WORKER_DEAD_AFTER at the last heartbeat; read only
+   * when `watchOthers` (else always false: no statement for it).
    */
   othersAlive = false;
   private timer: NodeJS.Timeout | null = null;
@@ -78,8 +83,8 @@ export class WorkerRegistry {
   /** Reads whether other workers live: a worker that joins is known to the others within a beat. */
   private async countOthers(nowMs: number): Promise<void> {
     if (!this.watchOthers) return;
-    const aliveSince = new Date(nowMs - this.deps.config.webhook.workerDeadAfterMs).toISOString();
-    this.othersAlive = (await this.deps.queue.otherLiveWorkers(this.id, aliveSince)) > 0;
+    const since = aliveSince(nowMs, this.deps.config.webhook.workerDeadAfterMs);
+    this.othersAlive = (await this.deps.queue.otherLiveWorkers(this.id, since)) > 0;
   }
 
   private async beat(): Promise<void> {

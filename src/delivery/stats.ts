@@ -1,18 +1,10 @@
-import { sql } from 'kysely';
 import type { Config } from '../config.ts';
 import { expiresSoon, type ReceiverAuthShown } from '../domain/receiver-auth.ts';
-import { DELIVERY_STATUS } from '../domain/webhook-moves.ts';
 import type { Clock } from '../lib/clock.ts';
 import type { QueueStats } from '../lib/metrics.ts';
 import { Repository } from '../repositories/repository.ts';
-import { abandoned } from './claim-sql.ts';
+import { abandoned, PENDING } from './claim-sql.ts';
 import { abandonedBefore } from './registry.ts';
-
-/**
- * Pending, as the partial queue index is defined on it: a literal (a planner uses a partial
- * index only when the query's condition visibly implies the index's; a bound parameter does not).
- */
-const PENDING = sql.lit(DELIVERY_STATUS.pending);
 
 /** The statements behind the queue's gauges; they span tenants, as the queue does. */
 export class QueueFigures extends Repository {
