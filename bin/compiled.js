@@ -116,7 +116,7 @@ async function build(directory) {
  * `import.meta.url` in a source file stays that file's URL: the code finds the repository's
  * files (docs, the portal's assets) and resolves loader hooks relative to where it lives in src/.
  */
-const sourceUrls = {
+export const sourceUrls = {
   name: 'source-urls',
   setup(builder) {
     builder.onLoad({ filter: /\.ts$/ }, (args) => ({

@@ -11,7 +11,7 @@ export interface CliResult {
 }
 
 /** A command line as the tests write it: an argv, or a string split on spaces. */
-export const argvOf = (args: string | string[]): string[] =>
+const argvOf = (args: string | string[]): string[] =>
   typeof args === 'string' ? args.split(' ').filter((arg) => arg !== '') : args;
 
 /**

@@ -131,7 +131,7 @@ export async function createTestDatabase(
   };
 }
 
-export interface ApiRequest {
+interface ApiRequest {
   token?: string;
   body?: unknown;
   headers?: Record<string, string>;

@@ -56,7 +56,7 @@ export interface Operation {
   statuses: Set<string>;
 }
 
-export interface FuzzRequest {
+interface FuzzRequest {
   operation: string;
   method: string;
   /** Path and query, exactly as written on the wire. */
@@ -69,7 +69,7 @@ export interface FuzzRequest {
 }
 
 /** A raw HTTP/1.1 request for what the parser judges before any route. */
-export interface RawRequest {
+interface RawRequest {
   operation: 'raw';
   text: string;
 }
@@ -573,10 +573,7 @@ function headersFor(operation: Operation, credentials: Credentials, hasBody: boo
 }
 
 /** Requests for one operation: valid, hostile, and everything in between. */
-export function requestsFor(
-  operation: Operation,
-  credentials: Credentials,
-): fc.Arbitrary<FuzzRequest> {
+function requestsFor(operation: Operation, credentials: Credentials): fc.Arbitrary<FuzzRequest> {
   return fc
     .tuple(
       pathPart(operation, operation.api === 'admin' ? credentials.adminIds : credentials.ids),
@@ -662,7 +659,7 @@ const formValue = fc.oneof(
   { weight: 2, arbitrary: hostileQueryValue },
 );
 
-export function portalRequests(portal: NonNullable<Credentials['portal']>) {
+function portalRequests(portal: NonNullable<Credentials['portal']>) {
   return fc.constantFrom(...PORTAL_FORMS).chain(([template, fields]) => {
     const foreign = fc.constantFrom(...BUILT_IN_NAMES, 'x', '_csrf', 'idempotencyKey');
     const name =
@@ -726,7 +723,7 @@ export function portalRequests(portal: NonNullable<Credentials['portal']>) {
 }
 
 /** Requests the HTTP parser judges: unknown methods, oversized heads, malformed lines. */
-export const rawRequests: fc.Arbitrary<RawRequest> = fc
+const rawRequests: fc.Arbitrary<RawRequest> = fc
   .oneof(
     fc
       .stringMatching(/^[A-Z]{2,12}$/)
@@ -751,7 +748,7 @@ export const rawRequests: fc.Arbitrary<RawRequest> = fc
 // ---------------------------------------------------------------------------------------------
 // Sending and judging
 
-export interface Answer {
+interface Answer {
   status: number;
   headers: Record<string, string | string[] | undefined>;
   body: string;
@@ -767,7 +764,7 @@ const LEAKS =
   /FST_ERR|is not a function|Cannot read propert|TypeError|RangeError|ReferenceError|SyntaxError: |SQLITE_|invalid byte sequence|invalid input syntax|node_modules|\n\s+at [\w.<>]+ \(|\bat (async )?[\w.]+ \(\/|"stack"/;
 
 /** What is wrong with an answer, or null. */
-export function judge(request: FuzzRequest | RawRequest, answer: Answer): string | null {
+function judge(request: FuzzRequest | RawRequest, answer: Answer): string | null {
   const type = String(answer.headers['content-type'] ?? '');
   if (answer.status >= 500 && answer.status !== 501) return `status ${answer.status}`;
   // The portal answers a person: its errors are pages.
@@ -794,7 +791,7 @@ export function judge(request: FuzzRequest | RawRequest, answer: Answer): string
   return null;
 }
 
-export class Sender {
+class Sender {
   private readonly agent = new Agent({ connections: 16, pipelining: 1, keepAliveTimeout: 10_000 });
 
   constructor(private readonly origin: string) {}

@@ -115,7 +115,7 @@ async function generateCa(): Promise<TestCa> {
 }
 
 /** A TLS client certificate and its key, PEM. */
-export interface ClientPair {
+interface ClientPair {
   certificate: string;
   privateKey: string;
 }

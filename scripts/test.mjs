@@ -1,0 +1,86 @@
+// `npm test` and `npm run test:unit`: bundles the test files with esbuild, then runs the bundles
+// under node's test runner. Each test file runs in a process of its own; loading one bundle
+// (its sources compiled once for the whole run) costs a fraction of compiling every source
+// module through tsx in every one of those processes, and the suite is bound by CPU.
+// Plain JavaScript, so that it runs before anything is compiled.
+//
+//   node scripts/test.mjs [file or directory …] [node --test option …]
+//
+// Without a file: every suite (test/*.test.ts and src/**/*.test.ts). A directory: the test files
+// under it. Options starting with `--` go to node's test runner (`--test-name-pattern=…`,
+// `--test-reporter=spec`). One file through tsx, without a build, works as before:
+// `node --import tsx --test test/trips.test.ts`.
+import { spawn } from 'node:child_process';
+import { readdirSync, rmSync, statSync } from 'node:fs';
+import { join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
+// `import.meta.url` in a source file stays that file's URL: tests find fixtures, docs and bin/
+// relative to where they live, not to the bundle.
+import { sourceUrls } from '../bin/compiled.js';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const CACHE = join(ROOT, 'node_modules', '.cache', 'tourops-tests');
+const DEFAULT_FILES = ['test', 'src'];
+/** Test files directly in test/ (its subfolders hold helpers and fixtures), any depth in src/. */
+const TEST_FILE = /\.test\.ts$/;
+
+const options = process.argv.slice(2).filter((arg) => arg.startsWith('--'));
+const named = process.argv.slice(2).filter((arg) => !arg.startsWith('--'));
+const files = (named.length > 0 ? named : DEFAULT_FILES).flatMap(testFiles).sort();
+if (files.length === 0) {
+  console.error(`no test file in ${named.join(' ')}`);
+  process.exit(2);
+}
+
+// A directory of this run's own: two runs at once (two clones, a run beside a bench) never
+// share one, and nothing of an older run's sources is ever loaded.
+const outdir = join(CACHE, String(process.pid));
+rmSync(outdir, { recursive: true, force: true });
+await build({
+  entryPoints: files,
+  outdir,
+  outbase: ROOT,
+  bundle: true,
+  splitting: true,
+  format: 'esm',
+  platform: 'node',
+  target: 'node20',
+  packages: 'external',
+  sourcemap: 'linked',
+  logLevel: 'warning',
+  plugins: [sourceUrls],
+});
+
+const bundles = files.map((file) => join(outdir, relative(ROOT, file).replace(/\.ts$/, '.js')));
+const child = spawn(
+  process.execPath,
+  [
+    // Stacks and failures name the source files and lines (esbuild's linked source maps).
+    '--enable-source-maps',
+    '--test',
+    // Files spend part of their time waiting on the processes, brokers and timers they test:
+    // three at once keep two cores busy where two left them idle.
+    '--test-concurrency=3',
+    '--test-timeout=300000',
+    ...options,
+    ...bundles,
+  ],
+  { cwd: ROOT, stdio: 'inherit' },
+);
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.on(signal, () => child.kill(signal));
+}
+child.on('exit', (code, signal) => {
+  rmSync(outdir, { recursive: true, force: true });
+  process.exitCode = code ?? (signal ? 1 : 0);
+});
+
+function testFiles(name) {
+  const path = resolve(name);
+  if (!statSync(path).isDirectory()) return [path];
+  const underTest = relative(ROOT, path) === 'test';
+  return readdirSync(path, { recursive: !underTest, withFileTypes: true })
+    .filter((entry) => entry.isFile() && TEST_FILE.test(entry.name))
+    .map((entry) => join(entry.parentPath ?? entry.path, entry.name));
+}
