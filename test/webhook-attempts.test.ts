@@ -249,5 +249,62 @@ for (const backend of BACKENDS) {
         await ctx.close();
       }
     });
+
+    it('gives the row back when its start throws, and sends it once after', async () => {
+      const lines: Array<Record<string, unknown>> = [];
+      const logger = pino(
+        { level: 'error' },
+        { write: (line: string) => lines.push(JSON.parse(line)) },
+      );
+      // A fault of ours inside a delivery's start, before the recorder has its row: the clock
+      // fails once when read from the worker's deliver().
+      let faults = 0;
+      const clock = {
+        now: () => {
+          if (faults > 0 && new Error().stack?.includes('DeliveryWorker.deliver')) {
+            faults -= 1;
+            throw new Error('a fault inside deliver()');
+          }
+          return new Date();
+        },
+      };
+      const ctx = await createWebhookTestContext(backend, {}, { logger, clock });
+      const receiver = await HttpsReceiver.start();
+      const worker = startWorker(ctx.runtime, { pollIntervalMs: 50 });
+      try {
+        const tenant = await createTenant(ctx);
+        const created = await ctx.api('POST', '/api/v1/webhooks', {
+          token: tenant.token,
+          body: { url: receiver.url('/hook'), events: ['client.created'] },
+        });
+        const id = created.json().data.id as string;
+        faults = 1;
+        await createClient(ctx, tenant);
+        const delivery = await until(async () => {
+          const [row] = (
+            await ctx.api('GET', `/api/v1/webhooks/${id}/deliveries`, { token: tenant.token })
+          ).json().data;
+          return row?.status === 'success' ? row : undefined;
+        });
+        assert.equal(faults, 0, 'the fault happened');
+        const failed = lines.filter((line) => line.msg === 'delivery failed on our side');
+        assert.equal(failed.length, 1);
+        assert.equal(failed[0].givenBack, true);
+        assert.equal(failed[0].deliveryId, delivery.id);
+        // Given back, not attempted: one attempt, the one that reached the receiver.
+        assert.equal(delivery.attempts, 1);
+        assert.equal(receiver.requests.length, 1);
+        const attempts = (
+          await ctx.api('GET', `/api/v1/webhooks/${id}/deliveries/${delivery.id}/attempts`, {
+            token: tenant.token,
+          })
+        ).json().data;
+        assert.equal(attempts.length, 1);
+      } finally {
+        await worker.stop();
+        await receiver.close();
+        await ctx.close();
+      }
+    });
   });
 }

@@ -3,9 +3,9 @@ import type { ClaimedDelivery } from './types.ts';
 /**
  * Where a claim this worker holds stands. `claimed`: taken by a claim, not yet admitted;
  * `running`: admitted, its attempt under way or waiting for its send slot (it takes a slot of its
- * subscription and tenant); `settled`: its attempt ended, or it was given back, and its outcome
- * waits to be recorded (its slots are free, its row is still `in_flight`). Recorded, it is
- * forgotten.
+ * subscription and tenant); `settled`: its attempt's outcome, or its giving back, is with the
+ * recorder and waits to be recorded (its row is still `in_flight`; its slots are free once its run
+ * ends). Recorded, it is forgotten.
  */
 type ClaimStage = 'claimed' | 'running' | 'settled';
 
@@ -55,8 +55,6 @@ export class ClaimLedger {
     this.byTenant.set(tenant, (this.byTenant.get(tenant) ?? 0) + 1);
     const done: Promise<void> = run(running).finally(() => {
       this.runs.delete(done);
-      // Its attempt ended, or it was given back: its outcome waits to be recorded.
-      if (this.claims.has(delivery.id)) this.claims.set(delivery.id, 'settled');
       const subscription = decrement(this.bySubscription, id);
       const limitNow = this.limits.get(id) ?? limit;
       if (subscription === 0) this.limits.delete(id);
@@ -66,6 +64,17 @@ export class ClaimLedger {
     });
     this.runs.add(done);
     return running;
+  }
+
+  /** Its outcome, or its giving back, is with the recorder. */
+  settled(id: string): void {
+    if (this.claims.has(id)) this.claims.set(id, 'settled');
+  }
+
+  /** Whether a held row's run has not handed it to the recorder (a run that threw). */
+  unsettled(id: string): boolean {
+    const stage = this.claims.get(id);
+    return stage === 'claimed' || stage === 'running';
   }
 
   /** Its outcome (or its giving back) is recorded: the row is no longer this worker's. */
@@ -78,7 +87,7 @@ export class ClaimLedger {
     return [...this.claims.keys()];
   }
 
-  /** Held rows whose attempt is over: their slots are free though their rows are in flight. */
+  /** Held rows whose outcome is with the recorder: no longer running, though still in flight. */
   settledIds(): string[] {
     const ids: string[] = [];
     for (const [id, stage] of this.claims) if (stage === 'settled') ids.push(id);

@@ -280,9 +280,16 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       delivery,
       limit,
       (running) =>
-        this.deliver(delivery, slot, running).catch((error) =>
-          this.deps.logger.error({ err: error }, 'delivery failed'),
-        ),
+        this.deliver(delivery, slot, running).catch((error) => {
+          // Thrown before the recorder had the row: given back, or it would stay claimed here,
+          // unsent, until this worker stops.
+          const unsettled = this.claims.unsettled(delivery.id);
+          this.deps.logger.error(
+            { err: error, deliveryId: delivery.id, givenBack: unsettled },
+            'delivery failed on our side',
+          );
+          if (unsettled) this.giveBack(delivery, this.deps.clock.now());
+        }),
       (left) => {
         if (
           tenantReopened(left.tenant, left.otherTenants, this.maxRunning, this.maxPerSubscription)
@@ -348,6 +355,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       endedAt: clock.now(),
       running,
     });
+    this.claims.settled(delivery.id);
     if (settled.holdUntil !== null) this.tellHold(delivery.subscriptionId, settled.holdUntil);
     this.emit('attempted', settled);
   }
@@ -363,6 +371,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
 
   private giveBack(delivery: ClaimedDelivery, dueAt: Date): void {
     this.recorder.givenBack(delivery, dueAt.toISOString());
+    this.claims.settled(delivery.id);
     this.emit('released', delivery);
   }
 
