@@ -268,7 +268,7 @@ export interface WebhookSubscriptionsTable {
   heldUntil: string | null;
   /** The most attempts in flight at once its owner allows (1-64). */
   maxConcurrency: number;
-  /** The adaptive limit on attempts in flight (see nextConcurrencyLimit), at most maxConcurrency. */
+  /** The adaptive limit on attempts in flight (see nextConcurrency), at most maxConcurrency. */
   concurrencyLimit: number;
   /** The limit's last move was a cut the endpoint's answers asked for. */
   backedOff: boolean;

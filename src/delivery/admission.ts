@@ -18,8 +18,8 @@ export function subscriptionClaimShare(maxPerSubscription: number): number {
  * How many of a worker's attempt slots one tenant may hold: an equal share among the tenants
  * holding slots now plus one more, so there is always room for a tenant that has none yet, but
  * never less than one subscription's cap. Alone, a tenant gets half the slots: a tenant whose
- * endpoints all hang leaves the other half to everyone else, and one with four subscriptions
- * still drains at full speed (4 × 32 = 128 of 256).
+ * endpoints all hang leaves the other half to everyone else, and one with two subscriptions at
+ * the full per-subscription cap still drains at full speed.
  */
 export function tenantSlotCap(
   maxRunning: number,
@@ -183,11 +183,6 @@ export class Holds {
  * started this late; one later still is given back and takes a new slot.
  */
 export const PACE_LATE_MS = 20;
-/**
- * A capped subscription is claimed for while its next free slot is at most this far ahead, so a
- * worker holds at most about that long of its rows waiting.
- */
-export const PACE_HORIZON_MS = 500;
 
 /** Microseconds between two sends to a subscription capped at `perSecond`. */
 export function paceIntervalUs(perSecond: number): number {

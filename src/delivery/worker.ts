@@ -1,13 +1,12 @@
 import { EventEmitter } from 'node:events';
 import type { Config } from '../config.ts';
 import { DELIVERIES_CHANNEL, HOLDS_CHANNEL, type Notifier } from '../db/notifier.ts';
-import { MAX_CONCURRENCY } from '../domain/flow-control.ts';
+import { MAX_CONCURRENCY, PACE_HORIZON_MS } from '../domain/flow-control.ts';
 import type { Clock } from '../lib/clock.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
 import {
   Holds,
   mayHaveMore,
-  PACE_HORIZON_MS,
   paceCheck,
   StoredHolds,
   subscriptionClaimShare,

@@ -3,6 +3,8 @@ export const INITIAL_CONCURRENCY = 4;
 /** `maxConcurrency` when the subscription does not set it, and its bounds. */
 export const DEFAULT_MAX_CONCURRENCY = 16;
 export const MAX_CONCURRENCY = 64;
+/** The highest cap on deliveries a second a subscription may set. */
+export const MAX_PER_SECOND = 1000;
 
 /*
  * Each rule below is written once, in TypeScript and, beside it, as the SQL expression the claim
@@ -20,10 +22,16 @@ export const EFFECTIVE_CONCURRENCY_LIMIT_SQL =
   'case when s.concurrency_limit < s.max_concurrency then s.concurrency_limit else s.max_concurrency end';
 
 /**
- * Rows one claim takes of a subscription capped at `maxPerSecond` whose send schedule is within
- * the pace horizon: half a second of its sends, at least one.
+ * A capped subscription is claimed for while its next free send slot is at most this far ahead,
+ * so a worker holds at most about that long of its rows waiting.
  */
-export const PACE_CLAIM_ROWS_SQL = '(s.max_per_second + 1) / 2';
+export const PACE_HORIZON_MS = 500;
+
+/**
+ * Rows one claim takes of a subscription capped at `maxPerSecond` whose send schedule is within
+ * the pace horizon: the horizon's worth of its sends, rounded up (at least one).
+ */
+export const PACE_CLAIM_ROWS_SQL = `(s.max_per_second * ${PACE_HORIZON_MS} + 999) / 1000`;
 
 /** `ordering` of a subscription: `per_object` sends one delivery per object at a time. */
 export const ORDERINGS = ['none', 'per_object'] as const;
