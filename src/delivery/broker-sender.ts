@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { type ConnectionOptions, rootCertificates } from 'node:tls';
 import { literalAddress } from '../domain/address-guard.ts';
-import { type BrokerTarget, brokerTarget, PASSWORD_MASK } from '../domain/destinations.ts';
+import { type BrokerTarget, brokerTarget } from '../domain/destinations.ts';
+import { SECRET_MASK } from '../domain/redaction.ts';
 import { BoundedMap } from '../lib/bounded-map.ts';
 import { AmqpSender } from './amqp-sender.ts';
 import type { BrokerDeps, BrokerMessage } from './broker-outcomes.ts';
@@ -53,7 +54,7 @@ export class BrokerSender {
     // Brokers do not echo passwords; should one, its words are kept without it (a password of a
     // few characters would only garble them).
     if (password === null || password.length < 4 || !result.body.includes(password)) return result;
-    return { ...result, body: result.body.replaceAll(password, PASSWORD_MASK) };
+    return { ...result, body: result.body.replaceAll(password, SECRET_MASK) };
   }
 
   private target(url: string): BrokerTarget | null {

@@ -1,3 +1,5 @@
+import { SECRET_MASK } from './redaction.ts';
+
 /**
  * Where a subscription's deliveries go: an HTTPS endpoint, or a broker the tenant runs, named by
  * its URL's scheme: RabbitMQ (`amqps://`, or `amqp://` where private targets are allowed) or NATS
@@ -5,9 +7,6 @@
  * sealed, apart from the URL, which keeps `***` in its place (see splitPassword), so every read of
  * the URL (API, portal, logs, spans) shows the mask.
  */
-
-/** What a stored URL's password reads as; a PATCH that sends it back keeps the stored one. */
-export const PASSWORD_MASK = '***';
 
 interface Scheme {
   kind: 'amqp' | 'nats';
@@ -123,7 +122,7 @@ export function brokerTarget(
 }
 
 /**
- * A URL as stored and shown: its password replaced by PASSWORD_MASK, and the password itself
+ * A URL as stored and shown: its password replaced by SECRET_MASK, and the password itself
  * (percent-decoded), or null when it has none.
  */
 export function splitPassword(url: string): { shown: string; password: string | null } {
@@ -135,7 +134,7 @@ export function splitPassword(url: string): { shown: string; password: string | 
   }
   const password = decoded(parsed.password);
   if (password === null || password === '') return { shown: url, password: null };
-  parsed.password = PASSWORD_MASK;
+  parsed.password = SECRET_MASK;
   return { shown: parsed.href, password };
 }
 

@@ -1,6 +1,7 @@
 import { createPrivateKey, type KeyObject, X509Certificate } from 'node:crypto';
 import { createSecureContext } from 'node:tls';
 import type { FieldErrors } from '../lib/problems.ts';
+import { SECRET_MASK } from './redaction.ts';
 
 /**
  * Receiver authentication: what a subscription adds to each HTTPS attempt so that a gateway in
@@ -12,7 +13,6 @@ import type { FieldErrors } from '../lib/problems.ts';
  * so that no edit can carry a secret to another server.
  */
 
-const SECRET_MASK = '***';
 const MAX_RECEIVER_HEADERS = 10;
 const MAX_HEADER_VALUE = 4096;
 

@@ -6,7 +6,12 @@
  * and inside the base64 of an HTTP Basic pair.
  */
 
-const REDACTED = '***';
+/**
+ * What a secret reads as wherever it is shown: a stored secret in a read (a PATCH that sends it
+ * back keeps the stored one), a credential a receiver echoed.
+ */
+export const SECRET_MASK = '***';
+const REDACTED = SECRET_MASK;
 
 /** Every form in which `secret` may come back. */
 function formsOf(secret: string): string[] {

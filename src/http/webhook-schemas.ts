@@ -1,7 +1,13 @@
 import { Type } from '@sinclair/typebox';
 import { ATTEMPT_ERROR_CLASSES, DELIVERY_ERRORS } from '../domain/attempts.ts';
-import { DEFAULT_MAX_CONCURRENCY, MAX_CONCURRENCY, ORDERINGS } from '../domain/flow-control.ts';
+import {
+  DEFAULT_MAX_CONCURRENCY,
+  MAX_CONCURRENCY,
+  MAX_PER_SECOND,
+  ORDERINGS,
+} from '../domain/flow-control.ts';
 import { FILTER_LIMITS } from '../domain/payload-filter.ts';
+import { SECRET_MASK } from '../domain/redaction.ts';
 import { DELIVERY_STATUSES, PAUSE_REASONS, SUBSCRIBABLE_EVENT_TYPES } from '../domain/states.ts';
 import { At, Nullable, StringEnum, Text } from './schema-kit.ts';
 
@@ -24,9 +30,8 @@ export const PropagateTraceContext = Type.Boolean({
 export const MaxPerSecond = Nullable(
   Type.Integer({
     minimum: 1,
-    maximum: 1000,
-    description:
-      'Most attempts to the endpoint in any one-second window (sliding), 1-1000, over every worker process; sends are evenly spaced. null (the default) for none.',
+    maximum: MAX_PER_SECOND,
+    description: `Most attempts to the endpoint in any one-second window (sliding), 1-${MAX_PER_SECOND}, over every worker process; sends are evenly spaced. null (the default) for none.`,
   }),
 );
 
@@ -125,7 +130,7 @@ export const ClientCertificateBody = Nullable(
   ),
 );
 
-const Masked = Type.Literal('***', { description: 'Never shown.' });
+const Masked = Type.Literal(SECRET_MASK, { description: 'Never shown.' });
 
 /** `auth` as reads show it: the scheme, its secret `***`. */
 const ReceiverAuthShown = Type.Union(

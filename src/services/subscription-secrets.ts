@@ -1,4 +1,4 @@
-import { destinationKind, keepsPassword, PASSWORD_MASK } from '../domain/destinations.ts';
+import { destinationKind, keepsPassword } from '../domain/destinations.ts';
 import {
   hasReceiverSecrets,
   NO_RECEIVER_SECRETS,
@@ -8,6 +8,7 @@ import {
   setsReceiverAuth,
   shownReceiverAuth,
 } from '../domain/receiver-auth.ts';
+import { SECRET_MASK } from '../domain/redaction.ts';
 import { fieldError, validationFailed } from '../lib/problems.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
 import type { SubscriptionRow } from '../repositories/webhooks-repository.ts';
@@ -16,7 +17,7 @@ import type { SubscriptionRow } from '../repositories/webhooks-repository.ts';
 export interface CheckedTarget {
   /** As stored and shown: a broker password masked (see splitPassword). */
   readonly url: string;
-  /** The password the URL named, in clear (PASSWORD_MASK when a PATCH sent the mask back). */
+  /** The password the URL named, in clear (SECRET_MASK when a PATCH sent the mask back). */
   readonly password: string | null;
 }
 
@@ -85,10 +86,10 @@ export class SubscriptionSecrets {
 
   /** A new subscription's URL password, sealed; the mask is no password. */
   newPassword(checked: CheckedTarget, id: string): string | null {
-    if (checked.password === PASSWORD_MASK) {
+    if (checked.password === SECRET_MASK) {
       throw fieldError(
         'url',
-        `the password ${PASSWORD_MASK} stands for a stored one: send the password itself`,
+        `the password ${SECRET_MASK} stands for a stored one: send the password itself`,
       );
     }
     return checked.password === null ? null : this.box.encrypt(checked.password, id);
@@ -99,11 +100,11 @@ export class SubscriptionSecrets {
    * host and port, so that no URL change carries it to another server.
    */
   keptPassword(current: SubscriptionRow, checked: CheckedTarget, id: string): string | null {
-    if (checked.password !== PASSWORD_MASK) return this.newPassword(checked, id);
+    if (checked.password !== SECRET_MASK) return this.newPassword(checked, id);
     if (current.urlPassword === null || !keepsPassword(current.url, checked.url)) {
       throw fieldError(
         'url',
-        `the password ${PASSWORD_MASK} keeps the stored one only for the same user, host and port: send the password itself`,
+        `the password ${SECRET_MASK} keeps the stored one only for the same user, host and port: send the password itself`,
       );
     }
     return current.urlPassword;

@@ -1,7 +1,12 @@
 import { html } from 'ghtml';
 import { sampleEventData } from '../../domain/event-samples.ts';
 import { EVENT_DATA_SCHEMAS } from '../../domain/event-schemas.ts';
-import { ORDERINGS } from '../../domain/flow-control.ts';
+import {
+  DEFAULT_MAX_CONCURRENCY,
+  MAX_CONCURRENCY,
+  MAX_PER_SECOND,
+  ORDERINGS,
+} from '../../domain/flow-control.ts';
 import { CERTIFICATE_WARNING_DAYS, expiresSoon } from '../../domain/receiver-auth.ts';
 import { DELIVERY_STATUSES, SUBSCRIBABLE_EVENT_TYPES } from '../../domain/states.ts';
 import { mayRedeliver } from '../../domain/webhook-moves.ts';
@@ -115,10 +120,10 @@ function eventCheckboxes(selected: readonly string[]): string {
 
 function flowFields(s: Subscription | null): string {
   return html`<details><summary>Flow control and headers</summary>
-<label for="maxConcurrency">Most deliveries at once (1-64)</label>
-<input id="maxConcurrency" name="maxConcurrency" type="number" min="1" max="64" value="${s?.maxConcurrency ?? 16}">
-<label for="maxPerSecond">Most deliveries a second (1-1000, empty for no cap)</label>
-<input id="maxPerSecond" name="maxPerSecond" type="number" min="1" max="1000" value="${s?.maxPerSecond ?? ''}">
+<label for="maxConcurrency">Most deliveries at once (1-${MAX_CONCURRENCY})</label>
+<input id="maxConcurrency" name="maxConcurrency" type="number" min="1" max="${MAX_CONCURRENCY}" value="${s?.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY}">
+<label for="maxPerSecond">Most deliveries a second (1-${MAX_PER_SECOND}, empty for no cap)</label>
+<input id="maxPerSecond" name="maxPerSecond" type="number" min="1" max="${MAX_PER_SECOND}" value="${s?.maxPerSecond ?? ''}">
 <label for="ordering">Ordering</label>
 <select id="ordering" name="ordering">!${ORDERINGS.map(
     (o) =>

@@ -1,4 +1,5 @@
 import { html } from 'ghtml';
+import { SECRET_MASK } from '../../domain/redaction.ts';
 import type { Subscription } from '../../services/subscription-view.ts';
 import { FieldFault, type Form, type Reader } from './forms.ts';
 import { time } from './layout.ts';
@@ -10,8 +11,6 @@ import { time } from './layout.ts';
  * API's own rules decide when that is refused (another origin, another token server). The fields
  * become the API's `headers`, `auth` and `clientCertificate` members (see receiverAuthReaders).
  */
-
-const MASK = '***';
 
 /** The form fields the readers below consume besides their own member's name. */
 export const RECEIVER_AUTH_FIELDS = [
@@ -38,7 +37,7 @@ const text = (form: Form, name: string): string => {
  * is an empty value and an empty choice is none.
  */
 export function receiverAuthReaders(edit: boolean): Record<string, Reader> {
-  const secret = (form: Form, name: string) => text(form, name) || (edit ? MASK : '');
+  const secret = (form: Form, name: string) => text(form, name) || (edit ? SECRET_MASK : '');
   const optional = (form: Form, name: string) => text(form, name) || undefined;
   return {
     headers: (form) => {
@@ -121,7 +120,7 @@ export function receiverAuthFields(s: Subscription | null): string {
   const oauth = auth?.type === 'oauth2_client_credentials' ? auth : null;
   const certificate = s?.clientCertificate ?? null;
   const headerText = Object.keys(s?.headers ?? {})
-    .map((name) => `${name}: ${MASK}`)
+    .map((name) => `${name}: ${SECRET_MASK}`)
     .join('\n');
   const set = headerText !== '' || auth !== null || certificate !== null;
   const keep = (stored: boolean) =>
@@ -129,7 +128,7 @@ export function receiverAuthFields(s: Subscription | null): string {
   const choice = (value: string, label: string) =>
     html`<option value="${value}"!${(auth?.type ?? '') === value ? ' selected' : ''}>${label}</option>`;
   return html`<details!${set ? ' open' : ''}><summary>Receiver authentication (HTTPS endpoints behind a gateway)</summary>
-<label for="headers">Extra headers: one <code>Name: value</code> a line!${s === null ? '' : ` (a stored value shows as ${MASK}: leave it to keep the value)`}</label>
+<label for="headers">Extra headers: one <code>Name: value</code> a line!${s === null ? '' : ` (a stored value shows as ${SECRET_MASK}: leave it to keep the value)`}</label>
 <textarea id="headers" name="headers" rows="3" class="code" spellcheck="false" autocomplete="off" placeholder="X-Api-Key: k_live_3f9a1c">${headerText}</textarea>
 <label for="auth">Authentication</label>
 <select id="auth" name="auth">!${choice('', 'none')}!${choice('basic', 'HTTP Basic')}!${choice('oauth2_client_credentials', 'OAuth2 client credentials')}</select>
