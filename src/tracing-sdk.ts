@@ -5,6 +5,7 @@ import { PgInstrumentation } from '@opentelemetry/instrumentation-pg';
 import { NodeSDK } from '@opentelemetry/sdk-node';
 import type { SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import pino from 'pino';
+import { LogThrottle } from './lib/log-throttle.ts';
 import { ATTR, tracing } from './lib/tracing.ts';
 
 /** Health checks and scrapes: every few seconds, and nothing to follow. */
@@ -76,25 +77,19 @@ function reportExporterTrouble(env: NodeJS.ProcessEnv): void {
   // Its own logger: this runs before the configuration is read (LOG_LEVEL is checked there).
   const level = env.LOG_LEVEL && env.LOG_LEVEL in pino.levels.values ? env.LOG_LEVEL : 'info';
   const logger = pino({ level }).child({ component: 'tracing' });
-  let lastFailureAt = Number.NEGATIVE_INFINITY;
-  let unsaid = 0;
+  const failures = new LogThrottle(EXPORT_FAILURE_LOG_INTERVAL_MS);
   const report = (message: unknown, ...rest: unknown[]) => {
     const cause = exportFailureCause(message);
     if (cause === null) {
       logger.warn({ details: rest.map(String) }, `OpenTelemetry: ${String(message)}`);
       return;
     }
-    const now = Date.now();
-    if (now - lastFailureAt < EXPORT_FAILURE_LOG_INTERVAL_MS) {
-      unsaid += 1;
-      return;
-    }
+    const said = failures.next();
+    if (said === null) return;
     logger.warn(
-      { endpoint, cause, failuresUnreported: unsaid },
+      { endpoint, cause, failuresUnreported: said.unsaid },
       `span export to ${endpoint} failed (${cause}); spans are being lost`,
     );
-    lastFailureAt = now;
-    unsaid = 0;
   };
   const quiet = () => {};
   diag.setLogger(
