@@ -77,16 +77,15 @@ for (const backend of BACKENDS) {
 
       server = await startTourops(['serve', '--no-worker'], env);
       const restarted = server;
-      const started = Date.now();
       const retries = await Promise.all(keys.map((key) => create(restarted, key)));
       const statuses = retries.map((retry) => retry.status);
+      // A retry that found its key held by the dead process would wait for its answer, then
+      // answer 409 `idempotency-in-progress`: none did.
       assert.deepEqual(
         statuses.filter((status) => status !== 201),
         [],
         'every retry created (first run) or replayed the client, none is still "in progress"',
       );
-      // No retry waited for a claim the dead process left behind (that wait is 2 s).
-      assert.ok(Date.now() - started < 15_000);
       const replayed = retries.filter(
         (retry) => retry.headers.get('idempotency-replayed') === 'true',
       );

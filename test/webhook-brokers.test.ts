@@ -46,6 +46,8 @@ after(() => sdk.shutdown());
 
 interface Attempt {
   attempt: number;
+  startedAt: string;
+  durationMs: number;
   status: number | null;
   errorClass: string | null;
   responseBody: string;
@@ -206,8 +208,33 @@ for (const backend of BACKENDS) {
 
       const eventId = JSON.parse(posted.body).id as string;
       assert.equal(JSON.parse(posted.body).data.clientId, client.id);
+      // `created` is the second each one was sent in (the spec: "unix seconds at the moment of
+      // sending"), as its attempt log records the send; the rest is the same, byte for byte.
+      const sent = [
+        [posted.body, https.data.id],
+        [queued.body, amqp.data.id],
+        [streamed.body, nats.data.id],
+      ] as const;
+      for (const [body, subscriptionId] of sent) {
+        const created = Number(/"created":(\d+)/.exec(body)?.[1]);
+        const [attempt] = await until(async () => {
+          const all = await attemptsOf(subscriptionId as string);
+          return all.length > 0 ? all : undefined;
+        });
+        const startedAt = Date.parse(attempt.startedAt) / 1000;
+        assert.ok(
+          created >= Math.floor(startedAt) &&
+            created <= Math.floor(startedAt + attempt.durationMs / 1000),
+          `created ${created} within its send, ${attempt.startedAt} for ${attempt.durationMs} ms`,
+        );
+      }
+      const withoutCreated = (body: string) => body.replace(/"created":\d+/, '"created":0');
       for (const message of [queued, streamed]) {
-        assert.equal(message.body, posted.body, 'the message body is the HTTP body, byte for byte');
+        assert.equal(
+          withoutCreated(message.body),
+          withoutCreated(posted.body),
+          'the message body is the HTTP body, byte for byte but for `created`',
+        );
         assert.equal(message.headers['service-event-id'], eventId);
         assert.equal(message.headers['service-event-type'], 'client.created');
         assert.equal(message.headers['service-event-sequence'], '1');
