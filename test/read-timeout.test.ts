@@ -50,8 +50,9 @@ describe('PostgreSQL read time-out (a connection the server stopped answering)',
   it('fails a statement with no answer within the time-out, as unavailable, and the pool goes on', async () => {
     const { error, ms } = await failure(unanswered());
     assert.ok(isDatabaseUnavailable(error), error.message);
-    // The server would have answered after 3 s.
-    assert.ok(ms >= READ_TIMEOUT_MS && ms < READ_TIMEOUT_MS * 2, `failed after ${ms} ms`);
+    // The server would have answered, and the statement succeeded, after 3 s: failing at all is
+    // the client giving up; not before its time-out.
+    assert.ok(ms >= READ_TIMEOUT_MS, `failed after ${ms} ms`);
     const { rows } = await sql<{ one: number }>`select 1 as one`.execute(database.db);
     assert.deepEqual(rows, [{ one: 1 }]);
   });
@@ -63,7 +64,7 @@ describe('PostgreSQL read time-out (a connection the server stopped answering)',
       transaction.commitWith(() => sql`select pg_sleep(3)`.execute(database.db)),
     );
     assert.ok(isDatabaseUnavailable(error), error.message);
-    assert.ok(ms >= READ_TIMEOUT_MS && ms < READ_TIMEOUT_MS * 2, `failed after ${ms} ms`);
+    assert.ok(ms >= READ_TIMEOUT_MS, `failed after ${ms} ms`);
     const { rows } = await sql<{ one: number }>`select 1 as one`.execute(database.db);
     assert.deepEqual(rows, [{ one: 1 }]);
   });
