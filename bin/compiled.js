@@ -92,15 +92,8 @@ async function build(directory) {
     entryPoints: ENTRIES.map((entry) => join(SOURCES, `${entry}.ts`)),
     outdir: building,
     outbase: SOURCES,
-    bundle: true,
-    splitting: true,
-    format: 'esm',
-    platform: 'node',
-    target: 'node20',
-    packages: 'external',
-    sourcemap: 'linked',
+    ...BUNDLE_OPTIONS,
     logLevel: 'silent',
-    plugins: [sourceUrls],
   });
   try {
     renameSync(building, directory);
@@ -116,7 +109,7 @@ async function build(directory) {
  * `import.meta.url` in a source file stays that file's URL: the code finds the repository's
  * files (docs, the portal's assets) and resolves loader hooks relative to where it lives in src/.
  */
-export const sourceUrls = {
+const sourceUrls = {
   name: 'source-urls',
   setup(builder) {
     builder.onLoad({ filter: /\.ts$/ }, (args) => ({
@@ -127,6 +120,21 @@ export const sourceUrls = {
       loader: 'ts',
     }));
   },
+};
+
+/**
+ * How sources are bundled, here and for the tests (scripts/test.mjs): ESM chunks for Node 20,
+ * dependencies left outside, linked source maps, `import.meta.url` kept as the source file's.
+ */
+export const BUNDLE_OPTIONS = {
+  bundle: true,
+  splitting: true,
+  format: 'esm',
+  platform: 'node',
+  target: 'node20',
+  packages: 'external',
+  sourcemap: 'linked',
+  plugins: [sourceUrls],
 };
 
 function removeUnused(current) {

@@ -15,9 +15,9 @@ import { readdirSync, rmSync, statSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
-// `import.meta.url` in a source file stays that file's URL: tests find fixtures, docs and bin/
-// relative to where they live, not to the bundle.
-import { sourceUrls } from '../bin/compiled.js';
+// As bin/compiled.js bundles: `import.meta.url` in a source file stays that file's URL, so tests
+// find fixtures, docs and bin/ relative to where they live, not to the bundle.
+import { BUNDLE_OPTIONS } from '../bin/compiled.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const CACHE = join(ROOT, 'node_modules', '.cache', 'tourops-tests');
@@ -41,15 +41,8 @@ await build({
   entryPoints: files,
   outdir,
   outbase: ROOT,
-  bundle: true,
-  splitting: true,
-  format: 'esm',
-  platform: 'node',
-  target: 'node20',
-  packages: 'external',
-  sourcemap: 'linked',
+  ...BUNDLE_OPTIONS,
   logLevel: 'warning',
-  plugins: [sourceUrls],
 });
 
 const bundles = files.map((file) => join(outdir, relative(ROOT, file).replace(/\.ts$/, '.js')));

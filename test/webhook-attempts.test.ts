@@ -183,19 +183,25 @@ for (const backend of BACKENDS) {
 
 for (const backend of BACKENDS) {
   describe(`a failure on our side (${backend})`, () => {
-    it('records it as an internal attempt that follows the cascade to a dead letter, logged at warn', async () => {
+    /**
+     * A worker beside an API logging into `lines`, and a tenant's subscription to
+     * client.created at a receiver; `settled` waits for its first delivery to reach `status`.
+     */
+    async function subscribed(
+      level: string,
+      env: Record<string, string> = {},
+      clock?: { now(): Date },
+    ) {
       const lines: Array<Record<string, unknown>> = [];
-      const logger = pino(
-        { level: 'info' },
-        { write: (line: string) => lines.push(JSON.parse(line)) },
-      );
-      const ctx = await createWebhookTestContext(
-        backend,
-        { WEBHOOK_RETRY_SCHEDULE: '100ms,100ms' },
-        { logger },
-      );
+      const logger = pino({ level }, { write: (line: string) => lines.push(JSON.parse(line)) });
+      const ctx = await createWebhookTestContext(backend, env, { logger, clock });
       const receiver = await HttpsReceiver.start();
       const worker = startWorker(ctx.runtime, { pollIntervalMs: 50 });
+      const close = async () => {
+        await worker.stop();
+        await receiver.close();
+        await ctx.close();
+      };
       try {
         const tenant = await createTenant(ctx);
         const created = await ctx.api('POST', '/api/v1/webhooks', {
@@ -203,25 +209,35 @@ for (const backend of BACKENDS) {
           body: { url: receiver.url('/hook'), events: ['client.created'] },
         });
         const id = created.json().data.id as string;
+        const get = (url: string) => ctx.api('GET', url, { token: tenant.token });
+        const settled = (status: string) =>
+          until(async () => {
+            const [row] = (await get(`/api/v1/webhooks/${id}/deliveries`)).json().data;
+            return row?.status === status ? row : undefined;
+          });
+        const attemptsOf = async (deliveryId: string) =>
+          (await get(`/api/v1/webhooks/${id}/deliveries/${deliveryId}/attempts`)).json().data;
+        return { lines, ctx, receiver, tenant, id, get, settled, attemptsOf, close };
+      } catch (error) {
+        await close();
+        throw error;
+      }
+    }
+
+    it('records it as an internal attempt that follows the cascade to a dead letter, logged at warn', async () => {
+      const setup = await subscribed('info', { WEBHOOK_RETRY_SCHEDULE: '100ms,100ms' });
+      const { lines, ctx, receiver, tenant, id } = setup;
+      try {
         // A key sealed under another SECRET_KEY (a restored row, a rotated variable): it cannot
         // be opened, so nothing can be signed.
         await ctx.runtime.repositories.webhooks.updateSubscription(tenant.id, id, {
           signingKey: new SecretBox('another-secret-key-0123456789abcdef').encrypt('whsec_x', id),
         });
         await createClient(ctx, tenant);
-        const delivery = await until(async () => {
-          const [row] = (
-            await ctx.api('GET', `/api/v1/webhooks/${id}/deliveries`, { token: tenant.token })
-          ).json().data;
-          return row?.status === 'dead_letter' ? row : undefined;
-        });
+        const delivery = await setup.settled('dead_letter');
         assert.equal(delivery.lastError, 'internal');
         assert.equal(delivery.attempts, 3);
-        const attempts = (
-          await ctx.api('GET', `/api/v1/webhooks/${id}/deliveries/${delivery.id}/attempts`, {
-            token: tenant.token,
-          })
-        ).json().data;
+        const attempts = await setup.attemptsOf(delivery.id);
         assert.deepEqual(
           attempts.map((a: { errorClass: string; status: number | null }) => [
             a.errorClass,
@@ -235,27 +251,18 @@ for (const backend of BACKENDS) {
         );
         assert.equal(receiver.requests.length, 0, 'nothing unsigned was sent');
         // The endpoint did nothing wrong: its counters are untouched.
-        const subscription = (
-          await ctx.api('GET', '/api/v1/webhooks', { token: tenant.token })
-        ).json().data[0];
+        const subscription = (await setup.get('/api/v1/webhooks')).json().data[0];
         assert.equal(subscription.consecutiveFailures, 0);
         const deadLettered = lines.filter((line) => line.msg === 'webhook dead-lettered');
         assert.equal(deadLettered.length, 1);
         assert.equal(deadLettered[0].level, 40);
         assert.equal(deadLettered[0].error, 'internal');
       } finally {
-        await worker.stop();
-        await receiver.close();
-        await ctx.close();
+        await setup.close();
       }
     });
 
     it('gives the row back when its start throws, and sends it once after', async () => {
-      const lines: Array<Record<string, unknown>> = [];
-      const logger = pino(
-        { level: 'error' },
-        { write: (line: string) => lines.push(JSON.parse(line)) },
-      );
       // A fault of ours inside a delivery's start, before the recorder has its row: the clock
       // fails once when read from the worker's deliver().
       let faults = 0;
@@ -268,24 +275,12 @@ for (const backend of BACKENDS) {
           return new Date();
         },
       };
-      const ctx = await createWebhookTestContext(backend, {}, { logger, clock });
-      const receiver = await HttpsReceiver.start();
-      const worker = startWorker(ctx.runtime, { pollIntervalMs: 50 });
+      const setup = await subscribed('error', {}, clock);
+      const { lines, ctx, receiver, tenant } = setup;
       try {
-        const tenant = await createTenant(ctx);
-        const created = await ctx.api('POST', '/api/v1/webhooks', {
-          token: tenant.token,
-          body: { url: receiver.url('/hook'), events: ['client.created'] },
-        });
-        const id = created.json().data.id as string;
         faults = 1;
         await createClient(ctx, tenant);
-        const delivery = await until(async () => {
-          const [row] = (
-            await ctx.api('GET', `/api/v1/webhooks/${id}/deliveries`, { token: tenant.token })
-          ).json().data;
-          return row?.status === 'success' ? row : undefined;
-        });
+        const delivery = await setup.settled('success');
         assert.equal(faults, 0, 'the fault happened');
         const failed = lines.filter((line) => line.msg === 'delivery failed on our side');
         assert.equal(failed.length, 1);
@@ -294,16 +289,9 @@ for (const backend of BACKENDS) {
         // Given back, not attempted: one attempt, the one that reached the receiver.
         assert.equal(delivery.attempts, 1);
         assert.equal(receiver.requests.length, 1);
-        const attempts = (
-          await ctx.api('GET', `/api/v1/webhooks/${id}/deliveries/${delivery.id}/attempts`, {
-            token: tenant.token,
-          })
-        ).json().data;
-        assert.equal(attempts.length, 1);
+        assert.equal((await setup.attemptsOf(delivery.id)).length, 1);
       } finally {
-        await worker.stop();
-        await receiver.close();
-        await ctx.close();
+        await setup.close();
       }
     });
   });
