@@ -20,7 +20,7 @@ const PROBES = new Set(['/healthz', '/readyz', '/metrics']);
  * that @fastify/otel reports, with the request id), @fastify/otel's request span, PostgreSQL
  * statements (pg instrumentation; only inside traced work), SQLite statements
  * (src/db/database.ts), an event's producer span and each delivery attempt's consumer and client
- * spans (src/services/events-service.ts, src/delivery/attempt.ts).
+ * spans (src/services/events-service.ts, src/delivery/attempt-spans.ts).
  */
 export function startTracing(options: { spanProcessors?: SpanProcessor[] } = {}): NodeSDK {
   const env = process.env;
