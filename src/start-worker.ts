@@ -66,7 +66,7 @@ export function startWorker(
     metrics.deliveries.labels(outcome).inc();
     metrics.attemptDuration.observe(settled.attempt.durationMs / 1000);
   });
-  worker.on('released', () => metrics.inFlight.dec());
+  worker.on('givenBack', () => metrics.inFlight.dec());
   worker.on('paused', () => metrics.autoPauses.inc());
   // The worker also keeps the tables to RETENTION_DAYS.
   const sweeper = new RetentionSweeper(

@@ -24,9 +24,9 @@ export function subscriptionClaimShare(maxPerSubscription: number): number {
 export function tenantSlotCap(
   maxRunning: number,
   maxPerSubscription: number,
-  otherTenantsInFlight: number,
+  otherTenantsRunning: number,
 ): number {
-  return Math.max(maxPerSubscription, Math.floor(maxRunning / (otherTenantsInFlight + 2)));
+  return Math.max(maxPerSubscription, Math.floor(maxRunning / (otherTenantsRunning + 2)));
 }
 
 export interface TenantClaimPlan {
@@ -66,11 +66,11 @@ export function tenantClaimPlan(
  */
 export function tenantReopened(
   left: number,
-  otherTenantsInFlight: number,
+  otherTenantsRunning: number,
   maxRunning: number,
   maxPerSubscription: number,
 ): boolean {
-  return left === reopenLevel(maxRunning, maxPerSubscription, otherTenantsInFlight);
+  return left === reopenLevel(maxRunning, maxPerSubscription, otherTenantsRunning);
 }
 
 /**
@@ -79,11 +79,11 @@ export function tenantReopened(
  */
 export function tenantWillReopen(
   holding: number,
-  otherTenantsInFlight: number,
+  otherTenantsRunning: number,
   maxRunning: number,
   maxPerSubscription: number,
 ): boolean {
-  return holding > reopenLevel(maxRunning, maxPerSubscription, otherTenantsInFlight);
+  return holding > reopenLevel(maxRunning, maxPerSubscription, otherTenantsRunning);
 }
 
 function reopenLevel(maxRunning: number, maxPerSubscription: number, others: number): number {

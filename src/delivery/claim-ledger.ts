@@ -83,7 +83,7 @@ export class ClaimLedger {
   }
 
   /** Every row this worker holds (for giving back what a lost claim answer took). */
-  held(): string[] {
+  claimedIds(): string[] {
     return [...this.claims.keys()];
   }
 

@@ -181,11 +181,11 @@ export class DeliveryQueue extends Repository {
    * Gives claims back unattempted: each row pending again at its `nextAttemptAt`, its attempt
    * uncounted, if it still holds that claim (see recordOutcomes).
    */
-  async release(
-    released: ReadonlyArray<{ id: string; claimedAt: string; nextAttemptAt: string }>,
+  async giveBack(
+    givenBack: ReadonlyArray<{ id: string; claimedAt: string; nextAttemptAt: string }>,
   ): Promise<void> {
-    for (let start = 0; start < released.length; start += OUTCOMES_PER_STATEMENT) {
-      const rows = released
+    for (let start = 0; start < givenBack.length; start += OUTCOMES_PER_STATEMENT) {
+      const rows = givenBack
         .slice(start, start + OUTCOMES_PER_STATEMENT)
         .map((r) => sql`(${r.id}, ${r.claimedAt}, ${r.nextAttemptAt})`);
       await sql`
@@ -208,7 +208,7 @@ export class DeliveryQueue extends Repository {
    * claim whose answer it never got (a connection cut mid-statement). The loop runs it between
    * claims, so no claim of its own is under way.
    */
-  async releaseUnheld(workerId: string, held: readonly string[], now: string): Promise<number> {
+  async giveBackUnclaimed(workerId: string, held: readonly string[], now: string): Promise<number> {
     const result = await this.db
       .updateTable('webhookDeliveries')
       .set((eb) => ({

@@ -13,7 +13,7 @@ import { attemptOutcome, foldAttempts } from './cascade.ts';
 import { type ConcurrencySample, foldConcurrency } from './concurrency.ts';
 import type { SendResult } from './http-sender.ts';
 import type { DeliveryQueue } from './queue.ts';
-import type { ClaimedDelivery, ReleasedClaim, SettledAttempt } from './types.ts';
+import type { ClaimedDelivery, GivenBackClaim, SettledAttempt } from './types.ts';
 
 /**
  * How the attempt log, the retry cascade and the counters read a broker's acknowledgement: as the
@@ -44,8 +44,8 @@ export interface RecorderDeps {
 
 /** What the recorder tells its worker. */
 export interface RecorderHooks {
-  /** A batch is recorded: its claims are no longer held; `released` are due again later. */
-  recorded(batch: SettledAttempt[], released: ReleasedClaim[]): void;
+  /** A batch is recorded: its claims are no longer held; `givenBack` are due again later. */
+  recorded(batch: SettledAttempt[], givenBack: GivenBackClaim[]): void;
   paused(notice: PausedNotice): void;
 }
 
@@ -58,7 +58,7 @@ export interface RecorderHooks {
  */
 export class Recorder {
   private settled: SettledAttempt[] = [];
-  private released: ReleasedClaim[] = [];
+  private givenBackClaims: GivenBackClaim[] = [];
   private recording: Promise<void> | null = null;
   private timer: NodeJS.Timeout | null = null;
   private readonly mailing = new Set<Promise<void>>();
@@ -132,7 +132,7 @@ export class Recorder {
 
   /** A claim given back unattempted, pending again from `nextAttemptAt`. */
   givenBack(delivery: ClaimedDelivery, nextAttemptAt: string): void {
-    this.released.push({ delivery, nextAttemptAt });
+    this.givenBackClaims.push({ delivery, nextAttemptAt });
     this.recordSoon(false);
   }
 
@@ -149,13 +149,13 @@ export class Recorder {
       this.timer = null;
     }
     const batch = this.settled;
-    const released = this.released;
-    if (batch.length === 0 && released.length === 0) return;
+    const givenBack = this.givenBackClaims;
+    if (batch.length === 0 && givenBack.length === 0) return;
     this.settled = [];
-    this.released = [];
-    this.recording = this.write(batch, released).then(
+    this.givenBackClaims = [];
+    this.recording = this.write(batch, givenBack).then(
       (paused) => {
-        this.hooks.recorded(batch, released);
+        this.hooks.recorded(batch, givenBack);
         for (const notice of paused) {
           this.deps.logger.warn(
             {
@@ -172,7 +172,7 @@ export class Recorder {
       (error) => {
         this.deps.logger.error({ err: error }, 'recording delivery outcomes failed; retrying');
         this.settled.unshift(...batch);
-        this.released.unshift(...released);
+        this.givenBackClaims.unshift(...givenBack);
         this.timer ??= setTimeout(() => void this.record(), RECORD_RETRY_MS);
       },
     );
@@ -199,12 +199,12 @@ export class Recorder {
    */
   private write(
     batch: readonly SettledAttempt[],
-    released: readonly ReleasedClaim[],
+    givenBack: readonly GivenBackClaim[],
   ): Promise<PausedNotice[]> {
     const { database, queue } = this.deps;
     return database.withTransaction(async () => {
-      await queue.release(
-        released.map(({ delivery, nextAttemptAt }) => ({
+      await queue.giveBack(
+        givenBack.map(({ delivery, nextAttemptAt }) => ({
           id: delivery.id,
           claimedAt: delivery.claimedAt,
           nextAttemptAt,

@@ -85,7 +85,7 @@ export interface SettledAttempt {
  * A claim given back unattempted, due again at `nextAttemptAt`: its endpoint is held, or its send
  * slot passed while this process could not start it.
  */
-export interface ReleasedClaim {
+export interface GivenBackClaim {
   delivery: ClaimedDelivery;
   nextAttemptAt: string;
 }
@@ -106,14 +106,14 @@ export interface WorkerOptions {
 
 /**
  * What a worker reports as it goes (tests await these instead of polling the database):
- * `claimed` a batch of rows, `attempted` one POST, `released` a claim given back unattempted (its
+ * `claimed` a batch of rows, `attempted` one POST, `givenBack` a claim given back unattempted (its
  * endpoint held, or its send slot missed), `recorded` a batch of outcomes committed, `paused` a
  * subscription auto-paused.
  */
 export interface WorkerEvents {
   claimed: [deliveries: ClaimedDelivery[]];
   attempted: [attempt: SettledAttempt];
-  released: [delivery: ClaimedDelivery];
+  givenBack: [delivery: ClaimedDelivery];
   recorded: [batch: SettledAttempt[]];
   paused: [notice: PausedNotice];
 }

@@ -23,7 +23,7 @@ import { Recorder, type RecorderDeps } from './recorder.ts';
 import { abandonedBefore, WorkerRegistry } from './registry.ts';
 import type {
   ClaimedDelivery,
-  ReleasedClaim,
+  GivenBackClaim,
   SettledAttempt,
   WorkerEvents,
   WorkerOptions,
@@ -105,7 +105,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     this.recorder = new Recorder(
       { ...deps, webhook: deps.config.webhook },
       {
-        recorded: (batch, released) => this.recorded(batch, released),
+        recorded: (batch, givenBack) => this.recorded(batch, givenBack),
         paused: (notice) => this.emit('paused', notice),
       },
     );
@@ -195,7 +195,11 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     const nowMs = now.getTime();
     const { aliveSince, staleBefore } = abandonedBefore(nowMs, config.webhook);
     if (this.claimCut) {
-      const unheld = await queue.releaseUnheld(this.id, this.claims.held(), now.toISOString());
+      const unheld = await queue.giveBackUnclaimed(
+        this.id,
+        this.claims.claimedIds(),
+        now.toISOString(),
+      );
       if (unheld > 0) logger.warn({ unheld }, 'gave back claims whose answer was lost');
       this.claimCut = false;
     }
@@ -371,7 +375,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
   private giveBack(delivery: ClaimedDelivery, dueAt: Date): void {
     this.recorder.givenBack(delivery, dueAt.toISOString());
     this.claims.settled(delivery.id);
-    this.emit('released', delivery);
+    this.emit('givenBack', delivery);
   }
 
   /** Holds the endpoint here at once, and tells every other process (before it is recorded). */
@@ -384,15 +388,15 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
   }
 
   /** A batch is recorded: its claims are forgotten, and its retries are due later. */
-  private recorded(batch: SettledAttempt[], released: ReleasedClaim[]): void {
+  private recorded(batch: SettledAttempt[], givenBack: GivenBackClaim[]): void {
     for (const { delivery } of batch) this.claims.recorded(delivery.id);
-    for (const { delivery } of released) this.claims.recorded(delivery.id);
+    for (const { delivery } of givenBack) this.claims.recorded(delivery.id);
     this.emit('recorded', batch);
     // A recorded outcome of a `per_object` subscription lets the next of its object go.
     if (batch.some((s) => s.delivery.ordering === 'per_object')) this.wakes.reopened();
     for (const { outcome } of batch) {
       if (outcome.nextAttemptAt !== null) this.wakes.at(Date.parse(outcome.nextAttemptAt));
     }
-    for (const { nextAttemptAt } of released) this.wakes.at(Date.parse(nextAttemptAt));
+    for (const { nextAttemptAt } of givenBack) this.wakes.at(Date.parse(nextAttemptAt));
   }
 }
