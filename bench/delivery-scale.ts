@@ -187,7 +187,7 @@ export async function timeClaims(
       workerId: 'wkr_bench',
       aliveSince: now.toISOString(),
       staleBefore: new Date(now.getTime() - 70_000).toISOString(),
-      perSubscription: CLAIM_PER_SUBSCRIPTION,
+      rowsPerSubscription: CLAIM_PER_SUBSCRIPTION,
       paceHorizonUs: 500_000,
     });
     if (claimed.length === 0) break;

@@ -47,7 +47,7 @@ for (const backend of BACKENDS) {
         workerId: 'wkr_a',
         aliveSince: new Date(Date.parse(now) - DEAD_AFTER_MS).toISOString(),
         staleBefore: new Date(Date.parse(now) - 62_000).toISOString(),
-        perSubscription: limit,
+        rowsPerSubscription: limit,
         paceHorizonUs: 500_000,
         ...options,
       });
@@ -106,7 +106,7 @@ for (const backend of BACKENDS) {
         // One settled but not recorded yet frees its slot for the worker that settled it.
         const [settled] = first;
         const again = await claimDue(at(0), 10, {
-          perSubscription: 10,
+          rowsPerSubscription: 10,
           settled: [settled.id],
         });
         assert.equal(again.length, 1);
@@ -356,7 +356,7 @@ for (const backend of BACKENDS) {
       assert.equal(again.attempts, 2);
     });
 
-    it("takes at most perSubscription rows of each subscription: one's backlog cannot starve another", async () => {
+    it("takes at most rowsPerSubscription rows of each subscription: one's backlog cannot starve another", async () => {
       await reset();
       await queued(12);
       // A second subscription, created after the twelve: only the last two events reach it.
@@ -367,7 +367,7 @@ for (const backend of BACKENDS) {
       assert.equal(other.statusCode, 201, other.body);
       const otherId = other.json().data.id;
       await queued(2);
-      const claimed = await claimDue(at(0), 10, { perSubscription: 4 });
+      const claimed = await claimDue(at(0), 10, { rowsPerSubscription: 4 });
       const count = (id: string) => claimed.filter((d) => d.subscriptionId === id).length;
       assert.equal(count(subscriptionId), 4);
       assert.equal(count(otherId), 2, 'the later rows of the other subscription are claimed too');
@@ -411,7 +411,7 @@ for (const backend of BACKENDS) {
       await queued(2);
       assert.deepEqual(
         await claimDue(at(0), 10, {
-          perSubscription: 10,
+          rowsPerSubscription: 10,
           skip: [subscriptionId],
         }),
         [],

@@ -107,11 +107,11 @@ describe('subscriptionLevels and mayHaveMore', () => {
     assert.deepEqual(subscriptionLevels(1), { share: 1, reopen: 0, low: 0 });
   });
 
-  const worker = (perSubscription: Map<string, number>) => ({
+  const worker = (runningBySubscription: Map<string, number>) => ({
     plan: tenantClaimPlan(new Map(), 256, 64),
     levels: () => subscriptionLevels(16),
-    perSubscription,
-    perTenant: new Map<string, number>(),
+    runningBySubscription,
+    runningByTenant: new Map<string, number>(),
     maxRunning: 256,
     maxPerSubscription: 64,
   });

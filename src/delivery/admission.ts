@@ -115,8 +115,8 @@ export function mayHaveMore(
   worker: {
     plan: TenantClaimPlan;
     levels(subscriptionId: string): { share: number; reopen: number };
-    perSubscription: ReadonlyMap<string, number>;
-    perTenant: ReadonlyMap<string, number>;
+    runningBySubscription: ReadonlyMap<string, number>;
+    runningByTenant: ReadonlyMap<string, number>;
     maxRunning: number;
     maxPerSubscription: number;
   },
@@ -130,14 +130,14 @@ export function mayHaveMore(
     byTenant.set(tenantId, (byTenant.get(tenantId) ?? 0) + 1);
   }
   for (const [id, count] of bySubscription) {
-    const holding = worker.perSubscription.get(id) ?? 0;
+    const holding = worker.runningBySubscription.get(id) ?? 0;
     const { share, reopen } = worker.levels(id);
     if (count >= share && holding <= reopen) return true;
   }
   for (const [tenant, count] of byTenant) {
     const room = worker.plan.room.get(tenant) ?? worker.plan.newcomerRoom;
-    const holding = worker.perTenant.get(tenant) ?? 0;
-    const others = worker.perTenant.size - (holding > 0 ? 1 : 0);
+    const holding = worker.runningByTenant.get(tenant) ?? 0;
+    const others = worker.runningByTenant.size - (holding > 0 ? 1 : 0);
     if (
       count >= room &&
       !tenantWillReopen(holding, others, worker.maxRunning, worker.maxPerSubscription)

@@ -110,11 +110,11 @@ export class ClaimLedger {
   }
 
   /** Attempts running per subscription, and per tenant (admission reads these). */
-  get perSubscription(): ReadonlyMap<string, number> {
+  get runningBySubscription(): ReadonlyMap<string, number> {
     return this.bySubscription;
   }
 
-  get perTenant(): ReadonlyMap<string, number> {
+  get runningByTenant(): ReadonlyMap<string, number> {
     return this.byTenant;
   }
 

@@ -23,7 +23,7 @@ export function jsonMembers(dialect: Dialect, list: string): RawBuilder<unknown>
  * The claim, as one statement (compiled once by DeliveryQueue: every list is one JSON parameter,
  * so its text never changes and PostgreSQL plans it once per connection). It takes, for every
  * active subscription not skipped and not held, its earliest due pending rows: at most
- * `perSubscription`, no more than its concurrency limit less its rows in flight (over every
+ * `rowsPerSubscription`, no more than its concurrency limit less its rows in flight (over every
  * worker, less this worker's settled ones), and for a capped subscription only while its next
  * send slot is within the pace horizon, at most PACE_CLAIM_ROWS_SQL; then at most each tenant's
  * room, the earliest due overall, `limit` in all. Besides those, in-flight rows abandoned by their
@@ -42,7 +42,7 @@ export function claimStatement(
     aliveSince: string;
     staleBefore: string;
     limit: number;
-    perSubscription: number;
+    rowsPerSubscription: number;
     newcomerRoom: number;
     skip: string;
     skipTenants: string;
@@ -68,7 +68,7 @@ export function claimStatement(
   // A subscription's concurrency limit, within the ceiling its owner set.
   const cap = sql.raw(EFFECTIVE_CONCURRENCY_LIMIT_SQL);
   // A capped subscription is claimed for while its next free slot is within the horizon.
-  const paceRoom = sql`case when s.max_per_second is null then ${int(p.perSubscription)}
+  const paceRoom = sql`case when s.max_per_second is null then ${int(p.rowsPerSubscription)}
     when coalesce((select g.next_slot_us from webhook_pacing g where g.subscription_id = s.id), 0)
       > ${big(p.nowUs)} + ${big(p.paceHorizonUs)} then 0
     else ${sql.raw(PACE_CLAIM_ROWS_SQL)} end`;
@@ -88,7 +88,7 @@ export function claimStatement(
         where d.subscription_id = s.id and d.status = ${PENDING} and d.next_attempt_at <= ${p.now}
           and ${inOrder('d')}
         order by d.next_attempt_at
-        limit greatest(0, least(cast(${p.perSubscription} as integer), ${cap} - b.n, ${paceRoom}))
+        limit greatest(0, least(cast(${p.rowsPerSubscription} as integer), ${cap} - b.n, ${paceRoom}))
         for update of d skip locked
       ) q
       where ${eligible}`
@@ -108,7 +108,7 @@ export function claimStatement(
           where d2.subscription_id = s.id and d2.status = ${PENDING} and d2.next_attempt_at <= ${p.now}
             and ${inOrder('d2')}
           order by d2.next_attempt_at
-          limit ${p.perSubscription}
+          limit ${p.rowsPerSubscription}
         )
         and ${eligible}
       ) as within_room

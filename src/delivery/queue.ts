@@ -24,7 +24,7 @@ export interface ClaimOptions {
   /** Claims without a worker (older versions) are abandoned once older than this. */
   staleBefore: string;
   /** Most rows of one subscription. */
-  perSubscription: number;
+  rowsPerSubscription: number;
   /** How far ahead a capped subscription's next slot may be for it to be claimed for (µs). */
   paceHorizonUs: number;
   /** Subscriptions to leave alone (at their level in this worker, or held). */
@@ -63,7 +63,7 @@ export class DeliveryQueue extends Repository {
       options.aliveSince,
       options.staleBefore,
       limit,
-      Math.min(limit, options.perSubscription),
+      Math.min(limit, options.rowsPerSubscription),
       Math.min(limit, options.newcomerRoom ?? limit),
       JSON.stringify(options.skip ?? []),
       JSON.stringify(options.skipTenants ?? []),
@@ -86,7 +86,7 @@ export class DeliveryQueue extends Repository {
       aliveSince: string,
       staleBefore: string,
       limit: number,
-      perSubscription: number,
+      rowsPerSubscription: number,
       newcomerRoom: number,
       skip: string,
       skipTenants: string,
@@ -101,7 +101,7 @@ export class DeliveryQueue extends Repository {
         aliveSince,
         staleBefore,
         limit,
-        perSubscription,
+        rowsPerSubscription,
         newcomerRoom,
         skip,
         skipTenants,

@@ -213,18 +213,18 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
         );
       }
     }
-    const { perSubscription, perTenant } = this.claims;
-    const skip = [...perSubscription]
+    const { runningBySubscription, runningByTenant } = this.claims;
+    const skip = [...runningBySubscription]
       .filter(([id, count]) => count > this.levels(id).reopen)
       .map(([id]) => id);
     skip.push(...this.holds.held(nowMs));
     // The same one level up: one tenant's hung endpoints cannot hold another tenant's slots.
-    const plan = tenantClaimPlan(perTenant, this.maxRunning, this.maxPerSubscription);
+    const plan = tenantClaimPlan(runningByTenant, this.maxRunning, this.maxPerSubscription);
     const claimed = await queue.claim(now, limit, {
       workerId: this.id,
       aliveSince,
       staleBefore,
-      perSubscription: this.claimPerSubscription,
+      rowsPerSubscription: this.claimPerSubscription,
       paceHorizonUs: PACE_HORIZON_MS * 1000,
       skip,
       tenantRoom: plan.room,
@@ -240,8 +240,8 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     return mayHaveMore(claimed, limit, {
       plan,
       levels: (id) => this.levels(id),
-      perSubscription,
-      perTenant,
+      runningBySubscription,
+      runningByTenant,
       maxRunning: this.maxRunning,
       maxPerSubscription: this.maxPerSubscription,
     });
