@@ -16,7 +16,6 @@ import {
 } from './admission.ts';
 import { AttemptRunner, INTERNAL_FAILURE } from './attempt.ts';
 import type { BrokerSender } from './broker-sender.ts';
-import { ClaimLedger } from './claim-ledger.ts';
 import type { SendResult, WebhookSender } from './http-sender.ts';
 import { reserveSlots } from './pace.ts';
 import { Recorder, type RecorderDeps } from './recorder.ts';
@@ -29,6 +28,7 @@ import type {
   WorkerOptions,
 } from './types.ts';
 import { Wakes } from './wakes.ts';
+import { WorkerClaims } from './worker-claims.ts';
 
 /** The recorder's dependencies (its `webhook` settings come from `config`), and the loop's own. */
 export interface WorkerDependencies extends Omit<RecorderDeps, 'webhook'> {
@@ -72,7 +72,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
   state: LoopState = 'stopped';
   private loop: Promise<void> | null = null;
   /** Every claim this worker holds, from the claim to its recorded outcome, and their slots. */
-  private readonly claims = new ClaimLedger();
+  private readonly claims = new WorkerClaims();
   /** A claim failed: rows it may have claimed unseen are given back before the next one. */
   private claimCut = false;
   private lastAbandonedSweep = Number.NEGATIVE_INFINITY;

@@ -15,7 +15,7 @@ type ClaimStage = 'claimed' | 'running' | 'settled';
  * statement reads which rows it holds and which of those are settled, admission reads the slots.
  * "In flight" is kept for the row's status (`in_flight`: claimed by some worker, not recorded).
  */
-export class ClaimLedger {
+export class WorkerClaims {
   /** Each held claim's stage, by delivery id. */
   private readonly claims = new Map<string, ClaimStage>();
   private readonly runs = new Set<Promise<void>>();
