@@ -19,7 +19,7 @@ export function subscriptionClaimShare(maxPerSubscription: number): number {
  * holding slots now plus one more, so there is always room for a tenant that has none yet, but
  * never less than one subscription's cap. Alone, a tenant gets half the slots: a tenant whose
  * endpoints all hang leaves the other half to everyone else, and one with two subscriptions at
- * the full per-subscription cap still drains at full speed.
+ * the full per-subscription cap still runs at full speed.
  */
 export function tenantSlotCap(
   maxRunning: number,
