@@ -120,13 +120,13 @@ export class IdempotencyService {
   }
 
   /**
-   * Settles a key with an answer given before the write could run (its body refused, a check
+   * Answers a key with what was answered before the write could run (its body refused, a check
    * before its unit of work failed): stored, so that a retry replays it like any other; or, when
    * a finished request holds the key already, that request's answer, which `replayable` callers
    * get instead (a refused token is not one: its 403 comes before any replay). 422 when the key
    * was used for something else. A key another request holds is left to it.
    */
-  async settleEarly(
+  async answerEarly(
     write: KeyedWrite,
     answer: StoredAnswer,
     replayable: boolean,

@@ -43,7 +43,7 @@ const PAUSE_FACTOR = 2;
 
 /**
  * Retention (RETENTION_DAYS): what is older than the retention period and needed by no one is
- * deleted: deliveries that are settled (or can never be sent: their subscription was deleted) with
+ * deleted: deliveries that are finished (or can never be sent: their subscription was deleted) with
  * their attempts, then events no delivery refers to any more, then notifications. Pending
  * deliveries of live subscriptions (a paused endpoint's backlog) and their events are kept
  * whatever their age. Deleted subscriptions' own rows stay (a delete is soft: still listed); their

@@ -7,7 +7,7 @@ import { PROBLEM_CONTENT_TYPE, problemBody } from './problem-reply.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** A write with an Idempotency-Key whose answer no one has settled yet (see Writes). */
+    /** A write with an Idempotency-Key whose answer no one has stored yet (see Writes). */
     keyedWrite: KeyedWrite | null;
   }
 }
@@ -70,7 +70,7 @@ export class Writes {
 /**
  * The hooks of Idempotency-Key: once the body is parsed, and before it is validated, the
  * request's key and fingerprint are read (422 for a malformed key); an answer given before the
- * route's unit of work (a 422 of the body, the token's 403, a failed check) settles the key from
+ * route's unit of work (a 422 of the body, the token's 403, a failed check) answers the key from
  * onSend: stored like the route's own, or, when a finished request holds the key, replaced by
  * that request's answer. The claim itself is the route's (Writes.run). Must be registered before
  * the routes.
@@ -133,17 +133,17 @@ export function registerIdempotency(
       type: typeof type === 'string' ? type : null,
       body: payload,
     };
-    let settled: { answer: StoredAnswer; replayed: boolean };
+    let outcome: { answer: StoredAnswer; replayed: boolean };
     try {
       // The token's refusal is never replaced: a stored answer is for callers allowed to make
       // the request (it can hold a signing key).
-      settled = await service.settleEarly(write, given, request.refusal === null);
+      outcome = await service.answerEarly(write, given, request.refusal === null);
     } catch (error) {
       if (!(error instanceof ApiProblem)) throw error;
-      settled = { answer: rendered(error, reply, errorsBaseUrl), replayed: false };
+      outcome = { answer: rendered(error, reply, errorsBaseUrl), replayed: false };
     }
     // Another answer than the one given: set out as it was stored.
-    return settled.answer === given ? payload : setOut(reply, settled.answer, settled.replayed);
+    return outcome.answer === given ? payload : setOut(reply, outcome.answer, outcome.replayed);
   });
 }
 
@@ -169,7 +169,7 @@ function setOut(reply: FastifyReply, answer: StoredAnswer, replayed: boolean): s
   return answer.body;
 }
 
-/** The request's keyed write, taken off it so that exactly one place settles it. */
+/** The request's keyed write, taken off it so that exactly one place answers it. */
 function takeWrite(request: FastifyRequest): KeyedWrite | null {
   const write = request.keyedWrite;
   request.keyedWrite = null;
