@@ -20,3 +20,10 @@ export class ManualClock implements Clock {
     this.current += ms;
   }
 }
+
+/**
+ * How much earlier than its delay a timer may fire, by a clock read outside the event loop: libuv
+ * arms it from the loop turn's cached time, which lags the real time by as long as the turn has
+ * run (and the clocks count whole milliseconds). A floor on a time-out is asserted less this.
+ */
+export const TIMER_SLACK_MS = 50;
