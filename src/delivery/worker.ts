@@ -195,23 +195,16 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     const nowMs = now.getTime();
     const { aliveSince, staleBefore } = abandonedBefore(nowMs, config.webhook);
     if (this.claimCut) {
-      const unheld = await queue.giveBackUnclaimed(
-        this.id,
-        this.claims.claimedIds(),
-        now.toISOString(),
-      );
+      const held = this.claims.claimedIds();
+      const unheld = await queue.giveBackUnclaimed(this.id, held, now.toISOString());
       if (unheld > 0) logger.warn({ unheld }, 'gave back claims whose answer was lost');
       this.claimCut = false;
     }
     if (nowMs - this.lastAbandonedSweep >= this.pollIntervalMs) {
       this.lastAbandonedSweep = nowMs;
       const lost = await this.recorder.deadLetterAbandoned(this.id, aliveSince, staleBefore);
-      if (lost > 0) {
-        logger.warn(
-          { lost },
-          'dead-lettered deliveries whose attempts kept dying with their worker',
-        );
-      }
+      const message = 'dead-lettered deliveries whose attempts kept dying with their worker';
+      if (lost > 0) logger.warn({ lost }, message);
     }
     const { runningBySubscription, runningByTenant } = this.claims;
     const skip = [...runningBySubscription]
