@@ -31,8 +31,8 @@ export class WorkerClaims {
 
   /**
    * Admits a claimed row: it takes a slot of its subscription (whose limit in this worker is
-   * `limit`) and of its tenant until `run` ends, then it is settled. Returns how many its
-   * subscription runs here, itself included; `ended` hears what its end left.
+   * `limit`) and of its tenant until `run` ends (the run settles it on the way). Returns how many
+   * its subscription runs here, itself included; `ended` hears what its end left.
    */
   started(
     delivery: ClaimedDelivery,
