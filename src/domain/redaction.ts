@@ -11,7 +11,6 @@
  * back keeps the stored one), a credential a receiver echoed.
  */
 export const SECRET_MASK = '***';
-const REDACTED = SECRET_MASK;
 
 /** Every form in which `secret` may come back. */
 function formsOf(secret: string): string[] {
@@ -44,9 +43,9 @@ export function credentialForms(secrets: readonly string[], basicPairs: readonly
   return [...forms].sort((a, b) => b.length - a.length);
 }
 
-/** `text` with every form masked as REDACTED. */
+/** `text` with every form masked as SECRET_MASK. */
 export function redacted(text: string, forms: readonly string[]): string {
   let out = text;
-  for (const form of forms) if (out.includes(form)) out = out.replaceAll(form, REDACTED);
+  for (const form of forms) if (out.includes(form)) out = out.replaceAll(form, SECRET_MASK);
   return out;
 }
