@@ -194,7 +194,7 @@ for (const backend of BACKENDS) {
       const claimed = await claimDue(at(0), 10);
       assert.equal(claimed.length, 3);
       const [kept] = claimed;
-      assert.equal(await queue().giveBackUnclaimed('wkr_a', [kept.id], at(1)), 2);
+      assert.equal(await queue().giveBackUnknown('wkr_a', [kept.id], at(1)), 2);
       const byId = new Map((await rows()).map((r) => [r.id, r]));
       assert.equal(byId.get(kept.id)?.status, 'in_flight');
       for (const other of claimed.slice(1)) {

@@ -204,11 +204,11 @@ export class DeliveryQueue extends Repository {
   }
 
   /**
-   * Gives back, due now and uncounted, the rows claimed by `workerId` that it does not hold: a
-   * claim whose answer it never got (a connection cut mid-statement). The loop runs it between
+   * Gives back, due now and uncounted, the rows claimed by `workerId` that it does not know of
+   * (`known`: the claims it holds): a claim whose answer it never got (a connection cut mid-statement). The loop runs it between
    * claims, so no claim of its own is under way.
    */
-  async giveBackUnclaimed(workerId: string, held: readonly string[], now: string): Promise<number> {
+  async giveBackUnknown(workerId: string, known: readonly string[], now: string): Promise<number> {
     const result = await this.db
       .updateTable('webhookDeliveries')
       .set((eb) => ({
@@ -220,7 +220,7 @@ export class DeliveryQueue extends Repository {
       }))
       .where('status', '=', giveBack.from)
       .where('claimedBy', '=', workerId)
-      .where(sql<boolean>`id not in ${jsonMembers(this.dialect, JSON.stringify(held))}`)
+      .where(sql<boolean>`id not in ${jsonMembers(this.dialect, JSON.stringify(known))}`)
       .executeTakeFirst();
     return Number(result.numUpdatedRows);
   }

@@ -195,8 +195,8 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     const nowMs = now.getTime();
     const { aliveSince, staleBefore } = abandonedBefore(nowMs, config.webhook);
     if (this.claimCut) {
-      const held = this.claims.claimedIds();
-      const unheld = await queue.giveBackUnclaimed(this.id, held, now.toISOString());
+      const known = this.claims.claimedIds();
+      const unheld = await queue.giveBackUnknown(this.id, known, now.toISOString());
       if (unheld > 0) logger.warn({ unheld }, 'gave back claims whose answer was lost');
       this.claimCut = false;
     }
