@@ -51,7 +51,7 @@ export class Metrics {
     name: 'tourops_rate_limit_local_only_total',
     help:
       'Rate-limit decisions this process made on its own count alone: the shared store (Redis or ' +
-      'PostgreSQL) failed or did not answer within 100 ms, so the limit was per process.',
+      'PostgreSQL) failed or did not answer within its time-out, so the limit was per process.',
     registers: [this.registry],
   });
   readonly idempotentReplays = new Counter({
