@@ -58,3 +58,14 @@ export function mostWithin(times: readonly number[], windowMs = 1_000): number {
   }
   return most;
 }
+
+/**
+ * Whether a delivered body's `created` ("unix seconds at the moment of sending") names a second
+ * its attempt spanned, as the attempt log records the send.
+ */
+export function createdWithin(body: string, attempt: LoggedAttempt): boolean {
+  const created = Number(JSON.parse(body).created);
+  return (
+    created >= Math.floor(attempt.startMs / 1000) && created <= Math.floor(attempt.endMs / 1000)
+  );
+}
