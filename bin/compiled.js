@@ -3,7 +3,9 @@
 // after any source changed. Loading a few dozen compiled chunks takes a fraction of what
 // compiling hundreds of modules through tsx's loader takes, and that is paid at every start
 // of every process (`serve`, `worker`, each of a cluster's processes, each one-shot command).
-// Dependencies stay outside the bundle: they load, and are instrumented for tracing, as they are.
+// Dependencies stay outside the bundle, where they load and are instrumented for tracing as they
+// are, but for a few (BUNDLED_PACKAGES) made of hundreds of small modules, each of which would
+// cost a resolution and a load of its own at every start.
 import { createHash } from 'node:crypto';
 import {
   mkdirSync,
@@ -14,7 +16,8 @@ import {
   statSync,
   utimesSync,
 } from 'node:fs';
-import { join, relative } from 'node:path';
+import { isBuiltin } from 'node:module';
+import { join, relative, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -23,7 +26,7 @@ const CACHE = join(ROOT, 'node_modules', '.cache', 'tourops');
 /** The modules entry points import (src/-relative, no extension): bin/tourops.js, bin/start.js. */
 const ENTRIES = ['v8-flags', 'tracing-start', 'cli/main', 'main'];
 /** Bumped when the build's own options change, so older builds are not reused. */
-const BUILD_FORMAT = '1';
+const BUILD_FORMAT = '2';
 /** A build nobody started for this long is removed when another is made. */
 const UNUSED_BUILD_MS = 7 * 24 * 3600 * 1000;
 
@@ -108,23 +111,73 @@ async function build(directory) {
 /**
  * `import.meta.url` in a source file stays that file's URL: the code finds the repository's
  * files (docs, the portal's assets) and resolves loader hooks relative to where it lives in src/.
+ * The same holds in a bundled package (Scalar's reference page reads its renderer beside it).
  */
 const sourceUrls = {
   name: 'source-urls',
   setup(builder) {
-    builder.onLoad({ filter: /\.ts$/ }, (args) => ({
-      contents: readFileSync(args.path, 'utf8').replaceAll(
-        'import.meta.url',
-        JSON.stringify(pathToFileURL(args.path).href),
-      ),
-      loader: 'ts',
-    }));
+    builder.onLoad({ filter: /\.[cm]?[jt]s$/ }, (args) => {
+      const contents = readFileSync(args.path, 'utf8');
+      if (!contents.includes('import.meta.url')) return undefined;
+      return {
+        contents: contents.replaceAll(
+          'import.meta.url',
+          JSON.stringify(pathToFileURL(args.path).href),
+        ),
+        loader: args.path.endsWith('.ts') ? 'ts' : 'js',
+      };
+    });
+  },
+};
+
+/**
+ * Packages bundled into the build, with whatever they import: none is patched by a tracing
+ * instrumentation (those load from node_modules, where the instrumentation finds them), and
+ * none is also imported by a package left outside (it would then load twice). Every other package
+ * is left outside, loaded from node_modules as it is.
+ */
+const BUNDLED_PACKAGES = [
+  'kysely',
+  '@sinclair/typebox',
+  '@scalar/fastify-api-reference',
+  'undici',
+  'prom-client',
+  'rate-limiter-flexible',
+];
+/** The package a bare import names (`@scope/name` or `name`). */
+const PACKAGE_NAME = /^((?:@[^/]+\/)?[^/]+)/;
+
+/** Marks esbuild's own resolution of a bare import, asked for by bundledPackages. */
+const RESOLVING = Symbol('resolving');
+
+const bundledPackages = {
+  name: 'bundled-packages',
+  setup(builder) {
+    builder.onResolve({ filter: /^[^./]/ }, async (args) => {
+      if (args.pluginData === RESOLVING) return undefined;
+      if (isBuiltin(args.path)) return { path: args.path, external: true };
+      // Inside a bundled package: what it imports is bundled with it.
+      if (args.importer.includes(`${sep}node_modules${sep}`)) return undefined;
+      if (BUNDLED_PACKAGES.includes(PACKAGE_NAME.exec(args.path)?.[1])) return undefined;
+      // A name the tsconfig maps into this repository (the SDK's sources) is bundled.
+      const { kind, importer, resolveDir } = args;
+      const resolved = await builder.resolve(args.path, {
+        kind,
+        importer,
+        resolveDir,
+        pluginData: RESOLVING,
+      });
+      const aPackage =
+        resolved.errors.length > 0 || resolved.path.includes(`${sep}node_modules${sep}`);
+      return aPackage ? { path: args.path, external: true } : resolved;
+    });
   },
 };
 
 /**
  * How sources are bundled, here and for the tests (scripts/test.mjs): ESM chunks for Node 20,
- * dependencies left outside, linked source maps, `import.meta.url` kept as the source file's.
+ * dependencies left outside but BUNDLED_PACKAGES, linked source maps, `import.meta.url` kept as
+ * the source file's.
  */
 export const BUNDLE_OPTIONS = {
   bundle: true,
@@ -132,9 +185,12 @@ export const BUNDLE_OPTIONS = {
   format: 'esm',
   platform: 'node',
   target: 'node20',
-  packages: 'external',
   sourcemap: 'linked',
-  plugins: [sourceUrls],
+  plugins: [bundledPackages, sourceUrls],
+  // A bundled package written as CommonJS requires Node's built-in modules.
+  banner: {
+    js: "import { createRequire as __bundleRequire } from 'node:module'; const require = __bundleRequire(import.meta.url);",
+  },
 };
 
 function removeUnused(current) {
