@@ -28,8 +28,19 @@ export class FieldFault extends Error {}
 
 const ajv = addFormats.default(new Ajv.default({ allErrors: true, strict: false }));
 
-/** A compiled body schema of the API, for `bodyOf`. */
-export const formSchema = (schema: TSchema): ValidateFunction => ajv.compile(schema);
+/**
+ * A body schema of the API, for `bodyOf`: compiled when it first judges a form, since most
+ * processes that load the portal's routes (a worker's, a one-shot command's) never serve a form.
+ */
+export type FormSchema = () => ValidateFunction;
+
+export function formSchema(schema: TSchema): FormSchema {
+  let compiled: ValidateFunction | undefined;
+  return () => {
+    compiled ??= ajv.compile(schema);
+    return compiled;
+  };
+}
 
 /** Readers of a form's fields, by the JSON type the API's schema expects. */
 export const field = {
@@ -94,7 +105,7 @@ export const field = {
  * member is no field of the form. Throws the API's 422 naming every field at fault.
  */
 export function bodyOf<T>(
-  validate: ValidateFunction,
+  schema: FormSchema,
   form: Form,
   readers: Record<string, Reader>,
   options: { fixed?: Record<string, unknown>; also?: readonly string[] } = {},
@@ -119,6 +130,7 @@ export function bodyOf<T>(
     }
   }
   Object.assign(body, fixed);
+  const validate = schema();
   // What the API's JSON parser refuses (a number past the double range in a filter, a NUL).
   for (const [path, messages] of Object.entries(unkeptValues(body))) errors[path] ??= messages;
   if (validate(body) && Object.keys(errors).length === 0) return body as T;
