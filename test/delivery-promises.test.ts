@@ -67,17 +67,12 @@ describeEachBackend('delivery engine promises', (backend) => {
     try {
       await until(
         () => (arrivals('/capped').length >= EVENTS ? true : undefined),
-        20_000,
         `${EVENTS} capped deliveries`,
       );
-      const log = await until(
-        async () => {
-          const rows = await attemptLog(ctx.runtime.database.db, capped);
-          return rows.length >= EVENTS ? rows : undefined;
-        },
-        5_000,
-        'every capped attempt recorded',
-      );
+      const log = await until(async () => {
+        const rows = await attemptLog(ctx.runtime.database.db, capped);
+        return rows.length >= EVENTS ? rows : undefined;
+      }, 'every capped attempt recorded');
       assert.equal(log.length, EVENTS, 'one attempt each');
       const starts = log.map((a) => a.startMs);
       assert.ok(
@@ -111,14 +106,10 @@ describeEachBackend('delivery engine promises', (backend) => {
     const monitor = new WorkerMonitor(worker.worker);
     try {
       await monitor.recorded(held, 'pending', 10_000);
-      await until(
-        async () => {
-          const log = await attemptLog(ctx.runtime.database.db, held);
-          return log.filter((a) => a.status === 200).length >= EVENTS ? true : undefined;
-        },
-        15_000,
-        'every held delivery delivered',
-      );
+      await until(async () => {
+        const log = await attemptLog(ctx.runtime.database.db, held);
+        return log.filter((a) => a.status === 200).length >= EVENTS ? true : undefined;
+      }, 'every held delivery delivered');
       const log = await attemptLog(ctx.runtime.database.db, held);
       const [refused] = log.filter((a) => a.status === 429);
       assert.ok(refused, 'a 429 recorded');

@@ -258,11 +258,10 @@ describe('graceful stop (a real tourops serve)', () => {
           (r) => r.ok,
           () => false,
         );
-      await until(async () => ((await serves()) ? true : undefined), 30_000, 'npm start serves');
+      await until(async () => ((await serves()) ? true : undefined), 'npm start serves');
       npm.kill('SIGTERM');
       await until(
         async () => ((await serves()) ? undefined : true),
-        10_000,
         'the server stopped and freed the port',
       );
     } finally {
@@ -361,7 +360,6 @@ describe('start-up errors name the variable, in one line', () => {
       // The key is written after the migrations, so the WAL appears first.
       await until(
         () => (names.every((name) => existsSync(join(dataDir, name))) ? true : undefined),
-        20_000,
         'the data files',
       );
       const mode = (path: string) => statSync(path).mode & 0o777;

@@ -148,18 +148,14 @@ for (const backend of BACKENDS) {
         body: { kind: 'individual', displayName: `${SCRIPT}${IMG}` },
       });
       // Both attempts fail: dead-lettered.
-      const deliveryId = await until(
-        async () => {
-          const list = await ctx.api('GET', `/api/v1/webhooks/${id}/deliveries`, {
-            token: tenant.token,
-          });
-          return list.json().data.find((d: { status: string }) => d.status === 'dead_letter')?.id as
-            | string
-            | undefined;
-        },
-        10_000,
-        'the delivery dead-lettered',
-      );
+      const deliveryId = await until(async () => {
+        const list = await ctx.api('GET', `/api/v1/webhooks/${id}/deliveries`, {
+          token: tenant.token,
+        });
+        return list.json().data.find((d: { status: string }) => d.status === 'dead_letter')?.id as
+          | string
+          | undefined;
+      }, 'the delivery dead-lettered');
 
       const { page, context, problems } = await signIn();
       assert.equal(new URL(page.url()).pathname, '/portal/');
@@ -200,16 +196,12 @@ for (const backend of BACKENDS) {
       await page.getByRole('button', { name: 'Redeliver' }).click();
       await page.getByText('Queued again as this new delivery.').waitFor();
       // The redelivery recorded (the worker's record), then shown.
-      await until(
-        async () => {
-          const list = await ctx.api('GET', `/api/v1/webhooks/${id}/deliveries?status=success`, {
-            token: tenant.token,
-          });
-          return list.json().data.length > 0 ? true : undefined;
-        },
-        15_000,
-        'the redelivery succeeded',
-      );
+      await until(async () => {
+        const list = await ctx.api('GET', `/api/v1/webhooks/${id}/deliveries?status=success`, {
+          token: tenant.token,
+        });
+        return list.json().data.length > 0 ? true : undefined;
+      }, 'the redelivery succeeded');
       await page.reload();
       await page.locator('.badge.ok', { hasText: 'success' }).first().waitFor();
       assert.ok(receiver.requests.some((r) => r.method === 'POST'));
@@ -269,7 +261,6 @@ for (const backend of BACKENDS) {
       await page.getByText('Test event sent').waitFor();
       const sent = await until(
         () => receiver.requests.slice(before).find((r) => r.path === '/created'),
-        10_000,
         'the test event arrived',
       );
       assert.equal(JSON.parse(sent.body).type, 'trip.published');
@@ -371,7 +362,6 @@ for (const backend of BACKENDS) {
       await page.getByText('Test event sent').waitFor();
       const sent = await until(
         () => receiver.requests.slice(before).find((r) => r.path === '/gated-2'),
-        10_000,
         'the test event arrived',
       );
       assert.equal(sent.headers['x-api-key'], apiKey);

@@ -95,9 +95,7 @@ async function runUntilInterrupted(line: string, env: Record<string, string>, re
   });
   const output = outputOf(child);
   const exited = once(child, 'close');
-  await untilOutput(child, output, ready, 30_000, () =>
-    process.kill(-(child.pid as number), 'SIGKILL'),
-  );
+  await untilOutput(child, output, ready, () => process.kill(-(child.pid as number), 'SIGKILL'));
   process.kill(-(child.pid as number), 'SIGINT');
   await exited;
   return output();

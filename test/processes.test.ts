@@ -109,21 +109,16 @@ for (const backend of BACKENDS) {
     it('replaces a process that dies, and stops all of them on SIGTERM with exit code 0', async () => {
       const [victim, survivor] = apiProcesses(server.child.pid as number);
       process.kill(victim, 'SIGKILL');
-      await until(
-        () => {
-          const now = apiProcesses(server.child.pid as number);
-          return now.length === 2 && !now.includes(victim) ? now : undefined;
-        },
-        15_000,
-        'a replacement process',
-      );
+      await until(() => {
+        const now = apiProcesses(server.child.pid as number);
+        return now.length === 2 && !now.includes(victim) ? now : undefined;
+      }, 'a replacement process');
       assert.ok(alive(survivor));
       // The primary's line travels through a pipe: it may arrive after the replacement forked.
       const exited = new RegExp(`API process ${victim} exited \\(SIGKILL\\)`);
-      await eventually(() => exited.test(server.output()), 15_000, 'the exit reported');
+      await eventually(() => exited.test(server.output()), 'the exit reported');
       await eventually(
         () => /serving in its place/.test(server.output()),
-        15_000,
         'the replacement listening',
       );
       for (let i = 0; i < 4; i++) {

@@ -82,20 +82,20 @@ for (const backend of BACKENDS) {
         );
         const listenLine = line(laptop, /tourops listen/).replace('--tenant demo', '--tenant sol');
         const listen = terminal(listenLine, database.env);
-        await untilOutput(listen.child, listen.output, 'Signing key: ', 20_000);
+        await untilOutput(listen.child, listen.output, 'Signing key: ');
         const key = /Signing key: (whsec_\S+)/.exec(listen.output())?.[1];
         assert.ok(key, listen.output());
         const receiver = terminal(line(laptop, /receiver\.mjs/).replace('whsec_…', key), {
           PORT: receiverPort,
         });
-        await untilOutput(receiver.child, receiver.output, 'listening on ', 10_000);
+        await untilOutput(receiver.child, receiver.output, 'listening on ');
 
         const rest = [...lines.slice(0, 2), ...lines.slice(publish)].join('\n');
         const output = sh(local(rest), { TRIP: trip });
         const [slug, ...moves] = output.trim().split('\n');
         assert.match(slug, /^lisbon-in-spring-/, output);
         assert.deepEqual(moves, ['deposit_paid', 'confirmed'], output);
-        await untilOutput(receiver.child, receiver.output, 'verified booking.confirmed ', 15_000);
+        await untilOutput(receiver.child, receiver.output, 'verified booking.confirmed ');
       } finally {
         for (const child of started) {
           if (child.pid === undefined || child.exitCode !== null) continue;
@@ -142,11 +142,11 @@ for (const backend of BACKENDS) {
           detached: true,
         });
         const received = outputOf(receiver);
-        await untilOutput(receiver, received, 'listening on https://', 10_000);
+        await untilOutput(receiver, received, 'listening on https://');
 
         const createClient = line(readmeBlock('## Receive webhooks on your laptop'), /^curl /);
         sh(withServer(createClient), { TOKEN: token });
-        await untilOutput(receiver, received, 'verified client.created ', 15_000);
+        await untilOutput(receiver, received, 'verified client.created ');
       } finally {
         if (receiver?.pid !== undefined && receiver.exitCode === null) {
           const exited = once(receiver, 'exit');

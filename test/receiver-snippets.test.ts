@@ -31,7 +31,7 @@ async function startReceiver(command: string, file: string, signingKey: string, 
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const output = outputOf(child);
-  await untilOutput(child, output, 'listening on', 10_000);
+  await untilOutput(child, output, 'listening on');
   return {
     url: `http://localhost:${port}/webhooks`,
     output,
@@ -80,12 +80,11 @@ for (const backend of BACKENDS) {
         const [eventId] = await eventIdsOf('client.created');
         await until(
           () => receiver.output().includes(`verified client.created ${eventId}`) || undefined,
-          10_000,
           receiver.output(),
         );
         // listen prints the answer once it has it, which may be after the receiver's line.
         const answered = new RegExp(`client\\.created  ${eventId}  → 204 \\(`);
-        await until(() => answered.test(listen.output()) || undefined, 10_000, listen.output());
+        await until(() => answered.test(listen.output()) || undefined, listen.output());
         // A forged one is refused by the same receiver.
         const forged = await fetch(receiver.url, {
           method: 'POST',
@@ -120,7 +119,7 @@ for (const backend of BACKENDS) {
       );
       try {
         await createClient(ctx, tenant);
-        await until(() => agents.length > 0 || undefined, 10_000, listen.output());
+        await until(() => agents.length > 0 || undefined, listen.output());
         assert.deepEqual(agents, ['Service-Webhooks/1.0 (tourops listen)']);
       } finally {
         await listen.stop();
@@ -145,7 +144,6 @@ for (const backend of BACKENDS) {
         const eventId = (await eventIdsOf('client.created')).find((id) => !before.has(id));
         await until(
           () => receiver.output().includes(`verified client.created ${eventId}`) || undefined,
-          10_000,
           receiver.output(),
         );
         assert.equal(await listen.stop('SIGINT'), 0);
@@ -304,7 +302,6 @@ describe('the receiver snippets verify a real delivery of the worker', () => {
         () =>
           /verified booking\.confirmed [0-9a-f-]{36}\nrefused: no signature/.test(node.output()) ||
           undefined,
-        5_000,
         node.output(),
       );
     } finally {

@@ -40,20 +40,16 @@ if (BACKENDS.includes('postgres')) {
       );
       await s.receiver.waitFor(EVENTS * paths.length, 60_000);
       // Every row recorded: no claim is held any more, so no send (a duplicate) can follow.
-      await until(
-        async () => {
-          const open = await s.ctx.runtime.database.db
-            .selectFrom('webhookDeliveries')
-            .select('id')
-            .where('tenantId', '=', s.tenant.id)
-            .where('status', '!=', 'success')
-            .limit(1)
-            .execute();
-          return open.length === 0 ? true : undefined;
-        },
-        30_000,
-        'every delivery recorded',
-      );
+      await until(async () => {
+        const open = await s.ctx.runtime.database.db
+          .selectFrom('webhookDeliveries')
+          .select('id')
+          .where('tenantId', '=', s.tenant.id)
+          .where('status', '!=', 'success')
+          .limit(1)
+          .execute();
+        return open.length === 0 ? true : undefined;
+      }, 'every delivery recorded');
 
       const events = await s.ctx.runtime.database.db
         .selectFrom('events')
@@ -127,14 +123,10 @@ if (BACKENDS.includes('postgres')) {
       // Four seconds' worth at the cap, from the product's record: in every sliding second at
       // most the cap started, whichever worker started it (the pace's floor, no gap between
       // slots, is src/delivery/admission.test.ts's, with an injected clock).
-      const log = await until(
-        async () => {
-          const rows = await attemptLog(s.ctx.runtime.database.db, created.json().data.id);
-          return rows.length >= 40 ? rows : undefined;
-        },
-        30_000,
-        'forty capped attempts',
-      );
+      const log = await until(async () => {
+        const rows = await attemptLog(s.ctx.runtime.database.db, created.json().data.id);
+        return rows.length >= 40 ? rows : undefined;
+      }, 'forty capped attempts');
       const starts = log.map((a) => a.startMs);
       assert.ok(
         mostWithin(starts) <= 10,

@@ -183,16 +183,12 @@ if (BACKENDS.includes('postgres')) {
     /** Until every balancer has `server` UP (its health checks passed `rise` times). */
     const untilUp = async (server: string) => {
       for (const balancer of balancers) {
-        await until(
-          async () => {
-            const row = (await balancer.stats()).find(
-              (r) => r.pxname === 'tourops_api' && r.svname === server,
-            );
-            return row?.status === 'UP' ? true : undefined;
-          },
-          20_000,
-          `${server} UP`,
-        );
+        await until(async () => {
+          const row = (await balancer.stats()).find(
+            (r) => r.pxname === 'tourops_api' && r.svname === server,
+          );
+          return row?.status === 'UP' ? true : undefined;
+        }, `${server} UP`);
       }
     };
 
@@ -312,7 +308,6 @@ until node_up ${server}; do sleep 0.5; done`;
             retrying.acked.size >= from[0] + 5 && noRetries.acked.size >= from[1] + 5
               ? true
               : undefined,
-          30_000,
           'more creates acked through both balancers',
         );
       };
@@ -355,7 +350,7 @@ until node_up ${server}; do sleep 0.5; done`;
       loads.push(killed);
       const moreAcked = (what: string) => {
         const from = killed.acked.size;
-        return until(() => (killed.acked.size >= from + 5 ? true : undefined), 30_000, what);
+        return until(() => (killed.acked.size >= from + 5 ? true : undefined), what);
       };
       await moreAcked('creates acked before the kill');
       // Started again at once, as a supervisor would: until it listens, it refuses.
@@ -387,16 +382,12 @@ until node_up ${server}; do sleep 0.5; done`;
         ),
       );
       for (const id of acked.values()) assert.ok(wanted.has(id), `acked client ${id} is stored`);
-      await until(
-        async () => {
-          const { rows } = await sql.query(
-            "select count(*)::int as n from webhook_deliveries where status in ('pending', 'in_flight')",
-          );
-          return rows[0].n === 0 ? true : undefined;
-        },
-        60_000,
-        'nothing left pending or in flight',
-      );
+      await until(async () => {
+        const { rows } = await sql.query(
+          "select count(*)::int as n from webhook_deliveries where status in ('pending', 'in_flight')",
+        );
+        return rows[0].n === 0 ? true : undefined;
+      }, 'nothing left pending or in flight');
       const received = new Map<string, number>();
       for (const request of receiver.requests) {
         const id = JSON.parse(request.body).data.clientId as string;

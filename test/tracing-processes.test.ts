@@ -148,18 +148,14 @@ for (const backend of BACKENDS) {
         const response = await createClient(server, token, `00-${traceId}-b7ad6b7169203331-01`);
         assert.equal(response.status, 201);
         const requestId = response.headers.get('service-request-id');
-        const mine = await until(
-          () => {
-            const found = collector.spans.filter((s) => s.traceId === traceId);
-            // Spans of one request can leave in different exports: wait for both ends.
-            const done =
-              found.some((s) => s.kind === 4) &&
-              found.some((s) => s.kind === 2 && s.scope === '@opentelemetry/instrumentation-http');
-            return done ? found : undefined;
-          },
-          10_000,
-          'spans of the caller trace',
-        );
+        const mine = await until(() => {
+          const found = collector.spans.filter((s) => s.traceId === traceId);
+          // Spans of one request can leave in different exports: wait for both ends.
+          const done =
+            found.some((s) => s.kind === 4) &&
+            found.some((s) => s.kind === 2 && s.scope === '@opentelemetry/instrumentation-http');
+          return done ? found : undefined;
+        }, 'spans of the caller trace');
         const server_ = mine.find(
           (s) => s.kind === 2 && s.scope === '@opentelemetry/instrumentation-http',
         );

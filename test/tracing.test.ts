@@ -76,7 +76,6 @@ for (const backend of BACKENDS) {
       assert.equal(response.statusCode, 201);
       const delivered = await until(
         () => receiver.requests.find((r) => r.path.split('?')[0] === path && r.method === 'POST'),
-        10_000,
         'the delivery',
       );
       return { response, delivered, subscriptionId: created.json().data.id as string };
@@ -245,7 +244,6 @@ for (const backend of BACKENDS) {
                   span.kind === SpanKind.CONSUMER &&
                   span.attributes['tourops.subscription.id'] === id,
               ),
-            10_000,
             `the attempt span of ${id}`,
           );
         }

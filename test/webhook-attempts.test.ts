@@ -79,20 +79,16 @@ for (const backend of BACKENDS) {
       const [delivery] = (
         await ctx.api('GET', `/api/v1/webhooks/${id}/deliveries`, { token: tenant.token })
       ).json().data;
-      const attempts = await until(
-        async () => {
-          const page = await ctx.api(
-            'GET',
-            `/api/v1/webhooks/${id}/deliveries/${delivery.id}/attempts`,
-            { token: tenant.token },
-          );
-          assert.equal(page.statusCode, 200, page.body);
-          const data = page.json().data;
-          return data.length > 0 ? data : undefined;
-        },
-        5_000,
-        `an attempt to ${url}`,
-      );
+      const attempts = await until(async () => {
+        const page = await ctx.api(
+          'GET',
+          `/api/v1/webhooks/${id}/deliveries/${delivery.id}/attempts`,
+          { token: tenant.token },
+        );
+        assert.equal(page.statusCode, 200, page.body);
+        const data = page.json().data;
+        return data.length > 0 ? data : undefined;
+      }, `an attempt to ${url}`);
       const after = (
         await ctx.api('GET', `/api/v1/webhooks/${id}/deliveries`, { token: tenant.token })
       ).json().data[0];

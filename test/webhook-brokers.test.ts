@@ -59,7 +59,7 @@ async function startConsumer(file: string, env: Record<string, string>) {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const output = outputOf(child);
-  await untilOutput(child, output, 'consuming', 15_000);
+  await untilOutput(child, output, 'consuming');
   return {
     output,
     stop: async () => {
@@ -337,7 +337,6 @@ for (const backend of BACKENDS) {
           for (const consumer of consumers) {
             await eventually(
               () => consumer.output().includes(`verified client.created ${event.id}`),
-              10_000,
               `a consumer verified the event:\n${consumer.output()}`,
             );
           }
@@ -552,7 +551,7 @@ for (const backend of BACKENDS) {
           { token: tenant.token },
         );
         assert.equal(redelivered.statusCode, 202, redelivered.body);
-        await eventually(async () => (await full.count()) === 1, 10_000, 'the redelivery stored');
+        await eventually(async () => (await full.count()) === 1, 'the redelivery stored');
         const [stored] = await full.messages();
         assert.equal(JSON.parse(stored.body).data.displayName, 'Waits');
         await unsubscribe(id);
@@ -572,7 +571,7 @@ for (const backend of BACKENDS) {
             createClient(ctx, tenant, { displayName: `Writer ${i}` }),
           ),
         );
-        await eventually(async () => (await own.count()) === 32, 20_000, '32 messages');
+        await eventually(async () => (await own.count()) === 32, '32 messages');
         const sequences = (await own.messages())
           .map((m) => JSON.parse(m.body).sequence as number)
           .sort((a, b) => a - b);
@@ -607,7 +606,7 @@ for (const backend of BACKENDS) {
             createClient(ctx, tenant, { displayName: `Paced ${i}` }),
           ),
         );
-        await eventually(async () => (await own.count()) === 25, 10_000, '25 messages');
+        await eventually(async () => (await own.count()) === 25, '25 messages');
         const log = await until(async () => {
           const all = await attemptLog(ctx.runtime.database.db, id);
           return all.length === 25 ? all : undefined;
@@ -737,7 +736,6 @@ for (const backend of BACKENDS) {
         }
         await eventually(
           () => receiver.requests.filter((r) => r.path === '/beside-brokers').length === 5,
-          10_000,
           'five HTTPS deliveries',
         );
         const log = await until(async () => {

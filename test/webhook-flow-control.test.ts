@@ -92,7 +92,6 @@ for (const backend of BACKENDS) {
             const succeeded = pending.find((row) => row.status === 'success');
             return Number(succeeded?.n ?? 0) >= events ? true : undefined;
           },
-          30_000,
           `${events} deliveries`,
           // A sample of the limit every 100 ms: polling the API faster costs the worker its CPU.
           100,

@@ -109,7 +109,7 @@ for (const backend of BACKENDS) {
           }
         }),
       );
-      await eventually(() => pushedTo('/ledger').length >= total, 60_000);
+      await eventually(() => pushedTo('/ledger').length >= total);
       const pushed = pushedTo('/ledger');
       assert.equal(pushed.length, total);
       const bodies = pushed.map((request) => {

@@ -128,20 +128,16 @@ for (const backend of BACKENDS) {
       ctx.api('PATCH', `/api/v1/webhooks/${id}`, { token: tenant.token, body });
     /** The newest delivery of the subscription, once an attempt's outcome is recorded. */
     const firstAttempt = (id: string) =>
-      until(
-        async () => {
-          const deliveries = await ctx.api('GET', `/api/v1/webhooks/${id}/deliveries`, {
-            token: tenant.token,
-          });
-          const [latest] = deliveries.json().data as Row[];
-          // Claimed counts the attempt; its answer is recorded after.
-          const answered =
-            latest && (latest.lastResponseStatus !== null || latest.lastError !== null);
-          return answered ? latest : undefined;
-        },
-        10_000,
-        `an attempt to ${id}`,
-      );
+      until(async () => {
+        const deliveries = await ctx.api('GET', `/api/v1/webhooks/${id}/deliveries`, {
+          token: tenant.token,
+        });
+        const [latest] = deliveries.json().data as Row[];
+        // Claimed counts the attempt; its answer is recorded after.
+        const answered =
+          latest && (latest.lastResponseStatus !== null || latest.lastError !== null);
+        return answered ? latest : undefined;
+      }, `an attempt to ${id}`);
 
     it('sends the headers and the Basic credentials a gateway demands; without them, 401', async () => {
       const keyed = await create({
@@ -513,18 +509,14 @@ for (const backend of BACKENDS) {
     };
     /** Every delivery of the subscription, once each has an outcome recorded. */
     const settled = (id: string, count: number) =>
-      until(
-        async () => {
-          const list = await ctx.api('GET', `/api/v1/webhooks/${id}/deliveries?limit=100`, {
-            token: tenant.token,
-          });
-          const rows = list.json().data as Row[];
-          const done = rows.filter((d) => d.lastResponseStatus !== null || d.lastError !== null);
-          return done.length >= count ? rows : undefined;
-        },
-        15_000,
-        `${count} settled deliveries of ${id}`,
-      );
+      until(async () => {
+        const list = await ctx.api('GET', `/api/v1/webhooks/${id}/deliveries?limit=100`, {
+          token: tenant.token,
+        });
+        const rows = list.json().data as Row[];
+        const done = rows.filter((d) => d.lastResponseStatus !== null || d.lastError !== null);
+        return done.length >= count ? rows : undefined;
+      }, `${count} settled deliveries of ${id}`);
     const emit = async (count: number) => {
       for (let i = 0; i < count; i++) await createClient(ctx, tenant, { displayName: `O${i}` });
     };
@@ -756,19 +748,13 @@ for (const backend of BACKENDS) {
         body: { events: ['client.created'], ...body },
       });
     const lastStatus = (id: string) =>
-      until(
-        async () => {
-          const list = await ctx.api('GET', `/api/v1/webhooks/${id}/deliveries`, {
-            token: tenant.token,
-          });
-          const [latest] = list.json().data as Row[];
-          return latest && latest.lastResponseStatus !== null
-            ? latest.lastResponseStatus
-            : undefined;
-        },
-        10_000,
-        `an answer to ${id}`,
-      );
+      until(async () => {
+        const list = await ctx.api('GET', `/api/v1/webhooks/${id}/deliveries`, {
+          token: tenant.token,
+        });
+        const [latest] = list.json().data as Row[];
+        return latest && latest.lastResponseStatus !== null ? latest.lastResponseStatus : undefined;
+      }, `an answer to ${id}`);
 
     it("presents the subscription's certificate; without it the receiver refuses", async () => {
       const withCertificate = await create({

@@ -85,14 +85,10 @@ describeEachBackend('Retry-After from receivers', (backend) => {
   /** The gap between the first two attempts to `path`, whose first answer is `first`. */
   async function gap(path: string, first: Answer) {
     await fireTest(path, first);
-    const [one, two] = await until(
-      async () => {
-        const got = receiver.requests.filter((r) => r.path === path);
-        return got.length >= 2 ? got : undefined;
-      },
-      8_000,
-      `two attempts to ${path}`,
-    );
+    const [one, two] = await until(async () => {
+      const got = receiver.requests.filter((r) => r.path === path);
+      return got.length >= 2 ? got : undefined;
+    }, `two attempts to ${path}`);
     return two.receivedAt - one.receivedAt;
   }
 
@@ -107,7 +103,7 @@ describeEachBackend('Retry-After from receivers', (backend) => {
     const delivery = await until(async () => {
       const [row] = (await ctx.api('GET', url, { token: tenant.token })).json().data;
       return row?.status === 'success' ? row : undefined;
-    }, 8_000);
+    });
     const attempts = (
       await ctx.api('GET', `${url}/${delivery.id}/attempts`, { token: tenant.token })
     ).json().data;
@@ -139,12 +135,11 @@ describeEachBackend('Retry-After from receivers', (backend) => {
     // Events for both endpoints while the first is held.
     await createClients(tenant, 3);
     await createClients(other, 3);
-    await eventually(() => to('/not-held').length >= 3, 2_000);
+    await eventually(() => to('/not-held').length >= 3);
     assert.equal(to('/held').length, 1, 'nothing to the held endpoint meanwhile');
     // After the hold: the test fire's retry and the three events.
     const after = await until(
       async () => (to('/held').length >= 5 ? to('/held') : undefined),
-      8_000,
       'the held deliveries',
     );
     const first = Math.min(...after.slice(1).map((r) => r.receivedAt));

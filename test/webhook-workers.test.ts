@@ -77,21 +77,17 @@ describe('tourops worker processes', { concurrency: 2 }, () => {
         assert.deepEqual(stillClaimed, claim, 'the first worker still holds its claim');
 
         assert.equal(await first.stop('SIGKILL'), null, 'killed, no exit code');
-        await until(() => (sendsOf(hung).length === 2 ? true : undefined), 20_000, 'sent again');
+        await until(() => (sendsOf(hung).length === 2 ? true : undefined), 'sent again');
         const retried = sendsOf(hung)[1];
         // The attempt cut off never counted as made: the same attempt, sent again.
         assert.equal(retried.headers['service-delivery-attempt'], '1');
         assert.equal(retried.body.slice(0, 60), hung.body.slice(0, 60));
-        const log = await until(
-          async () => {
-            const rows = (await attemptLog(s.ctx.runtime.database.db, crash)).filter(
-              (a) => a.deliveryId === claim.id,
-            );
-            return rows.length > 0 ? rows : undefined;
-          },
-          5_000,
-          'the retried delivery recorded',
-        );
+        const log = await until(async () => {
+          const rows = (await attemptLog(s.ctx.runtime.database.db, crash)).filter(
+            (a) => a.deliveryId === claim.id,
+          );
+          return rows.length > 0 ? rows : undefined;
+        }, 'the retried delivery recorded');
         // From the product's record: taken over only once the dead worker's heartbeat was old.
         const lastBeat = await heartbeatOf(s, claim.claimedBy);
         assert.deepEqual(
@@ -137,14 +133,10 @@ describe('tourops worker processes', { concurrency: 2 }, () => {
         const [, , retried] = await s.receiver.waitFor(3, 20_000);
         assert.equal(retried.headers['service-event-id'], failed.headers['service-event-id']);
         assert.equal(retried.headers['service-delivery-attempt'], '2');
-        const done = await until(
-          async () => {
-            const row = await s.delivery(subscriptionId);
-            return row.status === 'in_flight' || row.status === 'pending' ? undefined : row;
-          },
-          5_000,
-          'the last attempt recorded',
-        );
+        const done = await until(async () => {
+          const row = await s.delivery(subscriptionId);
+          return row.status === 'in_flight' || row.status === 'pending' ? undefined : row;
+        }, 'the last attempt recorded');
         assert.equal(done.status, 'success', JSON.stringify(done));
         assert.equal(done.attempts, 2);
         const log = await attemptLog(s.ctx.runtime.database.db, subscriptionId);
@@ -184,14 +176,10 @@ describe('tourops worker processes', { concurrency: 2 }, () => {
         WEBHOOK_RETRY_SCHEDULE: '1s',
       });
       try {
-        const log = await until(
-          async () => {
-            const rows = await attemptLog(s.ctx.runtime.database.db, subscriptionId);
-            return rows.filter((a) => a.status === 200).length >= EVENTS ? rows : undefined;
-          },
-          30_000,
-          `${EVENTS} paced deliveries`,
-        );
+        const log = await until(async () => {
+          const rows = await attemptLog(s.ctx.runtime.database.db, subscriptionId);
+          return rows.filter((a) => a.status === 200).length >= EVENTS ? rows : undefined;
+        }, `${EVENTS} paced deliveries`);
         const starts = log.map((a) => a.startMs);
         assert.ok(
           mostWithin(starts) <= CAP,
@@ -237,14 +225,10 @@ describe('tourops worker processes', { concurrency: 2 }, () => {
         startTourops(['worker'], env, WORKER_READY),
       ]);
       try {
-        const log = await until(
-          async () => {
-            const rows = await attemptLog(s.ctx.runtime.database.db, subscriptionId);
-            return rows.filter((a) => a.status === 200).length >= EVENTS ? rows : undefined;
-          },
-          40_000,
-          `${EVENTS} held deliveries`,
-        );
+        const log = await until(async () => {
+          const rows = await attemptLog(s.ctx.runtime.database.db, subscriptionId);
+          return rows.filter((a) => a.status === 200).length >= EVENTS ? rows : undefined;
+        }, `${EVENTS} held deliveries`);
         const refusals = log.filter((a) => a.status === 429);
         assert.ok(refusals.length >= 2, `${refusals.length} 429s recorded`);
         for (const refused of refusals) {

@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { runCli } from '../../src/cli/run.ts';
 import { BIN, ROOT } from './processes.ts';
+import { HUNG_AFTER_MS } from './until.ts';
 
 /** What one `tourops` command printed, and its exit code. */
 export interface CliResult {
@@ -54,7 +55,7 @@ export async function tourops(
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
     stderr += chunk;
   });
-  const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+  const timer = setTimeout(() => child.kill('SIGKILL'), HUNG_AFTER_MS);
   const [code] = (await once(child, 'close')) as [number | null];
   clearTimeout(timer);
   return { code, stdout, stderr };

@@ -9,6 +9,7 @@ import { once } from 'node:events';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../../bench/processes.ts';
+import { HUNG_AFTER_MS } from './until.ts';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const BIN = fileURLToPath(new URL('../../bin/tourops.js', import.meta.url));
@@ -25,7 +26,7 @@ export interface ChildService {
 
 /**
  * Starts `tourops <args>` with `env` (plus PATH) and waits until its output contains `ready`
- * (the server's "listening on"), failing if it exits first or takes longer than 20 s. `root`:
+ * (the server's "listening on"), failing if it exits first or hangs (HUNG_AFTER_MS). `root`:
  * another checkout's (a previous release's) tourops instead of this one.
  */
 export async function startTourops(
@@ -47,8 +48,8 @@ export async function startTourops(
     // so a slow start leaves nothing behind.
     const timer = setTimeout(() => {
       child.kill('SIGTERM');
-      reject(new Error(`not ready in 20 s:\n${output}`));
-    }, 20_000);
+      reject(new Error(`not ready in ${HUNG_AFTER_MS} ms:\n${output}`));
+    }, HUNG_AFTER_MS);
     const collect = (chunk: string) => {
       output += chunk;
       if (output.includes(ready)) {
@@ -133,23 +134,22 @@ export function outputOf(child: ChildProcess): () => string {
 
 /**
  * Waits until `output` (see outputOf) holds `text`. Fails, with the output so far, when the child
- * exits first or `timeoutMs` passes; a child still running is then stopped with `kill` (default:
- * SIGKILL to it).
+ * exits first or HUNG_AFTER_MS passes; a child still running is then stopped with `kill`
+ * (default: SIGKILL to it).
  */
 export async function untilOutput(
   child: ChildProcess,
   output: () => string,
   text: string,
-  timeoutMs: number,
   kill: () => void = () => child.kill('SIGKILL'),
 ): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = Date.now() + HUNG_AFTER_MS;
   while (!output().includes(text)) {
     const exited = child.exitCode !== null || child.signalCode !== null;
     if (exited || Date.now() > deadline) {
       if (!exited) kill();
       throw new Error(
-        `no "${text}" ${exited ? 'before it exited' : `in ${timeoutMs} ms`}:\n${output()}`,
+        `no "${text}" ${exited ? 'before it exited' : `in ${HUNG_AFTER_MS} ms`}:\n${output()}`,
       );
     }
     await new Promise((resolve) => setTimeout(resolve, 50));
@@ -165,7 +165,7 @@ export async function npmStart(env: Record<string, string>) {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const output = outputOf(child);
-  await untilOutput(child, output, 'OpenAPI document:', 30_000);
+  await untilOutput(child, output, 'OpenAPI document:');
   return {
     banner: output(),
     baseUrl: `http://127.0.0.1:${port}`,
