@@ -9,7 +9,7 @@
  *
  * - Emit: clients created through the clients service one transaction each (a row, its
  *   `client.created` event and one delivery per subscription), as the API writes them.
- * - Drain, with 1, 2 and 4 `tourops worker` processes: a backlog of `deliveries` sent to the
+ * - Backlog runs, with 1, 2 and 4 `tourops worker` processes: a backlog of `deliveries` sent to the
  *   receiver; deliveries/s between the 5th and 95th percentile arrival, and the CPU each party
  *   used meanwhile (the PostgreSQL server, the workers, this process's receiver, the machine).
  * - Per delivery, for both: statements (pg_stat_statements), transactions and rows written
@@ -44,7 +44,7 @@ interface DatabaseCost {
 export interface CapacityResult {
   /** Emitting: a client created with its event and one delivery per subscription. */
   emit: DatabaseCost;
-  drains: Array<
+  backlogRuns: Array<
     DatabaseCost & {
       workers: number;
       perSec: number;
@@ -180,10 +180,10 @@ export async function benchCapacity(options: CapacityOptions): Promise<CapacityR
       `capacity: emit ${emit.statements.toFixed(2)} statements, ${emit.rowsWritten.toFixed(2)} rows, ` +
         `${Math.round(emit.walBytes)} WAL bytes, ${Math.round(emit.cpuUs)} µs PostgreSQL CPU a delivery`,
     );
-    // Those deliveries are sent by the first drain too, so its backlog is short by them.
+    // Those deliveries are sent by the first backlog run too, so its backlog is short by them.
     let backlog = EMIT_CLIENTS * CAPACITY_SUBSCRIPTIONS;
 
-    const drains: CapacityResult['drains'] = [];
+    const backlogRuns: CapacityResult['backlogRuns'] = [];
     for (const workers of WORKER_COUNTS) {
       const events = Math.ceil((options.deliveries - backlog) / CAPACITY_SUBSCRIPTIONS);
       await emitBacklog(runtime, tenant.id, events);
@@ -231,7 +231,7 @@ export async function benchCapacity(options: CapacityOptions): Promise<CapacityR
               (machineAfter.total - machineBefore.total)) *
             availableParallelism()
           : Number.NaN;
-      // The parties' CPU over the drain's span (start-up and stop included for the workers).
+      // The parties' CPU over the backlog run's span (start-up and stop included for the workers).
       const cores = {
         database: (cost.cpuUs * deliveries) / 1e6 / seconds,
         workers: workerCpu / seconds,
@@ -239,7 +239,7 @@ export async function benchCapacity(options: CapacityOptions): Promise<CapacityR
         machine: machineCores,
       };
       const top = await topStatements(admin, deliveries);
-      drains.push({ workers, perSec, cores, top, ...cost });
+      backlogRuns.push({ workers, perSec, cores, top, ...cost });
       log(
         `capacity: ${workers} worker(s): ${Math.round(perSec)} deliveries/s; a delivery ` +
           `${cost.statements.toFixed(2)} statements, ${cost.transactions.toFixed(3)} transactions, ` +
@@ -266,7 +266,7 @@ export async function benchCapacity(options: CapacityOptions): Promise<CapacityR
     );
     return {
       emit,
-      drains,
+      backlogRuns,
       claim: { historyRows, ...timed },
       subscriptions: CAPACITY_SUBSCRIPTIONS,
     };

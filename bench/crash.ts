@@ -1,5 +1,5 @@
 /**
- * The crash row: a worker killed with SIGKILL in the middle of a drain, restarted at once. How long
+ * The crash row: a worker killed with SIGKILL in the middle of a backlog run, restarted at once. How long
  * after the kill the deliveries it had in flight reach the receiver again, and how long until every
  * event has. Runs alone too: `tsx bench/crash.ts --backend sqlite|postgres [--pg-url <url>]`.
  */

@@ -5,11 +5,11 @@
  *
  * - Throughput: a backlog of `events` events (through the service layer, in this process) for four
  *   subscriptions is written while no worker runs; then the API process starts and its worker
- *   drains it. Deliveries per second are counted at the receiver over the steady part (the 5th to
+ *   works it off. Deliveries per second are counted at the receiver over the steady part (the 5th to
  *   the 95th percentile of arrivals), so start-up and the tail are not counted.
- * - Ed25519: the plain drain with every endpoint on Standard Webhooks and asymmetric signatures, so
+ * - Ed25519: the plain backlog run with every endpoint on Standard Webhooks and asymmetric signatures, so
  *   each delivery is signed twice more (HMAC `v1` over the Standard Webhooks text, Ed25519 `v1a`).
- * - Brokers: the plain drain with the four subscriptions' URLs pointed at RabbitMQ (one exchange,
+ * - Brokers: the plain backlog run with the four subscriptions' URLs pointed at RabbitMQ (one exchange,
  *   one queue per subscription, consumed here) or NATS JetStream (one stream per subscription, its
  *   subject subscribed to here); arrivals are counted as messages reach this process, once each
  *   publish was confirmed or acknowledged by the broker.
@@ -55,7 +55,7 @@ export interface DeliveryBenchOptions {
   rounds: number;
   logLevel: string;
   log(message: string): void;
-  /** A directory to write a CPU profile of the first plain drain to (its summary is returned). */
+  /** A directory to write a CPU profile of the first plain backlog run to (its summary is returned). */
   profileDir: string | null;
   /** Registers a started server so the benchmark stops it however it ends. */
   track(server: ServerProcess, running: boolean): void;
@@ -79,18 +79,18 @@ export interface DeliveryResult {
   ceiling: Rate;
   plain: Rate;
   withTimeouts: Rate;
-  /** The plain drain by `tourops serve --processes auto`. */
+  /** The plain backlog run by `tourops serve --processes auto`. */
   processes: Rate;
-  /** The plain drain, each delivery also signed `v1` (Standard Webhooks) and `v1a` (Ed25519). */
+  /** The plain backlog run, each delivery also signed `v1` (Standard Webhooks) and `v1a` (Ed25519). */
   ed25519: Rate;
-  /** The plain drain into RabbitMQ (publisher confirms), and into NATS JetStream (stream acks). */
+  /** The plain backlog run into RabbitMQ (publisher confirms), and into NATS JetStream (stream acks). */
   rabbitmq: Rate;
   nats: Rate;
   latency: { p50: number; p90: number; p99: number; max: number; samples: number; perSec: number };
   timeoutMs: number;
   /** The endpoint that answers 503 above PUSHBACK_CAPACITY requests at once. */
   pushback: { perSec: number; ideal: number; wasted: number; deliveries: number };
-  /** Summary of the API process's CPU profile during the first plain drain (--profile). */
+  /** Summary of the API process's CPU profile during the first plain backlog run (--profile). */
   profile: string | null;
 }
 
@@ -116,7 +116,7 @@ export function steadyRate(arrivals: number[]): number {
   return ((last - first) / (sorted[last] - sorted[first])) * 1000;
 }
 
-/** Where a drain's deliveries are counted: the HTTPS receiver, or a broker's consumers here. */
+/** Where a backlog run's deliveries are counted: the HTTPS receiver, or a broker's consumers here. */
 class Arrivals {
   /** Arrival times (performance.now()) this run. */
   arrivals: number[] = [];
@@ -320,7 +320,7 @@ class LimitedReceiver {
 }
 
 /**
- * PUSHBACK_EVENTS deliveries to one endpoint that serves PUSHBACK_CAPACITY at a time, drained by
+ * PUSHBACK_EVENTS deliveries to one endpoint that serves PUSHBACK_CAPACITY at a time, worked off by
  * one API process whose retries come a second apart (so refused ones come back within the run).
  */
 async function pushbackRun(
@@ -524,7 +524,7 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
         const writeSec = (now() - written) / 1000;
         receiver.reset();
         blackHole.reset();
-        // All cores: the same drain by `tourops serve --processes auto`.
+        // All cores: the same backlog run by `tourops serve --processes auto`.
         const server = await startServer({
           name: `api-${backend}-deliveries-${scenario}`,
           ...(scenario === 'processes'
@@ -557,7 +557,7 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
             const file = join(options.profileDir, `deliveries-${backend}.cpuprofile`);
             await server.stopCpuProfile(file);
             profile = formatProfileSummary(
-              `webhook delivery drain (${backend})`,
+              `webhook backlog run (${backend})`,
               summarizeProfile(JSON.parse(readFileSync(file, 'utf8')) as CpuProfile),
               expected,
             );

@@ -1,6 +1,6 @@
 /**
  * Deliveries at scale on PostgreSQL (`npm run bench -- --only scale`): whether the worker's claim
- * stays index-bound as delivered history grows, and what the API and two worker processes drain
+ * stays index-bound as delivered history grows, and what the API and two worker processes work off
  * together on one database.
  *
  * - Claims: with 0, half and all of `history` delivered rows over 20 subscriptions (written by
@@ -8,7 +8,7 @@
  *   30,000 pending rows is claimed 200 at a time by `DeliveriesService.claim` exactly as the
  *   worker calls it (16 a subscription), each claim timed in this process; claimed rows are then
  *   marked delivered.
- * - Drain: on the full history, a backlog of `deliveries` (to the same 20 subscriptions) drained
+ * - Backlog run: on the full history, a backlog of `deliveries` (to the same 20 subscriptions) worked off
  *   by one API process with its worker (`src/main.ts`) and two `tourops worker` processes, to an
  *   HTTPS receiver in this process; deliveries/s between the 5th and 95th percentile arrival.
  *
@@ -31,7 +31,7 @@ import { type ServerProcess, startServer } from './processes.ts';
 export interface ScaleResult {
   backend: string;
   claims: Array<{ historyRows: number; p50: number; p99: number; max: number; samples: number }>;
-  drain: { deliveries: number; perSec: number; processes: number };
+  backlog: { deliveries: number; perSec: number; processes: number };
 }
 
 export interface ScaleBenchOptions {
@@ -39,7 +39,7 @@ export interface ScaleBenchOptions {
   dbEnv: Record<string, string>;
   /** Delivered rows the table grows to. */
   history: number;
-  /** Deliveries the drain sends. */
+  /** Deliveries the backlog run sends. */
   deliveries: number;
   logLevel: string;
   log: (message: string) => void;
@@ -96,7 +96,7 @@ export async function benchDeliveryScale(options: ScaleBenchOptions): Promise<Sc
       );
     }
 
-    // The drain: the API with its worker and two worker processes.
+    // The backlog run: the API with its worker and two worker processes.
     await emitBacklog(runtime, tenant.id, options.deliveries / SUBSCRIPTIONS);
     receiver.reset();
     const servers: ServerProcess[] = [];
@@ -126,11 +126,11 @@ export async function benchDeliveryScale(options: ScaleBenchOptions): Promise<Sc
       }
     }
     const perSec = steadyRate(receiver.arrivals);
-    log(`${backend}: scale: drained ${options.deliveries} at ${Math.round(perSec)}/s`);
+    log(`${backend}: scale: worked off ${options.deliveries} at ${Math.round(perSec)}/s`);
     return {
       backend,
       claims,
-      drain: { deliveries: options.deliveries, perSec, processes: 1 + WORKERS },
+      backlog: { deliveries: options.deliveries, perSec, processes: 1 + WORKERS },
     };
   } finally {
     await runtime.close();

@@ -95,8 +95,8 @@ const USAGE = `usage: npm run bench -- [options]
   --deliveries <n>     events per webhook delivery run, each delivered to 4 subscriptions
                        (default 5000)
   --scale-history <n>  delivered rows the scale row grows the table to (default 1000000)
-  --scale-deliveries <n>  deliveries the scale row drains with two workers (default 100000)
-  --capacity-deliveries <n>  deliveries each capacity drain sends (default 20000)
+  --scale-deliveries <n>  deliveries the scale row works off with two workers (default 100000)
+  --capacity-deliveries <n>  deliveries each capacity backlog run sends (default 20000)
   --capacity-history <n>  delivered rows the capacity claim row grows the table to (default 10000000)
   --profile            record a CPU profile of every server during its last window and summarize
                        it (slows the servers down: a profiled run is not the benchmark)
@@ -220,9 +220,9 @@ const PAGE_COST_TARGET = 1.3;
 const RATE_LIMIT_TARGET = 0.95;
 /** A create with a fresh Idempotency-Key against the same create without: cost at most this. */
 const KEYED_COST_TARGET = 1.4;
-/** The drain against bare POSTs to the same receiver, and the API's CPU per delivery. */
-const DRAIN_CEILING_TARGET = 0.9;
-const DRAIN_CPU_TARGET_US = 80;
+/** The backlog run against bare POSTs to the same receiver, and the API's CPU per delivery. */
+const BACKLOG_CEILING_TARGET = 0.9;
+const BACKLOG_CPU_TARGET_US = 80;
 /** Keyed creates of one tenant at 32 connections against unkeyed ones: req/s at least this. */
 const CONTENTION_TARGET = 0.7;
 /** Machine load (percent of one core) under which the machine counts as quiet. */
@@ -281,7 +281,7 @@ const rowsPlanned = HTTP_ROWS
   : 0;
 /** The open-loop rows: one window each of the three read rows per backend. */
 const openLoopSec = HTTP_ROWS ? backendsPlanned * 3 * (DURATION + ROUND_WARMUP + 3) : 0;
-// Per backend and round: the ceiling and three drains (backlog write, start-up, drain, stop).
+// Per backend and round: the ceiling and three backlog runs (backlog write, start-up, delivery, stop).
 const deliverySec = DELIVERY_ROWS
   ? backendsPlanned * (ROUNDS * 4 * ((DELIVERY_EVENTS * 4) / 500 + 15) + 60)
   : 0;
@@ -294,10 +294,10 @@ const contentionSec = CONTENTION_ROWS
   : 0;
 // Three rows, two ways, a few seconds a process at most.
 const startupSec = STARTUP_ROWS && BACKEND !== 'postgres' ? 3 * 2 * STARTUP_RUNS * 8 + 30 : 0;
-// Seeding about 40k rows a second, the claims, and the drain at a few thousand a second.
+// Seeding about 40k rows a second, the claims, and the backlog run at a few thousand a second.
 const scaleSec =
   SCALE_ROWS && BACKEND !== 'sqlite' ? SCALE_HISTORY / 20_000 + SCALE_DELIVERIES / 500 + 120 : 0;
-// Three drains at a thousand or more a second, and seeding the history at about 15k rows a second.
+// Three backlog runs at a thousand or more a second, and seeding the history at about 15k rows a second.
 const capacitySec =
   CAPACITY_ROWS && BACKEND !== 'sqlite'
     ? (3 * CAPACITY_DELIVERIES) / 500 + CAPACITY_HISTORY / 15_000 + 180
@@ -870,7 +870,7 @@ async function deliveryRows(backend: string, dbEnv: Record<string, string>): Pro
       track,
     }),
   );
-  log(`${backend}: a worker killed mid-drain and restarted`);
+  log(`${backend}: a worker killed mid-backlog and restarted`);
   crashResults.push(await benchCrash({ backend, dbEnv, log, track }));
   // Last: its subscriptions point nowhere, and no worker may meet them.
   log(`${backend}: fan-out to 100 subscriptions, with and without payload filters`);
@@ -1136,10 +1136,10 @@ function contentionReport(): string[] {
   return out;
 }
 
-function drainMet(r: DeliveryResult): string {
+function backlogMet(r: DeliveryResult): string {
   const misses = [
-    ...(r.plain.perSec / r.ceiling.perSec >= DRAIN_CEILING_TARGET ? [] : ['ratio']),
-    ...(r.plain.cpuUsPerDelivery !== null && r.plain.cpuUsPerDelivery <= DRAIN_CPU_TARGET_US
+    ...(r.plain.perSec / r.ceiling.perSec >= BACKLOG_CEILING_TARGET ? [] : ['ratio']),
+    ...(r.plain.cpuUsPerDelivery !== null && r.plain.cpuUsPerDelivery <= BACKLOG_CPU_TARGET_US
       ? []
       : ['CPU']),
   ];
@@ -1161,7 +1161,7 @@ function deliveryReport(): string[] {
       "each subscription's adaptive limit (4 to 16), claims and outcomes in batches of 200) delivering to an HTTPS receiver in the benchmark " +
       'process (its own CA, answers 200 at once). Throughput: a backlog of ' +
       `${fmtInt(DELIVERY_EVENTS)} \`client.created\` events for 4 subscriptions (${fmtInt(DELIVERY_EVENTS * 4)} deliveries), ` +
-      'written through the events service while no worker runs, then drained; deliveries/s at the receiver between ' +
+      'written through the events service while no worker runs, then worked off; deliveries/s at the receiver between ' +
       `the 5th and 95th percentile arrival, median of ${ROUNDS} run(s), interleaved. Ceiling: the same number of bare ` +
       'undici `request()` POSTs of the same size from a child process, 256 at once, to the same receiver. Latency: ' +
       'clients created through the admin API at 20 a second (80 deliveries a second), from sending the request to the ' +
@@ -1175,30 +1175,30 @@ function deliveryReport(): string[] {
     const runs = (values: number[]) => values.map(fmtInt).join(' / ');
     const cpu = (value: number | null) => (value === null ? '–' : fmtInt(value));
     out.push(
-      `| Backlog drained, 4 subscriptions | ${r.backend} | ${fmtInt(r.plain.perSec)} (${runs(r.plain.runs)}) | ` +
+      `| Backlog worked off, 4 subscriptions | ${r.backend} | ${fmtInt(r.plain.perSec)} (${runs(r.plain.runs)}) | ` +
         `${fmtInt(r.ceiling.perSec)} (${runs(r.ceiling.runs)}) | ${(r.plain.perSec / r.ceiling.perSec).toFixed(2)} | – | – | ` +
-        `${cpu(r.plain.cpuUsPerDelivery)} (bare POST ${cpu(r.ceiling.cpuUsPerDelivery)}) | ratio ≥ ${DRAIN_CEILING_TARGET.toFixed(2)}, ≤ ${DRAIN_CPU_TARGET_US} µs CPU/delivery | ` +
-        `${drainMet(r)} |`,
+        `${cpu(r.plain.cpuUsPerDelivery)} (bare POST ${cpu(r.ceiling.cpuUsPerDelivery)}) | ratio ≥ ${BACKLOG_CEILING_TARGET.toFixed(2)}, ≤ ${BACKLOG_CPU_TARGET_US} µs CPU/delivery | ` +
+        `${backlogMet(r)} |`,
       `| The same with a 5th endpoint timing out every attempt (${fmtSec(r.timeoutMs / 1000)} s): the 4 others' rate | ${r.backend} | ` +
         `${fmtInt(r.withTimeouts.perSec)} (${runs(r.withTimeouts.runs)}) | ref ${fmtInt(r.plain.perSec)} | ` +
         `${(r.withTimeouts.perSec / r.plain.perSec).toFixed(2)} | – | – | ${cpu(r.withTimeouts.cpuUsPerDelivery)} | ` +
         `ratio ≥ 0.90 | ${mark(r.withTimeouts.perSec / r.plain.perSec >= 0.9)} |`,
-      `| The same drain by \`tourops serve --processes auto\` (${CORES} processes) vs one process | ${r.backend} | ` +
+      `| The same backlog run by \`tourops serve --processes auto\` (${CORES} processes) vs one process | ${r.backend} | ` +
         `${fmtInt(r.processes.perSec)} (${runs(r.processes.runs)}) | ref ${fmtInt(r.plain.perSec)} | ` +
         `${(r.processes.perSec / r.plain.perSec).toFixed(2)} | – | – | ${cpu(r.processes.cpuUsPerDelivery)} | ` +
         'informational (scaling; the receiver and PostgreSQL share the cores) | – |',
-      `| The same drain, each delivery also signed for Standard Webhooks: HMAC \`v1\` and Ed25519 \`v1a\` | ${r.backend} | ` +
+      `| The same backlog run, each delivery also signed for Standard Webhooks: HMAC \`v1\` and Ed25519 \`v1a\` | ${r.backend} | ` +
         `${fmtInt(r.ed25519.perSec)} (${runs(r.ed25519.runs)}) | ref ${fmtInt(r.plain.perSec)} | ` +
         `${(r.ed25519.perSec / r.plain.perSec).toFixed(2)} | – | – | ${cpu(r.ed25519.cpuUsPerDelivery)} (HMAC only ${cpu(r.plain.cpuUsPerDelivery)}) | ` +
         'informational (the cost of asymmetric signatures) | – |',
-      `| The same drain into RabbitMQ: publisher-confirmed publishes to a queue per subscription | ${r.backend} | ` +
+      `| The same backlog run into RabbitMQ: publisher-confirmed publishes to a queue per subscription | ${r.backend} | ` +
         `${fmtInt(r.rabbitmq.perSec)} (${runs(r.rabbitmq.runs)}) | ref ${fmtInt(r.plain.perSec)} | ` +
         `${(r.rabbitmq.perSec / r.plain.perSec).toFixed(2)} | – | – | ${cpu(r.rabbitmq.cpuUsPerDelivery)} (HTTPS ${cpu(r.plain.cpuUsPerDelivery)}) | ` +
-        'informational (a broker destination against the HTTPS drain) | – |',
-      `| The same drain into NATS JetStream: acknowledged publishes to a stream per subscription | ${r.backend} | ` +
+        'informational (a broker destination against the HTTPS backlog run) | – |',
+      `| The same backlog run into NATS JetStream: acknowledged publishes to a stream per subscription | ${r.backend} | ` +
         `${fmtInt(r.nats.perSec)} (${runs(r.nats.runs)}) | ref ${fmtInt(r.plain.perSec)} | ` +
         `${(r.nats.perSec / r.plain.perSec).toFixed(2)} | – | – | ${cpu(r.nats.cpuUsPerDelivery)} (HTTPS ${cpu(r.plain.cpuUsPerDelivery)}) | ` +
-        'informational (a broker destination against the HTTPS drain) | – |',
+        'informational (a broker destination against the HTTPS backlog run) | – |',
       `| One endpoint serving ${PUSHBACK_CAPACITY} requests at a time (${PUSHBACK_MS} ms each), 503 to the rest: ` +
         `${fmtInt(r.pushback.deliveries)} deliveries, ${(r.pushback.wasted * 100).toFixed(1)}% of attempts refused | ${r.backend} | ` +
         `${fmtInt(r.pushback.perSec)} | ideal ${fmtInt(r.pushback.ideal)} | ${(r.pushback.perSec / r.pushback.ideal).toFixed(2)} | – | – | – | ` +
@@ -1222,7 +1222,7 @@ function deliveryReport(): string[] {
   }
   for (const c of crashResults) {
     out.push(
-      `| A worker killed (SIGKILL) mid-drain and restarted at once: its ${c.inFlightAtKill} attempts in flight ` +
+      `| A worker killed (SIGKILL) mid-backlog and restarted at once: its ${c.inFlightAtKill} attempts in flight ` +
         `arrived again within ${fmtSec(c.worstResendMs / 1000)} s of the kill, all ${fmtInt(c.events)} events within ` +
         `${fmtSec(c.allDeliveredMs / 1000)} s, ${c.lost} lost | ${c.backend} | – | – | – | – | – | – | ` +
         `in flight again ≤ 15 s, none lost | ${mark(c.worstResendMs <= 15_000 && c.lost === 0)} |`,
@@ -1230,7 +1230,7 @@ function deliveryReport(): string[] {
   }
   out.push(
     '',
-    'ratio: the drain against the ceiling (first row), the drain with a timing-out endpoint against the drain ' +
+    'ratio: the backlog run against the ceiling (first row), the backlog run with a timing-out endpoint against the backlog run ' +
       'without (second row), the fan-out without filters against with (a cost ratio of 1.2 is 0.83); the fan-out row ' +
       `emits ${fmtInt(FAN_OUT_EVENTS)} events a run through the events service in the benchmark process, its CPU column that process's per delivery row written. ` +
       "API CPU: the process's CPU time from its health check answering to the last delivery, per delivery in that span; " +
@@ -1326,7 +1326,7 @@ function scaleReport(): string[] {
     '',
     `Claims: ${CLAIM_BACKLOG_TEXT} claimed 200 at a time (16 a subscription, as the worker claims) by ` +
       '`DeliveriesService.claim` in the benchmark process, as delivered history grows (rows written by the ' +
-      'database, then ANALYZE and a CHECKPOINT). Drain: the API with its worker and two `tourops worker` processes on the ' +
+      'database, then ANALYZE and a CHECKPOINT). Backlog run: the API with its worker and two `tourops worker` processes on the ' +
       'largest history, to an HTTPS receiver in the benchmark process (answers 200 at once); deliveries/s ' +
       'between the 5th and 95th percentile arrival. RETENTION_DAYS=0.',
     '',
@@ -1348,8 +1348,8 @@ function scaleReport(): string[] {
       '',
       `| scenario | deliveries | processes | deliveries/s |`,
       '|---|---:|---:|---:|',
-      `| Backlog drained by the API and two workers on ${fmtInt(r.claims.at(-1)?.historyRows ?? 0)} delivered rows | ` +
-        `${fmtInt(r.drain.deliveries)} | ${r.drain.processes} | ${fmtInt(r.drain.perSec)} |`,
+      `| Backlog worked off by the API and two workers on ${fmtInt(r.claims.at(-1)?.historyRows ?? 0)} delivered rows | ` +
+        `${fmtInt(r.backlog.deliveries)} | ${r.backlog.processes} | ${fmtInt(r.backlog.perSec)} |`,
       '',
     );
   }
@@ -1374,8 +1374,8 @@ function capacityReport(): string[] {
     "A PostgreSQL 15 cluster of the benchmark's own (fsync on, defaults otherwise, pg_stat_statements), " +
       `${r.subscriptions} subscriptions to an HTTPS receiver in the benchmark process (200 at once). ` +
       'Emit: clients created one transaction each through the service (row, event, a delivery per ' +
-      'subscription). Drain: a backlog sent by N `tourops worker` processes; deliveries/s between the 5th ' +
-      'and 95th percentile arrival; cores busy over the drain. Per delivery: statements ' +
+      'subscription). Backlog run: a backlog sent by N `tourops worker` processes; deliveries/s between the 5th ' +
+      'and 95th percentile arrival; cores busy over the backlog run. Per delivery: statements ' +
       '(pg_stat_statements), transactions and rows inserted, updated or deleted (pg_stat_database), WAL ' +
       "bytes (pg_current_wal_lsn()), the server's CPU.",
     '',
@@ -1383,17 +1383,17 @@ function capacityReport(): string[] {
     '|---|---:|---:|---:|---:|---:|---:|---:|---|',
     `| Emit (a delivery's share of its event) | – | – | ${cost(r.emit)} | – |`,
   ];
-  for (const d of r.drains) {
+  for (const d of r.backlogRuns) {
     out.push(
-      `| Drain | ${d.workers} | ${fmtInt(d.perSec)} | ${cost(d)} | ` +
+      `| Backlog run | ${d.workers} | ${fmtInt(d.perSec)} | ${cost(d)} | ` +
         `${d.cores.database.toFixed(2)} / ${d.cores.workers.toFixed(2)} / ${d.cores.receiver.toFixed(2)} / ${d.cores.machine.toFixed(2)} |`,
     );
   }
-  const last = r.drains.at(-1);
+  const last = r.backlogRuns.at(-1);
   if (last) {
     out.push(
       '',
-      `Statements of the drain with ${last.workers} workers, most called first (calls a delivery, share of execution time):`,
+      `Statements of the backlog run with ${last.workers} workers, most called first (calls a delivery, share of execution time):`,
       '',
       '| statement | calls | time |',
       '|---|---:|---:|',

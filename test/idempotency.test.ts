@@ -197,7 +197,7 @@ for (const backend of BACKENDS) {
         });
       const first = await send();
       assert.equal(first.statusCode, 201);
-      // The endpoint cap is full now: a new registration would be refused before its claim.
+      // The endpoint cap is full now: a new registration would be refused before it locks its key.
       await ctx.admin('PATCH', `/admin/v1/tenants/${capped.id}`, { webhookEndpointCap: 1 });
       const replay = await send();
       assert.equal(replay.statusCode, 201);

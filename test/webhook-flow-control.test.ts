@@ -13,7 +13,7 @@ import { HttpsReceiver } from './helpers/https-receiver.ts';
 import { until } from './helpers/until.ts';
 
 // Adaptive concurrency per subscription, with real HTTPS receivers and the real worker: each
-// test writes its backlog first, then drains it with a worker of its own.
+// test writes its backlog first, then works it off with a worker of its own.
 
 interface DeliveryState {
   concurrencyLimit: number;
@@ -77,7 +77,7 @@ for (const backend of BACKENDS) {
       return listed.json().data.find((s: { id: string }) => s.id === id).deliveryState;
     };
     /** Every delivery of the subscription succeeded; limits seen on the way. */
-    const drain = async (id: string, events: number) => {
+    const workOff = async (id: string, events: number) => {
       const worker = startWorker(ctx.runtime, { pollIntervalMs: 50 });
       const limits: number[] = [];
       try {
@@ -174,7 +174,7 @@ for (const backend of BACKENDS) {
       try {
         const { id } = await subscribe(receiver.url('/three'));
         await backlog(200);
-        const limits = await drain(id, 200);
+        const limits = await workOff(id, 200);
         // Never above 5; below 2 only for a moment (a reset connection is a push back too).
         const settled = limits.slice(Math.floor(limits.length / 4));
         const low = settled.filter((limit) => limit < 2).length;
@@ -206,7 +206,7 @@ for (const backend of BACKENDS) {
       try {
         const { id } = await subscribe(receiver.url('/fast'), { maxConcurrency: 10 });
         await backlog(200);
-        await drain(id, 200);
+        await workOff(id, 200);
         const state = await stateOf(id);
         assert.equal(state.concurrencyLimit, 10);
         assert.equal(state.reason, null);
@@ -223,7 +223,7 @@ for (const backend of BACKENDS) {
         const { id } = await subscribe(receiver.url('/capped'), { maxPerSecond: 5 });
         const EVENTS = 15;
         await backlog(EVENTS);
-        await drain(id, EVENTS);
+        await workOff(id, EVENTS);
         assert.equal(receiver.requests.length, EVENTS, 'each delivered once');
         // From the attempt log: five a second, evenly spaced. No sliding second holds more than
         // the cap, and the starts spread over at least (EVENTS - 1) fifths of a second (a floor a

@@ -135,7 +135,7 @@ for (const backend of BACKENDS) {
 }
 
 // The claim loop paced by signals alone (the poll is a minute): a backlog larger than the
-// per-subscription cap must drain, and claims that come back empty must stay rare.
+// per-subscription cap must be worked off, and claims that come back empty must stay rare.
 // Twice: capped by each subscription's share, and by the tenant's share of a small pool (its
 // room runs out while attempts end during the claim).
 const pacing = [
@@ -147,15 +147,15 @@ const pacing = [
     options: { maxPerSubscription: 8, maxRunning: 24 },
   },
 ];
-/** Claims of a drained backlog: those that took rows, those that came back empty, rows taken. */
+/** Claims of a backlog worked off: those that took rows, those that came back empty, rows taken. */
 interface ClaimCounts {
   productive: number;
   empty: number;
   rows: number;
 }
 
-/** Drains `events` client.created events to `subscriptions` endpoints that answer after 5 ms. */
-async function drainBacklog(
+/** Works off `events` client.created events to `subscriptions` endpoints that answer after 5 ms. */
+async function workOffBacklog(
   backend: (typeof BACKENDS)[number],
   setup: { subscriptions: number; events: number; options: Parameters<typeof startWorker>[1] },
 ): Promise<ClaimCounts> {
@@ -209,10 +209,10 @@ async function drainBacklog(
 }
 
 for (const backend of BACKENDS) {
-  describe(`the claim loop drains a backlog on signals alone (${backend})`, () => {
+  describe(`the claim loop works off a backlog on signals alone (${backend})`, () => {
     for (const { name, subscriptions, events, options } of pacing)
       it(`delivers every row without waiting for the poll, with few empty claims (${name})`, async () => {
-        const { productive, empty } = await drainBacklog(backend, {
+        const { productive, empty } = await workOffBacklog(backend, {
           subscriptions,
           events,
           options,
@@ -227,7 +227,7 @@ for (const backend of BACKENDS) {
     // at one and a half shares, so a busy host's slower attempts do not fail a sound claim loop.
     it('claims for several subscriptions whose slots reopened at once', async () => {
       const share = 4;
-      const { productive, rows } = await drainBacklog(backend, {
+      const { productive, rows } = await workOffBacklog(backend, {
         subscriptions: 4,
         events: 60,
         options: { maxPerSubscription: 2 * share },

@@ -3,7 +3,7 @@ import type { Clock } from '../lib/clock.ts';
 /**
  * How long a claim for reopened slots waits for other subscriptions' slots to reopen too. The
  * subscription still has half its limit running, and a claim costs about the same for one
- * subscription as for several: without the wait, a drain to a few subscriptions claimed one
+ * subscription as for several: without the wait, a backlog for a few subscriptions claimed one
  * subscription's share at a time.
  */
 const REOPEN_COALESCE_MS = 3;

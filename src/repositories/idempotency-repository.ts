@@ -6,12 +6,12 @@ import { Repository } from './repository.ts';
 export type IdempotencyRow = Selectable<IdempotencyKeysTable>;
 
 /**
- * `claimed`: this transaction holds the key. `taken`: a committed answer holds it. `busy`: another
+ * `locked`: this transaction holds the key. `taken`: a committed answer holds it. `busy`: another
  * live transaction holds it (PostgreSQL only; on SQLite the write lock serializes them).
  */
-export type ClaimOutcome = 'claimed' | 'taken' | 'busy';
+export type LockOutcome = 'locked' | 'taken' | 'busy';
 
-/** A key's claim: what its row records besides the answer. */
+/** A key as a request locks it: what its row records besides the answer. */
 export interface IdempotencyEntry {
   tenantId: string;
   key: string;
@@ -37,36 +37,37 @@ export class IdempotencyRepository extends Repository {
   );
 
   /**
-   * Claims the key inside the caller's transaction, so that the claim commits with the request's
-   * side effects and its stored answer, or not at all: a process killed mid-request leaves no
-   * claim behind, and the key is usable again at once. A committed row is always a finished
+   * Locks the key inside the caller's transaction, so that the key's row commits with the
+   * request's side effects and its stored answer, or not at all: a process killed mid-request
+   * leaves the key locked by nobody, usable again at once. A committed row is always a finished
    * answer; one still `in_progress` was left by an earlier version and, like an expired one, is
    * replaced.
    *
-   * On PostgreSQL the claim is a row inserted now (see claimRow). On SQLite the transaction holds
-   * the database's one write lock from its first statement (BEGIN IMMEDIATE), so no other writer,
-   * in this process or another, can take the key before it commits: a look-up claims it, and
+   * On PostgreSQL the lock is an advisory lock and a row inserted now (see lockRow). On SQLite the
+   * transaction holds the database's one write lock from its first statement (BEGIN IMMEDIATE), so
+   * no other writer, in this process or another, can take the key before it commits: a look-up
+   * locks it, and
    * `complete` writes the row once, with its answer.
    */
-  async claim(entry: IdempotencyEntry): Promise<ClaimOutcome> {
+  async lock(entry: IdempotencyEntry): Promise<LockOutcome> {
     if (this.dialect === 'postgres') {
-      const first = await this.claimRow(entry);
+      const first = await this.lockRow(entry);
       if (first !== 'taken') return first;
       if (!(await this.deleteStale(entry))) return 'taken';
-      return this.claimRow(entry);
+      return this.lockRow(entry);
     }
     const [row] = await this.byKey(entry.tenantId, entry.key);
-    if (row === undefined) return 'claimed';
+    if (row === undefined) return 'locked';
     if (!isStale(row as IdempotencyRow, entry.createdAt)) return 'taken';
     await this.deleteStale(entry);
-    return 'claimed';
+    return 'locked';
   }
 
-  /** Records the answer of a claimed key, in the claim's transaction. */
+  /** Records the answer of a locked key, in the transaction that locked it. */
   async complete(entry: IdempotencyEntry, answer: StoredAnswer): Promise<void> {
     const { tenantId, key, fingerprint, createdAt, expiresAt } = entry;
     if (this.dialect === 'postgres') {
-      await this.completeClaimedRow(answer.status, answer.type, answer.body, tenantId, key);
+      await this.completeLockedRow(answer.status, answer.type, answer.body, tenantId, key);
     } else {
       await this.insertAnswer(
         tenantId,
@@ -86,30 +87,30 @@ export class IdempotencyRepository extends Repository {
    * duplicates (an insert would wait, unbounded, on the other's uncommitted row); the server drops
    * it with the connection of a crashed process. One round trip for both.
    */
-  private async claimRow(entry: IdempotencyEntry): Promise<ClaimOutcome> {
+  private async lockRow(entry: IdempotencyEntry): Promise<LockOutcome> {
     const { tenantId, key, fingerprint, createdAt, expiresAt } = entry;
-    const [row] = await this.claimStatement(tenantId, key, fingerprint, createdAt, expiresAt);
-    return !row.held ? 'busy' : row.inserted > 0 ? 'claimed' : 'taken';
+    const [row] = await this.lockStatement(tenantId, key, fingerprint, createdAt, expiresAt);
+    return !row.held ? 'busy' : row.inserted > 0 ? 'locked' : 'taken';
   }
 
-  private readonly claimStatement = prepare(
+  private readonly lockStatement = prepare(
     this.db,
     (tenantId: string, key: string, fingerprint: string, createdAt: string, expiresAt: string) =>
       sql<{ held: boolean; inserted: number }>`
         with lock as (
           select pg_try_advisory_xact_lock(hashtextextended(${tenantId}::text || ' ' || ${key}::text, 0)) as held
-        ), claimed as (
+        ), inserted as (
           insert into idempotency_keys (tenant_id, key, fingerprint, status, created_at, expires_at)
           select ${tenantId}::text, ${key}::text, ${fingerprint}::text, 'in_progress', ${createdAt}::text, ${expiresAt}::text
           from lock where held
           on conflict (tenant_id, key) do nothing
           returning 1
         )
-        select (select held from lock) as held, (select count(*) from claimed)::int as inserted
+        select (select held from lock) as held, (select count(*) from inserted)::int as inserted
       `,
   );
 
-  private readonly completeClaimedRow = prepare(
+  private readonly completeLockedRow = prepare(
     this.db,
     (status: number, type: string | null, body: string, tenantId: string, key: string) =>
       this.db
@@ -177,7 +178,7 @@ export class IdempotencyRepository extends Repository {
   }
 }
 
-/** Expired, or left `in_progress` by an earlier version: the key is free to claim again. */
+/** Expired, or left `in_progress` by an earlier version: the key is free to lock again. */
 function isStale(row: IdempotencyRow, now: string): boolean {
   return row.expiresAt <= now || row.status === 'in_progress';
 }

@@ -27,12 +27,12 @@ export interface KeyedWrite {
 }
 
 /** A key this request holds: the request runs in `transaction`, which records its answer. */
-interface IdempotencyClaim extends IdempotencyEntry {
+interface LockedKey extends IdempotencyEntry {
   readonly transaction: AmbientTransaction;
 }
 
 type IdempotencyStart =
-  | { kind: 'execute'; claim: IdempotencyClaim }
+  | { kind: 'execute'; locked: LockedKey }
   | { kind: 'replay'; response: StoredAnswer };
 
 /** What `run` answered, and whether it was the stored answer of an earlier request. */
@@ -61,8 +61,8 @@ const POLL_MS = 20;
 const KEY_PATTERN = /^[\x20-\x7e]{1,255}$/;
 
 /**
- * Idempotency keys (docs/api-behaviour.md): the first request claims the key inside
- * the transaction it then executes in, so the claim, the side effects and the stored answer
+ * Idempotency keys (docs/api-behaviour.md): the first request locks the key inside
+ * the transaction it then executes in, so the key's row, the side effects and the stored answer
  * commit together or not at all (a crash frees the key at once); its final response is stored,
  * sealed, for IDEMPOTENCY_TTL; duplicates replay it byte for byte, or wait briefly while it runs.
  * 5xx, 401 and 429 answers release the key.
@@ -94,25 +94,25 @@ export class IdempotencyService {
   }
 
   /**
-   * Runs a write once per key: claims the key, runs `execute` in the claim's
-   * transaction, stores its answer and commits, so claim, side effects and stored answer commit
+   * Runs a write once per key: locks the key, runs `execute` in the transaction that locked it,
+   * stores its answer and commits, so the key's row, side effects and stored answer commit
    * together or not at all. A key already answered replays that answer; a key another request
    * holds is waited for briefly. An answer that must not stick (5xx, 401, 429) or a failure
    * rolls everything back and frees the key. `execute` must do no I/O but the database's: the
-   * claim holds a transaction open (on SQLite, the write lock) while it runs. When PostgreSQL
+   * locked key holds a transaction open (on SQLite, the write lock) while it runs. When PostgreSQL
    * aborts the transaction for a conflict (deadlock, serialization), it all runs again.
    */
   async run(write: KeyedWrite, execute: () => Promise<StoredAnswer>): Promise<WriteOutcome> {
     for (let attempt = 1; ; attempt++) {
       const start = await this.start(write);
       if (start.kind === 'replay') return { answer: start.response, replayed: true };
-      const { claim } = start;
+      const { locked } = start;
       try {
-        const answer = await claim.transaction.run(execute);
-        await this.finish(claim, answer);
+        const answer = await locked.transaction.run(execute);
+        await this.finish(locked, answer);
         return { answer, replayed: false };
       } catch (error) {
-        await this.abandon(claim).catch(() => undefined);
+        await this.abandon(locked).catch(() => undefined);
         if (!isRetryable(error) || attempt === TRANSACTION_ATTEMPTS) throw error;
         await pauseBeforeRerun(attempt);
       }
@@ -133,9 +133,9 @@ export class IdempotencyService {
   ): Promise<WriteOutcome> {
     const given = { answer, replayed: false };
     if (!isStored(answer.status)) return given;
-    const tried = await this.claimOnce(write, replayable);
-    if ('claim' in tried) {
-      await this.finish(tried.claim, answer);
+    const tried = await this.lockOnce(write, replayable);
+    if ('locked' in tried) {
+      await this.finish(tried.locked, answer);
       return given;
     }
     const stored = tried.row ? this.replayOf(tried.row, write) : null;
@@ -143,19 +143,19 @@ export class IdempotencyService {
   }
 
   /**
-   * One try at the key: the claim, holding its transaction; or, when a finished request holds
+   * One try at the key: the key locked, holding its transaction; or, when a finished request holds
    * the key, its row (read only when `readTaken`); or neither, when a live request holds it.
    */
-  private async claimOnce(
+  private async lockOnce(
     write: KeyedWrite,
     readTaken: boolean,
-  ): Promise<{ claim: IdempotencyClaim } | { row: IdempotencyRow | undefined }> {
+  ): Promise<{ locked: LockedKey } | { row: IdempotencyRow | undefined }> {
     const entry = this.entry(write);
     const transaction = await this.deps.database.beginAmbient();
     let row: IdempotencyRow | undefined;
     try {
-      const outcome = await transaction.run(() => this.deps.keys.claim(entry));
-      if (outcome === 'claimed') return { claim: { ...entry, transaction } };
+      const outcome = await transaction.run(() => this.deps.keys.lock(entry));
+      if (outcome === 'locked') return { locked: { ...entry, transaction } };
       if (outcome === 'taken' && readTaken) {
         row = await transaction.run(() => this.deps.keys.find(write.tenantId, write.key));
       }
@@ -194,8 +194,8 @@ export class IdempotencyService {
   private async start(write: KeyedWrite): Promise<IdempotencyStart> {
     const deadline = Date.now() + WAIT_FOR_FIRST_MS;
     for (;;) {
-      const tried = await this.claimOnce(write, true);
-      if ('claim' in tried) return { kind: 'execute', claim: tried.claim };
+      const tried = await this.lockOnce(write, true);
+      if ('locked' in tried) return { kind: 'execute', locked: tried.locked };
       const stored = tried.row ? this.replayOf(tried.row, write) : null;
       if (stored) return { kind: 'replay', response: stored };
       // Another live request holds the key (or its row was just purged): wait for its answer.
@@ -210,28 +210,28 @@ export class IdempotencyService {
   }
 
   /**
-   * Stores what the endpoint answered and commits the claim's transaction, or, for answers that
+   * Stores what the endpoint answered and commits the transaction that locked the key, or, for answers that
    * must not stick, rolls the request back, which frees the key.
    */
-  private async finish(claim: IdempotencyClaim, response: StoredAnswer): Promise<void> {
-    if (!isStored(response.status)) return this.abandon(claim);
-    const { tenantId, key, transaction } = claim;
+  private async finish(locked: LockedKey, response: StoredAnswer): Promise<void> {
+    if (!isStored(response.status)) return this.abandon(locked);
+    const { tenantId, key, transaction } = locked;
     const sealed = {
       ...response,
       body: this.deps.secrets.encrypt(response.body, sealContext(tenantId, key)),
     };
     try {
       // The answer's row and COMMIT go out together.
-      await transaction.commitWith(() => this.deps.keys.complete(claim, sealed));
+      await transaction.commitWith(() => this.deps.keys.complete(locked, sealed));
     } catch (error) {
-      await this.abandon(claim);
+      await this.abandon(locked);
       throw error;
     }
   }
 
-  /** Undoes the request's writes and its claim: the key is free for a retry. */
-  private async abandon(claim: IdempotencyClaim): Promise<void> {
-    await claim.transaction.rollback();
+  /** Undoes the request's writes and its lock: the key is free for a retry. */
+  private async abandon(locked: LockedKey): Promise<void> {
+    await locked.transaction.rollback();
   }
 
   /** Answers stored before they were sealed are JSON text (`{…}`) or empty, never `v1.…`. */

@@ -25,7 +25,7 @@ export interface WriteAnswer {
 /**
  * The unit of work of every write route under /api/v1. A route first does what needs no
  * database (resolving a webhook URL, say), then hands the rest to `run`, which, for a request
- * with an Idempotency-Key, claims the key, runs the service call in the claim's transaction,
+ * with an Idempotency-Key, locks the key, runs the service call in the transaction that locked it,
  * stores the serialized answer and commits, in that order (IdempotencyService.run); without a
  * key it runs the call alone.
  */
@@ -72,7 +72,7 @@ export class Writes {
  * request's key and fingerprint are read (422 for a malformed key); an answer given before the
  * route's unit of work (a 422 of the body, the token's 403, a failed check) answers the key from
  * onSend: stored like the route's own, or, when a finished request holds the key, replaced by
- * that request's answer. The claim itself is the route's (Writes.run). Must be registered before
+ * that request's answer. Locking the key is the route's own (Writes.run). Must be registered before
  * the routes.
  */
 export function registerIdempotency(
@@ -82,7 +82,7 @@ export function registerIdempotency(
 ): void {
   app.decorateRequest('keyedWrite', null);
 
-  // Expired keys are purged in the background; a reused expired key is also freed by its claim.
+  // Expired keys are purged in the background; a reused expired key is also freed when it is locked again.
   // Closing stops a purge between its statements.
   const closing = new AbortController();
   let purging: Promise<unknown> | null = null;
