@@ -1,14 +1,21 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { ClaimOptions } from '../src/delivery/queue.ts';
+import { abandonedBefore } from '../src/delivery/registry.ts';
 import type { DeliveryOutcome } from '../src/delivery/types.ts';
 import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
 import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
 
 // The delivery queue's own statements: claims and fenced outcomes, on both backends.
 
-/** The heartbeat grace these claims are made with (claimDue gives the queue its aliveSince). */
-const DEAD_AFTER_MS = 10_000;
+/**
+ * The worker settings these claims are made with: their aliveSince and staleBefore come from
+ * abandonedBefore, as a worker's own do.
+ */
+const WEBHOOK = { timeoutMs: 2_000, leaseGraceMs: 60_000, workerDeadAfterMs: 10_000 };
+const DEAD_AFTER_MS = WEBHOOK.workerDeadAfterMs;
+/** What a worker at `now` takes for abandoned (see abandonedBefore). */
+const abandonedAt = (now: string) => abandonedBefore(Date.parse(now), WEBHOOK);
 
 const at = (ms: number) => new Date(Date.UTC(2030, 0, 1) + ms).toISOString();
 
@@ -45,8 +52,7 @@ for (const backend of BACKENDS) {
     const claimDue = (now: string, limit: number, options: Partial<ClaimOptions> = {}) =>
       queue().claim(new Date(now), limit, {
         workerId: 'wkr_a',
-        aliveSince: new Date(Date.parse(now) - DEAD_AFTER_MS).toISOString(),
-        staleBefore: new Date(Date.parse(now) - 62_000).toISOString(),
+        ...abandonedAt(now),
         rowsPerSubscription: limit,
         paceHorizonUs: 500_000,
         ...options,
@@ -219,7 +225,8 @@ for (const backend of BACKENDS) {
       const [lost] = await claimDue(at(0), 10, { workerId: 'wkr_dead' });
       assert.equal(lost.attempts, 6);
       const later = at(1 + DEAD_AFTER_MS);
-      assert.equal((await queue().deadLetterAbandoned('wkr_a', later, at(-62_000))).length, 0);
+      const { aliveSince, staleBefore } = abandonedAt(later);
+      assert.equal((await queue().deadLetterAbandoned('wkr_a', aliveSince, staleBefore)).length, 0);
       const [again] = await claimDue(later, 10);
       assert.equal(again.id, lost.id);
       assert.equal(again.attempts, 6, 'the same attempt, sent again');
@@ -265,7 +272,11 @@ for (const backend of BACKENDS) {
         .where('id', '=', loop.id)
         .execute();
       now += DEAD_AFTER_MS + 1;
-      const dead = await queue().deadLetterAbandoned('wkr_a', at(now - DEAD_AFTER_MS), at(-62_000));
+      const deadLetter = () => {
+        const { aliveSince, staleBefore } = abandonedAt(at(now));
+        return queue().deadLetterAbandoned('wkr_a', aliveSince, staleBefore);
+      };
+      const dead = await deadLetter();
       assert.deepEqual(
         dead.map((d) => [d.id, d.attempts]),
         [[loop.id, 0]],
@@ -280,10 +291,7 @@ for (const backend of BACKENDS) {
       const other = byId.get(healed.id);
       assert.equal(other?.workerLosses, 0, 'a recorded attempt ends the run of losses');
       assert.equal(other?.attempts, 1);
-      assert.equal(
-        (await queue().deadLetterAbandoned('wkr_a', at(now - DEAD_AFTER_MS), at(-62_000))).length,
-        0,
-      );
+      assert.equal((await deadLetter()).length, 0);
     });
 
     it('claims half a second of sends of a capped subscription, at least one row', async () => {
