@@ -61,7 +61,7 @@ export class NatsSender {
         body: JSON.stringify({ stream: ack.stream, seq: ack.seq, duplicate: ack.duplicate }),
       };
     } catch (error) {
-      return publishFailure(target, error, link.nats.NatsError);
+      return publishFailure(target, error, link);
     }
   }
 
@@ -97,13 +97,12 @@ export class NatsSender {
   }
 }
 
-/** A publish JetStream refused, or one its connection failed (the next attempt reconnects). */
-function publishFailure(
-  target: NatsTarget,
-  error: unknown,
-  NatsError: typeof import('nats').NatsError,
-): SendResult {
-  if (error instanceof NatsError) {
+/**
+ * A publish JetStream refused, or one its connection failed (the next attempt reconnects). The
+ * client's errors are told apart with the library `link` loaded.
+ */
+function publishFailure(target: NatsTarget, error: unknown, link: NatsLink): SendResult {
+  if (error instanceof link.nats.NatsError) {
     const api = error.jsError();
     if (api !== null) {
       const words = `${api.code} ${api.description}`;
