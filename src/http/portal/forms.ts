@@ -30,7 +30,7 @@ const ajv = addFormats.default(new Ajv.default({ allErrors: true, strict: false 
 
 /**
  * A body schema of the API, for `bodyOf`: compiled when it first judges a form, since most
- * processes that load the portal's routes (a worker's, a one-shot command's) never serve a form.
+ * processes that build the app (an API node behind a balancer, a test) never serve a form.
  */
 export type FormSchema = () => ValidateFunction;
 
