@@ -159,7 +159,7 @@ describeEachBackend('delivery engine promises', (backend) => {
           token: owner.token,
           body: { kind: 'individual', displayName: 'Keys' },
         });
-        const [request] = (await receiverOwn.waitFor(before + 1, 5_000)).slice(before);
+        const [request] = (await receiverOwn.waitFor(before + 1)).slice(before);
         const header = String(request.headers['service-signature']);
         const t = /t=(\d+)/.exec(header)?.[1];
         const v1 = [...header.matchAll(/v1=([0-9a-f]{64})/g)].map((m) => m[1]);

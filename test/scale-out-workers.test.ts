@@ -38,7 +38,7 @@ if (BACKENDS.includes('postgres')) {
           for (let i = w; i < EVENTS; i += writers) await s.createClient(`Client ${i}`);
         }),
       );
-      await s.receiver.waitFor(EVENTS * paths.length, 60_000);
+      await s.receiver.waitFor(EVENTS * paths.length);
       // Every row recorded: no claim is held any more, so no send (a duplicate) can follow.
       await until(async () => {
         const open = await s.ctx.runtime.database.db

@@ -280,7 +280,7 @@ for (const backend of BACKENDS) {
       await ctx.admin('POST', `/admin/v1/trips/${trips.b}/publish`);
       const worker = startWorker(ctx.runtime, { pollIntervalMs: 50 });
       try {
-        await receiver.waitFor(4, 10_000);
+        await receiver.waitFor(4);
         const seen = receiver.requests.map((r) => {
           const event = JSON.parse(r.body);
           const trip = event.data.tripId === trips.a ? 'A' : 'B';

@@ -47,7 +47,7 @@ describe('tourops worker processes', { concurrency: 2 }, () => {
       s.receiver.respond((r) => (r.path === '/crash' && ++sends === 1 ? 'hang' : { status: 204 }));
       const first = await startTourops(['worker'], env, WORKER_READY);
       await s.createClient('Crash');
-      const [hung] = await s.receiver.waitFor(1, 5_000);
+      const [hung] = await s.receiver.waitFor(1);
       const sendsOf = (request: ReceivedRequest) =>
         s.receiver.requests.filter(
           (r) =>
@@ -67,7 +67,7 @@ describe('tourops worker processes', { concurrency: 2 }, () => {
         for (let sent = 1; ; sent++) {
           await s.createClient(`Marker ${sent}`);
           // The Crash event went to /marker too: one more than the markers sent.
-          await s.receiver.waitFor(s.receiver.requests.length + 2, 10_000);
+          await s.receiver.waitFor(s.receiver.requests.length + 2);
           const ports = secondPorts();
           if (markers().some((r) => ports.has(r.remotePort))) break;
           assert.ok(sent < 50, 'no marker was sent by the second worker');
@@ -124,13 +124,13 @@ describe('tourops worker processes', { concurrency: 2 }, () => {
       };
       const first = await startTourops(['worker'], env, WORKER_READY);
       await s.createClient('Restart');
-      const [failed, hung] = await s.receiver.waitFor(2, 10_000);
+      const [failed, hung] = await s.receiver.waitFor(2);
       assert.equal(hung.headers['service-delivery-attempt'], '2');
       const [claim] = await claimsOf(s, subscriptionId);
       assert.equal(await first.stop('SIGKILL'), null);
       const second = await startTourops(['worker'], env, WORKER_READY);
       try {
-        const [, , retried] = await s.receiver.waitFor(3, 20_000);
+        const [, , retried] = await s.receiver.waitFor(3);
         assert.equal(retried.headers['service-event-id'], failed.headers['service-event-id']);
         assert.equal(retried.headers['service-delivery-attempt'], '2');
         const done = await until(async () => {
@@ -251,7 +251,7 @@ describe('tourops worker processes', { concurrency: 2 }, () => {
       s.receiver.respond(() => ({ status: 200, delayMs: 1_000 }));
       const worker = await startTourops(['worker'], s.env, WORKER_READY);
       await s.createClient('Slow');
-      const [request] = await s.receiver.waitFor(1, 5_000);
+      const [request] = await s.receiver.waitFor(1);
       assert.equal((await s.delivery(subscriptionId)).status, 'in_flight');
       assert.equal(await worker.stop('SIGTERM'), 0, worker.output());
       const stoppedAfter = performance.now() - request.receivedAt;

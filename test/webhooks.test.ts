@@ -719,7 +719,7 @@ describe('the per-subscription cap on attempts in flight', () => {
       });
       assert.equal(response.statusCode, 201);
     }
-    await receiver.waitFor(count, 10_000);
+    await receiver.waitFor(count);
     assert.equal(receiver.requests.length, count, 'each once');
     const most = receiver.mostOpenRequests;
     assert.ok(most >= 3 && most <= 4, `${most} open at once at the receiver`);

@@ -100,7 +100,7 @@ for (const backend of BACKENDS) {
         });
       }
       // The first tenant's attempts fill its share of the slots and hang there.
-      await receiver.waitFor(tenantSlotCap(40, 8, 0), 10_000);
+      await receiver.waitFor(tenantSlotCap(40, 8, 0));
 
       const live = await createTenant(ctx, { tier: 'pro' });
       const subscribed = await ctx.api('POST', '/api/v1/webhooks', {
@@ -199,7 +199,7 @@ async function workOffBacklog(
       return rows;
     };
     worker = startWorker(ctx.runtime, { pollIntervalMs: 60_000, ...setup.options });
-    await receiver.waitFor(setup.subscriptions * setup.events, 15_000);
+    await receiver.waitFor(setup.subscriptions * setup.events);
     return counts;
   } finally {
     await worker?.stop();

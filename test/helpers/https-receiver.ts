@@ -6,6 +6,7 @@ import type { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { HUNG_AFTER_MS } from './until.ts';
 
 const run = promisify(execFile);
 
@@ -279,8 +280,8 @@ export class HttpsReceiver {
     this.responder = responder;
   }
 
-  /** Resolves once `count` requests have arrived; rejects after timeoutMs. */
-  waitFor(count: number, timeoutMs = 2000): Promise<ReceivedRequest[]> {
+  /** Resolves once `count` requests have arrived; rejects once it has hung (HUNG_AFTER_MS). */
+  waitFor(count: number): Promise<ReceivedRequest[]> {
     if (this.requests.length >= count) return Promise.resolve(this.requests);
     return new Promise((resolve, reject) => {
       const check = () => {
@@ -292,9 +293,9 @@ export class HttpsReceiver {
       const timer = setTimeout(() => {
         this.waiters.delete(check);
         reject(
-          new Error(`received ${this.requests.length} of ${count} requests in ${timeoutMs} ms`),
+          new Error(`received ${this.requests.length} of ${count} requests in ${HUNG_AFTER_MS} ms`),
         );
-      }, timeoutMs);
+      }, HUNG_AFTER_MS);
       this.waiters.add(check);
     });
   }
