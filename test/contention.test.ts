@@ -12,6 +12,7 @@ import {
   tripBody,
 } from './helpers/fixtures.ts';
 import { HttpsReceiver } from './helpers/https-receiver.ts';
+import { until } from './helpers/until.ts';
 
 const PARALLEL = 32;
 
@@ -360,11 +361,11 @@ for (const backend of BACKENDS) {
           .where('tenantId', '=', tenant.id)
           .where('status', 'in', ['pending', 'in_flight'])
           .execute();
-      const deadline = Date.now() + 15_000;
-      while ((await unsettled()).length > 0 && Date.now() < deadline) {
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-      assert.deepEqual(await unsettled(), []);
+      await until(
+        async () => ((await unsettled()).length === 0 ? true : undefined),
+        'every delivery recorded',
+        50,
+      );
       const delivered = await db
         .selectFrom('webhookDeliveries')
         .select(['id', 'status'])
