@@ -1,8 +1,9 @@
 import type { TSchema } from '@sinclair/typebox';
-import Ajv, { type ValidateFunction } from 'ajv';
+import Ajv from 'ajv';
 import addFormats from 'ajv-formats';
 import { type FieldErrors, validationFailed } from '../../lib/problems.ts';
 import { unkeptValues } from '../pipeline/json-body.ts';
+import { lazyValidator } from '../pipeline/lazy-compile.ts';
 import { toProblem } from '../pipeline/problem-reply.ts';
 
 /**
@@ -29,18 +30,10 @@ export class FieldFault extends Error {}
 const ajv = addFormats.default(new Ajv.default({ allErrors: true, strict: false }));
 
 /**
- * A body schema of the API, for `bodyOf`: compiled when it first judges a form, since most
- * processes that build the app (an API node behind a balancer, a test) never serve a form.
+ * A body schema of the API, for `bodyOf`, compiled when it first judges a form (lazyValidator):
+ * most processes that build the app (an API node behind a balancer, a test) never serve a form.
  */
-export type FormSchema = () => ValidateFunction;
-
-export function formSchema(schema: TSchema): FormSchema {
-  let compiled: ValidateFunction | undefined;
-  return () => {
-    compiled ??= ajv.compile(schema);
-    return compiled;
-  };
-}
+export const formSchema = (schema: TSchema) => lazyValidator(() => ajv.compile(schema));
 
 /** Readers of a form's fields, by the JSON type the API's schema expects. */
 export const field = {
@@ -105,7 +98,7 @@ export const field = {
  * member is no field of the form. Throws the API's 422 naming every field at fault.
  */
 export function bodyOf<T>(
-  schema: FormSchema,
+  validate: ReturnType<typeof formSchema>,
   form: Form,
   readers: Record<string, Reader>,
   options: { fixed?: Record<string, unknown>; also?: readonly string[] } = {},
@@ -130,7 +123,6 @@ export function bodyOf<T>(
     }
   }
   Object.assign(body, fixed);
-  const validate = schema();
   // What the API's JSON parser refuses (a number past the double range in a filter, a NUL).
   for (const [path, messages] of Object.entries(unkeptValues(body))) errors[path] ??= messages;
   if (validate(body) && Object.keys(errors).length === 0) return body as T;
