@@ -116,17 +116,13 @@ async function build(directory) {
 const sourceUrls = {
   name: 'source-urls',
   setup(builder) {
-    builder.onLoad({ filter: /\.[cm]?[jt]s$/ }, (args) => {
-      const contents = readFileSync(args.path, 'utf8');
-      if (!contents.includes('import.meta.url')) return undefined;
-      return {
-        contents: contents.replaceAll(
-          'import.meta.url',
-          JSON.stringify(pathToFileURL(args.path).href),
-        ),
-        loader: args.path.endsWith('.ts') ? 'ts' : 'js',
-      };
-    });
+    builder.onLoad({ filter: /\.[cm]?[jt]s$/ }, (args) => ({
+      contents: readFileSync(args.path, 'utf8').replaceAll(
+        'import.meta.url',
+        JSON.stringify(pathToFileURL(args.path).href),
+      ),
+      loader: args.path.endsWith('ts') ? 'ts' : 'js',
+    }));
   },
 };
 
