@@ -140,9 +140,10 @@ describe('the per-IP guard behind a load balancer (TRUSTED_PROXIES)', () => {
 });
 
 /**
- * Two app instances over one store stand in for two API processes. Requests allowed to one token through two apps sharing the store: exactly `limit`, unless the
- * store failed or was slow (a loaded machine) and a process answered on its own count, which
- * the product counts (tourops_rate_limit_local_only_total): then no more than each its limit.
+ * Two app instances over one store stand in for two API processes. Requests allowed to one
+ * token through the two: exactly `limit`, unless the store failed or was slow (a loaded machine)
+ * and a process answered on its own count, which the product counts
+ * (tourops_rate_limit_local_only_total): then no more than each its limit.
  */
 async function sharedLimitRun(ctx: TestContext, limit: number): Promise<number> {
   const second = await createHttpApp(ctx.runtime);

@@ -205,8 +205,8 @@ export class DeliveryQueue extends Repository {
 
   /**
    * Gives back, due now and uncounted, the rows claimed by `workerId` that it does not know of
-   * (`known`: the claims it holds): a claim whose answer it never got (a connection cut mid-statement). The loop runs it between
-   * claims, so no claim of its own is under way.
+   * (`known`: the claims it holds): a claim whose answer it never got (a connection cut
+   * mid-statement). The loop runs it between claims, so no claim of its own is under way.
    */
   async giveBackUnknown(workerId: string, known: readonly string[], now: string): Promise<number> {
     const result = await this.db

@@ -210,8 +210,8 @@ export class IdempotencyService {
   }
 
   /**
-   * Stores what the endpoint answered and commits the transaction that locked the key, or, for answers that
-   * must not stick, rolls the request back, which frees the key.
+   * Stores what the endpoint answered and commits the transaction that locked the key, or, for
+   * answers that must not stick, rolls the request back, which frees the key.
    */
   private async finish(locked: LockedKey, response: StoredAnswer): Promise<void> {
     if (!isStored(response.status)) return this.abandon(locked);

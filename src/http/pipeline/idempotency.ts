@@ -82,7 +82,8 @@ export function registerIdempotency(
 ): void {
   app.decorateRequest('keyedWrite', null);
 
-  // Expired keys are purged in the background; a reused expired key is also freed when it is locked again.
+  // Expired keys are purged in the background; a reused expired key is also freed when it is
+  // locked again.
   // Closing stops a purge between its statements.
   const closing = new AbortController();
   let purging: Promise<unknown> | null = null;
