@@ -9,7 +9,7 @@ import { once } from 'node:events';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../../bench/processes.ts';
-import { HUNG_AFTER_MS } from './until.ts';
+import { HUNG_AFTER_MS, until } from './until.ts';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const BIN = fileURLToPath(new URL('../../bin/tourops.js', import.meta.url));
@@ -143,16 +143,20 @@ export async function untilOutput(
   text: string,
   kill: () => void = () => child.kill('SIGKILL'),
 ): Promise<void> {
-  const deadline = Date.now() + HUNG_AFTER_MS;
-  while (!output().includes(text)) {
-    const exited = child.exitCode !== null || child.signalCode !== null;
-    if (exited || Date.now() > deadline) {
-      if (!exited) kill();
-      throw new Error(
-        `no "${text}" ${exited ? 'before it exited' : `in ${HUNG_AFTER_MS} ms`}:\n${output()}`,
-      );
-    }
-    await new Promise((resolve) => setTimeout(resolve, 50));
+  const exited = () => child.exitCode !== null || child.signalCode !== null;
+  try {
+    await until(
+      () => {
+        if (output().includes(text)) return true;
+        if (exited()) throw new Error(`no "${text}" before it exited`);
+        return undefined;
+      },
+      `no "${text}"`,
+      50,
+    );
+  } catch (error) {
+    if (!exited()) kill();
+    throw new Error(`${(error as Error).message}:\n${output()}`);
   }
 }
 
