@@ -248,6 +248,29 @@ for (const backend of BACKENDS) {
       }
     });
 
+    it('keeps maxPerSecond and makes progress while its event loop lags', async () => {
+      // A process whose timers fire late (here: the loop blocked 45 ms of every 60) cannot start
+      // within a fixed margin of its slots. It must still deliver, one attempt each, and never
+      // start more than the cap within a second.
+      const receiver = await HttpsReceiver.start();
+      const blocker = setInterval(() => {
+        const until = performance.now() + 45;
+        while (performance.now() < until);
+      }, 15);
+      try {
+        const { id } = await subscribe(receiver.url('/lagging'), { maxPerSecond: 5 });
+        const EVENTS = 12;
+        await backlog(EVENTS);
+        await workOff(id, EVENTS);
+        const starts = (await attemptLog(ctx.runtime.database.db, id)).map((a) => a.startMs);
+        assert.equal(starts.length, EVENTS, 'one attempt each');
+        assert.ok(mostWithin(starts) <= 5, `${mostWithin(starts)} started within one second`);
+      } finally {
+        clearInterval(blocker);
+        await receiver.close();
+      }
+    });
+
     it('orders per object: A1 fails once, A2 waits for it, B1 does not', async () => {
       const trips = {
         a: (await createTrip(ctx, tenant, { title: 'A' })).id as string,

@@ -180,7 +180,7 @@ export class Holds {
 /**
  * How late past its slot a paced attempt may still start. Slots are `(1 s + this) / maxPerSecond`
  * apart, so any `maxPerSecond + 1` starts span more than a second even when the first of them
- * started this late; one later still is given back and takes a new slot.
+ * started this late; beside other workers one later still is given back (see paceTurn).
  */
 export const PACE_LATE_MS = 20;
 
@@ -200,12 +200,58 @@ export function paceSlots(nextSlotUs: number, count: number, perSecond: number):
 }
 
 /**
- * Whether an attempt whose slot is `slotMs` may start at `nowMs`: `wait` (not yet), `go`, or
- * `late` (past its slot by more than PACE_LATE_MS: it takes a new one).
+ * Whether an attempt of a subscription capped at `perSecond` may start at `nowMs`: `go`, the time
+ * to wait for (epoch ms), or `late` (it is given back and takes a new slot later). It waits for its
+ * slot, and for the rule itself: `recent` holds this worker's own starts of the subscription in the
+ * last second, oldest first, and the `perSecond`-th last of them must be a second behind. Alone,
+ * this worker makes every start, so it goes however late (a lagging event loop must not stop the
+ * sends). Beside other workers, whose starts it cannot see, it goes only within PACE_LATE_MS of
+ * its slot: then any `perSecond + 1` starts span a second by the slots' spacing alone.
  */
-export function paceCheck(slotMs: number, nowMs: number): 'wait' | 'go' | 'late' {
-  if (nowMs < slotMs) return 'wait';
-  return nowMs - slotMs <= PACE_LATE_MS ? 'go' : 'late';
+export function paceTurn(
+  slotMs: number,
+  nowMs: number,
+  recent: readonly number[],
+  perSecond: number,
+  alone: boolean,
+): 'go' | 'late' | number {
+  if (nowMs < slotMs) return slotMs;
+  if (!alone && nowMs - slotMs > PACE_LATE_MS) return 'late';
+  if (recent.length >= perSecond) {
+    const due = recent[recent.length - perSecond] + 1000;
+    if (nowMs < due) return due;
+  }
+  return 'go';
+}
+
+/**
+ * This worker's starts of each capped subscription within the last second: what paceTurn reads.
+ * Kept exactly (never cleared to bound it): starts older than a second are dropped as entries are
+ * read, and every entry once the map grows past the subscriptions one second could have started.
+ */
+export class RecentStarts {
+  private readonly starts = new Map<string, number[]>();
+  private sweepAbove = 1_000;
+
+  /** The subscription's starts within the second before `nowMs`, oldest first. */
+  of(subscriptionId: string, nowMs: number): readonly number[] {
+    const starts = this.starts.get(subscriptionId);
+    if (starts === undefined) return [];
+    const kept = starts.filter((at) => nowMs - at < 1000);
+    if (kept.length === 0) this.starts.delete(subscriptionId);
+    else this.starts.set(subscriptionId, kept);
+    return kept;
+  }
+
+  /** A start at `nowMs`; only the last `perSecond` can matter to the next. */
+  add(subscriptionId: string, nowMs: number, perSecond: number): void {
+    const starts = [...this.of(subscriptionId, nowMs), nowMs].slice(-perSecond);
+    this.starts.set(subscriptionId, starts);
+    if (this.starts.size > this.sweepAbove) {
+      for (const id of [...this.starts.keys()]) this.of(id, nowMs);
+      this.sweepAbove = Math.max(1_000, this.starts.size * 2);
+    }
+  }
 }
 
 /**

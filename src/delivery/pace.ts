@@ -1,6 +1,78 @@
-import { paceIntervalUs, paceSlots } from './admission.ts';
+import type { Logger } from 'pino';
+import { PACE_HORIZON_MS } from '../domain/flow-control.ts';
+import { paceIntervalUs, paceSlots, paceTurn, RecentStarts } from './admission.ts';
 import type { DeliveryQueue } from './queue.ts';
+import type { WorkerRegistry } from './registry.ts';
 import type { ClaimedDelivery } from './types.ts';
+import type { Wakes } from './wakes.ts';
+
+/**
+ * How far ahead a burst's first send slot lies: the reservation's own round trip must not make it
+ * late (see paceTurn).
+ */
+const PACE_LEAD_MS = 25;
+
+/**
+ * A worker's pace of its capped subscriptions: reserves their send slots as rows are claimed, and
+ * says when each attempt may start (see paceTurn), from the starts it made.
+ */
+export class Pacer {
+  private readonly recent = new RecentStarts();
+
+  constructor(
+    private readonly deps: {
+      queue: DeliveryQueue;
+      logger: Logger;
+      registry: Pick<WorkerRegistry, 'aloneAt' | 'pacedFromMs'>;
+      wakes: Pick<Wakes, 'at'>;
+    },
+  ) {}
+
+  /**
+   * How far ahead a capped subscription's next slot may lie for a claim at `nowMs` to take its
+   * rows (µs), or null for none: before this worker's first paced start may be.
+   */
+  horizonUs(nowMs: number): number | null {
+    return nowMs < this.deps.registry.pacedFromMs ? null : PACE_HORIZON_MS * 1000;
+  }
+
+  /**
+   * Send slots (epoch ms) for the claimed rows of capped subscriptions, the first of them
+   * PACE_LEAD_MS after `nowMs`; null for each when the reservation failed (they are given back).
+   * The worker wakes to claim again as the reserved slots run out.
+   */
+  async reserve(
+    claimed: readonly ClaimedDelivery[],
+    nowMs: number,
+  ): Promise<Map<string, number | null>> {
+    try {
+      const { slots, scheduleEndsMs } = await reserveSlots(
+        this.deps.queue,
+        claimed,
+        nowMs + PACE_LEAD_MS,
+      );
+      for (const endMs of scheduleEndsMs) this.deps.wakes.at(endMs - PACE_HORIZON_MS);
+      return slots;
+    } catch (error) {
+      this.deps.logger.warn({ err: error }, 'reserving send slots failed; giving the rows back');
+      const capped = claimed.filter((row) => row.maxPerSecond !== null);
+      return new Map(capped.map((row) => [row.id, null]));
+    }
+  }
+
+  /**
+   * Whether the attempt of a capped subscription whose slot is `slotMs` may start at `nowMs` (see
+   * paceTurn); a `go` is counted as a start.
+   */
+  turn(delivery: ClaimedDelivery, slotMs: number, nowMs: number): 'go' | 'late' | number {
+    const perSecond = delivery.maxPerSecond as number;
+    const id = delivery.subscriptionId;
+    const alone = this.deps.registry.aloneAt(nowMs);
+    const turn = paceTurn(slotMs, nowMs, this.recent.of(id, nowMs), perSecond, alone);
+    if (turn === 'go') this.recent.add(id, nowMs, perSecond);
+    return turn;
+  }
+}
 
 /**
  * Reserves the send slots of a claim's rows of capped subscriptions, all in one statement, so they
@@ -8,7 +80,7 @@ import type { ClaimedDelivery } from './types.ts';
  * (epoch ms; rows of uncapped subscriptions have none) and, per subscription, when its schedule
  * now ends (epoch ms).
  */
-export async function reserveSlots(
+async function reserveSlots(
   queue: DeliveryQueue,
   claimed: readonly ClaimedDelivery[],
   nowMs: number,

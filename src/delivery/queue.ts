@@ -25,8 +25,11 @@ export interface ClaimOptions {
   staleBefore: string;
   /** Most rows of one subscription. */
   rowsPerSubscription: number;
-  /** How far ahead a capped subscription's next slot may be for it to be claimed for (µs). */
-  paceHorizonUs: number;
+  /**
+   * How far ahead a capped subscription's next slot may be for it to be claimed for (µs); null
+   * claims no capped subscription's rows.
+   */
+  paceHorizonUs: number | null;
   /** Subscriptions to leave alone (at their level in this worker, or held). */
   skip?: readonly string[];
   /** Most rows of each tenant listed, over all its subscriptions. */
@@ -55,10 +58,12 @@ export class DeliveryQueue extends Repository {
    */
   async claim(now: Date, limit: number, options: ClaimOptions): Promise<ClaimedDelivery[]> {
     const at = now.toISOString();
+    const nowUs = now.getTime() * 1000;
     const claimed = await this.claimRows(
       at,
-      now.getTime() * 1000,
-      options.paceHorizonUs,
+      nowUs,
+      // No slot lies before the epoch: a horizon reaching back past it leaves out every one.
+      options.paceHorizonUs ?? -nowUs - 1,
       options.workerId,
       options.aliveSince,
       options.staleBefore,

@@ -40,11 +40,12 @@ const FORGET_AFTER_MS = 3_600_000;
  */
 export class WorkerRegistry {
   readonly id = newId('wkr');
-  /**
-   * Whether another worker beat within WEBHOOK_WORKER_DEAD_AFTER at the last heartbeat; read only
-   * when `watchOthers` (else always false: no statement for it).
-   */
+  /** Whether another worker beat within WEBHOOK_WORKER_DEAD_AFTER at the last count. */
   othersAlive = false;
+  /** When this worker joined, and when it last counted the others (epoch ms). */
+  private joinedAtMs = Number.POSITIVE_INFINITY;
+  private countedAtMs = Number.NEGATIVE_INFINITY;
+  private othersAtJoin = true;
   private timer: NodeJS.Timeout | null = null;
   private beats = 0;
   private failing = false;
@@ -56,15 +57,39 @@ export class WorkerRegistry {
       logger: Logger;
       config: { webhook: Pick<Config['webhook'], 'workerDeadAfterMs'> };
     },
-    private readonly watchOthers = false,
   ) {}
+
+  private get beatMs(): number {
+    return this.deps.config.webhook.workerDeadAfterMs / BEATS_PER_LIFE;
+  }
+
+  /**
+   * Whether this worker is the only one alive at `nowMs`, as far as it can know: its last count
+   * found no other and was made within two beats (a worker that joins is counted by every other
+   * within a beat; a count that late, its beat delayed, is not trusted).
+   */
+  aloneAt(nowMs: number): boolean {
+    return !this.othersAlive && nowMs - this.countedAtMs <= 2 * this.beatMs;
+  }
+
+  /**
+   * When this worker may first start an attempt of a capped subscription (epoch ms): a second
+   * after it joined, so that no start of a worker before it (which may have started late, alone)
+   * shares a second with its own; when others lived as it joined, also after each of them has
+   * stopped taking itself for alone (see aloneAt).
+   */
+  get pacedFromMs(): number {
+    return this.joinedAtMs + 1_000 + (this.othersAtJoin ? 2 * this.beatMs : 0);
+  }
 
   async join(): Promise<void> {
     const now = this.deps.clock.now();
     await this.deps.queue.joinWorker(this.id, now.toISOString());
     await this.countOthers(now.getTime());
-    const beatMs = this.deps.config.webhook.workerDeadAfterMs / BEATS_PER_LIFE;
-    this.timer = setInterval(() => void this.beat(), beatMs);
+    // Read after the count: a count of another worker that missed this one was made before it.
+    this.joinedAtMs = this.deps.clock.now().getTime();
+    this.othersAtJoin = this.othersAlive;
+    this.timer = setInterval(() => void this.beat(), this.beatMs);
     this.timer.unref();
   }
 
@@ -80,11 +105,14 @@ export class WorkerRegistry {
     }
   }
 
-  /** Reads whether other workers live: a worker that joins is known to the others within a beat. */
+  /**
+   * Reads whether other workers live: a worker that joins is known to the others within a beat.
+   * `nowMs` is read before the statement: a count that missed a worker was made before it joined.
+   */
   private async countOthers(nowMs: number): Promise<void> {
-    if (!this.watchOthers) return;
     const since = aliveSince(nowMs, this.deps.config.webhook.workerDeadAfterMs);
     this.othersAlive = (await this.deps.queue.otherLiveWorkers(this.id, since)) > 0;
+    this.countedAtMs = nowMs;
   }
 
   private async beat(): Promise<void> {

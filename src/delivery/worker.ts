@@ -1,13 +1,12 @@
 import { EventEmitter } from 'node:events';
 import type { Config } from '../config.ts';
 import { DELIVERIES_CHANNEL, HOLDS_CHANNEL, type Notifier } from '../db/notifier.ts';
-import { MAX_CONCURRENCY, PACE_HORIZON_MS } from '../domain/flow-control.ts';
+import { MAX_CONCURRENCY } from '../domain/flow-control.ts';
 import type { Clock } from '../lib/clock.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
 import {
   Holds,
   mayHaveMore,
-  paceCheck,
   StoredHolds,
   subscriptionClaimShare,
   subscriptionLevels,
@@ -17,7 +16,7 @@ import {
 import { AttemptRunner, INTERNAL_FAILURE } from './attempt.ts';
 import type { BrokerSender } from './broker-sender.ts';
 import type { SendResult, WebhookSender } from './http-sender.ts';
-import { reserveSlots } from './pace.ts';
+import { Pacer } from './pace.ts';
 import { Recorder, type RecorderDeps } from './recorder.ts';
 import { abandonedBefore, WorkerRegistry } from './registry.ts';
 import type {
@@ -46,9 +45,6 @@ export type LoopState = 'stopped' | 'joining' | 'claiming' | 'full' | 'sleeping'
 export const DEFAULT_MAX_RUNNING = 256;
 export const DEFAULT_MAX_PER_SUBSCRIPTION = MAX_CONCURRENCY;
 export const DEFAULT_BATCH_SIZE = 200;
-/** How far ahead a burst's first send slot lies: the reservation's own round trip must not
- * make it late (see paceCheck). */
-const PACE_LEAD_MS = 25;
 
 /**
  * The delivery worker: claims due rows, admits each (fair shares, holds, pace), attempts it, and
@@ -68,6 +64,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
   private readonly holds = new Holds();
   private readonly storedHolds = new StoredHolds((id) => this.deps.queue.heldUntil(id));
   private readonly wakes: Wakes;
+  private readonly pacer: Pacer;
 
   state: LoopState = 'stopped';
   private loop: Promise<void> | null = null;
@@ -100,8 +97,8 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     this.pollIntervalMs = options.pollIntervalMs ?? 1_000;
     this.wakes = new Wakes(deps.clock, this.pollIntervalMs);
     this.attempts = new AttemptRunner({ ...deps, publicBaseUrl: deps.config.publicBaseUrl });
-    // Only the embedded database needs to know of other workers (see readsStoredHolds).
-    this.registry = new WorkerRegistry(deps, deps.database.dialect === 'sqlite');
+    this.registry = new WorkerRegistry(deps);
+    this.pacer = new Pacer({ ...deps, registry: this.registry, wakes: this.wakes });
     this.recorder = new Recorder(
       { ...deps, webhook: deps.config.webhook },
       {
@@ -129,6 +126,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     while (this.state === 'joining') {
       try {
         await this.registry.join();
+        this.wakes.at(this.registry.pacedFromMs);
         return;
       } catch (error) {
         this.deps.logger.warn({ err: error }, 'joining the worker registry failed; retrying');
@@ -218,7 +216,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       aliveSince,
       staleBefore,
       rowsPerSubscription: this.claimPerSubscription,
-      paceHorizonUs: PACE_HORIZON_MS * 1000,
+      paceHorizonUs: this.pacer.horizonUs(nowMs),
       skip,
       tenantRoom: plan.room,
       newcomerRoom: plan.newcomerRoom,
@@ -228,7 +226,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     if (claimed.length === 0) return false;
     this.claims.claimed(claimed);
     this.emit('claimed', claimed);
-    const slots = await this.slotsFor(claimed, this.deps.clock.now().getTime() + PACE_LEAD_MS);
+    const slots = await this.pacer.reserve(claimed, this.deps.clock.now().getTime());
     for (const delivery of claimed) this.admit(delivery, slots.get(delivery.id));
     return mayHaveMore(claimed, limit, {
       plan,
@@ -238,26 +236,6 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       maxRunning: this.maxRunning,
       maxPerSubscription: this.maxPerSubscription,
     });
-  }
-
-  /**
-   * Send slots (epoch ms, none before `fromMs`) for the claimed rows of capped subscriptions (see
-   * reserveSlots); null for each when the reservation failed (they are given back). The worker
-   * wakes to claim again as the reserved slots run out.
-   */
-  private async slotsFor(
-    claimed: readonly ClaimedDelivery[],
-    fromMs: number,
-  ): Promise<Map<string, number | null>> {
-    try {
-      const { slots, scheduleEndsMs } = await reserveSlots(this.deps.queue, claimed, fromMs);
-      for (const endMs of scheduleEndsMs) this.wakes.at(endMs - PACE_HORIZON_MS);
-      return slots;
-    } catch (error) {
-      this.deps.logger.warn({ err: error }, 'reserving send slots failed; giving the rows back');
-      const capped = claimed.filter((row) => row.maxPerSecond !== null);
-      return new Map(capped.map((row) => [row.id, null]));
-    }
   }
 
   /** A subscription's levels here, from the limit its latest claim read. */
@@ -302,10 +280,9 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
   }
 
   /**
-   * One delivery's life in this worker: its send slot, then at the moment it would start, its
-   * endpoint's hold and its slot are checked again (given back if held, or if the slot was missed),
-   * then the attempt, whose outcome goes to the recorder. A hold the answer asks for applies here
-   * before anything else can start, and is told to every other process.
+   * One delivery's life in this worker: its start (see startAt), then the attempt, whose outcome
+   * goes to the recorder. A hold the answer asks for applies here before anything else can start,
+   * and is told to every other process.
    */
   private async deliver(
     delivery: ClaimedDelivery,
@@ -314,26 +291,9 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
   ): Promise<void> {
     const { clock } = this.deps;
     if (slot === null) return this.giveBack(delivery, clock.now());
-    if (slot !== undefined) await this.wakes.until(slot);
-    // A timer runs before the event loop reads its sockets: after a stall, a hold notice that
-    // arrived in time would otherwise be read only after this start. setImmediate runs after
-    // that read.
-    await new Promise<void>((resolve) => setImmediate(resolve));
-    let now = clock.now();
-    const heldUntil = this.holds.heldUntil(delivery.subscriptionId, now.getTime());
-    if (heldUntil !== null) return this.giveBack(delivery, new Date(heldUntil));
-    if (this.readsStoredHolds()) {
-      const stored = await this.storedHolds.heldUntil(delivery.subscriptionId, now.getTime());
-      now = clock.now();
-      if (stored !== null && stored > now.getTime()) {
-        this.holds.hold(delivery.subscriptionId, stored);
-        return this.giveBack(delivery, new Date(stored));
-      }
-    }
-    if (this.stopping() && slot !== undefined) return this.giveBack(delivery, now);
-    if (slot !== undefined && paceCheck(slot, now.getTime()) === 'late') {
-      return this.giveBack(delivery, now);
-    }
+    const start = await this.startAt(delivery, slot);
+    if ('giveBack' in start) return this.giveBack(delivery, start.giveBack);
+    const now = start.at;
     const began = performance.now();
     let result: SendResult;
     try {
@@ -357,12 +317,49 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
   }
 
   /**
+   * When the attempt starts: at its send slot and its turn (see Pacer.turn), after its endpoint's
+   * hold is checked again. Or when it is given back for: a hold's end, or now when stopping, or
+   * when its slot was missed beside other workers.
+   */
+  private async startAt(
+    delivery: ClaimedDelivery,
+    slot: number | undefined,
+  ): Promise<{ at: Date } | { giveBack: Date }> {
+    const { clock } = this.deps;
+    let wakeAt = slot;
+    for (;;) {
+      if (wakeAt !== undefined) await this.wakes.until(wakeAt);
+      // A timer runs before the event loop reads its sockets: after a stall, a hold notice that
+      // arrived in time would otherwise be read only after this start. setImmediate runs after
+      // that read.
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      let now = clock.now();
+      const heldUntil = this.holds.heldUntil(delivery.subscriptionId, now.getTime());
+      if (heldUntil !== null) return { giveBack: new Date(heldUntil) };
+      if (this.readsStoredHolds()) {
+        const stored = await this.storedHolds.heldUntil(delivery.subscriptionId, now.getTime());
+        now = clock.now();
+        if (stored !== null && stored > now.getTime()) {
+          this.holds.hold(delivery.subscriptionId, stored);
+          return { giveBack: new Date(stored) };
+        }
+      }
+      if (slot === undefined) return { at: now };
+      if (this.stopping()) return { giveBack: now };
+      const turn = this.pacer.turn(delivery, slot, now.getTime());
+      if (turn === 'go') return { at: now };
+      if (turn === 'late') return { giveBack: now };
+      wakeAt = turn;
+    }
+  }
+
+  /**
    * On the embedded database a hold notice reaches only this process (and `serve --processes`
    * siblings): while another worker lives, starts read the holds other recorders store at once
    * (see StoredHolds). PostgreSQL's notices reach every process.
    */
   private readsStoredHolds(): boolean {
-    return this.registry.othersAlive;
+    return this.deps.database.dialect === 'sqlite' && this.registry.othersAlive;
   }
 
   private giveBack(delivery: ClaimedDelivery, dueAt: Date): void {
