@@ -15,7 +15,7 @@ import { makePrivateDirectory } from '../lib/private-dir.ts';
 import { statementSpan, tracing } from '../lib/tracing.ts';
 import { AmbientDialect, type AmbientTransaction } from './ambient.ts';
 import { SnakeCaseQueriesPlugin } from './camel-case.ts';
-import { OutageBreaker } from './outage-breaker.ts';
+import { OutageBreaker, ProbeConnection } from './outage-breaker.ts';
 import { PgDialect, PgStatements } from './pg-driver.ts';
 import { RowBuilders, storedParameters } from './row-builder.ts';
 import type { DB } from './schema.ts';
@@ -259,7 +259,11 @@ export function createDatabase(options: DatabaseOptions): Database {
     const statements = new PgStatements();
     const breaker =
       statementTimeoutMs > 0
-        ? new OutageBreaker(options.databaseUrl, statements, OUTAGE_BREAKER)
+        ? new OutageBreaker(
+            new ProbeConnection(options.databaseUrl, OUTAGE_BREAKER.probeTimeoutMs),
+            statements,
+            OUTAGE_BREAKER,
+          )
         : null;
     const camelCase = new SnakeCaseQueriesPlugin();
     const rows = new RowBuilders((name) => camelCase.toCamelCase(name));

@@ -1,9 +1,12 @@
 import pg from 'pg';
 
-/** What a request gets while the database is known to be out: a 503 (isDatabaseUnavailable). */
+/**
+ * What a request gets while the database is known to be out: a 503 (isDatabaseUnavailable).
+ * `way`: `cut`, its wait ended as the breaker opened; `at_once`, it began with the breaker open.
+ */
 export class DatabaseOutage extends Error {
   readonly code = 'EDBOUTAGE';
-  constructor() {
+  constructor(readonly way: 'cut' | 'at_once') {
     super('the database is not answering (its health probe got no answer)');
   }
 }
@@ -17,11 +20,19 @@ export interface OutageBreakerOptions {
   probeTimeoutMs: number;
   /** How often waits are checked, and, while out, the probe is tried again. */
   checkEveryMs: number;
+  /** The clock of the waits and the probe (ms, monotonic): performance.now() unless a test's. */
+  now?: () => number;
+}
+
+/** Whether the server answers: see ProbeConnection. */
+export interface Probe {
+  ask(now: number, since: number): 'answered' | 'waiting' | 'unanswered';
+  close(): void;
 }
 
 /** What the breaker watches: the connections' statements (see PgStatements). */
 export interface WatchedWaits {
-  /** performance.now() of the oldest statement still waiting for its answer, or null. */
+  /** The time (the breaker's clock) of the oldest statement still waiting for its answer, or null. */
   oldestWaitSince(): number | null;
   /** Fails every waiting statement at once (their connections are dropped). */
   cutWaits(): void;
@@ -43,18 +54,18 @@ export class OutageBreaker {
   #openedAt = 0;
   /** How to fail each checkout still waiting when the breaker opens. */
   readonly #waiting = new Set<(error: Error) => void>();
-  #probe: ProbeConnection;
+  readonly #now: () => number;
   #timer: NodeJS.Timeout;
   /** Checkouts waiting for a connection, and since when the first of them waits. */
   #checkouts = 0;
   #checkoutsSince = 0;
 
   constructor(
-    connectionString: string,
+    private readonly probe: Probe,
     private readonly statements: WatchedWaits,
     private readonly options: OutageBreakerOptions,
   ) {
-    this.#probe = new ProbeConnection(connectionString, options.probeTimeoutMs);
+    this.#now = options.now ?? (() => performance.now());
     this.#timer = setInterval(() => this.check(), options.checkEveryMs).unref();
   }
 
@@ -69,9 +80,9 @@ export class OutageBreaker {
    * not answer); a connection handed out after that goes back to the pool.
    */
   async checkout(pool: pg.Pool): Promise<pg.PoolClient> {
-    if (this.#open) throw new DatabaseOutage();
+    if (this.#open) throw new DatabaseOutage('at_once');
     // Watched even with idle connections: waiters queued earlier may take them first.
-    if (this.#checkouts++ === 0) this.#checkoutsSince = performance.now();
+    if (this.#checkouts++ === 0) this.#checkoutsSince = this.#now();
     const checkout = pool.connect();
     // A tripwire of this checkout's own: a promise raced by every checkout would keep, for as
     // long as it stays pending (the whole life of a healthy pool), a reaction of each of them.
@@ -96,13 +107,13 @@ export class OutageBreaker {
 
   close(): void {
     clearInterval(this.#timer);
-    this.#probe.close();
+    this.probe.close();
   }
 
   private check(): void {
-    const now = performance.now();
+    const now = this.#now();
     if (this.#open) {
-      if (this.#probe.ask(now, this.#openedAt) === 'answered') this.#open = false;
+      if (this.probe.ask(now, this.#openedAt) === 'answered') this.#open = false;
       return;
     }
     const statement = this.statements.oldestWaitSince();
@@ -113,11 +124,11 @@ export class OutageBreaker {
     if (since === null || now - since < this.options.probeAfterMs) return;
     // A recent answer (since the wait began, and within probeAfterMs) tells enough: the server
     // answers, the wait is slow. An older one may predate a freeze: asked again.
-    const probe = this.#probe.ask(now, Math.max(since, now - this.options.probeAfterMs));
+    const probe = this.probe.ask(now, Math.max(since, now - this.options.probeAfterMs));
     if (probe !== 'unanswered' || now - since < this.options.outageAfterMs) return;
     this.#open = true;
     this.#openedAt = now;
-    for (const trip of this.#waiting) trip(new DatabaseOutage());
+    for (const trip of this.#waiting) trip(new DatabaseOutage('cut'));
     this.#waiting.clear();
     this.statements.cutWaits();
   }
@@ -128,7 +139,7 @@ export class OutageBreaker {
  * none is, and says whether the last one was answered, is still within its time, or is not. A
  * connection that failed, or whose probe is long overdue (a half-open socket), is replaced.
  */
-class ProbeConnection {
+export class ProbeConnection implements Probe {
   #client: pg.Client | null = null;
   /** When the outstanding probe was sent; null when none is. */
   #sentAt: number | null = null;
@@ -140,6 +151,7 @@ class ProbeConnection {
   constructor(
     private readonly connectionString: string,
     private readonly timeoutMs: number,
+    private readonly now: () => number = () => performance.now(),
   ) {}
 
   /**
@@ -171,7 +183,7 @@ class ProbeConnection {
     client.query('select 1').then(
       () => {
         if (client !== this.#client) return;
-        this.#answeredAt = performance.now();
+        this.#answeredAt = this.now();
         this.#sentAt = null;
       },
       () => this.failed(client),
@@ -195,7 +207,7 @@ class ProbeConnection {
   /** The connection failed: an outstanding probe counts as failed, and it is replaced. */
   private failed(client: pg.Client): void {
     if (client !== this.#client) return;
-    if (this.#sentAt !== null) this.#failedAt = performance.now();
+    if (this.#sentAt !== null) this.#failedAt = this.now();
     this.replace();
   }
 

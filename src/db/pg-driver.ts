@@ -181,7 +181,7 @@ class PgConnection implements DatabaseConnection {
   cut(): void {
     if (this.#waiting.length === 0) return;
     this.broken = true;
-    for (const reject of this.#waiting.splice(0)) reject(new DatabaseOutage());
+    for (const reject of this.#waiting.splice(0)) reject(new DatabaseOutage('cut'));
   }
 
   private run(
@@ -190,7 +190,7 @@ class PgConnection implements DatabaseConnection {
     name: string | undefined,
   ): Promise<QueryResult<unknown>> {
     // A statement of a transaction begun before the outage was known fails at once too.
-    if (this.breaker?.open) return Promise.reject(new DatabaseOutage());
+    if (this.breaker?.open) return Promise.reject(new DatabaseOutage('at_once'));
     return new Promise((resolve, reject) => {
       if (this.#waiting.length === 0) this.#waitingSince = performance.now();
       this.#waiting.push(reject);
