@@ -7,15 +7,7 @@ import { hashToken } from '../src/services/tokens-service.ts';
 import { ManualClock } from './helpers/clock.ts';
 import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
 import { createTenant, mintToken, type TenantFixture } from './helpers/fixtures.ts';
-
-async function eventually<T>(read: () => Promise<T>, ok: (value: T) => boolean): Promise<T> {
-  for (let i = 0; i < 50; i++) {
-    const value = await read();
-    if (ok(value)) return value;
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  return read();
-}
+import { eventually, until } from './helpers/until.ts';
 
 for (const backend of BACKENDS) {
   describe(`authentication, plans and /me (${backend})`, () => {
@@ -139,24 +131,35 @@ for (const backend of BACKENDS) {
 
       clock.set('2026-11-21T10:00:00.000Z');
       await ctx.api('GET', '/api/v1/trips', { token: minted.token });
-      const first = await eventually(read, (row) => row?.lastUsedAt !== null);
+      const first = await until(async () => {
+        const row = await read();
+        return row?.lastUsedAt !== null ? row : undefined;
+      }, 'the first lastUsedAt');
       assert.equal(first?.lastUsedAt, '2026-11-21T10:00:00.000Z');
 
+      // The request decides whether to write (off its path, not awaited): count what it asks for.
+      const { tokens } = ctx.runtime.repositories;
+      const touch = tokens.touchLastUsed;
+      let writes = 0;
+      tokens.touchLastUsed = (...args) => {
+        writes += 1;
+        return touch.apply(tokens, args);
+      };
       clock.set('2026-11-21T10:00:59.000Z');
-      for (let i = 0; i < 5; i++) await ctx.api('GET', '/api/v1/trips', { token: minted.token });
-      await new Promise((resolve) => setTimeout(resolve, 30));
-      assert.equal(
-        (await read())?.lastUsedAt,
-        '2026-11-21T10:00:00.000Z',
-        'no write within the minute',
-      );
+      try {
+        for (let i = 0; i < 5; i++) await ctx.api('GET', '/api/v1/trips', { token: minted.token });
+      } finally {
+        tokens.touchLastUsed = touch;
+      }
+      assert.equal(writes, 0, 'no write within the minute');
+      assert.equal((await read())?.lastUsedAt, '2026-11-21T10:00:00.000Z');
 
       clock.set('2026-11-21T10:01:00.000Z');
       await ctx.api('GET', '/api/v1/trips', { token: minted.token });
-      const second = await eventually(
-        read,
-        (row) => row?.lastUsedAt !== '2026-11-21T10:00:00.000Z',
-      );
+      const second = await until(async () => {
+        const row = await read();
+        return row?.lastUsedAt !== '2026-11-21T10:00:00.000Z' ? row : undefined;
+      }, 'the second lastUsedAt');
       assert.equal(second?.lastUsedAt, '2026-11-21T10:01:00.000Z');
       const me = await ctx.api('GET', '/api/v1/me', { token: minted.token });
       assert.equal(me.json().token.lastUsedAt, '2026-11-21T10:01:00.000Z');
@@ -212,13 +215,6 @@ if (BACKENDS.includes('postgres')) {
       await serving.close();
     });
 
-    const until = async (check: () => Promise<boolean>) => {
-      for (let i = 0; i < 100 && !(await check()); i++) {
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      }
-      return check();
-    };
-
     it('hears another process revoke a cached token, or deactivate its tenant', async () => {
       const tenant = await createTenant(serving);
       const spare = await mintToken(serving, tenant.id, ['*']);
@@ -232,20 +228,16 @@ if (BACKENDS.includes('postgres')) {
       );
 
       await other.services.tokens.revoke(tenant.tokenId);
-      assert.ok(
-        await until(
-          async () =>
-            (await serving.api('GET', '/api/v1/me', { token: tenant.token })).statusCode === 401,
-        ),
+      await eventually(
+        async () =>
+          (await serving.api('GET', '/api/v1/me', { token: tenant.token })).statusCode === 401,
         'the revocation reached the serving process',
       );
 
       await other.services.tenants.update(tenant.id, { active: false });
-      assert.ok(
-        await until(
-          async () =>
-            (await serving.api('GET', '/api/v1/me', { token: spare.token })).statusCode === 401,
-        ),
+      await eventually(
+        async () =>
+          (await serving.api('GET', '/api/v1/me', { token: spare.token })).statusCode === 401,
         'the deactivation reached the serving process',
       );
     });

@@ -105,7 +105,7 @@ describeEachBackend('delivery engine promises', (backend) => {
     const worker = startWorker(ctx.runtime, { pollIntervalMs: 50 });
     const monitor = new WorkerMonitor(worker.worker);
     try {
-      await monitor.recorded(held, 'pending', 10_000);
+      await monitor.recorded(held, 'pending');
       await until(async () => {
         const log = await attemptLog(ctx.runtime.database.db, held);
         return log.filter((a) => a.status === 200).length >= EVENTS ? true : undefined;

@@ -38,8 +38,8 @@ const assignments = (command: string): Record<string, string> =>
       .map((word) => [word.slice(0, word.indexOf('=')), word.slice(word.indexOf('=') + 1)]),
   );
 
-/** The README's lines in a shell (see runShell), each within 30 s. */
-const sh = (script: string, env: Record<string, string> = {}) => runShell(script, env, 30_000);
+/** The README's lines in a shell (see runShell). */
+const sh = (script: string, env: Record<string, string> = {}) => runShell(script, env);
 
 for (const backend of BACKENDS) {
   describe(`the README's paths, pasted (${backend})`, () => {

@@ -13,6 +13,7 @@ import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/
 import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
 import { HttpsReceiver } from './helpers/https-receiver.ts';
 import { RetentionSeed, runSeed } from './helpers/retention-seed.ts';
+import { eventually } from './helpers/until.ts';
 import { WorkerMonitor } from './helpers/worker-monitor.ts';
 
 const DAY = 86_400_000;
@@ -105,14 +106,13 @@ for (const backend of BACKENDS) {
               token: tenant.token,
             })
           ).json().data as Array<{ id: string; status: string; eventId: string }>;
-        for (;;) {
-          const done = [...(await deliveries(ok)), ...(await deliveries(failing))].filter(
-            (d) => d.status === 'success' || d.status === 'dead_letter',
+        await monitor.recorded(failing, 'dead_letter');
+        await eventually(async () => {
+          const all = [...(await deliveries(ok)), ...(await deliveries(failing))];
+          return (
+            all.filter((d) => d.status === 'success' || d.status === 'dead_letter').length === 4
           );
-          if (done.length === 4) break;
-          await monitor.recorded(failing, 'dead_letter');
-          await new Promise((resolve) => setTimeout(resolve, 20));
-        }
+        }, 'four deliveries done');
         const deadLetter = (await deliveries(failing))[0];
         const attemptsUrl = `/api/v1/webhooks/${failing}/deliveries/${deadLetter.id}/attempts`;
         assert.equal(

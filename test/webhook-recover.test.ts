@@ -7,6 +7,7 @@ import { cliHere } from './helpers/cli.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
 import { HttpsReceiver } from './helpers/https-receiver.ts';
+import { eventually, until } from './helpers/until.ts';
 import { WorkerMonitor } from './helpers/worker-monitor.ts';
 
 const tourops = (args: string[], env: Record<string, string>) =>
@@ -63,11 +64,10 @@ for (const backend of BACKENDS) {
       await until3DeadLetters();
       async function until3DeadLetters() {
         for (let i = 0; i < 3; i++) await monitor.recorded(id, 'dead_letter');
-        for (;;) {
-          const dead = (await deliveries(id)).filter((d) => d.status === 'dead_letter');
-          if (dead.length === 3) return;
-          await new Promise((resolve) => setTimeout(resolve, 20));
-        }
+        await eventually(
+          async () => (await deliveries(id)).filter((d) => d.status === 'dead_letter').length === 3,
+          'three dead letters',
+        );
       }
       failing = false;
 
@@ -83,12 +83,10 @@ for (const backend of BACKENDS) {
       const replay = await recover(id, { since }, 'recover-once');
       assert.equal(replay.headers['idempotency-replayed'], 'true');
 
-      for (;;) {
-        const all = await deliveries(id);
-        const redelivered = all.filter((d) => d.redeliveredFromId !== null);
-        if (redelivered.length === 3 && redelivered.every((d) => d.status === 'success')) break;
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
+      await eventually(async () => {
+        const redelivered = (await deliveries(id)).filter((d) => d.redeliveredFromId !== null);
+        return redelivered.length === 3 && redelivered.every((d) => d.status === 'success');
+      }, 'three redeliveries sent');
       const all = await deliveries(id);
       assert.equal(all.length, 6, 'three originals (untouched), three redeliveries');
       assert.equal(all.filter((d) => d.status === 'dead_letter').length, 3);
@@ -193,11 +191,10 @@ for (const backend of BACKENDS) {
       const recovered = await recover(id, { since, missed: true });
       assert.equal(recovered.statusCode, 202, recovered.body);
       assert.deepEqual(recovered.json(), { data: { queued: 3 } });
-      for (;;) {
-        const sent = (await deliveries(id)).filter((d) => d.status === 'success');
-        if (sent.length === 4) break;
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
+      await eventually(
+        async () => (await deliveries(id)).filter((d) => d.status === 'success').length === 4,
+        'four deliveries sent',
+      );
       const bodies = receiver.requests
         .filter((r) => r.path === '/missed')
         .map((r) => JSON.parse(r.body) as { sequence: number; data: { displayName: string } })
@@ -216,16 +213,14 @@ for (const backend of BACKENDS) {
       });
       // The next event follows on, with no gap.
       await client('After');
-      for (;;) {
-        const after = receiver.requests.find(
-          (r) => r.path === '/missed' && JSON.parse(r.body).data.displayName === 'After',
-        );
-        if (after) {
-          assert.equal(JSON.parse(after.body).sequence, 5);
-          break;
-        }
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
+      const after = await until(
+        () =>
+          receiver.requests.find(
+            (r) => r.path === '/missed' && JSON.parse(r.body).data.displayName === 'After',
+          ),
+        'the next event',
+      );
+      assert.equal(JSON.parse(after.body).sequence, 5);
 
       // Deleted: nothing to recover, ever.
       await ctx.api('DELETE', `/api/v1/webhooks/${gone}`, { token: tenant.token });

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, it } from 'node:test';
+import type { SettledAttempt } from '../src/delivery/types.ts';
 import { startWorker } from '../src/start-worker.ts';
 import {
   createWebhookTestContext,
@@ -10,7 +11,9 @@ import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
 import { HttpsReceiver } from './helpers/https-receiver.ts';
 import { eventually, until } from './helpers/until.ts';
 
-// A receiver's Retry-After on 429 and 503, with a real HTTPS receiver and the real worker.
+// A receiver's Retry-After on 429 and 503, with a real HTTPS receiver and the real worker. When
+// each retry is due is read from the worker's own decision (its `attempted` event: the attempt's
+// end and the outcome's nextAttemptAt); the receiver shows that no retry came before it.
 
 describeEachBackend('Retry-After from receivers', (backend) => {
   let ctx: TestContext;
@@ -23,6 +26,10 @@ describeEachBackend('Retry-After from receivers', (backend) => {
   /** The answer to a path's very first request only. */
   const onceAnswers = new Map<string, Answer>();
   let other: TenantFixture;
+  /** When each request arrived, on the clock the worker's decisions are in (epoch ms). */
+  const arrivals = new WeakMap<object, number>();
+  /** Every attempt the worker settled, as it decided its outcome. */
+  const settled: SettledAttempt[] = [];
 
   before(async () => {
     // One second between attempts: a longer Retry-After shows.
@@ -32,6 +39,7 @@ describeEachBackend('Retry-After from receivers', (backend) => {
     other = await createTenant(ctx, { tier: 'pro' });
     receiver = await HttpsReceiver.start({
       responder: (r) => {
+        arrivals.set(r, Date.now());
         const once = onceAnswers.get(r.path);
         if (once) {
           onceAnswers.delete(r.path);
@@ -45,6 +53,7 @@ describeEachBackend('Retry-After from receivers', (backend) => {
       },
     });
     worker = startWorker(ctx.runtime, { pollIntervalMs: 50 });
+    worker.worker.on('attempted', (attempt) => settled.push(attempt));
   });
   after(async () => {
     await worker.stop();
@@ -82,19 +91,29 @@ describeEachBackend('Retry-After from receivers', (backend) => {
     return id;
   }
 
-  /** The gap between the first two attempts to `path`, whose first answer is `first`. */
-  async function gap(path: string, first: Answer) {
+  /**
+   * Fires a test event at `path`, whose first attempt gets `first`: how long after that attempt
+   * ended the worker made its retry due, and when the retry arrived (epoch ms).
+   */
+  async function retry(path: string, first: Answer) {
     await fireTest(path, first);
-    const [one, two] = await until(async () => {
+    const [, second] = await until(async () => {
       const got = receiver.requests.filter((r) => r.path === path);
       return got.length >= 2 ? got : undefined;
     }, `two attempts to ${path}`);
-    return two.receivedAt - one.receivedAt;
+    const decided = settled.find((a) => a.delivery.url.endsWith(path) && a.delivery.attempts === 1);
+    assert.ok(decided?.outcome.nextAttemptAt, `the first attempt to ${path} was retried`);
+    const endedMs = Date.parse(decided.at);
+    const dueMs = Date.parse(decided.outcome.nextAttemptAt);
+    // The retry never goes before it is due (the receiver runs in this process: one clock).
+    const arrivedMs = arrivals.get(second) as number;
+    assert.ok(arrivedMs >= dueMs, `arrived ${dueMs - arrivedMs} ms early`);
+    return { endedMs, dueMs, waitMs: dueMs - endedMs };
   }
 
   it('retries at the Retry-After of a 429 when it is later than the scheduled wait', async () => {
-    const waited = await gap('/ra-429', { status: 429, headers: { 'retry-after': '2' } });
-    assert.ok(waited >= 1_900 && waited < 3_500, `waited ${Math.round(waited)} ms`);
+    const { waitMs } = await retry('/ra-429', { status: 429, headers: { 'retry-after': '2' } });
+    assert.equal(waitMs, 2_000);
   });
 
   it("keeps each attempt's Retry-After in its log", async () => {
@@ -118,9 +137,12 @@ describeEachBackend('Retry-After from receivers', (backend) => {
 
   it('reads the HTTP-date form', async () => {
     const at = new Date(Date.now() + 3_000).toUTCString();
-    const waited = await gap('/ra-date', { status: 503, headers: { 'retry-after': at } });
-    // The date has whole seconds: 2-3 s from the answer.
-    assert.ok(waited >= 1_900 && waited < 4_500, `waited ${Math.round(waited)} ms`);
+    const { endedMs, dueMs } = await retry('/ra-date', {
+      status: 503,
+      headers: { 'retry-after': at },
+    });
+    // Due at the date, unless the scheduled second ends later (the answer came that late).
+    assert.equal(dueMs, Math.max(Date.parse(at), endedMs + 1_000));
   });
 
   it('holds the whole endpoint for the Retry-After; other tenants keep receiving', async () => {
@@ -151,24 +173,24 @@ describeEachBackend('Retry-After from receivers', (backend) => {
 
   it('cuts a Retry-After of a day to an hour, for the endpoint and the delivery', async () => {
     const id = await fireTest('/ra-day', { status: 503, headers: { 'retry-after': '86400' } });
-    const answeredAt = Date.now();
     const row = await until(async () => {
       const subscription = await ctx.runtime.repositories.webhooks.findSubscription(tenant.id, id);
       return subscription?.heldUntil ? subscription : undefined;
     });
-    const heldFor = Date.parse(row.heldUntil as string) - answeredAt;
-    assert.ok(Math.abs(heldFor - 3_600_000) < 15_000, `held for ${heldFor} ms`);
+    const decided = settled.find((a) => a.delivery.subscriptionId === id);
+    assert.ok(decided);
+    const endedMs = Date.parse(decided.at);
+    assert.equal(Date.parse(decided.holdUntil as string) - endedMs, 3_600_000);
+    assert.equal(Date.parse(row.heldUntil as string), Date.parse(decided.holdUntil as string));
     const [delivery] = (
       await ctx.api('GET', `/api/v1/webhooks/${id}/deliveries`, { token: tenant.token })
     ).json().data;
-    const retryIn = Date.parse(delivery.nextAttemptAt) - answeredAt;
-    assert.ok(Math.abs(retryIn - 3_600_000) < 15_000, `retried in ${retryIn} ms`);
+    assert.equal(Date.parse(delivery.nextAttemptAt) - endedMs, 3_600_000);
   });
 
   it('keeps to the schedule without a Retry-After, or on other statuses', async () => {
-    const plain = await gap('/ra-none', { status: 429 });
-    assert.ok(plain >= 900 && plain < 1_800, `waited ${Math.round(plain)} ms`);
-    const other = await gap('/ra-500', { status: 500, headers: { 'retry-after': '2' } });
-    assert.ok(other >= 900 && other < 1_800, `waited ${Math.round(other)} ms`);
+    assert.equal((await retry('/ra-none', { status: 429 })).waitMs, 1_000);
+    const other = await retry('/ra-500', { status: 500, headers: { 'retry-after': '2' } });
+    assert.equal(other.waitMs, 1_000);
   });
 });

@@ -183,17 +183,14 @@ export async function npmStart(env: Record<string, string>) {
 
 /**
  * Runs `script` as a shell would, pasted from a README or a printed hint, from the repository
- * (where `npx tourops` is), stopping at the first command that fails; its standard output.
+ * (where `npx tourops` is), stopping at the first command that fails; its standard output. Killed
+ * only once it has hung (HUNG_AFTER_MS).
  */
-export function runShell(
-  script: string,
-  env: Record<string, string> = {},
-  timeoutMs = 60_000,
-): string {
+export function runShell(script: string, env: Record<string, string> = {}): string {
   return execFileSync('sh', ['-ec', script], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', ...env },
     encoding: 'utf8',
-    timeout: timeoutMs,
+    timeout: HUNG_AFTER_MS,
   });
 }

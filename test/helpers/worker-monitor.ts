@@ -1,12 +1,14 @@
 import type { ClaimedDelivery, SettledAttempt } from '../../src/delivery/types.ts';
 import type { DeliveryWorker } from '../../src/delivery/worker.ts';
 import type { PausedNotice } from '../../src/notifications/mailer.ts';
+import { HUNG_AFTER_MS } from './until.ts';
 
 type Status = SettledAttempt['outcome']['status'];
 
 /**
  * Follows a worker's events (claimed, recorded, paused) so tests wait for exactly what they
- * expect instead of polling the database; what already happened counts too.
+ * expect instead of polling the database; what already happened counts too. A wait gives up only
+ * once it has hung (HUNG_AFTER_MS), like every other.
  */
 export class WorkerMonitor {
   private readonly claimedRows: ClaimedDelivery[] = [];
@@ -21,31 +23,28 @@ export class WorkerMonitor {
   }
 
   /** The first recorded attempt of the subscription that left its delivery in `status`. */
-  recorded(subscriptionId: string, status: Status, timeoutMs = 5_000): Promise<SettledAttempt> {
+  recorded(subscriptionId: string, status: Status): Promise<SettledAttempt> {
     return this.waitFor(
       () =>
         this.recordedRows.find(
           (s) => s.delivery.subscriptionId === subscriptionId && s.outcome.status === status,
         ),
-      timeoutMs,
       `a ${status} delivery of ${subscriptionId} recorded`,
     );
   }
 
   /** The first claim of a delivery of the subscription (its row is in flight once this resolves). */
-  claimed(subscriptionId: string, timeoutMs = 5_000): Promise<ClaimedDelivery> {
+  claimed(subscriptionId: string): Promise<ClaimedDelivery> {
     return this.waitFor(
       () => this.claimedRows.find((d) => d.subscriptionId === subscriptionId),
-      timeoutMs,
       `a delivery of ${subscriptionId} claimed`,
     );
   }
 
   /** The auto-pause of the subscription, once its transaction has committed. */
-  paused(subscriptionId: string, timeoutMs = 5_000): Promise<PausedNotice> {
+  paused(subscriptionId: string): Promise<PausedNotice> {
     return this.waitFor(
       () => this.pausedNotices.find((n) => n.subscriptionId === subscriptionId),
-      timeoutMs,
       `${subscriptionId} paused`,
     );
   }
@@ -55,7 +54,7 @@ export class WorkerMonitor {
     for (const wake of this.waiters) wake();
   }
 
-  private waitFor<T>(find: () => T | undefined, timeoutMs: number, what: string): Promise<T> {
+  private waitFor<T>(find: () => T | undefined, what: string): Promise<T> {
     return new Promise((resolve, reject) => {
       const check = () => {
         const found = find();
@@ -66,8 +65,8 @@ export class WorkerMonitor {
       };
       const timer = setTimeout(() => {
         this.waiters.delete(check);
-        reject(new Error(`${what}: not seen in ${timeoutMs} ms`));
-      }, timeoutMs);
+        reject(new Error(`${what}: not seen in ${HUNG_AFTER_MS} ms`));
+      }, HUNG_AFTER_MS);
       this.waiters.add(check);
       check();
     });
