@@ -271,6 +271,30 @@ for (const backend of BACKENDS) {
       }
     });
 
+    it('keeps maxPerSecond with two workers beside each other while their event loop lags', async () => {
+      // Two workers count each other in the registry: neither knows itself alone, so a start
+      // later than its slot's margin is given back and widens the margin instead of going.
+      const receiver = await HttpsReceiver.start();
+      const blocker = setInterval(() => {
+        const until = performance.now() + 45;
+        while (performance.now() < until);
+      }, 15);
+      const second = startWorker(ctx.runtime, { pollIntervalMs: 50 });
+      try {
+        const { id } = await subscribe(receiver.url('/lagging-pair'), { maxPerSecond: 5 });
+        const EVENTS = 12;
+        await backlog(EVENTS);
+        await workOff(id, EVENTS);
+        const starts = (await attemptLog(ctx.runtime.database.db, id)).map((a) => a.startMs);
+        assert.equal(starts.length, EVENTS, 'one attempt each');
+        assert.ok(mostWithin(starts) <= 5, `${mostWithin(starts)} started within one second`);
+      } finally {
+        clearInterval(blocker);
+        await second.stop();
+        await receiver.close();
+      }
+    });
+
     it('orders per object: A1 fails once, A2 waits for it, B1 does not', async () => {
       const trips = {
         a: (await createTrip(ctx, tenant, { title: 'A' })).id as string,

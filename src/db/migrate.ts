@@ -27,6 +27,7 @@ import * as m0024 from './migrations/0024_broker_destinations.ts';
 import * as m0025 from './migrations/0025_worker_losses.ts';
 import * as m0026 from './migrations/0026_payload_filters.ts';
 import * as m0027 from './migrations/0027_receiver_auth.ts';
+import * as m0028 from './migrations/0028_pace_margin.ts';
 
 interface Migration {
   id: string;
@@ -62,6 +63,7 @@ export const migrations: Migration[] = [
   { id: '0025_worker_losses', up: m0025.up },
   { id: '0026_payload_filters', up: m0026.up },
   { id: '0027_receiver_auth', up: m0027.up },
+  { id: '0028_pace_margin', up: m0028.up },
 ];
 
 /** Arbitrary constant naming our advisory lock on PostgreSQL. */

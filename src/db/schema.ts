@@ -364,6 +364,9 @@ interface WebhookWorkersTable {
 interface WebhookPacingTable {
   subscriptionId: string;
   nextSlotUs: number;
+  /** How late a start may be beside other workers (see migration 0028). */
+  marginUs: Generated<number>;
+  raisedAtUs: Generated<number>;
 }
 
 /** A webhook portal link and, once used, its browser session (secrets as SHA-256 hex). */

@@ -16,6 +16,9 @@ import {
   tenantClaimPlan,
 } from './admission.ts';
 
+/** A slot at the base margin. */
+const at = (atMs: number) => ({ atMs, marginMs: PACE_LATE_MS });
+
 describe('pace: maxPerSecond as evenly spaced send slots', () => {
   it('spaces slots so that no second holds more than the cap, even when starts run late', () => {
     fc.assert(
@@ -35,7 +38,7 @@ describe('pace: maxPerSecond as evenly spaced send slots', () => {
             for (const [k, slot] of paceSlots(nextUs, count, perSecond).entries()) {
               // Any lateness the check lets through, spread by the seed.
               const late = ((seed + k * 7919) % (PACE_LATE_MS * 1000 + 1)) / 1000;
-              assert.equal(paceTurn(slot, slot + late, [], perSecond, false), 'go');
+              assert.equal(paceTurn(at(slot), slot + late, [], perSecond, false), 'go');
               starts.push(Math.floor(slot + late));
             }
           }
@@ -73,14 +76,16 @@ describe('pace: maxPerSecond as evenly spaced send slots', () => {
   });
 
   it('waits before its slot; beside other workers goes within PACE_LATE_MS after it', () => {
-    assert.equal(paceTurn(1_000, 999, [], 5, false), 1_000);
-    assert.equal(paceTurn(1_000, 1_000, [], 5, false), 'go');
-    assert.equal(paceTurn(1_000, 1_000 + PACE_LATE_MS, [], 5, false), 'go');
-    assert.equal(paceTurn(1_000, 1_001 + PACE_LATE_MS, [], 5, false), 'late');
+    assert.equal(paceTurn(at(1_000), 999, [], 5, false), 1_000);
+    assert.equal(paceTurn(at(1_000), 1_000, [], 5, false), 'go');
+    assert.equal(paceTurn(at(1_000), 1_000 + PACE_LATE_MS, [], 5, false), 'go');
+    assert.equal(paceTurn(at(1_000), 1_001 + PACE_LATE_MS, [], 5, false), 'late');
+    // A slot of a widened margin.
+    assert.equal(paceTurn({ atMs: 1_000, marginMs: 300 }, 1_300, [], 5, false), 'go');
     // Alone, however late; but never a second start within a second of a cap of one.
-    assert.equal(paceTurn(1_000, 60_000, [], 5, true), 'go');
-    assert.equal(paceTurn(1_000, 1_500, [900], 1, true), 1_900);
-    assert.equal(paceTurn(1_000, 1_900, [900], 1, true), 'go');
+    assert.equal(paceTurn(at(1_000), 60_000, [], 5, true), 'go');
+    assert.equal(paceTurn(at(1_000), 1_500, [900], 1, true), 1_900);
+    assert.equal(paceTurn(at(1_000), 1_900, [900], 1, true), 'go');
   });
 
   it('alone, keeps the cap and starts every attempt however late the event loop runs', () => {
@@ -105,7 +110,7 @@ describe('pace: maxPerSecond as evenly spaced send slots', () => {
               let wakeAt = slot;
               for (;;) {
                 nowMs = Math.floor(Math.max(nowMs, wakeAt + lagsMs[k++ % lagsMs.length]));
-                const turn = paceTurn(slot, nowMs, recent.of('whs_a', nowMs), perSecond, true);
+                const turn = paceTurn(at(slot), nowMs, recent.of('whs_a', nowMs), perSecond, true);
                 assert.notEqual(turn, 'late');
                 if (turn === 'go') break;
                 wakeAt = turn as number;

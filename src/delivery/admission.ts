@@ -178,25 +178,41 @@ export class Holds {
 }
 
 /**
- * How late past its slot a paced attempt may still start. Slots are `(1 s + this) / maxPerSecond`
+ * How late past its slot a paced attempt may still start beside other workers: the subscription's
+ * margin, from PACE_LATE_MS up to PACE_LATE_MAX_MS. Slots are `(1 s + margin) / maxPerSecond`
  * apart, so any `maxPerSecond + 1` starts span more than a second even when the first of them
- * started this late; beside other workers one later still is given back (see paceTurn).
+ * started that late; one later still is given back (see paceTurn) and raises the margin of the
+ * slots reserved after it (to twice its lateness), so a lagging event loop costs some of the rate,
+ * not every slot. A margin halves again once nothing has raised it for PACE_LATE_DECAY_MS, the
+ * next slot moved on by the difference (the slots before it were spaced for the wider margin).
  */
 export const PACE_LATE_MS = 20;
+export const PACE_LATE_MAX_MS = 500;
+export const PACE_LATE_DECAY_MS = 60_000;
 
-/** Microseconds between two sends to a subscription capped at `perSecond`. */
-export function paceIntervalUs(perSecond: number): number {
-  return Math.ceil(((1000 + PACE_LATE_MS) * 1000) / perSecond);
+/** Microseconds between two sends to a subscription capped at `perSecond`, at `marginUs`. */
+export function paceIntervalUs(perSecond: number, marginUs = PACE_LATE_MS * 1000): number {
+  return Math.ceil((1_000_000 + marginUs) / perSecond);
 }
 
 /**
  * The send slots (epoch ms) of `count` attempts whose reservation moved the subscription's next
- * free slot to `nextSlotUs`: the `count` slots just before it, evenly spaced.
+ * free slot to `nextSlotUs` at `marginUs`: the `count` slots just before it, evenly spaced.
  */
-export function paceSlots(nextSlotUs: number, count: number, perSecond: number): number[] {
-  const interval = paceIntervalUs(perSecond);
+export function paceSlots(
+  nextSlotUs: number,
+  count: number,
+  perSecond: number,
+  marginUs = PACE_LATE_MS * 1000,
+): number[] {
+  const interval = paceIntervalUs(perSecond, marginUs);
   const first = nextSlotUs - count * interval;
   return Array.from({ length: count }, (_, i) => (first + i * interval) / 1000);
+}
+
+/** The margin a start `lateMs` past its slot asks for (see PACE_LATE_MS), in microseconds. */
+export function raisedMarginUs(lateMs: number): number {
+  return Math.round(Math.min(PACE_LATE_MAX_MS, 2 * lateMs) * 1000);
 }
 
 /**
@@ -205,18 +221,19 @@ export function paceSlots(nextSlotUs: number, count: number, perSecond: number):
  * slot, and for the rule itself: `recent` holds this worker's own starts of the subscription in the
  * last second, oldest first, and the `perSecond`-th last of them must be a second behind. Alone,
  * this worker makes every start, so it goes however late (a lagging event loop must not stop the
- * sends). Beside other workers, whose starts it cannot see, it goes only within PACE_LATE_MS of
- * its slot: then any `perSecond + 1` starts span a second by the slots' spacing alone.
+ * sends). Beside other workers, whose starts it cannot see, it goes only within its slot's margin
+ * (`marginMs`, see PACE_LATE_MS): then any `perSecond + 1` starts span a second by the slots'
+ * spacing alone.
  */
 export function paceTurn(
-  slotMs: number,
+  slot: { atMs: number; marginMs: number },
   nowMs: number,
   recent: readonly number[],
   perSecond: number,
   alone: boolean,
 ): 'go' | 'late' | number {
-  if (nowMs < slotMs) return slotMs;
-  if (!alone && nowMs - slotMs > PACE_LATE_MS) return 'late';
+  if (nowMs < slot.atMs) return slot.atMs;
+  if (!alone && nowMs - slot.atMs > slot.marginMs) return 'late';
   if (recent.length >= perSecond) {
     const due = recent[recent.length - perSecond] + 1000;
     if (nowMs < due) return due;

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { PACE_HORIZON_MS } from '../domain/flow-control.ts';
-import { paceIntervalUs, paceSlots, paceTurn, RecentStarts } from './admission.ts';
+import { paceSlots, paceTurn, RecentStarts, raisedMarginUs } from './admission.ts';
 import type { DeliveryQueue } from './queue.ts';
 import type { WorkerRegistry } from './registry.ts';
 import type { ClaimedDelivery } from './types.ts';
@@ -11,6 +11,12 @@ import type { Wakes } from './wakes.ts';
  * late (see paceTurn).
  */
 const PACE_LEAD_MS = 25;
+
+/** A paced attempt's send slot (epoch ms) and how late it may start beside other workers. */
+export interface PaceSlot {
+  atMs: number;
+  marginMs: number;
+}
 
 /**
  * A worker's pace of its capped subscriptions: reserves their send slots as rows are claimed, and
@@ -44,7 +50,7 @@ export class Pacer {
   async reserve(
     claimed: readonly ClaimedDelivery[],
     nowMs: number,
-  ): Promise<Map<string, number | null>> {
+  ): Promise<Map<string, PaceSlot | null>> {
     try {
       const { slots, scheduleEndsMs } = await reserveSlots(
         this.deps.queue,
@@ -61,15 +67,21 @@ export class Pacer {
   }
 
   /**
-   * Whether the attempt of a capped subscription whose slot is `slotMs` may start at `nowMs` (see
-   * paceTurn); a `go` is counted as a start.
+   * Whether the attempt of a capped subscription with `slot` may start at `nowMs` (see paceTurn);
+   * a `go` is counted as a start, a `late` widens the subscription's margin.
    */
-  turn(delivery: ClaimedDelivery, slotMs: number, nowMs: number): 'go' | 'late' | number {
+  turn(delivery: ClaimedDelivery, slot: PaceSlot, nowMs: number): 'go' | 'late' | number {
     const perSecond = delivery.maxPerSecond as number;
     const id = delivery.subscriptionId;
     const alone = this.deps.registry.aloneAt(nowMs);
-    const turn = paceTurn(slotMs, nowMs, this.recent.of(id, nowMs), perSecond, alone);
+    const turn = paceTurn(slot, nowMs, this.recent.of(id, nowMs), perSecond, alone);
     if (turn === 'go') this.recent.add(id, nowMs, perSecond);
+    if (turn === 'late') {
+      const margin = raisedMarginUs(nowMs - slot.atMs);
+      this.deps.queue
+        .raisePaceMargin(id, margin, nowMs * 1000)
+        .catch((error) => this.deps.logger.warn({ err: error }, 'widening a pace margin failed'));
+    }
     return turn;
   }
 }
@@ -84,8 +96,8 @@ async function reserveSlots(
   queue: DeliveryQueue,
   claimed: readonly ClaimedDelivery[],
   nowMs: number,
-): Promise<{ slots: Map<string, number>; scheduleEndsMs: number[] }> {
-  const slots = new Map<string, number>();
+): Promise<{ slots: Map<string, PaceSlot>; scheduleEndsMs: number[] }> {
+  const slots = new Map<string, PaceSlot>();
   const bySubscription = new Map<string, ClaimedDelivery[]>();
   for (const delivery of claimed) {
     if (delivery.maxPerSecond === null) continue;
@@ -96,18 +108,21 @@ async function reserveSlots(
   if (bySubscription.size === 0) return { slots, scheduleEndsMs: [] };
   // One claim reads one maxPerSecond per subscription.
   const rate = (rows: ClaimedDelivery[]) => rows[0].maxPerSecond as number;
-  const next = await queue.reservePace(
+  const reserved = await queue.reservePace(
     nowMs * 1000,
     [...bySubscription].map(([subscriptionId, rows]) => ({
       subscriptionId,
-      spanUs: rows.length * paceIntervalUs(rate(rows)),
+      rows: rows.length,
+      perSecond: rate(rows),
     })),
   );
   const scheduleEndsMs: number[] = [];
   for (const [id, rows] of bySubscription) {
-    const nextSlotUs = next.get(id) as number;
-    const times = paceSlots(nextSlotUs, rows.length, rate(rows));
-    for (const [i, row] of rows.entries()) slots.set(row.id, times[i]);
+    const { nextSlotUs, marginUs } = reserved.get(id) as { nextSlotUs: number; marginUs: number };
+    const times = paceSlots(nextSlotUs, rows.length, rate(rows), marginUs);
+    for (const [i, row] of rows.entries()) {
+      slots.set(row.id, { atMs: times[i], marginMs: marginUs / 1000 });
+    }
     scheduleEndsMs.push(nextSlotUs / 1000);
   }
   return { slots, scheduleEndsMs };

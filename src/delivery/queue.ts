@@ -6,6 +6,12 @@ import { EFFECTIVE_CONCURRENCY_LIMIT_SQL } from '../domain/flow-control.ts';
 import { DELIVERY_MOVES } from '../domain/webhook-moves.ts';
 import { Repository } from '../repositories/repository.ts';
 import { abandoned, claimStatement, jsonMembers } from './claim-sql.ts';
+import {
+  type PaceReservation,
+  paceRowsStatement,
+  raiseMarginStatement,
+  reservePaceStatement,
+} from './pace-sql.ts';
 import type { ClaimedDelivery, DeliveryOutcome } from './types.ts';
 
 const { giveBack } = DELIVERY_MOVES;
@@ -151,35 +157,25 @@ export class DeliveryQueue extends Repository {
   );
 
   /**
-   * Reserves send slots of capped subscriptions: each one's next free slot moves to the later of
-   * itself and `nowUs`, plus `count` intervals. Returns each subscription's next free slot after
-   * the reservation (µs); its `count` slots are the intervals just before it. One statement; on
-   * PostgreSQL the row lock orders concurrent reservations, SQLite's write lock does the same.
+   * Reserves send slots of capped subscriptions (see reservePaceStatement): each one's next free
+   * slot after the reservation and the margin its slots are spaced at (µs). On PostgreSQL the
+   * row lock orders concurrent reservations, SQLite's write lock does the same.
    */
   async reservePace(
     nowUs: number,
-    reservations: ReadonlyArray<{ subscriptionId: string; spanUs: number }>,
-  ): Promise<Map<string, number>> {
+    reservations: readonly PaceReservation[],
+  ): Promise<Map<string, { nextSlotUs: number; marginUs: number }>> {
     if (reservations.length === 0) return new Map();
-    const later =
-      this.dialect === 'postgres'
-        ? sql`greatest(webhook_pacing.next_slot_us - cast(${nowUs} as bigint), 0)`
-        : sql`max(webhook_pacing.next_slot_us - ${nowUs}, 0)`;
-    const rows = await this.db
-      .insertInto('webhookPacing')
-      .values(
-        [...reservations]
-          .sort((a, b) => (a.subscriptionId < b.subscriptionId ? -1 : 1))
-          .map((r) => ({ subscriptionId: r.subscriptionId, nextSlotUs: nowUs + r.spanUs })),
-      )
-      .onConflict((conflict) =>
-        conflict
-          .column('subscriptionId')
-          .doUpdateSet({ nextSlotUs: sql`${later} + excluded.next_slot_us` }),
-      )
-      .returning(['subscriptionId', 'nextSlotUs'])
-      .execute();
-    return new Map(rows.map((row) => [row.subscriptionId, Number(row.nextSlotUs)]));
+    await paceRowsStatement(reservations).execute(this.db);
+    const { rows } = await reservePaceStatement(Math.round(nowUs), reservations).execute(this.db);
+    return new Map(
+      rows.map((row) => [row.id, { nextSlotUs: Number(row.next), marginUs: Number(row.margin) }]),
+    );
+  }
+
+  /** A start came later than its margin: the subscription's next slots get a wider one. */
+  async raisePaceMargin(subscriptionId: string, marginUs: number, nowUs: number): Promise<void> {
+    await raiseMarginStatement(subscriptionId, marginUs, Math.round(nowUs)).execute(this.db);
   }
 
   /**

@@ -16,7 +16,7 @@ import {
 import { AttemptRunner, INTERNAL_FAILURE } from './attempt.ts';
 import type { BrokerSender } from './broker-sender.ts';
 import type { SendResult, WebhookSender } from './http-sender.ts';
-import { Pacer } from './pace.ts';
+import { Pacer, type PaceSlot } from './pace.ts';
 import { Recorder, type RecorderDeps } from './recorder.ts';
 import { abandonedBefore, WorkerRegistry } from './registry.ts';
 import type {
@@ -248,7 +248,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
    * as it ends, the slots it frees may reopen claims for them. `slot`: its send slot, null when
    * none could be reserved, undefined when its subscription has no cap.
    */
-  private admit(delivery: ClaimedDelivery, slot: number | null | undefined): void {
+  private admit(delivery: ClaimedDelivery, slot: PaceSlot | null | undefined): void {
     const limit = Math.min(this.maxPerSubscription, delivery.concurrencyLimit);
     this.claims.started(
       delivery,
@@ -286,7 +286,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
    */
   private async deliver(
     delivery: ClaimedDelivery,
-    slot: number | null | undefined,
+    slot: PaceSlot | null | undefined,
     running: number,
   ): Promise<void> {
     const { clock } = this.deps;
@@ -323,10 +323,10 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
    */
   private async startAt(
     delivery: ClaimedDelivery,
-    slot: number | undefined,
+    slot: PaceSlot | undefined,
   ): Promise<{ at: Date } | { giveBack: Date }> {
     const { clock } = this.deps;
-    let wakeAt = slot;
+    let wakeAt = slot?.atMs;
     for (;;) {
       if (wakeAt !== undefined) await this.wakes.until(wakeAt);
       // A timer runs before the event loop reads its sockets: after a stall, a hold notice that
