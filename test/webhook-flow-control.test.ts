@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { after, afterEach, before, describe, it } from 'node:test';
 import { startWorker } from '../src/start-worker.ts';
 import { attemptLog, mostWithin } from './helpers/attempt-log.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
@@ -53,11 +53,23 @@ for (const backend of BACKENDS) {
       await ctx.close();
     });
 
-    const subscribe = async (url: string, extra: Record<string, unknown> = {}) =>
-      (await createSubscription(ctx, tenant, url, extra)).data as unknown as {
+    // Each test's subscriptions go with it: a later test's receiver may get the port of an
+    // earlier one's, and every subscription of the tenant hears each backlog's events.
+    const subscribed: string[] = [];
+    afterEach(async () => {
+      for (const id of subscribed.splice(0)) {
+        const deleted = await ctx.api('DELETE', `/api/v1/webhooks/${id}`, { token: tenant.token });
+        assert.equal(deleted.statusCode, 204, deleted.body);
+      }
+    });
+    const subscribe = async (url: string, extra: Record<string, unknown> = {}) => {
+      const created = (await createSubscription(ctx, tenant, url, extra)).data as unknown as {
         id: string;
         deliveryState: DeliveryState;
       };
+      subscribed.push(created.id);
+      return created;
+    };
     /** `n` client.created events, 20 writes at a time. */
     const backlog = async (n: number) => {
       for (let done = 0; done < n; done += 20) {
@@ -321,6 +333,7 @@ for (const backend of BACKENDS) {
         },
       });
       assert.equal(created.statusCode, 201, created.body);
+      subscribed.push(created.json().data.id);
       assert.equal(created.json().data.ordering, 'per_object');
       await ctx.admin('POST', `/admin/v1/trips/${trips.a}/publish`);
       await ctx.admin('POST', `/admin/v1/trips/${trips.a}/unpublish`);
