@@ -14,6 +14,7 @@ import { type ConcurrencySample, foldConcurrency } from './concurrency.ts';
 import type { SendResult } from './http-sender.ts';
 import type { DeliveryQueue } from './queue.ts';
 import type { ClaimedDelivery, GivenBackClaim, SettledAttempt } from './types.ts';
+import type { WorkerClaims } from './worker-claims.ts';
 
 /**
  * How the attempt log, the retry cascade and the counters read a broker's acknowledgement: as the
@@ -44,27 +45,27 @@ export interface RecorderDeps {
 
 /** What the recorder tells its worker. */
 export interface RecorderHooks {
-  /** A batch is recorded: its claims are no longer held; `givenBack` are due again later. */
+  /** A batch is recorded (its claims forgotten); `givenBack` are due again later. */
   recorded(batch: SettledAttempt[], givenBack: GivenBackClaim[]): void;
   paused(notice: PausedNotice): void;
 }
 
 /**
- * Turns finished attempts into outcomes (the retry cascade) and records them in batches: the
- * rows, the attempt log, the subscriptions' counters, concurrency limits and holds, auto-pause with
- * its notification rows, and claims given back, in one transaction per batch. A batch that fails
- * to record is kept and tried again: a live worker's claims are never taken over, so nothing but
- * the worker itself can settle them.
+ * Turns finished attempts into outcomes (the retry cascade), settles them in the worker's claims,
+ * and records what is settled there in batches: the rows, the attempt log, the subscriptions'
+ * counters, concurrency limits and holds, auto-pause with its notification rows, and claims given
+ * back, in one transaction per batch. A batch that fails to record stays settled and is tried
+ * again: a live worker's claims are never taken over, so nothing but the worker itself can
+ * record them.
  */
 export class Recorder {
-  private settled: SettledAttempt[] = [];
-  private givenBackClaims: GivenBackClaim[] = [];
   private recording: Promise<void> | null = null;
   private timer: NodeJS.Timeout | null = null;
   private readonly mailing = new Set<Promise<void>>();
 
   constructor(
     private readonly deps: RecorderDeps,
+    private readonly claims: WorkerClaims,
     private readonly hooks: RecorderHooks,
   ) {}
 
@@ -124,7 +125,7 @@ export class Recorder {
     else if (outcome.status === DELIVERY_STATUS.deadLetter)
       logger.warn(line, 'webhook dead-lettered');
     else logger.info(line, 'webhook attempt failed');
-    this.settled.push(settled);
+    this.claims.settled(delivery.id, { attempt: settled });
     // A hold is recorded at once: claims in other processes skip the endpoint from then on.
     this.recordSoon(holdUntil !== null);
     return settled;
@@ -132,12 +133,12 @@ export class Recorder {
 
   /** A claim given back unattempted, pending again from `nextAttemptAt`. */
   givenBack(delivery: ClaimedDelivery, nextAttemptAt: string): void {
-    this.givenBackClaims.push({ delivery, nextAttemptAt });
+    this.claims.settled(delivery.id, { givenBack: { delivery, nextAttemptAt } });
     this.recordSoon(false);
   }
 
   private recordSoon(now: boolean): void {
-    if (now || this.settled.length >= RECORD_BATCH) void this.record();
+    if (now || this.claims.unrecorded >= RECORD_BATCH) void this.record();
     else this.timer ??= setTimeout(() => void this.record(), RECORD_DELAY_MS);
   }
 
@@ -148,13 +149,12 @@ export class Recorder {
       clearTimeout(this.timer);
       this.timer = null;
     }
-    const batch = this.settled;
-    const givenBack = this.givenBackClaims;
+    const { attempts: batch, givenBack } = this.claims.toRecord();
     if (batch.length === 0 && givenBack.length === 0) return;
-    this.settled = [];
-    this.givenBackClaims = [];
     this.recording = this.write(batch, givenBack).then(
       (paused) => {
+        for (const { delivery } of batch) this.claims.recorded(delivery.id);
+        for (const { delivery } of givenBack) this.claims.recorded(delivery.id);
         this.hooks.recorded(batch, givenBack);
         for (const notice of paused) {
           this.deps.logger.warn(
@@ -171,8 +171,7 @@ export class Recorder {
       },
       (error) => {
         this.deps.logger.error({ err: error }, 'recording delivery outcomes failed; retrying');
-        this.settled.unshift(...batch);
-        this.givenBackClaims.unshift(...givenBack);
+        this.claims.notRecorded([...batch, ...givenBack].map(({ delivery }) => delivery.id));
         this.timer ??= setTimeout(() => void this.record(), RECORD_RETRY_MS);
       },
     );

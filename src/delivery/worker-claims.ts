@@ -1,23 +1,31 @@
-import type { ClaimedDelivery } from './types.ts';
+import type { ClaimedDelivery, GivenBackClaim, SettledAttempt } from './types.ts';
+
+/** How a claim ended here: its attempt's outcome, or its giving back unattempted. */
+export type Settlement = { attempt: SettledAttempt } | { givenBack: GivenBackClaim };
 
 /**
  * Where a claim this worker holds stands. `claimed`: taken by a claim, not yet admitted;
  * `running`: admitted, its attempt under way or waiting for its send slot (it takes a slot of its
- * subscription and tenant); `settled`: its attempt's outcome, or its giving back, is with the
- * recorder and waits to be recorded (its row is still `in_flight`; its slots are free once its run
- * ends). Recorded, it is forgotten.
+ * subscription and tenant); `settled`: its settlement waits to be recorded (its row is still
+ * `in_flight`; its slots are free once its run ends); `recording`: it is in the recorder's
+ * transaction (settled again if that fails). Recorded, it is forgotten.
  */
-type ClaimStage = 'claimed' | 'running' | 'settled';
+type Claim =
+  | { stage: 'claimed' | 'running' }
+  | { stage: 'settled' | 'recording'; settlement: Settlement };
 
 /**
  * One worker's claims, from the claim to the recorded outcome, and the slots their running
  * attempts take per subscription and per tenant. The worker's only record of them: the claim
- * statement reads which rows it holds and which of those are settled, admission reads the slots.
+ * statement reads which rows it holds and which of those are settled, admission reads the slots,
+ * the recorder takes the settlements to record from here and gives back here what failed to.
  * "In flight" is kept for the row's status (`in_flight`: claimed by some worker, not recorded).
  */
 export class WorkerClaims {
-  /** Each held claim's stage, by delivery id. */
-  private readonly claims = new Map<string, ClaimStage>();
+  /** Each held claim, by delivery id. */
+  private readonly claims = new Map<string, Claim>();
+  /** The `settled` claims, in the order they settled (the order their outcomes are folded in). */
+  private waiting = new Set<string>();
   private readonly runs = new Set<Promise<void>>();
   private readonly bySubscription = new Map<string, number>();
   private readonly byTenant = new Map<string, number>();
@@ -26,7 +34,7 @@ export class WorkerClaims {
 
   /** Rows a claim took: held from now until recorded. */
   claimed(deliveries: readonly ClaimedDelivery[]): void {
-    for (const delivery of deliveries) this.claims.set(delivery.id, 'claimed');
+    for (const delivery of deliveries) this.claims.set(delivery.id, { stage: 'claimed' });
   }
 
   /**
@@ -46,7 +54,7 @@ export class WorkerClaims {
       limit: number;
     }) => void,
   ): number {
-    if (this.claims.has(delivery.id)) this.claims.set(delivery.id, 'running');
+    if (this.claims.has(delivery.id)) this.claims.set(delivery.id, { stage: 'running' });
     const id = delivery.subscriptionId;
     const tenant = delivery.tenantId;
     const running = (this.bySubscription.get(id) ?? 0) + 1;
@@ -66,18 +74,53 @@ export class WorkerClaims {
     return running;
   }
 
-  /** Its outcome, or its giving back, is with the recorder. */
-  settled(id: string): void {
-    if (this.claims.has(id)) this.claims.set(id, 'settled');
+  /** Its attempt's outcome, or its giving back: to be recorded. */
+  settled(id: string, settlement: Settlement): void {
+    const stage = this.claims.get(id)?.stage;
+    if (stage === 'settled' || stage === 'recording') return;
+    this.claims.set(id, { stage: 'settled', settlement });
+    this.waiting.add(id);
   }
 
-  /** Whether a held row's run has not handed it to the recorder (a run that threw). */
+  /** Whether a held row's run has not settled it (a run that threw). */
   unsettled(id: string): boolean {
-    const stage = this.claims.get(id);
+    const stage = this.claims.get(id)?.stage;
     return stage === 'claimed' || stage === 'running';
   }
 
-  /** Its outcome (or its giving back) is recorded: the row is no longer this worker's. */
+  /** Settlements waiting to be recorded. */
+  get unrecorded(): number {
+    return this.waiting.size;
+  }
+
+  /** Every settlement waiting, now `recording`: the recorder's next batch. */
+  toRecord(): { attempts: SettledAttempt[]; givenBack: GivenBackClaim[] } {
+    const attempts: SettledAttempt[] = [];
+    const givenBack: GivenBackClaim[] = [];
+    for (const id of this.waiting) {
+      const claim = this.claims.get(id);
+      if (claim?.stage !== 'settled') continue;
+      claim.stage = 'recording';
+      if ('attempt' in claim.settlement) attempts.push(claim.settlement.attempt);
+      else givenBack.push(claim.settlement.givenBack);
+    }
+    this.waiting.clear();
+    return { attempts, givenBack };
+  }
+
+  /** The batch was not recorded: its claims wait again, first in the next one. */
+  notRecorded(ids: readonly string[]): void {
+    const again: string[] = [];
+    for (const id of ids) {
+      const claim = this.claims.get(id);
+      if (claim?.stage !== 'recording') continue;
+      claim.stage = 'settled';
+      again.push(id);
+    }
+    this.waiting = new Set([...again, ...this.waiting]);
+  }
+
+  /** Its settlement is recorded: the row is no longer this worker's. */
   recorded(id: string): void {
     this.claims.delete(id);
   }
@@ -90,7 +133,9 @@ export class WorkerClaims {
   /** Held rows whose outcome is with the recorder: no longer running, though still in flight. */
   settledIds(): string[] {
     const ids: string[] = [];
-    for (const [id, stage] of this.claims) if (stage === 'settled') ids.push(id);
+    for (const [id, { stage }] of this.claims) {
+      if (stage === 'settled' || stage === 'recording') ids.push(id);
+    }
     return ids;
   }
 

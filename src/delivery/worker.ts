@@ -99,13 +99,10 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     this.attempts = new AttemptRunner({ ...deps, publicBaseUrl: deps.config.publicBaseUrl });
     this.registry = new WorkerRegistry(deps);
     this.pacer = new Pacer({ ...deps, registry: this.registry, wakes: this.wakes });
-    this.recorder = new Recorder(
-      { ...deps, webhook: deps.config.webhook },
-      {
-        recorded: (batch, givenBack) => this.recorded(batch, givenBack),
-        paused: (notice) => this.emit('paused', notice),
-      },
-    );
+    this.recorder = new Recorder({ ...deps, webhook: deps.config.webhook }, this.claims, {
+      recorded: (batch, givenBack) => this.recorded(batch, givenBack),
+      paused: (notice) => this.emit('paused', notice),
+    });
   }
 
   /** This worker's id in the registry (webhook_workers), which its claims carry. */
@@ -311,7 +308,6 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       endedAt: clock.now(),
       running,
     });
-    this.claims.settled(delivery.id);
     if (settled.holdUntil !== null) this.tellHold(delivery.subscriptionId, settled.holdUntil);
     this.emit('attempted', settled);
   }
@@ -364,7 +360,6 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
 
   private giveBack(delivery: ClaimedDelivery, dueAt: Date): void {
     this.recorder.givenBack(delivery, dueAt.toISOString());
-    this.claims.settled(delivery.id);
     this.emit('givenBack', delivery);
   }
 
@@ -377,10 +372,8 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       .catch((error) => this.deps.logger.warn({ err: error }, 'hold notice not sent'));
   }
 
-  /** A batch is recorded: its claims are forgotten, and its retries are due later. */
+  /** A batch is recorded (its claims forgotten): its retries are due later. */
   private recorded(batch: SettledAttempt[], givenBack: GivenBackClaim[]): void {
-    for (const { delivery } of batch) this.claims.recorded(delivery.id);
-    for (const { delivery } of givenBack) this.claims.recorded(delivery.id);
     this.emit('recorded', batch);
     // A recorded outcome of a `per_object` subscription lets the next of its object go.
     if (batch.some((s) => s.delivery.ordering === 'per_object')) this.wakes.reopened();
