@@ -16,17 +16,16 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:https';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { testCa } from '../test/helpers/https-receiver.ts';
+import { checkoutOptions, runPairs } from './ab-pairs.ts';
 import { percentile } from './measure.ts';
-import { usage } from './options.ts';
 import { UNLIMITED_RATES } from './probes.ts';
 import {
   DEFAULT_PG_URL,
   killAllChildrenNow,
-  onLoopback,
   REPO_ROOT,
   type ServerProcess,
   startServer,
@@ -51,21 +50,14 @@ const { values: args } = parseArgs({
     help: { type: 'boolean', default: false },
   },
 });
-if (args.help) {
-  process.stdout.write(USAGE);
-  process.exit(0);
-}
-const { usageError, integer } = usage('bench:ab-drain', USAGE);
-const BASE = resolve(args.base ?? usageError('--base is required'));
-const BACKEND = args.backend;
-if (BACKEND !== 'sqlite' && BACKEND !== 'postgres') {
-  usageError('--backend must be sqlite or postgres');
-}
-const PAIRS = integer('pairs', args.pairs, 1, 50);
+const {
+  base: BASE,
+  backend: BACKEND,
+  pairs: PAIRS,
+  pgUrl: PG_URL,
+  integer,
+} = checkoutOptions('bench:ab-drain', USAGE, args);
 const EVENTS = integer('events', args.events, 100, 100_000);
-const PG_URL = args['pg-url'];
-if (!onLoopback(PG_URL))
-  usageError('--pg-url must be a postgres:// URL on 127.0.0.1 (loopback only)');
 
 const SUBSCRIPTIONS = 4;
 const ADMIN_TOKEN = randomBytes(24).toString('hex');
@@ -216,35 +208,14 @@ async function window(checkout: string): Promise<{ cpuUs: number; rate: number }
   }
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const fmt = (x: number) => x.toFixed(0);
-
 try {
   const checkouts = { A: BASE, B: REPO_ROOT } as const;
-  const cpu: Record<'A' | 'B', number[]> = { A: [], B: [] };
-  const rates: Record<'A' | 'B', number[]> = { A: [], B: [] };
   console.log(
     `A = ${BASE}, B = ${REPO_ROOT}; ${BACKEND}, ${EVENTS} events x ${SUBSCRIPTIONS} ` +
       `subscriptions over HTTPS, ${PAIRS} pairs of windows`,
   );
-  for (let pair = 0; pair < PAIRS; pair++) {
-    const order: Array<'A' | 'B'> = pair % 2 === 0 ? ['A', 'B'] : ['B', 'A'];
-    for (const label of order) {
-      const { cpuUs, rate } = await window(checkouts[label]);
-      cpu[label].push(cpuUs);
-      rates[label].push(rate);
-      console.log(
-        `pair ${pair + 1} ${label}: ${fmt(rate)} deliveries/s, ${fmt(cpuUs)} µs CPU a delivery`,
-      );
-    }
-  }
-  const ratios = cpu.B.map((b, i) => b / cpu.A[i]);
-  const geomean = Math.exp(ratios.reduce((sum, r) => sum + Math.log(r), 0) / ratios.length);
-  console.log(
-    `\nCPU a delivery, median: A ${fmt(median(cpu.A))} µs, B ${fmt(median(cpu.B))} µs; ` +
-      `deliveries/s, median: A ${fmt(median(rates.A))}, B ${fmt(median(rates.B))}\n` +
-      `B/A CPU per pair: ${ratios.map((r) => r.toFixed(2)).join(' ')}; geometric mean ` +
-      `${geomean.toFixed(3)}; B cheaper in ${ratios.filter((r) => r < 1).length} of ${ratios.length}`,
+  await runPairs(PAIRS, { rate: 'deliveries/s', cpu: 'µs CPU a delivery' }, (label) =>
+    window(checkouts[label]),
   );
 } finally {
   killAllChildrenNow();

@@ -16,11 +16,11 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
+import { checkoutOptions, runPairs } from './ab-pairs.ts';
 import { runWindow } from './measure.ts';
-import { usage } from './options.ts';
 import {
   checkProbe,
   createClientProbe,
@@ -29,13 +29,7 @@ import {
   singleTripProbe,
   UNLIMITED_RATES,
 } from './probes.ts';
-import {
-  DEFAULT_PG_URL,
-  killAllChildrenNow,
-  onLoopback,
-  REPO_ROOT,
-  startServer,
-} from './processes.ts';
+import { DEFAULT_PG_URL, killAllChildrenNow, REPO_ROOT, startServer } from './processes.ts';
 import { type SeededTenant, seedTenant } from './seed.ts';
 
 const USAGE = `usage: npm run bench:ab -- --base <dir> [options]
@@ -67,30 +61,24 @@ const { values: args } = parseArgs({
   },
 });
 
-if (args.help) {
-  process.stdout.write(USAGE);
-  process.exit(0);
-}
-const { usageError, integer } = usage('bench:ab', USAGE);
-const BASE = resolve(args.base ?? usageError('--base is required'));
+const {
+  base: BASE,
+  backend: BACKEND,
+  pairs: PAIRS,
+  pgUrl: PG_URL,
+  usageError,
+  integer,
+} = checkoutOptions('bench:ab', USAGE, args);
 const ROW = args.row;
 if (!['read', 'page', 'create', 'keyed'].includes(ROW)) {
   usageError('--row must be read, page, create or keyed');
 }
-const BACKEND = args.backend;
-if (BACKEND !== 'sqlite' && BACKEND !== 'postgres')
-  usageError('--backend must be sqlite or postgres');
-const PAIRS = integer('pairs', args.pairs, 1, 50);
 const SECONDS = integer('seconds', args.seconds, 1, 120);
 const WARMUP = integer('warmup', args.warmup, 0, 60);
 const CONNECTIONS = integer('connections', args.connections, 1, 1000);
 const TRACING = args.tracing;
 if (TRACING !== undefined && TRACING !== 'a' && TRACING !== 'b')
   usageError('--tracing must be a or b');
-const PG_URL = args['pg-url'];
-if (!onLoopback(PG_URL)) {
-  usageError('--pg-url must be a postgres:// URL on 127.0.0.1 (loopback only)');
-}
 
 const migrations = (dir: string) =>
   readdirSync(join(dir, 'src', 'db', 'migrations'))
@@ -118,9 +106,6 @@ function probeOf(tenant: SeededTenant): Probe {
       return singleTripProbe(tenant);
   }
 }
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const fmt = (x: number) => x.toFixed(0);
 
 const admin = BACKEND === 'postgres' ? new pg.Client({ connectionString: PG_URL }) : null;
 const databaseName = `tourops_ab_${Date.now()}_${randomBytes(3).toString('hex')}`;
@@ -158,60 +143,45 @@ try {
     };
   }
   const checkouts = { A: BASE, B: REPO_ROOT } as const;
-  const cpu: Record<'A' | 'B', number[]> = { A: [], B: [] };
-  const rates: Record<'A' | 'B', number[]> = { A: [], B: [] };
   console.log(
     `A = ${BASE}, B = ${REPO_ROOT}${TRACING ? `, ${TRACING.toUpperCase()} tracing` : ''}; ` +
       `${probe.label}, ${BACKEND}, ${CONNECTIONS} connections, ` +
       `${PAIRS} pairs of ${WARMUP} s + ${SECONDS} s windows`,
   );
-  for (let pair = 0; pair < PAIRS; pair++) {
-    const order: Array<'A' | 'B'> = pair % 2 === 0 ? ['A', 'B'] : ['B', 'A'];
-    for (const label of order) {
-      const server = await startServer({
-        name: `api ${label}`,
-        entry: join(checkouts[label], 'src', 'main.ts'),
-        env: envOf[label],
+  await runPairs(PAIRS, { rate: 'req/s', cpu: 'µs CPU a request' }, async (label, pair) => {
+    const server = await startServer({
+      name: `api ${label}`,
+      entry: join(checkouts[label], 'src', 'main.ts'),
+      env: envOf[label],
+    });
+    try {
+      await checkProbe(server.baseUrl, probe);
+      const window = await runWindow(server, {
+        url: `${server.baseUrl}${probe.path}`,
+        method: probe.method,
+        headers: probe.headers,
+        body: probe.body,
+        perRequestHeaders: probe.perRequestHeaders,
+        connections: CONNECTIONS,
+        warmupSec: WARMUP,
+        durationSec: SECONDS,
       });
-      try {
-        await checkProbe(server.baseUrl, probe);
-        const window = await runWindow(server, {
-          url: `${server.baseUrl}${probe.path}`,
-          method: probe.method,
-          headers: probe.headers,
-          body: probe.body,
-          perRequestHeaders: probe.perRequestHeaders,
-          connections: CONNECTIONS,
-          warmupSec: WARMUP,
-          durationSec: SECONDS,
-        });
-        if (window.non2xx > 0 || window.errors > 0 || window.timeouts > 0) {
-          throw new Error(
-            `window ${pair + 1} ${label}: ${window.non2xx} non-2xx answers, ${window.errors} errors, ${window.timeouts} timeouts`,
-          );
-        }
-        if (window.serverCpuSec === null || window.requests === 0) {
-          throw new Error(`window ${pair + 1} ${label}: no CPU reading or no 2xx answer`);
-        }
-        const rate = window.requests / window.wallSec;
-        cpu[label].push((window.serverCpuSec * 1e6) / window.requests);
-        rates[label].push(rate);
-        console.log(
-          `pair ${pair + 1} ${label}: ${fmt(rate)} req/s, ${fmt(cpu[label].at(-1) ?? 0)} µs CPU a request`,
+      if (window.non2xx > 0 || window.errors > 0 || window.timeouts > 0) {
+        throw new Error(
+          `window ${pair} ${label}: ${window.non2xx} non-2xx answers, ${window.errors} errors, ${window.timeouts} timeouts`,
         );
-      } finally {
-        await server.stop();
       }
+      if (window.serverCpuSec === null || window.requests === 0) {
+        throw new Error(`window ${pair} ${label}: no CPU reading or no 2xx answer`);
+      }
+      return {
+        cpuUs: (window.serverCpuSec * 1e6) / window.requests,
+        rate: window.requests / window.wallSec,
+      };
+    } finally {
+      await server.stop();
     }
-  }
-  const ratios = cpu.B.map((b, i) => b / cpu.A[i]);
-  const geomean = Math.exp(ratios.reduce((sum, r) => sum + Math.log(r), 0) / ratios.length);
-  console.log(
-    `\nAPI CPU a request, median: A ${fmt(median(cpu.A))} µs, B ${fmt(median(cpu.B))} µs; ` +
-      `req/s, median: A ${fmt(median(rates.A))}, B ${fmt(median(rates.B))}\n` +
-      `B/A CPU per pair: ${ratios.map((r) => r.toFixed(2)).join(' ')}; geometric mean ` +
-      `${geomean.toFixed(3)}; B cheaper in ${ratios.filter((r) => r < 1).length} of ${ratios.length}`,
-  );
+  });
 } finally {
   killAllChildrenNow();
   rmSync(dataDir, { recursive: true, force: true });

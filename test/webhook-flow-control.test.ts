@@ -260,17 +260,22 @@ for (const backend of BACKENDS) {
       }
     });
 
-    it('keeps maxPerSecond and makes progress while its event loop lags', async () => {
-      // A process whose timers fire late (here: the loop blocked 45 ms of every 60) cannot start
-      // within a fixed margin of its slots. It must still deliver, one attempt each, and never
-      // start more than the cap within a second.
+    /**
+     * Twelve events to a subscription capped at five a second, worked off while this process's
+     * event loop is blocked 45 ms of every 60 (its timers fire late), by the workOff worker and
+     * `others` more: one attempt each, and never more than five started within a second.
+     */
+    const workOffLagging = async (path: string, others: number) => {
       const receiver = await HttpsReceiver.start();
       const blocker = setInterval(() => {
         const until = performance.now() + 45;
         while (performance.now() < until);
       }, 15);
+      const more = Array.from({ length: others }, () =>
+        startWorker(ctx.runtime, { pollIntervalMs: 50 }),
+      );
       try {
-        const { id } = await subscribe(receiver.url('/lagging'), { maxPerSecond: 5 });
+        const { id } = await subscribe(receiver.url(path), { maxPerSecond: 5 });
         const EVENTS = 12;
         await backlog(EVENTS);
         await workOff(id, EVENTS);
@@ -279,32 +284,21 @@ for (const backend of BACKENDS) {
         assert.ok(mostWithin(starts) <= 5, `${mostWithin(starts)} started within one second`);
       } finally {
         clearInterval(blocker);
+        await Promise.all(more.map((worker) => worker.stop()));
         await receiver.close();
       }
+    };
+
+    it('keeps maxPerSecond and makes progress while its event loop lags', async () => {
+      // Alone, a worker cannot start within a fixed margin of its slots: its own record of its
+      // starts keeps the cap however late it goes.
+      await workOffLagging('/lagging', 0);
     });
 
     it('keeps maxPerSecond with two workers beside each other while their event loop lags', async () => {
       // Two workers count each other in the registry: neither knows itself alone, so a start
       // later than its slot's margin is given back and widens the margin instead of going.
-      const receiver = await HttpsReceiver.start();
-      const blocker = setInterval(() => {
-        const until = performance.now() + 45;
-        while (performance.now() < until);
-      }, 15);
-      const second = startWorker(ctx.runtime, { pollIntervalMs: 50 });
-      try {
-        const { id } = await subscribe(receiver.url('/lagging-pair'), { maxPerSecond: 5 });
-        const EVENTS = 12;
-        await backlog(EVENTS);
-        await workOff(id, EVENTS);
-        const starts = (await attemptLog(ctx.runtime.database.db, id)).map((a) => a.startMs);
-        assert.equal(starts.length, EVENTS, 'one attempt each');
-        assert.ok(mostWithin(starts) <= 5, `${mostWithin(starts)} started within one second`);
-      } finally {
-        clearInterval(blocker);
-        await second.stop();
-        await receiver.close();
-      }
+      await workOffLagging('/lagging-pair', 1);
     });
 
     it('orders per object: A1 fails once, A2 waits for it, B1 does not', async () => {

@@ -1,0 +1,71 @@
+import { resolve } from 'node:path';
+import { usage } from './options.ts';
+import { onLoopback } from './processes.ts';
+
+/**
+ * The alternation both A/B benchmarks share (`bench:ab`, `bench:ab-drain`): window pairs A B, B A,
+ * …, each window's CPU a unit of work and rate printed, then the medians and each pair's ratio B/A
+ * with their geometric mean.
+ */
+export type Checkout = 'A' | 'B';
+
+export interface WindowResult {
+  /** CPU µs a unit of work (a request, a delivery). */
+  cpuUs: number;
+  /** Units of work a second. */
+  rate: number;
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const fmt = (x: number) => x.toFixed(0);
+
+export async function runPairs(
+  pairs: number,
+  units: { rate: string; cpu: string },
+  window: (checkout: Checkout, pair: number) => Promise<WindowResult>,
+): Promise<void> {
+  const cpu: Record<Checkout, number[]> = { A: [], B: [] };
+  const rates: Record<Checkout, number[]> = { A: [], B: [] };
+  for (let pair = 0; pair < pairs; pair++) {
+    const order: Checkout[] = pair % 2 === 0 ? ['A', 'B'] : ['B', 'A'];
+    for (const label of order) {
+      const { cpuUs, rate } = await window(label, pair + 1);
+      cpu[label].push(cpuUs);
+      rates[label].push(rate);
+      console.log(
+        `pair ${pair + 1} ${label}: ${fmt(rate)} ${units.rate}, ${fmt(cpuUs)} ${units.cpu}`,
+      );
+    }
+  }
+  const ratios = cpu.B.map((b, i) => b / cpu.A[i]);
+  const geomean = Math.exp(ratios.reduce((sum, r) => sum + Math.log(r), 0) / ratios.length);
+  console.log(
+    `\n${units.cpu}, median: A ${fmt(median(cpu.A))}, B ${fmt(median(cpu.B))}; ` +
+      `${units.rate}, median: A ${fmt(median(rates.A))}, B ${fmt(median(rates.B))}\n` +
+      `B/A CPU per pair: ${ratios.map((r) => r.toFixed(2)).join(' ')}; geometric mean ` +
+      `${geomean.toFixed(3)}; B cheaper in ${ratios.filter((r) => r < 1).length} of ${ratios.length}`,
+  );
+}
+
+/** The options both A/B benchmarks take, checked (`--help` prints `text` and exits). */
+export function checkoutOptions(
+  name: string,
+  text: string,
+  args: { base?: string; backend: string; pairs: string; 'pg-url': string; help: boolean },
+) {
+  if (args.help) {
+    process.stdout.write(text);
+    process.exit(0);
+  }
+  const { usageError, integer } = usage(name, text);
+  const base = resolve(args.base ?? usageError('--base is required'));
+  const backend = args.backend;
+  if (backend !== 'sqlite' && backend !== 'postgres') {
+    usageError('--backend must be sqlite or postgres');
+  }
+  const pgUrl = args['pg-url'];
+  if (!onLoopback(pgUrl)) {
+    usageError('--pg-url must be a postgres:// URL on 127.0.0.1 (loopback only)');
+  }
+  return { base, backend, pairs: integer('pairs', args.pairs, 1, 50), pgUrl, usageError, integer };
+}
