@@ -3,25 +3,29 @@
  * for engine changes too small for the noise between two `npm run bench` runs. Each window gives
  * one checkout a database of its own (each migrates and seeds it itself, so their migrations may
  * differ): its API (`serve --no-worker`) writes a backlog of `events` client.created events for
- * four subscriptions to an HTTPS receiver in this process; then its `npm start` process (API and
- * worker) works the backlog off. The checkouts alternate window by window (A B, B A, …), so a host
- * that slows down for a while slows both. Reports the worker process's CPU a delivery (from /proc,
- * from its readiness to the last arrival) and the deliveries/s of the steady part, and per pair
- * the ratio B/A (B is this checkout), with their geometric mean.
+ * four subscriptions (to an HTTPS receiver in this process, or the machine's RabbitMQ or NATS
+ * JetStream, consumed here); then its `npm start` process (API and worker) works the backlog off.
+ * The checkouts alternate window by window (A B, B A, …), so a host that slows down for a while
+ * slows both. Reports the worker process's CPU a delivery (from /proc, from its readiness to the
+ * last arrival) and the deliveries/s of the steady part, and per pair the ratio B/A (B is this
+ * checkout), with their geometric mean. Over HTTPS, then the same number of bare undici POSTs
+ * (bench/raw-sender.ts) to the same receiver, their CPU a POST beside B's a delivery.
  *
  *   git worktree add /tmp/base <rev> && ln -s "$PWD/node_modules" /tmp/base/node_modules
  *   npm run bench:ab-drain -- --base /tmp/base --backend postgres --pairs 5
  */
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:https';
+import { spawn } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
+import { newId } from '../src/lib/ids.ts';
 import { testCa } from '../test/helpers/https-receiver.ts';
 import { checkoutOptions, runPairs } from './ab-pairs.ts';
-import { percentile } from './measure.ts';
+import { type Arrivals, natsSink, Receiver, rabbitSink, steadyRate } from './deliveries.ts';
 import { UNLIMITED_RATES } from './probes.ts';
 import {
   DEFAULT_PG_URL,
@@ -30,12 +34,15 @@ import {
   type ServerProcess,
   startServer,
 } from './processes.ts';
+import { type CpuProfile, formatProfileSummary, summarizeProfile } from './profile.ts';
 
 const USAGE = `usage: npm run bench:ab-drain -- --base <dir> [options]
   --base <dir>      the other checkout (A); this one is B. It needs node_modules (a symlink)
   --backend <b>     sqlite | postgres (default sqlite)
   --pairs <n>       window pairs (default 5)
   --events <n>      events a backlog, each delivered to 4 subscriptions (default 2000)
+  --destination <d> https | rabbitmq | nats (default https)
+  --profile <dir>   a CPU profile of each checkout's first drain into <dir>, its summary printed
   --pg-url <url>    PostgreSQL server to create the databases on, 127.0.0.1 only
                     (default $BENCH_PG_URL or postgres://postgres@127.0.0.1:5432/test)
 `;
@@ -46,6 +53,8 @@ const { values: args } = parseArgs({
     backend: { type: 'string', default: 'sqlite' },
     pairs: { type: 'string', default: '5' },
     events: { type: 'string', default: '2000' },
+    destination: { type: 'string', default: 'https' },
+    profile: { type: 'string' },
     'pg-url': { type: 'string', default: DEFAULT_PG_URL },
     help: { type: 'boolean', default: false },
   },
@@ -55,27 +64,26 @@ const {
   backend: BACKEND,
   pairs: PAIRS,
   pgUrl: PG_URL,
+  usageError,
   integer,
 } = checkoutOptions('bench:ab-drain', USAGE, args);
 const EVENTS = integer('events', args.events, 100, 100_000);
+const DESTINATION = args.destination;
+if (!['https', 'rabbitmq', 'nats'].includes(DESTINATION)) {
+  usageError('--destination must be https, rabbitmq or nats');
+}
 
 const SUBSCRIPTIONS = 4;
 const ADMIN_TOKEN = randomBytes(24).toString('hex');
 const ca = await testCa();
 
-/** The HTTPS receiver: answers 204 at once and keeps each arrival's time. */
-let arrivals: number[] = [];
-let waiter: (() => void) | null = null;
-let expected = 0;
-const receiver = createServer({ key: ca.key, cert: ca.cert }, (request, response) => {
-  request.resume().on('end', () => {
-    arrivals.push(performance.now());
-    response.writeHead(204).end();
-    if (arrivals.length >= expected) waiter?.();
-  });
-});
-await new Promise<void>((done) => receiver.listen(0, '127.0.0.1', done));
-const receiverPort = (receiver.address() as { port: number }).port;
+const receiver = await Receiver.start(ca.key, ca.cert);
+const httpsUrls = Array.from({ length: SUBSCRIPTIONS }, (_, i) => receiver.url(`/ok/${i + 1}`));
+const nats = DESTINATION === 'nats' ? await natsSink(SUBSCRIPTIONS) : null;
+const broker = DESTINATION === 'rabbitmq' ? await rabbitSink(SUBSCRIPTIONS) : nats;
+/** Where the deliveries are counted, and the subscriptions' URLs. */
+const sink: Arrivals = broker?.sink ?? receiver;
+const urls = broker?.urls ?? httpsUrls;
 
 async function call(
   server: ServerProcess,
@@ -115,11 +123,8 @@ async function writeBacklog(api: ServerProcess): Promise<void> {
       name: 'drain',
     },
   )) as { token: string };
-  for (let i = 0; i < SUBSCRIPTIONS; i++) {
-    await call(api, 'POST', '/api/v1/webhooks', minted.token, {
-      url: `https://127.0.0.1:${receiverPort}/hook-${i}`,
-      events: ['client.created'],
-    });
+  for (const url of urls) {
+    await call(api, 'POST', '/api/v1/webhooks', minted.token, { url, events: ['client.created'] });
   }
   let next = 0;
   const writer = async () => {
@@ -133,6 +138,8 @@ async function writeBacklog(api: ServerProcess): Promise<void> {
   };
   await Promise.all(Array.from({ length: 16 }, writer));
 }
+
+const profiled = new Set<string>();
 
 /** One window: a fresh database, the backlog, the drain. CPU µs a delivery and deliveries/s. */
 async function window(checkout: string): Promise<{ cpuUs: number; rate: number }> {
@@ -168,11 +175,9 @@ async function window(checkout: string): Promise<{ cpuUs: number; rate: number }
     } finally {
       await api.stop();
     }
-    arrivals = [];
-    expected = EVENTS * SUBSCRIPTIONS;
-    const done = new Promise<void>((resolve) => {
-      waiter = resolve;
-    });
+    await nats?.purge();
+    sink.reset();
+    const expected = EVENTS * SUBSCRIPTIONS;
     const server = await startServer({
       name: 'worker',
       entry: join(checkout, 'src', 'main.ts'),
@@ -180,24 +185,28 @@ async function window(checkout: string): Promise<{ cpuUs: number; rate: number }
     });
     try {
       // CPU from readiness: deliveries that arrived before it are left out of the count.
-      const arrivedBefore = arrivals.length;
+      const profile = args.profile !== undefined && !profiled.has(checkout);
+      if (profile) await server.startCpuProfile();
+      const arrivedBefore = sink.arrivals.length;
       const cpuBefore = server.cpuSeconds();
-      await done;
+      await sink.waitFor(expected, 600_000);
       const cpuAfter = server.cpuSeconds();
+      if (profile && args.profile !== undefined) {
+        profiled.add(checkout);
+        const file = join(resolve(args.profile), `drain-${profiled.size}.cpuprofile`);
+        await server.stopCpuProfile(file);
+        const summary = summarizeProfile(JSON.parse(readFileSync(file, 'utf8')) as CpuProfile);
+        console.log(formatProfileSummary(`${checkout} (${file})`, summary));
+      }
       if (cpuBefore === null || cpuAfter === null) throw new Error('no CPU reading (/proc)');
-      const sorted = [...arrivals].sort((a, b) => a - b);
-      const from = percentile(sorted, 5);
-      const to = percentile(sorted, 95);
-      const steady = sorted.filter((at) => at >= from && at <= to).length;
       return {
         cpuUs: ((cpuAfter - cpuBefore) * 1e6) / (expected - arrivedBefore),
-        rate: (steady / (to - from)) * 1000,
+        rate: steadyRate(sink.arrivals),
       };
     } finally {
       await server.stop();
     }
   } finally {
-    waiter = null;
     rmSync(dataDir, { recursive: true, force: true });
     if (admin) {
       await admin
@@ -208,16 +217,66 @@ async function window(checkout: string): Promise<{ cpuUs: number; rate: number }
   }
 }
 
+/**
+ * The same number of bare undici POSTs to the same receiver from a child process (no database,
+ * no signing, the worker's concurrency, a delivery's body size): CPU µs a POST.
+ */
+async function barePosts(count: number): Promise<number> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'bench/raw-sender.ts'], {
+    cwd: REPO_ROOT,
+    env: {
+      PATH: process.env.PATH ?? '',
+      BENCH_RAW_URLS: httpsUrls.join(','),
+      BENCH_RAW_COUNT: String(count),
+      BENCH_RAW_CONCURRENCY: '256',
+      BENCH_RAW_CA: ca.caFile,
+      // A delivered client.created body's size, as the delivery rows of `npm run bench` take it.
+      BENCH_RAW_BODY_BYTES: String(
+        JSON.stringify({
+          id: randomUUID(),
+          type: 'client.created',
+          created: 1_700_000_000,
+          data: { clientId: newId('cli'), kind: 'individual', displayName: `Client ${count}` },
+        }).length,
+      ),
+    },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    out += chunk;
+  });
+  const [code] = (await once(child, 'exit')) as [number | null];
+  const raw = JSON.parse(out || '{}') as { failed?: number; cpuUsPerPost?: number };
+  if (code !== 0 || raw.failed !== 0 || raw.cpuUsPerPost === undefined) {
+    throw new Error(`raw sender failed: ${code} ${out}`);
+  }
+  return raw.cpuUsPerPost;
+}
+
 try {
   const checkouts = { A: BASE, B: REPO_ROOT } as const;
   console.log(
     `A = ${BASE}, B = ${REPO_ROOT}; ${BACKEND}, ${EVENTS} events x ${SUBSCRIPTIONS} ` +
-      `subscriptions over HTTPS, ${PAIRS} pairs of windows`,
+      `subscriptions to ${DESTINATION}, ${PAIRS} pairs of windows`,
   );
-  await runPairs(PAIRS, { rate: 'deliveries/s', cpu: 'µs CPU a delivery' }, (label) =>
-    window(checkouts[label]),
+  const { cpuB } = await runPairs(
+    PAIRS,
+    { rate: 'deliveries/s', cpu: 'µs CPU a delivery' },
+    (label) => window(checkouts[label]),
   );
+  if (DESTINATION === 'https') {
+    await barePosts(EVENTS); // warms the receiver
+    const bare = [0, 1, 2].map(() => 0);
+    for (const i of bare.keys()) bare[i] = await barePosts(EVENTS * SUBSCRIPTIONS);
+    const median = [...bare].sort((a, b) => a - b)[1];
+    console.log(
+      `bare POSTs: ${bare.map((us) => us.toFixed(0)).join(', ')} µs CPU a POST; ` +
+        `B's delivery / a bare POST: ${(cpuB / median).toFixed(2)}`,
+    );
+  }
 } finally {
   killAllChildrenNow();
-  receiver.close();
+  await broker?.close();
+  await receiver.close();
 }

@@ -5,7 +5,7 @@ import { onLoopback } from './processes.ts';
 /**
  * The alternation both A/B benchmarks share (`bench:ab`, `bench:ab-drain`): window pairs A B, B A,
  * …, each window's CPU a unit of work and rate printed, then the medians and each pair's ratio B/A
- * with their geometric mean.
+ * with their geometric mean; returns the medians of CPU.
  */
 export type Checkout = 'A' | 'B';
 
@@ -23,7 +23,7 @@ export async function runPairs(
   pairs: number,
   units: { rate: string; cpu: string },
   window: (checkout: Checkout, pair: number) => Promise<WindowResult>,
-): Promise<void> {
+): Promise<{ cpuA: number; cpuB: number }> {
   const cpu: Record<Checkout, number[]> = { A: [], B: [] };
   const rates: Record<Checkout, number[]> = { A: [], B: [] };
   for (let pair = 0; pair < pairs; pair++) {
@@ -45,6 +45,7 @@ export async function runPairs(
       `B/A CPU per pair: ${ratios.map((r) => r.toFixed(2)).join(' ')}; geometric mean ` +
       `${geomean.toFixed(3)}; B cheaper in ${ratios.filter((r) => r < 1).length} of ${ratios.length}`,
   );
+  return { cpuA: median(cpu.A), cpuB: median(cpu.B) };
 }
 
 /** The options both A/B benchmarks take, checked (`--help` prints `text` and exits). */

@@ -117,7 +117,7 @@ export function steadyRate(arrivals: number[]): number {
 }
 
 /** Where a backlog run's deliveries are counted: the HTTPS receiver, or a broker's consumers here. */
-class Arrivals {
+export class Arrivals {
   /** Arrival times (performance.now()) this run. */
   arrivals: number[] = [];
   private onArrival: (() => void) | null = null;
@@ -227,7 +227,7 @@ const BENCH_EXCHANGE = 'tourops-bench';
  * The machine's RabbitMQ (127.0.0.1:5672): an exchange with a queue per subscription, consumed
  * here without acks. `urls` are the subscriptions' destinations.
  */
-async function rabbitSink(count: number) {
+export async function rabbitSink(count: number) {
   const model: ChannelModel = await amqpConnect('amqp://guest:guest@127.0.0.1:5672');
   const channel = await model.createChannel();
   await channel.assertExchange(BENCH_EXCHANGE, 'direct', { autoDelete: true });
@@ -247,7 +247,7 @@ async function rabbitSink(count: number) {
  * each with the same Nats-Msg-Id, which one stream would store once), its subject subscribed to
  * here. `purge` empties the streams between runs.
  */
-async function natsSink(count: number) {
+export async function natsSink(count: number) {
   const connection: NatsConnection = await natsConnect({ servers: '127.0.0.1:4222' });
   const manager = await connection.jetstreamManager();
   const sink = new Arrivals('broker sink');

@@ -22,6 +22,7 @@ export class Wakes {
   /** A signal for reopened slots, held back REOPEN_COALESCE_MS (see reopened). */
   private reopenTimer: NodeJS.Timeout | null = null;
   private readonly waits = new Set<() => void>();
+  private reads: Promise<void> | null = null;
   private stopped = false;
 
   constructor(
@@ -84,6 +85,22 @@ export class Wakes {
       this.wake = done;
       if (this.signalled || this.stopped) done();
     });
+  }
+
+  /**
+   * Resolves once the event loop has read its sockets: a timer runs before that read, so after a
+   * stall a hold notice that arrived in time would otherwise be read only after a start. One
+   * setImmediate serves every start of a turn: they resume together, and their sends leave in one
+   * turn (a broker client writes a turn's publishes to its socket at once, not one by one).
+   */
+  afterReads(): Promise<void> {
+    this.reads ??= new Promise((resolve) =>
+      setImmediate(() => {
+        this.reads = null;
+        resolve();
+      }),
+    );
+    return this.reads;
   }
 
   /** Resolves once the clock reads `ms` (epoch) or later, or at stop. */

@@ -325,10 +325,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     let wakeAt = slot?.atMs;
     for (;;) {
       if (wakeAt !== undefined) await this.wakes.until(wakeAt);
-      // A timer runs before the event loop reads its sockets: after a stall, a hold notice that
-      // arrived in time would otherwise be read only after this start. setImmediate runs after
-      // that read.
-      await new Promise<void>((resolve) => setImmediate(resolve));
+      await this.wakes.afterReads();
       let now = clock.now();
       const heldUntil = this.holds.heldUntil(delivery.subscriptionId, now.getTime());
       if (heldUntil !== null) return { giveBack: new Date(heldUntil) };
