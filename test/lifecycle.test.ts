@@ -224,15 +224,16 @@ describe('graceful stop (a real tourops serve)', () => {
     const port = Number(new URL(server.baseUrl).port);
     const upload = connect(port, '127.0.0.1');
     upload.on('error', () => undefined);
-    upload.write(
-      'POST /api/v1/clients HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"a":"',
-    );
-    // The server answers once it has read the headers (401: no token) while the body trickles
-    // in: its answer, buffered in this socket and never read (so the server's goodbye is never
-    // taken up either), says the upload has begun before the signal.
-    await until(() => (upload.readableLength > 0 ? true : undefined), 'an answer');
-    const trickle = setInterval(() => upload.write('x'), 100);
+    let trickle: NodeJS.Timeout | undefined;
     try {
+      upload.write(
+        'POST /api/v1/clients HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"a":"',
+      );
+      // The server answers once it has read the headers (401: no token) while the body trickles
+      // in: its answer, buffered in this socket and never read (so the server's goodbye is never
+      // taken up either), says the upload has begun before the signal.
+      await until(() => (upload.readableLength > 0 ? true : undefined), 'an answer');
+      trickle = setInterval(() => upload.write('x'), 100);
       const started = Date.now();
       const code = await server.stop('SIGTERM');
       const elapsed = Date.now() - started;
@@ -243,6 +244,8 @@ describe('graceful stop (a real tourops serve)', () => {
     } finally {
       clearInterval(trickle);
       upload.destroy();
+      // Stopped already, unless the test failed before: never left running.
+      await server.stop('SIGKILL');
     }
   });
 
