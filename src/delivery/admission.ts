@@ -245,6 +245,7 @@ export function paceTurn(
  * This worker's starts of each capped subscription within the last second: what paceTurn reads.
  * Kept exactly (never cleared to bound it): starts older than a second are dropped as entries are
  * read, and every entry once the map grows past the subscriptions one second could have started.
+ * Each entry is kept in start order, pruned in place.
  */
 export class RecentStarts {
   private readonly starts = new Map<string, number[]>();
@@ -254,16 +255,26 @@ export class RecentStarts {
   of(subscriptionId: string, nowMs: number): readonly number[] {
     const starts = this.starts.get(subscriptionId);
     if (starts === undefined) return [];
-    const kept = starts.filter((at) => nowMs - at < 1000);
-    if (kept.length === 0) this.starts.delete(subscriptionId);
-    else this.starts.set(subscriptionId, kept);
-    return kept;
+    const kept = starts.findIndex((at) => nowMs - at < 1000);
+    if (kept === -1) {
+      this.starts.delete(subscriptionId);
+      return [];
+    }
+    if (kept > 0) starts.splice(0, kept);
+    return starts;
   }
 
-  /** A start at `nowMs`; only the last `perSecond` can matter to the next. */
+  /**
+   * A start at `nowMs`; only the last `perSecond` can matter to the next (older ones are dropped
+   * at the next read).
+   */
   add(subscriptionId: string, nowMs: number, perSecond: number): void {
-    const starts = [...this.of(subscriptionId, nowMs), nowMs].slice(-perSecond);
-    this.starts.set(subscriptionId, starts);
+    const starts = this.starts.get(subscriptionId);
+    if (starts === undefined) this.starts.set(subscriptionId, [nowMs]);
+    else {
+      starts.push(nowMs);
+      if (starts.length > perSecond) starts.splice(0, starts.length - perSecond);
+    }
     if (this.starts.size > this.sweepAbove) {
       for (const id of [...this.starts.keys()]) this.of(id, nowMs);
       this.sweepAbove = Math.max(1_000, this.starts.size * 2);

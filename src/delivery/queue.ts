@@ -158,19 +158,29 @@ export class DeliveryQueue extends Repository {
 
   /**
    * Reserves send slots of capped subscriptions (see reservePaceStatement): each one's next free
-   * slot after the reservation and the margin its slots are spaced at (µs). On PostgreSQL the
-   * row lock orders concurrent reservations, SQLite's write lock does the same.
+   * slot after the reservation and the margin its slots are spaced at (µs). One statement once a
+   * subscription has its schedule row; the first reservation makes the row, then reserves. On
+   * PostgreSQL the row lock orders concurrent reservations, SQLite's write lock does the same.
    */
   async reservePace(
     nowUs: number,
     reservations: readonly PaceReservation[],
   ): Promise<Map<string, { nextSlotUs: number; marginUs: number }>> {
-    if (reservations.length === 0) return new Map();
-    await paceRowsStatement(reservations).execute(this.db);
-    const { rows } = await reservePaceStatement(Math.round(nowUs), reservations).execute(this.db);
-    return new Map(
-      rows.map((row) => [row.id, { nextSlotUs: Number(row.next), marginUs: Number(row.margin) }]),
-    );
+    const reserved = new Map<string, { nextSlotUs: number; marginUs: number }>();
+    const reserve = async (these: readonly PaceReservation[]) => {
+      const { rows } = await reservePaceStatement(Math.round(nowUs), these).execute(this.db);
+      for (const row of rows) {
+        reserved.set(row.id, { nextSlotUs: Number(row.next), marginUs: Number(row.margin) });
+      }
+    };
+    if (reservations.length === 0) return reserved;
+    await reserve(reservations);
+    const unscheduled = reservations.filter((r) => !reserved.has(r.subscriptionId));
+    if (unscheduled.length > 0) {
+      await paceRowsStatement(unscheduled).execute(this.db);
+      await reserve(unscheduled);
+    }
+    return reserved;
   }
 
   /** A start came later than its margin: the subscription's next slots get a wider one. */
