@@ -9,23 +9,27 @@
  * slows both. Reports the worker process's CPU a delivery (from /proc, from its readiness to the
  * last arrival) and the deliveries/s of the steady part, and per pair the ratio B/A (B is this
  * checkout), with their geometric mean. Over HTTPS, then the same number of bare undici POSTs
- * (bench/raw-sender.ts) to the same receiver, their CPU a POST beside B's a delivery.
+ * (bench/raw-sender.ts, runRawSender) to the same receiver, their CPU a POST beside B's a delivery.
  *
  *   git worktree add /tmp/base <rev> && ln -s "$PWD/node_modules" /tmp/base/node_modules
  *   npm run bench:ab-drain -- --base /tmp/base --backend postgres --pairs 5
  */
-import { spawn } from 'node:child_process';
-import { randomBytes, randomUUID } from 'node:crypto';
-import { once } from 'node:events';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import pg from 'pg';
-import { newId } from '../src/lib/ids.ts';
 import { testCa } from '../test/helpers/https-receiver.ts';
-import { checkoutOptions, runPairs } from './ab-pairs.ts';
-import { type Arrivals, natsSink, Receiver, rabbitSink, steadyRate } from './deliveries.ts';
+import { checkoutOptions, runPairs, scratchDatabase } from './ab-pairs.ts';
+import {
+  type Arrivals,
+  deliveredBodyBytes,
+  natsSink,
+  Receiver,
+  rabbitSink,
+  runRawSender,
+  steadyRate,
+} from './deliveries.ts';
+import { median } from './measure.ts';
 import { UNLIMITED_RATES } from './probes.ts';
 import {
   DEFAULT_PG_URL,
@@ -143,12 +147,9 @@ const profiled = new Set<string>();
 
 /** One window: a fresh database, the backlog, the drain. CPU µs a delivery and deliveries/s. */
 async function window(checkout: string): Promise<{ cpuUs: number; rate: number }> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'tourops-ab-drain-'));
-  const admin = BACKEND === 'postgres' ? new pg.Client({ connectionString: PG_URL }) : null;
-  const databaseName = `tourops_ab_drain_${Date.now()}_${randomBytes(3).toString('hex')}`;
+  const database = await scratchDatabase(BACKEND, PG_URL, 'tourops-ab-drain');
   const env: Record<string, string> = {
-    SECRET_KEY: randomBytes(32).toString('hex'),
-    DATA_DIR: dataDir,
+    ...database.env,
     ADMIN_API_TOKEN: ADMIN_TOKEN,
     WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
     WEBHOOK_CA_FILE: ca.caFile,
@@ -157,13 +158,6 @@ async function window(checkout: string): Promise<{ cpuUs: number; rate: number }
     ...UNLIMITED_RATES,
   };
   try {
-    if (admin) {
-      await admin.connect();
-      await admin.query(`create database ${databaseName}`);
-      const url = new URL(PG_URL);
-      url.pathname = `/${databaseName}`;
-      env.DATABASE_URL = url.toString();
-    }
     const api = await startServer({
       name: 'backlog writer',
       entry: join(checkout, 'src', 'cli', 'main.ts'),
@@ -185,15 +179,16 @@ async function window(checkout: string): Promise<{ cpuUs: number; rate: number }
     });
     try {
       // CPU from readiness: deliveries that arrived before it are left out of the count.
-      const profile = args.profile !== undefined && !profiled.has(checkout);
-      if (profile) await server.startCpuProfile();
+      const profileDir = profiled.has(checkout) ? undefined : args.profile;
+      if (profileDir !== undefined) await server.startCpuProfile();
       const arrivedBefore = sink.arrivals.length;
       const cpuBefore = server.cpuSeconds();
       await sink.waitFor(expected, 600_000);
       const cpuAfter = server.cpuSeconds();
-      if (profile && args.profile !== undefined) {
+      if (profileDir !== undefined) {
         profiled.add(checkout);
-        const file = join(resolve(args.profile), `drain-${profiled.size}.cpuprofile`);
+        mkdirSync(resolve(profileDir), { recursive: true });
+        const file = join(resolve(profileDir), `drain-${profiled.size}.cpuprofile`);
         await server.stopCpuProfile(file);
         const summary = summarizeProfile(JSON.parse(readFileSync(file, 'utf8')) as CpuProfile);
         console.log(formatProfileSummary(`${checkout} (${file})`, summary));
@@ -207,51 +202,8 @@ async function window(checkout: string): Promise<{ cpuUs: number; rate: number }
       await server.stop();
     }
   } finally {
-    rmSync(dataDir, { recursive: true, force: true });
-    if (admin) {
-      await admin
-        .query(`drop database if exists ${databaseName} with (force)`)
-        .catch(() => undefined);
-      await admin.end();
-    }
+    await database.drop();
   }
-}
-
-/**
- * The same number of bare undici POSTs to the same receiver from a child process (no database,
- * no signing, the worker's concurrency, a delivery's body size): CPU µs a POST.
- */
-async function barePosts(count: number): Promise<number> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'bench/raw-sender.ts'], {
-    cwd: REPO_ROOT,
-    env: {
-      PATH: process.env.PATH ?? '',
-      BENCH_RAW_URLS: httpsUrls.join(','),
-      BENCH_RAW_COUNT: String(count),
-      BENCH_RAW_CONCURRENCY: '256',
-      BENCH_RAW_CA: ca.caFile,
-      // A delivered client.created body's size, as the delivery rows of `npm run bench` take it.
-      BENCH_RAW_BODY_BYTES: String(
-        JSON.stringify({
-          id: randomUUID(),
-          type: 'client.created',
-          created: 1_700_000_000,
-          data: { clientId: newId('cli'), kind: 'individual', displayName: `Client ${count}` },
-        }).length,
-      ),
-    },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  let out = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-    out += chunk;
-  });
-  const [code] = (await once(child, 'exit')) as [number | null];
-  const raw = JSON.parse(out || '{}') as { failed?: number; cpuUsPerPost?: number };
-  if (code !== 0 || raw.failed !== 0 || raw.cpuUsPerPost === undefined) {
-    throw new Error(`raw sender failed: ${code} ${out}`);
-  }
-  return raw.cpuUsPerPost;
 }
 
 try {
@@ -266,13 +218,19 @@ try {
     (label) => window(checkouts[label]),
   );
   if (DESTINATION === 'https') {
-    await barePosts(EVENTS); // warms the receiver
-    const bare = [0, 1, 2].map(() => 0);
-    for (const i of bare.keys()) bare[i] = await barePosts(EVENTS * SUBSCRIPTIONS);
-    const median = [...bare].sort((a, b) => a - b)[1];
+    // The same number of bare undici POSTs to the same receiver (no database, no signing), after
+    // a run that warms the receiver.
+    const bodyBytes = deliveredBodyBytes(EVENTS);
+    await runRawSender(httpsUrls, EVENTS, bodyBytes, ca.caFile);
+    const bare: number[] = [];
+    for (let run = 0; run < 3; run++) {
+      const cpuUs = await runRawSender(httpsUrls, EVENTS * SUBSCRIPTIONS, bodyBytes, ca.caFile);
+      if (cpuUs === undefined) throw new Error('the bare sender measured no CPU');
+      bare.push(cpuUs);
+    }
     console.log(
       `bare POSTs: ${bare.map((us) => us.toFixed(0)).join(', ')} µs CPU a POST; ` +
-        `B's delivery / a bare POST: ${(cpuB / median).toFixed(2)}`,
+        `B's delivery / a bare POST: ${(cpuB / median(bare)).toFixed(2)}`,
     );
   }
 } finally {

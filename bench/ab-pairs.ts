@@ -1,4 +1,8 @@
-import { resolve } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import pg from 'pg';
 import { usage } from './options.ts';
 import { onLoopback } from './processes.ts';
 
@@ -69,4 +73,37 @@ export function checkoutOptions(
     usageError('--pg-url must be a postgres:// URL on 127.0.0.1 (loopback only)');
   }
   return { base, backend, pairs: integer('pairs', args.pairs, 1, 50), pgUrl, usageError, integer };
+}
+
+/**
+ * A database of the benchmark's own for an API to migrate and use: on PostgreSQL a new database on
+ * `pgUrl`, always a new DATA_DIR and SECRET_KEY. `env` holds them; `drop` removes both.
+ */
+export async function scratchDatabase(
+  backend: string,
+  pgUrl: string,
+  prefix: string,
+): Promise<{ env: Record<string, string>; drop: () => Promise<void> }> {
+  const dataDir = mkdtempSync(join(tmpdir(), `${prefix}-`));
+  const env: Record<string, string> = {
+    SECRET_KEY: randomBytes(32).toString('hex'),
+    DATA_DIR: dataDir,
+  };
+  const removeDir = async () => rmSync(dataDir, { recursive: true, force: true });
+  if (backend !== 'postgres') return { env, drop: removeDir };
+  const name = `${prefix.replaceAll('-', '_')}_${Date.now()}_${randomBytes(3).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: pgUrl });
+  await admin.connect();
+  await admin.query(`create database ${name}`);
+  const url = new URL(pgUrl);
+  url.pathname = `/${name}`;
+  env.DATABASE_URL = url.toString();
+  return {
+    env,
+    drop: async () => {
+      await removeDir();
+      await admin.query(`drop database if exists ${name} with (force)`).catch(() => undefined);
+      await admin.end();
+    },
+  };
 }

@@ -11,15 +11,12 @@
  *
  * Both checkouts must have the same migrations (the database is seeded once, by this checkout).
  */
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import pg from 'pg';
-import { checkoutOptions, runPairs } from './ab-pairs.ts';
+import { checkoutOptions, runPairs, scratchDatabase } from './ab-pairs.ts';
 import { runWindow } from './measure.ts';
 import {
   checkProbe,
@@ -107,22 +104,10 @@ function probeOf(tenant: SeededTenant): Probe {
   }
 }
 
-const admin = BACKEND === 'postgres' ? new pg.Client({ connectionString: PG_URL }) : null;
-const databaseName = `tourops_ab_${Date.now()}_${randomBytes(3).toString('hex')}`;
-const dataDir = mkdtempSync(join(tmpdir(), 'tourops-ab-'));
+const database = await scratchDatabase(BACKEND, PG_URL, 'tourops-ab');
 
 try {
-  const env: Record<string, string> = {
-    SECRET_KEY: randomBytes(32).toString('hex'),
-    DATA_DIR: dataDir,
-  };
-  if (admin) {
-    await admin.connect();
-    await admin.query(`create database ${databaseName}`);
-    const url = new URL(PG_URL);
-    url.pathname = `/${databaseName}`;
-    env.DATABASE_URL = url.toString();
-  }
+  const { env } = database;
   const tenant = await seedTenant(env, ROW === 'page' || ROW === 'read' ? 1000 : 10);
   const probe = probeOf(tenant);
   const apiEnv = { ...env, LOG_LEVEL: 'warn', DEPLOYMENT_ENV: 'test', ...UNLIMITED_RATES };
@@ -184,11 +169,5 @@ try {
   });
 } finally {
   killAllChildrenNow();
-  rmSync(dataDir, { recursive: true, force: true });
-  if (admin) {
-    await admin
-      .query(`drop database if exists ${databaseName} with (force)`)
-      .catch(() => undefined);
-    await admin.end();
-  }
+  await database.drop();
 }

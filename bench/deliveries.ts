@@ -446,42 +446,15 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
       rabbitmq: [] as number[],
       nats: [] as number[],
     };
-    // The size of a delivered body (see worker.ts), for the ceiling's requests.
-    const bodyBytes = JSON.stringify({
-      id: randomUUID(),
-      type: 'client.created',
-      created: 1_700_000_000,
-      data: backlogEvent(options.events),
-    }).length;
+    const bodyBytes = deliveredBodyBytes(options.events);
     let profile: string | null = null;
 
     /** Bare undici from a child process; the receiver's steady rate. */
     const rawRun = async (count: number, cpuUs: number[] = []): Promise<number> => {
       receiver.reset();
-      const child = spawn(process.execPath, ['--import', 'tsx', 'bench/raw-sender.ts'], {
-        cwd: REPO_ROOT,
-        env: {
-          PATH: process.env.PATH ?? '',
-          BENCH_RAW_URLS: healthyPaths.map((p) => receiver.url(p)).join(','),
-          BENCH_RAW_COUNT: String(count),
-          BENCH_RAW_CONCURRENCY: String(CONCURRENCY),
-          BENCH_RAW_CA: ca.caFile,
-          BENCH_RAW_BODY_BYTES: String(bodyBytes),
-        },
-        stdio: ['ignore', 'pipe', 'inherit'],
-      });
-      let out = '';
-      child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-        out += chunk;
-      });
-      const [code] = (await once(child, 'exit')) as [number | null];
-      const raw = JSON.parse(out || '{}') as {
-        sent?: number;
-        failed?: number;
-        cpuUsPerPost?: number;
-      };
-      if (code !== 0 || raw.failed !== 0) throw new Error(`raw sender failed: ${code} ${out}`);
-      if (raw.cpuUsPerPost !== undefined) cpuUs.push(raw.cpuUsPerPost);
+      const urls = healthyPaths.map((p) => receiver.url(p));
+      const cpuUsPerPost = await runRawSender(urls, count, bodyBytes, ca.caFile);
+      if (cpuUsPerPost !== undefined) cpuUs.push(cpuUsPerPost);
       return steadyRate(receiver.arrivals);
     };
     // Warms the receiver (JIT, TLS session code) before anything is counted.
@@ -665,6 +638,48 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
     await receiver.close();
     await blackHole.close();
   }
+}
+
+/** The size of a delivered body (see worker.ts) of a backlog of `events`, for bare POSTs. */
+export function deliveredBodyBytes(events: number): number {
+  return JSON.stringify({
+    id: randomUUID(),
+    type: 'client.created',
+    created: 1_700_000_000,
+    data: backlogEvent(events),
+  }).length;
+}
+
+/**
+ * Bare undici POSTs from a child process (bench/raw-sender.ts): `count` of them over `urls`, at
+ * the worker's concurrency, `bodyBytes` each. Returns its CPU µs a POST, when it measured one.
+ */
+export async function runRawSender(
+  urls: readonly string[],
+  count: number,
+  bodyBytes: number,
+  caFile: string,
+): Promise<number | undefined> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'bench/raw-sender.ts'], {
+    cwd: REPO_ROOT,
+    env: {
+      PATH: process.env.PATH ?? '',
+      BENCH_RAW_URLS: urls.join(','),
+      BENCH_RAW_COUNT: String(count),
+      BENCH_RAW_CONCURRENCY: String(CONCURRENCY),
+      BENCH_RAW_CA: caFile,
+      BENCH_RAW_BODY_BYTES: String(bodyBytes),
+    },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    out += chunk;
+  });
+  const [code] = (await once(child, 'exit')) as [number | null];
+  const raw = JSON.parse(out || '{}') as { sent?: number; failed?: number; cpuUsPerPost?: number };
+  if (code !== 0 || raw.failed !== 0) throw new Error(`raw sender failed: ${code} ${out}`);
+  return raw.cpuUsPerPost;
 }
 
 function backlogEvent(index: number) {
