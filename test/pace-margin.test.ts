@@ -1,14 +1,14 @@
 import assert from 'node:assert/strict';
 import { after, before, it } from 'node:test';
 import fc from 'fast-check';
+import { paceSlots, paceTurn, raisedMarginUs } from '../src/delivery/pace.ts';
 import {
   PACE_LATE_DECAY_MS,
   PACE_LATE_MAX_MS,
   PACE_LATE_MS,
-  paceSlots,
-  paceTurn,
-  raisedMarginUs,
-} from '../src/delivery/admission.ts';
+  raisePaceMargin,
+  reservePace,
+} from '../src/delivery/pace-sql.ts';
 import { mostWithin } from './helpers/attempt-log.ts';
 import { createTestContext, describeEachBackend, type TestContext } from './helpers/context.ts';
 import { createSubscription, createTenant } from './helpers/fixtures.ts';
@@ -36,7 +36,7 @@ describeEachBackend('pace margins on the shared schedule', (backend) => {
 
   /** Reserves `rows` slots at `nowMs` the way a worker's claim does: its slots, with margins. */
   const reserve = async (id: string, perSecond: number, rows: number, nowMs: number) => {
-    const reserved = await ctx.runtime.queue.reservePace(nowMs * 1000, [
+    const reserved = await reservePace(ctx.runtime.database.db, nowMs * 1000, [
       { subscriptionId: id, rows, perSecond },
     ]);
     const { nextSlotUs, marginUs } = reserved.get(id) as { nextSlotUs: number; marginUs: number };
@@ -92,7 +92,12 @@ describeEachBackend('pace margins on the shared schedule', (backend) => {
               if (turn === 'go') started.push(start.atMs);
               else if (turn === 'late') {
                 const margin = raisedMarginUs(start.atMs - start.slot.atMs);
-                await ctx.runtime.queue.raisePaceMargin(id, margin, Math.floor(start.atMs) * 1000);
+                await raisePaceMargin(
+                  ctx.runtime.database.db,
+                  id,
+                  margin,
+                  Math.floor(start.atMs) * 1000,
+                );
               } else assert.fail('a start before its slot');
             }
           };
@@ -123,7 +128,7 @@ describeEachBackend('pace margins on the shared schedule', (backend) => {
     const late = first[0];
     assert.equal(paceTurn(late, late.atMs + 150, [], 10, false), 'late');
     nowMs = late.atMs + 150;
-    await ctx.runtime.queue.raisePaceMargin(id, raisedMarginUs(150), nowMs * 1000);
+    await raisePaceMargin(ctx.runtime.database.db, id, raisedMarginUs(150), nowMs * 1000);
     const next = await reserve(id, 10, 5, nowMs);
     assert.ok(next.every((slot) => slot.marginMs === 300));
     for (const slot of next) assert.equal(paceTurn(slot, slot.atMs + 150, [], 10, false), 'go');

@@ -1,9 +1,8 @@
-import { BoundedMap } from '../lib/bounded-map.ts';
-
 /**
- * Admission: which claimed rows a worker may take and when each may start, as pure functions and
- * plain state. Fair shares of the worker's slots per tenant and per subscription, the holds
- * receivers ask for, and the pace of a capped subscription. The loop asks; nothing here waits.
+ * Admission: which claimed rows a worker may take, as pure functions: fair shares of the worker's
+ * slots per tenant and per subscription, and when slots a settled claim frees reopen claims. The
+ * loop asks; nothing here waits. (What is on hold: holds.ts; the pace of a capped subscription:
+ * pace.ts.)
  */
 
 /**
@@ -61,7 +60,7 @@ export function tenantClaimPlan(
 
 /**
  * Whether an attempt that just ended (the tenant now has `left` running) should wake the claim
- * loop for that tenant: once it has a quarter of its cap free again after being held back, not
+ * loop for that tenant: once it has a quarter of its cap free again after being left out, not
  * after every single attempt (a claim per attempt would load the database for nothing).
  */
 export function tenantReopened(
@@ -94,13 +93,43 @@ function reopenLevel(maxRunning: number, maxPerSubscription: number, others: num
 /**
  * A subscription's levels in a worker, from its concurrency limit: a claim takes up to half the
  * limit (`share`); one with more than `reopen` running is left out of claims, and falling back to
- * it reopens the subscription (the claim loop is signalled, held back briefly to gather others);
+ * it reopens the subscription (the claim loop is signalled, deferred briefly to gather others);
  * falling to `low` signals at once (its pipe runs low).
  */
 export function subscriptionLevels(cap: number): { share: number; reopen: number; low: number } {
   const share = subscriptionClaimShare(cap);
   const reopen = cap - share;
   return { share, reopen, low: Math.floor(reopen / 2) };
+}
+
+/** What a claim's settlement left running here (see WorkerClaims.settled). */
+export interface RunningLeft {
+  /** Attempts still running to its subscription, and to its tenant. */
+  subscription: number;
+  tenant: number;
+  /** Tenants other than its own with attempts running. */
+  otherTenants: number;
+  /** The subscription's limit here as the claim ran. */
+  limit: number;
+}
+
+/**
+ * What a settlement tells the claim loop: `reopened` when its tenant fell to its reopen level
+ * (see tenantReopened) or its subscription to its own (the claim deferred briefly, so that other
+ * subscriptions reopening join it), `low` when the subscription fell to its low level (claimed for
+ * at once), else nothing.
+ */
+export function reopening(
+  left: RunningLeft,
+  maxRunning: number,
+  maxPerSubscription: number,
+): 'reopened' | 'low' | null {
+  if (tenantReopened(left.tenant, left.otherTenants, maxRunning, maxPerSubscription)) {
+    return 'reopened';
+  }
+  const { reopen, low } = subscriptionLevels(left.limit);
+  if (left.subscription === low) return 'low';
+  return left.subscription === reopen ? 'reopened' : null;
 }
 
 /**
@@ -146,169 +175,4 @@ export function mayHaveMore(
     }
   }
   return false;
-}
-
-/**
- * The holds receivers asked for (a 429 or 503 with `Retry-After`), per subscription, as this
- * process knows them: its own answers at once, other processes' as their notices arrive.
- */
-export class Holds {
-  private readonly until = new Map<string, number>();
-
-  /** Holds the subscription until `untilMs`, unless held longer already. */
-  hold(subscriptionId: string, untilMs: number): void {
-    if ((this.until.get(subscriptionId) ?? 0) < untilMs) this.until.set(subscriptionId, untilMs);
-  }
-
-  /** Until when the subscription is held (epoch ms), or null when it is not at `nowMs`. */
-  heldUntil(subscriptionId: string, nowMs: number): number | null {
-    const until = this.until.get(subscriptionId);
-    if (until === undefined) return null;
-    if (until > nowMs) return until;
-    this.until.delete(subscriptionId);
-    return null;
-  }
-
-  /** The subscriptions held at `nowMs` (the claim leaves them out). */
-  held(nowMs: number): string[] {
-    const held: string[] = [];
-    for (const id of this.until.keys()) if (this.heldUntil(id, nowMs) !== null) held.push(id);
-    return held;
-  }
-}
-
-/**
- * How late past its slot a paced attempt may still start beside other workers: the subscription's
- * margin, from PACE_LATE_MS up to PACE_LATE_MAX_MS. Slots are `(1 s + margin) / maxPerSecond`
- * apart, so any `maxPerSecond + 1` starts span more than a second even when the first of them
- * started that late; one later still is given back (see paceTurn) and raises the margin of the
- * slots reserved after it (to twice its lateness), so a lagging event loop costs some of the rate,
- * not every slot. A margin halves again once nothing has raised it for PACE_LATE_DECAY_MS, the
- * next slot moved on by the difference (the slots before it were spaced for the wider margin).
- */
-export const PACE_LATE_MS = 20;
-export const PACE_LATE_MAX_MS = 500;
-export const PACE_LATE_DECAY_MS = 60_000;
-
-/** Microseconds between two sends to a subscription capped at `perSecond`, at `marginUs`. */
-export function paceIntervalUs(perSecond: number, marginUs = PACE_LATE_MS * 1000): number {
-  return Math.ceil((1_000_000 + marginUs) / perSecond);
-}
-
-/**
- * The send slots (epoch ms) of `count` attempts whose reservation moved the subscription's next
- * free slot to `nextSlotUs` at `marginUs`: the `count` slots just before it, evenly spaced.
- */
-export function paceSlots(
-  nextSlotUs: number,
-  count: number,
-  perSecond: number,
-  marginUs = PACE_LATE_MS * 1000,
-): number[] {
-  const interval = paceIntervalUs(perSecond, marginUs);
-  const first = nextSlotUs - count * interval;
-  return Array.from({ length: count }, (_, i) => (first + i * interval) / 1000);
-}
-
-/** The margin a start `lateMs` past its slot asks for (see PACE_LATE_MS), in microseconds. */
-export function raisedMarginUs(lateMs: number): number {
-  return Math.round(Math.min(PACE_LATE_MAX_MS, 2 * lateMs) * 1000);
-}
-
-/**
- * Whether an attempt of a subscription capped at `perSecond` may start at `nowMs`: `go`, the time
- * to wait for (epoch ms), or `late` (it is given back and takes a new slot later). It waits for its
- * slot, and for the rule itself: `recent` holds this worker's own starts of the subscription in the
- * last second, oldest first, and the `perSecond`-th last of them must be a second behind. Alone,
- * this worker makes every start, so it goes however late (a lagging event loop must not stop the
- * sends). Beside other workers, whose starts it cannot see, it goes only within its slot's margin
- * (`marginMs`, see PACE_LATE_MS): then any `perSecond + 1` starts span a second by the slots'
- * spacing alone.
- */
-export function paceTurn(
-  slot: { atMs: number; marginMs: number },
-  nowMs: number,
-  recent: readonly number[],
-  perSecond: number,
-  alone: boolean,
-): 'go' | 'late' | number {
-  if (nowMs < slot.atMs) return slot.atMs;
-  if (!alone && nowMs - slot.atMs > slot.marginMs) return 'late';
-  if (recent.length >= perSecond) {
-    const due = recent[recent.length - perSecond] + 1000;
-    if (nowMs < due) return due;
-  }
-  return 'go';
-}
-
-/**
- * This worker's starts of each capped subscription within the last second: what paceTurn reads.
- * Kept exactly (never cleared to bound it): starts older than a second are dropped as entries are
- * read, and every entry once the map grows past the subscriptions one second could have started.
- * Each entry is kept in start order, pruned in place.
- */
-export class RecentStarts {
-  private readonly starts = new Map<string, number[]>();
-  private sweepAbove = 1_000;
-
-  /** The subscription's starts within the second before `nowMs`, oldest first. */
-  of(subscriptionId: string, nowMs: number): readonly number[] {
-    const starts = this.starts.get(subscriptionId);
-    if (starts === undefined) return [];
-    const kept = starts.findIndex((at) => nowMs - at < 1000);
-    if (kept === -1) {
-      this.starts.delete(subscriptionId);
-      return [];
-    }
-    if (kept > 0) starts.splice(0, kept);
-    return starts;
-  }
-
-  /**
-   * A start at `nowMs`; only the last `perSecond` can matter to the next (older ones are dropped
-   * at the next read).
-   */
-  add(subscriptionId: string, nowMs: number, perSecond: number): void {
-    const starts = this.starts.get(subscriptionId);
-    if (starts === undefined) this.starts.set(subscriptionId, [nowMs]);
-    else {
-      starts.push(nowMs);
-      if (starts.length > perSecond) starts.splice(0, starts.length - perSecond);
-    }
-    if (this.starts.size > this.sweepAbove) {
-      for (const id of [...this.starts.keys()]) this.of(id, nowMs);
-      this.sweepAbove = Math.max(1_000, this.starts.size * 2);
-    }
-  }
-}
-
-/**
- * How stale a stored hold read may be: a start within this of the read trusts it. With the
- * recorder writing a hold at once, a start follows another process's 429 by at most this plus
- * the recording's commit: inside the 100 ms promise.
- */
-export const STORED_HOLD_READ_MS = 40;
-
-/**
- * Other processes' holds as the database stores them (`held_until`), for a worker no notice
- * reaches: each subscription read at most once per STORED_HOLD_READ_MS, concurrent starts
- * sharing the read. A failed read is no hold (the attempt goes, as without this check).
- */
-export class StoredHolds {
-  private readonly reads = new BoundedMap<string, { atMs: number; until: Promise<number | null> }>(
-    10_000,
-  );
-
-  constructor(private readonly read: (subscriptionId: string) => Promise<string | null>) {}
-
-  heldUntil(subscriptionId: string, nowMs: number): Promise<number | null> {
-    const last = this.reads.get(subscriptionId);
-    if (last !== undefined && nowMs - last.atMs < STORED_HOLD_READ_MS) return last.until;
-    const until = this.read(subscriptionId).then(
-      (stored) => (stored === null ? null : Date.parse(stored)),
-      () => null,
-    );
-    this.reads.remember(subscriptionId, { atMs: nowMs, until });
-    return until;
-  }
 }

@@ -1,16 +1,45 @@
-import { type Link, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import {
+  context,
+  type Link,
+  ROOT_CONTEXT,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+} from '@opentelemetry/api';
 import { type BrokerTarget, brokerTarget, destinationKind } from '../domain/destinations.ts';
 import { ATTR, spanContextOf, tracer } from '../lib/tracing.ts';
-import type { SendResult } from './http-sender.ts';
+import { INTERNAL_FAILURE, type SendResult } from './http-sender.ts';
 import type { ClaimedDelivery } from './types.ts';
 
-/** An attempt's spans, when tracing is on: the process span, the send's, and how each ends. */
+/**
+ * An attempt in its spans, when tracing is on: `send` runs inside the attempt's consumer span (see
+ * processSpan) and is handed the send's span (see sendSpan), begun as the attempt's request is
+ * made. Both end with the attempt's outcome; a send that throws ends them as failed on our side.
+ */
+export function traced(
+  delivery: ClaimedDelivery,
+  send: (span: Span) => Promise<SendResult>,
+): Promise<SendResult> {
+  const process = processSpan(delivery);
+  return context.with(trace.setSpan(ROOT_CONTEXT, process), async () => {
+    const span = sendSpan(delivery);
+    let result = INTERNAL_FAILURE;
+    try {
+      result = await send(span);
+      return result;
+    } finally {
+      ended(span, result);
+      ended(process, result);
+    }
+  });
+}
 
 /**
  * An attempt's consumer span: a trace of its own (attempts of one event can span hours), linked to
  * the span that created the event when one was stored with it.
  */
-export function processSpan(delivery: ClaimedDelivery): Span {
+function processSpan(delivery: ClaimedDelivery): Span {
   const producer = spanContextOf(delivery.traceContext);
   const links: Link[] = producer === null ? [] : [{ context: producer }];
   return tracer.startSpan(
@@ -37,7 +66,7 @@ export function processSpan(delivery: ClaimedDelivery): Span {
  * The send's span (a child of the active process span): a POST's client span, its URL without
  * the query; or a broker's producer span, naming the exchange or subject (never the password).
  */
-export function sendSpan(delivery: ClaimedDelivery): Span {
+function sendSpan(delivery: ClaimedDelivery): Span {
   let url: URL | null = null;
   try {
     url = new URL(delivery.url);
@@ -74,7 +103,7 @@ function producerSpan(delivery: ClaimedDelivery, target: BrokerTarget): Span {
 }
 
 /** Ends a span with the attempt's outcome. */
-export function ended(span: Span, result: SendResult): void {
+function ended(span: Span, result: SendResult): void {
   if (result.status !== null) span.setAttribute('http.response.status_code', result.status);
   const failed = !result.acknowledged && (result.status === null || result.status >= 300);
   if (failed) {

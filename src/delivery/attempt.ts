@@ -1,22 +1,14 @@
-import { context, ROOT_CONTEXT, trace } from '@opentelemetry/api';
+import type { Span } from '@opentelemetry/api';
 import { deliveryRequest, deliveryUserAgent } from '../domain/delivery-request.ts';
 import { destinationKind } from '../domain/destinations.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
 import { traceparentOf, tracing } from '../lib/tracing.ts';
-import { ended, processSpan, sendSpan } from './attempt-spans.ts';
+import { traced } from './attempt-spans.ts';
 import type { BrokerSender } from './broker-sender.ts';
 import type { SendResult, WebhookSender } from './http-sender.ts';
 import { ReceiverCredentials } from './receiver-credentials.ts';
 import { SigningKeys } from './signing-keys.ts';
 import type { ClaimedDelivery } from './types.ts';
-
-/** What an attempt that failed on our side before or during the send is recorded as. */
-export const INTERNAL_FAILURE: SendResult = Object.freeze({
-  status: null,
-  error: 'internal',
-  errorClass: 'internal',
-  body: '',
-});
 
 /**
  * One attempt of a delivery: its request (the exact bytes, signed by every live key: SigningKeys),
@@ -44,24 +36,12 @@ export class AttemptRunner {
   }
 
   run(delivery: ClaimedDelivery, now: Date): Promise<SendResult> {
-    if (!tracing.on) return this.send(delivery, now, false);
-    const span = processSpan(delivery);
-    return context
-      .with(trace.setSpan(ROOT_CONTEXT, span), () => this.send(delivery, now, true))
-      .then(
-        (result) => {
-          ended(span, result);
-          return result;
-        },
-        (error: unknown) => {
-          ended(span, INTERNAL_FAILURE);
-          throw error;
-        },
-      );
+    if (!tracing.on) return this.send(delivery, now, null);
+    return traced(delivery, (span) => this.send(delivery, now, span));
   }
 
-  /** `traced`: the POST then gets a client span of its own. */
-  private send(delivery: ClaimedDelivery, now: Date, traced: boolean): Promise<SendResult> {
+  /** `span`: the send's, when traced, whose context goes along when the subscription asks. */
+  private send(delivery: ClaimedDelivery, now: Date, span: Span | null): Promise<SendResult> {
     const event = {
       id: delivery.eventId,
       type: delivery.eventType,
@@ -69,26 +49,25 @@ export class AttemptRunner {
       isTest: delivery.isTest,
       sequence: delivery.sequence,
     };
-    const at = now.toISOString();
+    const { secrets, keyPairs } = this.keys.forAttempt(delivery, now.toISOString());
     const { body, headers } = deliveryRequest(
       event,
       Math.floor(now.getTime() / 1000),
-      this.keys.hmac(delivery, at),
+      secrets,
       {
         requestId: `${delivery.id}.${delivery.attempts}`,
         attempt: delivery.attempts,
         userAgent: this.userAgent,
       },
-      {
-        standardWebhooks: delivery.standardWebhooks,
-        keyPairs:
-          delivery.standardWebhooks && delivery.asymmetricSignatures
-            ? this.keys.ed25519(delivery, at)
-            : [],
-      },
+      { standardWebhooks: delivery.standardWebhooks, keyPairs },
     );
-    if (!traced) return this.transmit(delivery, headers, body);
-    return this.tracedSend(delivery, headers, body);
+    if (span !== null && delivery.propagateTraceContext) {
+      const traceparent = traceparentOf(span);
+      if (traceparent !== null) headers.traceparent = traceparent;
+      const tracestate = span.spanContext().traceState?.serialize();
+      if (tracestate) headers.tracestate = tracestate;
+    }
+    return this.transmit(delivery, headers, body);
   }
 
   /** The POST, or the publish to a broker with the URL's password opened. */
@@ -110,23 +89,5 @@ export class AttemptRunner {
       body,
       headers: messageHeaders,
     });
-  }
-
-  /** The send in a span of its own, whose context goes along when the subscription asks. */
-  private async tracedSend(
-    delivery: ClaimedDelivery,
-    headers: Record<string, string>,
-    body: string,
-  ): Promise<SendResult> {
-    const span = sendSpan(delivery);
-    if (delivery.propagateTraceContext) {
-      const traceparent = traceparentOf(span);
-      if (traceparent !== null) headers.traceparent = traceparent;
-      const tracestate = span.spanContext().traceState?.serialize();
-      if (tracestate) headers.tracestate = tracestate;
-    }
-    const result = await this.transmit(delivery, headers, body);
-    ended(span, result);
-    return result;
   }
 }

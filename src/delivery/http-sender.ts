@@ -35,6 +35,14 @@ export interface SendResult {
   credentialsRefused?: true;
 }
 
+/** What an attempt that failed on our side before or during the send is recorded as. */
+export const INTERNAL_FAILURE: SendResult = Object.freeze({
+  status: null,
+  error: 'internal',
+  errorClass: 'internal',
+  body: '',
+});
+
 export interface SenderOptions {
   guard: AddressGuard;
   /** Budget of one attempt, from connecting to the last byte of the response. */

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
+import type { Database } from '../db/database.ts';
 import { PACE_HORIZON_MS } from '../domain/flow-control.ts';
-import { paceSlots, paceTurn, RecentStarts, raisedMarginUs } from './admission.ts';
-import type { DeliveryQueue } from './queue.ts';
+import { PACE_LATE_MAX_MS, PACE_LATE_MS, raisePaceMargin, reservePace } from './pace-sql.ts';
 import type { WorkerRegistry } from './registry.ts';
 import type { ClaimedDelivery } from './types.ts';
 import type { Wakes } from './wakes.ts';
@@ -27,7 +27,7 @@ export class Pacer {
 
   constructor(
     private readonly deps: {
-      queue: DeliveryQueue;
+      database: Pick<Database, 'db'>;
       logger: Logger;
       registry: Pick<WorkerRegistry, 'aloneAt' | 'pacedFromMs'>;
       wakes: Pick<Wakes, 'at'>;
@@ -53,7 +53,7 @@ export class Pacer {
   ): Promise<Map<string, PaceSlot | null>> {
     try {
       const { slots, scheduleEndsMs } = await reserveSlots(
-        this.deps.queue,
+        this.deps.database,
         claimed,
         nowMs + PACE_LEAD_MS,
       );
@@ -78,9 +78,9 @@ export class Pacer {
     if (turn === 'go') this.recent.add(id, nowMs, perSecond);
     if (turn === 'late') {
       const margin = raisedMarginUs(nowMs - slot.atMs);
-      this.deps.queue
-        .raisePaceMargin(id, margin, nowMs * 1000)
-        .catch((error) => this.deps.logger.warn({ err: error }, 'widening a pace margin failed'));
+      raisePaceMargin(this.deps.database.db, id, margin, nowMs * 1000).catch((error) =>
+        this.deps.logger.warn({ err: error }, 'widening a pace margin failed'),
+      );
     }
     return turn;
   }
@@ -93,7 +93,7 @@ export class Pacer {
  * now ends (epoch ms).
  */
 async function reserveSlots(
-  queue: DeliveryQueue,
+  database: Pick<Database, 'db'>,
   claimed: readonly ClaimedDelivery[],
   nowMs: number,
 ): Promise<{ slots: Map<string, PaceSlot>; scheduleEndsMs: number[] }> {
@@ -108,7 +108,8 @@ async function reserveSlots(
   if (bySubscription.size === 0) return { slots, scheduleEndsMs: [] };
   // One claim reads one maxPerSecond per subscription.
   const rate = (rows: ClaimedDelivery[]) => rows[0].maxPerSecond as number;
-  const reserved = await queue.reservePace(
+  const reserved = await reservePace(
+    database.db,
     nowMs * 1000,
     [...bySubscription].map(([subscriptionId, rows]) => ({
       subscriptionId,
@@ -126,4 +127,96 @@ async function reserveSlots(
     scheduleEndsMs.push(nextSlotUs / 1000);
   }
   return { slots, scheduleEndsMs };
+}
+
+/** Microseconds between two sends to a subscription capped at `perSecond`, at `marginUs`. */
+export function paceIntervalUs(perSecond: number, marginUs = PACE_LATE_MS * 1000): number {
+  return Math.ceil((1_000_000 + marginUs) / perSecond);
+}
+
+/**
+ * The send slots (epoch ms) of `count` attempts whose reservation moved the subscription's next
+ * free slot to `nextSlotUs` at `marginUs`: the `count` slots just before it, evenly spaced.
+ */
+export function paceSlots(
+  nextSlotUs: number,
+  count: number,
+  perSecond: number,
+  marginUs = PACE_LATE_MS * 1000,
+): number[] {
+  const interval = paceIntervalUs(perSecond, marginUs);
+  const first = nextSlotUs - count * interval;
+  return Array.from({ length: count }, (_, i) => (first + i * interval) / 1000);
+}
+
+/** The margin a start `lateMs` past its slot asks for (see PACE_LATE_MS), in microseconds. */
+export function raisedMarginUs(lateMs: number): number {
+  return Math.round(Math.min(PACE_LATE_MAX_MS, 2 * lateMs) * 1000);
+}
+
+/**
+ * Whether an attempt of a subscription capped at `perSecond` may start at `nowMs`: `go`, the time
+ * to wait for (epoch ms), or `late` (it is given back and takes a new slot later). It waits for its
+ * slot, and for the rule itself: `recent` holds this worker's own starts of the subscription in the
+ * last second, oldest first, and the `perSecond`-th last of them must be a second behind. Alone,
+ * this worker makes every start, so it goes however late (a lagging event loop must not stop the
+ * sends). Beside other workers, whose starts it cannot see, it goes only within its slot's margin
+ * (`marginMs`, see PACE_LATE_MS): then any `perSecond + 1` starts span a second by the slots'
+ * spacing alone.
+ */
+export function paceTurn(
+  slot: { atMs: number; marginMs: number },
+  nowMs: number,
+  recent: readonly number[],
+  perSecond: number,
+  alone: boolean,
+): 'go' | 'late' | number {
+  if (nowMs < slot.atMs) return slot.atMs;
+  if (!alone && nowMs - slot.atMs > slot.marginMs) return 'late';
+  if (recent.length >= perSecond) {
+    const due = recent[recent.length - perSecond] + 1000;
+    if (nowMs < due) return due;
+  }
+  return 'go';
+}
+
+/**
+ * This worker's starts of each capped subscription within the last second: what paceTurn reads.
+ * Kept exactly (never cleared to bound it): starts older than a second are dropped as entries are
+ * read, and every entry once the map grows past the subscriptions one second could have started.
+ * Each entry is kept in start order, pruned in place.
+ */
+export class RecentStarts {
+  private readonly starts = new Map<string, number[]>();
+  private sweepAbove = 1_000;
+
+  /** The subscription's starts within the second before `nowMs`, oldest first. */
+  of(subscriptionId: string, nowMs: number): readonly number[] {
+    const starts = this.starts.get(subscriptionId);
+    if (starts === undefined) return [];
+    const kept = starts.findIndex((at) => nowMs - at < 1000);
+    if (kept === -1) {
+      this.starts.delete(subscriptionId);
+      return [];
+    }
+    if (kept > 0) starts.splice(0, kept);
+    return starts;
+  }
+
+  /**
+   * A start at `nowMs`; only the last `perSecond` can matter to the next (older ones are dropped
+   * at the next read).
+   */
+  add(subscriptionId: string, nowMs: number, perSecond: number): void {
+    const starts = this.starts.get(subscriptionId);
+    if (starts === undefined) this.starts.set(subscriptionId, [nowMs]);
+    else {
+      starts.push(nowMs);
+      if (starts.length > perSecond) starts.splice(0, starts.length - perSecond);
+    }
+    if (this.starts.size > this.sweepAbove) {
+      for (const id of [...this.starts.keys()]) this.of(id, nowMs);
+      this.sweepAbove = Math.max(1_000, this.starts.size * 2);
+    }
+  }
 }

@@ -6,12 +6,6 @@ import { EFFECTIVE_CONCURRENCY_LIMIT_SQL } from '../domain/flow-control.ts';
 import { DELIVERY_MOVES } from '../domain/webhook-moves.ts';
 import { Repository } from '../repositories/repository.ts';
 import { abandoned, claimStatement, jsonMembers } from './claim-sql.ts';
-import {
-  type PaceReservation,
-  paceRowsStatement,
-  raiseMarginStatement,
-  reservePaceStatement,
-} from './pace-sql.ts';
 import type { ClaimedDelivery, DeliveryOutcome } from './types.ts';
 
 const { giveBack } = DELIVERY_MOVES;
@@ -53,8 +47,8 @@ export interface ClaimOptions {
 
 /**
  * The delivery queue's statements: claim, give back, record outcomes and attempts, dead-letter
- * abandoned last attempts, pace capped subscriptions, the worker registry (the queue's figures
- * are read in stats.ts).
+ * abandoned last attempts, the worker registry (the queue's figures are read in stats.ts; the pace
+ * of capped subscriptions in pace-sql.ts).
  * They span tenants: the queue is one, whoever's rows are in it.
  */
 export class DeliveryQueue extends Repository {
@@ -157,42 +151,28 @@ export class DeliveryQueue extends Repository {
   );
 
   /**
-   * Reserves send slots of capped subscriptions (see reservePaceStatement): each one's next free
-   * slot after the reservation and the margin its slots are spaced at (µs). One statement once a
-   * subscription has its schedule row; the first reservation makes the row, then reserves. On
-   * PostgreSQL the row lock orders concurrent reservations, SQLite's write lock does the same.
+   * A worker's batch of settlements, in the caller's transaction: claims given back, outcomes,
+   * the attempt log; then the subscriptions whose counters or holds it changes, locked (see
+   * lockSubscriptions) and returned.
    */
-  async reservePace(
-    nowUs: number,
-    reservations: readonly PaceReservation[],
-  ): Promise<Map<string, { nextSlotUs: number; marginUs: number }>> {
-    const reserved = new Map<string, { nextSlotUs: number; marginUs: number }>();
-    const reserve = async (these: readonly PaceReservation[]) => {
-      const { rows } = await reservePaceStatement(Math.round(nowUs), these).execute(this.db);
-      for (const row of rows) {
-        reserved.set(row.id, { nextSlotUs: Number(row.next), marginUs: Number(row.margin) });
-      }
-    };
-    if (reservations.length === 0) return reserved;
-    await reserve(reservations);
-    const unscheduled = reservations.filter((r) => !reserved.has(r.subscriptionId));
-    if (unscheduled.length > 0) {
-      await paceRowsStatement(unscheduled).execute(this.db);
-      await reserve(unscheduled);
-    }
-    return reserved;
-  }
-
-  /** A start came later than its margin: the subscription's next slots get a wider one. */
-  async raisePaceMargin(subscriptionId: string, marginUs: number, nowUs: number): Promise<void> {
-    await raiseMarginStatement(subscriptionId, marginUs, Math.round(nowUs)).execute(this.db);
+  async record(batch: {
+    givenBack: ReadonlyArray<{ id: string; claimedAt: string; nextAttemptAt: string }>;
+    outcomes: readonly DeliveryOutcome[];
+    attempts: Insertable<WebhookAttemptsTable>[];
+    subscriptionIds: string[];
+  }): Promise<Selectable<WebhookSubscriptionsTable>[]> {
+    await this.giveBack(batch.givenBack);
+    await this.recordOutcomes(batch.outcomes);
+    await this.insertAttempts(batch.attempts);
+    if (batch.subscriptionIds.length === 0) return [];
+    return this.lockSubscriptions(batch.subscriptionIds);
   }
 
   /**
    * Gives claims back unattempted: each row pending again at its `nextAttemptAt`, its attempt
-   * uncounted, if it still holds that claim (see recordOutcomes).
+   * uncounted, if that claim is still its own (see recordOutcomes).
    */
-  async giveBack(
+  private async giveBack(
     givenBack: ReadonlyArray<{ id: string; claimedAt: string; nextAttemptAt: string }>,
   ): Promise<void> {
     for (let start = 0; start < givenBack.length; start += OUTCOMES_PER_STATEMENT) {
@@ -216,7 +196,7 @@ export class DeliveryQueue extends Repository {
 
   /**
    * Gives back, due now and uncounted, the rows claimed by `workerId` that it does not know of
-   * (`known`: the claims it holds): a claim whose answer it never got (a connection cut
+   * (`known`): a claim whose answer it never got (a connection cut
    * mid-statement). The loop runs it between claims, so no claim of its own is under way.
    */
   async giveBackUnknown(workerId: string, known: readonly string[], now: string): Promise<number> {
@@ -238,7 +218,7 @@ export class DeliveryQueue extends Repository {
 
   /**
    * Settles a batch of attempts in one statement (both backends run UPDATE … FROM a VALUES list);
-   * each row only if it still holds the same claim. A null lastResponseStatus (no answer) keeps
+   * each row only if the same claim is still its own. A null lastResponseStatus (no answer) keeps
    * the last one the endpoint gave.
    */
   async recordOutcomes(outcomes: readonly DeliveryOutcome[]): Promise<void> {
@@ -269,7 +249,7 @@ export class DeliveryQueue extends Repository {
   }
 
   /** Records finished attempts (see WebhookAttemptsTable), in statements of bounded size. */
-  async insertAttempts(rows: Insertable<WebhookAttemptsTable>[]): Promise<void> {
+  private async insertAttempts(rows: Insertable<WebhookAttemptsTable>[]): Promise<void> {
     for (let start = 0; start < rows.length; start += ATTEMPTS_PER_STATEMENT) {
       await this.db
         .insertInto('webhookAttempts')
@@ -283,7 +263,7 @@ export class DeliveryQueue extends Repository {
    * the events' transactions inserting delivery rows under them), in id order so two workers
    * cannot deadlock.
    */
-  lockSubscriptions(ids: string[]): Promise<Selectable<WebhookSubscriptionsTable>[]> {
+  private lockSubscriptions(ids: string[]): Promise<Selectable<WebhookSubscriptionsTable>[]> {
     return this.lockedRows(
       this.db.selectFrom('webhookSubscriptions').selectAll().where('id', 'in', ids).orderBy('id'),
     ).execute();
@@ -322,16 +302,6 @@ export class DeliveryQueue extends Repository {
         .execute()
     );
   }
-
-  /** A subscription's stored hold (ISO 8601), or null; compiled once (it runs before a start). */
-  async heldUntil(subscriptionId: string): Promise<string | null> {
-    const row = await this.storedHold(subscriptionId);
-    return row[0]?.heldUntil ?? null;
-  }
-
-  private readonly storedHold = prepare(this.db, (id: string) =>
-    this.db.selectFrom('webhookSubscriptions').select('heldUntil').where('id', '=', id),
-  );
 
   /** How many workers other than `id` beat since `aliveSince`. */
   async otherLiveWorkers(id: string, aliveSince: string): Promise<number> {

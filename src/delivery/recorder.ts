@@ -1,6 +1,9 @@
+import type { EventEmitter } from 'node:events';
+import type { Selectable } from 'kysely';
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import type { Database } from '../db/database.ts';
+import type { WebhookSubscriptionsTable } from '../db/schema.ts';
 import { isOperationalEvent } from '../domain/states.ts';
 import { DELIVERY_STATUS, subscriptionMove } from '../domain/webhook-moves.ts';
 import { newId } from '../lib/ids.ts';
@@ -13,20 +16,15 @@ import { attemptOutcome, foldAttempts } from './cascade.ts';
 import { type ConcurrencySample, foldConcurrency } from './concurrency.ts';
 import type { SendResult } from './http-sender.ts';
 import type { DeliveryQueue } from './queue.ts';
-import type { ClaimedDelivery, GivenBackClaim, SettledAttempt } from './types.ts';
-import type { WorkerClaims } from './worker-claims.ts';
+import type { ClaimedDelivery, GivenBackClaim, SettledAttempt, WorkerEvents } from './types.ts';
+import type { Wakes } from './wakes.ts';
+import type { BatchRecorder, SettledBatch } from './worker-claims.ts';
 
 /**
  * How the attempt log, the retry cascade and the counters read a broker's acknowledgement: as the
  * 2xx it stands for (docs/brokers.md: `status` is 200 when the broker acknowledged).
  */
 const ACKNOWLEDGED_STATUS = 200;
-
-/** Record when this many attempts wait, or RECORD_DELAY_MS after the first. */
-const RECORD_BATCH = 200;
-const RECORD_DELAY_MS = 5;
-/** After a failed recording, the next try (the outcomes wait in memory meanwhile). */
-const RECORD_RETRY_MS = 1_000;
 
 /** What the recorder writes through; the worker's dependencies are these and more. */
 export interface RecorderDeps {
@@ -43,30 +41,25 @@ export interface RecorderDeps {
   mailer: Mailer | null;
 }
 
-/** What the recorder tells its worker. */
-export interface RecorderHooks {
-  /** A batch is recorded (its claims forgotten); `givenBack` are due again later. */
-  recorded(batch: SettledAttempt[], givenBack: GivenBackClaim[]): void;
-  paused(notice: PausedNotice): void;
+/** Who hears of a recorded batch: the claim loop's wakes, and the worker's own listeners. */
+export interface RecordedListeners {
+  wakes: Pick<Wakes, 'at' | 'reopened'>;
+  reports: Pick<EventEmitter<WorkerEvents>, 'emit'>;
 }
 
 /**
- * Turns finished attempts into outcomes (the retry cascade), settles them in the worker's claims,
- * and records what is settled there in batches: the rows, the attempt log, the subscriptions'
- * counters, concurrency limits and holds, auto-pause with its notification rows, and claims given
- * back, in one transaction per batch. A batch that fails to record stays settled and is tried
- * again: a live worker's claims are never taken over, so nothing but the worker itself can
- * record them.
+ * Turns finished attempts into outcomes (the retry cascade) and records the batches of
+ * settlements a worker's claims hand it: the rows, the attempt log, the subscriptions' counters,
+ * concurrency limits and holds, auto-pause with its notification rows, and claims given back, in
+ * one transaction per batch. What a batch changes is then told: the retries it makes due wake the
+ * claim loop, auto-pauses are emailed.
  */
-export class Recorder {
-  private recording: Promise<void> | null = null;
-  private timer: NodeJS.Timeout | null = null;
+export class Recorder implements BatchRecorder {
   private readonly mailing = new Set<Promise<void>>();
 
   constructor(
     private readonly deps: RecorderDeps,
-    private readonly claims: WorkerClaims,
-    private readonly hooks: RecorderHooks,
+    private readonly listeners: RecordedListeners,
   ) {}
 
   /**
@@ -125,68 +118,49 @@ export class Recorder {
     else if (outcome.status === DELIVERY_STATUS.deadLetter)
       logger.warn(line, 'webhook dead-lettered');
     else logger.info(line, 'webhook attempt failed');
-    this.claims.settled(delivery.id, { attempt: settled });
-    // A hold is recorded at once: claims in other processes skip the endpoint from then on.
-    this.recordSoon(holdUntil !== null);
     return settled;
   }
 
-  /** A claim given back unattempted, pending again from `nextAttemptAt`. */
-  givenBack(delivery: ClaimedDelivery, nextAttemptAt: string): void {
-    this.claims.settled(delivery.id, { givenBack: { delivery, nextAttemptAt } });
-    this.recordSoon(false);
-  }
-
-  private recordSoon(now: boolean): void {
-    if (now || this.claims.unrecorded >= RECORD_BATCH) void this.record();
-    else this.timer ??= setTimeout(() => void this.record(), RECORD_DELAY_MS);
-  }
-
-  /** Records everything waiting, one recording at a time; resolves once it is recorded or kept. */
-  async record(): Promise<void> {
-    while (this.recording) await this.recording;
-    if (this.timer) {
-      clearTimeout(this.timer);
-      this.timer = null;
-    }
-    const { attempts: batch, givenBack } = this.claims.toRecord();
-    if (batch.length === 0 && givenBack.length === 0) return;
-    this.recording = this.write(batch, givenBack).then(
-      (paused) => {
-        for (const { delivery } of batch) this.claims.recorded(delivery.id);
-        for (const { delivery } of givenBack) this.claims.recorded(delivery.id);
-        this.hooks.recorded(batch, givenBack);
-        for (const notice of paused) {
-          this.deps.logger.warn(
-            {
-              subscriptionId: notice.subscriptionId,
-              tenantId: notice.tenantId,
-              clientErrorRun: notice.clientErrorRun,
-            },
-            'webhook subscription auto-paused',
-          );
-          this.hooks.paused(notice);
-          this.mail(notice);
-        }
-      },
-      (error) => {
-        this.deps.logger.error({ err: error }, 'recording delivery outcomes failed; retrying');
-        this.claims.notRecorded([...batch, ...givenBack].map(({ delivery }) => delivery.id));
-        this.timer ??= setTimeout(() => void this.record(), RECORD_RETRY_MS);
-      },
-    );
+  /** Records a batch in one transaction, then tells what it changed. */
+  async record({ attempts: batch, givenBack }: SettledBatch): Promise<void> {
+    const paused = await this.write(batch, givenBack);
+    // Committed: a listener that throws must not have the batch recorded twice.
     try {
-      await this.recording;
-    } finally {
-      this.recording = null;
+      this.recorded(batch, givenBack, paused);
+    } catch (error) {
+      this.deps.logger.error({ err: error }, 'a recorded batch was not told whole');
     }
   }
 
-  /** Stops retrying: what is still unrecorded is left to the claims' takeover. */
+  private recorded(
+    batch: readonly SettledAttempt[],
+    givenBack: readonly GivenBackClaim[],
+    paused: readonly PausedNotice[],
+  ): void {
+    const { wakes, reports } = this.listeners;
+    reports.emit('recorded', [...batch]);
+    // A recorded outcome of a `per_object` subscription lets the next of its object go.
+    if (batch.some((s) => s.delivery.ordering === 'per_object')) wakes.reopened();
+    for (const { outcome } of batch) {
+      if (outcome.nextAttemptAt !== null) wakes.at(Date.parse(outcome.nextAttemptAt));
+    }
+    for (const { nextAttemptAt } of givenBack) wakes.at(Date.parse(nextAttemptAt));
+    for (const notice of paused) {
+      this.deps.logger.warn(
+        {
+          subscriptionId: notice.subscriptionId,
+          tenantId: notice.tenantId,
+          clientErrorRun: notice.clientErrorRun,
+        },
+        'webhook subscription auto-paused',
+      );
+      reports.emit('paused', notice);
+      this.mail(notice);
+    }
+  }
+
+  /** Resolves once the auto-pause emails under way are sent or have failed. */
   async close(): Promise<void> {
-    await this.record();
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = null;
     await Promise.all(this.mailing);
   }
 
@@ -200,59 +174,56 @@ export class Recorder {
     batch: readonly SettledAttempt[],
     givenBack: readonly GivenBackClaim[],
   ): Promise<PausedNotice[]> {
-    const { database, queue } = this.deps;
-    return database.withTransaction(async () => {
-      await queue.giveBack(
-        givenBack.map(({ delivery, nextAttemptAt }) => ({
+    // The endpoint's own request to wait, whatever was delivered (test fires too).
+    const holds = new Map<string, string>();
+    for (const { delivery, holdUntil } of batch) {
+      const held = holds.get(delivery.subscriptionId);
+      if (holdUntil !== null && (held === undefined || held < holdUntil)) {
+        holds.set(delivery.subscriptionId, holdUntil);
+      }
+    }
+    // Our own failures (`internal`) say nothing of the endpoint: no counter, no auto-pause.
+    const counted = batch.filter((s) => !s.delivery.isTest && s.attempt.errorClass !== 'internal');
+    const subscriptionIds = new Set([
+      ...counted.map((s) => s.delivery.subscriptionId),
+      ...holds.keys(),
+    ]);
+    return this.deps.database.withTransaction(async () => {
+      const subscriptions = await this.deps.queue.record({
+        givenBack: givenBack.map(({ delivery, nextAttemptAt }) => ({
           id: delivery.id,
           claimedAt: delivery.claimedAt,
           nextAttemptAt,
         })),
-      );
-      await queue.recordOutcomes(batch.map((s) => s.outcome));
-      await this.announceDeadLetters(
-        batch.filter((s) => s.outcome.status === DELIVERY_STATUS.deadLetter).map((s) => s.delivery),
-      );
-      await queue.insertAttempts(
-        batch.map((s) => ({
+        outcomes: batch.map((s) => s.outcome),
+        attempts: batch.map((s) => ({
           id: newId('att'),
           tenantId: s.delivery.tenantId,
           deliveryId: s.delivery.id,
           attempt: s.delivery.attempts,
           ...s.attempt,
         })),
+        subscriptionIds: [...subscriptionIds],
+      });
+      await this.announceDeadLetters(
+        batch.filter((s) => s.outcome.status === DELIVERY_STATUS.deadLetter).map((s) => s.delivery),
       );
-      // The endpoint's own request to wait, whatever was delivered (test fires too).
-      const holds = new Map<string, string>();
-      for (const { delivery, holdUntil } of batch) {
-        const held = holds.get(delivery.subscriptionId);
-        if (holdUntil !== null && (held === undefined || held < holdUntil)) {
-          holds.set(delivery.subscriptionId, holdUntil);
-        }
-      }
-      // Our own failures (`internal`) say nothing of the endpoint: no counter, no auto-pause.
-      return this.updateSubscriptions(
-        batch.filter((s) => !s.delivery.isTest && s.attempt.errorClass !== 'internal'),
-        holds,
-      );
+      return this.updateSubscriptions(subscriptions, counted, holds);
     });
   }
 
   /**
    * Folds the batch into its subscriptions' counters and concurrency limits and sets their holds
-   * (`heldUntil`, unless held longer already), every row locked first in id order so two workers
-   * cannot deadlock.
+   * (`heldUntil`, unless held longer already); `rows`: the subscriptions, locked.
    */
   private async updateSubscriptions(
+    rows: readonly Selectable<WebhookSubscriptionsTable>[],
     batch: readonly SettledAttempt[],
     holds: ReadonlyMap<string, string>,
   ): Promise<PausedNotice[]> {
     const paused: PausedNotice[] = [];
-    if (batch.length === 0 && holds.size === 0) return paused;
     const { subscriptions, members, notifications, webhook } = this.deps;
     const rule = { failures: webhook.autopauseFailures, windowMs: webhook.autopauseWindowMs };
-    const ids = [...new Set([...batch.map((s) => s.delivery.subscriptionId), ...holds.keys()])];
-    const rows = await this.deps.queue.lockSubscriptions(ids);
     for (const row of rows) {
       const attempts = batch.filter((s) => s.delivery.subscriptionId === row.id);
       const hold = holds.get(row.id);

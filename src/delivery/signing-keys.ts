@@ -20,31 +20,28 @@ export class SigningKeys {
 
   constructor(private readonly secrets: SecretBox) {}
 
-  /** The HMAC secrets, current first. */
-  hmac(delivery: ClaimedDelivery, now: string): string[] {
-    const keys = [this.open(delivery.signingKey, delivery.subscriptionId)];
-    for (const { key } of this.liveRetired(delivery, now)) {
-      keys.push(this.open(key, delivery.subscriptionId));
-    }
-    return keys;
-  }
-
-  /** The current Ed25519 key, then each retired one with a key still within its expiry. */
-  ed25519(delivery: ClaimedDelivery, now: string): KeyObject[] {
-    const sealed = [delivery.signingKeyPair];
-    for (const { pair } of this.liveRetired(delivery, now)) sealed.push(pair ?? null);
-    const pairs: KeyObject[] = [];
-    for (const one of sealed) {
-      if (one === null) continue;
-      pairs.push(
-        this.pairs.get(one) ??
+  /**
+   * What an attempt at `now` signs with: the HMAC secrets, current first, and for a Standard
+   * Webhooks subscription with asymmetric signatures its Ed25519 keys too: the current one, then
+   * each retired one with a key still within its expiry.
+   */
+  forAttempt(delivery: ClaimedDelivery, now: string): { secrets: string[]; keyPairs: KeyObject[] } {
+    const retired = this.liveRetired(delivery, now);
+    const secrets = [this.open(delivery.signingKey, delivery.subscriptionId)];
+    for (const { key } of retired) secrets.push(this.open(key, delivery.subscriptionId));
+    const keyPairs: KeyObject[] = [];
+    if (!delivery.standardWebhooks || !delivery.asymmetricSignatures) return { secrets, keyPairs };
+    for (const sealed of [delivery.signingKeyPair, ...retired.map(({ pair }) => pair ?? null)]) {
+      if (sealed === null) continue;
+      keyPairs.push(
+        this.pairs.get(sealed) ??
           this.pairs.remember(
-            one,
-            ed25519SigningKey(this.secrets.decrypt(one, delivery.subscriptionId)),
+            sealed,
+            ed25519SigningKey(this.secrets.decrypt(sealed, delivery.subscriptionId)),
           ),
       );
     }
-    return pairs;
+    return { secrets, keyPairs };
   }
 
   /** A secret sealed for the subscription, opened (once). */

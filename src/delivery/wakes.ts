@@ -19,7 +19,7 @@ export class Wakes {
   private wake: (() => void) | null = null;
   private timer: NodeJS.Timeout | null = null;
   private timerAt = Number.POSITIVE_INFINITY;
-  /** A signal for reopened slots, held back REOPEN_COALESCE_MS (see reopened). */
+  /** A signal for reopened slots, deferred REOPEN_COALESCE_MS (see reopened). */
   private reopenTimer: NodeJS.Timeout | null = null;
   private readonly waits = new Set<() => void>();
   private reads: Promise<void> | null = null;

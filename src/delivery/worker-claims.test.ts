@@ -1,58 +1,136 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import pino from 'pino';
 import type { ClaimedDelivery, SettledAttempt } from './types.ts';
-import { WorkerClaims } from './worker-claims.ts';
+import { type SettledBatch, WorkerClaims } from './worker-claims.ts';
 
-const row = (id: string) =>
-  ({ id, subscriptionId: 'whs_a', tenantId: 'ten_a' }) as unknown as ClaimedDelivery;
-const attempt = (id: string) => ({ delivery: row(id) }) as unknown as SettledAttempt;
-const idsOf = (batch: {
-  attempts: SettledAttempt[];
-  givenBack: Array<{ delivery: { id: string } }>;
-}) => [...batch.attempts.map((s) => s.delivery.id), ...batch.givenBack.map((g) => g.delivery.id)];
+const row = (id: string, subscriptionId = 'whs_a', tenantId = 'ten_a') =>
+  ({ id, subscriptionId, tenantId, concurrencyLimit: 16 }) as unknown as ClaimedDelivery;
+const attempt = (delivery: ClaimedDelivery, holdUntil: string | null = null) => ({
+  attempt: { delivery, holdUntil } as unknown as SettledAttempt,
+});
+const givenBack = (delivery: ClaimedDelivery) => ({
+  givenBack: { delivery, nextAttemptAt: 'later' },
+});
+const idsOf = (batch: SettledBatch) => [
+  ...batch.attempts.map((s) => s.delivery.id),
+  ...batch.givenBack.map((g) => g.delivery.id),
+];
+
+/** A recorder that keeps each batch it is handed, and fails while `failing`. */
+function recorder() {
+  const batches: SettledBatch[] = [];
+  const self = {
+    batches,
+    failing: false,
+    async record(batch: SettledBatch) {
+      batches.push(batch);
+      if (self.failing) throw new Error('database unavailable');
+    },
+  };
+  return self;
+}
+
+const claimsWith = (record: ReturnType<typeof recorder>) =>
+  new WorkerClaims({ recorder: record, logger: pino({ level: 'silent' }), maxPerSubscription: 4 });
 
 describe('WorkerClaims: the one record of a claim, from the claim to its recorded outcome', () => {
-  it('hands the recorder its settlements in the order they settled, each once', () => {
-    const claims = new WorkerClaims();
-    claims.claimed(['d1', 'd2', 'd3'].map(row));
-    claims.settled('d3', { attempt: attempt('d3') });
-    claims.settled('d1', { givenBack: { delivery: row('d1'), nextAttemptAt: 'later' } });
-    claims.settled('d2', { attempt: attempt('d2') });
-    // A second settlement of one claim changes nothing.
-    claims.settled('d2', { givenBack: { delivery: row('d2'), nextAttemptAt: 'later' } });
-    assert.equal(claims.unrecorded, 3);
-    const batch = claims.toRecord();
+  it('has its settlements recorded in the order they settled, each once', async () => {
+    const record = recorder();
+    const claims = claimsWith(record);
+    const [d1, d2, d3] = ['d1', 'd2', 'd3'].map((id) => row(id));
+    claims.claimed([d1, d2, d3]);
+    claims.settled(attempt(d3));
+    claims.settled(givenBack(d1));
+    claims.settled(attempt(d2));
+    assert.equal(claims.settled(givenBack(d2)), null, 'a second settlement changes nothing');
+    assert.deepEqual(claims.settledIds().sort(), ['d1', 'd2', 'd3'], 'in flight until recorded');
+    await claims.record();
+    assert.equal(record.batches.length, 1);
     assert.deepEqual(
-      batch.attempts.map((s) => s.delivery.id),
+      record.batches[0].attempts.map((s) => s.delivery.id),
       ['d3', 'd2'],
     );
-    assert.deepEqual(idsOf(batch), ['d3', 'd2', 'd1']);
-    assert.equal(claims.unrecorded, 0);
-    assert.deepEqual(idsOf(claims.toRecord()), [], 'each once');
-    // While it records, the rows are still this worker's, settled: the claim counts them so.
-    assert.deepEqual(claims.settledIds().sort(), ['d1', 'd2', 'd3']);
+    assert.deepEqual(idsOf(record.batches[0]), ['d3', 'd2', 'd1']);
+    assert.deepEqual(claims.claimedIds(), [], 'recorded, forgotten');
+    await claims.record();
+    assert.equal(record.batches.length, 1, 'each once');
+    await claims.close();
   });
 
-  it('keeps a batch that failed to record, first in the next one; forgets a recorded claim', () => {
-    const claims = new WorkerClaims();
-    claims.claimed(['d1', 'd2'].map(row));
-    claims.settled('d1', { attempt: attempt('d1') });
-    const failed = claims.toRecord();
-    claims.settled('d2', { attempt: attempt('d2') });
-    claims.notRecorded(idsOf(failed));
-    assert.equal(claims.unrecorded, 2);
-    const next = claims.toRecord();
-    assert.deepEqual(idsOf(next), ['d1', 'd2']);
-    for (const id of idsOf(next)) claims.recorded(id);
+  it('keeps a batch that failed to record, first in the next one', async () => {
+    const record = recorder();
+    const claims = claimsWith(record);
+    const [d1, d2] = [row('d1'), row('d2')];
+    claims.claimed([d1, d2]);
+    record.failing = true;
+    claims.settled(attempt(d1));
+    await claims.record();
+    assert.deepEqual(claims.settledIds(), ['d1'], 'still held, settled');
+    record.failing = false;
+    claims.settled(attempt(d2));
+    await claims.record();
+    assert.deepEqual(record.batches.map(idsOf), [['d1'], ['d1', 'd2']]);
     assert.deepEqual(claims.claimedIds(), []);
+    await claims.close();
   });
 
-  it('says which held rows were never settled (a run that threw)', () => {
-    const claims = new WorkerClaims();
-    claims.claimed([row('d1'), row('d2')]);
-    claims.settled('d2', { attempt: attempt('d2') });
-    assert.equal(claims.unsettled('d1'), true);
-    assert.equal(claims.unsettled('d2'), false);
-    assert.equal(claims.unsettled('unknown'), false);
+  it('has a settlement whose answer asked for a hold recorded at once', async () => {
+    const record = recorder();
+    const claims = claimsWith(record);
+    const [d1, d2] = [row('d1'), row('d2')];
+    claims.claimed([d1, d2]);
+    claims.settled(attempt(d1));
+    assert.equal(record.batches.length, 0, 'an ordinary outcome waits for its batch');
+    claims.settled(attempt(d2, '2026-01-01T00:00:00.000Z'));
+    assert.deepEqual(record.batches.map(idsOf), [['d1', 'd2']], 'no timer waited for');
+    await claims.close();
+  });
+
+  it('counts the slots a claim runs in from its claim to its settlement', async () => {
+    const claims = claimsWith(recorder());
+    const rows = [row('d1'), row('d2'), row('d3', 'whs_b'), row('d4', 'whs_c', 'ten_b')];
+    assert.deepEqual(claims.claimed(rows), [1, 2, 1, 1], 'each at its subscription, itself too');
+    assert.equal(claims.running, 4);
+    assert.deepEqual(
+      [...claims.runningBySubscription],
+      [
+        ['whs_a', 2],
+        ['whs_b', 1],
+        ['whs_c', 1],
+      ],
+    );
+    assert.deepEqual(
+      [...claims.runningByTenant],
+      [
+        ['ten_a', 3],
+        ['ten_b', 1],
+      ],
+    );
+    assert.equal(claims.limitOf('whs_a'), 4, 'the limit, capped by maxPerSubscription');
+    let ended = 0;
+    void claims.anyEnds().then(() => ended++);
+    const allEnd = claims.allEnd();
+    assert.deepEqual(claims.settled(attempt(rows[0])), {
+      subscription: 1,
+      tenant: 2,
+      otherTenants: 1,
+      limit: 4,
+    });
+    await Promise.resolve();
+    assert.equal(ended, 1);
+    assert.deepEqual(claims.settled(givenBack(rows[3])), {
+      subscription: 0,
+      tenant: 0,
+      otherTenants: 1,
+      limit: 4,
+    });
+    assert.equal(claims.limitOf('whs_c'), undefined, 'no longer running there');
+    claims.settled(attempt(rows[1]));
+    claims.settled(attempt(rows[2]));
+    await allEnd;
+    assert.equal(claims.running, 0);
+    assert.deepEqual([...claims.runningByTenant], []);
+    await claims.close();
   });
 });

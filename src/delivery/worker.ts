@@ -5,29 +5,22 @@ import { MAX_CONCURRENCY } from '../domain/flow-control.ts';
 import type { Clock } from '../lib/clock.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
 import {
-  Holds,
   mayHaveMore,
-  StoredHolds,
+  reopening,
   subscriptionClaimShare,
   subscriptionLevels,
   tenantClaimPlan,
-  tenantReopened,
 } from './admission.ts';
-import { AttemptRunner, INTERNAL_FAILURE } from './attempt.ts';
+import { AttemptRunner } from './attempt.ts';
 import type { BrokerSender } from './broker-sender.ts';
-import type { SendResult, WebhookSender } from './http-sender.ts';
+import { Holds, storedHoldRead } from './holds.ts';
+import { INTERNAL_FAILURE, type SendResult, type WebhookSender } from './http-sender.ts';
 import { Pacer, type PaceSlot } from './pace.ts';
 import { Recorder, type RecorderDeps } from './recorder.ts';
 import { abandonedBefore, WorkerRegistry } from './registry.ts';
-import type {
-  ClaimedDelivery,
-  GivenBackClaim,
-  SettledAttempt,
-  WorkerEvents,
-  WorkerOptions,
-} from './types.ts';
+import type { ClaimedDelivery, WorkerEvents, WorkerOptions } from './types.ts';
 import { Wakes } from './wakes.ts';
-import { WorkerClaims } from './worker-claims.ts';
+import { type Settlement, WorkerClaims } from './worker-claims.ts';
 
 /** The recorder's dependencies (its `webhook` settings come from `config`), and the loop's own. */
 export interface WorkerDependencies extends Omit<RecorderDeps, 'webhook'> {
@@ -47,8 +40,8 @@ export const DEFAULT_MAX_PER_SUBSCRIPTION = MAX_CONCURRENCY;
 export const DEFAULT_BATCH_SIZE = 200;
 
 /**
- * The delivery worker: claims due rows, admits each (fair shares, holds, pace), attempts it, and
- * hands the outcome to the recorder. Any number of workers may run against one database: claims
+ * The delivery worker: claims due rows (fair shares), starts each (holds, pace), attempts it, and
+ * settles it in its claims, which have it recorded. Any number of workers may run against one database: claims
  * are atomic, every outcome is fenced by its claim, and a worker that dies loses its claims to the
  * others within seconds (see WorkerRegistry).
  */
@@ -61,15 +54,14 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
   private readonly attempts: AttemptRunner;
   private readonly recorder: Recorder;
   private readonly registry: WorkerRegistry;
-  private readonly holds = new Holds();
-  private readonly storedHolds = new StoredHolds((id) => this.deps.queue.heldUntil(id));
+  private readonly holds: Holds;
   private readonly wakes: Wakes;
   private readonly pacer: Pacer;
 
   state: LoopState = 'stopped';
   private loop: Promise<void> | null = null;
-  /** Every claim this worker holds, from the claim to its recorded outcome, and their slots. */
-  private readonly claims = new WorkerClaims();
+  /** Every claim of this worker, from the claim to its recorded outcome, and their slots. */
+  private readonly claims: WorkerClaims;
   /** A claim failed: rows it may have claimed unseen are given back before the next one. */
   private claimCut = false;
   private lastAbandonedSweep = Number.NEGATIVE_INFINITY;
@@ -96,12 +88,18 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     this.batchSize = options.batchSize ?? DEFAULT_BATCH_SIZE;
     this.pollIntervalMs = options.pollIntervalMs ?? 1_000;
     this.wakes = new Wakes(deps.clock, this.pollIntervalMs);
+    this.holds = new Holds(storedHoldRead(deps.database));
     this.attempts = new AttemptRunner({ ...deps, publicBaseUrl: deps.config.publicBaseUrl });
     this.registry = new WorkerRegistry(deps);
     this.pacer = new Pacer({ ...deps, registry: this.registry, wakes: this.wakes });
-    this.recorder = new Recorder({ ...deps, webhook: deps.config.webhook }, this.claims, {
-      recorded: (batch, givenBack) => this.recorded(batch, givenBack),
-      paused: (notice) => this.emit('paused', notice),
+    this.recorder = new Recorder(
+      { ...deps, webhook: deps.config.webhook },
+      { wakes: this.wakes, reports: this },
+    );
+    this.claims = new WorkerClaims({
+      recorder: this.recorder,
+      logger: deps.logger,
+      maxPerSubscription: this.maxPerSubscription,
     });
   }
 
@@ -144,6 +142,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     this.wakes.stop();
     await this.loop;
     await this.claims.allEnd();
+    await this.claims.close();
     await this.recorder.close();
     await this.registry.leave();
     this.state = 'stopped';
@@ -191,8 +190,8 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     const { aliveSince, staleBefore } = abandonedBefore(nowMs, config.webhook);
     if (this.claimCut) {
       const known = this.claims.claimedIds();
-      const unheld = await queue.giveBackUnknown(this.id, known, now.toISOString());
-      if (unheld > 0) logger.warn({ unheld }, 'gave back claims whose answer was lost');
+      const givenBack = await queue.giveBackUnknown(this.id, known, now.toISOString());
+      if (givenBack > 0) logger.warn({ givenBack }, 'gave back claims whose answer was lost');
       this.claimCut = false;
     }
     if (nowMs - this.lastAbandonedSweep >= this.pollIntervalMs) {
@@ -221,10 +220,12 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       settled: this.claims.settledIds(),
     });
     if (claimed.length === 0) return false;
-    this.claims.claimed(claimed);
+    const running = this.claims.claimed(claimed);
     this.emit('claimed', claimed);
     const slots = await this.pacer.reserve(claimed, this.deps.clock.now().getTime());
-    for (const delivery of claimed) this.admit(delivery, slots.get(delivery.id));
+    for (const [i, delivery] of claimed.entries()) {
+      this.runDelivery(delivery, slots.get(delivery.id), running[i]);
+    }
     return mayHaveMore(claimed, limit, {
       plan,
       levels: (id) => this.levels(id),
@@ -241,60 +242,59 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
   }
 
   /**
-   * Counts the claimed row against its subscription's and tenant's slots and runs its delivery;
-   * as it ends, the slots it frees may reopen claims for them. `slot`: its send slot, null when
-   * none could be reserved, undefined when its subscription has no cap.
+   * Runs a claimed row's delivery (see deliver). One that throws before it settles is given back,
+   * or its row would stay claimed here, unsent, until this worker stops. `slot`: its send slot,
+   * null when none could be reserved, undefined when its subscription has no cap; `running`: its
+   * subscription's attempts running here once it was claimed, itself included.
    */
-  private admit(delivery: ClaimedDelivery, slot: PaceSlot | null | undefined): void {
-    const limit = Math.min(this.maxPerSubscription, delivery.concurrencyLimit);
-    this.claims.started(
-      delivery,
-      limit,
-      (running) =>
-        this.deliver(delivery, slot, running).catch((error) => {
-          // Thrown before the recorder had the row: given back, or it would stay claimed here,
-          // unsent, until this worker stops.
-          const unsettled = this.claims.unsettled(delivery.id);
-          this.deps.logger.error(
-            { err: error, deliveryId: delivery.id, givenBack: unsettled },
-            'delivery failed on our side',
-          );
-          if (unsettled) this.giveBack(delivery, this.deps.clock.now());
-        }),
-      (left) => {
-        if (
-          tenantReopened(left.tenant, left.otherTenants, this.maxRunning, this.maxPerSubscription)
-        ) {
-          this.wakes.reopened();
-        }
-        // Down to its low level the subscription is claimed for at once; at its reopen level with
-        // the claim held back briefly, so that other subscriptions reopening join the same claim.
-        const { reopen, low } = subscriptionLevels(left.limit);
-        if (left.subscription === low) this.wakes.low();
-        else if (left.subscription === reopen) this.wakes.reopened();
-      },
-    );
+  private runDelivery(
+    delivery: ClaimedDelivery,
+    slot: PaceSlot | null | undefined,
+    running: number,
+  ): void {
+    this.deliver(delivery, slot, running).catch((error) => {
+      const nextAttemptAt = this.deps.clock.now().toISOString();
+      const givenBack = this.settle({ givenBack: { delivery, nextAttemptAt } });
+      this.deps.logger.error(
+        { err: error, deliveryId: delivery.id, givenBack },
+        'delivery failed on our side',
+      );
+    });
   }
 
   /**
-   * One delivery's life in this worker: its start (see startAt), then the attempt, whose outcome
-   * goes to the recorder. A hold the answer asks for applies here before anything else can start,
-   * and is told to every other process.
+   * One delivery's line in this worker: claimed, started (see startAt), sent, settled; or given
+   * back unsent. A hold the answer asks for applies here before anything else can start, and is
+   * told to every other process.
    */
   private async deliver(
     delivery: ClaimedDelivery,
     slot: PaceSlot | null | undefined,
     running: number,
   ): Promise<void> {
+    const settlement = await this.settlementOf(delivery, slot, running);
+    const holdUntil = 'attempt' in settlement ? settlement.attempt.holdUntil : null;
+    if (holdUntil !== null) this.tellHold(delivery.subscriptionId, holdUntil);
+    this.settle(settlement);
+    if ('attempt' in settlement) this.emit('attempted', settlement.attempt);
+    else this.emit('givenBack', delivery);
+  }
+
+  /** The attempt's outcome (see Recorder.attempted), or the row given back without one. */
+  private async settlementOf(
+    delivery: ClaimedDelivery,
+    slot: PaceSlot | null | undefined,
+    running: number,
+  ): Promise<Settlement> {
     const { clock } = this.deps;
-    if (slot === null) return this.giveBack(delivery, clock.now());
+    const givenBack = (at: Date) => ({ givenBack: { delivery, nextAttemptAt: at.toISOString() } });
+    if (slot === null) return givenBack(clock.now());
     const start = await this.startAt(delivery, slot);
-    if ('giveBack' in start) return this.giveBack(delivery, start.giveBack);
-    const now = start.at;
+    if ('giveBack' in start) return givenBack(start.giveBack);
     const began = performance.now();
     let result: SendResult;
     try {
-      result = await this.attempts.run(delivery, now);
+      result = await this.attempts.run(delivery, start.at);
     } catch (error) {
       this.deps.logger.error(
         { err: error, subscriptionId: delivery.subscriptionId, deliveryId: delivery.id },
@@ -302,14 +302,28 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
       );
       result = INTERNAL_FAILURE;
     }
-    const settled = this.recorder.attempted(delivery, result, {
-      startedAt: now.toISOString(),
+    const attempt = this.recorder.attempted(delivery, result, {
+      startedAt: start.at.toISOString(),
       durationMs: Math.round(performance.now() - began),
       endedAt: clock.now(),
       running,
     });
-    if (settled.holdUntil !== null) this.tellHold(delivery.subscriptionId, settled.holdUntil);
-    this.emit('attempted', settled);
+    return { attempt };
+  }
+
+  /**
+   * Settles a running claim in this worker's claims (whose recording follows); the slots it frees
+   * may reopen claims. Whether it was still running (a second settlement changes nothing).
+   */
+  private settle(settlement: Settlement): boolean {
+    const left = this.claims.settled(settlement);
+    if (left === null) return false;
+    // Down to its low level the subscription is claimed for at once; at its reopen level with
+    // the claim deferred briefly, so that other subscriptions reopening join the same claim.
+    const signal = reopening(left, this.maxRunning, this.maxPerSubscription);
+    if (signal === 'low') this.wakes.low();
+    else if (signal === 'reopened') this.wakes.reopened();
+    return true;
   }
 
   /**
@@ -326,17 +340,10 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     for (;;) {
       if (wakeAt !== undefined) await this.wakes.until(wakeAt);
       await this.wakes.afterReads();
-      let now = clock.now();
-      const heldUntil = this.holds.heldUntil(delivery.subscriptionId, now.getTime());
+      const id = delivery.subscriptionId;
+      const heldUntil = await this.holds.atStart(id, clock, this.readsStoredHolds());
       if (heldUntil !== null) return { giveBack: new Date(heldUntil) };
-      if (this.readsStoredHolds()) {
-        const stored = await this.storedHolds.heldUntil(delivery.subscriptionId, now.getTime());
-        now = clock.now();
-        if (stored !== null && stored > now.getTime()) {
-          this.holds.hold(delivery.subscriptionId, stored);
-          return { giveBack: new Date(stored) };
-        }
-      }
+      const now = clock.now();
       if (slot === undefined) return { at: now };
       if (this.stopping()) return { giveBack: now };
       const turn = this.pacer.turn(delivery, slot, now.getTime());
@@ -355,11 +362,6 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     return this.deps.database.dialect === 'sqlite' && this.registry.othersAlive;
   }
 
-  private giveBack(delivery: ClaimedDelivery, dueAt: Date): void {
-    this.recorder.givenBack(delivery, dueAt.toISOString());
-    this.emit('givenBack', delivery);
-  }
-
   /** Holds the endpoint here at once, and tells every other process (before it is recorded). */
   private tellHold(subscriptionId: string, holdUntil: string): void {
     const until = Date.parse(holdUntil);
@@ -367,16 +369,5 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     this.deps.notifier
       .publish(HOLDS_CHANNEL, JSON.stringify({ subscriptionId, until }))
       .catch((error) => this.deps.logger.warn({ err: error }, 'hold notice not sent'));
-  }
-
-  /** A batch is recorded (its claims forgotten): its retries are due later. */
-  private recorded(batch: SettledAttempt[], givenBack: GivenBackClaim[]): void {
-    this.emit('recorded', batch);
-    // A recorded outcome of a `per_object` subscription lets the next of its object go.
-    if (batch.some((s) => s.delivery.ordering === 'per_object')) this.wakes.reopened();
-    for (const { outcome } of batch) {
-      if (outcome.nextAttemptAt !== null) this.wakes.at(Date.parse(outcome.nextAttemptAt));
-    }
-    for (const { nextAttemptAt } of givenBack) this.wakes.at(Date.parse(nextAttemptAt));
   }
 }
