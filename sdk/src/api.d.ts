@@ -1360,7 +1360,7 @@ export interface components {
             } | null;
             /** @description How deliveries flow to the endpoint now, and what holds them back. */
             deliveryState: {
-                /** @description Attempts in flight at once now. Starts at 4; grows by 1 when the endpoint answers a 2xx in time with the whole limit in use, up to `maxConcurrency`; halves on a 429, 502, 503, 504, a time-out or a refused or reset connection. */
+                /** @description Attempts in flight at once now. Starts at 4; grows by 1 when the endpoint answers a 2xx in time with the whole limit in use, up to `maxConcurrency`; halves on a 429, 502, 503, 504, a time-out, a refused connection, a reset connection, a broker's back-pressure. */
                 concurrencyLimit: number;
                 /** @description Attempts in flight now. */
                 inFlight: number;

@@ -1,4 +1,5 @@
 import type { AttemptErrorClass } from '../domain/attempts.ts';
+import { PUSHBACK_FAILURES, PUSHBACK_STATUSES } from '../domain/flow-control.ts';
 
 /** A subscription's adaptive concurrency, as stored. */
 export interface ConcurrencyState {
@@ -19,18 +20,10 @@ export interface ConcurrencySample {
   errorClass: AttemptErrorClass | null;
 }
 
-/**
- * Answers that say the endpoint has too much to do: 429, 502, 503, 504, a time-out, a refused or
- * reset connection, a broker's back-pressure. Others (a 4xx, a 500, a TLS or DNS failure) say nothing of its load.
- */
+/** An answer that says the endpoint has too much to do (see PUSHBACK_STATUSES). */
 export function isPushback(status: number | null, errorClass: AttemptErrorClass | null): boolean {
-  if (status === 429 || status === 502 || status === 503 || status === 504) return true;
-  return (
-    errorClass === 'timeout' ||
-    errorClass === 'connection_refused' ||
-    errorClass === 'connection_reset' ||
-    errorClass === 'broker_busy'
-  );
+  if (status !== null && PUSHBACK_STATUSES.includes(status)) return true;
+  return errorClass !== null && Object.hasOwn(PUSHBACK_FAILURES, errorClass);
 }
 
 /**

@@ -1,3 +1,5 @@
+import type { AttemptErrorClass } from './attempts.ts';
+
 /** Where a subscription's concurrency limit starts (new, or after a restart of the limit). */
 export const INITIAL_CONCURRENCY = 4;
 /** `maxConcurrency` when the subscription does not set it, and its bounds. */
@@ -5,6 +7,22 @@ export const DEFAULT_MAX_CONCURRENCY = 16;
 export const MAX_CONCURRENCY = 64;
 /** The highest cap on deliveries a second a subscription may set. */
 export const MAX_PER_SECOND = 1000;
+
+/**
+ * Answers that say the endpoint has too much to do, which halve its concurrency limit (see
+ * nextConcurrency): these statuses, and these failures, each with the words the reference uses.
+ * Others (a 4xx, a 500, a TLS or DNS failure) say nothing of its load.
+ */
+export const PUSHBACK_STATUSES: readonly number[] = [429, 502, 503, 504];
+export const PUSHBACK_FAILURES: Readonly<Partial<Record<AttemptErrorClass, string>>> = {
+  timeout: 'a time-out',
+  connection_refused: 'a refused connection',
+  connection_reset: 'a reset connection',
+  broker_busy: "a broker's back-pressure",
+};
+
+/** The adaptive concurrency limit's rule, as the reference states it. */
+export const ADAPTIVE_LIMIT_RULE = `Starts at ${INITIAL_CONCURRENCY}; grows by 1 when the endpoint answers a 2xx in time with the whole limit in use, up to \`maxConcurrency\`; halves on a ${PUSHBACK_STATUSES.join(', ')}, ${Object.values(PUSHBACK_FAILURES).join(', ')}.`;
 
 /*
  * Each rule below is written once, in TypeScript and, beside it, as the SQL expression the claim
@@ -40,7 +58,7 @@ export type Ordering = (typeof ORDERINGS)[number];
 /**
  * The object an event is about, for `per_object` ordering: the booking of booking, dispute and
  * payment events, the trip of trip events, the client of client events; null for others (a test
- * fire), which are never held back.
+ * fire), which never wait for another.
  */
 export function orderingKey(type: string, data: Readonly<Record<string, unknown>>): string | null {
   const [family] = type.split('.', 1);

@@ -1,6 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { ATTEMPT_ERROR_CLASSES, DELIVERY_ERRORS } from '../domain/attempts.ts';
 import {
+  ADAPTIVE_LIMIT_RULE,
   DEFAULT_MAX_CONCURRENCY,
   MAX_CONCURRENCY,
   MAX_PER_SECOND,
@@ -229,8 +230,7 @@ export const WebhookSubscription = Type.Object(
         concurrencyLimit: Type.Integer({
           minimum: 1,
           maximum: MAX_CONCURRENCY,
-          description:
-            'Attempts in flight at once now. Starts at 4; grows by 1 when the endpoint answers a 2xx in time with the whole limit in use, up to `maxConcurrency`; halves on a 429, 502, 503, 504, a time-out or a refused or reset connection.',
+          description: `Attempts in flight at once now. ${ADAPTIVE_LIMIT_RULE}`,
         }),
         inFlight: Type.Integer({ minimum: 0, description: 'Attempts in flight now.' }),
         pausedUntil: At(

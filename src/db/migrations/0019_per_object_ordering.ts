@@ -4,7 +4,7 @@ import { type Kysely, sql } from 'kysely';
  * `ordering` per subscription (`none`, or `per_object`: one delivery per object in flight, in
  * sequence order), and each delivery's object (`object_key`: the booking, trip or client the
  * event is about), set at fan-out whatever the ordering, so turning it on covers what is queued.
- * Older deliveries have none and are never held back. Claims for a `per_object` subscription ask,
+ * Older deliveries have none and never wait. Claims for a `per_object` subscription ask,
  * per row, whether an earlier one of its object is still to go: the index answers that from the
  * unfinished rows alone.
  */
