@@ -39,6 +39,7 @@ import { sql } from 'kysely';
 import { type NatsConnection, connect as natsConnect } from 'nats';
 import pino from 'pino';
 import { loadConfig } from '../src/config.ts';
+import type { EventData } from '../src/domain/event-schemas.ts';
 import { newId } from '../src/lib/ids.ts';
 import { createRuntime, type Runtime } from '../src/runtime.ts';
 import { testCa } from '../test/helpers/https-receiver.ts';
@@ -682,12 +683,44 @@ export async function runRawSender(
   return raw.cpuUsPerPost;
 }
 
-function backlogEvent(index: number) {
-  return {
-    clientId: newId('cli'),
-    kind: 'individual' as const,
-    displayName: `Backlog client ${index}`,
+/**
+ * A client.created event's data as the product emits it (see ClientsService.create): the members,
+ * the client as its GET shows it, no changes.
+ */
+export function backlogEvent(
+  index: number,
+  kind: 'individual' | 'company' = 'individual',
+  name = 'Backlog client',
+): EventData<'client.created'> {
+  const at = new Date().toISOString();
+  const object = {
+    id: newId('cli'),
+    kind,
+    displayName: `${name} ${index}`,
+    legalName: null,
+    email: null,
+    phone: null,
+    countryIso: null,
+    language: null,
+    currency: null,
+    vatId: null,
+    tags: [],
+    notes: null,
+    archivedAt: null,
+    createdAt: at,
+    updatedAt: at,
   };
+  return { clientId: object.id, kind, displayName: object.displayName, object, changes: {} };
+}
+
+/** A runtime in this process on `dbEnv`, logging nothing: the emit rows' (no worker runs). */
+export async function silentRuntime(dbEnv: Record<string, string>): Promise<Runtime> {
+  const ca = await testCa();
+  const config = loadConfig({
+    ...webhookServerEnv(dbEnv, 'silent', ca.caFile),
+    LOG_LEVEL: 'silent',
+  });
+  return createRuntime(config, { logger: pino({ level: 'silent' }) });
 }
 
 /** The environment of an API or worker process delivering to this process's receivers. */

@@ -7,12 +7,7 @@
  * deliveries and the difference is the filters' own cost.
  */
 
-import pino from 'pino';
-import { loadConfig } from '../src/config.ts';
-import { newId } from '../src/lib/ids.ts';
-import { createRuntime } from '../src/runtime.ts';
-import { testCa } from '../test/helpers/https-receiver.ts';
-import { webhookServerEnv } from './deliveries.ts';
+import { backlogEvent, silentRuntime } from './deliveries.ts';
 import { median } from './measure.ts';
 
 const FAN_OUT = 100;
@@ -54,12 +49,7 @@ function takingFilter(i: number) {
 }
 
 export async function benchFanOut(options: FanOutOptions): Promise<FanOutResult> {
-  const ca = await testCa();
-  const config = loadConfig({
-    ...webhookServerEnv(options.dbEnv, 'silent', ca.caFile),
-    LOG_LEVEL: 'silent',
-  });
-  const runtime = await createRuntime(config, { logger: pino({ level: 'silent' }) });
+  const runtime = await silentRuntime(options.dbEnv);
   try {
     const { services, database, repositories } = runtime;
     const tenant = await services.tenants.create({
@@ -90,11 +80,11 @@ export async function benchFanOut(options: FanOutOptions): Promise<FanOutResult>
       for (let i = 0; i < options.events; i++) {
         emitted += 1;
         await database.withTransaction(() =>
-          services.events.emit(tenant.id, 'client.created', {
-            clientId: newId('cli'),
-            kind: emitted % 2 === 0 ? 'company' : 'individual',
-            displayName: `Fan-out client ${emitted}`,
-          }),
+          services.events.emit(
+            tenant.id,
+            'client.created',
+            backlogEvent(emitted, emitted % 2 === 0 ? 'company' : 'individual', 'Fan-out client'),
+          ),
         );
       }
       const us = ((performance.now() - started) * 1000) / options.events;

@@ -18,7 +18,8 @@ import { Type } from '@sinclair/typebox';
 import BetterSqlite3 from 'better-sqlite3';
 import Fastify from 'fastify';
 import pg from 'pg';
-import { DataOf, Meta, PageOf, Trip } from '../src/http/schemas.ts';
+import { Trip } from '../src/domain/resources.ts';
+import { DataOf, Meta, PageOf } from '../src/http/schemas.ts';
 import { encodeCursor } from '../src/lib/cursor.ts';
 
 /** The Trip schema's members, as `column as "member"`. */

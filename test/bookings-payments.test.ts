@@ -143,18 +143,36 @@ for (const backend of BACKENDS) {
       );
 
       const emitted = (await events()).slice(before);
+      // Every move announced: the spec's types, the move it names none for as booking.updated.
       assert.deepEqual(
         emitted.map((e) => e.type),
-        ['booking.confirmed', 'dispute.opened', 'dispute.closed', 'booking.cancelled'],
+        [
+          'booking.updated',
+          'booking.confirmed',
+          'dispute.opened',
+          'dispute.closed',
+          'booking.cancelled',
+        ],
       );
-      assert.deepEqual(emitted[0].data, {
+      const { object, changes, ...members } = emitted[1].data;
+      assert.deepEqual(members, {
         bookingId: booking.id,
         tripId: booking.tripId,
         status: 'confirmed',
         totalRetailCents: 150_000,
         currency: 'EUR',
       });
-      assert.equal(emitted[3].data.status, 'cancelled');
+      assert.deepEqual(object, confirmed, 'the booking as its GET shows it after the change');
+      assert.deepEqual(changes, {
+        status: { before: 'deposit_paid', after: 'confirmed' },
+        confirmedAt: { before: null, after: confirmed.confirmedAt },
+        updatedAt: { before: emitted[0].data.object.updatedAt, after: confirmed.updatedAt },
+      });
+      assert.deepEqual(emitted[0].data.changes.status, {
+        before: 'payment_pending',
+        after: 'deposit_paid',
+      });
+      assert.equal(emitted[4].data.status, 'cancelled');
       for (const event of emitted) assert.match(event.id, /^[0-9a-f-]{36}$/);
     });
 
@@ -176,11 +194,16 @@ for (const backend of BACKENDS) {
       const trip = await createTrip(ctx, tenant);
       const status = (to: string) =>
         ctx.adminRequest('POST', `/admin/v1/trips/${trip.id}/status`, { status: to });
+      const start = (await events()).length;
       assert.equal((await status('sent')).statusCode, 409);
-      for (const to of ['active', 'sent', 'rejected', 'active', 'sent', 'accepted', 'archived']) {
-        assert.equal((await status(to)).statusCode, 200, to);
-      }
+      const moves = ['active', 'sent', 'rejected', 'active', 'sent', 'accepted', 'archived'];
+      for (const to of moves) assert.equal((await status(to)).statusCode, 200, to);
       assert.equal((await status('active')).statusCode, 409, 'archived is final');
+      // Each move announced once, a refused one not at all.
+      assert.deepEqual(
+        (await events()).slice(start).map((e) => [e.type, e.data.changes.status?.after]),
+        moves.map((to) => ['trip.updated', to]),
+      );
 
       const before = (await events()).length;
       const published = (
@@ -198,12 +221,20 @@ for (const backend of BACKENDS) {
         emitted.map((e) => e.type),
         ['trip.published', 'trip.unpublished'],
       );
-      assert.deepEqual(emitted[1].data, {
+      const { object, changes, ...members } = emitted[1].data;
+      assert.deepEqual(members, {
         tripId: trip.id,
         publicSlug: published.publicSlug,
         publishedAt: published.publishedAt,
         unpublishedAt: unpublished.unpublishedAt,
       });
+      assert.deepEqual(object, unpublished);
+      assert.deepEqual(Object.keys(changes).sort(), ['unpublishedAt', 'updatedAt']);
+      assert.deepEqual(Object.keys(emitted[0].data.changes).sort(), [
+        'publicSlug',
+        'publishedAt',
+        'updatedAt',
+      ]);
     });
 
     it('POST /api/v1/bookings validates, then answers 501 with the checkout URL and creates nothing', async () => {
@@ -306,16 +337,32 @@ for (const backend of BACKENDS) {
 
       const emitted = (await events(t.id)).filter((e) => e.type.startsWith('payment.'));
       assert.deepEqual(
-        emitted.map((e) => e.type),
-        ['payment.succeeded', 'payment.failed'],
+        emitted.map((e) => [e.type, e.data.status]),
+        [
+          ['payment.created', 'pending'],
+          ['payment.created', 'pending'],
+          ['payment.updated', 'processing'],
+          ['payment.succeeded', 'succeeded'],
+          ['payment.updated', 'scheduled'],
+          ['payment.updated', 'processing'],
+          ['payment.failed', 'failed'],
+          ['payment.updated', 'scheduled'],
+        ],
       );
-      assert.deepEqual(emitted[0].data, {
+      const { object, changes, ...members } = emitted[3].data;
+      assert.deepEqual(members, {
         paymentId: payment.id,
         bookingId: booking.id,
         status: 'succeeded',
         amountCents: 45_000,
         currency: 'EUR',
       });
+      assert.deepEqual(object, succeeded, 'the payment as the payments list shows it');
+      assert.deepEqual(changes, {
+        status: { before: 'processing', after: 'succeeded' },
+        chargedAt: { before: null, after: succeeded.chargedAt },
+      });
+      assert.deepEqual(emitted[0].data.changes, {}, 'a creation moved nothing');
 
       const list = await ctx.api('GET', '/api/v1/payments', { token: t.token });
       assert.deepEqual(

@@ -67,6 +67,8 @@ for (const backend of BACKENDS) {
         clientId: client.id,
         kind: 'company',
         displayName: 'Nordic Incentives',
+        object: client,
+        changes: {},
       });
 
       const minimal = await createClient(ctx, tenant, { displayName: 'Solo' });
@@ -121,6 +123,20 @@ for (const backend of BACKENDS) {
       ).data;
       assert.equal(restored.archivedAt, null);
       assert.deepEqual(await ids('?archived=true'), []);
+      // Archiving and unarchiving are announced, each with the client and what moved; a second
+      // unarchive changes nothing and announces nothing.
+      await ctx.admin('POST', `/admin/v1/clients/${a.id}/unarchive`);
+      const updates = (await ctx.runtime.repositories.events.listForTenant(t.id))
+        .filter((e) => e.type === 'client.updated')
+        .map((e) => JSON.parse(e.data));
+      assert.deepEqual(
+        updates.map((u) => u.changes.archivedAt),
+        [
+          { before: null, after: archived.archivedAt },
+          { before: archived.archivedAt, after: null },
+        ],
+      );
+      assert.deepEqual(updates[1].object, restored);
     });
 
     it('serves the five catalogs with their fields, cityId and q filters', async () => {

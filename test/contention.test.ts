@@ -173,6 +173,7 @@ for (const backend of BACKENDS) {
         .where('data', 'like', `%${trip.id}%`)
         .execute();
       assert.deepEqual(events.map((event) => event.type).sort(), [
+        'trip.created',
         'trip.published',
         'trip.unpublished',
       ]);

@@ -5,12 +5,14 @@ import { Type } from '@sinclair/typebox';
 import Ajv2020 from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import packageJson from '../package.json' with { type: 'json' };
+import { sampleEventData } from '../src/domain/event-samples.ts';
 import { assertEventData, type EventData } from '../src/domain/event-schemas.ts';
 import { SCOPES } from '../src/domain/plans.ts';
+import { Trip } from '../src/domain/resources.ts';
 import { newSigningKey, signatureHeader, standardSignature } from '../src/domain/signing.ts';
 import { EVENT_TYPES, type EventType } from '../src/domain/states.ts';
 import { toDocumentSchema, webhookDocs } from '../src/http/reference/webhook-docs.ts';
-import { Meta, Trip } from '../src/http/schemas.ts';
+import { Meta } from '../src/http/schemas.ts';
 import { ADMIN_TOKEN, createTestContext, type TestContext } from './helpers/context.ts';
 import { createTenant, mintToken } from './helpers/fixtures.ts';
 
@@ -53,83 +55,12 @@ const WEBHOOK_HEADERS = [
 const OPTIONAL_WEBHOOK_HEADERS = ['webhook-id', 'webhook-timestamp', 'webhook-signature'];
 
 /** Data the domain itself accepts for each type (checked with assertEventData below). */
-const SAMPLE_DATA: { [T in EventType]: EventData<T> } = {
-  'booking.confirmed': {
-    bookingId: 'bkg_01',
-    tripId: 'trp_01',
-    status: 'confirmed',
-    totalRetailCents: 125_000,
-    currency: 'EUR',
-  },
-  'booking.cancelled': {
-    bookingId: 'bkg_01',
-    tripId: 'trp_01',
-    status: 'cancelled',
-    totalRetailCents: 125_000,
-    currency: 'EUR',
-  },
-  'booking.refunded': {
-    bookingId: 'bkg_01',
-    tripId: 'trp_01',
-    status: 'refunded',
-    totalRetailCents: 0,
-    currency: 'EUR',
-  },
-  'dispute.opened': {
-    bookingId: 'bkg_01',
-    tripId: 'trp_01',
-    status: 'disputed',
-    totalRetailCents: 125_000,
-    currency: 'EUR',
-  },
-  'dispute.closed': {
-    bookingId: 'bkg_01',
-    tripId: 'trp_01',
-    status: 'confirmed',
-    totalRetailCents: 125_000,
-    currency: 'EUR',
-  },
-  'payment.succeeded': {
-    paymentId: 'pay_01',
-    bookingId: 'bkg_01',
-    status: 'succeeded',
-    amountCents: 40_000,
-    currency: 'EUR',
-  },
-  'payment.failed': {
-    paymentId: 'pay_01',
-    bookingId: 'bkg_01',
-    status: 'failed',
-    amountCents: 40_000,
-    currency: 'EUR',
-  },
-  'trip.published': {
-    tripId: 'trp_01',
-    publicSlug: 'iceland-in-winter',
-    publishedAt: '2027-01-05T10:00:00.000Z',
-    unpublishedAt: null,
-  },
-  'trip.unpublished': {
-    tripId: 'trp_01',
-    publicSlug: null,
-    publishedAt: '2027-01-05T10:00:00.000Z',
-    unpublishedAt: '2027-02-01T08:30:00.000Z',
-  },
-  'client.created': { clientId: 'cli_01', kind: 'individual', displayName: 'Ada Lovelace' },
-  'webhook.endpoint.paused': {
-    subscriptionId: 'whs_01',
-    url: 'https://hooks.example.test/in',
-    reason: 'consecutive_failures',
-  },
-  'webhook.delivery.dead_lettered': {
-    subscriptionId: 'whs_01',
-    deliveryId: 'dlv_01',
-    eventId: '0b6c7f3e-6a3c-4c8e-9d0a-2f1e5b7c9a11',
-    eventType: 'payment.failed',
-    attempts: 6,
-  },
-  'webhook.test': { subscriptionId: 'whs_01', message: 'Test event' },
-};
+const SAMPLE_DATA = Object.fromEntries(
+  EVENT_TYPES.map((type) => [
+    type,
+    sampleEventData(type, new Date('2027-01-05T10:00:00.000Z'), (prefix) => `${prefix}_01`),
+  ]),
+) as { [T in EventType]: EventData<T> };
 
 function envelope(type: string, data: unknown) {
   return { id: '0b6c7f3e-6a3c-4c8e-9d0a-2f1e5b7c9a11', type, created: 1_767_225_600, data };
@@ -340,6 +271,14 @@ describe('OpenAPI documents', () => {
         assert.equal(confirmed(payload), false, `rejects ${what}`);
       }
       assert.throws(() => assertEventData('booking.confirmed', { ...data, status: 'x' }));
+      // An object with a member its GET does not show (internal, or secret) is never sent.
+      const withInternal = { ...data, object: { ...data.object, tenantId: 'ten_01' } };
+      assert.throws(() => assertEventData('booking.confirmed', withInternal), /object/);
+      assert.equal(
+        confirmed(envelope('booking.confirmed', withInternal)),
+        true,
+        'the doc: extras pass',
+      );
 
       // We never send unknown fields, but consumers must ignore them: the doc lets them pass.
       assert.ok(confirmed({ ...envelope('booking.confirmed', { ...data, extra: 1 }), more: 2 }));
@@ -393,7 +332,8 @@ describe('OpenAPI documents', () => {
               `${operation.operationId}: ${example.type}`,
             );
         }
-        if (operation.operationId === 'getMe') {
+        // Any valid token reads these, whatever its scopes; only a plan without the API is refused.
+        if (operation.operationId === 'getMe' || operation.operationId === 'listEventTypes') {
           assert.equal(scope, undefined);
           assert.equal(forbidden?.type, `${errorsBase}plan-required`);
           continue;

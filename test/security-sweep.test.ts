@@ -47,6 +47,14 @@ const ROUTES: RouteCase[] = [
   },
   {
     method: 'GET',
+    template: '/api/v1/event-types',
+    url: () => '/api/v1/event-types',
+    scope: null,
+    ownerStatus: 200,
+    foreignStatus: 200,
+  },
+  {
+    method: 'GET',
     template: '/api/v1/trips',
     url: () => '/api/v1/trips',
     scope: 'trips:read',

@@ -98,6 +98,8 @@ for (const backend of BACKENDS) {
         clientId: client.id,
         kind: 'individual',
         displayName: 'Signed Ltd',
+        object: client,
+        changes: {},
       });
       await monitor.recorded(subscription.id, 'success');
       const [row] = await deliveries(subscription.id);

@@ -491,6 +491,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/event-types": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the event types, with the schema of their bodies
+         * @description Every event type: what it announces, whether it can be subscribed, the JSON Schema of its body and an example. Payload filters are checked against these schemas. Any valid token, whatever its scopes.
+         */
+        get: operations["listEventTypes"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/portal/sessions": {
         parameters: {
             query?: never;
@@ -807,6 +827,216 @@ export interface webhooks {
          *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
          */
         post: operations["clientCreatedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "trip.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Trip created
+         * @description A trip was created (`POST /api/v1/trips`, or the operator console). Sent to every active subscription that lists it.
+         *
+         *     Each delivery is an HTTPS POST of the JSON envelope below.
+         *
+         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header also carries the retired key's `v1` (the new key first; a second rotation within them adds a third). Code for Node and Python: "Receiving webhooks" in the introduction.
+         *
+         *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
+         *
+         *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
+         *
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
+         */
+        post: operations["tripCreatedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "trip.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Trip changed
+         * @description A trip changed otherwise than by its publication: a `PATCH /api/v1/trips/{id}`, or a move of its `status` (the operator console). Sent to every active subscription that lists it.
+         *
+         *     Each delivery is an HTTPS POST of the JSON envelope below.
+         *
+         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header also carries the retired key's `v1` (the new key first; a second rotation within them adds a third). Code for Node and Python: "Receiving webhooks" in the introduction.
+         *
+         *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
+         *
+         *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
+         *
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
+         */
+        post: operations["tripUpdatedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "booking.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Booking created
+         * @description A booking was created by checkout, in `payment_pending`. Sent to every active subscription that lists it.
+         *
+         *     Each delivery is an HTTPS POST of the JSON envelope below.
+         *
+         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header also carries the retired key's `v1` (the new key first; a second rotation within them adds a third). Code for Node and Python: "Receiving webhooks" in the introduction.
+         *
+         *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
+         *
+         *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
+         *
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
+         */
+        post: operations["bookingCreatedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "booking.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Booking changed
+         * @description A booking moved to a status no other booking type announces: `deposit_paid`, `trip_in_progress` or `completed`. Sent to every active subscription that lists it.
+         *
+         *     Each delivery is an HTTPS POST of the JSON envelope below.
+         *
+         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header also carries the retired key's `v1` (the new key first; a second rotation within them adds a third). Code for Node and Python: "Receiving webhooks" in the introduction.
+         *
+         *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
+         *
+         *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
+         *
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
+         */
+        post: operations["bookingUpdatedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "client.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Client changed
+         * @description A client was archived or unarchived. Sent to every active subscription that lists it.
+         *
+         *     Each delivery is an HTTPS POST of the JSON envelope below.
+         *
+         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header also carries the retired key's `v1` (the new key first; a second rotation within them adds a third). Code for Node and Python: "Receiving webhooks" in the introduction.
+         *
+         *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
+         *
+         *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
+         *
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
+         */
+        post: operations["clientUpdatedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "payment.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Payment created
+         * @description A payment was created by the payment processor, `pending`. Sent to every active subscription that lists it.
+         *
+         *     Each delivery is an HTTPS POST of the JSON envelope below.
+         *
+         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header also carries the retired key's `v1` (the new key first; a second rotation within them adds a third). Code for Node and Python: "Receiving webhooks" in the introduction.
+         *
+         *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
+         *
+         *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
+         *
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
+         */
+        post: operations["paymentCreatedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "payment.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Payment changed
+         * @description A payment moved to a status no other payment type announces: `scheduled`, `processing` or `cancelled`. Sent to every active subscription that lists it.
+         *
+         *     Each delivery is an HTTPS POST of the JSON envelope below.
+         *
+         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header also carries the retired key's `v1` (the new key first; a second rotation within them adds a third). Code for Node and Python: "Receiving webhooks" in the introduction.
+         *
+         *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
+         *
+         *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
+         *
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
+         */
+        post: operations["paymentUpdatedEvent"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1251,7 +1481,7 @@ export interface components {
             /** @description HTTPS endpoint, or broker (`amqps://`, `tls://`), that receives events; a broker password shows as `***`. */
             url: string;
             /** @description Subscribed event types. */
-            events: ("booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered")[];
+            events: ("booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "trip.created" | "trip.updated" | "booking.created" | "booking.updated" | "client.updated" | "payment.created" | "payment.updated" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered")[];
             /** @description False while paused, and once deleted. */
             active: boolean;
             /**
@@ -5381,7 +5611,7 @@ export interface operations {
                     /** @description An HTTPS endpoint, or a broker: `amqps://user:pass@host[:port]/vhost?exchange=<name>&routingKey=<key>` (RabbitMQ) or `tls://user:pass@host[:port]?subject=<subject>` (NATS JetStream); plaintext `amqp://` and `nats://` only where the instance allows private targets. Every address the host resolves to must be public (private, loopback, link-local and CGNAT addresses are refused). A host that does not resolve within `WEBHOOK_DNS_TIMEOUT` (2 s by default) is 422 too. A broker password is never shown back: reads show `***`, and a PATCH that sends the URL with `***` keeps the stored password (for the same user, host and port). */
                     url: string;
                     /** @description Event types from the catalog; `webhook.test` is not subscribable. */
-                    events: ("booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered")[];
+                    events: ("booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "trip.created" | "trip.updated" | "booking.created" | "booking.updated" | "client.updated" | "payment.created" | "payment.updated" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered")[];
                     /** @description Also send the Standard Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature`), verifiable with the same signing key by the `standardwebhooks` libraries. Default false. */
                     standardWebhooks?: boolean;
                     /** @description Also sign with an Ed25519 key pair (`v1a` in `webhook-signature`): the receiver verifies with the subscription `publicKey` and holds no secret that can sign. Needs `standardWebhooks: true` (422 otherwise). Default false; turning it off drops the pair, on again makes a new one. */
@@ -6136,7 +6366,7 @@ export interface operations {
                     /** @description An HTTPS endpoint, or a broker: `amqps://user:pass@host[:port]/vhost?exchange=<name>&routingKey=<key>` (RabbitMQ) or `tls://user:pass@host[:port]?subject=<subject>` (NATS JetStream); plaintext `amqp://` and `nats://` only where the instance allows private targets. Every address the host resolves to must be public (private, loopback, link-local and CGNAT addresses are refused). A host that does not resolve within `WEBHOOK_DNS_TIMEOUT` (2 s by default) is 422 too. A broker password is never shown back: reads show `***`, and a PATCH that sends the URL with `***` keeps the stored password (for the same user, host and port). */
                     url?: string;
                     /** @description Event types from the catalog; `webhook.test` is not subscribable. */
-                    events?: ("booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered")[];
+                    events?: ("booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "trip.created" | "trip.updated" | "booking.created" | "booking.updated" | "client.updated" | "payment.created" | "payment.updated" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered")[];
                     /** @description Also send the Standard Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature`), verifiable with the same signing key by the `standardwebhooks` libraries. Default false. */
                     standardWebhooks?: boolean;
                     /** @description Also sign with an Ed25519 key pair (`v1a` in `webhook-signature`): the receiver verifies with the subscription `publicKey` and holds no secret that can sign. Needs `standardWebhooks: true` (422 otherwise). Default false; turning it off drops the pair, on again makes a new one. */
@@ -6755,7 +6985,7 @@ export interface operations {
                          * @description The event type.
                          * @enum {string}
                          */
-                        type: "booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered";
+                        type: "booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "trip.created" | "trip.updated" | "booking.created" | "booking.updated" | "client.updated" | "payment.created" | "payment.updated" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered";
                         /** @description The event data, as a delivery carries it. */
                         data: {
                             [key: string]: unknown;
@@ -7021,7 +7251,7 @@ export interface operations {
                      * @description Send a sample of this event type (realistic data, ids that name no real row) instead of `webhook.test`. Its envelope has `"test": true` like every test event.
                      * @enum {string}
                      */
-                    eventType?: "booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered";
+                    eventType?: "booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "trip.created" | "trip.updated" | "booking.created" | "booking.updated" | "client.updated" | "payment.created" | "payment.updated" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered";
                 };
             };
         };
@@ -7241,7 +7471,7 @@ export interface operations {
                 /** @description Page size, 1-100. */
                 limit?: number;
                 /** @description Only events of this type. */
-                type?: "booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered";
+                type?: "booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "trip.created" | "trip.updated" | "booking.created" | "booking.updated" | "client.updated" | "payment.created" | "payment.updated" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered";
                 /** @description Only events whose latest delivery is in this status. */
                 deliveryStatus?: "pending" | "in_flight" | "success" | "dead_letter";
             };
@@ -8378,6 +8608,218 @@ export interface operations {
             };
         };
     };
+    listEventTypes: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event catalog. */
+            200: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Requests allowed per minute (sustained). */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current minute. */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window refreshes. */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "type": "booking.confirmed",
+                     *           "description": "A client was created.",
+                     *           "subscribable": true,
+                     *           "schema": {
+                     *             "type": "object",
+                     *             "required": [
+                     *               "id",
+                     *               "type",
+                     *               "created",
+                     *               "data"
+                     *             ],
+                     *             "properties": {
+                     *               "type": {
+                     *                 "type": "string",
+                     *                 "enum": [
+                     *                   "client.created"
+                     *                 ]
+                     *               }
+                     *             }
+                     *           },
+                     *           "example": {
+                     *             "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
+                     *             "type": "client.created",
+                     *             "created": 1793870565,
+                     *             "data": {}
+                     *           }
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": {
+                        data: {
+                            /** @enum {string} */
+                            type: "booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "trip.created" | "trip.updated" | "booking.created" | "booking.updated" | "client.updated" | "payment.created" | "payment.updated" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered" | "webhook.test";
+                            /**
+                             * @description What the event announces.
+                             * @example A client was created.
+                             */
+                            description: string;
+                            /** @description Whether a subscription's `events` may list it (`webhook.test` is fired only). */
+                            subscribable: boolean;
+                            /**
+                             * @description The JSON Schema (2020-12) of the whole body, the one each event is validated against when it is emitted: closed (`additionalProperties: false`) as emitted today; new members are additive, so a receiver should not reject them.
+                             * @example {
+                             *       "type": "object",
+                             *       "required": [
+                             *         "id",
+                             *         "type",
+                             *         "created",
+                             *         "data"
+                             *       ],
+                             *       "properties": {
+                             *         "type": {
+                             *           "type": "string",
+                             *           "enum": [
+                             *             "client.created"
+                             *           ]
+                             *         }
+                             *       }
+                             *     }
+                             */
+                            schema: unknown;
+                            /**
+                             * @description A body of the type.
+                             * @example {
+                             *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
+                             *       "type": "client.created",
+                             *       "created": 1793870565,
+                             *       "data": {}
+                             *     }
+                             */
+                            example: unknown;
+                        }[];
+                    };
+                };
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "title": "Plan required",
+                     *       "status": 403,
+                     *       "detail": "The free plan does not include API access.",
+                     *       "required_plans": [
+                     *         "starter",
+                     *         "pro",
+                     *         "enterprise"
+                     *       ],
+                     *       "current_plan": "free",
+                     *       "type": "https://api.tourops.test/errors/plan-required"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     createPortalSession: {
         parameters: {
             query?: never;
@@ -8626,9 +9068,42 @@ export interface operations {
                  *       "data": {
                  *         "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
                  *         "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                 *         "status": "confirmed",
                  *         "totalRetailCents": 249000,
                  *         "currency": "EUR",
-                 *         "status": "confirmed"
+                 *         "object": {
+                 *           "id": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
+                 *           "bookingNumber": "BK-4HQ8ZD",
+                 *           "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                 *           "tripVersion": 3,
+                 *           "status": "confirmed",
+                 *           "totalRetailCents": 249000,
+                 *           "applicationFeeCents": 4000,
+                 *           "currency": "EUR",
+                 *           "travelerName": "Ana Lima",
+                 *           "travelerEmail": "ana.lima@example.com",
+                 *           "confirmedAt": "2026-11-05T10:02:44.019Z",
+                 *           "cancelledAt": null,
+                 *           "departureId": null,
+                 *           "departureStartDate": "2027-04-12T00:00:00.000Z",
+                 *           "departureEndDate": "2027-04-17T00:00:00.000Z",
+                 *           "createdAt": "2026-11-04T10:02:44.019Z",
+                 *           "updatedAt": "2026-11-05T10:02:44.019Z"
+                 *         },
+                 *         "changes": {
+                 *           "status": {
+                 *             "before": "deposit_paid",
+                 *             "after": "confirmed"
+                 *           },
+                 *           "confirmedAt": {
+                 *             "before": null,
+                 *             "after": "2026-11-05T10:02:44.019Z"
+                 *           },
+                 *           "updatedAt": {
+                 *             "before": "2026-11-04T10:02:44.019Z",
+                 *             "after": "2026-11-05T10:02:44.019Z"
+                 *           }
+                 *         }
                  *       }
                  *     }
                  */
@@ -8659,6 +9134,199 @@ export interface operations {
                         status: "confirmed";
                         totalRetailCents: number;
                         currency: string;
+                        /** @description The booking as its GET shows it after the change. */
+                        object: {
+                            id: string;
+                            /** @description Per-tenant reference; not a counter. */
+                            bookingNumber: string;
+                            tripId: string;
+                            /** @description The trip `version` the booking was made on (its snapshot is kept). */
+                            tripVersion: number;
+                            /**
+                             * @description Moved by checkout and the payment processor; see the `booking.*` events.
+                             * @enum {string}
+                             */
+                            status: "payment_pending" | "deposit_paid" | "confirmed" | "trip_in_progress" | "completed" | "cancelled" | "refunded" | "disputed";
+                            /** @description Price paid by the traveller, in minor units (cents) of `currency`. */
+                            totalRetailCents: number;
+                            /** @description Platform fee taken from the total, in minor units (cents) of `currency`. */
+                            applicationFeeCents: number;
+                            /** @description ISO 4217. */
+                            currency: string;
+                            travelerName: string | null;
+                            travelerEmail: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it was first confirmed. UTC.
+                             */
+                            confirmedAt: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it was cancelled. UTC.
+                             */
+                            cancelledAt: string | null;
+                            /** @description The storefront departure booked, for departure-based trips. */
+                            departureId: string | null;
+                            /**
+                             * Format: date-time
+                             * @description First day of the departure, as midnight UTC.
+                             */
+                            departureStartDate: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Last day of the departure, as midnight UTC.
+                             */
+                            departureEndDate: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Created at UTC.
+                             */
+                            createdAt: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Last changed at UTC.
+                             */
+                            updatedAt: string | null;
+                        };
+                        /** @description The public members this change moved, each `{before, after}`; `{}` on creation. */
+                        changes: {
+                            id?: {
+                                before: string;
+                                after: string;
+                            };
+                            bookingNumber?: {
+                                /** @description Per-tenant reference; not a counter. */
+                                before: string;
+                                /** @description Per-tenant reference; not a counter. */
+                                after: string;
+                            };
+                            tripId?: {
+                                before: string;
+                                after: string;
+                            };
+                            tripVersion?: {
+                                /** @description The trip `version` the booking was made on (its snapshot is kept). */
+                                before: number;
+                                /** @description The trip `version` the booking was made on (its snapshot is kept). */
+                                after: number;
+                            };
+                            status?: {
+                                /**
+                                 * @description Moved by checkout and the payment processor; see the `booking.*` events.
+                                 * @enum {string}
+                                 */
+                                before: "payment_pending" | "deposit_paid" | "confirmed" | "trip_in_progress" | "completed" | "cancelled" | "refunded" | "disputed";
+                                /**
+                                 * @description Moved by checkout and the payment processor; see the `booking.*` events.
+                                 * @enum {string}
+                                 */
+                                after: "payment_pending" | "deposit_paid" | "confirmed" | "trip_in_progress" | "completed" | "cancelled" | "refunded" | "disputed";
+                            };
+                            totalRetailCents?: {
+                                /** @description Price paid by the traveller, in minor units (cents) of `currency`. */
+                                before: number;
+                                /** @description Price paid by the traveller, in minor units (cents) of `currency`. */
+                                after: number;
+                            };
+                            applicationFeeCents?: {
+                                /** @description Platform fee taken from the total, in minor units (cents) of `currency`. */
+                                before: number;
+                                /** @description Platform fee taken from the total, in minor units (cents) of `currency`. */
+                                after: number;
+                            };
+                            currency?: {
+                                /** @description ISO 4217. */
+                                before: string;
+                                /** @description ISO 4217. */
+                                after: string;
+                            };
+                            travelerName?: {
+                                before: string | null;
+                                after: string | null;
+                            };
+                            travelerEmail?: {
+                                before: string | null;
+                                after: string | null;
+                            };
+                            confirmedAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description When it was first confirmed. UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description When it was first confirmed. UTC.
+                                 */
+                                after: string | null;
+                            };
+                            cancelledAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description When it was cancelled. UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description When it was cancelled. UTC.
+                                 */
+                                after: string | null;
+                            };
+                            departureId?: {
+                                /** @description The storefront departure booked, for departure-based trips. */
+                                before: string | null;
+                                /** @description The storefront departure booked, for departure-based trips. */
+                                after: string | null;
+                            };
+                            departureStartDate?: {
+                                /**
+                                 * Format: date-time
+                                 * @description First day of the departure, as midnight UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description First day of the departure, as midnight UTC.
+                                 */
+                                after: string | null;
+                            };
+                            departureEndDate?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Last day of the departure, as midnight UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Last day of the departure, as midnight UTC.
+                                 */
+                                after: string | null;
+                            };
+                            createdAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Created at UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Created at UTC.
+                                 */
+                                after: string | null;
+                            };
+                            updatedAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Last changed at UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Last changed at UTC.
+                                 */
+                                after: string | null;
+                            };
+                        };
                     };
                 };
             };
@@ -8721,9 +9389,38 @@ export interface operations {
                  *       "data": {
                  *         "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
                  *         "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                 *         "status": "cancelled",
                  *         "totalRetailCents": 249000,
                  *         "currency": "EUR",
-                 *         "status": "cancelled"
+                 *         "object": {
+                 *           "id": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
+                 *           "bookingNumber": "BK-4HQ8ZD",
+                 *           "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                 *           "tripVersion": 3,
+                 *           "status": "cancelled",
+                 *           "totalRetailCents": 249000,
+                 *           "applicationFeeCents": 4000,
+                 *           "currency": "EUR",
+                 *           "travelerName": "Ana Lima",
+                 *           "travelerEmail": "ana.lima@example.com",
+                 *           "confirmedAt": "2026-11-05T10:02:44.019Z",
+                 *           "cancelledAt": null,
+                 *           "departureId": null,
+                 *           "departureStartDate": "2027-04-12T00:00:00.000Z",
+                 *           "departureEndDate": "2027-04-17T00:00:00.000Z",
+                 *           "createdAt": "2026-11-04T10:02:44.019Z",
+                 *           "updatedAt": "2026-11-05T10:02:44.019Z"
+                 *         },
+                 *         "changes": {
+                 *           "status": {
+                 *             "before": "confirmed",
+                 *             "after": "cancelled"
+                 *           },
+                 *           "updatedAt": {
+                 *             "before": "2026-11-04T10:02:44.019Z",
+                 *             "after": "2026-11-05T10:02:44.019Z"
+                 *           }
+                 *         }
                  *       }
                  *     }
                  */
@@ -8753,6 +9450,199 @@ export interface operations {
                         status: string;
                         totalRetailCents: number;
                         currency: string;
+                        /** @description The booking as its GET shows it after the change. */
+                        object: {
+                            id: string;
+                            /** @description Per-tenant reference; not a counter. */
+                            bookingNumber: string;
+                            tripId: string;
+                            /** @description The trip `version` the booking was made on (its snapshot is kept). */
+                            tripVersion: number;
+                            /**
+                             * @description Moved by checkout and the payment processor; see the `booking.*` events.
+                             * @enum {string}
+                             */
+                            status: "payment_pending" | "deposit_paid" | "confirmed" | "trip_in_progress" | "completed" | "cancelled" | "refunded" | "disputed";
+                            /** @description Price paid by the traveller, in minor units (cents) of `currency`. */
+                            totalRetailCents: number;
+                            /** @description Platform fee taken from the total, in minor units (cents) of `currency`. */
+                            applicationFeeCents: number;
+                            /** @description ISO 4217. */
+                            currency: string;
+                            travelerName: string | null;
+                            travelerEmail: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it was first confirmed. UTC.
+                             */
+                            confirmedAt: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it was cancelled. UTC.
+                             */
+                            cancelledAt: string | null;
+                            /** @description The storefront departure booked, for departure-based trips. */
+                            departureId: string | null;
+                            /**
+                             * Format: date-time
+                             * @description First day of the departure, as midnight UTC.
+                             */
+                            departureStartDate: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Last day of the departure, as midnight UTC.
+                             */
+                            departureEndDate: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Created at UTC.
+                             */
+                            createdAt: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Last changed at UTC.
+                             */
+                            updatedAt: string | null;
+                        };
+                        /** @description The public members this change moved, each `{before, after}`; `{}` on creation. */
+                        changes: {
+                            id?: {
+                                before: string;
+                                after: string;
+                            };
+                            bookingNumber?: {
+                                /** @description Per-tenant reference; not a counter. */
+                                before: string;
+                                /** @description Per-tenant reference; not a counter. */
+                                after: string;
+                            };
+                            tripId?: {
+                                before: string;
+                                after: string;
+                            };
+                            tripVersion?: {
+                                /** @description The trip `version` the booking was made on (its snapshot is kept). */
+                                before: number;
+                                /** @description The trip `version` the booking was made on (its snapshot is kept). */
+                                after: number;
+                            };
+                            status?: {
+                                /**
+                                 * @description Moved by checkout and the payment processor; see the `booking.*` events.
+                                 * @enum {string}
+                                 */
+                                before: "payment_pending" | "deposit_paid" | "confirmed" | "trip_in_progress" | "completed" | "cancelled" | "refunded" | "disputed";
+                                /**
+                                 * @description Moved by checkout and the payment processor; see the `booking.*` events.
+                                 * @enum {string}
+                                 */
+                                after: "payment_pending" | "deposit_paid" | "confirmed" | "trip_in_progress" | "completed" | "cancelled" | "refunded" | "disputed";
+                            };
+                            totalRetailCents?: {
+                                /** @description Price paid by the traveller, in minor units (cents) of `currency`. */
+                                before: number;
+                                /** @description Price paid by the traveller, in minor units (cents) of `currency`. */
+                                after: number;
+                            };
+                            applicationFeeCents?: {
+                                /** @description Platform fee taken from the total, in minor units (cents) of `currency`. */
+                                before: number;
+                                /** @description Platform fee taken from the total, in minor units (cents) of `currency`. */
+                                after: number;
+                            };
+                            currency?: {
+                                /** @description ISO 4217. */
+                                before: string;
+                                /** @description ISO 4217. */
+                                after: string;
+                            };
+                            travelerName?: {
+                                before: string | null;
+                                after: string | null;
+                            };
+                            travelerEmail?: {
+                                before: string | null;
+                                after: string | null;
+                            };
+                            confirmedAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description When it was first confirmed. UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description When it was first confirmed. UTC.
+                                 */
+                                after: string | null;
+                            };
+                            cancelledAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description When it was cancelled. UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description When it was cancelled. UTC.
+                                 */
+                                after: string | null;
+                            };
+                            departureId?: {
+                                /** @description The storefront departure booked, for departure-based trips. */
+                                before: string | null;
+                                /** @description The storefront departure booked, for departure-based trips. */
+                                after: string | null;
+                            };
+                            departureStartDate?: {
+                                /**
+                                 * Format: date-time
+                                 * @description First day of the departure, as midnight UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description First day of the departure, as midnight UTC.
+                                 */
+                                after: string | null;
+                            };
+                            departureEndDate?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Last day of the departure, as midnight UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Last day of the departure, as midnight UTC.
+                                 */
+                                after: string | null;
+                            };
+                            createdAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Created at UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Created at UTC.
+                                 */
+                                after: string | null;
+                            };
+                            updatedAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Last changed at UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Last changed at UTC.
+                                 */
+                                after: string | null;
+                            };
+                        };
                     };
                 };
             };
@@ -8815,9 +9705,38 @@ export interface operations {
                  *       "data": {
                  *         "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
                  *         "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                 *         "status": "refunded",
                  *         "totalRetailCents": 249000,
                  *         "currency": "EUR",
-                 *         "status": "refunded"
+                 *         "object": {
+                 *           "id": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
+                 *           "bookingNumber": "BK-4HQ8ZD",
+                 *           "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                 *           "tripVersion": 3,
+                 *           "status": "refunded",
+                 *           "totalRetailCents": 249000,
+                 *           "applicationFeeCents": 4000,
+                 *           "currency": "EUR",
+                 *           "travelerName": "Ana Lima",
+                 *           "travelerEmail": "ana.lima@example.com",
+                 *           "confirmedAt": "2026-11-05T10:02:44.019Z",
+                 *           "cancelledAt": null,
+                 *           "departureId": null,
+                 *           "departureStartDate": "2027-04-12T00:00:00.000Z",
+                 *           "departureEndDate": "2027-04-17T00:00:00.000Z",
+                 *           "createdAt": "2026-11-04T10:02:44.019Z",
+                 *           "updatedAt": "2026-11-05T10:02:44.019Z"
+                 *         },
+                 *         "changes": {
+                 *           "status": {
+                 *             "before": "confirmed",
+                 *             "after": "refunded"
+                 *           },
+                 *           "updatedAt": {
+                 *             "before": "2026-11-04T10:02:44.019Z",
+                 *             "after": "2026-11-05T10:02:44.019Z"
+                 *           }
+                 *         }
                  *       }
                  *     }
                  */
@@ -8847,6 +9766,199 @@ export interface operations {
                         status: string;
                         totalRetailCents: number;
                         currency: string;
+                        /** @description The booking as its GET shows it after the change. */
+                        object: {
+                            id: string;
+                            /** @description Per-tenant reference; not a counter. */
+                            bookingNumber: string;
+                            tripId: string;
+                            /** @description The trip `version` the booking was made on (its snapshot is kept). */
+                            tripVersion: number;
+                            /**
+                             * @description Moved by checkout and the payment processor; see the `booking.*` events.
+                             * @enum {string}
+                             */
+                            status: "payment_pending" | "deposit_paid" | "confirmed" | "trip_in_progress" | "completed" | "cancelled" | "refunded" | "disputed";
+                            /** @description Price paid by the traveller, in minor units (cents) of `currency`. */
+                            totalRetailCents: number;
+                            /** @description Platform fee taken from the total, in minor units (cents) of `currency`. */
+                            applicationFeeCents: number;
+                            /** @description ISO 4217. */
+                            currency: string;
+                            travelerName: string | null;
+                            travelerEmail: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it was first confirmed. UTC.
+                             */
+                            confirmedAt: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it was cancelled. UTC.
+                             */
+                            cancelledAt: string | null;
+                            /** @description The storefront departure booked, for departure-based trips. */
+                            departureId: string | null;
+                            /**
+                             * Format: date-time
+                             * @description First day of the departure, as midnight UTC.
+                             */
+                            departureStartDate: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Last day of the departure, as midnight UTC.
+                             */
+                            departureEndDate: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Created at UTC.
+                             */
+                            createdAt: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Last changed at UTC.
+                             */
+                            updatedAt: string | null;
+                        };
+                        /** @description The public members this change moved, each `{before, after}`; `{}` on creation. */
+                        changes: {
+                            id?: {
+                                before: string;
+                                after: string;
+                            };
+                            bookingNumber?: {
+                                /** @description Per-tenant reference; not a counter. */
+                                before: string;
+                                /** @description Per-tenant reference; not a counter. */
+                                after: string;
+                            };
+                            tripId?: {
+                                before: string;
+                                after: string;
+                            };
+                            tripVersion?: {
+                                /** @description The trip `version` the booking was made on (its snapshot is kept). */
+                                before: number;
+                                /** @description The trip `version` the booking was made on (its snapshot is kept). */
+                                after: number;
+                            };
+                            status?: {
+                                /**
+                                 * @description Moved by checkout and the payment processor; see the `booking.*` events.
+                                 * @enum {string}
+                                 */
+                                before: "payment_pending" | "deposit_paid" | "confirmed" | "trip_in_progress" | "completed" | "cancelled" | "refunded" | "disputed";
+                                /**
+                                 * @description Moved by checkout and the payment processor; see the `booking.*` events.
+                                 * @enum {string}
+                                 */
+                                after: "payment_pending" | "deposit_paid" | "confirmed" | "trip_in_progress" | "completed" | "cancelled" | "refunded" | "disputed";
+                            };
+                            totalRetailCents?: {
+                                /** @description Price paid by the traveller, in minor units (cents) of `currency`. */
+                                before: number;
+                                /** @description Price paid by the traveller, in minor units (cents) of `currency`. */
+                                after: number;
+                            };
+                            applicationFeeCents?: {
+                                /** @description Platform fee taken from the total, in minor units (cents) of `currency`. */
+                                before: number;
+                                /** @description Platform fee taken from the total, in minor units (cents) of `currency`. */
+                                after: number;
+                            };
+                            currency?: {
+                                /** @description ISO 4217. */
+                                before: string;
+                                /** @description ISO 4217. */
+                                after: string;
+                            };
+                            travelerName?: {
+                                before: string | null;
+                                after: string | null;
+                            };
+                            travelerEmail?: {
+                                before: string | null;
+                                after: string | null;
+                            };
+                            confirmedAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description When it was first confirmed. UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description When it was first confirmed. UTC.
+                                 */
+                                after: string | null;
+                            };
+                            cancelledAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description When it was cancelled. UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description When it was cancelled. UTC.
+                                 */
+                                after: string | null;
+                            };
+                            departureId?: {
+                                /** @description The storefront departure booked, for departure-based trips. */
+                                before: string | null;
+                                /** @description The storefront departure booked, for departure-based trips. */
+                                after: string | null;
+                            };
+                            departureStartDate?: {
+                                /**
+                                 * Format: date-time
+                                 * @description First day of the departure, as midnight UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description First day of the departure, as midnight UTC.
+                                 */
+                                after: string | null;
+                            };
+                            departureEndDate?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Last day of the departure, as midnight UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Last day of the departure, as midnight UTC.
+                                 */
+                                after: string | null;
+                            };
+                            createdAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Created at UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Created at UTC.
+                                 */
+                                after: string | null;
+                            };
+                            updatedAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Last changed at UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Last changed at UTC.
+                                 */
+                                after: string | null;
+                            };
+                        };
                     };
                 };
             };
@@ -8909,9 +10021,33 @@ export interface operations {
                  *       "data": {
                  *         "paymentId": "pay_01JD3XB6N3T8R5K2V7M9QWZCDE",
                  *         "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
+                 *         "status": "succeeded",
                  *         "amountCents": 74700,
                  *         "currency": "EUR",
-                 *         "status": "succeeded"
+                 *         "object": {
+                 *           "id": "pay_01JD3XB6N3T8R5K2V7M9QWZCDE",
+                 *           "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
+                 *           "mode": "deposit_only",
+                 *           "status": "succeeded",
+                 *           "label": "Deposit 30%",
+                 *           "amountCents": 74700,
+                 *           "currency": "EUR",
+                 *           "scheduledFor": null,
+                 *           "chargedAt": "2026-11-05T10:02:44.019Z",
+                 *           "isDeposit": true,
+                 *           "paymentRail": "card",
+                 *           "kind": "deposit"
+                 *         },
+                 *         "changes": {
+                 *           "status": {
+                 *             "before": "processing",
+                 *             "after": "succeeded"
+                 *           },
+                 *           "chargedAt": {
+                 *             "before": null,
+                 *             "after": "2026-11-05T10:02:44.019Z"
+                 *           }
+                 *         }
                  *       }
                  *     }
                  */
@@ -8941,6 +10077,138 @@ export interface operations {
                         status: string;
                         amountCents: number;
                         currency: string;
+                        /** @description The payment as its GET shows it after the change. */
+                        object: {
+                            id: string;
+                            bookingId: string;
+                            /**
+                             * @description How the booking is being paid.
+                             * @enum {string}
+                             */
+                            mode: "full" | "deposit_only" | "installment";
+                            /**
+                             * @description Moved by the payment processor; see `payment.succeeded` and `payment.failed`.
+                             * @enum {string}
+                             */
+                            status: "pending" | "scheduled" | "processing" | "succeeded" | "failed" | "cancelled";
+                            /** @description Shown to the traveller, e.g. "Deposit 30%". */
+                            label: string;
+                            /** @description Amount, in minor units (cents) of `currency`. */
+                            amountCents: number;
+                            /** @description ISO 4217. */
+                            currency: string;
+                            /**
+                             * Format: date-time
+                             * @description When an instalment is due. UTC.
+                             */
+                            scheduledFor: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it succeeded. UTC.
+                             */
+                            chargedAt: string | null;
+                            /** @description True for the first payment of a booking. */
+                            isDeposit: boolean;
+                            /** @description The processor's rail, e.g. `card`, `sepa_debit`. */
+                            paymentRail: string | null;
+                            /** @description The processor's payment kind, e.g. `deposit`, `balance`. */
+                            kind: string;
+                        };
+                        /** @description The public members this change moved, each `{before, after}`; `{}` on creation. */
+                        changes: {
+                            id?: {
+                                before: string;
+                                after: string;
+                            };
+                            bookingId?: {
+                                before: string;
+                                after: string;
+                            };
+                            mode?: {
+                                /**
+                                 * @description How the booking is being paid.
+                                 * @enum {string}
+                                 */
+                                before: "full" | "deposit_only" | "installment";
+                                /**
+                                 * @description How the booking is being paid.
+                                 * @enum {string}
+                                 */
+                                after: "full" | "deposit_only" | "installment";
+                            };
+                            status?: {
+                                /**
+                                 * @description Moved by the payment processor; see `payment.succeeded` and `payment.failed`.
+                                 * @enum {string}
+                                 */
+                                before: "pending" | "scheduled" | "processing" | "succeeded" | "failed" | "cancelled";
+                                /**
+                                 * @description Moved by the payment processor; see `payment.succeeded` and `payment.failed`.
+                                 * @enum {string}
+                                 */
+                                after: "pending" | "scheduled" | "processing" | "succeeded" | "failed" | "cancelled";
+                            };
+                            label?: {
+                                /** @description Shown to the traveller, e.g. "Deposit 30%". */
+                                before: string;
+                                /** @description Shown to the traveller, e.g. "Deposit 30%". */
+                                after: string;
+                            };
+                            amountCents?: {
+                                /** @description Amount, in minor units (cents) of `currency`. */
+                                before: number;
+                                /** @description Amount, in minor units (cents) of `currency`. */
+                                after: number;
+                            };
+                            currency?: {
+                                /** @description ISO 4217. */
+                                before: string;
+                                /** @description ISO 4217. */
+                                after: string;
+                            };
+                            scheduledFor?: {
+                                /**
+                                 * Format: date-time
+                                 * @description When an instalment is due. UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description When an instalment is due. UTC.
+                                 */
+                                after: string | null;
+                            };
+                            chargedAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description When it succeeded. UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description When it succeeded. UTC.
+                                 */
+                                after: string | null;
+                            };
+                            isDeposit?: {
+                                /** @description True for the first payment of a booking. */
+                                before: boolean;
+                                /** @description True for the first payment of a booking. */
+                                after: boolean;
+                            };
+                            paymentRail?: {
+                                /** @description The processor's rail, e.g. `card`, `sepa_debit`. */
+                                before: string | null;
+                                /** @description The processor's rail, e.g. `card`, `sepa_debit`. */
+                                after: string | null;
+                            };
+                            kind?: {
+                                /** @description The processor's payment kind, e.g. `deposit`, `balance`. */
+                                before: string;
+                                /** @description The processor's payment kind, e.g. `deposit`, `balance`. */
+                                after: string;
+                            };
+                        };
                     };
                 };
             };
@@ -9003,9 +10271,29 @@ export interface operations {
                  *       "data": {
                  *         "paymentId": "pay_01JD3XB6N3T8R5K2V7M9QWZCDE",
                  *         "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
+                 *         "status": "failed",
                  *         "amountCents": 74700,
                  *         "currency": "EUR",
-                 *         "status": "failed"
+                 *         "object": {
+                 *           "id": "pay_01JD3XB6N3T8R5K2V7M9QWZCDE",
+                 *           "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
+                 *           "mode": "deposit_only",
+                 *           "status": "failed",
+                 *           "label": "Deposit 30%",
+                 *           "amountCents": 74700,
+                 *           "currency": "EUR",
+                 *           "scheduledFor": null,
+                 *           "chargedAt": null,
+                 *           "isDeposit": true,
+                 *           "paymentRail": "card",
+                 *           "kind": "deposit"
+                 *         },
+                 *         "changes": {
+                 *           "status": {
+                 *             "before": "processing",
+                 *             "after": "failed"
+                 *           }
+                 *         }
                  *       }
                  *     }
                  */
@@ -9035,6 +10323,138 @@ export interface operations {
                         status: string;
                         amountCents: number;
                         currency: string;
+                        /** @description The payment as its GET shows it after the change. */
+                        object: {
+                            id: string;
+                            bookingId: string;
+                            /**
+                             * @description How the booking is being paid.
+                             * @enum {string}
+                             */
+                            mode: "full" | "deposit_only" | "installment";
+                            /**
+                             * @description Moved by the payment processor; see `payment.succeeded` and `payment.failed`.
+                             * @enum {string}
+                             */
+                            status: "pending" | "scheduled" | "processing" | "succeeded" | "failed" | "cancelled";
+                            /** @description Shown to the traveller, e.g. "Deposit 30%". */
+                            label: string;
+                            /** @description Amount, in minor units (cents) of `currency`. */
+                            amountCents: number;
+                            /** @description ISO 4217. */
+                            currency: string;
+                            /**
+                             * Format: date-time
+                             * @description When an instalment is due. UTC.
+                             */
+                            scheduledFor: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it succeeded. UTC.
+                             */
+                            chargedAt: string | null;
+                            /** @description True for the first payment of a booking. */
+                            isDeposit: boolean;
+                            /** @description The processor's rail, e.g. `card`, `sepa_debit`. */
+                            paymentRail: string | null;
+                            /** @description The processor's payment kind, e.g. `deposit`, `balance`. */
+                            kind: string;
+                        };
+                        /** @description The public members this change moved, each `{before, after}`; `{}` on creation. */
+                        changes: {
+                            id?: {
+                                before: string;
+                                after: string;
+                            };
+                            bookingId?: {
+                                before: string;
+                                after: string;
+                            };
+                            mode?: {
+                                /**
+                                 * @description How the booking is being paid.
+                                 * @enum {string}
+                                 */
+                                before: "full" | "deposit_only" | "installment";
+                                /**
+                                 * @description How the booking is being paid.
+                                 * @enum {string}
+                                 */
+                                after: "full" | "deposit_only" | "installment";
+                            };
+                            status?: {
+                                /**
+                                 * @description Moved by the payment processor; see `payment.succeeded` and `payment.failed`.
+                                 * @enum {string}
+                                 */
+                                before: "pending" | "scheduled" | "processing" | "succeeded" | "failed" | "cancelled";
+                                /**
+                                 * @description Moved by the payment processor; see `payment.succeeded` and `payment.failed`.
+                                 * @enum {string}
+                                 */
+                                after: "pending" | "scheduled" | "processing" | "succeeded" | "failed" | "cancelled";
+                            };
+                            label?: {
+                                /** @description Shown to the traveller, e.g. "Deposit 30%". */
+                                before: string;
+                                /** @description Shown to the traveller, e.g. "Deposit 30%". */
+                                after: string;
+                            };
+                            amountCents?: {
+                                /** @description Amount, in minor units (cents) of `currency`. */
+                                before: number;
+                                /** @description Amount, in minor units (cents) of `currency`. */
+                                after: number;
+                            };
+                            currency?: {
+                                /** @description ISO 4217. */
+                                before: string;
+                                /** @description ISO 4217. */
+                                after: string;
+                            };
+                            scheduledFor?: {
+                                /**
+                                 * Format: date-time
+                                 * @description When an instalment is due. UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description When an instalment is due. UTC.
+                                 */
+                                after: string | null;
+                            };
+                            chargedAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description When it succeeded. UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description When it succeeded. UTC.
+                                 */
+                                after: string | null;
+                            };
+                            isDeposit?: {
+                                /** @description True for the first payment of a booking. */
+                                before: boolean;
+                                /** @description True for the first payment of a booking. */
+                                after: boolean;
+                            };
+                            paymentRail?: {
+                                /** @description The processor's rail, e.g. `card`, `sepa_debit`. */
+                                before: string | null;
+                                /** @description The processor's rail, e.g. `card`, `sepa_debit`. */
+                                after: string | null;
+                            };
+                            kind?: {
+                                /** @description The processor's payment kind, e.g. `deposit`, `balance`. */
+                                before: string;
+                                /** @description The processor's payment kind, e.g. `deposit`, `balance`. */
+                                after: string;
+                            };
+                        };
                     };
                 };
             };
@@ -9097,9 +10517,38 @@ export interface operations {
                  *       "data": {
                  *         "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
                  *         "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                 *         "status": "disputed",
                  *         "totalRetailCents": 249000,
                  *         "currency": "EUR",
-                 *         "status": "disputed"
+                 *         "object": {
+                 *           "id": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
+                 *           "bookingNumber": "BK-4HQ8ZD",
+                 *           "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                 *           "tripVersion": 3,
+                 *           "status": "disputed",
+                 *           "totalRetailCents": 249000,
+                 *           "applicationFeeCents": 4000,
+                 *           "currency": "EUR",
+                 *           "travelerName": "Ana Lima",
+                 *           "travelerEmail": "ana.lima@example.com",
+                 *           "confirmedAt": "2026-11-05T10:02:44.019Z",
+                 *           "cancelledAt": null,
+                 *           "departureId": null,
+                 *           "departureStartDate": "2027-04-12T00:00:00.000Z",
+                 *           "departureEndDate": "2027-04-17T00:00:00.000Z",
+                 *           "createdAt": "2026-11-04T10:02:44.019Z",
+                 *           "updatedAt": "2026-11-05T10:02:44.019Z"
+                 *         },
+                 *         "changes": {
+                 *           "status": {
+                 *             "before": "confirmed",
+                 *             "after": "disputed"
+                 *           },
+                 *           "updatedAt": {
+                 *             "before": "2026-11-04T10:02:44.019Z",
+                 *             "after": "2026-11-05T10:02:44.019Z"
+                 *           }
+                 *         }
                  *       }
                  *     }
                  */
@@ -9129,6 +10578,199 @@ export interface operations {
                         status: string;
                         totalRetailCents: number;
                         currency: string;
+                        /** @description The booking as its GET shows it after the change. */
+                        object: {
+                            id: string;
+                            /** @description Per-tenant reference; not a counter. */
+                            bookingNumber: string;
+                            tripId: string;
+                            /** @description The trip `version` the booking was made on (its snapshot is kept). */
+                            tripVersion: number;
+                            /**
+                             * @description Moved by checkout and the payment processor; see the `booking.*` events.
+                             * @enum {string}
+                             */
+                            status: "payment_pending" | "deposit_paid" | "confirmed" | "trip_in_progress" | "completed" | "cancelled" | "refunded" | "disputed";
+                            /** @description Price paid by the traveller, in minor units (cents) of `currency`. */
+                            totalRetailCents: number;
+                            /** @description Platform fee taken from the total, in minor units (cents) of `currency`. */
+                            applicationFeeCents: number;
+                            /** @description ISO 4217. */
+                            currency: string;
+                            travelerName: string | null;
+                            travelerEmail: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it was first confirmed. UTC.
+                             */
+                            confirmedAt: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it was cancelled. UTC.
+                             */
+                            cancelledAt: string | null;
+                            /** @description The storefront departure booked, for departure-based trips. */
+                            departureId: string | null;
+                            /**
+                             * Format: date-time
+                             * @description First day of the departure, as midnight UTC.
+                             */
+                            departureStartDate: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Last day of the departure, as midnight UTC.
+                             */
+                            departureEndDate: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Created at UTC.
+                             */
+                            createdAt: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Last changed at UTC.
+                             */
+                            updatedAt: string | null;
+                        };
+                        /** @description The public members this change moved, each `{before, after}`; `{}` on creation. */
+                        changes: {
+                            id?: {
+                                before: string;
+                                after: string;
+                            };
+                            bookingNumber?: {
+                                /** @description Per-tenant reference; not a counter. */
+                                before: string;
+                                /** @description Per-tenant reference; not a counter. */
+                                after: string;
+                            };
+                            tripId?: {
+                                before: string;
+                                after: string;
+                            };
+                            tripVersion?: {
+                                /** @description The trip `version` the booking was made on (its snapshot is kept). */
+                                before: number;
+                                /** @description The trip `version` the booking was made on (its snapshot is kept). */
+                                after: number;
+                            };
+                            status?: {
+                                /**
+                                 * @description Moved by checkout and the payment processor; see the `booking.*` events.
+                                 * @enum {string}
+                                 */
+                                before: "payment_pending" | "deposit_paid" | "confirmed" | "trip_in_progress" | "completed" | "cancelled" | "refunded" | "disputed";
+                                /**
+                                 * @description Moved by checkout and the payment processor; see the `booking.*` events.
+                                 * @enum {string}
+                                 */
+                                after: "payment_pending" | "deposit_paid" | "confirmed" | "trip_in_progress" | "completed" | "cancelled" | "refunded" | "disputed";
+                            };
+                            totalRetailCents?: {
+                                /** @description Price paid by the traveller, in minor units (cents) of `currency`. */
+                                before: number;
+                                /** @description Price paid by the traveller, in minor units (cents) of `currency`. */
+                                after: number;
+                            };
+                            applicationFeeCents?: {
+                                /** @description Platform fee taken from the total, in minor units (cents) of `currency`. */
+                                before: number;
+                                /** @description Platform fee taken from the total, in minor units (cents) of `currency`. */
+                                after: number;
+                            };
+                            currency?: {
+                                /** @description ISO 4217. */
+                                before: string;
+                                /** @description ISO 4217. */
+                                after: string;
+                            };
+                            travelerName?: {
+                                before: string | null;
+                                after: string | null;
+                            };
+                            travelerEmail?: {
+                                before: string | null;
+                                after: string | null;
+                            };
+                            confirmedAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description When it was first confirmed. UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description When it was first confirmed. UTC.
+                                 */
+                                after: string | null;
+                            };
+                            cancelledAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description When it was cancelled. UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description When it was cancelled. UTC.
+                                 */
+                                after: string | null;
+                            };
+                            departureId?: {
+                                /** @description The storefront departure booked, for departure-based trips. */
+                                before: string | null;
+                                /** @description The storefront departure booked, for departure-based trips. */
+                                after: string | null;
+                            };
+                            departureStartDate?: {
+                                /**
+                                 * Format: date-time
+                                 * @description First day of the departure, as midnight UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description First day of the departure, as midnight UTC.
+                                 */
+                                after: string | null;
+                            };
+                            departureEndDate?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Last day of the departure, as midnight UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Last day of the departure, as midnight UTC.
+                                 */
+                                after: string | null;
+                            };
+                            createdAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Created at UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Created at UTC.
+                                 */
+                                after: string | null;
+                            };
+                            updatedAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Last changed at UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Last changed at UTC.
+                                 */
+                                after: string | null;
+                            };
+                        };
                     };
                 };
             };
@@ -9191,9 +10833,38 @@ export interface operations {
                  *       "data": {
                  *         "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
                  *         "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                 *         "status": "confirmed",
                  *         "totalRetailCents": 249000,
                  *         "currency": "EUR",
-                 *         "status": "confirmed"
+                 *         "object": {
+                 *           "id": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
+                 *           "bookingNumber": "BK-4HQ8ZD",
+                 *           "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                 *           "tripVersion": 3,
+                 *           "status": "confirmed",
+                 *           "totalRetailCents": 249000,
+                 *           "applicationFeeCents": 4000,
+                 *           "currency": "EUR",
+                 *           "travelerName": "Ana Lima",
+                 *           "travelerEmail": "ana.lima@example.com",
+                 *           "confirmedAt": "2026-11-05T10:02:44.019Z",
+                 *           "cancelledAt": null,
+                 *           "departureId": null,
+                 *           "departureStartDate": "2027-04-12T00:00:00.000Z",
+                 *           "departureEndDate": "2027-04-17T00:00:00.000Z",
+                 *           "createdAt": "2026-11-04T10:02:44.019Z",
+                 *           "updatedAt": "2026-11-05T10:02:44.019Z"
+                 *         },
+                 *         "changes": {
+                 *           "status": {
+                 *             "before": "disputed",
+                 *             "after": "confirmed"
+                 *           },
+                 *           "updatedAt": {
+                 *             "before": "2026-11-04T10:02:44.019Z",
+                 *             "after": "2026-11-05T10:02:44.019Z"
+                 *           }
+                 *         }
                  *       }
                  *     }
                  */
@@ -9223,6 +10894,199 @@ export interface operations {
                         status: string;
                         totalRetailCents: number;
                         currency: string;
+                        /** @description The booking as its GET shows it after the change. */
+                        object: {
+                            id: string;
+                            /** @description Per-tenant reference; not a counter. */
+                            bookingNumber: string;
+                            tripId: string;
+                            /** @description The trip `version` the booking was made on (its snapshot is kept). */
+                            tripVersion: number;
+                            /**
+                             * @description Moved by checkout and the payment processor; see the `booking.*` events.
+                             * @enum {string}
+                             */
+                            status: "payment_pending" | "deposit_paid" | "confirmed" | "trip_in_progress" | "completed" | "cancelled" | "refunded" | "disputed";
+                            /** @description Price paid by the traveller, in minor units (cents) of `currency`. */
+                            totalRetailCents: number;
+                            /** @description Platform fee taken from the total, in minor units (cents) of `currency`. */
+                            applicationFeeCents: number;
+                            /** @description ISO 4217. */
+                            currency: string;
+                            travelerName: string | null;
+                            travelerEmail: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it was first confirmed. UTC.
+                             */
+                            confirmedAt: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it was cancelled. UTC.
+                             */
+                            cancelledAt: string | null;
+                            /** @description The storefront departure booked, for departure-based trips. */
+                            departureId: string | null;
+                            /**
+                             * Format: date-time
+                             * @description First day of the departure, as midnight UTC.
+                             */
+                            departureStartDate: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Last day of the departure, as midnight UTC.
+                             */
+                            departureEndDate: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Created at UTC.
+                             */
+                            createdAt: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Last changed at UTC.
+                             */
+                            updatedAt: string | null;
+                        };
+                        /** @description The public members this change moved, each `{before, after}`; `{}` on creation. */
+                        changes: {
+                            id?: {
+                                before: string;
+                                after: string;
+                            };
+                            bookingNumber?: {
+                                /** @description Per-tenant reference; not a counter. */
+                                before: string;
+                                /** @description Per-tenant reference; not a counter. */
+                                after: string;
+                            };
+                            tripId?: {
+                                before: string;
+                                after: string;
+                            };
+                            tripVersion?: {
+                                /** @description The trip `version` the booking was made on (its snapshot is kept). */
+                                before: number;
+                                /** @description The trip `version` the booking was made on (its snapshot is kept). */
+                                after: number;
+                            };
+                            status?: {
+                                /**
+                                 * @description Moved by checkout and the payment processor; see the `booking.*` events.
+                                 * @enum {string}
+                                 */
+                                before: "payment_pending" | "deposit_paid" | "confirmed" | "trip_in_progress" | "completed" | "cancelled" | "refunded" | "disputed";
+                                /**
+                                 * @description Moved by checkout and the payment processor; see the `booking.*` events.
+                                 * @enum {string}
+                                 */
+                                after: "payment_pending" | "deposit_paid" | "confirmed" | "trip_in_progress" | "completed" | "cancelled" | "refunded" | "disputed";
+                            };
+                            totalRetailCents?: {
+                                /** @description Price paid by the traveller, in minor units (cents) of `currency`. */
+                                before: number;
+                                /** @description Price paid by the traveller, in minor units (cents) of `currency`. */
+                                after: number;
+                            };
+                            applicationFeeCents?: {
+                                /** @description Platform fee taken from the total, in minor units (cents) of `currency`. */
+                                before: number;
+                                /** @description Platform fee taken from the total, in minor units (cents) of `currency`. */
+                                after: number;
+                            };
+                            currency?: {
+                                /** @description ISO 4217. */
+                                before: string;
+                                /** @description ISO 4217. */
+                                after: string;
+                            };
+                            travelerName?: {
+                                before: string | null;
+                                after: string | null;
+                            };
+                            travelerEmail?: {
+                                before: string | null;
+                                after: string | null;
+                            };
+                            confirmedAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description When it was first confirmed. UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description When it was first confirmed. UTC.
+                                 */
+                                after: string | null;
+                            };
+                            cancelledAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description When it was cancelled. UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description When it was cancelled. UTC.
+                                 */
+                                after: string | null;
+                            };
+                            departureId?: {
+                                /** @description The storefront departure booked, for departure-based trips. */
+                                before: string | null;
+                                /** @description The storefront departure booked, for departure-based trips. */
+                                after: string | null;
+                            };
+                            departureStartDate?: {
+                                /**
+                                 * Format: date-time
+                                 * @description First day of the departure, as midnight UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description First day of the departure, as midnight UTC.
+                                 */
+                                after: string | null;
+                            };
+                            departureEndDate?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Last day of the departure, as midnight UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Last day of the departure, as midnight UTC.
+                                 */
+                                after: string | null;
+                            };
+                            createdAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Created at UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Created at UTC.
+                                 */
+                                after: string | null;
+                            };
+                            updatedAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Last changed at UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Last changed at UTC.
+                                 */
+                                after: string | null;
+                            };
+                        };
                     };
                 };
             };
@@ -9286,7 +11150,45 @@ export interface operations {
                  *         "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
                  *         "publicSlug": "lisbon-in-spring-3f9a2c",
                  *         "publishedAt": "2026-11-05T10:02:44.019Z",
-                 *         "unpublishedAt": null
+                 *         "unpublishedAt": null,
+                 *         "object": {
+                 *           "id": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                 *           "tripNumber": "TR-7K2M9Q",
+                 *           "title": "Lisbon in spring",
+                 *           "status": "active",
+                 *           "tripMode": "tailor_made",
+                 *           "dateMode": "range_based",
+                 *           "publicSlug": "lisbon-in-spring-3f9a2c",
+                 *           "publishedAt": "2026-11-05T10:02:44.019Z",
+                 *           "unpublishedAt": null,
+                 *           "startDate": "2027-04-12T00:00:00.000Z",
+                 *           "endDate": "2027-04-17T00:00:00.000Z",
+                 *           "daysCount": 6,
+                 *           "startCityId": "cty_01JD3XC8K2V5R7N4T9M6QWZBHF",
+                 *           "endCityId": "cty_01JD3XC8K2V5R7N4T9M6QWZBHF",
+                 *           "transportMode": "own_fleet",
+                 *           "pricingDisplayMode": "per_person",
+                 *           "shortDescription": "Six days of tiles, trams and the Atlantic.",
+                 *           "longDescription": null,
+                 *           "clientId": null,
+                 *           "notes": null,
+                 *           "createdAt": "2026-11-04T10:02:44.019Z",
+                 *           "updatedAt": "2026-11-05T10:02:44.019Z"
+                 *         },
+                 *         "changes": {
+                 *           "publicSlug": {
+                 *             "before": null,
+                 *             "after": "lisbon-in-spring-3f9a2c"
+                 *           },
+                 *           "publishedAt": {
+                 *             "before": null,
+                 *             "after": "2026-11-05T10:02:44.019Z"
+                 *           },
+                 *           "updatedAt": {
+                 *             "before": "2026-11-04T10:02:44.019Z",
+                 *             "after": "2026-11-05T10:02:44.019Z"
+                 *           }
+                 *         }
                  *       }
                  *     }
                  */
@@ -9315,6 +11217,257 @@ export interface operations {
                         publicSlug: string | null;
                         publishedAt: string | null;
                         unpublishedAt: string | null;
+                        /** @description The trip as its GET shows it after the change. */
+                        object: {
+                            id: string;
+                            /** @description Per-tenant reference; not a counter. */
+                            tripNumber: string;
+                            title: string;
+                            /**
+                             * @description Set by the operator console (admin API); new trips are `draft`.
+                             * @enum {string}
+                             */
+                            status: "draft" | "active" | "sent" | "accepted" | "rejected" | "archived";
+                            /**
+                             * @description `tailor_made` for one client, `template` to be copied.
+                             * @enum {string}
+                             */
+                            tripMode: "tailor_made" | "template";
+                            /**
+                             * @description Fixed departures, or any start within a range.
+                             * @enum {string}
+                             */
+                            dateMode: "departure_based" | "range_based";
+                            /** @description Storefront path segment; set at the first publication, then kept. */
+                            publicSlug: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it was (last) published; null if never. UTC.
+                             */
+                            publishedAt: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Set when taken off the storefront; null while published. UTC.
+                             */
+                            unpublishedAt: string | null;
+                            /**
+                             * Format: date-time
+                             * @description First day, as midnight UTC.
+                             */
+                            startDate: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Last day, as midnight; null when open-ended. UTC.
+                             */
+                            endDate: string | null;
+                            /** @description Length of the trip in days, 1-365. */
+                            daysCount: number;
+                            /** @description A city of the tenant's library. */
+                            startCityId: string | null;
+                            /** @description A city of the tenant's library. */
+                            endCityId: string | null;
+                            /** @enum {string} */
+                            transportMode: "own_fleet" | "outsourced";
+                            /** @enum {string} */
+                            pricingDisplayMode: "per_person" | "per_couple" | "total_group";
+                            shortDescription: string | null;
+                            longDescription: string | null;
+                            /** @description The client it is made for, if any. */
+                            clientId: string | null;
+                            /** @description Internal notes of the operator; never shown on the storefront. */
+                            notes: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Created at UTC.
+                             */
+                            createdAt: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Last changed at UTC.
+                             */
+                            updatedAt: string | null;
+                        };
+                        /** @description The public members this change moved, each `{before, after}`; `{}` on creation. */
+                        changes: {
+                            id?: {
+                                before: string;
+                                after: string;
+                            };
+                            tripNumber?: {
+                                /** @description Per-tenant reference; not a counter. */
+                                before: string;
+                                /** @description Per-tenant reference; not a counter. */
+                                after: string;
+                            };
+                            title?: {
+                                before: string;
+                                after: string;
+                            };
+                            status?: {
+                                /**
+                                 * @description Set by the operator console (admin API); new trips are `draft`.
+                                 * @enum {string}
+                                 */
+                                before: "draft" | "active" | "sent" | "accepted" | "rejected" | "archived";
+                                /**
+                                 * @description Set by the operator console (admin API); new trips are `draft`.
+                                 * @enum {string}
+                                 */
+                                after: "draft" | "active" | "sent" | "accepted" | "rejected" | "archived";
+                            };
+                            tripMode?: {
+                                /**
+                                 * @description `tailor_made` for one client, `template` to be copied.
+                                 * @enum {string}
+                                 */
+                                before: "tailor_made" | "template";
+                                /**
+                                 * @description `tailor_made` for one client, `template` to be copied.
+                                 * @enum {string}
+                                 */
+                                after: "tailor_made" | "template";
+                            };
+                            dateMode?: {
+                                /**
+                                 * @description Fixed departures, or any start within a range.
+                                 * @enum {string}
+                                 */
+                                before: "departure_based" | "range_based";
+                                /**
+                                 * @description Fixed departures, or any start within a range.
+                                 * @enum {string}
+                                 */
+                                after: "departure_based" | "range_based";
+                            };
+                            publicSlug?: {
+                                /** @description Storefront path segment; set at the first publication, then kept. */
+                                before: string | null;
+                                /** @description Storefront path segment; set at the first publication, then kept. */
+                                after: string | null;
+                            };
+                            publishedAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description When it was (last) published; null if never. UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description When it was (last) published; null if never. UTC.
+                                 */
+                                after: string | null;
+                            };
+                            unpublishedAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Set when taken off the storefront; null while published. UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Set when taken off the storefront; null while published. UTC.
+                                 */
+                                after: string | null;
+                            };
+                            startDate?: {
+                                /**
+                                 * Format: date-time
+                                 * @description First day, as midnight UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description First day, as midnight UTC.
+                                 */
+                                after: string | null;
+                            };
+                            endDate?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Last day, as midnight; null when open-ended. UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Last day, as midnight; null when open-ended. UTC.
+                                 */
+                                after: string | null;
+                            };
+                            daysCount?: {
+                                /** @description Length of the trip in days, 1-365. */
+                                before: number;
+                                /** @description Length of the trip in days, 1-365. */
+                                after: number;
+                            };
+                            startCityId?: {
+                                /** @description A city of the tenant's library. */
+                                before: string | null;
+                                /** @description A city of the tenant's library. */
+                                after: string | null;
+                            };
+                            endCityId?: {
+                                /** @description A city of the tenant's library. */
+                                before: string | null;
+                                /** @description A city of the tenant's library. */
+                                after: string | null;
+                            };
+                            transportMode?: {
+                                /** @enum {string} */
+                                before: "own_fleet" | "outsourced";
+                                /** @enum {string} */
+                                after: "own_fleet" | "outsourced";
+                            };
+                            pricingDisplayMode?: {
+                                /** @enum {string} */
+                                before: "per_person" | "per_couple" | "total_group";
+                                /** @enum {string} */
+                                after: "per_person" | "per_couple" | "total_group";
+                            };
+                            shortDescription?: {
+                                before: string | null;
+                                after: string | null;
+                            };
+                            longDescription?: {
+                                before: string | null;
+                                after: string | null;
+                            };
+                            clientId?: {
+                                /** @description The client it is made for, if any. */
+                                before: string | null;
+                                /** @description The client it is made for, if any. */
+                                after: string | null;
+                            };
+                            notes?: {
+                                /** @description Internal notes of the operator; never shown on the storefront. */
+                                before: string | null;
+                                /** @description Internal notes of the operator; never shown on the storefront. */
+                                after: string | null;
+                            };
+                            createdAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Created at UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Created at UTC.
+                                 */
+                                after: string | null;
+                            };
+                            updatedAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Last changed at UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Last changed at UTC.
+                                 */
+                                after: string | null;
+                            };
+                        };
                     };
                 };
             };
@@ -9378,7 +11531,41 @@ export interface operations {
                  *         "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
                  *         "publicSlug": "lisbon-in-spring-3f9a2c",
                  *         "publishedAt": "2026-11-05T10:02:44.019Z",
-                 *         "unpublishedAt": "2026-11-05T10:02:44.019Z"
+                 *         "unpublishedAt": "2026-11-05T10:02:44.019Z",
+                 *         "object": {
+                 *           "id": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                 *           "tripNumber": "TR-7K2M9Q",
+                 *           "title": "Lisbon in spring",
+                 *           "status": "active",
+                 *           "tripMode": "tailor_made",
+                 *           "dateMode": "range_based",
+                 *           "publicSlug": "lisbon-in-spring-3f9a2c",
+                 *           "publishedAt": "2026-11-05T10:02:44.019Z",
+                 *           "unpublishedAt": "2026-11-05T10:02:44.019Z",
+                 *           "startDate": "2027-04-12T00:00:00.000Z",
+                 *           "endDate": "2027-04-17T00:00:00.000Z",
+                 *           "daysCount": 6,
+                 *           "startCityId": "cty_01JD3XC8K2V5R7N4T9M6QWZBHF",
+                 *           "endCityId": "cty_01JD3XC8K2V5R7N4T9M6QWZBHF",
+                 *           "transportMode": "own_fleet",
+                 *           "pricingDisplayMode": "per_person",
+                 *           "shortDescription": "Six days of tiles, trams and the Atlantic.",
+                 *           "longDescription": null,
+                 *           "clientId": null,
+                 *           "notes": null,
+                 *           "createdAt": "2026-11-04T10:02:44.019Z",
+                 *           "updatedAt": "2026-11-05T10:02:44.019Z"
+                 *         },
+                 *         "changes": {
+                 *           "unpublishedAt": {
+                 *             "before": null,
+                 *             "after": "2026-11-05T10:02:44.019Z"
+                 *           },
+                 *           "updatedAt": {
+                 *             "before": "2026-11-04T10:02:44.019Z",
+                 *             "after": "2026-11-05T10:02:44.019Z"
+                 *           }
+                 *         }
                  *       }
                  *     }
                  */
@@ -9407,6 +11594,257 @@ export interface operations {
                         publicSlug: string | null;
                         publishedAt: string | null;
                         unpublishedAt: string | null;
+                        /** @description The trip as its GET shows it after the change. */
+                        object: {
+                            id: string;
+                            /** @description Per-tenant reference; not a counter. */
+                            tripNumber: string;
+                            title: string;
+                            /**
+                             * @description Set by the operator console (admin API); new trips are `draft`.
+                             * @enum {string}
+                             */
+                            status: "draft" | "active" | "sent" | "accepted" | "rejected" | "archived";
+                            /**
+                             * @description `tailor_made` for one client, `template` to be copied.
+                             * @enum {string}
+                             */
+                            tripMode: "tailor_made" | "template";
+                            /**
+                             * @description Fixed departures, or any start within a range.
+                             * @enum {string}
+                             */
+                            dateMode: "departure_based" | "range_based";
+                            /** @description Storefront path segment; set at the first publication, then kept. */
+                            publicSlug: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it was (last) published; null if never. UTC.
+                             */
+                            publishedAt: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Set when taken off the storefront; null while published. UTC.
+                             */
+                            unpublishedAt: string | null;
+                            /**
+                             * Format: date-time
+                             * @description First day, as midnight UTC.
+                             */
+                            startDate: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Last day, as midnight; null when open-ended. UTC.
+                             */
+                            endDate: string | null;
+                            /** @description Length of the trip in days, 1-365. */
+                            daysCount: number;
+                            /** @description A city of the tenant's library. */
+                            startCityId: string | null;
+                            /** @description A city of the tenant's library. */
+                            endCityId: string | null;
+                            /** @enum {string} */
+                            transportMode: "own_fleet" | "outsourced";
+                            /** @enum {string} */
+                            pricingDisplayMode: "per_person" | "per_couple" | "total_group";
+                            shortDescription: string | null;
+                            longDescription: string | null;
+                            /** @description The client it is made for, if any. */
+                            clientId: string | null;
+                            /** @description Internal notes of the operator; never shown on the storefront. */
+                            notes: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Created at UTC.
+                             */
+                            createdAt: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Last changed at UTC.
+                             */
+                            updatedAt: string | null;
+                        };
+                        /** @description The public members this change moved, each `{before, after}`; `{}` on creation. */
+                        changes: {
+                            id?: {
+                                before: string;
+                                after: string;
+                            };
+                            tripNumber?: {
+                                /** @description Per-tenant reference; not a counter. */
+                                before: string;
+                                /** @description Per-tenant reference; not a counter. */
+                                after: string;
+                            };
+                            title?: {
+                                before: string;
+                                after: string;
+                            };
+                            status?: {
+                                /**
+                                 * @description Set by the operator console (admin API); new trips are `draft`.
+                                 * @enum {string}
+                                 */
+                                before: "draft" | "active" | "sent" | "accepted" | "rejected" | "archived";
+                                /**
+                                 * @description Set by the operator console (admin API); new trips are `draft`.
+                                 * @enum {string}
+                                 */
+                                after: "draft" | "active" | "sent" | "accepted" | "rejected" | "archived";
+                            };
+                            tripMode?: {
+                                /**
+                                 * @description `tailor_made` for one client, `template` to be copied.
+                                 * @enum {string}
+                                 */
+                                before: "tailor_made" | "template";
+                                /**
+                                 * @description `tailor_made` for one client, `template` to be copied.
+                                 * @enum {string}
+                                 */
+                                after: "tailor_made" | "template";
+                            };
+                            dateMode?: {
+                                /**
+                                 * @description Fixed departures, or any start within a range.
+                                 * @enum {string}
+                                 */
+                                before: "departure_based" | "range_based";
+                                /**
+                                 * @description Fixed departures, or any start within a range.
+                                 * @enum {string}
+                                 */
+                                after: "departure_based" | "range_based";
+                            };
+                            publicSlug?: {
+                                /** @description Storefront path segment; set at the first publication, then kept. */
+                                before: string | null;
+                                /** @description Storefront path segment; set at the first publication, then kept. */
+                                after: string | null;
+                            };
+                            publishedAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description When it was (last) published; null if never. UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description When it was (last) published; null if never. UTC.
+                                 */
+                                after: string | null;
+                            };
+                            unpublishedAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Set when taken off the storefront; null while published. UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Set when taken off the storefront; null while published. UTC.
+                                 */
+                                after: string | null;
+                            };
+                            startDate?: {
+                                /**
+                                 * Format: date-time
+                                 * @description First day, as midnight UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description First day, as midnight UTC.
+                                 */
+                                after: string | null;
+                            };
+                            endDate?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Last day, as midnight; null when open-ended. UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Last day, as midnight; null when open-ended. UTC.
+                                 */
+                                after: string | null;
+                            };
+                            daysCount?: {
+                                /** @description Length of the trip in days, 1-365. */
+                                before: number;
+                                /** @description Length of the trip in days, 1-365. */
+                                after: number;
+                            };
+                            startCityId?: {
+                                /** @description A city of the tenant's library. */
+                                before: string | null;
+                                /** @description A city of the tenant's library. */
+                                after: string | null;
+                            };
+                            endCityId?: {
+                                /** @description A city of the tenant's library. */
+                                before: string | null;
+                                /** @description A city of the tenant's library. */
+                                after: string | null;
+                            };
+                            transportMode?: {
+                                /** @enum {string} */
+                                before: "own_fleet" | "outsourced";
+                                /** @enum {string} */
+                                after: "own_fleet" | "outsourced";
+                            };
+                            pricingDisplayMode?: {
+                                /** @enum {string} */
+                                before: "per_person" | "per_couple" | "total_group";
+                                /** @enum {string} */
+                                after: "per_person" | "per_couple" | "total_group";
+                            };
+                            shortDescription?: {
+                                before: string | null;
+                                after: string | null;
+                            };
+                            longDescription?: {
+                                before: string | null;
+                                after: string | null;
+                            };
+                            clientId?: {
+                                /** @description The client it is made for, if any. */
+                                before: string | null;
+                                /** @description The client it is made for, if any. */
+                                after: string | null;
+                            };
+                            notes?: {
+                                /** @description Internal notes of the operator; never shown on the storefront. */
+                                before: string | null;
+                                /** @description Internal notes of the operator; never shown on the storefront. */
+                                after: string | null;
+                            };
+                            createdAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Created at UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Created at UTC.
+                                 */
+                                after: string | null;
+                            };
+                            updatedAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Last changed at UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Last changed at UTC.
+                                 */
+                                after: string | null;
+                            };
+                        };
                     };
                 };
             };
@@ -9469,7 +11907,27 @@ export interface operations {
                  *       "data": {
                  *         "clientId": "cli_01JD3X9C2M7T4RK8V5N6QWZPYD",
                  *         "kind": "individual",
-                 *         "displayName": "Ana Lima"
+                 *         "displayName": "Ana Lima",
+                 *         "object": {
+                 *           "id": "cli_01JD3X9C2M7T4RK8V5N6QWZPYD",
+                 *           "kind": "individual",
+                 *           "displayName": "Ana Lima",
+                 *           "legalName": null,
+                 *           "email": "ana.lima@example.com",
+                 *           "phone": null,
+                 *           "countryIso": "PT",
+                 *           "language": "pt",
+                 *           "currency": "EUR",
+                 *           "vatId": null,
+                 *           "tags": [
+                 *             "repeat"
+                 *           ],
+                 *           "notes": null,
+                 *           "archivedAt": null,
+                 *           "createdAt": "2026-11-04T10:02:44.019Z",
+                 *           "updatedAt": "2026-11-05T10:02:44.019Z"
+                 *         },
+                 *         "changes": {}
                  *       }
                  *     }
                  */
@@ -9497,6 +11955,2290 @@ export interface operations {
                         clientId: string;
                         kind: string;
                         displayName: string;
+                        /** @description The client as its GET shows it after the change. */
+                        object: {
+                            id: string;
+                            /**
+                             * @description A person or a company.
+                             * @enum {string}
+                             */
+                            kind: "individual" | "company";
+                            /** @description How the operator refers to the client. */
+                            displayName: string;
+                            /** @description Name for invoices, for companies. */
+                            legalName: string | null;
+                            email: string | null;
+                            phone: string | null;
+                            /** @description ISO 3166-1 alpha-2, upper-case. */
+                            countryIso: string | null;
+                            /** @description Preferred language (a BCP 47 tag such as `pt` or `en-GB`). */
+                            language: string | null;
+                            /** @description Preferred currency, ISO 4217, upper-case. */
+                            currency: string | null;
+                            /** @description VAT identification number, for invoices. */
+                            vatId: string | null;
+                            /** @description Free labels of the operator. */
+                            tags: string[];
+                            /** @description Internal notes of the operator. */
+                            notes: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Set while archived (the `archived` filter). UTC.
+                             */
+                            archivedAt: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Created at UTC.
+                             */
+                            createdAt: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Last changed at UTC.
+                             */
+                            updatedAt: string | null;
+                        };
+                        /** @description The public members this change moved, each `{before, after}`; `{}` on creation. */
+                        changes: {
+                            id?: {
+                                before: string;
+                                after: string;
+                            };
+                            kind?: {
+                                /**
+                                 * @description A person or a company.
+                                 * @enum {string}
+                                 */
+                                before: "individual" | "company";
+                                /**
+                                 * @description A person or a company.
+                                 * @enum {string}
+                                 */
+                                after: "individual" | "company";
+                            };
+                            displayName?: {
+                                /** @description How the operator refers to the client. */
+                                before: string;
+                                /** @description How the operator refers to the client. */
+                                after: string;
+                            };
+                            legalName?: {
+                                /** @description Name for invoices, for companies. */
+                                before: string | null;
+                                /** @description Name for invoices, for companies. */
+                                after: string | null;
+                            };
+                            email?: {
+                                before: string | null;
+                                after: string | null;
+                            };
+                            phone?: {
+                                before: string | null;
+                                after: string | null;
+                            };
+                            countryIso?: {
+                                /** @description ISO 3166-1 alpha-2, upper-case. */
+                                before: string | null;
+                                /** @description ISO 3166-1 alpha-2, upper-case. */
+                                after: string | null;
+                            };
+                            language?: {
+                                /** @description Preferred language (a BCP 47 tag such as `pt` or `en-GB`). */
+                                before: string | null;
+                                /** @description Preferred language (a BCP 47 tag such as `pt` or `en-GB`). */
+                                after: string | null;
+                            };
+                            currency?: {
+                                /** @description Preferred currency, ISO 4217, upper-case. */
+                                before: string | null;
+                                /** @description Preferred currency, ISO 4217, upper-case. */
+                                after: string | null;
+                            };
+                            vatId?: {
+                                /** @description VAT identification number, for invoices. */
+                                before: string | null;
+                                /** @description VAT identification number, for invoices. */
+                                after: string | null;
+                            };
+                            tags?: {
+                                /** @description Free labels of the operator. */
+                                before: string[];
+                                /** @description Free labels of the operator. */
+                                after: string[];
+                            };
+                            notes?: {
+                                /** @description Internal notes of the operator. */
+                                before: string | null;
+                                /** @description Internal notes of the operator. */
+                                after: string | null;
+                            };
+                            archivedAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Set while archived (the `archived` filter). UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Set while archived (the `archived` filter). UTC.
+                                 */
+                                after: string | null;
+                            };
+                            createdAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Created at UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Created at UTC.
+                                 */
+                                after: string | null;
+                            };
+                            updatedAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Last changed at UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Last changed at UTC.
+                                 */
+                                after: string | null;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Received; any 2xx acknowledges the delivery. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other answer, a redirect or a time-out: the attempt failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    tripCreatedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The body is JSON (UTF-8). */
+                "Content-Type": "application/json";
+                /** @description `Service-Webhooks/1.0`, then an informational address. */
+                "User-Agent": string;
+                /** @description `t=<unix seconds>,v1=<hex>`; another `v1` for 24 hours after a key rotation (new key first). */
+                "Service-Signature": string;
+                /** @description The event type; equals the body `type`. */
+                "Service-Event-Type": "trip.created";
+                /** @description The event id; equals the body `id`, the same on every retry and redelivery. */
+                "Service-Event-Id": string;
+                /** @description `<delivery id>.<attempt>`: unique per HTTP attempt; quote it when contacting support. */
+                "Service-Request-Id": string;
+                /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
+                "Service-Delivery-Attempt": number;
+                /** @description The event's `sequence` in this subscription's ledger (equals the body's); absent on test events. */
+                "Service-Event-Sequence"?: number;
+                /** @description Standard Webhooks (when the subscription has `standardWebhooks`): the event id. */
+                "webhook-id"?: string;
+                /** @description Standard Webhooks: unix seconds, the `t` of `Service-Signature`. */
+                "webhook-timestamp"?: number;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. With `asymmetricSignatures`, then `v1a,<base64 Ed25519 signature>` of the same text per key pair (current first), which the subscription `publicKey` (`whpk_…`) verifies. */
+                "webhook-signature"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
+                 *       "type": "trip.created",
+                 *       "created": 1793870565,
+                 *       "sequence": 42,
+                 *       "data": {
+                 *         "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                 *         "publicSlug": null,
+                 *         "publishedAt": null,
+                 *         "unpublishedAt": null,
+                 *         "object": {
+                 *           "id": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                 *           "tripNumber": "TR-7K2M9Q",
+                 *           "title": "Lisbon in spring",
+                 *           "status": "draft",
+                 *           "tripMode": "tailor_made",
+                 *           "dateMode": "range_based",
+                 *           "publicSlug": null,
+                 *           "publishedAt": null,
+                 *           "unpublishedAt": null,
+                 *           "startDate": "2027-04-12T00:00:00.000Z",
+                 *           "endDate": "2027-04-17T00:00:00.000Z",
+                 *           "daysCount": 6,
+                 *           "startCityId": "cty_01JD3XC8K2V5R7N4T9M6QWZBHF",
+                 *           "endCityId": "cty_01JD3XC8K2V5R7N4T9M6QWZBHF",
+                 *           "transportMode": "own_fleet",
+                 *           "pricingDisplayMode": "per_person",
+                 *           "shortDescription": "Six days of tiles, trams and the Atlantic.",
+                 *           "longDescription": null,
+                 *           "clientId": null,
+                 *           "notes": null,
+                 *           "createdAt": "2026-11-04T10:02:44.019Z",
+                 *           "updatedAt": "2026-11-05T10:02:44.019Z"
+                 *         },
+                 *         "changes": {}
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "trip.created";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
+                    data: {
+                        tripId: string;
+                        publicSlug: string | null;
+                        publishedAt: string | null;
+                        unpublishedAt: string | null;
+                        /** @description The trip as its GET shows it after the change. */
+                        object: {
+                            id: string;
+                            /** @description Per-tenant reference; not a counter. */
+                            tripNumber: string;
+                            title: string;
+                            /**
+                             * @description Set by the operator console (admin API); new trips are `draft`.
+                             * @enum {string}
+                             */
+                            status: "draft" | "active" | "sent" | "accepted" | "rejected" | "archived";
+                            /**
+                             * @description `tailor_made` for one client, `template` to be copied.
+                             * @enum {string}
+                             */
+                            tripMode: "tailor_made" | "template";
+                            /**
+                             * @description Fixed departures, or any start within a range.
+                             * @enum {string}
+                             */
+                            dateMode: "departure_based" | "range_based";
+                            /** @description Storefront path segment; set at the first publication, then kept. */
+                            publicSlug: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it was (last) published; null if never. UTC.
+                             */
+                            publishedAt: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Set when taken off the storefront; null while published. UTC.
+                             */
+                            unpublishedAt: string | null;
+                            /**
+                             * Format: date-time
+                             * @description First day, as midnight UTC.
+                             */
+                            startDate: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Last day, as midnight; null when open-ended. UTC.
+                             */
+                            endDate: string | null;
+                            /** @description Length of the trip in days, 1-365. */
+                            daysCount: number;
+                            /** @description A city of the tenant's library. */
+                            startCityId: string | null;
+                            /** @description A city of the tenant's library. */
+                            endCityId: string | null;
+                            /** @enum {string} */
+                            transportMode: "own_fleet" | "outsourced";
+                            /** @enum {string} */
+                            pricingDisplayMode: "per_person" | "per_couple" | "total_group";
+                            shortDescription: string | null;
+                            longDescription: string | null;
+                            /** @description The client it is made for, if any. */
+                            clientId: string | null;
+                            /** @description Internal notes of the operator; never shown on the storefront. */
+                            notes: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Created at UTC.
+                             */
+                            createdAt: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Last changed at UTC.
+                             */
+                            updatedAt: string | null;
+                        };
+                        /** @description The public members this change moved, each `{before, after}`; `{}` on creation. */
+                        changes: {
+                            id?: {
+                                before: string;
+                                after: string;
+                            };
+                            tripNumber?: {
+                                /** @description Per-tenant reference; not a counter. */
+                                before: string;
+                                /** @description Per-tenant reference; not a counter. */
+                                after: string;
+                            };
+                            title?: {
+                                before: string;
+                                after: string;
+                            };
+                            status?: {
+                                /**
+                                 * @description Set by the operator console (admin API); new trips are `draft`.
+                                 * @enum {string}
+                                 */
+                                before: "draft" | "active" | "sent" | "accepted" | "rejected" | "archived";
+                                /**
+                                 * @description Set by the operator console (admin API); new trips are `draft`.
+                                 * @enum {string}
+                                 */
+                                after: "draft" | "active" | "sent" | "accepted" | "rejected" | "archived";
+                            };
+                            tripMode?: {
+                                /**
+                                 * @description `tailor_made` for one client, `template` to be copied.
+                                 * @enum {string}
+                                 */
+                                before: "tailor_made" | "template";
+                                /**
+                                 * @description `tailor_made` for one client, `template` to be copied.
+                                 * @enum {string}
+                                 */
+                                after: "tailor_made" | "template";
+                            };
+                            dateMode?: {
+                                /**
+                                 * @description Fixed departures, or any start within a range.
+                                 * @enum {string}
+                                 */
+                                before: "departure_based" | "range_based";
+                                /**
+                                 * @description Fixed departures, or any start within a range.
+                                 * @enum {string}
+                                 */
+                                after: "departure_based" | "range_based";
+                            };
+                            publicSlug?: {
+                                /** @description Storefront path segment; set at the first publication, then kept. */
+                                before: string | null;
+                                /** @description Storefront path segment; set at the first publication, then kept. */
+                                after: string | null;
+                            };
+                            publishedAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description When it was (last) published; null if never. UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description When it was (last) published; null if never. UTC.
+                                 */
+                                after: string | null;
+                            };
+                            unpublishedAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Set when taken off the storefront; null while published. UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Set when taken off the storefront; null while published. UTC.
+                                 */
+                                after: string | null;
+                            };
+                            startDate?: {
+                                /**
+                                 * Format: date-time
+                                 * @description First day, as midnight UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description First day, as midnight UTC.
+                                 */
+                                after: string | null;
+                            };
+                            endDate?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Last day, as midnight; null when open-ended. UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Last day, as midnight; null when open-ended. UTC.
+                                 */
+                                after: string | null;
+                            };
+                            daysCount?: {
+                                /** @description Length of the trip in days, 1-365. */
+                                before: number;
+                                /** @description Length of the trip in days, 1-365. */
+                                after: number;
+                            };
+                            startCityId?: {
+                                /** @description A city of the tenant's library. */
+                                before: string | null;
+                                /** @description A city of the tenant's library. */
+                                after: string | null;
+                            };
+                            endCityId?: {
+                                /** @description A city of the tenant's library. */
+                                before: string | null;
+                                /** @description A city of the tenant's library. */
+                                after: string | null;
+                            };
+                            transportMode?: {
+                                /** @enum {string} */
+                                before: "own_fleet" | "outsourced";
+                                /** @enum {string} */
+                                after: "own_fleet" | "outsourced";
+                            };
+                            pricingDisplayMode?: {
+                                /** @enum {string} */
+                                before: "per_person" | "per_couple" | "total_group";
+                                /** @enum {string} */
+                                after: "per_person" | "per_couple" | "total_group";
+                            };
+                            shortDescription?: {
+                                before: string | null;
+                                after: string | null;
+                            };
+                            longDescription?: {
+                                before: string | null;
+                                after: string | null;
+                            };
+                            clientId?: {
+                                /** @description The client it is made for, if any. */
+                                before: string | null;
+                                /** @description The client it is made for, if any. */
+                                after: string | null;
+                            };
+                            notes?: {
+                                /** @description Internal notes of the operator; never shown on the storefront. */
+                                before: string | null;
+                                /** @description Internal notes of the operator; never shown on the storefront. */
+                                after: string | null;
+                            };
+                            createdAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Created at UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Created at UTC.
+                                 */
+                                after: string | null;
+                            };
+                            updatedAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Last changed at UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Last changed at UTC.
+                                 */
+                                after: string | null;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Received; any 2xx acknowledges the delivery. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other answer, a redirect or a time-out: the attempt failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    tripUpdatedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The body is JSON (UTF-8). */
+                "Content-Type": "application/json";
+                /** @description `Service-Webhooks/1.0`, then an informational address. */
+                "User-Agent": string;
+                /** @description `t=<unix seconds>,v1=<hex>`; another `v1` for 24 hours after a key rotation (new key first). */
+                "Service-Signature": string;
+                /** @description The event type; equals the body `type`. */
+                "Service-Event-Type": "trip.updated";
+                /** @description The event id; equals the body `id`, the same on every retry and redelivery. */
+                "Service-Event-Id": string;
+                /** @description `<delivery id>.<attempt>`: unique per HTTP attempt; quote it when contacting support. */
+                "Service-Request-Id": string;
+                /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
+                "Service-Delivery-Attempt": number;
+                /** @description The event's `sequence` in this subscription's ledger (equals the body's); absent on test events. */
+                "Service-Event-Sequence"?: number;
+                /** @description Standard Webhooks (when the subscription has `standardWebhooks`): the event id. */
+                "webhook-id"?: string;
+                /** @description Standard Webhooks: unix seconds, the `t` of `Service-Signature`. */
+                "webhook-timestamp"?: number;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. With `asymmetricSignatures`, then `v1a,<base64 Ed25519 signature>` of the same text per key pair (current first), which the subscription `publicKey` (`whpk_…`) verifies. */
+                "webhook-signature"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
+                 *       "type": "trip.updated",
+                 *       "created": 1793870565,
+                 *       "sequence": 42,
+                 *       "data": {
+                 *         "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                 *         "publicSlug": "lisbon-in-spring-3f9a2c",
+                 *         "publishedAt": "2026-11-05T10:02:44.019Z",
+                 *         "unpublishedAt": null,
+                 *         "object": {
+                 *           "id": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                 *           "tripNumber": "TR-7K2M9Q",
+                 *           "title": "Lisbon in spring",
+                 *           "status": "active",
+                 *           "tripMode": "tailor_made",
+                 *           "dateMode": "range_based",
+                 *           "publicSlug": "lisbon-in-spring-3f9a2c",
+                 *           "publishedAt": "2026-11-05T10:02:44.019Z",
+                 *           "unpublishedAt": null,
+                 *           "startDate": "2027-04-12T00:00:00.000Z",
+                 *           "endDate": "2027-04-17T00:00:00.000Z",
+                 *           "daysCount": 6,
+                 *           "startCityId": "cty_01JD3XC8K2V5R7N4T9M6QWZBHF",
+                 *           "endCityId": "cty_01JD3XC8K2V5R7N4T9M6QWZBHF",
+                 *           "transportMode": "own_fleet",
+                 *           "pricingDisplayMode": "per_person",
+                 *           "shortDescription": "Six days of tiles, trams and the Atlantic.",
+                 *           "longDescription": null,
+                 *           "clientId": null,
+                 *           "notes": null,
+                 *           "createdAt": "2026-11-04T10:02:44.019Z",
+                 *           "updatedAt": "2026-11-05T10:02:44.019Z"
+                 *         },
+                 *         "changes": {
+                 *           "title": {
+                 *             "before": "Lisbon in April",
+                 *             "after": "Lisbon in spring"
+                 *           },
+                 *           "daysCount": {
+                 *             "before": 5,
+                 *             "after": 6
+                 *           },
+                 *           "updatedAt": {
+                 *             "before": "2026-11-04T10:02:44.019Z",
+                 *             "after": "2026-11-05T10:02:44.019Z"
+                 *           }
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "trip.updated";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
+                    data: {
+                        tripId: string;
+                        publicSlug: string | null;
+                        publishedAt: string | null;
+                        unpublishedAt: string | null;
+                        /** @description The trip as its GET shows it after the change. */
+                        object: {
+                            id: string;
+                            /** @description Per-tenant reference; not a counter. */
+                            tripNumber: string;
+                            title: string;
+                            /**
+                             * @description Set by the operator console (admin API); new trips are `draft`.
+                             * @enum {string}
+                             */
+                            status: "draft" | "active" | "sent" | "accepted" | "rejected" | "archived";
+                            /**
+                             * @description `tailor_made` for one client, `template` to be copied.
+                             * @enum {string}
+                             */
+                            tripMode: "tailor_made" | "template";
+                            /**
+                             * @description Fixed departures, or any start within a range.
+                             * @enum {string}
+                             */
+                            dateMode: "departure_based" | "range_based";
+                            /** @description Storefront path segment; set at the first publication, then kept. */
+                            publicSlug: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it was (last) published; null if never. UTC.
+                             */
+                            publishedAt: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Set when taken off the storefront; null while published. UTC.
+                             */
+                            unpublishedAt: string | null;
+                            /**
+                             * Format: date-time
+                             * @description First day, as midnight UTC.
+                             */
+                            startDate: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Last day, as midnight; null when open-ended. UTC.
+                             */
+                            endDate: string | null;
+                            /** @description Length of the trip in days, 1-365. */
+                            daysCount: number;
+                            /** @description A city of the tenant's library. */
+                            startCityId: string | null;
+                            /** @description A city of the tenant's library. */
+                            endCityId: string | null;
+                            /** @enum {string} */
+                            transportMode: "own_fleet" | "outsourced";
+                            /** @enum {string} */
+                            pricingDisplayMode: "per_person" | "per_couple" | "total_group";
+                            shortDescription: string | null;
+                            longDescription: string | null;
+                            /** @description The client it is made for, if any. */
+                            clientId: string | null;
+                            /** @description Internal notes of the operator; never shown on the storefront. */
+                            notes: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Created at UTC.
+                             */
+                            createdAt: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Last changed at UTC.
+                             */
+                            updatedAt: string | null;
+                        };
+                        /** @description The public members this change moved, each `{before, after}`; `{}` on creation. */
+                        changes: {
+                            id?: {
+                                before: string;
+                                after: string;
+                            };
+                            tripNumber?: {
+                                /** @description Per-tenant reference; not a counter. */
+                                before: string;
+                                /** @description Per-tenant reference; not a counter. */
+                                after: string;
+                            };
+                            title?: {
+                                before: string;
+                                after: string;
+                            };
+                            status?: {
+                                /**
+                                 * @description Set by the operator console (admin API); new trips are `draft`.
+                                 * @enum {string}
+                                 */
+                                before: "draft" | "active" | "sent" | "accepted" | "rejected" | "archived";
+                                /**
+                                 * @description Set by the operator console (admin API); new trips are `draft`.
+                                 * @enum {string}
+                                 */
+                                after: "draft" | "active" | "sent" | "accepted" | "rejected" | "archived";
+                            };
+                            tripMode?: {
+                                /**
+                                 * @description `tailor_made` for one client, `template` to be copied.
+                                 * @enum {string}
+                                 */
+                                before: "tailor_made" | "template";
+                                /**
+                                 * @description `tailor_made` for one client, `template` to be copied.
+                                 * @enum {string}
+                                 */
+                                after: "tailor_made" | "template";
+                            };
+                            dateMode?: {
+                                /**
+                                 * @description Fixed departures, or any start within a range.
+                                 * @enum {string}
+                                 */
+                                before: "departure_based" | "range_based";
+                                /**
+                                 * @description Fixed departures, or any start within a range.
+                                 * @enum {string}
+                                 */
+                                after: "departure_based" | "range_based";
+                            };
+                            publicSlug?: {
+                                /** @description Storefront path segment; set at the first publication, then kept. */
+                                before: string | null;
+                                /** @description Storefront path segment; set at the first publication, then kept. */
+                                after: string | null;
+                            };
+                            publishedAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description When it was (last) published; null if never. UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description When it was (last) published; null if never. UTC.
+                                 */
+                                after: string | null;
+                            };
+                            unpublishedAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Set when taken off the storefront; null while published. UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Set when taken off the storefront; null while published. UTC.
+                                 */
+                                after: string | null;
+                            };
+                            startDate?: {
+                                /**
+                                 * Format: date-time
+                                 * @description First day, as midnight UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description First day, as midnight UTC.
+                                 */
+                                after: string | null;
+                            };
+                            endDate?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Last day, as midnight; null when open-ended. UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Last day, as midnight; null when open-ended. UTC.
+                                 */
+                                after: string | null;
+                            };
+                            daysCount?: {
+                                /** @description Length of the trip in days, 1-365. */
+                                before: number;
+                                /** @description Length of the trip in days, 1-365. */
+                                after: number;
+                            };
+                            startCityId?: {
+                                /** @description A city of the tenant's library. */
+                                before: string | null;
+                                /** @description A city of the tenant's library. */
+                                after: string | null;
+                            };
+                            endCityId?: {
+                                /** @description A city of the tenant's library. */
+                                before: string | null;
+                                /** @description A city of the tenant's library. */
+                                after: string | null;
+                            };
+                            transportMode?: {
+                                /** @enum {string} */
+                                before: "own_fleet" | "outsourced";
+                                /** @enum {string} */
+                                after: "own_fleet" | "outsourced";
+                            };
+                            pricingDisplayMode?: {
+                                /** @enum {string} */
+                                before: "per_person" | "per_couple" | "total_group";
+                                /** @enum {string} */
+                                after: "per_person" | "per_couple" | "total_group";
+                            };
+                            shortDescription?: {
+                                before: string | null;
+                                after: string | null;
+                            };
+                            longDescription?: {
+                                before: string | null;
+                                after: string | null;
+                            };
+                            clientId?: {
+                                /** @description The client it is made for, if any. */
+                                before: string | null;
+                                /** @description The client it is made for, if any. */
+                                after: string | null;
+                            };
+                            notes?: {
+                                /** @description Internal notes of the operator; never shown on the storefront. */
+                                before: string | null;
+                                /** @description Internal notes of the operator; never shown on the storefront. */
+                                after: string | null;
+                            };
+                            createdAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Created at UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Created at UTC.
+                                 */
+                                after: string | null;
+                            };
+                            updatedAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Last changed at UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Last changed at UTC.
+                                 */
+                                after: string | null;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Received; any 2xx acknowledges the delivery. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other answer, a redirect or a time-out: the attempt failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    bookingCreatedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The body is JSON (UTF-8). */
+                "Content-Type": "application/json";
+                /** @description `Service-Webhooks/1.0`, then an informational address. */
+                "User-Agent": string;
+                /** @description `t=<unix seconds>,v1=<hex>`; another `v1` for 24 hours after a key rotation (new key first). */
+                "Service-Signature": string;
+                /** @description The event type; equals the body `type`. */
+                "Service-Event-Type": "booking.created";
+                /** @description The event id; equals the body `id`, the same on every retry and redelivery. */
+                "Service-Event-Id": string;
+                /** @description `<delivery id>.<attempt>`: unique per HTTP attempt; quote it when contacting support. */
+                "Service-Request-Id": string;
+                /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
+                "Service-Delivery-Attempt": number;
+                /** @description The event's `sequence` in this subscription's ledger (equals the body's); absent on test events. */
+                "Service-Event-Sequence"?: number;
+                /** @description Standard Webhooks (when the subscription has `standardWebhooks`): the event id. */
+                "webhook-id"?: string;
+                /** @description Standard Webhooks: unix seconds, the `t` of `Service-Signature`. */
+                "webhook-timestamp"?: number;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. With `asymmetricSignatures`, then `v1a,<base64 Ed25519 signature>` of the same text per key pair (current first), which the subscription `publicKey` (`whpk_…`) verifies. */
+                "webhook-signature"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
+                 *       "type": "booking.created",
+                 *       "created": 1793870565,
+                 *       "sequence": 42,
+                 *       "data": {
+                 *         "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
+                 *         "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                 *         "status": "payment_pending",
+                 *         "totalRetailCents": 249000,
+                 *         "currency": "EUR",
+                 *         "object": {
+                 *           "id": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
+                 *           "bookingNumber": "BK-4HQ8ZD",
+                 *           "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                 *           "tripVersion": 3,
+                 *           "status": "payment_pending",
+                 *           "totalRetailCents": 249000,
+                 *           "applicationFeeCents": 4000,
+                 *           "currency": "EUR",
+                 *           "travelerName": "Ana Lima",
+                 *           "travelerEmail": "ana.lima@example.com",
+                 *           "confirmedAt": "2026-11-05T10:02:44.019Z",
+                 *           "cancelledAt": null,
+                 *           "departureId": null,
+                 *           "departureStartDate": "2027-04-12T00:00:00.000Z",
+                 *           "departureEndDate": "2027-04-17T00:00:00.000Z",
+                 *           "createdAt": "2026-11-04T10:02:44.019Z",
+                 *           "updatedAt": "2026-11-05T10:02:44.019Z"
+                 *         },
+                 *         "changes": {}
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "booking.created";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
+                    data: {
+                        bookingId: string;
+                        tripId: string;
+                        status: string;
+                        totalRetailCents: number;
+                        currency: string;
+                        /** @description The booking as its GET shows it after the change. */
+                        object: {
+                            id: string;
+                            /** @description Per-tenant reference; not a counter. */
+                            bookingNumber: string;
+                            tripId: string;
+                            /** @description The trip `version` the booking was made on (its snapshot is kept). */
+                            tripVersion: number;
+                            /**
+                             * @description Moved by checkout and the payment processor; see the `booking.*` events.
+                             * @enum {string}
+                             */
+                            status: "payment_pending" | "deposit_paid" | "confirmed" | "trip_in_progress" | "completed" | "cancelled" | "refunded" | "disputed";
+                            /** @description Price paid by the traveller, in minor units (cents) of `currency`. */
+                            totalRetailCents: number;
+                            /** @description Platform fee taken from the total, in minor units (cents) of `currency`. */
+                            applicationFeeCents: number;
+                            /** @description ISO 4217. */
+                            currency: string;
+                            travelerName: string | null;
+                            travelerEmail: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it was first confirmed. UTC.
+                             */
+                            confirmedAt: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it was cancelled. UTC.
+                             */
+                            cancelledAt: string | null;
+                            /** @description The storefront departure booked, for departure-based trips. */
+                            departureId: string | null;
+                            /**
+                             * Format: date-time
+                             * @description First day of the departure, as midnight UTC.
+                             */
+                            departureStartDate: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Last day of the departure, as midnight UTC.
+                             */
+                            departureEndDate: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Created at UTC.
+                             */
+                            createdAt: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Last changed at UTC.
+                             */
+                            updatedAt: string | null;
+                        };
+                        /** @description The public members this change moved, each `{before, after}`; `{}` on creation. */
+                        changes: {
+                            id?: {
+                                before: string;
+                                after: string;
+                            };
+                            bookingNumber?: {
+                                /** @description Per-tenant reference; not a counter. */
+                                before: string;
+                                /** @description Per-tenant reference; not a counter. */
+                                after: string;
+                            };
+                            tripId?: {
+                                before: string;
+                                after: string;
+                            };
+                            tripVersion?: {
+                                /** @description The trip `version` the booking was made on (its snapshot is kept). */
+                                before: number;
+                                /** @description The trip `version` the booking was made on (its snapshot is kept). */
+                                after: number;
+                            };
+                            status?: {
+                                /**
+                                 * @description Moved by checkout and the payment processor; see the `booking.*` events.
+                                 * @enum {string}
+                                 */
+                                before: "payment_pending" | "deposit_paid" | "confirmed" | "trip_in_progress" | "completed" | "cancelled" | "refunded" | "disputed";
+                                /**
+                                 * @description Moved by checkout and the payment processor; see the `booking.*` events.
+                                 * @enum {string}
+                                 */
+                                after: "payment_pending" | "deposit_paid" | "confirmed" | "trip_in_progress" | "completed" | "cancelled" | "refunded" | "disputed";
+                            };
+                            totalRetailCents?: {
+                                /** @description Price paid by the traveller, in minor units (cents) of `currency`. */
+                                before: number;
+                                /** @description Price paid by the traveller, in minor units (cents) of `currency`. */
+                                after: number;
+                            };
+                            applicationFeeCents?: {
+                                /** @description Platform fee taken from the total, in minor units (cents) of `currency`. */
+                                before: number;
+                                /** @description Platform fee taken from the total, in minor units (cents) of `currency`. */
+                                after: number;
+                            };
+                            currency?: {
+                                /** @description ISO 4217. */
+                                before: string;
+                                /** @description ISO 4217. */
+                                after: string;
+                            };
+                            travelerName?: {
+                                before: string | null;
+                                after: string | null;
+                            };
+                            travelerEmail?: {
+                                before: string | null;
+                                after: string | null;
+                            };
+                            confirmedAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description When it was first confirmed. UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description When it was first confirmed. UTC.
+                                 */
+                                after: string | null;
+                            };
+                            cancelledAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description When it was cancelled. UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description When it was cancelled. UTC.
+                                 */
+                                after: string | null;
+                            };
+                            departureId?: {
+                                /** @description The storefront departure booked, for departure-based trips. */
+                                before: string | null;
+                                /** @description The storefront departure booked, for departure-based trips. */
+                                after: string | null;
+                            };
+                            departureStartDate?: {
+                                /**
+                                 * Format: date-time
+                                 * @description First day of the departure, as midnight UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description First day of the departure, as midnight UTC.
+                                 */
+                                after: string | null;
+                            };
+                            departureEndDate?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Last day of the departure, as midnight UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Last day of the departure, as midnight UTC.
+                                 */
+                                after: string | null;
+                            };
+                            createdAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Created at UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Created at UTC.
+                                 */
+                                after: string | null;
+                            };
+                            updatedAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Last changed at UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Last changed at UTC.
+                                 */
+                                after: string | null;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Received; any 2xx acknowledges the delivery. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other answer, a redirect or a time-out: the attempt failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    bookingUpdatedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The body is JSON (UTF-8). */
+                "Content-Type": "application/json";
+                /** @description `Service-Webhooks/1.0`, then an informational address. */
+                "User-Agent": string;
+                /** @description `t=<unix seconds>,v1=<hex>`; another `v1` for 24 hours after a key rotation (new key first). */
+                "Service-Signature": string;
+                /** @description The event type; equals the body `type`. */
+                "Service-Event-Type": "booking.updated";
+                /** @description The event id; equals the body `id`, the same on every retry and redelivery. */
+                "Service-Event-Id": string;
+                /** @description `<delivery id>.<attempt>`: unique per HTTP attempt; quote it when contacting support. */
+                "Service-Request-Id": string;
+                /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
+                "Service-Delivery-Attempt": number;
+                /** @description The event's `sequence` in this subscription's ledger (equals the body's); absent on test events. */
+                "Service-Event-Sequence"?: number;
+                /** @description Standard Webhooks (when the subscription has `standardWebhooks`): the event id. */
+                "webhook-id"?: string;
+                /** @description Standard Webhooks: unix seconds, the `t` of `Service-Signature`. */
+                "webhook-timestamp"?: number;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. With `asymmetricSignatures`, then `v1a,<base64 Ed25519 signature>` of the same text per key pair (current first), which the subscription `publicKey` (`whpk_…`) verifies. */
+                "webhook-signature"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
+                 *       "type": "booking.updated",
+                 *       "created": 1793870565,
+                 *       "sequence": 42,
+                 *       "data": {
+                 *         "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
+                 *         "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                 *         "status": "deposit_paid",
+                 *         "totalRetailCents": 249000,
+                 *         "currency": "EUR",
+                 *         "object": {
+                 *           "id": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
+                 *           "bookingNumber": "BK-4HQ8ZD",
+                 *           "tripId": "trp_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                 *           "tripVersion": 3,
+                 *           "status": "deposit_paid",
+                 *           "totalRetailCents": 249000,
+                 *           "applicationFeeCents": 4000,
+                 *           "currency": "EUR",
+                 *           "travelerName": "Ana Lima",
+                 *           "travelerEmail": "ana.lima@example.com",
+                 *           "confirmedAt": "2026-11-05T10:02:44.019Z",
+                 *           "cancelledAt": null,
+                 *           "departureId": null,
+                 *           "departureStartDate": "2027-04-12T00:00:00.000Z",
+                 *           "departureEndDate": "2027-04-17T00:00:00.000Z",
+                 *           "createdAt": "2026-11-04T10:02:44.019Z",
+                 *           "updatedAt": "2026-11-05T10:02:44.019Z"
+                 *         },
+                 *         "changes": {
+                 *           "status": {
+                 *             "before": "payment_pending",
+                 *             "after": "deposit_paid"
+                 *           },
+                 *           "updatedAt": {
+                 *             "before": "2026-11-04T10:02:44.019Z",
+                 *             "after": "2026-11-05T10:02:44.019Z"
+                 *           }
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "booking.updated";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
+                    data: {
+                        bookingId: string;
+                        tripId: string;
+                        status: string;
+                        totalRetailCents: number;
+                        currency: string;
+                        /** @description The booking as its GET shows it after the change. */
+                        object: {
+                            id: string;
+                            /** @description Per-tenant reference; not a counter. */
+                            bookingNumber: string;
+                            tripId: string;
+                            /** @description The trip `version` the booking was made on (its snapshot is kept). */
+                            tripVersion: number;
+                            /**
+                             * @description Moved by checkout and the payment processor; see the `booking.*` events.
+                             * @enum {string}
+                             */
+                            status: "payment_pending" | "deposit_paid" | "confirmed" | "trip_in_progress" | "completed" | "cancelled" | "refunded" | "disputed";
+                            /** @description Price paid by the traveller, in minor units (cents) of `currency`. */
+                            totalRetailCents: number;
+                            /** @description Platform fee taken from the total, in minor units (cents) of `currency`. */
+                            applicationFeeCents: number;
+                            /** @description ISO 4217. */
+                            currency: string;
+                            travelerName: string | null;
+                            travelerEmail: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it was first confirmed. UTC.
+                             */
+                            confirmedAt: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it was cancelled. UTC.
+                             */
+                            cancelledAt: string | null;
+                            /** @description The storefront departure booked, for departure-based trips. */
+                            departureId: string | null;
+                            /**
+                             * Format: date-time
+                             * @description First day of the departure, as midnight UTC.
+                             */
+                            departureStartDate: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Last day of the departure, as midnight UTC.
+                             */
+                            departureEndDate: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Created at UTC.
+                             */
+                            createdAt: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Last changed at UTC.
+                             */
+                            updatedAt: string | null;
+                        };
+                        /** @description The public members this change moved, each `{before, after}`; `{}` on creation. */
+                        changes: {
+                            id?: {
+                                before: string;
+                                after: string;
+                            };
+                            bookingNumber?: {
+                                /** @description Per-tenant reference; not a counter. */
+                                before: string;
+                                /** @description Per-tenant reference; not a counter. */
+                                after: string;
+                            };
+                            tripId?: {
+                                before: string;
+                                after: string;
+                            };
+                            tripVersion?: {
+                                /** @description The trip `version` the booking was made on (its snapshot is kept). */
+                                before: number;
+                                /** @description The trip `version` the booking was made on (its snapshot is kept). */
+                                after: number;
+                            };
+                            status?: {
+                                /**
+                                 * @description Moved by checkout and the payment processor; see the `booking.*` events.
+                                 * @enum {string}
+                                 */
+                                before: "payment_pending" | "deposit_paid" | "confirmed" | "trip_in_progress" | "completed" | "cancelled" | "refunded" | "disputed";
+                                /**
+                                 * @description Moved by checkout and the payment processor; see the `booking.*` events.
+                                 * @enum {string}
+                                 */
+                                after: "payment_pending" | "deposit_paid" | "confirmed" | "trip_in_progress" | "completed" | "cancelled" | "refunded" | "disputed";
+                            };
+                            totalRetailCents?: {
+                                /** @description Price paid by the traveller, in minor units (cents) of `currency`. */
+                                before: number;
+                                /** @description Price paid by the traveller, in minor units (cents) of `currency`. */
+                                after: number;
+                            };
+                            applicationFeeCents?: {
+                                /** @description Platform fee taken from the total, in minor units (cents) of `currency`. */
+                                before: number;
+                                /** @description Platform fee taken from the total, in minor units (cents) of `currency`. */
+                                after: number;
+                            };
+                            currency?: {
+                                /** @description ISO 4217. */
+                                before: string;
+                                /** @description ISO 4217. */
+                                after: string;
+                            };
+                            travelerName?: {
+                                before: string | null;
+                                after: string | null;
+                            };
+                            travelerEmail?: {
+                                before: string | null;
+                                after: string | null;
+                            };
+                            confirmedAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description When it was first confirmed. UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description When it was first confirmed. UTC.
+                                 */
+                                after: string | null;
+                            };
+                            cancelledAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description When it was cancelled. UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description When it was cancelled. UTC.
+                                 */
+                                after: string | null;
+                            };
+                            departureId?: {
+                                /** @description The storefront departure booked, for departure-based trips. */
+                                before: string | null;
+                                /** @description The storefront departure booked, for departure-based trips. */
+                                after: string | null;
+                            };
+                            departureStartDate?: {
+                                /**
+                                 * Format: date-time
+                                 * @description First day of the departure, as midnight UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description First day of the departure, as midnight UTC.
+                                 */
+                                after: string | null;
+                            };
+                            departureEndDate?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Last day of the departure, as midnight UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Last day of the departure, as midnight UTC.
+                                 */
+                                after: string | null;
+                            };
+                            createdAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Created at UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Created at UTC.
+                                 */
+                                after: string | null;
+                            };
+                            updatedAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Last changed at UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Last changed at UTC.
+                                 */
+                                after: string | null;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Received; any 2xx acknowledges the delivery. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other answer, a redirect or a time-out: the attempt failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    clientUpdatedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The body is JSON (UTF-8). */
+                "Content-Type": "application/json";
+                /** @description `Service-Webhooks/1.0`, then an informational address. */
+                "User-Agent": string;
+                /** @description `t=<unix seconds>,v1=<hex>`; another `v1` for 24 hours after a key rotation (new key first). */
+                "Service-Signature": string;
+                /** @description The event type; equals the body `type`. */
+                "Service-Event-Type": "client.updated";
+                /** @description The event id; equals the body `id`, the same on every retry and redelivery. */
+                "Service-Event-Id": string;
+                /** @description `<delivery id>.<attempt>`: unique per HTTP attempt; quote it when contacting support. */
+                "Service-Request-Id": string;
+                /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
+                "Service-Delivery-Attempt": number;
+                /** @description The event's `sequence` in this subscription's ledger (equals the body's); absent on test events. */
+                "Service-Event-Sequence"?: number;
+                /** @description Standard Webhooks (when the subscription has `standardWebhooks`): the event id. */
+                "webhook-id"?: string;
+                /** @description Standard Webhooks: unix seconds, the `t` of `Service-Signature`. */
+                "webhook-timestamp"?: number;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. With `asymmetricSignatures`, then `v1a,<base64 Ed25519 signature>` of the same text per key pair (current first), which the subscription `publicKey` (`whpk_…`) verifies. */
+                "webhook-signature"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
+                 *       "type": "client.updated",
+                 *       "created": 1793870565,
+                 *       "sequence": 42,
+                 *       "data": {
+                 *         "clientId": "cli_01JD3X9C2M7T4RK8V5N6QWZPYD",
+                 *         "kind": "individual",
+                 *         "displayName": "Ana Lima",
+                 *         "object": {
+                 *           "id": "cli_01JD3X9C2M7T4RK8V5N6QWZPYD",
+                 *           "kind": "individual",
+                 *           "displayName": "Ana Lima",
+                 *           "legalName": null,
+                 *           "email": "ana.lima@example.com",
+                 *           "phone": null,
+                 *           "countryIso": "PT",
+                 *           "language": "pt",
+                 *           "currency": "EUR",
+                 *           "vatId": null,
+                 *           "tags": [
+                 *             "repeat"
+                 *           ],
+                 *           "notes": null,
+                 *           "archivedAt": "2026-11-05T10:02:44.019Z",
+                 *           "createdAt": "2026-11-04T10:02:44.019Z",
+                 *           "updatedAt": "2026-11-05T10:02:44.019Z"
+                 *         },
+                 *         "changes": {
+                 *           "archivedAt": {
+                 *             "before": null,
+                 *             "after": "2026-11-05T10:02:44.019Z"
+                 *           },
+                 *           "updatedAt": {
+                 *             "before": "2026-11-04T10:02:44.019Z",
+                 *             "after": "2026-11-05T10:02:44.019Z"
+                 *           }
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "client.updated";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
+                    data: {
+                        clientId: string;
+                        kind: string;
+                        displayName: string;
+                        /** @description The client as its GET shows it after the change. */
+                        object: {
+                            id: string;
+                            /**
+                             * @description A person or a company.
+                             * @enum {string}
+                             */
+                            kind: "individual" | "company";
+                            /** @description How the operator refers to the client. */
+                            displayName: string;
+                            /** @description Name for invoices, for companies. */
+                            legalName: string | null;
+                            email: string | null;
+                            phone: string | null;
+                            /** @description ISO 3166-1 alpha-2, upper-case. */
+                            countryIso: string | null;
+                            /** @description Preferred language (a BCP 47 tag such as `pt` or `en-GB`). */
+                            language: string | null;
+                            /** @description Preferred currency, ISO 4217, upper-case. */
+                            currency: string | null;
+                            /** @description VAT identification number, for invoices. */
+                            vatId: string | null;
+                            /** @description Free labels of the operator. */
+                            tags: string[];
+                            /** @description Internal notes of the operator. */
+                            notes: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Set while archived (the `archived` filter). UTC.
+                             */
+                            archivedAt: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Created at UTC.
+                             */
+                            createdAt: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Last changed at UTC.
+                             */
+                            updatedAt: string | null;
+                        };
+                        /** @description The public members this change moved, each `{before, after}`; `{}` on creation. */
+                        changes: {
+                            id?: {
+                                before: string;
+                                after: string;
+                            };
+                            kind?: {
+                                /**
+                                 * @description A person or a company.
+                                 * @enum {string}
+                                 */
+                                before: "individual" | "company";
+                                /**
+                                 * @description A person or a company.
+                                 * @enum {string}
+                                 */
+                                after: "individual" | "company";
+                            };
+                            displayName?: {
+                                /** @description How the operator refers to the client. */
+                                before: string;
+                                /** @description How the operator refers to the client. */
+                                after: string;
+                            };
+                            legalName?: {
+                                /** @description Name for invoices, for companies. */
+                                before: string | null;
+                                /** @description Name for invoices, for companies. */
+                                after: string | null;
+                            };
+                            email?: {
+                                before: string | null;
+                                after: string | null;
+                            };
+                            phone?: {
+                                before: string | null;
+                                after: string | null;
+                            };
+                            countryIso?: {
+                                /** @description ISO 3166-1 alpha-2, upper-case. */
+                                before: string | null;
+                                /** @description ISO 3166-1 alpha-2, upper-case. */
+                                after: string | null;
+                            };
+                            language?: {
+                                /** @description Preferred language (a BCP 47 tag such as `pt` or `en-GB`). */
+                                before: string | null;
+                                /** @description Preferred language (a BCP 47 tag such as `pt` or `en-GB`). */
+                                after: string | null;
+                            };
+                            currency?: {
+                                /** @description Preferred currency, ISO 4217, upper-case. */
+                                before: string | null;
+                                /** @description Preferred currency, ISO 4217, upper-case. */
+                                after: string | null;
+                            };
+                            vatId?: {
+                                /** @description VAT identification number, for invoices. */
+                                before: string | null;
+                                /** @description VAT identification number, for invoices. */
+                                after: string | null;
+                            };
+                            tags?: {
+                                /** @description Free labels of the operator. */
+                                before: string[];
+                                /** @description Free labels of the operator. */
+                                after: string[];
+                            };
+                            notes?: {
+                                /** @description Internal notes of the operator. */
+                                before: string | null;
+                                /** @description Internal notes of the operator. */
+                                after: string | null;
+                            };
+                            archivedAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Set while archived (the `archived` filter). UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Set while archived (the `archived` filter). UTC.
+                                 */
+                                after: string | null;
+                            };
+                            createdAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Created at UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Created at UTC.
+                                 */
+                                after: string | null;
+                            };
+                            updatedAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description Last changed at UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Last changed at UTC.
+                                 */
+                                after: string | null;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Received; any 2xx acknowledges the delivery. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other answer, a redirect or a time-out: the attempt failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    paymentCreatedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The body is JSON (UTF-8). */
+                "Content-Type": "application/json";
+                /** @description `Service-Webhooks/1.0`, then an informational address. */
+                "User-Agent": string;
+                /** @description `t=<unix seconds>,v1=<hex>`; another `v1` for 24 hours after a key rotation (new key first). */
+                "Service-Signature": string;
+                /** @description The event type; equals the body `type`. */
+                "Service-Event-Type": "payment.created";
+                /** @description The event id; equals the body `id`, the same on every retry and redelivery. */
+                "Service-Event-Id": string;
+                /** @description `<delivery id>.<attempt>`: unique per HTTP attempt; quote it when contacting support. */
+                "Service-Request-Id": string;
+                /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
+                "Service-Delivery-Attempt": number;
+                /** @description The event's `sequence` in this subscription's ledger (equals the body's); absent on test events. */
+                "Service-Event-Sequence"?: number;
+                /** @description Standard Webhooks (when the subscription has `standardWebhooks`): the event id. */
+                "webhook-id"?: string;
+                /** @description Standard Webhooks: unix seconds, the `t` of `Service-Signature`. */
+                "webhook-timestamp"?: number;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. With `asymmetricSignatures`, then `v1a,<base64 Ed25519 signature>` of the same text per key pair (current first), which the subscription `publicKey` (`whpk_…`) verifies. */
+                "webhook-signature"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
+                 *       "type": "payment.created",
+                 *       "created": 1793870565,
+                 *       "sequence": 42,
+                 *       "data": {
+                 *         "paymentId": "pay_01JD3XB6N3T8R5K2V7M9QWZCDE",
+                 *         "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
+                 *         "status": "pending",
+                 *         "amountCents": 74700,
+                 *         "currency": "EUR",
+                 *         "object": {
+                 *           "id": "pay_01JD3XB6N3T8R5K2V7M9QWZCDE",
+                 *           "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
+                 *           "mode": "deposit_only",
+                 *           "status": "pending",
+                 *           "label": "Deposit 30%",
+                 *           "amountCents": 74700,
+                 *           "currency": "EUR",
+                 *           "scheduledFor": null,
+                 *           "chargedAt": null,
+                 *           "isDeposit": true,
+                 *           "paymentRail": "card",
+                 *           "kind": "deposit"
+                 *         },
+                 *         "changes": {}
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "payment.created";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
+                    data: {
+                        paymentId: string;
+                        bookingId: string;
+                        status: string;
+                        amountCents: number;
+                        currency: string;
+                        /** @description The payment as its GET shows it after the change. */
+                        object: {
+                            id: string;
+                            bookingId: string;
+                            /**
+                             * @description How the booking is being paid.
+                             * @enum {string}
+                             */
+                            mode: "full" | "deposit_only" | "installment";
+                            /**
+                             * @description Moved by the payment processor; see `payment.succeeded` and `payment.failed`.
+                             * @enum {string}
+                             */
+                            status: "pending" | "scheduled" | "processing" | "succeeded" | "failed" | "cancelled";
+                            /** @description Shown to the traveller, e.g. "Deposit 30%". */
+                            label: string;
+                            /** @description Amount, in minor units (cents) of `currency`. */
+                            amountCents: number;
+                            /** @description ISO 4217. */
+                            currency: string;
+                            /**
+                             * Format: date-time
+                             * @description When an instalment is due. UTC.
+                             */
+                            scheduledFor: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it succeeded. UTC.
+                             */
+                            chargedAt: string | null;
+                            /** @description True for the first payment of a booking. */
+                            isDeposit: boolean;
+                            /** @description The processor's rail, e.g. `card`, `sepa_debit`. */
+                            paymentRail: string | null;
+                            /** @description The processor's payment kind, e.g. `deposit`, `balance`. */
+                            kind: string;
+                        };
+                        /** @description The public members this change moved, each `{before, after}`; `{}` on creation. */
+                        changes: {
+                            id?: {
+                                before: string;
+                                after: string;
+                            };
+                            bookingId?: {
+                                before: string;
+                                after: string;
+                            };
+                            mode?: {
+                                /**
+                                 * @description How the booking is being paid.
+                                 * @enum {string}
+                                 */
+                                before: "full" | "deposit_only" | "installment";
+                                /**
+                                 * @description How the booking is being paid.
+                                 * @enum {string}
+                                 */
+                                after: "full" | "deposit_only" | "installment";
+                            };
+                            status?: {
+                                /**
+                                 * @description Moved by the payment processor; see `payment.succeeded` and `payment.failed`.
+                                 * @enum {string}
+                                 */
+                                before: "pending" | "scheduled" | "processing" | "succeeded" | "failed" | "cancelled";
+                                /**
+                                 * @description Moved by the payment processor; see `payment.succeeded` and `payment.failed`.
+                                 * @enum {string}
+                                 */
+                                after: "pending" | "scheduled" | "processing" | "succeeded" | "failed" | "cancelled";
+                            };
+                            label?: {
+                                /** @description Shown to the traveller, e.g. "Deposit 30%". */
+                                before: string;
+                                /** @description Shown to the traveller, e.g. "Deposit 30%". */
+                                after: string;
+                            };
+                            amountCents?: {
+                                /** @description Amount, in minor units (cents) of `currency`. */
+                                before: number;
+                                /** @description Amount, in minor units (cents) of `currency`. */
+                                after: number;
+                            };
+                            currency?: {
+                                /** @description ISO 4217. */
+                                before: string;
+                                /** @description ISO 4217. */
+                                after: string;
+                            };
+                            scheduledFor?: {
+                                /**
+                                 * Format: date-time
+                                 * @description When an instalment is due. UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description When an instalment is due. UTC.
+                                 */
+                                after: string | null;
+                            };
+                            chargedAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description When it succeeded. UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description When it succeeded. UTC.
+                                 */
+                                after: string | null;
+                            };
+                            isDeposit?: {
+                                /** @description True for the first payment of a booking. */
+                                before: boolean;
+                                /** @description True for the first payment of a booking. */
+                                after: boolean;
+                            };
+                            paymentRail?: {
+                                /** @description The processor's rail, e.g. `card`, `sepa_debit`. */
+                                before: string | null;
+                                /** @description The processor's rail, e.g. `card`, `sepa_debit`. */
+                                after: string | null;
+                            };
+                            kind?: {
+                                /** @description The processor's payment kind, e.g. `deposit`, `balance`. */
+                                before: string;
+                                /** @description The processor's payment kind, e.g. `deposit`, `balance`. */
+                                after: string;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Received; any 2xx acknowledges the delivery. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other answer, a redirect or a time-out: the attempt failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    paymentUpdatedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The body is JSON (UTF-8). */
+                "Content-Type": "application/json";
+                /** @description `Service-Webhooks/1.0`, then an informational address. */
+                "User-Agent": string;
+                /** @description `t=<unix seconds>,v1=<hex>`; another `v1` for 24 hours after a key rotation (new key first). */
+                "Service-Signature": string;
+                /** @description The event type; equals the body `type`. */
+                "Service-Event-Type": "payment.updated";
+                /** @description The event id; equals the body `id`, the same on every retry and redelivery. */
+                "Service-Event-Id": string;
+                /** @description `<delivery id>.<attempt>`: unique per HTTP attempt; quote it when contacting support. */
+                "Service-Request-Id": string;
+                /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
+                "Service-Delivery-Attempt": number;
+                /** @description The event's `sequence` in this subscription's ledger (equals the body's); absent on test events. */
+                "Service-Event-Sequence"?: number;
+                /** @description Standard Webhooks (when the subscription has `standardWebhooks`): the event id. */
+                "webhook-id"?: string;
+                /** @description Standard Webhooks: unix seconds, the `t` of `Service-Signature`. */
+                "webhook-timestamp"?: number;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. With `asymmetricSignatures`, then `v1a,<base64 Ed25519 signature>` of the same text per key pair (current first), which the subscription `publicKey` (`whpk_…`) verifies. */
+                "webhook-signature"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
+                 *       "type": "payment.updated",
+                 *       "created": 1793870565,
+                 *       "sequence": 42,
+                 *       "data": {
+                 *         "paymentId": "pay_01JD3XB6N3T8R5K2V7M9QWZCDE",
+                 *         "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
+                 *         "status": "scheduled",
+                 *         "amountCents": 74700,
+                 *         "currency": "EUR",
+                 *         "object": {
+                 *           "id": "pay_01JD3XB6N3T8R5K2V7M9QWZCDE",
+                 *           "bookingId": "bkg_01JD3XA4F7R2N8QK6T5V9MWZHB",
+                 *           "mode": "deposit_only",
+                 *           "status": "scheduled",
+                 *           "label": "Deposit 30%",
+                 *           "amountCents": 74700,
+                 *           "currency": "EUR",
+                 *           "scheduledFor": null,
+                 *           "chargedAt": null,
+                 *           "isDeposit": true,
+                 *           "paymentRail": "card",
+                 *           "kind": "deposit"
+                 *         },
+                 *         "changes": {
+                 *           "status": {
+                 *             "before": "pending",
+                 *             "after": "scheduled"
+                 *           }
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "payment.updated";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
+                    data: {
+                        paymentId: string;
+                        bookingId: string;
+                        status: string;
+                        amountCents: number;
+                        currency: string;
+                        /** @description The payment as its GET shows it after the change. */
+                        object: {
+                            id: string;
+                            bookingId: string;
+                            /**
+                             * @description How the booking is being paid.
+                             * @enum {string}
+                             */
+                            mode: "full" | "deposit_only" | "installment";
+                            /**
+                             * @description Moved by the payment processor; see `payment.succeeded` and `payment.failed`.
+                             * @enum {string}
+                             */
+                            status: "pending" | "scheduled" | "processing" | "succeeded" | "failed" | "cancelled";
+                            /** @description Shown to the traveller, e.g. "Deposit 30%". */
+                            label: string;
+                            /** @description Amount, in minor units (cents) of `currency`. */
+                            amountCents: number;
+                            /** @description ISO 4217. */
+                            currency: string;
+                            /**
+                             * Format: date-time
+                             * @description When an instalment is due. UTC.
+                             */
+                            scheduledFor: string | null;
+                            /**
+                             * Format: date-time
+                             * @description When it succeeded. UTC.
+                             */
+                            chargedAt: string | null;
+                            /** @description True for the first payment of a booking. */
+                            isDeposit: boolean;
+                            /** @description The processor's rail, e.g. `card`, `sepa_debit`. */
+                            paymentRail: string | null;
+                            /** @description The processor's payment kind, e.g. `deposit`, `balance`. */
+                            kind: string;
+                        };
+                        /** @description The public members this change moved, each `{before, after}`; `{}` on creation. */
+                        changes: {
+                            id?: {
+                                before: string;
+                                after: string;
+                            };
+                            bookingId?: {
+                                before: string;
+                                after: string;
+                            };
+                            mode?: {
+                                /**
+                                 * @description How the booking is being paid.
+                                 * @enum {string}
+                                 */
+                                before: "full" | "deposit_only" | "installment";
+                                /**
+                                 * @description How the booking is being paid.
+                                 * @enum {string}
+                                 */
+                                after: "full" | "deposit_only" | "installment";
+                            };
+                            status?: {
+                                /**
+                                 * @description Moved by the payment processor; see `payment.succeeded` and `payment.failed`.
+                                 * @enum {string}
+                                 */
+                                before: "pending" | "scheduled" | "processing" | "succeeded" | "failed" | "cancelled";
+                                /**
+                                 * @description Moved by the payment processor; see `payment.succeeded` and `payment.failed`.
+                                 * @enum {string}
+                                 */
+                                after: "pending" | "scheduled" | "processing" | "succeeded" | "failed" | "cancelled";
+                            };
+                            label?: {
+                                /** @description Shown to the traveller, e.g. "Deposit 30%". */
+                                before: string;
+                                /** @description Shown to the traveller, e.g. "Deposit 30%". */
+                                after: string;
+                            };
+                            amountCents?: {
+                                /** @description Amount, in minor units (cents) of `currency`. */
+                                before: number;
+                                /** @description Amount, in minor units (cents) of `currency`. */
+                                after: number;
+                            };
+                            currency?: {
+                                /** @description ISO 4217. */
+                                before: string;
+                                /** @description ISO 4217. */
+                                after: string;
+                            };
+                            scheduledFor?: {
+                                /**
+                                 * Format: date-time
+                                 * @description When an instalment is due. UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description When an instalment is due. UTC.
+                                 */
+                                after: string | null;
+                            };
+                            chargedAt?: {
+                                /**
+                                 * Format: date-time
+                                 * @description When it succeeded. UTC.
+                                 */
+                                before: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description When it succeeded. UTC.
+                                 */
+                                after: string | null;
+                            };
+                            isDeposit?: {
+                                /** @description True for the first payment of a booking. */
+                                before: boolean;
+                                /** @description True for the first payment of a booking. */
+                                after: boolean;
+                            };
+                            paymentRail?: {
+                                /** @description The processor's rail, e.g. `card`, `sepa_debit`. */
+                                before: string | null;
+                                /** @description The processor's rail, e.g. `card`, `sepa_debit`. */
+                                after: string | null;
+                            };
+                            kind?: {
+                                /** @description The processor's payment kind, e.g. `deposit`, `balance`. */
+                                before: string;
+                                /** @description The processor's payment kind, e.g. `deposit`, `balance`. */
+                                after: string;
+                            };
+                        };
                     };
                 };
             };

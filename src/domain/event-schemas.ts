@@ -1,11 +1,8 @@
-import { FormatRegistry, type Static, type TSchema, Type } from '@sinclair/typebox';
-import { TypeCompiler } from '@sinclair/typebox/compiler';
+import { type Static, type TObject, type TProperties, type TSchema, Type } from '@sinclair/typebox';
+import Ajv, { type ValidateFunction } from 'ajv';
+import addFormats from 'ajv-formats';
+import { ChangesOf, RESOURCE_SCHEMAS, type ResourceKind } from './change-events.ts';
 import type { EventType } from './states.ts';
-
-// TypeBox rejects unknown formats; ours are always toISOString() output.
-if (!FormatRegistry.Has('date-time')) {
-  FormatRegistry.Set('date-time', (value) => !Number.isNaN(Date.parse(value)));
-}
 
 const NullableDateTime = Type.Union([Type.String({ format: 'date-time' }), Type.Null()]);
 
@@ -41,24 +38,52 @@ const TripEventData = Type.Object(
   { additionalProperties: false },
 );
 
+const ClientEventData = Type.Object(
+  { clientId: Type.String(), kind: Type.String(), displayName: Type.String() },
+  { additionalProperties: false },
+);
+
+/**
+ * An event about a change of a resource: its own members, then `object` (the resource as its GET
+ * shows it after the change) and `changes` (see change-events.ts).
+ */
+function Changed<P extends TProperties, K extends ResourceKind>(members: TObject<P>, kind: K) {
+  const resource = RESOURCE_SCHEMAS[kind];
+  const object = Type.Object(resource.properties as (typeof RESOURCE_SCHEMAS)[K]['properties'], {
+    additionalProperties: false,
+    description: `The ${kind} as its GET shows it after the change.`,
+  });
+  return Type.Object(
+    { ...members.properties, object, changes: ChangesOf(resource) },
+    { additionalProperties: false },
+  );
+}
+
 /** `data` of each event type, as the OpenAPI document's webhooks publish it. */
 export const EVENT_DATA_SCHEMAS = {
-  'booking.confirmed': Type.Object(
-    { ...BookingEventData.properties, status: Type.Literal('confirmed') },
-    { additionalProperties: false },
+  'booking.created': Changed(BookingEventData, 'booking'),
+  'booking.updated': Changed(BookingEventData, 'booking'),
+  'booking.confirmed': Changed(
+    Type.Object(
+      { ...BookingEventData.properties, status: Type.Literal('confirmed') },
+      { additionalProperties: false },
+    ),
+    'booking',
   ),
-  'booking.cancelled': BookingEventData,
-  'booking.refunded': BookingEventData,
-  'dispute.opened': BookingEventData,
-  'dispute.closed': BookingEventData,
-  'payment.succeeded': PaymentEventData,
-  'payment.failed': PaymentEventData,
-  'trip.published': TripEventData,
-  'trip.unpublished': TripEventData,
-  'client.created': Type.Object(
-    { clientId: Type.String(), kind: Type.String(), displayName: Type.String() },
-    { additionalProperties: false },
-  ),
+  'booking.cancelled': Changed(BookingEventData, 'booking'),
+  'booking.refunded': Changed(BookingEventData, 'booking'),
+  'dispute.opened': Changed(BookingEventData, 'booking'),
+  'dispute.closed': Changed(BookingEventData, 'booking'),
+  'payment.created': Changed(PaymentEventData, 'payment'),
+  'payment.updated': Changed(PaymentEventData, 'payment'),
+  'payment.succeeded': Changed(PaymentEventData, 'payment'),
+  'payment.failed': Changed(PaymentEventData, 'payment'),
+  'trip.created': Changed(TripEventData, 'trip'),
+  'trip.updated': Changed(TripEventData, 'trip'),
+  'trip.published': Changed(TripEventData, 'trip'),
+  'trip.unpublished': Changed(TripEventData, 'trip'),
+  'client.created': Changed(ClientEventData, 'client'),
+  'client.updated': Changed(ClientEventData, 'client'),
   'webhook.endpoint.paused': Type.Object(
     {
       subscriptionId: Type.String(),
@@ -85,15 +110,22 @@ export const EVENT_DATA_SCHEMAS = {
 
 export type EventData<T extends EventType> = Static<(typeof EVENT_DATA_SCHEMAS)[T]>;
 
-const checkers = Object.fromEntries(
-  Object.entries(EVENT_DATA_SCHEMAS).map(([type, schema]) => [type, TypeCompiler.Compile(schema)]),
-) as unknown as Record<EventType, ReturnType<typeof TypeCompiler.Compile>>;
+// The validator the API's own requests are checked with (the catalog's schemas are these).
+const ajv = addFormats.default(new Ajv.default({ strict: false }));
+/** Each type's validator, compiled at its first emit (start-up compiles none). */
+const checkers = new Map<EventType, ValidateFunction>();
 
 /** Emit-time validation: a payload that breaks its published schema is a bug, never sent. */
 export function assertEventData(type: EventType, data: unknown): void {
-  const checker = checkers[type];
-  if (!checker.Check(data)) {
-    const first = checker.Errors(data).First();
-    throw new Error(`event ${type} data violates its schema at ${first?.path}: ${first?.message}`);
+  let check = checkers.get(type);
+  if (check === undefined) {
+    check = ajv.compile(EVENT_DATA_SCHEMAS[type]);
+    checkers.set(type, check);
+  }
+  if (!check(data)) {
+    const first = check.errors?.[0];
+    throw new Error(
+      `event ${type} data violates its schema at ${first?.instancePath || '/'}: ${first?.message}`,
+    );
   }
 }

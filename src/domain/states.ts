@@ -63,20 +63,43 @@ export const PAYMENT_TRANSITIONS: Record<PaymentStatus, readonly PaymentStatus[]
 
 type Move<S extends string> = `${S}>${S}`;
 
-/** Events each booking move emits, in order (the dispute exits included); other moves emit none. */
-export const BOOKING_MOVE_EVENTS: Partial<Record<Move<BookingStatus>, readonly EventType[]>> = {
-  'deposit_paid>confirmed': ['booking.confirmed'],
-  'confirmed>cancelled': ['booking.cancelled'],
-  'confirmed>refunded': ['booking.refunded'],
-  'confirmed>disputed': ['dispute.opened'],
-  'disputed>confirmed': ['dispute.closed'],
-  'disputed>refunded': ['dispute.closed', 'booking.refunded'],
-};
+/**
+ * The events each move emits, in order: its own types where the spec names some, else the
+ * resource's `.updated` (every change is announced, docs/mirroring.md).
+ */
+function moveEvents<S extends string>(
+  transitions: Record<S, readonly S[]>,
+  own: Partial<Record<Move<S>, readonly EventType[]>>,
+  updated: EventType,
+): Record<Move<S>, readonly EventType[]> {
+  const events = {} as Record<Move<S>, readonly EventType[]>;
+  for (const from of Object.keys(transitions) as S[]) {
+    for (const to of transitions[from]) events[`${from}>${to}`] = own[`${from}>${to}`] ?? [updated];
+  }
+  return events;
+}
 
-export const PAYMENT_MOVE_EVENTS: Partial<Record<Move<PaymentStatus>, readonly EventType[]>> = {
-  'processing>succeeded': ['payment.succeeded'],
-  'processing>failed': ['payment.failed'],
-};
+/** The booking moves' events (the dispute exits included). */
+export const BOOKING_MOVE_EVENTS = moveEvents(
+  BOOKING_TRANSITIONS,
+  {
+    'deposit_paid>confirmed': ['booking.confirmed'],
+    'confirmed>cancelled': ['booking.cancelled'],
+    'confirmed>refunded': ['booking.refunded'],
+    'confirmed>disputed': ['dispute.opened'],
+    'disputed>confirmed': ['dispute.closed'],
+    'disputed>refunded': ['dispute.closed', 'booking.refunded'],
+  },
+  'booking.updated',
+);
+
+export const PAYMENT_MOVE_EVENTS = moveEvents(
+  PAYMENT_TRANSITIONS,
+  { 'processing>succeeded': ['payment.succeeded'], 'processing>failed': ['payment.failed'] },
+  'payment.updated',
+);
+
+export const TRIP_MOVE_EVENTS = moveEvents(TRIP_TRANSITIONS, {}, 'trip.updated');
 
 /**
  * A lifecycle as readers meet it (docs/api-behaviour.md, the references' "State machines"): its
@@ -97,7 +120,7 @@ export const LIFECYCLES: readonly Lifecycle[] = [
     mover: 'operator console',
     operation: 'POST /admin/v1/trips/{id}/status',
     transitions: TRIP_TRANSITIONS,
-    events: {},
+    events: TRIP_MOVE_EVENTS,
   },
   {
     name: 'Booking status',
@@ -148,6 +171,14 @@ export const EVENT_TYPES = [
   'trip.published',
   'trip.unpublished',
   'client.created',
+  // Change events (additive, docs/mirroring.md): a create or change no type above announces.
+  'trip.created',
+  'trip.updated',
+  'booking.created',
+  'booking.updated',
+  'client.updated',
+  'payment.created',
+  'payment.updated',
   'webhook.endpoint.paused',
   'webhook.delivery.dead_lettered',
   'webhook.test',

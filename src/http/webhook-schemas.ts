@@ -9,8 +9,8 @@ import {
 } from '../domain/flow-control.ts';
 import { FILTER_LIMITS } from '../domain/payload-filter.ts';
 import { SECRET_MASK } from '../domain/redaction.ts';
+import { At, Nullable, StringEnum, Text } from '../domain/schema-kit.ts';
 import { DELIVERY_STATUSES, PAUSE_REASONS, SUBSCRIBABLE_EVENT_TYPES } from '../domain/states.ts';
-import { At, Nullable, StringEnum, Text } from './schema-kit.ts';
 
 /** The webhook objects of the API: subscriptions, deliveries, attempts, and their settings. */
 

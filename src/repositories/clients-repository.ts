@@ -22,6 +22,17 @@ export class ClientsRepository extends Repository {
       .executeTakeFirst();
   }
 
+  /** The client, locked (see lockedRows): a change decided on what it read is the only one. */
+  lockById(tenantId: string, id: string): Promise<ClientRow | undefined> {
+    return this.lockedRows(
+      this.db
+        .selectFrom('clients')
+        .selectAll()
+        .where('tenantId', '=', tenantId)
+        .where('id', '=', id),
+    ).executeTakeFirst();
+  }
+
   async exists(tenantId: string, id: string): Promise<boolean> {
     const row = await this.db
       .selectFrom('clients')

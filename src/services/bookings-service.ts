@@ -7,6 +7,7 @@ import {
   BOOKING_TRANSITIONS,
   type BookingStatus,
   canMove,
+  type EventType,
   isOneOf,
 } from '../domain/states.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
@@ -115,7 +116,7 @@ export class BookingsService {
       if (!isPublished(trip)) throw fieldError('tripId', 'trip is not published');
       const now = nowIso(this.deps.clock);
       const { tenantId: _tenant, createdBy: _actor, ...snapshot } = trip;
-      return this.deps.bookings.insert({
+      const booking = await this.deps.bookings.insert({
         id: newId('bkg'),
         tenantId,
         bookingNumber: await uniqueHumanCode('BK', (code) =>
@@ -138,6 +139,8 @@ export class BookingsService {
         createdAt: now,
         updatedAt: now,
       });
+      await this.emitChange(booking, ['booking.created'], null);
+      return booking;
     });
   }
 
@@ -157,33 +160,33 @@ export class BookingsService {
         if (to === 'cancelled') patch.cancelledAt = now;
         const updated = await this.deps.bookings.transition(tenantId, id, from, patch);
         if (!updated) continue;
-        await this.emitTransitionEvents(
-          updated,
-          `${from}>${to}` as `${BookingStatus}>${BookingStatus}`,
-        );
+        const announced = BOOKING_MOVE_EVENTS[`${from}>${to}`];
+        await this.emitChange(updated, announced, booking);
         return updated;
       }
     });
   }
 
-  private async emitTransitionEvents(
+  /**
+   * The events of a booking's creation or change (a move's own types, else `booking.updated`),
+   * each with the booking as it is now and what moved from `before`.
+   */
+  private async emitChange(
     booking: BookingRow,
-    move: `${BookingStatus}>${BookingStatus}`,
+    types: readonly EventType[],
+    before: BookingRow | null,
   ): Promise<void> {
-    const data = {
+    const members = {
       bookingId: booking.id,
       tripId: booking.tripId,
       status: booking.status,
       totalRetailCents: booking.totalRetailCents,
       currency: booking.currency,
     };
-    for (const type of BOOKING_MOVE_EVENTS[move] ?? []) {
-      if (type === 'booking.confirmed') {
-        await this.deps.events.emit(booking.tenantId, type, { ...data, status: 'confirmed' });
-      } else {
-        await this.deps.events.emit(booking.tenantId, type as 'booking.cancelled', data);
-      }
-    }
+    await this.deps.events.emitChange(booking.tenantId, types as 'booking.updated'[], members, {
+      before,
+      after: booking,
+    });
   }
 
   private optionalDate(

@@ -87,25 +87,37 @@ export class ClientsService {
         createdAt: now,
         updatedAt: now,
       });
-      await this.deps.events.emit(tenantId, 'client.created', {
-        clientId: row.id,
-        kind: row.kind,
-        displayName: row.displayName,
-      });
-      return toClient(row);
+      const client = toClient(row);
+      await this.emitChange(client, 'client.created', null);
+      return client;
     });
   }
 
+  /** Archives or unarchives the client, with its `client.updated` event, in one transaction. */
   async setArchived(tenantId: string, id: string, archived: boolean): Promise<Client> {
-    const current = await this.deps.clients.findById(tenantId, id);
-    if (!current) throw notFound('Client');
-    if ((current.archivedAt !== null) === archived) return toClient(current);
-    const now = nowIso(this.deps.clock);
-    const row = await this.deps.clients.update(tenantId, id, {
-      archivedAt: archived ? now : null,
-      updatedAt: now,
+    return this.deps.database.withTransaction(async () => {
+      const current = await this.deps.clients.lockById(tenantId, id);
+      if (!current) throw notFound('Client');
+      if ((current.archivedAt !== null) === archived) return toClient(current);
+      const now = nowIso(this.deps.clock);
+      const row = await this.deps.clients.update(tenantId, id, {
+        archivedAt: archived ? now : null,
+        updatedAt: now,
+      });
+      if (!row) throw notFound('Client');
+      const client = toClient(row);
+      await this.emitChange(client, 'client.updated', toClient(current));
+      return client;
     });
-    if (!row) throw notFound('Client');
-    return toClient(row);
+  }
+
+  /** A client's creation or change, with the client as it is now and what moved from `before`. */
+  private async emitChange(
+    client: Client,
+    type: 'client.created' | 'client.updated',
+    before: Client | null,
+  ): Promise<void> {
+    const members = { clientId: client.id, kind: client.kind, displayName: client.displayName };
+    await this.deps.events.emitChange(client.tenantId, type, members, { before, after: client });
   }
 }

@@ -1,5 +1,6 @@
 import { SpanKind } from '@opentelemetry/api';
 import { DELIVERIES_CHANNEL, type Notifier } from '../db/notifier.ts';
+import { changesBetween, publicObject, resourceOfEvent } from '../domain/change-events.ts';
 import { assertEventData, type EventData } from '../domain/event-schemas.ts';
 import { orderingKey } from '../domain/flow-control.ts';
 import { FilterMatchers } from '../domain/payload-filter.ts';
@@ -23,6 +24,11 @@ interface EventsServiceDeps {
   notifier: Notifier;
   clock: Clock;
 }
+
+/** The event types whose data carries a resource's `object` and `changes`. */
+export type ChangeEventType = {
+  [K in EventType]: EventData<K> extends { object: unknown } ? K : never;
+}[EventType];
 
 export class EventsService {
   /** Each stored filter compiled once, for every emit of this process. */
@@ -83,6 +89,29 @@ export class EventsService {
       })),
     );
     return id;
+  }
+
+  /**
+   * The events about one change of a trip, booking, client or payment (see emit; several when a
+   * move names several types): their own `members`, then the resource after the change as its
+   * GET shows it (`object`) and the public members that moved from `before` (`changes`; null
+   * before: a creation). `before` and `after` are what the resource's read returns, read in the
+   * change's transaction.
+   */
+  async emitChange<T extends ChangeEventType>(
+    tenantId: string,
+    types: T | readonly T[],
+    members: Omit<EventData<T>, 'object' | 'changes'>,
+    change: { before: object | null; after: object },
+  ): Promise<void> {
+    const list: readonly T[] = typeof types === 'string' ? [types] : types;
+    // The types of one change are about one resource (a dispute's is its booking).
+    const kind = resourceOfEvent(list[0]);
+    if (kind === null) throw new Error(`${list[0]} is about no resource`);
+    const object = publicObject(kind, change.after);
+    const before = change.before === null ? null : publicObject(kind, change.before);
+    const data = { ...members, object, changes: changesBetween(before, object) };
+    for (const type of list) await this.emit(tenantId, type, data as unknown as EventData<T>);
   }
 
   /** The event alone, validated against its published schema; `queue` sends it. */

@@ -3,6 +3,7 @@ import type { Database } from '../db/database.ts';
 import type { PaymentsTable } from '../db/schema.ts';
 import {
   canMove,
+  type EventType,
   isOneOf,
   type PAYMENT_MODES,
   PAYMENT_MOVE_EVENTS,
@@ -96,6 +97,7 @@ export class PaymentsService {
         createdAt: now,
         updatedAt: now,
       });
+      await this.emitChange(row, ['payment.created'], null);
       return row;
     });
   }
@@ -115,17 +117,32 @@ export class PaymentsService {
         if (from === 'processing' && to === 'succeeded') patch.chargedAt = now;
         const updated = await this.deps.payments.transition(tenantId, id, from, patch);
         if (!updated) continue;
-        for (const type of PAYMENT_MOVE_EVENTS[`${from}>${to}`] ?? []) {
-          await this.deps.events.emit(tenantId, type as 'payment.succeeded', {
-            paymentId: updated.id,
-            bookingId: updated.bookingId,
-            status: updated.status,
-            amountCents: updated.amountCents,
-            currency: updated.currency,
-          });
-        }
+        const announced = PAYMENT_MOVE_EVENTS[`${from}>${to}`];
+        await this.emitChange(updated, announced, payment);
         return updated;
       }
+    });
+  }
+
+  /**
+   * The events of a payment's creation or change (a move's own types, else `payment.updated`),
+   * each with the payment as it is now and what moved from `before`.
+   */
+  private async emitChange(
+    payment: PaymentRow,
+    types: readonly EventType[],
+    before: PaymentRow | null,
+  ): Promise<void> {
+    const members = {
+      paymentId: payment.id,
+      bookingId: payment.bookingId,
+      status: payment.status,
+      amountCents: payment.amountCents,
+      currency: payment.currency,
+    };
+    await this.deps.events.emitChange(payment.tenantId, types as 'payment.updated'[], members, {
+      before,
+      after: payment,
     });
   }
 }

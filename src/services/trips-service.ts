@@ -9,6 +9,7 @@ import {
   isOneOf,
   type PRICING_DISPLAY_MODES,
   type TRANSPORT_MODES,
+  TRIP_MOVE_EVENTS,
   TRIP_STATUSES,
   TRIP_TRANSITIONS,
   type TripStatus,
@@ -72,6 +73,8 @@ function slugify(title: string): string {
   return `${base || 'trip'}-${randomBytes(3).toString('hex')}`;
 }
 
+type TripChangeType = 'trip.created' | 'trip.updated' | 'trip.published' | 'trip.unpublished';
+
 interface TripsServiceDeps {
   database: Database;
   trips: TripsRepository;
@@ -126,7 +129,7 @@ export class TripsService {
     return this.deps.database.withTransaction(async () => {
       await this.assertTripRoom(tenantId);
       const now = nowIso(this.deps.clock);
-      return this.deps.trips.insert({
+      const trip = await this.deps.trips.insert({
         id: newId('trp'),
         tenantId,
         tripNumber: await uniqueHumanCode('TR', (code) =>
@@ -155,6 +158,8 @@ export class TripsService {
         createdAt: now,
         updatedAt: now,
       });
+      await this.emitChange(trip, 'trip.created', null);
+      return trip;
     });
   }
 
@@ -174,8 +179,11 @@ export class TripsService {
     }
   }
 
+  /**
+   * Applies a PATCH, with its `trip.updated` event, in one transaction: the trip is locked first,
+   * so the event's `changes` are from the state this change was made on.
+   */
   async update(tenantId: string, id: string, input: PatchTripInput): Promise<TripRow> {
-    const current = await this.get(tenantId, id);
     const errors = new FieldErrorCollector();
     const patch: Updateable<TripsTable> = {};
     if (input.title !== undefined) patch.title = input.title;
@@ -197,28 +205,32 @@ export class TripsService {
         patch.dateMode = endDate ? 'range_based' : 'departure_based';
       }
     }
-    const start = patch.startDate ?? current.startDate;
-    const end = patch.endDate === undefined ? current.endDate : patch.endDate;
-    if (start && end && end < start && (patch.startDate || patch.endDate)) {
-      errors.add('endDate', 'must be on or after startDate');
-    }
     if (input.clientId !== undefined) {
       if (input.clientId !== null && !(await this.deps.clients.exists(tenantId, input.clientId))) {
         errors.add('clientId', 'is not a client of this tenant');
       }
       patch.clientId = input.clientId;
     }
-    errors.throwIfAny();
-    if (Object.keys(patch).length === 0) return current;
-
-    const updated = await this.deps.trips.update(
-      tenantId,
-      id,
-      { ...patch, updatedAt: nowIso(this.deps.clock) },
-      { bumpVersion: true },
-    );
-    if (!updated) throw notFound('Trip');
-    return updated;
+    return this.deps.database.withTransaction(async () => {
+      const current = await this.deps.trips.lockById(tenantId, id);
+      if (!current) throw notFound('Trip');
+      const start = patch.startDate ?? current.startDate;
+      const end = patch.endDate === undefined ? current.endDate : patch.endDate;
+      if (start && end && end < start && (patch.startDate || patch.endDate)) {
+        errors.add('endDate', 'must be on or after startDate');
+      }
+      errors.throwIfAny();
+      if (Object.keys(patch).length === 0) return current;
+      const updated = await this.deps.trips.update(
+        tenantId,
+        id,
+        { ...patch, updatedAt: nowIso(this.deps.clock) },
+        { bumpVersion: true },
+      );
+      if (!updated) throw notFound('Trip');
+      await this.emitChange(updated, 'trip.updated', current);
+      return updated;
+    });
   }
 
   async publish(tenantId: string, id: string): Promise<TripRow> {
@@ -234,7 +246,7 @@ export class TripsService {
         updatedAt: now,
       });
       if (!updated) throw notFound('Trip');
-      await this.deps.events.emit(tenantId, 'trip.published', tripEventData(updated));
+      await this.emitChange(updated, 'trip.published', trip);
       return updated;
     });
   }
@@ -250,25 +262,45 @@ export class TripsService {
         updatedAt: now,
       });
       if (!updated) throw notFound('Trip');
-      await this.deps.events.emit(tenantId, 'trip.unpublished', tripEventData(updated));
+      await this.emitChange(updated, 'trip.unpublished', trip);
       return updated;
     });
   }
 
+  /** A move of the trip's status (the operator console's), with its `trip.updated` event. */
   async setStatus(tenantId: string, id: string, to: TripStatus): Promise<TripRow> {
-    const trip = await this.get(tenantId, id);
-    if (!canMove(TRIP_TRANSITIONS, trip.status, to)) {
-      throw invalidTransition(TRIP_TRANSITIONS, trip.status, to);
-    }
-    const updated = await this.deps.trips.update(
-      tenantId,
-      id,
-      { status: to, updatedAt: nowIso(this.deps.clock) },
-      { fromStatus: trip.status },
-    );
-    // Another change won since the read: the move is judged again from where that one left it.
-    if (!updated) return this.setStatus(tenantId, id, to);
-    return updated;
+    return this.deps.database.withTransaction(async () => {
+      const trip = await this.deps.trips.lockById(tenantId, id);
+      if (!trip) throw notFound('Trip');
+      if (!canMove(TRIP_TRANSITIONS, trip.status, to)) {
+        throw invalidTransition(TRIP_TRANSITIONS, trip.status, to);
+      }
+      const updated = await this.deps.trips.update(
+        tenantId,
+        id,
+        { status: to, updatedAt: nowIso(this.deps.clock) },
+        { fromStatus: trip.status },
+      );
+      if (!updated) throw notFound('Trip');
+      const types = TRIP_MOVE_EVENTS[`${trip.status}>${to}`] as 'trip.updated'[];
+      await this.emitChange(updated, types, trip);
+      return updated;
+    });
+  }
+
+  /** A trip's creation or change, with the trip as it is now and what moved from `before`. */
+  private async emitChange(
+    trip: TripRow,
+    type: TripChangeType | readonly TripChangeType[],
+    before: TripRow | null,
+  ): Promise<void> {
+    const members = {
+      tripId: trip.id,
+      publicSlug: trip.publicSlug,
+      publishedAt: trip.publishedAt,
+      unpublishedAt: trip.unpublishedAt,
+    };
+    await this.deps.events.emitChange(trip.tenantId, type, members, { before, after: trip });
   }
 
   private async checkReferences(
@@ -288,13 +320,4 @@ export class TripsService {
       errors.add('clientId', 'is not a client of this tenant');
     }
   }
-}
-
-function tripEventData(trip: TripRow) {
-  return {
-    tripId: trip.id,
-    publicSlug: trip.publicSlug,
-    publishedAt: trip.publishedAt,
-    unpublishedAt: trip.unpublishedAt,
-  };
 }

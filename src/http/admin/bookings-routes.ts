@@ -1,7 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
+import { Booking } from '../../domain/resources.ts';
 import { BOOKING_STATUSES } from '../../domain/states.ts';
-import { Booking, DataOf, Email, IdParams } from '../schemas.ts';
+import { DataOf, Email, IdParams } from '../schemas.ts';
 import { type AdminRouteOptions, adminProblems, Currency, Money, Transition } from './shared.ts';
 
 const CreateBookingBody = Type.Object(

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { Client, CreateClientBody, DataOf, IdParams } from '../schemas.ts';
+import { Client } from '../../domain/resources.ts';
+import { CreateClientBody, DataOf, IdParams } from '../schemas.ts';
 import { type AdminRouteOptions, adminProblems } from './shared.ts';
 
 /** Clients: creation in a tenant, and archiving. */

@@ -1,8 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
+import { Payment } from '../../domain/resources.ts';
+import { StringEnum } from '../../domain/schema-kit.ts';
 import { PAYMENT_MODES, PAYMENT_STATUSES } from '../../domain/states.ts';
-import { StringEnum } from '../schema-kit.ts';
-import { DataOf, IdParams, Payment } from '../schemas.ts';
+import { DataOf, IdParams } from '../schemas.ts';
 import { type AdminRouteOptions, adminProblems, Currency, Money, Transition } from './shared.ts';
 
 const CreatePaymentBody = Type.Object(

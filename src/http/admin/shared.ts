@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
+import { StringEnum } from '../../domain/schema-kit.ts';
 import type { Services } from '../../services/index.ts';
-import { StringEnum } from '../schema-kit.ts';
 import { problems } from '../schemas.ts';
 
 /** What every admin route plugin receives. */

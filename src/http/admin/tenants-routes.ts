@@ -1,14 +1,15 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { SCOPES, TIER_NAMES } from '../../domain/plans.ts';
+import { NullableString } from '../../domain/resources.ts';
+import { DateTime, Nullable, NullableDateTime, StringEnum } from '../../domain/schema-kit.ts';
 import { MEMBER_ROLES } from '../../domain/states.ts';
 import {
   TENANT_NAME_MAX_LENGTH,
   TENANT_SLUG_PATTERN,
   TENANT_SLUG_RULE,
 } from '../../domain/tenants.ts';
-import { DateTime, Nullable, NullableDateTime, StringEnum } from '../schema-kit.ts';
-import { DataOf, Email, IdParams, NullableString } from '../schemas.ts';
+import { DataOf, Email, IdParams } from '../schemas.ts';
 import { type AdminRouteOptions, adminProblems } from './shared.ts';
 
 const Tenant = Type.Object(

@@ -1,8 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
+import { Trip } from '../../domain/resources.ts';
+import { StringEnum } from '../../domain/schema-kit.ts';
 import { TRIP_STATUSES } from '../../domain/states.ts';
-import { StringEnum } from '../schema-kit.ts';
-import { DataOf, IdParams, Trip } from '../schemas.ts';
+import { DataOf, IdParams } from '../schemas.ts';
 import { type AdminRouteOptions, adminProblems } from './shared.ts';
 
 /** A trip's publication and status, which the public API only reads. */

@@ -1,7 +1,7 @@
 import type { TSchema } from '@sinclair/typebox';
 import { sampleEventData } from '../../domain/event-samples.ts';
 import { EVENT_DATA_SCHEMAS } from '../../domain/event-schemas.ts';
-import { EVENT_TYPES, type EventType } from '../../domain/states.ts';
+import { EVENT_TYPES, type EventType, SUBSCRIBABLE_EVENT_TYPES } from '../../domain/states.ts';
 import { SHARED_SCHEMAS } from '../schemas.ts';
 
 type Json = { [key: string]: unknown };
@@ -60,6 +60,37 @@ const EVENT_DOCS: Record<EventType, { summary: string; description: string }> = 
     description: 'A trip was taken off the storefront.',
   },
   'client.created': { summary: 'Client created', description: 'A client was created.' },
+  'trip.created': {
+    summary: 'Trip created',
+    description: 'A trip was created (`POST /api/v1/trips`, or the operator console).',
+  },
+  'trip.updated': {
+    summary: 'Trip changed',
+    description:
+      'A trip changed otherwise than by its publication: a `PATCH /api/v1/trips/{id}`, or a move of its `status` (the operator console).',
+  },
+  'booking.created': {
+    summary: 'Booking created',
+    description: 'A booking was created by checkout, in `payment_pending`.',
+  },
+  'booking.updated': {
+    summary: 'Booking changed',
+    description:
+      'A booking moved to a status no other booking type announces: `deposit_paid`, `trip_in_progress` or `completed`.',
+  },
+  'client.updated': {
+    summary: 'Client changed',
+    description: 'A client was archived or unarchived.',
+  },
+  'payment.created': {
+    summary: 'Payment created',
+    description: 'A payment was created by the payment processor, `pending`.',
+  },
+  'payment.updated': {
+    summary: 'Payment changed',
+    description:
+      'A payment moved to a status no other payment type announces: `scheduled`, `processing` or `cancelled`.',
+  },
   'webhook.endpoint.paused': {
     summary: 'Endpoint paused',
     description:
@@ -117,6 +148,8 @@ const SCHEMA_MAP_KEYWORDS = new Set([
 export function toDocumentSchema(
   schema: TSchema,
   shared: readonly TSchema[] = SHARED_SCHEMAS,
+  /** Keeps `additionalProperties: false`: the schema exactly as emit checks (the catalog's). */
+  closed = false,
 ): Json {
   const byId = new Map(shared.map((s) => [s.$id, s]));
   const convert = (node: unknown, inlining: readonly string[]): unknown => {
@@ -138,7 +171,7 @@ export function toDocumentSchema(
         throw new Error(`webhook docs: ${String(type)} is not a JSON type`);
       }
     }
-    if (rest.additionalProperties === false) delete rest.additionalProperties;
+    if (rest.additionalProperties === false && !closed) delete rest.additionalProperties;
     const out: Json = {};
     for (const [key, value] of Object.entries(rest)) {
       if (SCHEMA_KEYWORDS.has(key)) {
@@ -279,8 +312,8 @@ function headers(type: EventType, options: WebhookDocsOptions) {
   ];
 }
 
-/** The body: the event envelope around that event type's `data`. */
-function envelope(type: EventType): Json {
+/** The body: the event envelope around that event type's `data` (`closed`: see toDocumentSchema). */
+function envelope(type: EventType, closed = false): Json {
   return {
     type: 'object',
     required: ['id', 'type', 'created', 'data'],
@@ -308,9 +341,37 @@ function envelope(type: EventType): Json {
         description:
           "This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`.",
       },
-      data: toDocumentSchema(EVENT_DATA_SCHEMAS[type]),
+      data: toDocumentSchema(EVENT_DATA_SCHEMAS[type], SHARED_SCHEMAS, closed),
     },
+    ...(closed ? { additionalProperties: false } : {}),
   };
+}
+
+/** A delivery's body of the type, as the reference and the catalog show it. */
+function exampleBody(type: EventType) {
+  return {
+    id: '0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90',
+    type,
+    created: 1_793_870_565,
+    ...(type === 'webhook.test' ? {} : { sequence: 42 }),
+    data: sampleEventData(type, EXAMPLE_TIME, exampleId),
+  };
+}
+
+/**
+ * The event catalog (`GET /api/v1/event-types`): each type, what it announces, whether a
+ * subscription can list it, the JSON Schema (2020-12) of its whole body, closed as emit checks
+ * it (`additionalProperties: false`; the reference's copy is open, for receivers that must
+ * ignore fields added later), and an example body.
+ */
+export function eventCatalog() {
+  return EVENT_TYPES.map((type) => ({
+    type,
+    description: EVENT_DOCS[type].description,
+    subscribable: (SUBSCRIBABLE_EVENT_TYPES as readonly string[]).includes(type),
+    schema: { $schema: 'https://json-schema.org/draft/2020-12/schema', ...envelope(type, true) },
+    example: exampleBody(type),
+  }));
 }
 
 function operationId(type: EventType): string {
@@ -348,13 +409,7 @@ export function webhookDocs(options: WebhookDocsOptions) {
             content: {
               'application/json': {
                 schema: envelope(type),
-                example: {
-                  id: '0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90',
-                  type,
-                  created: 1_793_870_565,
-                  ...(type === 'webhook.test' ? {} : { sequence: 42 }),
-                  data: sampleEventData(type, EXAMPLE_TIME, exampleId),
-                },
+                example: exampleBody(type),
               },
             },
           },

@@ -1,9 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
+import { Booking } from '../../domain/resources.ts';
 import { callerOf } from '../pipeline/auth.ts';
 import { toProblem } from '../pipeline/problem-reply.ts';
 import {
-  Booking,
   DataOf,
   Email,
   IdempotencyHeaders,

@@ -1,9 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
+import { Client } from '../../domain/resources.ts';
+import { StringEnum } from '../../domain/schema-kit.ts';
 import { callerOf } from '../pipeline/auth.ts';
-import { StringEnum } from '../schema-kit.ts';
 import {
-  Client,
   CreateClientBody,
   DataOf,
   IdempotencyHeaders,

@@ -4,6 +4,7 @@ import { authenticateHook, ipGuardHook, refuseHook } from '../pipeline/auth.ts';
 import { registerIdempotency, Writes } from '../pipeline/idempotency.ts';
 import { bookingRoutes } from './bookings-routes.ts';
 import { clientRoutes } from './clients-routes.ts';
+import { eventTypeRoutes } from './event-types-routes.ts';
 import { libraryRoutes } from './libraries-routes.ts';
 import { meRoutes } from './me-routes.ts';
 import type { RouteOptions } from './options.ts';
@@ -35,6 +36,7 @@ export const apiV1: FastifyPluginAsync<ApiOptions> = async (app, options) => {
     libraryRoutes,
     webhookRoutes,
     webhookDeliveryRoutes,
+    eventTypeRoutes,
     portalRoutes,
   ]) {
     await app.register(routes, { config: options.config, services: options.services, writes });

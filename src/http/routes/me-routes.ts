@@ -1,10 +1,11 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { SCOPES, TIER_NAMES } from '../../domain/plans.ts';
+import { NullableString } from '../../domain/resources.ts';
+import { DateTime, Nullable, NullableDateTime, StringEnum } from '../../domain/schema-kit.ts';
 import { toPublicToken } from '../../services/tokens-service.ts';
 import { callerOf } from '../pipeline/auth.ts';
-import { DateTime, Nullable, NullableDateTime, StringEnum } from '../schema-kit.ts';
-import { NullableString, ok, problems } from '../schemas.ts';
+import { ok, problems } from '../schemas.ts';
 import type { RouteOptions } from './options.ts';
 
 const Introspection = Type.Object(

@@ -1,7 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
+import { Payment } from '../../domain/resources.ts';
 import { callerOf } from '../pipeline/auth.ts';
-import { ok, PageOf, PageQuery, Payment, problems, Query } from '../schemas.ts';
+import { ok, PageOf, PageQuery, problems, Query } from '../schemas.ts';
 import type { RouteOptions } from './options.ts';
 
 const ListPaymentsQuery = Query({

@@ -1,8 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
+import { Trip } from '../../domain/resources.ts';
+import { DateTime, Nullable, StringEnum } from '../../domain/schema-kit.ts';
 import { PRICING_DISPLAY_MODES, TRANSPORT_MODES, TRIP_STATUSES } from '../../domain/states.ts';
 import { callerOf } from '../pipeline/auth.ts';
-import { DateTime, Nullable, StringEnum } from '../schema-kit.ts';
 import {
   CalendarDate,
   DataOf,
@@ -13,7 +14,6 @@ import {
   PageQuery,
   problems,
   Query,
-  Trip,
 } from '../schemas.ts';
 import type { RouteOptions } from './options.ts';
 

@@ -1,8 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
+import { StringEnum } from '../../domain/schema-kit.ts';
 import { DELIVERY_STATUSES, SUBSCRIBABLE_EVENT_TYPES } from '../../domain/states.ts';
 import { callerOf } from '../pipeline/auth.ts';
-import { StringEnum } from '../schema-kit.ts';
 import {
   DataOf,
   IdempotencyHeaders,

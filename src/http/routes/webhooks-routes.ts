@@ -1,9 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { MAX_URL_LENGTH } from '../../domain/address-guard.ts';
+import { DateTime, StringEnum } from '../../domain/schema-kit.ts';
 import { SUBSCRIBABLE_EVENT_TYPES } from '../../domain/states.ts';
 import { callerOf } from '../pipeline/auth.ts';
-import { DateTime, StringEnum } from '../schema-kit.ts';
 import {
   DataOf,
   IdempotencyHeaders,
