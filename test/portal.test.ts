@@ -592,8 +592,10 @@ for (const backend of BACKENDS) {
         [...body.matchAll(/<li><code>([^<]+)<\/code>/g)].map((m) => m[1]);
       // The API's own faults, by the same paths, and text that is no JSON at all.
       for (const [filter, path] of [
-        ['{"data.amountCents": {"$gt": "ten"}}', 'filter.data.amountCents.$gt'],
-        ['{"$or": [{"type": "a"}, 3]}', 'filter.$or.1'],
+        ['{"data.displayName": {"$gt": "ten"}}', 'filter.data.displayName.$gt'],
+        // Held against the catalog of the endpoint's events.
+        ['{"data.displayNam": "Ana"}', 'filter.data.displayNam'],
+        ['{"$or": [{"type": "client.created"}, 3]}', 'filter.$or.1'],
         ['{"currency": "EUR"}', 'filter.currency'],
         ['{"data.kind": "company",', 'filter'],
         ['["company"]', 'filter'],

@@ -93,12 +93,19 @@ const NON_FINITE = 'is a number beyond the range of a double: JSON cannot carry 
 const SCALAR = 'must be a string, a number, a boolean or null';
 const PATH_RULE = 'is not a path: a key is type, data.<member>[.<member>…], $and or $or';
 
+/** What the events a filter is for can hold (see FilterTargets in filter-catalog.ts). */
+export interface FilterCatalog {
+  pathFault(path: string): string | null;
+  operandFault(path: string, operator: string, operand: unknown): string | null;
+}
+
 /**
  * Every fault of a filter (`null` is no filter: every event), keyed `filter.<path inside it>`; an
  * empty object when there is none. Bounds: FILTER_LIMITS conditions (one per operator a path is
- * given), levels of nested condition objects, and bytes as JSON.
+ * given), levels of nested condition objects, and bytes as JSON. With `catalog`, a path no event
+ * of the filter's types has and an operand its member can never match are faults too.
  */
-export function checkFilter(filter: unknown): FieldErrors {
+export function checkFilter(filter: unknown, catalog?: FilterCatalog): FieldErrors {
   const field = 'filter';
   const errors: FieldErrors = {};
   const fault = (at: string, message: string) => {
@@ -136,19 +143,30 @@ export function checkFilter(filter: unknown): FieldErrors {
         fault(here, `${PATH_RULE}${suggestion(key, COMBINATORS)}`);
       } else if (!PATH.test(key)) {
         fault(here, PATH_RULE);
-      } else if (Array.isArray(value)) {
-        fault(here, 'an array is no value to compare: use {"$in": […]}');
-      } else if (isObject(value)) {
-        const operators = Object.keys(value);
-        if (operators.length === 0) fault(here, 'needs at least one operator');
-        for (const operator of operators) {
-          conditions += 1;
-          const message = operandFault(operator, value[operator]);
-          if (message !== null) fault(`${here}.${operator}`, message);
-        }
       } else {
-        conditions += 1;
-        if (isNonFinite(value)) fault(here, NON_FINITE);
+        // A path no event has is a fault of its own; its operands are still checked as written.
+        const unknown = catalog?.pathFault(key) ?? null;
+        if (unknown !== null) fault(here, unknown);
+        const members = unknown === null ? catalog : undefined;
+        if (Array.isArray(value)) {
+          fault(here, 'an array is no value to compare: use {"$in": […]}');
+        } else if (isObject(value)) {
+          const operators = Object.keys(value);
+          if (operators.length === 0) fault(here, 'needs at least one operator');
+          for (const operator of operators) {
+            conditions += 1;
+            const message =
+              operandFault(operator, value[operator]) ??
+              members?.operandFault(key, operator, value[operator]);
+            if (message) fault(`${here}.${operator}`, message);
+          }
+        } else {
+          conditions += 1;
+          const message = isNonFinite(value)
+            ? NON_FINITE
+            : members?.operandFault(key, '$eq', value);
+          if (message) fault(here, message);
+        }
       }
     }
   };

@@ -4,6 +4,7 @@ import { DELIVERIES_CHANNEL, type Notifier } from '../db/notifier.ts';
 import type { WebhookSubscriptionsTable } from '../db/schema.ts';
 import type { AddressGuard } from '../domain/address-guard.ts';
 import { splitPassword } from '../domain/destinations.ts';
+import { FilterTargets } from '../domain/filter-catalog.ts';
 import {
   DEFAULT_MAX_CONCURRENCY,
   INITIAL_CONCURRENCY,
@@ -28,6 +29,7 @@ import {
   retireKey,
   servesStandardWebhooks,
 } from '../domain/signing.ts';
+import { EVENT_TYPES, isOneOf } from '../domain/states.ts';
 import { mayMove, subscriptionMove } from '../domain/webhook-moves.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
 import { firstIdAt, newId } from '../lib/ids.ts';
@@ -101,9 +103,12 @@ const FILTER_TEST_EVENTS = 50;
 
 const DAY_MS = 86_400_000;
 
-/** A filter as stored: checked (422 naming each fault by its path), then its JSON text. */
-function storedFilter(filter: PayloadFilter | null): string | null {
-  const errors = checkFilter(filter);
+/**
+ * A filter as stored: checked (422 naming each fault by its path), against the event catalog too
+ * when the subscription's `events` are known, then its JSON text.
+ */
+function storedFilter(filter: PayloadFilter | null, events?: readonly string[]): string | null {
+  const errors = checkFilter(filter, events && new FilterTargets(events));
   if (Object.keys(errors).length > 0) throw validationFailed(errors);
   return filter === null ? null : JSON.stringify(filter);
 }
@@ -184,7 +189,7 @@ export class WebhooksService {
   ): Promise<{ subscription: Subscription; signingKey: string }> {
     const checked = target ?? (await this.checkTarget(tenantId, input.url));
     await this.checkTokenUrl(input.auth);
-    const filter = storedFilter(input.filter ?? null);
+    const filter = storedFilter(input.filter ?? null, input.events);
     const secrets = receiverSecretsFor(
       checked.url,
       input,
@@ -282,6 +287,13 @@ export class WebhooksService {
         patch.urlPassword = this.sealed.keptPassword(current, checked, id);
       }
       if (input.events) patch.events = JSON.stringify([...new Set(input.events)]);
+      // The filter is for the events the subscription will list: either may be what changed.
+      if (filter !== undefined || input.events) {
+        const stored = filter === undefined ? current.filter : filter;
+        if (stored !== null) {
+          storedFilter(JSON.parse(stored), input.events ?? parseStoredJson(current.events));
+        }
+      }
       if (input.standardWebhooks !== undefined) patch.standardWebhooks = input.standardWebhooks;
       if (input.maxConcurrency !== undefined) patch.maxConcurrency = input.maxConcurrency;
       if (input.maxPerSecond !== undefined) patch.maxPerSecond = input.maxPerSecond;
@@ -470,7 +482,18 @@ export class WebhooksService {
    * `matches` telling whether any. Exactly one of the two is given.
    */
   async testFilter(tenantId: string, input: FilterTestInput): Promise<FilterTestResult> {
-    const errors = checkFilter(input.filter);
+    // Held against the catalog of the event's type, or of the subscription's events.
+    const subscription =
+      input.subscriptionId === undefined || input.event !== undefined
+        ? undefined
+        : await this.existing(tenantId, input.subscriptionId);
+    const types =
+      subscription === undefined
+        ? input.event && isOneOf(EVENT_TYPES, input.event.type)
+          ? [input.event.type]
+          : undefined
+        : parseStoredJson<string[]>(subscription.events);
+    const errors = checkFilter(input.filter, types && new FilterTargets(types));
     if (input.event !== undefined && input.subscriptionId !== undefined) {
       errors.subscriptionId = ['give an event or a subscriptionId, not both'];
     } else if (input.event === undefined && input.subscriptionId === undefined) {
@@ -479,7 +502,6 @@ export class WebhooksService {
     if (Object.keys(errors).length > 0) throw validationFailed(errors);
     const matcher = compileFilter(input.filter);
     if (input.event !== undefined) return { matches: matcher(input.event) };
-    await this.existing(tenantId, input.subscriptionId as string);
     const rows = await this.deps.webhooks.ledger(tenantId, input.subscriptionId as string, {
       after: 0,
       limit: FILTER_TEST_EVENTS,
