@@ -25,6 +25,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { benchCapacity, CAPACITY_SUBSCRIPTIONS, type CapacityResult } from './capacity.ts';
+import { benchChangeEmit, type ChangeEmitResult } from './change-emit.ts';
 import {
   benchContention,
   CONTENTION_CONNECTIONS,
@@ -335,6 +336,7 @@ const measurements: Measurement[] = [];
 const deliveryResults: DeliveryResult[] = [];
 const crashResults: CrashResult[] = [];
 const fanOutResults: FanOutResult[] = [];
+const changeEmitResults: ChangeEmitResult[] = [];
 const retentionResults: RetentionResult[] = [];
 const startupResults: StartupResult[] = [];
 const contentionResults: ContentionResult[] = [];
@@ -877,6 +879,10 @@ async function deliveryRows(backend: string, dbEnv: Record<string, string>): Pro
   fanOutResults.push(
     await benchFanOut({ backend, dbEnv, events: FAN_OUT_EVENTS, rounds: Math.max(ROUNDS, 5), log }),
   );
+  log(`${backend}: a change with its object and changes at emit`);
+  changeEmitResults.push(
+    await benchChangeEmit({ backend, dbEnv, changes: 500, rounds: Math.max(ROUNDS, 5), log }),
+  );
 }
 
 async function adminQuery(text: string): Promise<void> {
@@ -1218,6 +1224,15 @@ function deliveryReport(): string[] {
         `ref ${fmtInt(rate(f.without))} | ${(1 / ratio).toFixed(2)} | – | – | ` +
         `${fmtInt(f.withFilters.cpuUsPerEvent / f.subscriptions)} (none ${fmtInt(f.without.cpuUsPerEvent / f.subscriptions)}) | ` +
         `cost ≤ 1.2× without | ${mark(ratio <= 1.2)} |`,
+    );
+  }
+  for (const e of changeEmitResults) {
+    out.push(
+      `| A client archived or unarchived with its \`client.updated\` event to ${e.subscriptions} subscriptions (one ` +
+        `transaction each): ${fmtInt(e.cpuUsPerChange)} µs CPU a change, of which ${e.cpuUsObjectAndChanges.toFixed(1)} µs ` +
+        `make \`object\` and \`changes\` (${((100 * e.cpuUsObjectAndChanges) / e.cpuUsPerChange).toFixed(1)}%); ` +
+        `\`data\` ${fmtInt(e.dataBytes)} bytes, ${fmtInt(e.membersBytes)} without them | ${e.backend} | – | – | – | – | – | ` +
+        `${fmtInt(e.cpuUsPerChange)} | informational | – |`,
     );
   }
   for (const c of crashResults) {
