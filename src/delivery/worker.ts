@@ -41,9 +41,9 @@ export const DEFAULT_BATCH_SIZE = 200;
 
 /**
  * The delivery worker: claims due rows (fair shares), starts each (holds, pace), attempts it, and
- * settles it in its claims, which have it recorded. Any number of workers may run against one database: claims
- * are atomic, every outcome is fenced by its claim, and a worker that dies loses its claims to the
- * others within seconds (see WorkerRegistry).
+ * settles it in its claims, which have it recorded. Any number of workers may run against one
+ * database: claims are atomic, every outcome is fenced by its claim, and a worker that dies loses
+ * its claims to the others within seconds (see WorkerRegistry).
  */
 export class DeliveryWorker extends EventEmitter<WorkerEvents> {
   private readonly maxRunning: number;
@@ -259,6 +259,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
         { err: error, deliveryId: delivery.id, givenBack },
         'delivery failed on our side',
       );
+      if (givenBack) this.emit('givenBack', delivery);
     });
   }
 
