@@ -36,20 +36,23 @@ export function ChangesOf(resource: TSchema) {
 }
 
 // The responses' own serializer (Fastify's, with its defaults): `object` is what a GET answers.
+// Each compiled at its first event, as the routes' are at their first response: a process that
+// emits none (the CLI, a worker) compiles none.
 const compile = SerializerSelector()({}, {});
-const serializers = Object.fromEntries(
-  Object.entries(RESOURCE_SCHEMAS).map(([kind, schema]) => [
-    kind,
-    compile({ schema, method: 'GET', url: `/${kind}`, httpStatus: '200' }),
-  ]),
-) as Record<ResourceKind, (row: unknown) => string>;
+const serializers = new Map<ResourceKind, (row: unknown) => string>();
 
 /**
  * A stored row as its resource's `GET` shows it: its public members only, in the response's
  * types, whatever else the row holds (internal columns, secrets).
  */
 export function publicObject<K extends ResourceKind>(kind: K, row: object): ResourceObject<K> {
-  return JSON.parse(serializers[kind](row)) as ResourceObject<K>;
+  let serialize = serializers.get(kind);
+  if (serialize === undefined) {
+    const route = { method: 'GET', url: `/${kind}`, httpStatus: '200' };
+    serialize = compile({ schema: RESOURCE_SCHEMAS[kind], ...route });
+    serializers.set(kind, serialize);
+  }
+  return JSON.parse(serialize(row)) as ResourceObject<K>;
 }
 
 /**
