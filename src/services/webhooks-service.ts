@@ -104,12 +104,17 @@ const FILTER_TEST_EVENTS = 50;
 const DAY_MS = 86_400_000;
 
 /**
- * A filter as stored: checked (422 naming each fault by its path), against the event catalog too
- * when the subscription's `events` are known, then its JSON text.
+ * 422 naming each fault of the filter by its path, held against the event catalog too when the
+ * subscription's `events` are known.
  */
-function storedFilter(filter: PayloadFilter | null, events?: readonly string[]): string | null {
+function assertFilter(filter: PayloadFilter | null, events?: readonly string[]): void {
   const errors = checkFilter(filter, events && new FilterTargets(events));
   if (Object.keys(errors).length > 0) throw validationFailed(errors);
+}
+
+/** A filter as stored: checked (see assertFilter), then its JSON text. */
+function storedFilter(filter: PayloadFilter | null, events?: readonly string[]): string | null {
+  assertFilter(filter, events);
   return filter === null ? null : JSON.stringify(filter);
 }
 
@@ -288,11 +293,15 @@ export class WebhooksService {
       }
       if (input.events) patch.events = JSON.stringify([...new Set(input.events)]);
       // The filter is for the events the subscription will list: either may be what changed.
-      if (filter !== undefined || input.events) {
-        const stored = filter === undefined ? current.filter : filter;
-        if (stored !== null) {
-          storedFilter(JSON.parse(stored), input.events ?? parseStoredJson(current.events));
-        }
+      if (input.filter !== undefined || input.events) {
+        assertFilter(
+          input.filter !== undefined
+            ? input.filter
+            : current.filter === null
+              ? null
+              : parseStoredJson<PayloadFilter>(current.filter),
+          input.events ?? parseStoredJson<string[]>(current.events),
+        );
       }
       if (input.standardWebhooks !== undefined) patch.standardWebhooks = input.standardWebhooks;
       if (input.maxConcurrency !== undefined) patch.maxConcurrency = input.maxConcurrency;
@@ -483,16 +492,14 @@ export class WebhooksService {
    */
   async testFilter(tenantId: string, input: FilterTestInput): Promise<FilterTestResult> {
     // Held against the catalog of the event's type, or of the subscription's events.
-    const subscription =
-      input.subscriptionId === undefined || input.event !== undefined
-        ? undefined
-        : await this.existing(tenantId, input.subscriptionId);
-    const types =
-      subscription === undefined
-        ? input.event && isOneOf(EVENT_TYPES, input.event.type)
-          ? [input.event.type]
-          : undefined
-        : parseStoredJson<string[]>(subscription.events);
+    let types: readonly string[] | undefined;
+    if (input.event !== undefined) {
+      if (isOneOf(EVENT_TYPES, input.event.type)) types = [input.event.type];
+    } else if (input.subscriptionId !== undefined) {
+      types = parseStoredJson<string[]>(
+        (await this.existing(tenantId, input.subscriptionId)).events,
+      );
+    }
     const errors = checkFilter(input.filter, types && new FilterTargets(types));
     if (input.event !== undefined && input.subscriptionId !== undefined) {
       errors.subscriptionId = ['give an event or a subscriptionId, not both'];
