@@ -89,14 +89,16 @@ export function sampleEventData<T extends EventType>(
     createdAt: earlier,
     updatedAt: at,
   };
-  /** The resource after a change from `before` (its members overriding `after`'s), and what moved. */
-  const changed = <O extends object>(after: O, before: Partial<O> | null) => ({
+  /**
+   * The resource after a change from `before` (its members overriding `after`'s), and what moved;
+   * `before` null: a creation.
+   */
+  const changed = <O extends object>(
+    after: O,
+    before: Partial<O> | null,
+  ): { object: O; changes: Changes } => ({
     object: after,
     changes: before === null ? {} : changesBetween({ ...after, ...before }, after),
-  });
-  const created = <O extends object>(after: O): { object: O; changes: Changes } => ({
-    object: after,
-    changes: {},
   });
   const bookingOf = (status: ResourceObject<'booking'>['status'], before: object | null) => {
     const after = { ...booking, status };
@@ -106,7 +108,7 @@ export function sampleEventData<T extends EventType>(
       status,
       totalRetailCents: booking.totalRetailCents,
       currency: booking.currency,
-      ...(before === null ? created(after) : changed(after, { ...before, updatedAt: earlier })),
+      ...changed(after, before && { ...before, updatedAt: earlier }),
     };
   };
   const paymentOf = (status: ResourceObject<'payment'>['status'], before: object | null) => {
@@ -117,7 +119,7 @@ export function sampleEventData<T extends EventType>(
       status,
       amountCents: payment.amountCents,
       currency: payment.currency,
-      ...(before === null ? created(after) : changed(after, before)),
+      ...changed(after, before),
     };
   };
   const tripOf = (after: ResourceObject<'trip'>, before: object | null) => ({
@@ -125,13 +127,13 @@ export function sampleEventData<T extends EventType>(
     publicSlug: after.publicSlug,
     publishedAt: after.publishedAt,
     unpublishedAt: after.unpublishedAt,
-    ...(before === null ? created(after) : changed(after, { ...before, updatedAt: earlier })),
+    ...changed(after, before && { ...before, updatedAt: earlier }),
   });
   const clientOf = (after: ResourceObject<'client'>, before: object | null) => ({
     clientId: after.id,
     kind: after.kind,
     displayName: after.displayName,
-    ...(before === null ? created(after) : changed(after, { ...before, updatedAt: earlier })),
+    ...changed(after, before && { ...before, updatedAt: earlier }),
   });
   const unpublished = { ...trip, unpublishedAt: at };
   const samples: { [K in EventType]: EventData<K> } = {
