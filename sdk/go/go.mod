@@ -1,0 +1,3 @@
+module tourops.example/tourops
+
+go 1.19
