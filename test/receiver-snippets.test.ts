@@ -22,12 +22,21 @@ import { until } from './helpers/until.ts';
 // The receivers of docs/snippets (also on /docs), run as a reader would run them, against events
 // that `tourops listen` forwards and deliveries the worker sends.
 
-/** A snippet receiver process on a free port: `node receiver.mjs` or `python3 receiver.py`. */
+/**
+ * A snippet receiver process on a free port: `node receiver.mjs`, or `python3 receiver.py` with
+ * the verifier package from its source (test/verifier-packages.test.ts installs it with pip).
+ */
 async function startReceiver(command: string, file: string, signingKey: string, port?: number) {
   port ??= await freePort();
   const child: ChildProcess = spawn(command, [`docs/snippets/${file}`], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', PORT: String(port), TOUROPS_SIGNING_KEYS: signingKey },
+    env: {
+      PATH: process.env.PATH ?? '',
+      PORT: String(port),
+      TOUROPS_SIGNING_KEYS: signingKey,
+      PYTHONPATH: `${ROOT}/sdk/python/src`,
+      PYTHONDONTWRITEBYTECODE: '1',
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const output = outputOf(child);
@@ -231,7 +240,7 @@ describe('the receiver snippets verify a real delivery of the worker', () => {
     assert.throws(() => stripe.webhooks.constructEvent(tampered, signature(), signingKey, 300));
   });
 
-  it('Node and Python verify v1a (Ed25519) with the public key alone', async () => {
+  it('Node verifies v1a (Ed25519) with the public key alone', async () => {
     const created = await ctx.api('POST', '/api/v1/webhooks', {
       token: tenant.token,
       body: {
@@ -265,29 +274,9 @@ describe('the receiver snippets verify a real delivery of the worker', () => {
     );
     const tampered = Buffer.from(signed.body.replace('EUR', 'USD'));
     assert.throws(() => verifyV1a(tampered, headers, [publicKey]), /no v1a signature/);
-
-    const python = (raw: string) =>
-      spawnSync(
-        'python3',
-        [
-          '-c',
-          'import json, sys, receiver\n' +
-            'event = receiver.verify_v1a(sys.stdin.buffer.read(), json.loads(sys.argv[1]), sys.argv[2:])\n' +
-            'print(event["type"])',
-          JSON.stringify(headers),
-          publicKey,
-        ],
-        { cwd: `${ROOT}/docs/snippets`, input: raw, encoding: 'utf8' },
-      );
-    const accepted = python(signed.body);
-    assert.equal(accepted.status, 0, accepted.stderr);
-    assert.equal(accepted.stdout, 'booking.confirmed\n');
-    const refused = python(signed.body.replace('EUR', 'USD'));
-    assert.equal(refused.status, 1);
-    assert.match(refused.stderr, /ValueError: no v1a signature matches/);
   });
 
-  it('Node and Python, standard library only: verify, with either key of a rotation', async () => {
+  it('Node, standard library only: verifies, and refuses a changed body', async () => {
     const node = await startReceiver(process.execPath, 'receiver.mjs', signingKey);
     try {
       const post = (raw: string) =>
@@ -307,27 +296,5 @@ describe('the receiver snippets verify a real delivery of the worker', () => {
     } finally {
       await node.stop();
     }
-
-    const python = (raw: string, keys: string[]) =>
-      spawnSync(
-        'python3',
-        [
-          '-c',
-          'import sys, receiver\n' +
-            'event = receiver.verify(sys.stdin.buffer.read(), sys.argv[1], sys.argv[2:])\n' +
-            'print(event["type"], event["id"])',
-          signature(),
-          ...keys,
-        ],
-        { cwd: `${ROOT}/docs/snippets`, input: raw, encoding: 'utf8' },
-      );
-    const accepted = python(delivery.body, [signingKey]);
-    assert.equal(accepted.status, 0, accepted.stderr);
-    assert.match(accepted.stdout, /^booking\.confirmed [0-9a-f-]{36}\n$/);
-    const rotating = python(delivery.body, ['whsec_old-key-0000000000000000000000000', signingKey]);
-    assert.equal(rotating.status, 0, rotating.stderr);
-    const tampered = python(delivery.body.replace('EUR', 'USD'), [signingKey]);
-    assert.equal(tampered.status, 1);
-    assert.match(tampered.stderr, /ValueError: no signature matches/);
   });
 });
