@@ -127,7 +127,14 @@ describe('the API reference page in Chromium', { skip }, () => {
       assert.ok(text.includes('Lisbon and Porto in spring'), 'the trip example is shown');
       assert.ok(text.includes('validation-failed'), 'a problem example is shown');
       assert.ok(text.includes('Receiving webhooks'), 'the receiver snippets are shown');
-      assert.ok(text.includes('hmac.compare_digest'), 'the Python snippet is shown');
+      for (const [language, code] of [
+        ['Python', 'from tourops_webhooks import WebhookVerificationError, verify'],
+        ['Go', 'event, err := verifier.Verify(body, r.Header)'],
+        ['PHP', '(new Verifier($keys))->verify('],
+      ]) {
+        assert.ok(text.includes(code), `the ${language} receiver is shown`);
+      }
+      assert.ok(text.includes('TimestampOutsideTolerance'), "the verifiers' errors");
       assert.ok(text.includes('npm pack ./sdk'), "the SDK's README is shown");
       assert.ok(!text.includes('Generate SDKs'), "Scalar's own toolbar is off");
       // One sidebar group per name: no tag is called like the section Scalar gives the events.

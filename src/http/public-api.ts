@@ -65,7 +65,7 @@ const RECEIVING_WEBHOOKS = [
     "the subscription's `publicKey` (`whpk_` + base64 of the raw 32-byte key) verifies: a " +
     'receiver that holds only the public key holds nothing that can sign a delivery. After a ' +
     "rotation both pairs sign during the overlap. The SDK's `verifyWebhook` takes `whpk_` keys; " +
-    'the Node and Python receivers below read them from `TOUROPS_PUBLIC_KEYS`.',
+    'the receivers below read them from `TOUROPS_PUBLIC_KEYS`.',
   '### In a browser: the webhook portal',
   "To let a tenant's engineers see their endpoints, deliveries and attempts, send test events, " +
     'redeliver and recover without reading JSON, create a link with `POST /api/v1/portal/sessions` ' +
@@ -75,8 +75,31 @@ const RECEIVING_WEBHOOKS = [
   `\`\`\`js\n${snippet('receiver.mjs')}\n\`\`\``,
   '### Node: with the SDK',
   `\`\`\`ts\n${snippet('receiver-sdk.ts')}\n\`\`\``,
-  '### Python: the standard library only',
-  `\`\`\`python\n${snippet('receiver.py')}\n\`\`\``,
+].join('\n\n');
+
+/** The fence language of a snippet, by its file's extension. */
+const FENCES: Record<string, string> = {
+  mjs: 'js',
+  ts: 'ts',
+  py: 'python',
+  go: 'go',
+  mod: 'text',
+  php: 'php',
+};
+
+/** Markdown from docs/, each line that only links a snippet replaced by the snippet's code. */
+const withSnippets = (markdown: string) =>
+  markdown.replace(
+    /^\[snippets\/([\w./-]+)\]\(snippets\/[\w./-]+\)$/gm,
+    (_line, name: string) =>
+      `\`\`\`${FENCES[name.slice(name.lastIndexOf('.') + 1)]}\n${snippet(name)}\n\`\`\``,
+  );
+
+/** docs/verifiers.md, one heading level down, with its example receivers' code. */
+const VERIFIER_PACKAGES = [
+  '',
+  '## Verifier packages: Python, Go and PHP',
+  withSnippets(demoteHeadings(repositoryText('docs/verifiers.md'))),
 ].join('\n\n');
 
 /**
@@ -86,10 +109,7 @@ const RECEIVING_WEBHOOKS = [
 const BROKER_DESTINATIONS = [
   '',
   '## Broker destinations',
-  demoteHeadings(repositoryText('docs/brokers.md')).replace(
-    /^\[snippets\/([\w.-]+)\]\(snippets\/[\w.-]+\)$/gm,
-    (_line, name: string) => `\`\`\`js\n${snippet(name)}\n\`\`\``,
-  ),
+  withSnippets(demoteHeadings(repositoryText('docs/brokers.md'))),
 ].join('\n\n');
 
 /** docs/payload-filters.md, one heading level down: the filter language, as the file beside the code. */
@@ -186,6 +206,7 @@ export const publicApi: FastifyPluginAsync<{
           'ascending (creation order). Every response carries `Service-Request-Id`. The events ' +
           'posted to webhook subscriptions are described under Webhooks.' +
           RECEIVING_WEBHOOKS +
+          VERIFIER_PACKAGES +
           BROKER_DESTINATIONS +
           PAYLOAD_FILTERS +
           `\n\n${stateMachinesMarkdown({ operations: false })}` +
