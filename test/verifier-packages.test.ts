@@ -254,7 +254,8 @@ for (const backend of BACKENDS) {
       }
 
       const otherPair = generateKeyPairSync('ed25519');
-      const otherPublicKey = `whpk_${otherPair.publicKey.export({ format: 'der', type: 'spki' }).subarray(12).toString('base64')}`;
+      const raw = Buffer.from(otherPair.publicKey.export({ format: 'jwk' }).x ?? '', 'base64url');
+      const otherPublicKey = `whpk_${raw.toString('base64')}`;
       for (const [scheme, d, next, keys] of [
         ['Service-Signature', p0, p1, [k0]],
         ['v1', v1(s0), v1(s1), [sk0]],
