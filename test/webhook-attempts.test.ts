@@ -43,6 +43,7 @@ for (const backend of BACKENDS) {
             return { status: 429, headers: { 'retry-after': '1' }, body: 'slow down, please' };
           }
           if (r.path === '/huge') return { status: 200, body: 'y'.repeat(100 * 1024) };
+          if (r.path === '/odd') return { status: 200, body: 'a\u0000b é 🎉 \u0001' };
           if (r.path === '/moved') {
             return { status: 302, headers: { location: receiver.url('/elsewhere') } };
           }
@@ -147,6 +148,11 @@ for (const backend of BACKENDS) {
       assert.equal(huge.attempt.responseBody, 'y'.repeat(1024));
       assert.equal(huge.delivery.status, 'success', 'a 2xx counts by its status');
       assert.equal(huge.delivery.lastError, null);
+
+      // PostgreSQL's text holds no NUL: kept as U+FFFD, the rest as sent, and recorded at all.
+      const odd = await firstAttempt(receiver.url('/odd'));
+      assert.equal(odd.attempt.responseBody, 'a\uFFFDb é 🎉 \u0001');
+      assert.equal(odd.delivery.status, 'success');
 
       const fine = await firstAttempt(receiver.url('/fine'));
       assert.deepEqual(

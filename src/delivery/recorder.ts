@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import type { Database } from '../db/database.ts';
 import type { WebhookSubscriptionsTable } from '../db/schema.ts';
+import { storableText } from '../domain/attempts.ts';
 import { isOperationalEvent } from '../domain/states.ts';
 import { DELIVERY_STATUS, subscriptionMove } from '../domain/webhook-moves.ts';
 import { newId } from '../lib/ids.ts';
@@ -95,8 +96,9 @@ export class Recorder implements BatchRecorder {
         durationMs: timing.durationMs,
         status: answered,
         errorClass: result.errorClass,
-        responseBody: result.body,
-        retryAfter: result.retryAfter?.slice(0, 100) ?? null,
+        responseBody: storableText(result.body),
+        retryAfter:
+          result.retryAfter === undefined ? null : storableText(result.retryAfter.slice(0, 100)),
         concurrencyLimit: delivery.concurrencyLimit,
       },
     };

@@ -40,3 +40,12 @@ export const WORKER_LOSSES_LIMIT = 3;
 
 /** How much of a response body an attempt keeps, for the customer to see what went wrong. */
 export const RESPONSE_EXCERPT_BYTES = 1024;
+
+/**
+ * Text a receiver sent, as the attempt log can keep it: PostgreSQL's text holds no NUL character,
+ * and one in an answer would fail the whole batch's recording, others' attempts with it; it is
+ * kept as U+FFFD, as an invalid UTF-8 byte already is.
+ */
+export function storableText(text: string): string {
+  return text.includes('\u0000') ? text.replaceAll('\u0000', '\uFFFD') : text;
+}
