@@ -1,5 +1,6 @@
 import { type RawBuilder, sql } from 'kysely';
 import type { Dialect } from '../db/database.ts';
+import { jsonMembers } from '../db/json-params.ts';
 import { WORKER_LOSSES_LIMIT } from '../domain/attempts.ts';
 import { EFFECTIVE_CONCURRENCY_LIMIT_SQL, PACE_CLAIM_ROWS_SQL } from '../domain/flow-control.ts';
 import { DELIVERY_MOVES, DELIVERY_STATUS } from '../domain/webhook-moves.ts';
@@ -11,13 +12,6 @@ import { DELIVERY_MOVES, DELIVERY_STATUS } from '../domain/webhook-moves.ts';
  */
 export const PENDING = sql.lit(DELIVERY_STATUS.pending);
 const IN_FLIGHT = sql.lit(DELIVERY_STATUS.inFlight);
-
-/** The members of a JSON array parameter, as a subquery (`IN` it). */
-export function jsonMembers(dialect: Dialect, list: string): RawBuilder<unknown> {
-  return dialect === 'postgres'
-    ? sql`(select jsonb_array_elements_text(cast(${list} as jsonb)))`
-    : sql`(select value from json_each(${list}))`;
-}
 
 /**
  * The claim, as one statement (compiled once by DeliveryQueue: every list is one JSON parameter,

@@ -1,11 +1,12 @@
 import { type Insertable, type Selectable, sql } from 'kysely';
+import { type JsonColumn, jsonMembers, jsonRows, jsonRowsOf } from '../db/json-params.ts';
 import { prepare } from '../db/prepared.ts';
 import type { WebhookAttemptsTable, WebhookSubscriptionsTable } from '../db/schema.ts';
 import { WORKER_LOSSES_LIMIT } from '../domain/attempts.ts';
 import { EFFECTIVE_CONCURRENCY_LIMIT_SQL } from '../domain/flow-control.ts';
 import { DELIVERY_MOVES } from '../domain/webhook-moves.ts';
 import { Repository } from '../repositories/repository.ts';
-import { abandoned, claimStatement, jsonMembers } from './claim-sql.ts';
+import { abandoned, claimStatement } from './claim-sql.ts';
 import type { ClaimedDelivery, DeliveryOutcome } from './types.ts';
 
 const { giveBack } = DELIVERY_MOVES;
@@ -13,8 +14,31 @@ const { giveBack } = DELIVERY_MOVES;
 const SETTLED_FROM = DELIVERY_MOVES.retry.from;
 /** Seven bind parameters a row: far under both backends' limits. */
 const OUTCOMES_PER_STATEMENT = 500;
-/** Ten bind parameters a row. */
-const ATTEMPTS_PER_STATEMENT = 300;
+
+/** An outcome's columns in its statement's JSON parameter (see jsonRows). */
+const OUTCOME_COLUMNS: readonly JsonColumn[] = [
+  ['id', 'text', 'id'],
+  ['claimed_at', 'text', 'claimedAt'],
+  ['status', 'text', 'status'],
+  ['last_response_status', 'integer', 'lastResponseStatus'],
+  ['next_attempt_at', 'text', 'nextAttemptAt'],
+  ['delivered_at', 'text', 'deliveredAt'],
+  ['last_error', 'text', 'lastError'],
+];
+/** An attempt's, in the attempt log's columns (see WebhookAttemptsTable). */
+const ATTEMPT_COLUMNS: readonly JsonColumn[] = [
+  ['id', 'text', 'id'],
+  ['tenant_id', 'text', 'tenantId'],
+  ['delivery_id', 'text', 'deliveryId'],
+  ['attempt', 'integer', 'attempt'],
+  ['started_at', 'text', 'startedAt'],
+  ['duration_ms', 'integer', 'durationMs'],
+  ['status', 'integer', 'status'],
+  ['error_class', 'text', 'errorClass'],
+  ['response_body', 'text', 'responseBody'],
+  ['retry_after', 'text', 'retryAfter'],
+  ['concurrency_limit', 'integer', 'concurrencyLimit'],
+];
 
 export interface ClaimOptions {
   /** The claiming worker (webhook_workers.id). */
@@ -222,41 +246,41 @@ export class DeliveryQueue extends Repository {
    * the last one the endpoint gave.
    */
   async recordOutcomes(outcomes: readonly DeliveryOutcome[]): Promise<void> {
-    for (let start = 0; start < outcomes.length; start += OUTCOMES_PER_STATEMENT) {
-      const rows = outcomes
-        .slice(start, start + OUTCOMES_PER_STATEMENT)
-        .map(
-          (o) =>
-            sql`(${o.id}, ${o.claimedAt}, ${o.status}, cast(${o.lastResponseStatus} as integer), ${o.nextAttemptAt}, ${o.deliveredAt}, cast(${o.lastError} as varchar(30)))`,
-        );
-      await sql`
-        with v (id, claimed_at, status, last_response_status, next_attempt_at, delivered_at, last_error)
-          as (values ${sql.join(rows)})
-        update webhook_deliveries
-        set status = v.status,
-            last_response_status = coalesce(v.last_response_status, webhook_deliveries.last_response_status),
-            next_attempt_at = v.next_attempt_at,
-            delivered_at = v.delivered_at,
-            last_error = v.last_error,
-            claimed_at = null,
-            claimed_by = null,
-            worker_losses = 0
-        from v
-        where webhook_deliveries.id = v.id
-          and webhook_deliveries.status = ${sql.lit(SETTLED_FROM)}
-          and webhook_deliveries.claimed_at = v.claimed_at`.execute(this.db);
-    }
+    if (outcomes.length > 0) await this.outcomesStatement(jsonRowsOf(outcomes, OUTCOME_COLUMNS));
   }
 
-  /** Records finished attempts (see WebhookAttemptsTable), in statements of bounded size. */
+  /** The outcomes' statement (`rows`: see OUTCOME_COLUMNS), compiled once. */
+  private readonly outcomesStatement = prepare(
+    this.db,
+    (rows: string) => sql`
+      with v as ${jsonRows(this.dialect, rows, OUTCOME_COLUMNS)}
+      update webhook_deliveries
+      set status = v.status,
+          last_response_status = coalesce(v.last_response_status, webhook_deliveries.last_response_status),
+          next_attempt_at = v.next_attempt_at,
+          delivered_at = v.delivered_at,
+          last_error = v.last_error,
+          claimed_at = null,
+          claimed_by = null,
+          worker_losses = 0
+      from v
+      where webhook_deliveries.id = v.id
+        and webhook_deliveries.status = ${sql.lit(SETTLED_FROM)}
+        and webhook_deliveries.claimed_at = v.claimed_at`,
+  );
+
+  /** Records finished attempts (see WebhookAttemptsTable) in one statement. */
   private async insertAttempts(rows: Insertable<WebhookAttemptsTable>[]): Promise<void> {
-    for (let start = 0; start < rows.length; start += ATTEMPTS_PER_STATEMENT) {
-      await this.db
-        .insertInto('webhookAttempts')
-        .values(rows.slice(start, start + ATTEMPTS_PER_STATEMENT))
-        .execute();
-    }
+    if (rows.length > 0) await this.attemptsStatement(jsonRowsOf(rows, ATTEMPT_COLUMNS));
   }
+
+  /** The attempts' statement (`rows`: see ATTEMPT_COLUMNS), compiled once. */
+  private readonly attemptsStatement = prepare(
+    this.db,
+    (rows: string) => sql`
+      insert into webhook_attempts (${sql.join(ATTEMPT_COLUMNS.map(([name]) => sql.ref(name)))})
+      select * from ${jsonRows(this.dialect, rows, ATTEMPT_COLUMNS)} as v`,
+  );
 
   /**
    * Locks the subscriptions whose counters a batch of outcomes changes (see lockedRows: beside
@@ -264,10 +288,19 @@ export class DeliveryQueue extends Repository {
    * cannot deadlock.
    */
   private lockSubscriptions(ids: string[]): Promise<Selectable<WebhookSubscriptionsTable>[]> {
-    return this.lockedRows(
-      this.db.selectFrom('webhookSubscriptions').selectAll().where('id', 'in', ids).orderBy('id'),
-    ).execute();
+    return this.subscriptionsLocked(JSON.stringify(ids));
   }
+
+  /** `ids`: a JSON array; compiled once. */
+  private readonly subscriptionsLocked = prepare(this.db, (ids: string) =>
+    this.lockedRows(
+      this.db
+        .selectFrom('webhookSubscriptions')
+        .selectAll()
+        .where(sql<boolean>`id in ${jsonMembers(this.dialect, ids)}`)
+        .orderBy('id'),
+    ),
+  );
 
   /**
    * Dead-letters the abandoned claims of a crash loop: rows whose claims died with their worker

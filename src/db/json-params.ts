@@ -1,0 +1,48 @@
+import { type RawBuilder, sql } from 'kysely';
+import type { Dialect } from './database.ts';
+
+// A list or a batch of rows as one JSON parameter: a statement's text then never depends on how
+// many there are, so it is compiled once (see prepare) and PostgreSQL plans it once a connection.
+
+/** The members of a JSON array parameter, as a subquery (`IN` it). */
+export function jsonMembers(dialect: Dialect, list: string): RawBuilder<unknown> {
+  return dialect === 'postgres'
+    ? sql`(select jsonb_array_elements_text(cast(${list} as jsonb)))`
+    : sql`(select value from json_each(${list}))`;
+}
+
+/**
+ * A column of jsonRows: its name, whether it is an integer (else text, as is), and the member of
+ * the objects it is taken from (see jsonRowsOf).
+ */
+export type JsonColumn = readonly [name: string, type: 'text' | 'integer', member: string];
+
+/** `objects` as jsonRows' parameter: an array of arrays, each member of `columns` in order. */
+export function jsonRowsOf(objects: readonly object[], columns: readonly JsonColumn[]): string {
+  return JSON.stringify(
+    objects.map((o) =>
+      columns.map(([, , member]) => (o as Record<string, unknown>)[member] ?? null),
+    ),
+  );
+}
+
+/**
+ * The rows of a JSON parameter holding an array of arrays (see jsonRowsOf), as a subquery whose
+ * columns are `columns`, the n-th taken from each array's n-th member (a JSON null is SQL null).
+ */
+export function jsonRows(
+  dialect: Dialect,
+  rows: string,
+  columns: readonly JsonColumn[],
+): RawBuilder<unknown> {
+  const source =
+    dialect === 'postgres'
+      ? sql`jsonb_array_elements(cast(${rows} as jsonb)) as r (value)`
+      : sql`json_each(${rows}) as r`;
+  const selected = columns.map(([name, type], i) =>
+    type === 'integer'
+      ? sql`cast(r.value ->> ${sql.lit(i)} as integer) as ${sql.ref(name)}`
+      : sql`r.value ->> ${sql.lit(i)} as ${sql.ref(name)}`,
+  );
+  return sql`(select ${sql.join(selected)} from ${source})`;
+}
