@@ -11,7 +11,7 @@ import { newId } from '../lib/ids.ts';
 import type { Mailer, PausedNotice } from '../notifications/mailer.ts';
 import type { MembersRepository } from '../repositories/members-repository.ts';
 import type { NotificationsRepository } from '../repositories/notifications-repository.ts';
-import type { WebhooksRepository } from '../repositories/webhooks-repository.ts';
+import type { SubscriptionFold, WebhooksRepository } from '../repositories/webhooks-repository.ts';
 import type { EventsService } from '../services/events-service.ts';
 import { attemptOutcome, foldAttempts } from './cascade.ts';
 import { type ConcurrencySample, foldConcurrency } from './concurrency.ts';
@@ -224,6 +224,7 @@ export class Recorder implements BatchRecorder {
     holds: ReadonlyMap<string, string>,
   ): Promise<PausedNotice[]> {
     const paused: PausedNotice[] = [];
+    const folds: SubscriptionFold[] = [];
     const { subscriptions, members, notifications, webhook } = this.deps;
     const rule = { failures: webhook.autopauseFailures, windowMs: webhook.autopauseWindowMs };
     for (const row of rows) {
@@ -254,15 +255,28 @@ export class Recorder implements BatchRecorder {
         attempts.map(concurrencySample),
         row.maxConcurrency,
       );
+      if (!pause) {
+        // The common case, every such subscription of the batch in one statement below.
+        const { limit, backedOff } = concurrency;
+        const heldUntil = held.heldUntil ?? null;
+        folds.push({
+          tenantId: row.tenantId,
+          id: row.id,
+          ...counters,
+          heldUntil,
+          concurrencyLimit: limit,
+          backedOff: backedOff ? 1 : 0,
+        });
+        continue;
+      }
       const now = attempts[attempts.length - 1].at;
       await subscriptions.updateSubscription(row.tenantId, row.id, {
         ...counters,
         ...held,
         concurrencyLimit: concurrency.limit,
         backedOff: concurrency.backedOff,
-        ...(pause ? subscriptionMove(pause === 'gone' ? 'gone' : 'autoPause', now) : {}),
+        ...subscriptionMove(pause === 'gone' ? 'gone' : 'autoPause', now),
       });
-      if (!pause) continue;
       // Told to the tenant's other endpoints, never to the one it is about.
       await this.deps.events.emit(
         row.tenantId,
@@ -292,6 +306,7 @@ export class Recorder implements BatchRecorder {
         clientErrorRun: counters.clientErrorRun,
       });
     }
+    await subscriptions.setFolds(folds);
     return paused;
   }
 

@@ -1,4 +1,6 @@
-import type { Insertable, Selectable, Updateable } from 'kysely';
+import { type Insertable, type Selectable, sql, type Updateable } from 'kysely';
+import { type JsonColumn, jsonRows, jsonRowsOf } from '../db/json-params.ts';
+import { prepare } from '../db/prepared.ts';
 import type {
   DeliveryStatus,
   WebhookAttemptsTable,
@@ -10,6 +12,35 @@ import { DELIVERY_STATUS } from '../domain/webhook-moves.ts';
 import { Repository } from './repository.ts';
 
 export type SubscriptionRow = Selectable<WebhookSubscriptionsTable>;
+
+/** What a batch of attempts folds into a subscription (see foldAttempts, foldConcurrency). */
+export interface SubscriptionFold {
+  tenantId: string;
+  id: string;
+  consecutiveFailures: number;
+  clientErrorRun: number;
+  clientErrorRunSince: string | null;
+  lastSuccessAt: string | null;
+  lastFailureAt: string | null;
+  concurrencyLimit: number;
+  /** 1 or 0, as the column keeps it. */
+  backedOff: number;
+  /** A hold to set; null keeps the one it has. */
+  heldUntil: string | null;
+}
+
+const FOLD_COLUMNS: readonly JsonColumn[] = [
+  ['tenant_id', 'text', 'tenantId'],
+  ['id', 'text', 'id'],
+  ['consecutive_failures', 'integer', 'consecutiveFailures'],
+  ['client_error_run', 'integer', 'clientErrorRun'],
+  ['client_error_run_since', 'text', 'clientErrorRunSince'],
+  ['last_success_at', 'text', 'lastSuccessAt'],
+  ['last_failure_at', 'text', 'lastFailureAt'],
+  ['concurrency_limit', 'integer', 'concurrencyLimit'],
+  ['backed_off', 'integer', 'backedOff'],
+  ['held_until', 'text', 'heldUntil'],
+];
 export type DeliveryRow = Selectable<WebhookDeliveriesTable>;
 export type AttemptRow = Selectable<WebhookAttemptsTable>;
 
@@ -100,6 +131,29 @@ export class WebhooksRepository extends Repository {
         .where('deletedAt', 'is', null),
     ).executeTakeFirst();
   }
+
+  /** Sets each subscription's fold (see SubscriptionFold), in one statement. */
+  async setFolds(folds: readonly SubscriptionFold[]): Promise<void> {
+    if (folds.length > 0) await this.foldsStatement(jsonRowsOf(folds, FOLD_COLUMNS));
+  }
+
+  /** `rows`: see FOLD_COLUMNS; compiled once. */
+  private readonly foldsStatement = prepare(
+    this.db,
+    (rows: string) => sql`
+      with v as ${jsonRows(this.dialect, rows, FOLD_COLUMNS)}
+      update webhook_subscriptions
+      set consecutive_failures = v.consecutive_failures,
+          client_error_run = v.client_error_run,
+          client_error_run_since = v.client_error_run_since,
+          last_success_at = v.last_success_at,
+          last_failure_at = v.last_failure_at,
+          concurrency_limit = v.concurrency_limit,
+          backed_off = v.backed_off,
+          held_until = coalesce(v.held_until, webhook_subscriptions.held_until)
+      from v
+      where webhook_subscriptions.tenant_id = v.tenant_id and webhook_subscriptions.id = v.id`,
+  );
 
   /**
    * `onlyLive`: a deleted subscription is left as it is (a conditional update: of concurrent
