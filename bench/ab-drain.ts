@@ -18,6 +18,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { DEFAULT_MAX_CONCURRENCY } from '../src/domain/flow-control.ts';
 import { testCa } from '../test/helpers/https-receiver.ts';
 import { checkoutOptions, runPairs, scratchDatabase } from './ab-pairs.ts';
 import {
@@ -219,12 +220,15 @@ try {
   );
   if (DESTINATION === 'https') {
     // The same number of bare undici POSTs to the same receiver (no database, no signing), after
-    // a run that warms the receiver.
+    // a run that warms the receiver, as many at a time as the drain's subscriptions may have in
+    // flight: more at once would open more connections than the drain does, each dearer.
     const bodyBytes = deliveredBodyBytes(EVENTS);
-    await runRawSender(httpsUrls, EVENTS, bodyBytes, ca.caFile);
+    const inFlight = SUBSCRIPTIONS * DEFAULT_MAX_CONCURRENCY;
+    await runRawSender(httpsUrls, EVENTS, bodyBytes, ca.caFile, inFlight);
     const bare: number[] = [];
     for (let run = 0; run < 3; run++) {
-      const cpuUs = await runRawSender(httpsUrls, EVENTS * SUBSCRIPTIONS, bodyBytes, ca.caFile);
+      const count = EVENTS * SUBSCRIPTIONS;
+      const cpuUs = await runRawSender(httpsUrls, count, bodyBytes, ca.caFile, inFlight);
       if (cpuUs === undefined) throw new Error('the bare sender measured no CPU');
       bare.push(cpuUs);
     }

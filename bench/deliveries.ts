@@ -652,14 +652,16 @@ export function deliveredBodyBytes(events: number): number {
 }
 
 /**
- * Bare undici POSTs from a child process (bench/raw-sender.ts): `count` of them over `urls`, at
- * the worker's concurrency, `bodyBytes` each. Returns its CPU µs a POST, when it measured one.
+ * Bare undici POSTs from a child process (bench/raw-sender.ts): `count` of them over `urls`,
+ * `concurrency` at a time (default: the worker's ceiling), `bodyBytes` each. Returns its CPU µs a
+ * POST, when it measured one.
  */
 export async function runRawSender(
   urls: readonly string[],
   count: number,
   bodyBytes: number,
   caFile: string,
+  concurrency = CONCURRENCY,
 ): Promise<number | undefined> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'bench/raw-sender.ts'], {
     cwd: REPO_ROOT,
@@ -667,7 +669,7 @@ export async function runRawSender(
       PATH: process.env.PATH ?? '',
       BENCH_RAW_URLS: urls.join(','),
       BENCH_RAW_COUNT: String(count),
-      BENCH_RAW_CONCURRENCY: String(CONCURRENCY),
+      BENCH_RAW_CONCURRENCY: String(concurrency),
       BENCH_RAW_CA: caFile,
       BENCH_RAW_BODY_BYTES: String(bodyBytes),
     },
