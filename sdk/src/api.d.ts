@@ -1705,7 +1705,7 @@ export interface components {
              * @enum {string|null}
              */
             errorClass: "timeout" | "connection_refused" | "connection_reset" | "dns" | "tls" | "address_blocked" | "redirect" | "body_too_large" | "internal" | "broker_refused" | "broker_busy" | "auth_failed" | null;
-            /** @description The first KiB of the response body, as text; empty when none arrived. A broker destination: the broker's words on a failure, JetStream's ack (`stream`, `seq`, `duplicate`) on success. */
+            /** @description The first KiB of the response body, as text (an invalid UTF-8 byte or a NUL as U+FFFD); empty when none arrived. A broker destination: the broker's words on a failure, JetStream's ack (`stream`, `seq`, `duplicate`) on success. */
             responseBody: string;
             /** @description The `Retry-After` of a 429 or 503 answer, as received; a valid one held every delivery to the endpoint until then (at most an hour). Null otherwise. */
             retryAfter: string | null;

@@ -320,7 +320,7 @@ export const WebhookAttempt = Type.Object(
     ),
     responseBody: Type.String({
       description:
-        "The first KiB of the response body, as text; empty when none arrived. A broker destination: the broker's words on a failure, JetStream's ack (`stream`, `seq`, `duplicate`) on success.",
+        "The first KiB of the response body, as text (an invalid UTF-8 byte or a NUL as U+FFFD); empty when none arrived. A broker destination: the broker's words on a failure, JetStream's ack (`stream`, `seq`, `duplicate`) on success.",
     }),
     retryAfter: Nullable(
       Type.String({
