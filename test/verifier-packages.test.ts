@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { freePort } from '../bench/processes.ts';
+import { verifyWebhook, WebhookVerificationError } from '../sdk/src/index.ts';
 import { startWorker } from '../src/start-worker.ts';
 import { ManualClock } from './helpers/clock.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
@@ -326,6 +327,23 @@ for (const backend of BACKENDS) {
       );
       writeFileSync(casesFile, JSON.stringify(cases));
       assert.ok(cases.filter((c) => c.expect === 'ok').length >= 15);
+    });
+
+    it("TypeScript: the SDK's verifyWebhook, each refusal named as in the others", () => {
+      for (const c of cases) {
+        const verify = () =>
+          verifyWebhook(c.body, c.headers, c.keys, { now: c.now, toleranceSeconds: c.tolerance });
+        if (c.expect === 'ok') {
+          const event = verify();
+          assert.deepEqual([event.id, event.type], [c.eventId, c.eventType], c.name);
+        } else {
+          assert.throws(
+            verify,
+            (error) => error instanceof WebhookVerificationError && error.check === c.expect,
+            c.name,
+          );
+        }
+      }
     });
 
     it('Python: python3 -m unittest, on the package pip installed without a network', async () => {

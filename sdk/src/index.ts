@@ -8,6 +8,7 @@ export {
   type WriteOptions,
 } from './client.ts';
 export {
+  type VerificationCheck,
   type VerifyOptions,
   verifyWebhook,
   type WebhookEvent,

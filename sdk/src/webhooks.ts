@@ -10,9 +10,26 @@ export type WebhookEvent = {
     : never;
 }[keyof webhooks];
 
+/**
+ * The check a delivery failed, by the name the Python, Go and PHP verifiers give it too. A
+ * `BodyNotRaw` is a `NoMatchingSignature` whose body is not as the service sends it: it was
+ * parsed and serialised again.
+ */
+export type VerificationCheck =
+  | 'InvalidKey'
+  | 'MissingHeader'
+  | 'MalformedHeader'
+  | 'TimestampOutsideTolerance'
+  | 'NoMatchingSignature'
+  | 'BodyNotRaw';
+
 /** A delivery that must be refused: answer it with a 4xx and do not act on it. */
 export class WebhookVerificationError extends Error {
-  constructor(message: string) {
+  constructor(
+    message: string,
+    /** Which check failed. */
+    readonly check: VerificationCheck,
+  ) {
     super(message);
     this.name = 'WebhookVerificationError';
   }
@@ -58,7 +75,11 @@ export function verifyWebhook(
   const body = typeof rawBody === 'string' ? Buffer.from(rawBody, 'utf8') : Buffer.from(rawBody);
   const given = typeof signingKeys === 'string' ? [signingKeys] : signingKeys;
   const publicKeys = given.filter((key) => key.startsWith(PUBLIC_KEY_PREFIX));
-  const keys = given.filter((key) => !key.startsWith(PUBLIC_KEY_PREFIX));
+  const keys = given.filter((key) => key.startsWith(SIGNING_KEY_PREFIX));
+  if (given.length === 0 || publicKeys.length + keys.length < given.length) {
+    const what = given.length === 0 ? 'no key given' : 'a key is neither whsec_ nor whpk_';
+    throw new WebhookVerificationError(what, 'InvalidKey');
+  }
   if (publicKeys.length > 0) {
     try {
       return verifyAsymmetric(body, headers, publicKeys, options);
@@ -69,7 +90,10 @@ export function verifyWebhook(
   const signature = header(headers, 'service-signature');
   if (!signature) {
     if (header(headers, 'webhook-signature')) return verifyStandard(body, headers, keys, options);
-    throw new WebhookVerificationError('no Service-Signature or webhook-signature header');
+    throw new WebhookVerificationError(
+      'no Service-Signature or webhook-signature header',
+      'MissingHeader',
+    );
   }
   let timestamp: number | undefined;
   const candidates: Buffer[] = [];
@@ -81,7 +105,7 @@ export function verifyWebhook(
     }
   }
   if (timestamp === undefined || candidates.length === 0) {
-    throw new WebhookVerificationError('Service-Signature has no t or no v1');
+    throw new WebhookVerificationError('Service-Signature has no t or no v1', 'MalformedHeader');
   }
   checkTimestamp(timestamp, options);
   const macs = keys.map((key) =>
@@ -101,15 +125,63 @@ function signedEvent(body: Buffer, macs: readonly Buffer[], candidates: readonly
       if (candidate.length === mac.length && timingSafeEqual(mac, candidate)) valid = true;
     }
   }
-  if (!valid) throw new WebhookVerificationError('no signature matches the signing keys');
+  if (!valid) refuse(body, 'no signature matches the signing keys');
   return JSON.parse(body.toString('utf8')) as WebhookEvent;
+}
+
+/** Throws NoMatchingSignature, or BodyNotRaw when the body cannot be one the service sent. */
+function refuse(body: Buffer, message: string): never {
+  if (notAsSent(body)) {
+    throw new WebhookVerificationError(
+      `${message}, and the body is not as the service sends it: it was parsed and serialised again; verify the bytes received`,
+      'BodyNotRaw',
+    );
+  }
+  throw new WebhookVerificationError(message, 'NoMatchingSignature');
+}
+
+const SHORT_ESCAPES = new Set([0x08, 0x09, 0x0a, 0x0c, 0x0d]);
+
+/**
+ * Whether the body cannot be one the service sent: it sends compact JSON that starts with the
+ * event id, escapes only what JSON requires (lower-case hex), and never writes `\/`.
+ */
+function notAsSent(body: Buffer): boolean {
+  if (body.subarray(0, 7).toString('latin1') !== '{"id":"') return true;
+  let inString = false;
+  for (let i = 0; i < body.length; i++) {
+    const byte = body[i];
+    if (inString && byte === 0x5c) {
+      const escaped = body[i + 1];
+      if (escaped === 0x2f) return true;
+      if (escaped === 0x75) {
+        const digits = body.subarray(i + 2, i + 6).toString('latin1');
+        if (!/^[0-9a-f]{4}$/.test(digits)) return true;
+        const code = Number.parseInt(digits, 16);
+        if (SHORT_ESCAPES.has(code) || (code >= 0x20 && (code < 0xd800 || code > 0xdfff))) {
+          return true;
+        }
+        i += 5;
+      } else {
+        i += 1;
+      }
+    } else if (byte === 0x22) {
+      inString = !inString;
+    } else if (!inString && (byte === 0x20 || byte === 0x09 || byte === 0x0a || byte === 0x0d)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 function checkTimestamp(timestamp: number, options: VerifyOptions): void {
   const now = options.now ?? Math.floor(Date.now() / 1000);
   const tolerance = options.toleranceSeconds ?? 300;
   if (Math.abs(now - timestamp) > tolerance) {
-    throw new WebhookVerificationError(`the timestamp is more than ${tolerance} s from now`);
+    throw new WebhookVerificationError(
+      `the timestamp is more than ${tolerance} s from now`,
+      'TimestampOutsideTolerance',
+    );
   }
 }
 
@@ -120,14 +192,22 @@ function checkTimestamp(timestamp: number, options: VerifyOptions): void {
 function standardHeaders(headers: Headers, version: 'v1' | 'v1a', options: VerifyOptions) {
   const id = header(headers, 'webhook-id');
   const stamp = header(headers, 'webhook-timestamp');
-  if (!id || !stamp || !/^\d+$/.test(stamp)) {
-    throw new WebhookVerificationError('webhook-id or webhook-timestamp missing');
+  const signature = header(headers, 'webhook-signature');
+  if (!id || !stamp || !signature) {
+    const missing = 'webhook-signature, webhook-id or webhook-timestamp missing';
+    throw new WebhookVerificationError(missing, 'MissingHeader');
+  }
+  if (!/^\d+$/.test(stamp)) {
+    throw new WebhookVerificationError('webhook-timestamp is not Unix seconds', 'MalformedHeader');
   }
   checkTimestamp(Number(stamp), options);
-  const signatures = (header(headers, 'webhook-signature') ?? '')
+  const signatures = signature
     .split(' ')
     .filter((part) => part.startsWith(`${version},`))
     .map((part) => Buffer.from(part.slice(version.length + 1), 'base64'));
+  if (signatures.length === 0) {
+    throw new WebhookVerificationError(`webhook-signature has no ${version}`, 'MalformedHeader');
+  }
   return { id, stamp, signatures };
 }
 
@@ -147,13 +227,15 @@ function verifyStandard(
 }
 
 const PUBLIC_KEY_PREFIX = 'whpk_';
+const SIGNING_KEY_PREFIX = 'whsec_';
 /** DER framing of a raw Ed25519 public key (SubjectPublicKeyInfo). */
 const SPKI_ED25519 = Buffer.from('302a300506032b6570032100', 'hex');
 
 function ed25519PublicKey(key: string): KeyObject {
   const raw = Buffer.from(key.slice(PUBLIC_KEY_PREFIX.length), 'base64');
-  if (raw.length !== 32)
-    throw new WebhookVerificationError(`${key.slice(0, 9)}… is not a whpk_ key`);
+  if (raw.length !== 32) {
+    throw new WebhookVerificationError(`${key.slice(0, 9)}… is not a whpk_ key`, 'InvalidKey');
+  }
   return createPublicKey({ key: Buffer.concat([SPKI_ED25519, raw]), format: 'der', type: 'spki' });
 }
 
@@ -165,11 +247,10 @@ function verifyAsymmetric(
   options: VerifyOptions,
 ): WebhookEvent {
   const { id, stamp, signatures } = standardHeaders(headers, 'v1a', options);
-  if (signatures.length === 0) throw new WebhookVerificationError('webhook-signature has no v1a');
   const signed = Buffer.concat([Buffer.from(`${id}.${stamp}.`), body]);
   const valid = publicKeys
     .map(ed25519PublicKey)
     .some((key) => signatures.some((signature) => verify(null, signed, key, signature)));
-  if (!valid) throw new WebhookVerificationError('no v1a signature matches the public keys');
+  if (!valid) refuse(body, 'no v1a signature matches the public keys');
   return JSON.parse(body.toString('utf8')) as WebhookEvent;
 }
