@@ -8,7 +8,11 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { freePort } from '../bench/processes.ts';
-import { verifyWebhook, WebhookVerificationError } from '../sdk/src/index.ts';
+import {
+  type VerificationCheck,
+  verifyWebhook,
+  WebhookVerificationError,
+} from '../sdk/src/index.ts';
 import { startWorker } from '../src/start-worker.ts';
 import { ManualClock } from './helpers/clock.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
@@ -30,14 +34,8 @@ const OVERLAP_MS = 24 * 3_600_000;
 /** Non-ASCII, a slash and <&>: every language's JSON encoder writes some of it differently. */
 const CLIENT_NAME = 'Zoë Ångström / Ålesund <&> 旅';
 
-type Check =
-  | 'ok'
-  | 'InvalidKey'
-  | 'MissingHeader'
-  | 'MalformedHeader'
-  | 'TimestampOutsideTolerance'
-  | 'NoMatchingSignature'
-  | 'BodyNotRaw';
+/** What a case must come to: its event, or the one check that refuses it (the same in every language). */
+type Check = 'ok' | VerificationCheck;
 
 interface Case {
   name: string;
