@@ -42,5 +42,6 @@ class Receiver(BaseHTTPRequestHandler):
 
 if __name__ == "__main__":
     port = int(os.environ.get("PORT", "4242"))
+    server = HTTPServer(("127.0.0.1", port), Receiver)
     print(f"listening on http://localhost:{port}/webhooks", flush=True)
-    HTTPServer(("127.0.0.1", port), Receiver).serve_forever()
+    server.serve_forever()
