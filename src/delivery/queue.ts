@@ -12,8 +12,8 @@ import type { ClaimedDelivery, DeliveryOutcome } from './types.ts';
 const { giveBack } = DELIVERY_MOVES;
 /** An attempt's outcome (DELIVERY_MOVES retry, deliver, deadLetter) settles an in-flight row. */
 const SETTLED_FROM = DELIVERY_MOVES.retry.from;
-/** Seven bind parameters a row: far under both backends' limits. */
-const OUTCOMES_PER_STATEMENT = 500;
+/** Claims given back a statement, three bind parameters each: far under both backends' limits. */
+const GIVEN_BACK_PER_STATEMENT = 500;
 
 /** An outcome's columns in its statement's JSON parameter (see jsonRows). */
 const OUTCOME_COLUMNS: readonly JsonColumn[] = [
@@ -199,9 +199,9 @@ export class DeliveryQueue extends Repository {
   private async giveBack(
     givenBack: ReadonlyArray<{ id: string; claimedAt: string; nextAttemptAt: string }>,
   ): Promise<void> {
-    for (let start = 0; start < givenBack.length; start += OUTCOMES_PER_STATEMENT) {
+    for (let start = 0; start < givenBack.length; start += GIVEN_BACK_PER_STATEMENT) {
       const rows = givenBack
-        .slice(start, start + OUTCOMES_PER_STATEMENT)
+        .slice(start, start + GIVEN_BACK_PER_STATEMENT)
         .map((r) => sql`(${r.id}, ${r.claimedAt}, ${r.nextAttemptAt})`);
       await sql`
         with v (id, claimed_at, next_attempt_at) as (values ${sql.join(rows)})

@@ -12,6 +12,8 @@ import { DELIVERY_STATUS } from '../domain/webhook-moves.ts';
 import { Repository } from './repository.ts';
 
 export type SubscriptionRow = Selectable<WebhookSubscriptionsTable>;
+export type DeliveryRow = Selectable<WebhookDeliveriesTable>;
+export type AttemptRow = Selectable<WebhookAttemptsTable>;
 
 /** What a batch of attempts folds into a subscription (see foldAttempts, foldConcurrency). */
 export interface SubscriptionFold {
@@ -29,6 +31,7 @@ export interface SubscriptionFold {
   heldUntil: string | null;
 }
 
+/** A fold's columns in its statement's JSON parameter (see jsonRows). */
 const FOLD_COLUMNS: readonly JsonColumn[] = [
   ['tenant_id', 'text', 'tenantId'],
   ['id', 'text', 'id'],
@@ -41,8 +44,6 @@ const FOLD_COLUMNS: readonly JsonColumn[] = [
   ['backed_off', 'integer', 'backedOff'],
   ['held_until', 'text', 'heldUntil'],
 ];
-export type DeliveryRow = Selectable<WebhookDeliveriesTable>;
-export type AttemptRow = Selectable<WebhookAttemptsTable>;
 
 /** One event of a subscription's ledger with its latest delivery (see `ledger`). */
 export interface LedgerRow {
