@@ -1,6 +1,6 @@
 import leven from 'leven';
 import { EVENT_DATA_SCHEMAS } from './event-schemas.ts';
-import { EVENT_TYPES } from './states.ts';
+import { EVENT_TYPES, isOneOf } from './states.ts';
 
 /**
  * A payload filter held against the event catalog: each path must be a member some event of the
@@ -62,15 +62,22 @@ function walk(node: SchemaNode, path: string, into: Map<string, Member>): void {
   }
 }
 
-/** Each type's members, read from its data schema once. */
-const membersByType = new Map(
-  EVENT_TYPES.map((type) => {
-    const members = new Map<string, Member>();
-    walk(EVENT_DATA_SCHEMAS[type] as unknown as SchemaNode, 'data', members);
-    members.delete('data');
-    return [type as string, members];
-  }),
-);
+/** Each type's members, read from its data schema at its first use (a start-up reads none). */
+const membersByType = new Map<string, ReadonlyMap<string, Member>>();
+
+/** The members of an event type's body below `data`; none for a type that is not one. */
+function membersOf(type: string): ReadonlyMap<string, Member> {
+  if (!isOneOf(EVENT_TYPES, type)) return new Map();
+  let members = membersByType.get(type);
+  if (members === undefined) {
+    const found = new Map<string, Member>();
+    walk(EVENT_DATA_SCHEMAS[type] as unknown as SchemaNode, 'data', found);
+    found.delete('data');
+    members = found;
+    membersByType.set(type, members);
+  }
+  return members;
+}
 
 function describe(member: Member): string {
   if (member.values !== null) {
@@ -89,7 +96,7 @@ export class FilterTargets {
   constructor(types: readonly string[]) {
     this.members.set('type', { types: new Set(['string']), values: new Set(types) });
     for (const type of types) {
-      for (const [path, member] of membersByType.get(type) ?? []) {
+      for (const [path, member] of membersOf(type)) {
         this.members.set(path, merge(this.members.get(path), member));
       }
     }
