@@ -106,7 +106,7 @@ export function toSubscription(
     maxPerSecond: row.maxPerSecond,
     ordering: row.ordering,
     propagateTraceContext: row.propagateTraceContext,
-    filter: row.filter === null ? null : parseStoredJson<PayloadFilter>(row.filter),
+    filter: storedFilterOf(row),
     ...NO_AUTH_SHOWN,
     ...(row.receiverAuth === null ? {} : parseStoredJson<ReceiverAuthShown>(row.receiverAuth)),
     deliveryState: deliveryState(row, activity.inFlight, now),
@@ -115,3 +115,8 @@ export function toSubscription(
 }
 
 const NO_AUTH_SHOWN: ReceiverAuthShown = shownReceiverAuth(NO_RECEIVER_SECRETS);
+
+/** The subscription's payload filter as stored, parsed; null for none. */
+export function storedFilterOf(row: Pick<SubscriptionRow, 'filter'>): PayloadFilter | null {
+  return row.filter === null ? null : parseStoredJson<PayloadFilter>(row.filter);
+}

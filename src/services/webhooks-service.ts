@@ -50,6 +50,7 @@ import {
   NO_DELIVERIES,
   type Subscription,
   type SubscriptionActivity,
+  storedFilterOf,
   toSubscription,
 } from './subscription-view.ts';
 
@@ -295,11 +296,7 @@ export class WebhooksService {
       // The filter is for the events the subscription will list: either may be what changed.
       if (input.filter !== undefined || input.events) {
         assertFilter(
-          input.filter !== undefined
-            ? input.filter
-            : current.filter === null
-              ? null
-              : parseStoredJson<PayloadFilter>(current.filter),
+          input.filter !== undefined ? input.filter : storedFilterOf(current),
           input.events ?? parseStoredJson<string[]>(current.events),
         );
       }

@@ -1,7 +1,12 @@
 import type { TSchema } from '@sinclair/typebox';
 import { sampleEventData } from '../../domain/event-samples.ts';
 import { EVENT_DATA_SCHEMAS } from '../../domain/event-schemas.ts';
-import { EVENT_TYPES, type EventType, SUBSCRIBABLE_EVENT_TYPES } from '../../domain/states.ts';
+import {
+  EVENT_TYPES,
+  type EventType,
+  isOneOf,
+  SUBSCRIBABLE_EVENT_TYPES,
+} from '../../domain/states.ts';
 import { SHARED_SCHEMAS } from '../schemas.ts';
 
 type Json = { [key: string]: unknown };
@@ -368,7 +373,7 @@ export function eventCatalog() {
   return EVENT_TYPES.map((type) => ({
     type,
     description: EVENT_DOCS[type].description,
-    subscribable: (SUBSCRIBABLE_EVENT_TYPES as readonly string[]).includes(type),
+    subscribable: isOneOf(SUBSCRIBABLE_EVENT_TYPES, type),
     schema: { $schema: 'https://json-schema.org/draft/2020-12/schema', ...envelope(type, true) },
     example: exampleBody(type),
   }));
