@@ -211,6 +211,32 @@ for (const backend of BACKENDS) {
       }
     });
 
+    it('gives claims back in a batch, uncounted, only while each claim is still its own', async () => {
+      await reset();
+      await queued(2);
+      const [mine, taken] = await claimDue(at(0), 10);
+      await ctx.runtime.database.withTransaction(() =>
+        queue().record({
+          givenBack: [
+            { id: mine.id, claimedAt: mine.claimedAt, nextAttemptAt: at(5_000) },
+            // Claimed again since (another claim time): not this batch's to give back.
+            { id: taken.id, claimedAt: at(-1), nextAttemptAt: at(5_000) },
+          ],
+          outcomes: [],
+          attempts: [],
+          subscriptionIds: [],
+        }),
+      );
+      const byId = new Map((await rows()).map((r) => [r.id, r]));
+      const given = byId.get(mine.id);
+      assert.deepEqual(
+        [given?.status, given?.attempts, given?.nextAttemptAt, given?.claimedAt, given?.claimedBy],
+        ['pending', 0, at(5_000), null, null],
+      );
+      const kept = byId.get(taken.id);
+      assert.deepEqual([kept?.status, kept?.attempts], ['in_flight', 1]);
+    });
+
     it('sends a claim lost with its worker again under the same attempt, whatever its number', async () => {
       await reset();
       await queued(1);
