@@ -12,9 +12,12 @@ import type { ClaimedDelivery, DeliveryOutcome } from './types.ts';
 const { giveBack } = DELIVERY_MOVES;
 /** An attempt's outcome (DELIVERY_MOVES retry, deliver, deadLetter) settles an in-flight row. */
 const SETTLED_FROM = DELIVERY_MOVES.retry.from;
-/** Claims given back a statement, three bind parameters each: far under both backends' limits. */
-const GIVEN_BACK_PER_STATEMENT = 500;
-
+/** A claim given back, its columns in its statement's JSON parameter (see jsonRows). */
+const GIVEN_BACK_COLUMNS: readonly JsonColumn[] = [
+  ['id', 'text', 'id'],
+  ['claimed_at', 'text', 'claimedAt'],
+  ['next_attempt_at', 'text', 'nextAttemptAt'],
+];
 /** An outcome's columns in its statement's JSON parameter (see jsonRows). */
 const OUTCOME_COLUMNS: readonly JsonColumn[] = [
   ['id', 'text', 'id'],
@@ -199,24 +202,26 @@ export class DeliveryQueue extends Repository {
   private async giveBack(
     givenBack: ReadonlyArray<{ id: string; claimedAt: string; nextAttemptAt: string }>,
   ): Promise<void> {
-    for (let start = 0; start < givenBack.length; start += GIVEN_BACK_PER_STATEMENT) {
-      const rows = givenBack
-        .slice(start, start + GIVEN_BACK_PER_STATEMENT)
-        .map((r) => sql`(${r.id}, ${r.claimedAt}, ${r.nextAttemptAt})`);
-      await sql`
-        with v (id, claimed_at, next_attempt_at) as (values ${sql.join(rows)})
-        update webhook_deliveries
-        set status = ${sql.lit(giveBack.to)},
-            claimed_at = null,
-            claimed_by = null,
-            next_attempt_at = v.next_attempt_at,
-            attempts = webhook_deliveries.attempts - 1
-        from v
-        where webhook_deliveries.id = v.id
-          and webhook_deliveries.status = ${sql.lit(giveBack.from)}
-          and webhook_deliveries.claimed_at = v.claimed_at`.execute(this.db);
-    }
+    if (givenBack.length > 0)
+      await this.givenBackStatement(jsonRowsOf(givenBack, GIVEN_BACK_COLUMNS));
   }
+
+  /** The claims given back's statement (`rows`: see GIVEN_BACK_COLUMNS), compiled once. */
+  private readonly givenBackStatement = prepare(
+    this.db,
+    (rows: string) => sql`
+      with v as ${jsonRows(this.dialect, rows, GIVEN_BACK_COLUMNS)}
+      update webhook_deliveries
+      set status = ${sql.lit(giveBack.to)},
+          claimed_at = null,
+          claimed_by = null,
+          next_attempt_at = v.next_attempt_at,
+          attempts = webhook_deliveries.attempts - 1
+      from v
+      where webhook_deliveries.id = v.id
+        and webhook_deliveries.status = ${sql.lit(giveBack.from)}
+        and webhook_deliveries.claimed_at = v.claimed_at`,
+  );
 
   /**
    * Gives back, due now and uncounted, the rows claimed by `workerId` that it does not know of
