@@ -191,15 +191,35 @@ class ImmediateSqliteDialect extends SqliteDialect {
 
 function openSqlite(file: string, busyTimeoutMs = 5_000): BetterSqlite3.Database {
   const sqlite = new BetterSqlite3(file);
-  sqlite.pragma('journal_mode = WAL');
-  sqlite.pragma('synchronous = NORMAL');
   sqlite.pragma(`busy_timeout = ${Math.round(busyTimeoutMs)}`);
+  walMode(sqlite, busyTimeoutMs);
+  sqlite.pragma('synchronous = NORMAL');
   sqlite.pragma('foreign_keys = ON');
   // Savepoint and statement journals in memory: with this build's default (files in /var/tmp),
   // a keyed write (its handler's transaction is a savepoint) created, wrote and unlinked a temp
   // file in about one request of four. Our statements sort little (keyset pages, LIMITed).
   sqlite.pragma('temp_store = MEMORY');
   return sqlite;
+}
+
+/**
+ * Puts a new file in WAL mode (a file keeps it). Several processes opening one new file at once
+ * (`serve --processes`, a server and the CLI) race for the lock that takes, and SQLite answers
+ * SQLITE_BUSY without waiting its busy timeout: so the switch is tried again, within that time.
+ */
+function walMode(sqlite: BetterSqlite3.Database, busyTimeoutMs: number): void {
+  const deadline = Date.now() + busyTimeoutMs;
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  for (;;) {
+    try {
+      sqlite.pragma('journal_mode = WAL');
+      return;
+    } catch (error) {
+      if ((error as { code?: unknown }).code !== 'SQLITE_BUSY' || Date.now() >= deadline)
+        throw error;
+      Atomics.wait(pause, 0, 0, 10);
+    }
+  }
 }
 
 /**
