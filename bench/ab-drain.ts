@@ -6,10 +6,12 @@
  * four subscriptions (to an HTTPS receiver in this process, or the machine's RabbitMQ or NATS
  * JetStream, consumed here); then its `npm start` process (API and worker) works the backlog off.
  * The checkouts alternate window by window (A B, B A, …), so a host that slows down for a while
- * slows both. Reports the worker process's CPU a delivery (from /proc, from its readiness to the
- * last arrival) and the deliveries/s of the steady part, and per pair the ratio B/A (B is this
- * checkout), with their geometric mean. Over HTTPS, then the same number of bare undici POSTs
- * (bench/raw-sender.ts, runRawSender) to the same receiver, their CPU a POST beside B's a delivery.
+ * slows both. Reports the worker process's CPU a delivery (from /proc, from the first quarter of
+ * the backlog delivered to the last arrival; its main thread's and V8's helper threads' apart) and
+ * the deliveries/s of the steady part, and per pair the ratio B/A (B is this checkout), with their
+ * geometric mean. Over HTTPS, then the same number of bare undici POSTs (bench/raw-sender.ts,
+ * runRawSender, counted from the same quarter on) to the same receiver, their CPU a POST beside
+ * B's a delivery.
  *
  *   git worktree add /tmp/base <rev> && ln -s "$PWD/node_modules" /tmp/base/node_modules
  *   npm run bench:ab-drain -- --base /tmp/base --backend postgres --pairs 5
@@ -20,7 +22,7 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { DEFAULT_MAX_CONCURRENCY } from '../src/domain/flow-control.ts';
 import { testCa } from '../test/helpers/https-receiver.ts';
-import { checkoutOptions, runPairs, scratchDatabase } from './ab-pairs.ts';
+import { checkoutOptions, runPairs, scratchDatabase, type WindowResult } from './ab-pairs.ts';
 import {
   type Arrivals,
   deliveredBodyBytes,
@@ -33,6 +35,8 @@ import {
 import { median } from './measure.ts';
 import { UNLIMITED_RATES } from './probes.ts';
 import {
+  cpuSplit,
+  cpuSplitWords,
   DEFAULT_PG_URL,
   killAllChildrenNow,
   REPO_ROOT,
@@ -145,9 +149,11 @@ async function writeBacklog(api: ServerProcess): Promise<void> {
 }
 
 const profiled = new Set<string>();
+/** The share of a backlog delivered before its CPU is counted (see window). */
+const WARM_SHARE = 0.25;
 
 /** One window: a fresh database, the backlog, the drain. CPU µs a delivery and deliveries/s. */
-async function window(checkout: string): Promise<{ cpuUs: number; rate: number }> {
+async function window(checkout: string): Promise<WindowResult> {
   const database = await scratchDatabase(BACKEND, PG_URL, 'tourops-ab-drain');
   const env: Record<string, string> = {
     ...database.env,
@@ -179,13 +185,18 @@ async function window(checkout: string): Promise<{ cpuUs: number; rate: number }
       env,
     });
     try {
-      // CPU from readiness: deliveries that arrived before it are left out of the count.
+      // CPU from the WARM_SHARE-th delivery on, as the bare sender counts from its warm POSTs on:
+      // the first ones pay for compiling the engine's hot paths (V8's helper threads), a cost a
+      // long-running worker pays once. Deliveries before it are left out of the count.
+      await sink.waitFor(Math.floor(expected * WARM_SHARE), 600_000);
       const profileDir = profiled.has(checkout) ? undefined : args.profile;
       if (profileDir !== undefined) await server.startCpuProfile();
       const arrivedBefore = sink.arrivals.length;
       const cpuBefore = server.cpuSeconds();
+      const splitBefore = cpuSplit(server.pid);
       await sink.waitFor(expected, 600_000);
       const cpuAfter = server.cpuSeconds();
+      const splitAfter = cpuSplit(server.pid);
       if (profileDir !== undefined) {
         profiled.add(checkout);
         mkdirSync(resolve(profileDir), { recursive: true });
@@ -194,10 +205,14 @@ async function window(checkout: string): Promise<{ cpuUs: number; rate: number }
         const summary = summarizeProfile(JSON.parse(readFileSync(file, 'utf8')) as CpuProfile);
         console.log(formatProfileSummary(`${checkout} (${file})`, summary));
       }
-      if (cpuBefore === null || cpuAfter === null) throw new Error('no CPU reading (/proc)');
+      if (cpuBefore === null || cpuAfter === null || splitBefore === null || splitAfter === null) {
+        throw new Error('no CPU reading (/proc)');
+      }
+      const counted = expected - arrivedBefore;
       return {
-        cpuUs: ((cpuAfter - cpuBefore) * 1e6) / (expected - arrivedBefore),
+        cpuUs: ((cpuAfter - cpuBefore) * 1e6) / counted,
         rate: steadyRate(sink.arrivals),
+        split: cpuSplitWords(splitBefore, splitAfter, counted),
       };
     } finally {
       await server.stop();
@@ -228,9 +243,13 @@ try {
     const bare: number[] = [];
     for (let run = 0; run < 3; run++) {
       const count = EVENTS * SUBSCRIPTIONS;
-      const cpuUs = await runRawSender(httpsUrls, count, bodyBytes, ca.caFile, inFlight);
-      if (cpuUs === undefined) throw new Error('the bare sender measured no CPU');
-      bare.push(cpuUs);
+      const warm = Math.floor(count * WARM_SHARE);
+      const measured = await runRawSender(httpsUrls, count, bodyBytes, ca.caFile, inFlight, warm);
+      if (measured === undefined) throw new Error('the bare sender measured no CPU');
+      bare.push(measured.cpuUs);
+      console.log(
+        `bare POSTs ${run + 1}: ${measured.cpuUs.toFixed(0)} µs CPU a POST; ${measured.split}`,
+      );
     }
     console.log(
       `bare POSTs: ${bare.map((us) => us.toFixed(0)).join(', ')} µs CPU a POST; ` +

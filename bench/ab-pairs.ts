@@ -18,6 +18,8 @@ export interface WindowResult {
   cpuUs: number;
   /** Units of work a second. */
   rate: number;
+  /** Where the CPU went (see cpuSplitWords), printed after the window's line. */
+  split?: string;
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
@@ -33,11 +35,12 @@ export async function runPairs(
   for (let pair = 0; pair < pairs; pair++) {
     const order: Checkout[] = pair % 2 === 0 ? ['A', 'B'] : ['B', 'A'];
     for (const label of order) {
-      const { cpuUs, rate } = await window(label, pair + 1);
+      const { cpuUs, rate, split } = await window(label, pair + 1);
       cpu[label].push(cpuUs);
       rates[label].push(rate);
       console.log(
-        `pair ${pair + 1} ${label}: ${fmt(rate)} ${units.rate}, ${fmt(cpuUs)} ${units.cpu}`,
+        `pair ${pair + 1} ${label}: ${fmt(rate)} ${units.rate}, ${fmt(cpuUs)} ${units.cpu}` +
+          (split === undefined ? '' : `; ${split}`),
       );
     }
   }

@@ -454,8 +454,8 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
     const rawRun = async (count: number, cpuUs: number[] = []): Promise<number> => {
       receiver.reset();
       const urls = healthyPaths.map((p) => receiver.url(p));
-      const cpuUsPerPost = await runRawSender(urls, count, bodyBytes, ca.caFile);
-      if (cpuUsPerPost !== undefined) cpuUs.push(cpuUsPerPost);
+      const measured = await runRawSender(urls, count, bodyBytes, ca.caFile);
+      if (measured !== undefined) cpuUs.push(measured.cpuUs);
       return steadyRate(receiver.arrivals);
     };
     // Warms the receiver (JIT, TLS session code) before anything is counted.
@@ -654,7 +654,8 @@ export function deliveredBodyBytes(events: number): number {
 /**
  * Bare undici POSTs from a child process (bench/raw-sender.ts): `count` of them over `urls`,
  * `concurrency` at a time (default: the worker's ceiling), `bodyBytes` each. Returns its CPU µs a
- * POST, when it measured one.
+ * POST after `warm` of them (by default once its connections are open; see raw-sender.ts) and
+ * where it went (cpuSplitWords), when it measured one.
  */
 export async function runRawSender(
   urls: readonly string[],
@@ -662,7 +663,8 @@ export async function runRawSender(
   bodyBytes: number,
   caFile: string,
   concurrency = CONCURRENCY,
-): Promise<number | undefined> {
+  warm?: number,
+): Promise<{ cpuUs: number; split: string } | undefined> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'bench/raw-sender.ts'], {
     cwd: REPO_ROOT,
     env: {
@@ -672,6 +674,7 @@ export async function runRawSender(
       BENCH_RAW_CONCURRENCY: String(concurrency),
       BENCH_RAW_CA: caFile,
       BENCH_RAW_BODY_BYTES: String(bodyBytes),
+      ...(warm === undefined ? {} : { BENCH_RAW_WARM: String(warm) }),
     },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -680,9 +683,16 @@ export async function runRawSender(
     out += chunk;
   });
   const [code] = (await once(child, 'exit')) as [number | null];
-  const raw = JSON.parse(out || '{}') as { sent?: number; failed?: number; cpuUsPerPost?: number };
+  const raw = JSON.parse(out || '{}') as {
+    sent?: number;
+    failed?: number;
+    cpuUsPerPost?: number;
+    split?: string;
+  };
   if (code !== 0 || raw.failed !== 0) throw new Error(`raw sender failed: ${code} ${out}`);
-  return raw.cpuUsPerPost;
+  return raw.cpuUsPerPost === undefined
+    ? undefined
+    : { cpuUs: raw.cpuUsPerPost, split: raw.split ?? '' };
 }
 
 /**

@@ -85,6 +85,39 @@ export function processCpuSeconds(pid: number, reaped = false): number | null {
   }
 }
 
+/** CPU seconds so far: the whole process, and its main thread (its JavaScript) alone. */
+export interface CpuSplit {
+  total: number;
+  /** The main thread, user and system; the rest is V8's helper threads (compiler, collector). */
+  mainUser: number;
+  mainSystem: number;
+}
+
+/** A process's CpuSplit (Linux /proc), or null. */
+export function cpuSplit(pid: number): CpuSplit | null {
+  const total = processCpuSeconds(pid);
+  if (total === null) return null;
+  try {
+    const stat = readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = ticksPerSecond();
+    return { total, mainUser: Number(fields[11]) / ticks, mainSystem: Number(fields[12]) / ticks };
+  } catch {
+    return null;
+  }
+}
+
+/** `after` less `before`, a unit of work's µs (`units` of them), in words. */
+export function cpuSplitWords(before: CpuSplit, after: CpuSplit, units: number): string {
+  const us = (seconds: number) => ((seconds * 1e6) / units).toFixed(0);
+  const user = after.mainUser - before.mainUser;
+  const system = after.mainSystem - before.mainSystem;
+  return (
+    `main thread ${us(user + system)} (user ${us(user)}, system ${us(system)}), ` +
+    `other threads ${us(after.total - before.total - user - system)}`
+  );
+}
+
 /** The pids of a process's children (`/proc/<pid>/task/*\/children`), or none. */
 export function childPids(pid: number): number[] {
   try {

@@ -4,11 +4,12 @@
  * a delivery sends. No database, no signing: what one Node process can push through HTTPS here.
  *
  *   BENCH_RAW_URLS=<url,url…> BENCH_RAW_COUNT=<n> BENCH_RAW_CONCURRENCY=<n> BENCH_RAW_CA=<pem>
- *   BENCH_RAW_BODY_BYTES=<n> node --import tsx bench/raw-sender.ts
+ *   BENCH_RAW_BODY_BYTES=<n> [BENCH_RAW_WARM=<n>] node --import tsx bench/raw-sender.ts
  */
 import { readFileSync } from 'node:fs';
 import { rootCertificates } from 'node:tls';
 import { Agent, request } from 'undici';
+import { cpuSplit, cpuSplitWords } from './processes.ts';
 
 const urls = (process.env.BENCH_RAW_URLS ?? '').split(',').filter(Boolean);
 const count = Number(process.env.BENCH_RAW_COUNT);
@@ -43,12 +44,22 @@ async function lane(until: number): Promise<void> {
   }
 }
 // The floor of a delivery's CPU: what this process spends on one bare POST once its
-// connections are open (the TLS handshakes of the first ones are not a delivery's cost).
-const warm = Math.min(Math.floor(count / 5), concurrency * 4);
+// connections are open (the TLS handshakes of the first ones are not a delivery's cost), or after
+// BENCH_RAW_WARM POSTs (the drain's A/B counts from the same share of its deliveries on).
+const warm =
+  process.env.BENCH_RAW_WARM === undefined
+    ? Math.min(Math.floor(count / 5), concurrency * 4)
+    : Number(process.env.BENCH_RAW_WARM);
 await Promise.all(Array.from({ length: concurrency }, () => lane(warm)));
 const cpuBefore = process.cpuUsage();
+const splitBefore = cpuSplit(process.pid);
 await Promise.all(Array.from({ length: concurrency }, () => lane(count)));
 const cpu = process.cpuUsage(cpuBefore);
+const splitAfter = cpuSplit(process.pid);
 await agent.close();
 const cpuUsPerPost = (cpu.user + cpu.system) / (count - warm);
-process.stdout.write(`${JSON.stringify({ sent: count, failed, cpuUsPerPost })}\n`);
+const split =
+  splitBefore === null || splitAfter === null
+    ? undefined
+    : cpuSplitWords(splitBefore, splitAfter, count - warm);
+process.stdout.write(`${JSON.stringify({ sent: count, failed, cpuUsPerPost, split })}\n`);
