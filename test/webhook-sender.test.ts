@@ -171,6 +171,14 @@ describe('WebhookSender', () => {
     assert.deepEqual(pick(result), { status: null, error: 'timeout' });
   });
 
+  it('is timed out by its own timer, not by the pool backing it up a second later', async () => {
+    // The answer is due twice the time-out after the request arrived, before undici's backstop
+    // (time-out + 1 s): only the attempt's own timer, due first, makes this a time-out.
+    receiver.respond(() => ({ status: 200, delayMs: 600 }));
+    const result = await sender({ timeoutMs: 300 }).send(receiver.url(), {}, '{}');
+    assert.deepEqual(pick(result), { status: null, error: 'timeout' });
+  });
+
   it('waits for a slow answer inside the time-out', async () => {
     receiver.respond(() => ({ status: 202, delayMs: 100 }));
     const result = await sender({ timeoutMs: 2000 }).send(receiver.url(), {}, '{}');
