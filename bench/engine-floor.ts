@@ -5,9 +5,10 @@
  * transactions, metrics) in this process, with WebhookSender's send answering 200 at once instead
  * of posting: nothing leaves the process. Prints this process's CPU a delivery (on PostgreSQL
  * with the server's backends' CPU beside it), counted from the first quarter of the backlog on as
- * bench:ab-drain counts, and the wall time a delivery spent in the claim and in the recorder's
- * transactions. Beside a bare POST's CPU (bench:ab-drain prints it), it is the floor a delivery's
- * cost can be brought to without a queue that writes each row fewer times.
+ * bench:ab-drain counts, the wall time a delivery spent in the claim and in the recorder's
+ * transactions, and how many rows a claim took. Beside a bare POST's CPU (bench:ab-drain prints
+ * it), the floor a delivery's cost can be brought to without a queue that writes each row fewer
+ * times.
  */
 import '../src/v8-flags.ts';
 import { parseArgs } from 'node:util';
@@ -82,7 +83,14 @@ try {
         spent[key] += performance.now() - started;
       }
     };
-  runtime.queue.claim = timed('claim', runtime.queue.claim.bind(runtime.queue));
+  const claim = timed('claim', runtime.queue.claim.bind(runtime.queue));
+  const claims = { count: 0, rows: 0 };
+  runtime.queue.claim = async (...a) => {
+    const rows = await claim(...a);
+    claims.count += 1;
+    claims.rows += rows.length;
+    return rows;
+  };
   runtime.database.withTransaction = timed(
     'transactions',
     runtime.database.withTransaction.bind(runtime.database),
@@ -117,7 +125,8 @@ try {
         ? `, ${us(serverCpu() - start.server)} in PostgreSQL's backends`
         : '') +
       `; wall time a delivery in the claim ${us((spent.claim - start.spent.claim) / 1000)} µs, ` +
-      `in the recorder's transactions ${us((spent.transactions - start.spent.transactions) / 1000)} µs`,
+      `in the recorder's transactions ${us((spent.transactions - start.spent.transactions) / 1000)} µs` +
+      ` (${claims.count} claims, ${(claims.rows / claims.count).toFixed(1)} rows each on average)`,
   );
   await engine.stop();
 } finally {
