@@ -82,8 +82,6 @@ for (const backend of BACKENDS) {
       assert.equal(pids.length, 2, `API processes: ${pids}`);
       const statuses: number[] = [];
       for (let i = 0; i < 30; i++) statuses.push(await fresh(server, '/api/v1/me', token));
-      assert.equal(statuses.filter((s) => s === 200).length, 20, `${statuses}`);
-      assert.equal(statuses.filter((s) => s === 429).length, 10, `${statuses}`);
 
       // Both processes answer (every request line names its process). The primary hands each
       // connection to a process that is free, so one held up under load may miss the first 30:
@@ -100,19 +98,32 @@ for (const backend of BACKENDS) {
         statuses.push(await fresh(server, '/api/v1/me', token));
       }
       assert.deepEqual([...served()].sort(), [...pids].sort());
-      assert.ok(
-        statuses.slice(30).every((s) => s === 429),
-        `${statuses}`,
-      );
 
-      // Whichever process answers /metrics counts every process's requests.
+      // Whichever process answers /metrics counts every process's requests, and the decisions
+      // a process made on its own count because the shared store did not answer in time.
       const families = parseExposition(await (await fetch(`${server.baseUrl}/metrics`)).text());
+      const localOnly = families
+        .find((f) => f.name === 'tourops_rate_limit_local_only')
+        ?.samples.reduce((sum, s) => sum + (s.value ?? 0), 0);
+      assert.equal(typeof localOnly, 'number', 'the local-only decisions are counted');
+      // One shared count: 20 admitted, every later request refused. Only a decision made alone
+      // can move that, by one request each way (admitted by its process's own count, or counted
+      // late in the shared one after its process gave up waiting).
+      const admitted = statuses.filter((s) => s === 200).length;
+      assert.ok(Math.abs(admitted - 20) <= (localOnly as number), `${localOnly}: ${statuses}`);
+      if (localOnly === 0) {
+        assert.deepEqual(statuses.slice(0, 20), Array(20).fill(200), `${statuses}`);
+        assert.ok(
+          statuses.slice(20).every((s) => s === 429),
+          `${statuses}`,
+        );
+      }
       const me = families
         .find((f) => f.name === 'tourops_http_request_duration_seconds')
         ?.samples.filter((s) => s.name.endsWith('_count') && s.labels.route === '/api/v1/me');
       assert.deepEqual(me?.map((s) => [s.labels.status_class, s.value]).sort(), [
-        ['2xx', 20],
-        ['4xx', statuses.length - 20],
+        ['2xx', admitted],
+        ['4xx', statuses.length - admitted],
       ]);
     });
 
