@@ -4,7 +4,7 @@
  * is worked off by the real worker (startWorker: claims, admission, signing, the recorder's
  * transactions, metrics) in this process, with WebhookSender's send answering 200 at once instead
  * of posting: nothing leaves the process. Prints this process's CPU a delivery (on PostgreSQL
- * with the server's backends' CPU beside it), counted from the first quarter of the backlog on as
+ * with its server processes' CPU beside it), counted from the first quarter of the backlog on as
  * bench:ab-drain counts, the wall time a delivery spent in the claim and in the recorder's
  * transactions, and how many rows a claim took. Beside a bare POST's CPU (bench:ab-drain prints
  * it), the floor a delivery's cost can be brought to without a queue that writes each row fewer
@@ -122,7 +122,7 @@ try {
     `${BACKEND}: ${expected} deliveries, the last ${n} counted: ` +
       `${us((cpu.user + cpu.system) / 1e6)} µs CPU a delivery in this process` +
       (BACKEND === 'postgres'
-        ? `, ${us(serverCpu() - start.server)} in PostgreSQL's backends`
+        ? `, ${us(serverCpu() - start.server)} in PostgreSQL's processes`
         : '') +
       `; wall time a delivery in the claim ${us((spent.claim - start.spent.claim) / 1000)} µs, ` +
       `in the recorder's transactions ${us((spent.transactions - start.spent.transactions) / 1000)} µs` +
