@@ -1,5 +1,11 @@
 import { type Insertable, type Selectable, sql } from 'kysely';
-import { type JsonColumn, jsonMembers, jsonRows, jsonRowsOf } from '../db/json-params.ts';
+import {
+  type JsonColumn,
+  jsonKeyIn,
+  jsonMembers,
+  jsonRows,
+  jsonRowsOf,
+} from '../db/json-params.ts';
 import { prepare } from '../db/prepared.ts';
 import type { WebhookAttemptsTable, WebhookSubscriptionsTable } from '../db/schema.ts';
 import { WORKER_LOSSES_LIMIT } from '../domain/attempts.ts';
@@ -173,7 +179,7 @@ export class DeliveryQueue extends Repository {
         'e.traceContext',
         's.propagateTraceContext',
       ])
-      .where(sql<boolean>`d.id in ${jsonMembers(this.dialect, ids)}`)
+      .where(jsonKeyIn(this.dialect, 'd.id', ids))
       .where('d.claimedAt', '=', now),
   );
 
@@ -238,7 +244,8 @@ export class DeliveryQueue extends Repository {
         nextAttemptAt: now,
         attempts: eb('attempts', '-', 1),
       }))
-      .where('status', '=', giveBack.from)
+      // A literal: the in-flight rows' partial index serves it (see PENDING in claim-sql.ts).
+      .where('status', '=', sql.lit(giveBack.from))
       .where('claimedBy', '=', workerId)
       .where(sql<boolean>`id not in ${jsonMembers(this.dialect, JSON.stringify(known))}`)
       .executeTakeFirst();
@@ -302,7 +309,7 @@ export class DeliveryQueue extends Repository {
       this.db
         .selectFrom('webhookSubscriptions')
         .selectAll()
-        .where(sql<boolean>`id in ${jsonMembers(this.dialect, ids)}`)
+        .where(jsonKeyIn(this.dialect, 'id', ids))
         .orderBy('id'),
     ),
   );
