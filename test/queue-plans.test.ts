@@ -50,6 +50,26 @@ function walkedSqlite(details: string[], text: string): string[] {
   });
 }
 
+/** The growing tables a statement's plan walks whole, on the context's backend. */
+async function walkedBy(ctx: TestContext, statement: CompiledQuery): Promise<string[]> {
+  const explain = (prefix: string) =>
+    ctx.runtime.database.db.executeQuery<Record<string, unknown>>(
+      CompiledQuery.raw(`${prefix} ${statement.sql}`, [...statement.parameters]),
+    );
+  const walked =
+    ctx.backend === 'postgres'
+      ? walkedPostgres(
+          (
+            (await explain('explain (format json)')).rows[0]['QUERY PLAN'] as { Plan: PlanNode }[]
+          )[0].Plan,
+        )
+      : walkedSqlite(
+          (await explain('explain query plan')).rows.map((row) => String(row.detail)),
+          statement.sql,
+        );
+  return walked.filter((table) => GROWING.has(table));
+}
+
 for (const backend of BACKENDS) {
   describe(`the queue's statements read history by index (${backend})`, () => {
     let ctx: TestContext;
@@ -166,34 +186,7 @@ for (const backend of BACKENDS) {
       // the statements the queue compiles once (see prepare), which it runs through executeQuery.
       assert.equal(read.length, 5, read.map((s) => s.sql).join('\n'));
       for (const statement of read) {
-        const walked =
-          backend === 'postgres'
-            ? walkedPostgres(
-                (
-                  (
-                    await db.executeQuery<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(
-                      CompiledQuery.raw(`explain (format json) ${statement.sql}`, [
-                        ...statement.parameters,
-                      ]),
-                    )
-                  ).rows[0]['QUERY PLAN'][0] as { Plan: PlanNode }
-                ).Plan,
-              )
-            : walkedSqlite(
-                (
-                  await db.executeQuery<{ detail: string }>(
-                    CompiledQuery.raw(`explain query plan ${statement.sql}`, [
-                      ...statement.parameters,
-                    ]),
-                  )
-                ).rows.map((row) => row.detail),
-                statement.sql,
-              );
-        assert.deepEqual(
-          walked.filter((table) => GROWING.has(table)),
-          [],
-          statement.sql,
-        );
+        assert.deepEqual(await walkedBy(ctx, statement), [], statement.sql);
       }
     });
   });
