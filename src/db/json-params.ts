@@ -4,23 +4,33 @@ import type { Dialect } from './database.ts';
 // A list or a batch of rows as one JSON parameter: a statement's text then never depends on how
 // many there are, so it is compiled once (see prepare) and PostgreSQL plans it once a connection.
 
+/** The members of a JSON array parameter, as a bare select (see jsonMembers, jsonKeyIn). */
+function members(dialect: Dialect, list: string): RawBuilder<unknown> {
+  return dialect === 'postgres'
+    ? sql`select jsonb_array_elements_text(cast(${list} as jsonb))`
+    : sql`select value from json_each(${list})`;
+}
+
 /** The members of a JSON array parameter, as a subquery (`IN` it). */
 export function jsonMembers(dialect: Dialect, list: string): RawBuilder<unknown> {
-  return dialect === 'postgres'
-    ? sql`(select jsonb_array_elements_text(cast(${list} as jsonb)))`
-    : sql`(select value from json_each(${list}))`;
+  return sql`(${members(dialect, list)})`;
 }
 
 /**
- * Whether `column` is one of a JSON array parameter's members, for a key the table is indexed by.
- * On PostgreSQL `= any(array(…))`: the list is read once and the index probed for each member,
- * where with `IN` (jsonMembers) the planner may walk the whole table, history included (it did
- * for the claimed rows' read, while the table was small enough to look cheaper that way).
+ * Whether `column`, a key the table is indexed by, is one of the rows `select` returns (a bare
+ * select). On PostgreSQL `= any(array(…))`: the select runs once and the index is probed for each
+ * row, where with `IN` the planner may walk the whole table, history included (it did for the
+ * claimed rows' read, while the table was small enough to look cheaper that way).
  */
-export function jsonKeyIn(dialect: Dialect, column: string, list: string): RawBuilder<boolean> {
+export function keyIn(dialect: Dialect, column: string, select: RawBuilder<unknown>) {
   return dialect === 'postgres'
-    ? sql`${sql.ref(column)} = any(array(select jsonb_array_elements_text(cast(${list} as jsonb))))`
-    : sql`${sql.ref(column)} in (select value from json_each(${list}))`;
+    ? sql<boolean>`${sql.ref(column)} = any(array(${select}))`
+    : sql<boolean>`${sql.ref(column)} in (${select})`;
+}
+
+/** Whether `column`, an indexed key, is one of a JSON array parameter's members (see keyIn). */
+export function jsonKeyIn(dialect: Dialect, column: string, list: string): RawBuilder<boolean> {
+  return keyIn(dialect, column, members(dialect, list));
 }
 
 /**

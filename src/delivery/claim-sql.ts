@@ -1,6 +1,6 @@
 import { type RawBuilder, sql } from 'kysely';
 import type { Dialect } from '../db/database.ts';
-import { jsonMembers } from '../db/json-params.ts';
+import { jsonMembers, keyIn } from '../db/json-params.ts';
 import { WORKER_LOSSES_LIMIT } from '../domain/attempts.ts';
 import { EFFECTIVE_CONCURRENCY_LIMIT_SQL, PACE_CLAIM_ROWS_SQL } from '../domain/flow-control.ts';
 import { DELIVERY_MOVES, DELIVERY_STATUS } from '../domain/webhook-moves.ts';
@@ -127,10 +127,8 @@ export function claimStatement(
     order by d.claimed_at
     limit ${p.limit}
     ${pg ? sql`for update of d skip locked` : sql``}`;
+  // The rows chosen, found by primary key (see keyIn).
   const chosen = sql`select id from (${due}) as due_rows union all select id from (${stale}) as stale_rows`;
-  // The chosen ids are found by primary key: on PostgreSQL `= any(array(…))`, so the subquery
-  // runs once (with IN the planner may walk the whole table, history included).
-  const keyIn = pg ? sql`id = any(array(${chosen}))` : sql`id in (${chosen})`;
   // DELIVERY_MOVES: a due row's `claim`, an abandoned one's `takeOver`.
   const { claim, takeOver } = DELIVERY_MOVES;
   const takenOver = sql`status = ${sql.lit(takeOver.from)}`;
@@ -139,7 +137,7 @@ export function claimStatement(
     set status = ${sql.lit(claim.to)}, claimed_at = ${p.now}, claimed_by = ${p.workerId},
       attempts = case when ${takenOver} then attempts else attempts + 1 end,
       worker_losses = case when ${takenOver} then worker_losses + 1 else worker_losses end
-    where ${keyIn}
+    where ${keyIn(dialect, 'id', chosen)}
     returning id`;
 }
 
