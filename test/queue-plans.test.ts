@@ -3,7 +3,12 @@ import { after, before, describe, it } from 'node:test';
 import { CompiledQuery, sql } from 'kysely';
 import { DELIVERY_STATUS } from '../src/domain/webhook-moves.ts';
 import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
-import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
+import {
+  createClient,
+  createSubscription,
+  createTenant,
+  type TenantFixture,
+} from './helpers/fixtures.ts';
 
 // The queue's statements reach the tables that keep every delivery, event and attempt by an
 // index, never by walking them: a walk costs a claim the table's whole history. The planner
@@ -79,18 +84,10 @@ for (const backend of BACKENDS) {
       ctx = await createTestContext(backend, { env: { WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true' } });
       tenant = await createTenant(ctx, { tier: 'pro' });
       // No worker runs in this suite.
-      const created = await ctx.api('POST', '/api/v1/webhooks', {
-        token: tenant.token,
-        body: { url: 'https://127.0.0.1:9/plans', events: ['client.created'] },
-      });
-      assert.equal(created.statusCode, 201, created.body);
+      await createSubscription(ctx, tenant, 'https://127.0.0.1:9/plans');
       // One delivery made as the product makes it, then copies of it and its event: HISTORY
       // delivered, DUE pending.
-      const made = await ctx.api('POST', '/api/v1/clients', {
-        token: tenant.token,
-        body: { kind: 'individual', displayName: 'Plan' },
-      });
-      assert.equal(made.statusCode, 201, made.body);
+      await createClient(ctx, tenant, { displayName: 'Plan' });
       const db = ctx.runtime.database.db;
       const { seq: _seq, ...event } = await db
         .selectFrom('events')
