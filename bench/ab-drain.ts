@@ -22,7 +22,13 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { DEFAULT_MAX_CONCURRENCY } from '../src/domain/flow-control.ts';
 import { testCa } from '../test/helpers/https-receiver.ts';
-import { checkoutOptions, runPairs, scratchDatabase, type WindowResult } from './ab-pairs.ts';
+import {
+  checkoutOptions,
+  runPairs,
+  scratchDatabase,
+  WARM_SHARE,
+  type WindowResult,
+} from './ab-pairs.ts';
 import {
   type Arrivals,
   deliveredBodyBytes,
@@ -149,8 +155,6 @@ async function writeBacklog(api: ServerProcess): Promise<void> {
 }
 
 const profiled = new Set<string>();
-/** The share of a backlog delivered before its CPU is counted (see window). */
-const WARM_SHARE = 0.25;
 
 /** One window: a fresh database, the backlog, the drain. CPU µs a delivery and deliveries/s. */
 async function window(checkout: string): Promise<WindowResult> {
@@ -185,9 +189,8 @@ async function window(checkout: string): Promise<WindowResult> {
       env,
     });
     try {
-      // CPU from the WARM_SHARE-th delivery on, as the bare sender counts from its warm POSTs on:
-      // the first ones pay for compiling the engine's hot paths (V8's helper threads), a cost a
-      // long-running worker pays once. Deliveries before it are left out of the count.
+      // CPU after a WARM_SHARE of the backlog, as the bare sender counts after its warm POSTs:
+      // deliveries before it are left out of the count.
       await sink.waitFor(Math.floor(expected * WARM_SHARE), 600_000);
       const profileDir = profiled.has(checkout) ? undefined : args.profile;
       if (profileDir !== undefined) await server.startCpuProfile();

@@ -55,18 +55,17 @@ export async function runPairs(
   return { cpuA: median(cpu.A), cpuB: median(cpu.B) };
 }
 
-/** The options both A/B benchmarks take, checked (`--help` prints `text` and exits). */
-export function checkoutOptions(
+/** --backend and --pg-url, checked (`--help` prints `text` and exits). */
+export function backendOptions(
   name: string,
   text: string,
-  args: { base?: string; backend: string; pairs: string; 'pg-url': string; help: boolean },
+  args: { backend: string; 'pg-url': string; help: boolean },
 ) {
   if (args.help) {
     process.stdout.write(text);
     process.exit(0);
   }
   const { usageError, integer } = usage(name, text);
-  const base = resolve(args.base ?? usageError('--base is required'));
   const backend = args.backend;
   if (backend !== 'sqlite' && backend !== 'postgres') {
     usageError('--backend must be sqlite or postgres');
@@ -75,8 +74,25 @@ export function checkoutOptions(
   if (!onLoopback(pgUrl)) {
     usageError('--pg-url must be a postgres:// URL on 127.0.0.1 (loopback only)');
   }
+  return { backend, pgUrl, usageError, integer };
+}
+
+/** The options both A/B benchmarks take, checked (see backendOptions). */
+export function checkoutOptions(
+  name: string,
+  text: string,
+  args: { base?: string; backend: string; pairs: string; 'pg-url': string; help: boolean },
+) {
+  const { backend, pgUrl, usageError, integer } = backendOptions(name, text, args);
+  const base = resolve(args.base ?? usageError('--base is required'));
   return { base, backend, pairs: integer('pairs', args.pairs, 1, 50), pgUrl, usageError, integer };
 }
+
+/**
+ * The share of a run's work done before its CPU is counted: the first part pays for V8 compiling
+ * the hot paths (on its helper threads), a cost a long-running process pays once.
+ */
+export const WARM_SHARE = 0.25;
 
 /**
  * A database of the benchmark's own for an API to migrate and use: on PostgreSQL a new database on

@@ -14,10 +14,9 @@ import '../src/v8-flags.ts';
 import { parseArgs } from 'node:util';
 import { WebhookSender } from '../src/delivery/http-sender.ts';
 import { startWorker } from '../src/start-worker.ts';
-import { scratchDatabase } from './ab-pairs.ts';
+import { backendOptions, scratchDatabase, WARM_SHARE } from './ab-pairs.ts';
 import { emitBacklog, silentRuntime } from './deliveries.ts';
-import { usage } from './options.ts';
-import { commandCpuSeconds, DEFAULT_PG_URL, onLoopback } from './processes.ts';
+import { commandCpuSeconds, DEFAULT_PG_URL } from './processes.ts';
 
 const USAGE = `usage: npm run bench:engine-floor -- [options]
   --backend <b>   sqlite | postgres (default sqlite)
@@ -33,19 +32,13 @@ const { values: args } = parseArgs({
     help: { type: 'boolean', default: false },
   },
 });
-if (args.help) {
-  process.stdout.write(USAGE);
-  process.exit(0);
-}
-const { usageError, integer } = usage('bench:engine-floor', USAGE);
-const BACKEND = args.backend;
-if (BACKEND !== 'sqlite' && BACKEND !== 'postgres')
-  usageError('--backend must be sqlite or postgres');
-if (!onLoopback(args['pg-url'])) usageError('--pg-url must be on 127.0.0.1 (loopback only)');
+const {
+  backend: BACKEND,
+  pgUrl: PG_URL,
+  integer,
+} = backendOptions('bench:engine-floor', USAGE, args);
 const EVENTS = integer('events', args.events, 100, 100_000);
 const SUBSCRIPTIONS = 4;
-/** The share of the backlog delivered before anything is counted (as bench:ab-drain). */
-const WARM_SHARE = 0.25;
 
 // Every send answers 200 at once: the worker does all else it does for a delivery.
 WebhookSender.prototype.send = async () => ({
@@ -55,7 +48,7 @@ WebhookSender.prototype.send = async () => ({
   body: '',
 });
 
-const database = await scratchDatabase(BACKEND, args['pg-url'], 'tourops-engine-floor');
+const database = await scratchDatabase(BACKEND, PG_URL, 'tourops-engine-floor');
 const runtime = await silentRuntime(database.env);
 try {
   const { services } = runtime;
