@@ -87,6 +87,7 @@ const child = spawn(
     // three at once keep two cores busy where two left them idle.
     '--test-concurrency=3',
     '--test-timeout=300000',
+    ...reporters(options),
     ...options,
     ...bundles,
   ],
@@ -99,6 +100,22 @@ child.on('exit', (code, signal) => {
   rmSync(outdir, { recursive: true, force: true });
   process.exitCode = code ?? (signal ? 1 : 0);
 });
+
+/**
+ * Where the output is not a terminal (CI, a log), TAP as before and, on stderr, each failure again
+ * at the end (scripts/failures-reporter.mjs); a terminal keeps the runner's own choice, whose spec
+ * reporter lists failures itself. A run naming its own reporter keeps only that.
+ */
+function reporters(given) {
+  if (process.stdout.isTTY || given.some((arg) => arg.startsWith('--test-reporter'))) return [];
+  const failures = join(ROOT, 'scripts', 'failures-reporter.mjs');
+  return [
+    '--test-reporter=tap',
+    '--test-reporter-destination=stdout',
+    `--test-reporter=${failures}`,
+    '--test-reporter-destination=stderr',
+  ];
+}
 
 function testFiles(name) {
   const path = resolve(name);
