@@ -83,21 +83,33 @@ for (const backend of BACKENDS) {
       const statuses: number[] = [];
       for (let i = 0; i < 30; i++) statuses.push(await fresh(server, '/api/v1/me', token));
 
-      // Both processes answer (every request line names its process). The primary hands each
-      // connection to a process that is free, so one held up under load may miss the first 30:
-      // more requests, each refused by the shared count, until both have answered.
-      const served = () =>
-        new Set(
-          server
-            .output()
-            .split('\n')
-            .filter((line) => line.includes('"url":"/api/v1/me"'))
-            .map((line) => JSON.parse(line).pid as number),
-        );
-      while (served().size < 2 && statuses.length < 200) {
+      // Both processes answer (every request line names its process and its status), and each
+      // refuses at least once: a process asks the shared count only when it holds no point it
+      // took from it, and after a refusal it refuses the rest of the window alone, so no point
+      // is then held unspent. The primary hands each connection to a process that is free, so
+      // one held up under load may miss the first 30: more requests until both have refused.
+      const answers = () =>
+        server
+          .output()
+          .split('\n')
+          .filter((line) => line.includes('"url":"/api/v1/me"'))
+          .map((line) => JSON.parse(line) as { pid: number; statusCode: number });
+      const refusedBy = () =>
+        new Set(answers().flatMap((a) => (a.statusCode === 429 ? [a.pid] : [])));
+      while (refusedBy().size < 2 && statuses.length < 200) {
         statuses.push(await fresh(server, '/api/v1/me', token));
       }
-      assert.deepEqual([...served()].sort(), [...pids].sort());
+      await eventually(() => answers().length === statuses.length, 'every answer logged');
+      assert.deepEqual([...refusedBy()].sort(), [...pids].sort(), `${statuses}`);
+      for (const pid of pids) {
+        const own = answers()
+          .filter((a) => a.pid === pid)
+          .map((a) => a.statusCode);
+        assert.ok(
+          own.slice(own.indexOf(429)).every((s) => s === 429),
+          `${pid}: ${own}`,
+        );
+      }
 
       // Whichever process answers /metrics counts every process's requests, and the decisions
       // a process made on its own count because the shared store did not answer in time.
@@ -106,18 +118,15 @@ for (const backend of BACKENDS) {
         .find((f) => f.name === 'tourops_rate_limit_local_only')
         ?.samples.reduce((sum, s) => sum + (s.value ?? 0), 0);
       assert.equal(typeof localOnly, 'number', 'the local-only decisions are counted');
-      // One shared count: 20 admitted, every later request refused. Only a decision made alone
-      // can move that, by one request each way (admitted by its process's own count, or counted
-      // late in the shared one after its process gave up waiting).
+      // One shared count of 20. Above it only by what a process admitted on its own count, at
+      // most two points a decision (a process takes at most an eighth of what it saw left).
+      // Below it by at most a point a process: one taken two at a time when one was left, which
+      // the store refuses and keeps.
       const admitted = statuses.filter((s) => s === 200).length;
-      assert.ok(Math.abs(admitted - 20) <= (localOnly as number), `${localOnly}: ${statuses}`);
-      if (localOnly === 0) {
-        assert.deepEqual(statuses.slice(0, 20), Array(20).fill(200), `${statuses}`);
-        assert.ok(
-          statuses.slice(20).every((s) => s === 429),
-          `${statuses}`,
-        );
-      }
+      assert.ok(
+        admitted >= 18 && admitted <= 20 + 2 * (localOnly as number),
+        `${localOnly}: ${statuses}`,
+      );
       const me = families
         .find((f) => f.name === 'tourops_http_request_duration_seconds')
         ?.samples.filter((s) => s.name.endsWith('_count') && s.labels.route === '/api/v1/me');
