@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { freePort } from '../bench/processes.ts';
+import { reaped } from './helpers/children.ts';
 import { TIMER_SLACK_MS } from './helpers/clock.ts';
 import { BIN, type ChildService, ROOT, startTourops } from './helpers/processes.ts';
 import { until } from './helpers/until.ts';
@@ -251,11 +252,13 @@ describe('graceful stop (a real tourops serve)', () => {
 
   it('stops with the npm start process: kill -TERM of npm reaches the server and frees the port', async () => {
     const port = await freePort();
-    const npm = spawn('npm', ['start'], {
-      cwd: ROOT,
-      env: { ...process.env, PORT: String(port), DATA_DIR: tempDir(), LOG_LEVEL: 'warn' },
-      stdio: 'ignore',
-    });
+    const npm = reaped(
+      spawn('npm', ['start'], {
+        cwd: ROOT,
+        env: { ...process.env, PORT: String(port), DATA_DIR: tempDir(), LOG_LEVEL: 'warn' },
+        stdio: 'ignore',
+      }),
+    );
     try {
       const serves = () =>
         fetch(`http://127.0.0.1:${port}/healthz`).then(
@@ -338,10 +341,8 @@ describe('start-up errors name the variable, in one line', () => {
 
   it('creates DATA_DIR, the database and its WAL and SHM private, whatever the umask', async () => {
     const dataDir = join(tempDir(), 'nested', 'data');
-    const child = spawn(
-      'sh',
-      ['-c', `umask 022; exec "${process.execPath}" "${BIN}" serve --no-worker`],
-      {
+    const child = reaped(
+      spawn('sh', ['-c', `umask 022; exec "${process.execPath}" "${BIN}" serve --no-worker`], {
         cwd: ROOT,
         env: {
           PATH: process.env.PATH ?? '',
@@ -350,7 +351,7 @@ describe('start-up errors name the variable, in one line', () => {
           PORT: String(await freePort()),
         },
         stdio: ['ignore', 'pipe', 'pipe'],
-      },
+      }),
     );
     const service: Pick<ChildService, 'stop'> = {
       stop: async () => {

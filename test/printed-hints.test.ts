@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { after, before, describe, it } from 'node:test';
+import { reaped } from './helpers/children.ts';
 import { BACKENDS, createTestDatabase, type TestDatabase } from './helpers/context.ts';
 import { npmStart, outputOf, ROOT, runShell, untilOutput } from './helpers/processes.ts';
 
@@ -87,12 +88,15 @@ for (const backend of BACKENDS) {
  * own), then Ctrl-C'd once it printed `ready`: its whole output.
  */
 async function runUntilInterrupted(line: string, env: Record<string, string>, ready: string) {
-  const child = spawn('sh', ['-c', `exec ${line}`], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: true,
-  });
+  const child = reaped(
+    spawn('sh', ['-c', `exec ${line}`], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    }),
+    { group: true },
+  );
   const output = outputOf(child);
   const exited = once(child, 'close');
   await untilOutput(child, output, ready, () => process.kill(-(child.pid as number), 'SIGKILL'));

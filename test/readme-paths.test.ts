@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import { freePort } from '../bench/processes.ts';
+import { reaped } from './helpers/children.ts';
 import { BACKENDS, createTestDatabase, type TestDatabase } from './helpers/context.ts';
 import { npmStart, outputOf, ROOT, runShell, untilOutput } from './helpers/processes.ts';
 
@@ -59,12 +60,15 @@ for (const backend of BACKENDS) {
       const started: ChildProcess[] = [];
       /** A line of the README in a process group of its own, as in a terminal. */
       const terminal = (command: string, env: Record<string, string>) => {
-        const child = spawn('sh', ['-c', command], {
-          cwd: ROOT,
-          env: { PATH: process.env.PATH ?? '', ...env },
-          stdio: ['ignore', 'pipe', 'pipe'],
-          detached: true,
-        });
+        const child = reaped(
+          spawn('sh', ['-c', command], {
+            cwd: ROOT,
+            env: { PATH: process.env.PATH ?? '', ...env },
+            stdio: ['ignore', 'pipe', 'pipe'],
+            detached: true,
+          }),
+          { group: true },
+        );
         started.push(child);
         return { child, output: outputOf(child) };
       };
@@ -135,12 +139,15 @@ for (const backend of BACKENDS) {
 
         const receiverLine = line(recipe, /receiver\.mjs/).replace('whsec_…', signingKey);
         // A process group of its own, as in a terminal: the shell and the node it starts stop together.
-        receiver = spawn('sh', ['-c', receiverLine], {
-          cwd: ROOT,
-          env: { PATH: process.env.PATH ?? '', PORT: String(receiverPort) },
-          stdio: ['ignore', 'pipe', 'pipe'],
-          detached: true,
-        });
+        receiver = reaped(
+          spawn('sh', ['-c', receiverLine], {
+            cwd: ROOT,
+            env: { PATH: process.env.PATH ?? '', PORT: String(receiverPort) },
+            stdio: ['ignore', 'pipe', 'pipe'],
+            detached: true,
+          }),
+          { group: true },
+        );
         const received = outputOf(receiver);
         await untilOutput(receiver, received, 'listening on https://');
 

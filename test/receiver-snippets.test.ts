@@ -8,6 +8,7 @@ import Stripe from 'stripe';
 import { freePort } from '../bench/processes.ts';
 import { newSigningKey } from '../src/domain/signing.ts';
 import { startWorker } from '../src/start-worker.ts';
+import { reaped } from './helpers/children.ts';
 import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
 import { createClient, createTenant, type TenantFixture } from './helpers/fixtures.ts';
 import {
@@ -28,17 +29,19 @@ import { until } from './helpers/until.ts';
  */
 async function startReceiver(command: string, file: string, signingKey: string, port?: number) {
   port ??= await freePort();
-  const child: ChildProcess = spawn(command, [`docs/snippets/${file}`], {
-    cwd: ROOT,
-    env: {
-      PATH: process.env.PATH ?? '',
-      PORT: String(port),
-      TOUROPS_SIGNING_KEYS: signingKey,
-      PYTHONPATH: `${ROOT}/sdk/python/src`,
-      PYTHONDONTWRITEBYTECODE: '1',
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child: ChildProcess = reaped(
+    spawn(command, [`docs/snippets/${file}`], {
+      cwd: ROOT,
+      env: {
+        PATH: process.env.PATH ?? '',
+        PORT: String(port),
+        TOUROPS_SIGNING_KEYS: signingKey,
+        PYTHONPATH: `${ROOT}/sdk/python/src`,
+        PYTHONDONTWRITEBYTECODE: '1',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+  );
   const output = outputOf(child);
   await untilOutput(child, output, 'listening on');
   return {

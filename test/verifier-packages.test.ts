@@ -14,6 +14,7 @@ import {
   WebhookVerificationError,
 } from '../sdk/src/index.ts';
 import { startWorker } from '../src/start-worker.ts';
+import { reaped } from './helpers/children.ts';
 import { ManualClock } from './helpers/clock.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import { createClient, createTenant, type TenantFixture } from './helpers/fixtures.ts';
@@ -104,11 +105,13 @@ async function startReceiver(
   keys: object,
 ) {
   const port = await freePort();
-  const child: ChildProcess = spawn(command, args(port), {
-    cwd,
-    env: { ...env, ...keys, PORT: String(port) },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child: ChildProcess = reaped(
+    spawn(command, args(port), {
+      cwd,
+      env: { ...env, ...keys, PORT: String(port) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+  );
   const output = outputOf(child);
   await untilOutput(child, output, command === 'php' ? 'started' : 'listening on');
   return {

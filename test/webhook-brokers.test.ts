@@ -25,6 +25,7 @@ import {
   rabbitUser,
   startTlsNats,
 } from './helpers/brokers.ts';
+import { reaped } from './helpers/children.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import {
   createClient,
@@ -53,11 +54,13 @@ interface Attempt {
 
 /** A consumer snippet of docs/snippets, run as a reader would run it, until it consumes. */
 async function startConsumer(file: string, env: Record<string, string>) {
-  const child = spawn(process.execPath, [`docs/snippets/${file}`], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = reaped(
+    spawn(process.execPath, [`docs/snippets/${file}`], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+  );
   const output = outputOf(child);
   await untilOutput(child, output, 'consuming');
   return {

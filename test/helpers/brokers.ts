@@ -15,6 +15,7 @@ import {
   type StreamConfig,
 } from 'nats';
 import { freePort } from '../../bench/processes.ts';
+import { reaped } from './children.ts';
 
 // The machine's brokers (RabbitMQ on 5672, NATS with JetStream on 4222): the broker suites talk
 // to the real thing. A broker that is down fails the suite with the command that starts it, so a
@@ -199,23 +200,25 @@ export async function startTlsNats(tls: { key: string; cert: string; caFile: str
   writeFileSync(join(dir, 'server.key'), tls.key);
   writeFileSync(join(dir, 'server.pem'), tls.cert);
   const port = await freePort();
-  const child = spawn(
-    '/usr/sbin/nats-server',
-    [
-      '-a',
-      '127.0.0.1',
-      '-p',
-      String(port),
-      '-js',
-      '-sd',
-      join(dir, 'store'),
-      '--tls',
-      '--tlscert',
-      join(dir, 'server.pem'),
-      '--tlskey',
-      join(dir, 'server.key'),
-    ],
-    { stdio: 'ignore' },
+  const child = reaped(
+    spawn(
+      '/usr/sbin/nats-server',
+      [
+        '-a',
+        '127.0.0.1',
+        '-p',
+        String(port),
+        '-js',
+        '-sd',
+        join(dir, 'store'),
+        '--tls',
+        '--tlscert',
+        join(dir, 'server.pem'),
+        '--tlskey',
+        join(dir, 'server.key'),
+      ],
+      { stdio: 'ignore' },
+    ),
   );
   const connectTls = () =>
     natsConnect({ servers: `127.0.0.1:${port}`, tls: { caFile: tls.caFile } });

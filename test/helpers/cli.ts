@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { runCli } from '../../src/cli/run.ts';
+import { reaped } from './children.ts';
 import { BIN, ROOT } from './processes.ts';
 import { HUNG_AFTER_MS } from './until.ts';
 
@@ -42,11 +43,13 @@ export async function tourops(
   args: string | string[],
   env: Record<string, string>,
 ): Promise<CliResult> {
-  const child = spawn(process.execPath, [BIN, ...argvOf(args)], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = reaped(
+    spawn(process.execPath, [BIN, ...argvOf(args)], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+  );
   let stdout = '';
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => {

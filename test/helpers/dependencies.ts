@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort, processCpuSeconds } from '../../bench/processes.ts';
+import { reaped } from './children.ts';
 
 /** The PostgreSQL server binaries of this machine, or null where there are none. */
 export function postgresBin(): string | null {
@@ -189,10 +190,12 @@ export class RedisServer {
   }
 
   private static spawn(port: number): ChildProcess {
-    return spawn(
-      'redis-server',
-      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-      { stdio: 'ignore' },
+    return reaped(
+      spawn(
+        'redis-server',
+        ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+        { stdio: 'ignore' },
+      ),
     );
   }
 

@@ -5,6 +5,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../../bench/processes.ts';
+import { reaped } from './children.ts';
 import { outputOf, ROOT } from './processes.ts';
 
 /** deploy/haproxy.cfg, the configuration operators are given. */
@@ -52,9 +53,11 @@ export async function startHaproxy(config: string): Promise<{
     rmSync(dir, { recursive: true, force: true });
     throw new Error(`haproxy -c: ${check.stdout}${check.stderr}`);
   }
-  const child: ChildProcess = spawn('haproxy', ['-db', '-f', file], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child: ChildProcess = reaped(
+    spawn('haproxy', ['-db', '-f', file], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+  );
   const output = outputOf(child);
   /** One command on the stats socket (`level admin`), its answer. */
   const command = (line: string) =>

@@ -9,6 +9,7 @@ import { once } from 'node:events';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../../bench/processes.ts';
+import { reaped } from './children.ts';
 import { HUNG_AFTER_MS, until } from './until.ts';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -36,11 +37,13 @@ export async function startTourops(
   root = ROOT,
 ): Promise<ChildService> {
   const port = await freePort();
-  const child = spawn(process.execPath, [join(root, 'bin', 'tourops.js'), ...args], {
-    cwd: root,
-    env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', PORT: String(port), ...env },
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
+  const child = reaped(
+    spawn(process.execPath, [join(root, 'bin', 'tourops.js'), ...args], {
+      cwd: root,
+      env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', PORT: String(port), ...env },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    }),
+  );
   let output = '';
   const exited = once(child, 'close') as Promise<[number | null]>;
   await new Promise<void>((resolve, reject) => {
@@ -163,11 +166,13 @@ export async function untilOutput(
 /** `npm start`'s entry with `env`, until its banner is out; the banner, and a way to stop it. */
 export async function npmStart(env: Record<string, string>) {
   const port = await freePort();
-  const child: ChildProcess = spawn(process.execPath, ['bin/start.js'], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', PORT: String(port), ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child: ChildProcess = reaped(
+    spawn(process.execPath, ['bin/start.js'], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', PORT: String(port), ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+  );
   const output = outputOf(child);
   await untilOutput(child, output, 'OpenAPI document:');
   return {
