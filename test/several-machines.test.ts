@@ -53,6 +53,13 @@ function balancerConfig(nodePorts: number[], retries: boolean): string {
   return config;
 }
 
+/** deploy/haproxy.cfg's `timeout <name>`, in milliseconds. */
+function configuredTimeoutMs(name: string): number {
+  const found = new RegExp(`^\\s*timeout ${name} (\\d+)(ms|s|m)$`, 'm').exec(DEPLOY_CONFIG);
+  if (found === null) throw new Error(`deploy/haproxy.cfg: no "timeout ${name}"`);
+  return Number(found[1]) * { ms: 1, s: 1_000, m: 60_000 }[found[2] as 'ms' | 's' | 'm'];
+}
+
 interface Load {
   label: string;
   /** Idempotency-Key → client id, for every create answered 201. */
@@ -293,6 +300,28 @@ until node_up ${server}; do sleep 0.5; done`;
         );
       }
     };
+
+    it('tells clients to close an idle connection before the balancer closes it', async () => {
+      // The balancer closes a client's idle connection after the shorter of these. A client that
+      // keeps one as long as an answer's Keep-Alive says must have closed it by then, or its next
+      // request can go out on a connection the balancer is closing: a socket error, which the
+      // rolled restart below once met, with nothing in the balancer's log.
+      const idleMs = Math.min(
+        configuredTimeoutMs('http-keep-alive'),
+        configuredTimeoutMs('client'),
+      );
+      for (const balancer of balancers) {
+        const response = await fetch(`http://127.0.0.1:${balancer.port}/healthz`);
+        await response.text();
+        const hint = response.headers.get('keep-alive') ?? '';
+        const seconds = /timeout=(\d+)/.exec(hint)?.[1];
+        assert.ok(seconds !== undefined, `the answer says how long to keep it: "${hint}"`);
+        assert.ok(
+          Number(seconds) * 1_000 < idleMs,
+          `Keep-Alive: ${hint}, closed after ${idleMs} ms`,
+        );
+      }
+    });
 
     it('rolls a restart of every process in turn: no client request fails, with or without retries', async (t) => {
       counts = await counted();
