@@ -20,6 +20,15 @@ function killAll(): void {
   running.clear();
 }
 
+function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 // Registered while the file loads: a hook of the file's root, after its suites' own.
 after(killAll);
 process.once('exit', killAll);
@@ -32,7 +41,9 @@ export function reaped<T extends ChildProcess>(child: T, options: { group?: bool
   if (child.pid === undefined) return child;
   const group = options.group ?? false;
   running.set(child, { group });
-  // A group may outlive its leader (a shell's commands): it is killed at the end whatever.
-  if (!group) child.once('exit', () => running.delete(child));
+  child.once('exit', () => {
+    // A group may outlive its leader (a shell's commands): kept until none of it is left.
+    if (!group || !groupAlive(child.pid as number)) running.delete(child);
+  });
   return child;
 }
