@@ -229,7 +229,7 @@ export class HttpsReceiver {
           remotePort: req.socket.remotePort ?? 0,
           receivedAt: performance.now(),
         };
-        receiver.opened(res);
+        const answered = receiver.opened(res);
         receiver.received(request);
         const answer = receiver.responder(request);
         if (answer === 'hang') return;
@@ -237,7 +237,10 @@ export class HttpsReceiver {
           res.writeHead(200, { 'content-length': '100' }).write('{');
           return;
         }
-        const reply = () => res.writeHead(answer.status, answer.headers).end(answer.body);
+        const reply = () => {
+          answered();
+          res.writeHead(answer.status, answer.headers).end(answer.body);
+        };
         if (answer.after) void answer.after.then(reply);
         else if (answer.delayMs) setTimeout(reply, answer.delayMs);
         else reply();
@@ -312,12 +315,21 @@ export class HttpsReceiver {
     socket.once('close', () => this.sockets.delete(socket));
   }
 
-  private opened(response: ServerResponse): void {
+  /**
+   * Counts a request open until it is answered: at once when its answer is written (the call
+   * returned), since the sender may read that answer and send its next request before this
+   * response's own 'close' comes round, or when it is cut off.
+   */
+  private opened(response: ServerResponse): () => void {
     this.open += 1;
     this.mostOpen = Math.max(this.mostOpen, this.open);
-    response.once('close', () => {
-      this.open -= 1;
-    });
+    let open = true;
+    const answered = () => {
+      if (open) this.open -= 1;
+      open = false;
+    };
+    response.once('close', answered);
+    return answered;
   }
 
   private received(request: ReceivedRequest): void {
