@@ -304,8 +304,8 @@ until node_up ${server}; do sleep 0.5; done`;
     it('tells clients to close an idle connection before the balancer closes it', async () => {
       // The balancer closes a client's idle connection after the shorter of these. A client that
       // keeps one as long as an answer's Keep-Alive says must have closed it by then, or its next
-      // request can go out on a connection the balancer is closing: a socket error, which the
-      // rolled restart below once met, with nothing in the balancer's log.
+      // request can go out on a connection the balancer is closing: a socket error, with nothing
+      // in the balancer's log (the rolled restart below, without retries, fails on it).
       const idleMs = Math.min(
         configuredTimeoutMs('http-keep-alive'),
         configuredTimeoutMs('client'),
