@@ -145,14 +145,12 @@ describe('graceful stop (a real tourops serve)', () => {
     assert.equal(await exit, 0);
 
     // The server's own record, in the order it happened.
-    const record = server
-      .output()
-      .split('\n')
-      .filter((line) => line.startsWith('{'))
-      .map(
-        (line) =>
-          JSON.parse(line) as { msg: string; time: number; url?: string; statusCode?: number },
-      );
+    const record = server.logRecords<{
+      msg: string;
+      time: number;
+      url?: string;
+      statusCode?: number;
+    }>();
     const drainAt = record.findIndex((line) => line.msg === 'draining: not ready, still serving');
     const stopAt = record.findIndex((line) => line.msg === 'shutting down');
     assert.ok(drainAt > 0 && stopAt > drainAt, 'the drain, then the stop, logged');

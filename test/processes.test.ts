@@ -90,10 +90,8 @@ for (const backend of BACKENDS) {
       // one held up under load may miss the first 30: more requests until both have refused.
       const answers = () =>
         server
-          .output()
-          .split('\n')
-          .filter((line) => line.includes('"url":"/api/v1/me"'))
-          .map((line) => JSON.parse(line) as { pid: number; statusCode: number });
+          .logRecords<{ url?: string; pid: number; statusCode: number }>()
+          .filter((record) => record.url === '/api/v1/me');
       const refusedBy = () =>
         new Set(answers().flatMap((a) => (a.statusCode === 429 ? [a.pid] : [])));
       while (refusedBy().size < 2 && statuses.length < 200) {

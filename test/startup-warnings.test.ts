@@ -131,12 +131,7 @@ describe('the start-up log names each misconfiguration', () => {
       OTEL_EXPORTER_OTLP_TIMEOUT: '500',
     });
     try {
-      const lines = () =>
-        server
-          .output()
-          .split('\n')
-          .filter((line) => line.startsWith('{'))
-          .map((line) => JSON.parse(line) as Record<string, unknown>);
+      const lines = () => server.logRecords();
       const misspelt = lines().filter((line) => line.variable === 'DATABSE_URL');
       assert.equal(misspelt.length, 1, server.output());
       assert.equal(misspelt[0].level, 40);

@@ -21,6 +21,8 @@ export interface ChildService {
   /** http://127.0.0.1:<port> for servers. */
   readonly baseUrl: string;
   output(): string;
+  /** Its JSON log lines so far, parsed (the lines of `output` that are records). */
+  logRecords<T = Record<string, unknown>>(): T[];
   /** SIGTERM (or `signal`), then the exit code. */
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
@@ -71,6 +73,13 @@ export async function startTourops(
     child,
     baseUrl: `http://127.0.0.1:${port}`,
     output: () => output,
+    // Whole lines only: the last one is still being written unless the output ends a line.
+    logRecords: <T>() =>
+      output
+        .split('\n')
+        .slice(0, -1)
+        .filter((line) => line.startsWith('{'))
+        .map((line) => JSON.parse(line) as T),
     async stop(signal = 'SIGTERM') {
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
       const [code] = await exited;
