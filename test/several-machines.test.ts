@@ -183,8 +183,23 @@ if (BACKENDS.includes('postgres')) {
     /** Every load driven, to stop at the end and to count what was acked. */
     const loads: Load[] = [];
 
-    const startNode = (i: number) =>
-      startTourops(['serve', '--no-worker'], { ...env, PORT: String(nodePorts[i]) });
+    /** Every API node started, restarted ones too: what they logged explains a failure. */
+    const started: ChildService[] = [];
+    const startNode = async (i: number) => {
+      const node = await startTourops(['serve', '--no-worker'], {
+        ...env,
+        PORT: String(nodePorts[i]),
+      });
+      started.push(node);
+      return node;
+    };
+    /** The warnings and errors the API nodes logged (they log at `warn`), one line each. */
+    const nodeWarnings = () =>
+      started
+        .flatMap((node) => node.logRecords<{ level: number }>())
+        .filter((record) => record.level >= 40)
+        .map((record) => JSON.stringify(record))
+        .join('\n');
     const startWorker = () => startTourops(['worker'], env, WORKER_READY);
 
     /** Until every balancer has `server` UP (its health checks passed `rise` times). */
@@ -365,7 +380,11 @@ until node_up ${server}; do sleep 0.5; done`;
         [noRetries, 1],
       ]);
       for (const load of [retrying, noRetries]) {
-        assert.deepEqual(load.failures, [], `${load.label}: every request answered 2xx`);
+        assert.deepEqual(
+          load.failures,
+          [],
+          `${load.label}: every request answered 2xx; the nodes logged:\n${nodeWarnings()}`,
+        );
       }
       const noRetry = backendRow(await balancers[1].stats());
       assert.equal(noRetry?.wretr, '0', 'the balancer without retries retried nothing');
