@@ -68,6 +68,7 @@ export function startWorker(
   });
   worker.on('givenBack', () => metrics.inFlight.dec());
   worker.on('paused', () => metrics.autoPauses.inc());
+  worker.on('fault', (fault) => metrics.deliveryFaults.labels(fault.stage).inc());
   // The worker also keeps the tables to RETENTION_DAYS.
   const sweeper = new RetentionSweeper(
     { retention: services.retention, logger: runtime.logger },

@@ -252,7 +252,7 @@ for (const backend of BACKENDS) {
       assert.equal(lost.attempts, 6);
       const later = at(1 + DEAD_AFTER_MS);
       const { aliveSince, staleBefore } = abandonedAt(later);
-      assert.equal((await queue().deadLetterAbandoned('wkr_a', aliveSince, staleBefore)).length, 0);
+      assert.deepEqual(await queue().crashLoops('wkr_a', aliveSince, staleBefore, 10), []);
       const [again] = await claimDue(later, 10);
       assert.equal(again.id, lost.id);
       assert.equal(again.attempts, 6, 'the same attempt, sent again');
@@ -298,9 +298,20 @@ for (const backend of BACKENDS) {
         .where('id', '=', loop.id)
         .execute();
       now += DEAD_AFTER_MS + 1;
-      const deadLetter = () => {
+      /** Each crash loop found, dead-lettered (as the recorder does, one row at a time). */
+      const deadLetter = async () => {
         const { aliveSince, staleBefore } = abandonedAt(at(now));
-        return queue().deadLetterAbandoned('wkr_a', aliveSince, staleBefore);
+        const dead = [];
+        for (const id of await queue().crashLoops('wkr_a', aliveSince, staleBefore, 10)) {
+          const row = await queue().deadLetterAbandoned(id, 'wkr_a', aliveSince, staleBefore);
+          if (row) dead.push(row);
+        }
+        assert.equal(
+          await queue().deadLetterAbandoned(loop.id, 'wkr_a', aliveSince, staleBefore),
+          undefined,
+          'a row dead-lettered is no longer a crash loop',
+        );
+        return dead;
       };
       const dead = await deadLetter();
       assert.deepEqual(

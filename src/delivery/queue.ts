@@ -80,7 +80,7 @@ export interface ClaimOptions {
 
 /**
  * The delivery queue's statements: claim, give back, record outcomes and attempts, dead-letter
- * abandoned last attempts, the worker registry (the queue's figures are read in stats.ts; the pace
+ * crash loops, the worker registry (the queue's figures are read in stats.ts; the pace
  * of capped subscriptions in pace-sql.ts).
  * They span tenants: the queue is one, whoever's rows are in it.
  */
@@ -314,12 +314,25 @@ export class DeliveryQueue extends Repository {
     ),
   );
 
+  /** Crash loops (see deadLetterAbandoned), the oldest claim first, at most `limit`. */
+  async crashLoops(asker: string, aliveSince: string, staleBefore: string, limit: number) {
+    const rows = await this.db
+      .selectFrom('webhookDeliveries as d')
+      .select('d.id')
+      .where(abandoned('d', aliveSince, staleBefore, asker))
+      .where('d.workerLosses', '>=', WORKER_LOSSES_LIMIT - 1)
+      .orderBy('d.claimedAt')
+      .limit(limit)
+      .execute();
+    return rows.map((row) => row.id);
+  }
+
   /**
-   * Dead-letters the abandoned claims of a crash loop: rows whose claims died with their worker
-   * WORKER_LOSSES_LIMIT times in a row, this one included. `worker_lost`, and the attempt cut off
-   * uncounted, like every attempt lost to a crash.
+   * Dead-letters a crash loop's row, if it still is one (else undefined): an abandoned claim whose
+   * claims died with their worker WORKER_LOSSES_LIMIT times in a row, this one included.
+   * `worker_lost`, and the attempt cut off uncounted, like every attempt lost to a crash.
    */
-  async deadLetterAbandoned(asker: string, aliveSince: string, staleBefore: string) {
+  async deadLetterAbandoned(id: string, asker: string, aliveSince: string, staleBefore: string) {
     return (
       this.db
         .updateTable('webhookDeliveries as d')
@@ -332,19 +345,13 @@ export class DeliveryQueue extends Repository {
           attempts: eb('d.attempts', '-', 1),
           workerLosses: eb('d.workerLosses', '+', 1),
         }))
+        .where('d.id', '=', id)
         .where(abandoned('d', aliveSince, staleBefore, asker))
         .where('d.workerLosses', '>=', WORKER_LOSSES_LIMIT - 1)
         // Unqualified: SQLite's RETURNING takes no table alias.
-        .returning([
-          'id',
-          'tenantId',
-          'subscriptionId',
-          'eventId',
-          'eventType',
-          'attempts',
-          'isTest',
-        ])
-        .execute()
+        .returning(['id', 'tenantId', 'subscriptionId', 'eventId', 'eventType', 'attempts'])
+        .returning('isTest')
+        .executeTakeFirst()
     );
   }
 

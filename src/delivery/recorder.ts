@@ -1,23 +1,25 @@
 import type { EventEmitter } from 'node:events';
-import type { Selectable } from 'kysely';
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import type { Database } from '../db/database.ts';
-import type { WebhookSubscriptionsTable } from '../db/schema.ts';
 import { storableText } from '../domain/attempts.ts';
 import { isOperationalEvent } from '../domain/states.ts';
-import { DELIVERY_STATUS, subscriptionMove } from '../domain/webhook-moves.ts';
+import { DELIVERY_STATUS } from '../domain/webhook-moves.ts';
+import type { Clock } from '../lib/clock.ts';
 import { newId } from '../lib/ids.ts';
 import type { Mailer, PausedNotice } from '../notifications/mailer.ts';
-import type { MembersRepository } from '../repositories/members-repository.ts';
-import type { NotificationsRepository } from '../repositories/notifications-repository.ts';
-import type { SubscriptionFold, WebhooksRepository } from '../repositories/webhooks-repository.ts';
 import type { EventsService } from '../services/events-service.ts';
-import { attemptOutcome, foldAttempts } from './cascade.ts';
-import { type ConcurrencySample, foldConcurrency } from './concurrency.ts';
+import { attemptOutcome } from './cascade.ts';
 import type { SendResult } from './http-sender.ts';
 import type { DeliveryQueue } from './queue.ts';
-import type { ClaimedDelivery, GivenBackClaim, SettledAttempt, WorkerEvents } from './types.ts';
+import { type FoldDeps, foldIntoSubscriptions } from './subscription-folds.ts';
+import type {
+  ClaimedDelivery,
+  DeliveryFault,
+  GivenBackClaim,
+  SettledAttempt,
+  WorkerEvents,
+} from './types.ts';
 import type { Wakes } from './wakes.ts';
 import type { BatchRecorder, SettledBatch } from './worker-claims.ts';
 
@@ -27,17 +29,21 @@ import type { BatchRecorder, SettledBatch } from './worker-claims.ts';
  */
 const ACKNOWLEDGED_STATUS = 200;
 
+/** A settlement that cannot be recorded is sent again after this, if no retry wait is set. */
+const FAULT_RETRY_MS = 60_000;
+/** Crash loops dead-lettered a sweep at most; the next sweep takes the rest. */
+const CRASH_LOOPS_PER_SWEEP = 100;
+
 /** What the recorder writes through; the worker's dependencies are these and more. */
-export interface RecorderDeps {
+export interface RecorderDeps extends FoldDeps {
   database: Database;
   queue: DeliveryQueue;
-  subscriptions: WebhooksRepository;
-  members: MembersRepository;
-  notifications: NotificationsRepository;
   /** Announces pauses and dead letters as operational events. */
   events: EventsService;
   webhook: Pick<Config['webhook'], 'retryScheduleMs' | 'autopauseFailures' | 'autopauseWindowMs'>;
   logger: Logger;
+  /** When a faulted settlement is due again. */
+  clock: Clock;
   /** Emails auto-pause notices when SMTP_URL is set. */
   mailer: Mailer | null;
 }
@@ -123,15 +129,87 @@ export class Recorder implements BatchRecorder {
     return settled;
   }
 
-  /** Records a batch in one transaction, then tells what it changed. */
-  async record({ attempts: batch, givenBack }: SettledBatch): Promise<void> {
-    const paused = await this.write(batch, givenBack);
+  /**
+   * Records a batch in one transaction, then tells what it changed. When that fails, each
+   * settlement alone, so that one whose recording throws (a fault of ours on that row) holds up
+   * no other: that one is given back, due again after the first retry wait, and reported as a
+   * fault. Resolves with the deliveries left unrecorded: the database refused even a give-back
+   * (it refuses writes, so the rest is not tried); they wait for the worker's next try.
+   */
+  async record(batch: SettledBatch): Promise<string[]> {
+    const failure = await this.recordTogether(batch);
+    if (failure === null) return [];
+    const apart: SettledBatch[] = [
+      ...batch.attempts.map((attempt) => ({ attempts: [attempt], givenBack: [] })),
+      ...batch.givenBack.map((claim) => ({ attempts: [], givenBack: [claim] })),
+    ];
+    for (const [i, one] of apart.entries()) {
+      const error = apart.length === 1 ? failure : await this.recordTogether(one);
+      if (error === null) continue;
+      const [{ delivery }] = [...one.attempts, ...one.givenBack];
+      if (await this.giveBackFaulted(delivery, error)) continue;
+      return apart.slice(i).map((rest) => [...rest.attempts, ...rest.givenBack][0].delivery.id);
+    }
+    return [];
+  }
+
+  /** One transaction for `batch`, then its telling; the error when it was not committed. */
+  private async recordTogether({ attempts, givenBack }: SettledBatch): Promise<unknown> {
+    let paused: PausedNotice[];
+    try {
+      paused = await this.write(attempts, givenBack);
+    } catch (error) {
+      return error;
+    }
     // Committed: a listener that throws must not have the batch recorded twice.
     try {
-      this.recorded(batch, givenBack, paused);
+      this.recorded(attempts, givenBack, paused);
     } catch (error) {
       this.deps.logger.error({ err: error }, 'a recorded batch was not told whole');
     }
+    return null;
+  }
+
+  /**
+   * A settlement that cannot be recorded even alone: its claim given back, due after the first
+   * retry wait (sent again, like an attempt cut off by a crash), and the fault reported. False
+   * when the give-back failed too.
+   */
+  private async giveBackFaulted(delivery: ClaimedDelivery, error: unknown): Promise<boolean> {
+    const { database, queue, clock, webhook } = this.deps;
+    const wait = webhook.retryScheduleMs[0] ?? FAULT_RETRY_MS;
+    const nextAttemptAt = new Date(clock.now().getTime() + wait).toISOString();
+    try {
+      await database.withTransaction(() =>
+        queue.record({
+          givenBack: [{ id: delivery.id, claimedAt: delivery.claimedAt, nextAttemptAt }],
+          outcomes: [],
+          attempts: [],
+          subscriptionIds: [],
+        }),
+      );
+    } catch {
+      return false;
+    }
+    this.faulted(delivery.id, 'record', error, nextAttemptAt);
+    this.listeners.wakes.at(Date.parse(nextAttemptAt));
+    return true;
+  }
+
+  /** One delivery's own fault: logged with it, reported (the metrics count it). */
+  private faulted(
+    deliveryId: string,
+    stage: DeliveryFault['stage'],
+    error: unknown,
+    next?: string,
+  ) {
+    this.deps.logger.error(
+      { err: error, deliveryId, stage, nextAttemptAt: next ?? null },
+      stage === 'record'
+        ? 'recording a delivery failed on our side; it is sent again later'
+        : 'dead-lettering a delivery failed on our side; the next sweep tries again',
+    );
+    this.listeners.reports.emit('fault', { deliveryId, stage });
   }
 
   private recorded(
@@ -210,118 +288,32 @@ export class Recorder implements BatchRecorder {
       await this.announceDeadLetters(
         batch.filter((s) => s.outcome.status === DELIVERY_STATUS.deadLetter).map((s) => s.delivery),
       );
-      return this.updateSubscriptions(subscriptions, counted, holds);
+      return foldIntoSubscriptions(this.deps, subscriptions, counted, holds);
     });
   }
 
   /**
-   * Folds the batch into its subscriptions' counters and concurrency limits and sets their holds
-   * (`heldUntil`, unless held longer already); `rows`: the subscriptions, locked.
+   * Dead-letters the abandoned claims of a crash loop (see DeliveryQueue.crashLoops) and
+   * announces each, one transaction a row: a row that cannot be dead-lettered or announced is
+   * its own fault (reported, tried again at the next sweep), never the sweep's. How many were.
    */
-  private async updateSubscriptions(
-    rows: readonly Selectable<WebhookSubscriptionsTable>[],
-    batch: readonly SettledAttempt[],
-    holds: ReadonlyMap<string, string>,
-  ): Promise<PausedNotice[]> {
-    const paused: PausedNotice[] = [];
-    const folds: SubscriptionFold[] = [];
-    const { subscriptions, members, notifications, webhook } = this.deps;
-    const rule = { failures: webhook.autopauseFailures, windowMs: webhook.autopauseWindowMs };
-    for (const row of rows) {
-      const attempts = batch.filter((s) => s.delivery.subscriptionId === row.id);
-      const hold = holds.get(row.id);
-      const held =
-        hold !== undefined && (row.heldUntil === null || row.heldUntil < hold)
-          ? { heldUntil: hold }
-          : {};
-      if (attempts.length === 0) {
-        // Only a test fire asked to wait: the hold alone, no counter.
-        if ('heldUntil' in held) await subscriptions.updateSubscription(row.tenantId, row.id, held);
-        continue;
-      }
-      const { counters, pause } = foldAttempts(
-        row,
-        attempts.map((s) => ({
-          status: s.status,
-          at: s.at,
-          errorClass: s.attempt.errorClass,
-          credentialsRefused: s.credentialsRefused,
-        })),
-        rule,
-        row.active,
-      );
-      const concurrency = foldConcurrency(
-        { limit: row.concurrencyLimit, backedOff: row.backedOff },
-        attempts.map(concurrencySample),
-        row.maxConcurrency,
-      );
-      if (!pause) {
-        // The common case, every such subscription of the batch in one statement below.
-        const { limit, backedOff } = concurrency;
-        const heldUntil = held.heldUntil ?? null;
-        folds.push({
-          tenantId: row.tenantId,
-          id: row.id,
-          ...counters,
-          heldUntil,
-          concurrencyLimit: limit,
-          backedOff: backedOff ? 1 : 0,
+  async deadLetterAbandoned(asker: string, aliveSince: string, staleBefore: string) {
+    const { database, queue } = this.deps;
+    const ids = await queue.crashLoops(asker, aliveSince, staleBefore, CRASH_LOOPS_PER_SWEEP);
+    let lost = 0;
+    for (const id of ids) {
+      try {
+        await database.withTransaction(async () => {
+          const dead = await queue.deadLetterAbandoned(id, asker, aliveSince, staleBefore);
+          if (dead === undefined) return;
+          await this.announceDeadLetters([dead]);
+          lost += 1;
         });
-        continue;
+      } catch (error) {
+        this.faulted(id, 'crash_loop', error);
       }
-      const now = attempts[attempts.length - 1].at;
-      await subscriptions.updateSubscription(row.tenantId, row.id, {
-        ...counters,
-        ...held,
-        concurrencyLimit: concurrency.limit,
-        backedOff: concurrency.backedOff,
-        ...subscriptionMove(pause === 'gone' ? 'gone' : 'autoPause', now),
-      });
-      // Told to the tenant's other endpoints, never to the one it is about.
-      await this.deps.events.emit(
-        row.tenantId,
-        'webhook.endpoint.paused',
-        { subscriptionId: row.id, url: row.url, reason: pause },
-        { except: row.id },
-      );
-      const recipients = await members.ownersAndAdmins(row.tenantId);
-      await notifications.insertMany(
-        recipients.map((member) => ({
-          id: newId('ntf'),
-          tenantId: row.tenantId,
-          memberId: member.id,
-          recipient: member.email,
-          kind: 'webhook_paused',
-          subscriptionId: row.id,
-          createdAt: now,
-        })),
-      );
-      paused.push({
-        to: recipients.map((member) => member.email),
-        tenantId: row.tenantId,
-        subscriptionId: row.id,
-        url: row.url,
-        pausedAt: now,
-        reason: pause,
-        clientErrorRun: counters.clientErrorRun,
-      });
     }
-    await subscriptions.setFolds(folds);
-    return paused;
-  }
-
-  /**
-   * Dead-letters the abandoned claims of a crash loop (see
-   * DeliveryQueue.deadLetterAbandoned) and announces them, in one transaction; how many.
-   */
-  deadLetterAbandoned(
-    ...cutOff: Parameters<DeliveryQueue['deadLetterAbandoned']>
-  ): Promise<number> {
-    return this.deps.database.withTransaction(async () => {
-      const lost = await this.deps.queue.deadLetterAbandoned(...cutOff);
-      await this.announceDeadLetters(lost);
-      return lost.length;
-    });
+    return lost;
   }
 
   /**
@@ -372,14 +364,4 @@ export class Recorder implements BatchRecorder {
       .finally(() => this.mailing.delete(sending));
     this.mailing.add(sending);
   }
-}
-
-/** What an attempt tells its subscription's concurrency limit (see nextConcurrency). */
-function concurrencySample(settled: SettledAttempt): ConcurrencySample {
-  return {
-    limitAtSend: settled.attempt.concurrencyLimit,
-    runningAtSend: settled.runningAtSend,
-    status: settled.status,
-    errorClass: settled.attempt.errorClass,
-  };
 }

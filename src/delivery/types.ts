@@ -108,7 +108,7 @@ export interface WorkerOptions {
  * What a worker reports as it goes (tests await these instead of polling the database):
  * `claimed` a batch of rows, `attempted` one POST, `givenBack` a claim given back unattempted (its
  * endpoint held, or its send slot missed), `recorded` a batch of outcomes committed, `paused` a
- * subscription auto-paused.
+ * subscription auto-paused, `fault` one delivery's failure on our side.
  */
 export interface WorkerEvents {
   claimed: [deliveries: ClaimedDelivery[]];
@@ -116,4 +116,12 @@ export interface WorkerEvents {
   givenBack: [delivery: ClaimedDelivery];
   recorded: [batch: SettledAttempt[]];
   paused: [notice: PausedNotice];
+  /** One delivery's failure on our side, its own (see Recorder.record, deadLetterAbandoned). */
+  fault: [fault: DeliveryFault];
+}
+
+/** A delivery whose settlement (`record`) or crash-loop dead letter (`crash_loop`) threw. */
+export interface DeliveryFault {
+  deliveryId: string;
+  stage: 'record' | 'crash_loop';
 }

@@ -17,15 +17,20 @@ const idsOf = (batch: SettledBatch) => [
   ...batch.givenBack.map((g) => g.delivery.id),
 ];
 
-/** A recorder that keeps each batch it is handed, and fails while `failing`. */
+/**
+ * A recorder that keeps each batch it is handed, fails while `failing`, and leaves the
+ * deliveries in `leaves` unrecorded.
+ */
 function recorder() {
   const batches: SettledBatch[] = [];
   const self = {
     batches,
     failing: false,
+    leaves: new Set<string>(),
     async record(batch: SettledBatch) {
       batches.push(batch);
       if (self.failing) throw new Error('database unavailable');
+      return idsOf(batch).filter((id) => self.leaves.has(id));
     },
   };
   return self;
@@ -71,6 +76,27 @@ describe('WorkerClaims: the one record of a claim, from the claim to its recorde
     claims.settled(attempt(d2));
     await claims.record();
     assert.deepEqual(record.batches.map(idsOf), [['d1'], ['d1', 'd2']]);
+    assert.deepEqual(claims.claimedIds(), []);
+    await claims.close();
+  });
+
+  it('keeps only what the recorder left unrecorded, first in the next batch', async () => {
+    const record = recorder();
+    const claims = claimsWith(record);
+    const [d1, d2, d3] = ['d1', 'd2', 'd3'].map((id) => row(id));
+    claims.claimed([d1, d2, d3]);
+    record.leaves = new Set(['d2', 'd3']);
+    claims.settled(attempt(d1));
+    claims.settled(attempt(d2));
+    claims.settled(attempt(d3));
+    await claims.record();
+    assert.deepEqual(claims.settledIds().sort(), ['d2', 'd3'], 'd1 recorded and forgotten');
+    record.leaves.clear();
+    await claims.record();
+    assert.deepEqual(record.batches.map(idsOf), [
+      ['d1', 'd2', 'd3'],
+      ['d2', 'd3'],
+    ]);
     assert.deepEqual(claims.claimedIds(), []);
     await claims.close();
   });

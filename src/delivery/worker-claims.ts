@@ -11,9 +11,12 @@ export interface SettledBatch {
   givenBack: GivenBackClaim[];
 }
 
-/** What records a batch (the Recorder): resolves once it is committed, rejects if it is not. */
+/**
+ * What records a batch (the Recorder): resolves once it is committed, with the deliveries it left
+ * unrecorded (none, or the batch's rest when the database refused it); rejects if nothing was.
+ */
 export interface BatchRecorder {
-  record(batch: SettledBatch): Promise<void>;
+  record(batch: SettledBatch): Promise<readonly string[]>;
 }
 
 /** Record when this many settlements wait, or RECORD_DELAY_MS after the first. */
@@ -118,14 +121,24 @@ export class WorkerClaims {
     const batch = this.toRecord();
     const ids = [...batch.attempts, ...batch.givenBack].map(({ delivery }) => delivery.id);
     if (ids.length === 0) return;
+    const retry = (left: readonly string[]) => {
+      this.notRecorded(left);
+      this.timer ??= setTimeout(() => void this.record(), RECORD_RETRY_MS);
+    };
     this.recording = this.deps.recorder.record(batch).then(
-      () => {
-        for (const id of ids) this.claims.delete(id);
+      (left) => {
+        const unrecorded = new Set(left);
+        for (const id of ids) if (!unrecorded.has(id)) this.claims.delete(id);
+        if (left.length === 0) return;
+        this.deps.logger.error(
+          { left: left.length },
+          'recording delivery outcomes failed; retrying',
+        );
+        retry(left);
       },
       (error) => {
         this.deps.logger.error({ err: error }, 'recording delivery outcomes failed; retrying');
-        this.notRecorded(ids);
-        this.timer ??= setTimeout(() => void this.record(), RECORD_RETRY_MS);
+        retry(ids);
       },
     );
     try {

@@ -98,7 +98,13 @@ export const EVENT_DATA_SCHEMAS = {
       deliveryId: Type.String(),
       eventId: Type.String(),
       eventType: Type.String(),
-      attempts: Type.Integer({ minimum: 1 }),
+      // 0 when every try of its first attempt died with its worker (`worker_lost`): an attempt
+      // cut off by a crash is never counted as made.
+      attempts: Type.Integer({
+        minimum: 0,
+        description:
+          'Attempts made; 0 when a crash loop (`worker_lost`) cut off every try of the first.',
+      }),
     },
     { additionalProperties: false },
   ),

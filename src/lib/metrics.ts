@@ -82,6 +82,15 @@ export class Metrics {
     help: 'Subscriptions paused after a run of 4xx answers.',
     registers: [this.registry],
   });
+  readonly deliveryFaults = new Counter({
+    name: 'tourops_webhook_delivery_faults_total',
+    help:
+      'Deliveries whose settlement failed on our side, by stage: record (the outcome could not ' +
+      'be written; sent again later) or crash_loop (a crash loop could not be dead-lettered; ' +
+      'tried again at the next sweep). Any is a bug to report; the other deliveries go on.',
+    labelNames: ['stage'] as const,
+    registers: [this.registry],
+  });
   readonly retentionDeleted = new Counter({
     name: 'tourops_retention_deleted_rows_total',
     help: 'Rows deleted by the retention purge, by table (a delivery takes its attempts along).',

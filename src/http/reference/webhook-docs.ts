@@ -104,7 +104,7 @@ const EVENT_DOCS: Record<EventType, { summary: string; description: string }> = 
   'webhook.delivery.dead_lettered': {
     summary: 'Delivery dead-lettered',
     description:
-      "A delivery to one of the tenant's webhook subscriptions was given up after its last attempt. Sent to the tenant's other subscriptions that list it, never to that one; the dead letter of an operational event announces nothing. `recover` or `redeliver` sends it again.",
+      "A delivery to one of the tenant's webhook subscriptions was given up after its last attempt, or because its attempts kept dying with their worker (the delivery's `lastError` `worker_lost`; `attempts` counts only those that finished, 0 if none did). Sent to the tenant's other subscriptions that list it, never to that one; the dead letter of an operational event announces nothing. `recover` or `redeliver` sends it again.",
   },
   'webhook.test': {
     summary: 'Test event',
