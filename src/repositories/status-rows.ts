@@ -12,9 +12,9 @@ export interface StatusListFilter<S extends string> {
 }
 
 /**
- * Bookings and payments share their queries: a read in the tenant, a keyset page with a status
- * and a parent filter, and a transition that is a compare-and-set on status, so two concurrent
- * transitions cannot both win. Only the table and the parent column differ.
+ * Bookings and payments share their queries: a read in the tenant (and a locked one for a change),
+ * a keyset page with a status and a parent filter, and a transition that is a compare-and-set on
+ * status besides. Only the table and the parent column differ.
  */
 export abstract class StatusRowsRepository<T extends StatusTable> extends Repository {
   protected abstract readonly table: T;
@@ -28,6 +28,20 @@ export abstract class StatusRowsRepository<T extends StatusTable> extends Reposi
       .where('tenantId', '=', tenantId)
       .where('id', '=', id)
       .executeTakeFirst() as Promise<Selectable<DB[T]> | undefined>;
+  }
+
+  /**
+   * The row, locked (see lockedRows): a change decided on what it read (the move, its
+   * before-image, its time) is the only one made from that state.
+   */
+  lockById(tenantId: string, id: string): Promise<Selectable<DB[T]> | undefined> {
+    return this.lockedRows(
+      this.db
+        .selectFrom(this.table as 'bookings')
+        .selectAll()
+        .where('tenantId', '=', tenantId)
+        .where('id', '=', id),
+    ).executeTakeFirst() as Promise<Selectable<DB[T]> | undefined>;
   }
 
   /** Keyset page by id ascending; fetches `limit + 1` rows so the caller can tell `hasMore`. */

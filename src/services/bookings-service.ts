@@ -10,7 +10,7 @@ import {
   type EventType,
   isOneOf,
 } from '../domain/states.ts';
-import { type Clock, nowIso } from '../lib/clock.ts';
+import { type Clock, changedAt, nowIso } from '../lib/clock.ts';
 import { keysetPage, type Page, type PageRequest } from '../lib/cursor.ts';
 import { newId, uniqueHumanCode } from '../lib/ids.ts';
 import { ApiProblem, fieldError, invalidTransition, notFound } from '../lib/problems.ts';
@@ -111,7 +111,8 @@ export class BookingsService {
     const departureEndDate = this.optionalDate(input.departureEndDate, 'departureEndDate', errors);
     errors.throwIfAny();
     return this.deps.database.withTransaction(async () => {
-      const trip = await this.deps.trips.findById(tenantId, input.tripId);
+      // Locked: the version pinned and the snapshot are the trip's until this booking commits.
+      const trip = await this.deps.trips.lockById(tenantId, input.tripId);
       if (!trip) throw fieldError('tripId', 'is not a trip of this tenant');
       if (!isPublished(trip)) throw fieldError('tripId', 'trip is not published');
       const now = nowIso(this.deps.clock);
@@ -146,24 +147,23 @@ export class BookingsService {
 
   async transition(tenantId: string, id: string, to: BookingStatus): Promise<BookingRow> {
     return this.deps.database.withTransaction(async () => {
-      // A move that lost to a concurrent one is judged again from where that one left it.
-      for (;;) {
-        const booking = await this.deps.bookings.findById(tenantId, id);
-        if (!booking) throw notFound('Booking');
-        const from = booking.status;
-        if (!canMove(BOOKING_TRANSITIONS, from, to)) {
-          throw invalidTransition(BOOKING_TRANSITIONS, from, to);
-        }
-        const now = nowIso(this.deps.clock);
-        const patch: Updateable<BookingsTable> = { status: to, updatedAt: now };
-        if (to === 'confirmed' && booking.confirmedAt === null) patch.confirmedAt = now;
-        if (to === 'cancelled') patch.cancelledAt = now;
-        const updated = await this.deps.bookings.transition(tenantId, id, from, patch);
-        if (!updated) continue;
-        const announced = BOOKING_MOVE_EVENTS[`${from}>${to}`];
-        await this.emitChange(updated, announced, booking);
-        return updated;
+      // Locked first: the move, its before-image and its time are decided on the state it is
+      // made from, and a concurrent move waits, then is judged from where this one left it.
+      const booking = await this.deps.bookings.lockById(tenantId, id);
+      if (!booking) throw notFound('Booking');
+      const from = booking.status;
+      if (!canMove(BOOKING_TRANSITIONS, from, to)) {
+        throw invalidTransition(BOOKING_TRANSITIONS, from, to);
       }
+      const now = changedAt(this.deps.clock, booking.updatedAt);
+      const patch: Updateable<BookingsTable> = { status: to, updatedAt: now };
+      if (to === 'confirmed' && booking.confirmedAt === null) patch.confirmedAt = now;
+      if (to === 'cancelled') patch.cancelledAt = now;
+      const updated = await this.deps.bookings.transition(tenantId, id, from, patch);
+      if (!updated) throw notFound('Booking');
+      const announced = BOOKING_MOVE_EVENTS[`${from}>${to}`];
+      await this.emitChange(updated, announced, booking);
+      return updated;
     });
   }
 

@@ -1,6 +1,6 @@
 import type { Database } from '../db/database.ts';
 import { CLIENT_KINDS, isOneOf } from '../domain/states.ts';
-import { type Clock, nowIso } from '../lib/clock.ts';
+import { type Clock, changedAt, nowIso } from '../lib/clock.ts';
 import { keysetPage, type Page, type PageRequest } from '../lib/cursor.ts';
 import { newId } from '../lib/ids.ts';
 import { parseStoredJson } from '../lib/json.ts';
@@ -99,7 +99,7 @@ export class ClientsService {
       const current = await this.deps.clients.lockById(tenantId, id);
       if (!current) throw notFound('Client');
       if ((current.archivedAt !== null) === archived) return toClient(current);
-      const now = nowIso(this.deps.clock);
+      const now = changedAt(this.deps.clock, current.updatedAt);
       const row = await this.deps.clients.update(tenantId, id, {
         archivedAt: archived ? now : null,
         updatedAt: now,

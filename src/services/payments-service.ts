@@ -11,7 +11,7 @@ import {
   PAYMENT_TRANSITIONS,
   type PaymentStatus,
 } from '../domain/states.ts';
-import { type Clock, nowIso } from '../lib/clock.ts';
+import { type Clock, changedAt, nowIso } from '../lib/clock.ts';
 import { keysetPage, type Page, type PageRequest } from '../lib/cursor.ts';
 import { newId } from '../lib/ids.ts';
 import { invalidTransition, notFound } from '../lib/problems.ts';
@@ -77,7 +77,9 @@ export class PaymentsService {
     }
     errors.throwIfAny();
     return this.deps.database.withTransaction(async () => {
-      const booking = await this.deps.bookings.findById(tenantId, bookingId);
+      // The booking locked: its payments are created one at a time, so "the first" is decided
+      // once (payments inserted under it take only a key-share lock, which this one allows).
+      const booking = await this.deps.bookings.lockById(tenantId, bookingId);
       if (!booking) throw notFound('Booking');
       const now = nowIso(this.deps.clock);
       const row = await this.deps.payments.insert({
@@ -104,23 +106,21 @@ export class PaymentsService {
 
   async transition(tenantId: string, id: string, to: PaymentStatus): Promise<PaymentRow> {
     return this.deps.database.withTransaction(async () => {
-      // A move that lost to a concurrent one is judged again from where that one left it.
-      for (;;) {
-        const payment = await this.deps.payments.findById(tenantId, id);
-        if (!payment) throw notFound('Payment');
-        const from = payment.status;
-        if (!canMove(PAYMENT_TRANSITIONS, from, to)) {
-          throw invalidTransition(PAYMENT_TRANSITIONS, from, to);
-        }
-        const now = nowIso(this.deps.clock);
-        const patch: Updateable<PaymentsTable> = { status: to, updatedAt: now };
-        if (from === 'processing' && to === 'succeeded') patch.chargedAt = now;
-        const updated = await this.deps.payments.transition(tenantId, id, from, patch);
-        if (!updated) continue;
-        const announced = PAYMENT_MOVE_EVENTS[`${from}>${to}`];
-        await this.emitChange(updated, announced, payment);
-        return updated;
+      // Locked first, as a booking's move (see BookingsService.transition).
+      const payment = await this.deps.payments.lockById(tenantId, id);
+      if (!payment) throw notFound('Payment');
+      const from = payment.status;
+      if (!canMove(PAYMENT_TRANSITIONS, from, to)) {
+        throw invalidTransition(PAYMENT_TRANSITIONS, from, to);
       }
+      const now = changedAt(this.deps.clock, payment.updatedAt);
+      const patch: Updateable<PaymentsTable> = { status: to, updatedAt: now };
+      if (from === 'processing' && to === 'succeeded') patch.chargedAt = now;
+      const updated = await this.deps.payments.transition(tenantId, id, from, patch);
+      if (!updated) throw notFound('Payment');
+      const announced = PAYMENT_MOVE_EVENTS[`${from}>${to}`];
+      await this.emitChange(updated, announced, payment);
+      return updated;
     });
   }
 

@@ -14,7 +14,7 @@ import {
   TRIP_TRANSITIONS,
   type TripStatus,
 } from '../domain/states.ts';
-import { type Clock, nowIso } from '../lib/clock.ts';
+import { type Clock, changedAt, nowIso } from '../lib/clock.ts';
 import { keysetPage, type Page, type PageRequest } from '../lib/cursor.ts';
 import { newId, uniqueHumanCode } from '../lib/ids.ts';
 import { canonicalInstant } from '../lib/instant.ts';
@@ -224,7 +224,7 @@ export class TripsService {
       const updated = await this.deps.trips.update(
         tenantId,
         id,
-        { ...patch, updatedAt: nowIso(this.deps.clock) },
+        { ...patch, updatedAt: changedAt(this.deps.clock, current.updatedAt) },
         { bumpVersion: true },
       );
       if (!updated) throw notFound('Trip');
@@ -238,7 +238,7 @@ export class TripsService {
       const trip = await this.deps.trips.lockById(tenantId, id);
       if (!trip) throw notFound('Trip');
       if (isPublished(trip)) return trip;
-      const now = nowIso(this.deps.clock);
+      const now = changedAt(this.deps.clock, trip.updatedAt);
       const updated = await this.deps.trips.update(tenantId, id, {
         publicSlug: trip.publicSlug ?? slugify(trip.title),
         publishedAt: now,
@@ -256,7 +256,7 @@ export class TripsService {
       const trip = await this.deps.trips.lockById(tenantId, id);
       if (!trip) throw notFound('Trip');
       if (!isPublished(trip)) return trip;
-      const now = nowIso(this.deps.clock);
+      const now = changedAt(this.deps.clock, trip.updatedAt);
       const updated = await this.deps.trips.update(tenantId, id, {
         unpublishedAt: now,
         updatedAt: now,
@@ -278,7 +278,7 @@ export class TripsService {
       const updated = await this.deps.trips.update(
         tenantId,
         id,
-        { status: to, updatedAt: nowIso(this.deps.clock) },
+        { status: to, updatedAt: changedAt(this.deps.clock, trip.updatedAt) },
         { fromStatus: trip.status },
       );
       if (!updated) throw notFound('Trip');
