@@ -38,7 +38,7 @@ import { portal, sendPortalNotFound } from './portal/portal.ts';
 import { publicApi } from './public-api.ts';
 import { errorPages } from './reference/error-pages.ts';
 import { registerReferencePage } from './reference/reference-page.ts';
-import { OPTIONAL_BODY, SHARED_SCHEMAS } from './schemas.ts';
+import { OPTIONAL_BODY, Query, SHARED_SCHEMAS } from './schemas.ts';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -58,6 +58,10 @@ export interface AppDeps {
 }
 
 const REQUEST_ID_PATTERN = /^[\x21-\x7e]{1,200}$/;
+/** The routes of the two OpenAPI documents (the public API's and the admin API's). */
+const API_ROUTE = /^\/(api|admin)\/v1\//;
+/** The query string of a route that takes no parameter: none may be given. */
+const NO_QUERY = Query({});
 
 /**
  * Bodies are validated without type coercion (a string "5" is not the integer 5); query strings
@@ -171,6 +175,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     );
   });
   app.addHook('preValidation', refuseNul);
+  // Every route of the API documents validates its query string: one that takes no parameter
+  // refuses any (422), as a list route refuses an unknown one, rather than ignoring it.
+  app.addHook('onRoute', (route) => {
+    if (!API_ROUTE.test(route.url) || route.schema?.querystring !== undefined) return;
+    route.schema = { ...route.schema, querystring: NO_QUERY };
+  });
   app.decorate('gracefulClose', new GracefulClose(app));
   const outage = new OutageLog(app.log);
   const logRequests = deps.logger.isLevelEnabled('info');

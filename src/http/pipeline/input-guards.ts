@@ -78,7 +78,8 @@ export function refuseNul(
     done(notFound('The resource'));
     return;
   }
-  // A route without a query schema ignores its query string, NUL or not.
+  // A route without a query schema (outside the API documents, see API_ROUTE) ignores its query
+  // string, NUL or not.
   if (!request.routeOptions.schema?.querystring) {
     done();
     return;
