@@ -173,6 +173,23 @@ for (const backend of BACKENDS) {
           'n.m',
           /beyond the range/,
         ],
+        // Numbers a double holds as another: what would be stored and shown is not what was sent.
+        [
+          '{"kind":"individual","displayName":"A","n":9007199254740993}',
+          'n',
+          /kept and shown as 9007199254740992/,
+        ],
+        [
+          '{"kind":"individual","displayName":"A","n":[1, {"m":18446744073709551617}]}',
+          'n.1.m',
+          /kept and shown as 18446744073709552000/,
+        ],
+        ['{"kind":"individual","displayName":"A","n":1e-400}', 'n', /kept and shown as 0/],
+        [
+          '{"kind":"individual","displayName":"A","n":0.1000000000000000000001}',
+          'n',
+          /kept and shown as 0.1/,
+        ],
         [
           '{"kind":"individual","displayName":"A","meta":{"__proto__":{"x":1}}}',
           'meta.__proto__',
@@ -199,6 +216,22 @@ for (const backend of BACKENDS) {
       assert.equal(emoji.statusCode, 201, emoji.body);
       assert.equal(emoji.json().data.displayName, 'A \u{1F600}');
       assert.equal(await clientCount(), before + 1, 'only the well-formed one was created');
+      // A filter's number is refused on its path, the dry run's too: it never matches a 0.
+      const filter = '{"data.totalRetailCents":{"$gt":1e-400}}';
+      const dryRun = await send(
+        'POST',
+        '/api/v1/webhooks/filters/test',
+        `{"filter":${filter},"event":{"type":"booking.confirmed","data":{"totalRetailCents":0}}}`,
+      );
+      const refused = assertProblem(dryRun, 422, filter).errors as Record<string, string[]>;
+      assert.match(refused['filter.data.totalRetailCents.$gt']?.[0] ?? '', /kept and shown as 0/);
+      // What a double holds as written is taken, however it is spelled.
+      const kept = await send(
+        'POST',
+        '/api/v1/webhooks/filters/test',
+        '{"filter":{"data.totalRetailCents":{"$in":[1e2, 150.0, 9007199254740992, -0]}},"event":{"type":"booking.confirmed","data":{"totalRetailCents":100}}}',
+      );
+      assert.equal(kept.statusCode, 200, kept.body);
     });
 
     it('bounds JSON nesting at parse time, with or without an Idempotency-Key', async () => {

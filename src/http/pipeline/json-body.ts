@@ -12,6 +12,8 @@ const CLOSE_BRACE = 0x7d;
 const CLOSE_BRACKET = 0x5d;
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
+const COMMA = 0x2c;
+const MINUS = 0x2d;
 
 /**
  * The nesting depth of JSON text, counted before it is parsed, so a body of 100,000 `[` never
@@ -108,9 +110,82 @@ function valueFault(value: unknown): string | null {
  * unpaired surrogate, a number beyond the double range), naming each member; null when none.
  */
 export function unkeptValuesProblem(text: string, value: unknown) {
-  if (!SUSPECT.test(text) && !hasLongDigitRun(text)) return null;
+  const lossy = LOSSY_SUSPECT.test(text);
+  if (!lossy && !SUSPECT.test(text) && !hasLongDigitRun(text)) return null;
   const errors = unkeptValues(value);
+  if (lossy) {
+    for (const { path, kept } of lossyNumbers(text)) errors[keyOf(path)] ??= [lossyMessage(kept)];
+  }
   return Object.keys(errors).length === 0 ? null : validationFailed(errors);
+}
+
+/**
+ * What may hold a number a double cannot keep as written: 16 or more digits (a dot among them),
+ * or an exponent. Ordinary bodies match neither and are never scanned.
+ */
+const LOSSY_SUSPECT = /\d[\d.]{15}|\d[eE][+-]?\d/;
+const NUMBER = /-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
+
+const lossyMessage = (kept: string) =>
+  `is a number a double cannot hold as written: it would be kept and shown as ${kept}; send that, or fewer digits`;
+
+/**
+ * The numbers of valid JSON `text` whose double, written back as JSON writes it, is another
+ * number (9007199254740993 kept as 9007199254740992, 1e-400 as 0), with their paths. A scan of
+ * the text: a parsed body no longer has the digits it was sent with. Those beyond the double
+ * range are `valueFault`'s.
+ */
+export function lossyNumbers(text: string): Array<{ path: string[]; kept: string }> {
+  const found: Array<{ path: string[]; kept: string }> = [];
+  // The path to the value being read; an array's entry is its index, an object's its member.
+  const path: string[] = [];
+  const inArray: boolean[] = [];
+  let keyNext = false;
+  for (let i = 0; i < text.length; ) {
+    const code = text.charCodeAt(i);
+    if (code === QUOTE) {
+      let end = i + 1;
+      while (text.charCodeAt(end) !== QUOTE) end += text.charCodeAt(end) === BACKSLASH ? 2 : 1;
+      if (keyNext) path[path.length - 1] = JSON.parse(text.slice(i, end + 1));
+      keyNext = false;
+      i = end + 1;
+    } else if (code === OPEN_BRACE || code === OPEN_BRACKET) {
+      inArray.push(code === OPEN_BRACKET);
+      path.push('0');
+      keyNext = code === OPEN_BRACE;
+      i++;
+    } else if (code === CLOSE_BRACE || code === CLOSE_BRACKET) {
+      inArray.pop();
+      path.pop();
+      i++;
+    } else if (code === COMMA) {
+      if (inArray.at(-1)) path[path.length - 1] = String(Number(path.at(-1)) + 1);
+      else keyNext = true;
+      i++;
+    } else if (code === MINUS || (code >= 0x30 && code <= 0x39)) {
+      NUMBER.lastIndex = i;
+      const token = (NUMBER.exec(text) as RegExpExecArray)[0];
+      const value = Number(token);
+      if (Number.isFinite(value) && decimal(token) !== decimal(String(value))) {
+        found.push({ path: [...path], kept: JSON.stringify(value) });
+      }
+      i += token.length;
+    } else {
+      i++;
+    }
+  }
+  return found;
+}
+
+/** A decimal number's value as one spelling (digits without leading or trailing zeros, exponent). */
+function decimal(token: string): string {
+  const [, sign, whole, fraction = '', exponent = '0'] =
+    /^(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/.exec(token) as RegExpExecArray;
+  const digits = `${whole}${fraction}`.replace(/^0+/, '');
+  if (digits === '') return '0';
+  const significant = digits.replace(/0+$/, '');
+  const scale = Number(exponent) - fraction.length + (digits.length - significant.length);
+  return `${sign}${significant}e${scale}`;
 }
 
 /**
