@@ -135,7 +135,7 @@ const lossyMessage = (kept: string) =>
  * the text: a parsed body no longer has the digits it was sent with. Those beyond the double
  * range are `valueFault`'s.
  */
-export function lossyNumbers(text: string): Array<{ path: string[]; kept: string }> {
+function lossyNumbers(text: string): Array<{ path: string[]; kept: string }> {
   const found: Array<{ path: string[]; kept: string }> = [];
   // The path to the value being read; an array's entry is its index, an object's its member.
   const path: string[] = [];
