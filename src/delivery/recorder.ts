@@ -2,6 +2,7 @@ import type { EventEmitter } from 'node:events';
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import type { Database } from '../db/database.ts';
+import { isDatabaseUnavailable } from '../db/unavailable.ts';
 import { storableText } from '../domain/attempts.ts';
 import { isOperationalEvent } from '../domain/states.ts';
 import { DELIVERY_STATUS } from '../domain/webhook-moves.ts';
@@ -46,6 +47,16 @@ export interface RecorderDeps extends FoldDeps {
   clock: Clock;
   /** Emails auto-pause notices when SMTP_URL is set. */
   mailer: Mailer | null;
+}
+
+/**
+ * A failure of the database rather than of what was written: it cannot be reached or did not
+ * answer in time, its lock was not granted, or it chose this transaction to abort (a deadlock, a
+ * serialization failure). Tried again as it was, never taken for a row's fault.
+ */
+function isTransient(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return isDatabaseUnavailable(error) || code === '40001' || code === '40P01';
 }
 
 /** Who hears of a recorded batch: the claim loop's wakes, and the worker's own listeners. */
@@ -130,11 +141,12 @@ export class Recorder implements BatchRecorder {
   }
 
   /**
-   * Records a batch in one transaction, then tells what it changed. When that fails, each
-   * settlement alone, so that one whose recording throws (a fault of ours on that row) holds up
-   * no other: that one is given back, due again after the first retry wait, and reported as a
-   * fault. Resolves with the deliveries left unrecorded: the database refused even a give-back
-   * (it refuses writes, so the rest is not tried); they wait for the worker's next try.
+   * Records a batch in one transaction, then tells what it changed. When that fails for any
+   * reason but the database's own (see isTransient), each settlement alone, so that one whose
+   * recording throws (a fault of ours on that row) holds up no other: that one is given back, due
+   * again after the first retry wait, and reported as a fault. Resolves with the deliveries left
+   * unrecorded (the database failed, or refused even a give-back, so the rest is not tried); they
+   * wait for the worker's next try.
    */
   async record(batch: SettledBatch): Promise<string[]> {
     const failure = await this.recordTogether(batch);
@@ -143,12 +155,16 @@ export class Recorder implements BatchRecorder {
       ...batch.attempts.map((attempt) => ({ attempts: [attempt], givenBack: [] })),
       ...batch.givenBack.map((claim) => ({ attempts: [], givenBack: [claim] })),
     ];
+    const ids = (from: number) =>
+      apart.slice(from).map((rest) => [...rest.attempts, ...rest.givenBack][0].delivery.id);
+    // The database's failure, not a row's: the whole batch waits for the next try.
+    if (isTransient(failure)) return ids(0);
     for (const [i, one] of apart.entries()) {
       const error = apart.length === 1 ? failure : await this.recordTogether(one);
       if (error === null) continue;
       const [{ delivery }] = [...one.attempts, ...one.givenBack];
-      if (await this.giveBackFaulted(delivery, error)) continue;
-      return apart.slice(i).map((rest) => [...rest.attempts, ...rest.givenBack][0].delivery.id);
+      if (!isTransient(error) && (await this.giveBackFaulted(delivery, error))) continue;
+      return ids(i);
     }
     return [];
   }

@@ -38,7 +38,7 @@ import { portal, sendPortalNotFound } from './portal/portal.ts';
 import { publicApi } from './public-api.ts';
 import { errorPages } from './reference/error-pages.ts';
 import { registerReferencePage } from './reference/reference-page.ts';
-import { OPTIONAL_BODY, Query, SHARED_SCHEMAS } from './schemas.ts';
+import { OPTIONAL_BODY, problems, Query, SHARED_SCHEMAS } from './schemas.ts';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -62,6 +62,8 @@ const REQUEST_ID_PATTERN = /^[\x21-\x7e]{1,200}$/;
 const API_ROUTE = /^\/(api|admin)\/v1\//;
 /** The query string of a route that takes no parameter: none may be given. */
 const NO_QUERY = Query({});
+/** The answer of such a route to a query parameter: 422. */
+const QUERY_REFUSED = problems(422)[422];
 
 /**
  * Bodies are validated without type coercion (a string "5" is not the integer 5); query strings
@@ -179,7 +181,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // refuses any (422), as a list route refuses an unknown one, rather than ignoring it.
   app.addHook('onRoute', (route) => {
     if (!API_ROUTE.test(route.url) || route.schema?.querystring !== undefined) return;
-    route.schema = { ...route.schema, querystring: NO_QUERY };
+    const response = route.schema?.response as Record<string, unknown> | undefined;
+    route.schema = {
+      ...route.schema,
+      querystring: NO_QUERY,
+      // The 422 it can now answer, in the document too.
+      ...(response === undefined || '422' in response
+        ? {}
+        : { response: { ...response, 422: QUERY_REFUSED } }),
+    };
   });
   app.decorate('gracefulClose', new GracefulClose(app));
   const outage = new OutageLog(app.log);
