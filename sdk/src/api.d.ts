@@ -1084,7 +1084,7 @@ export interface webhooks {
         put?: never;
         /**
          * Delivery dead-lettered
-         * @description A delivery to one of the tenant's webhook subscriptions was given up after its last attempt. Sent to the tenant's other subscriptions that list it, never to that one; the dead letter of an operational event announces nothing. `recover` or `redeliver` sends it again. Sent to every active subscription that lists it.
+         * @description A delivery to one of the tenant's webhook subscriptions was given up after its last attempt, or because its attempts kept dying with their worker (the delivery's `lastError` `worker_lost`; `attempts` counts only those that finished, 0 if none did). Sent to the tenant's other subscriptions that list it, never to that one; the dead letter of an operational event announces nothing. `recover` or `redeliver` sends it again. Sent to every active subscription that lists it.
          *
          *     Each delivery is an HTTPS POST of the JSON envelope below.
          *
@@ -2045,6 +2045,33 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
             429: {
                 headers: {
@@ -2689,6 +2716,33 @@ export interface operations {
                      *       "title": "Not found",
                      *       "status": 404,
                      *       "detail": "Trip not found."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -3557,6 +3611,33 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
             429: {
                 headers: {
@@ -4180,6 +4261,33 @@ export interface operations {
                      *       "title": "Not found",
                      *       "status": 404,
                      *       "detail": "Trip not found."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -8756,6 +8864,33 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
             429: {
                 headers: {
@@ -11997,117 +12132,8 @@ export interface operations {
                              */
                             updatedAt: string | null;
                         };
-                        /** @description The public members this change moved, each `{before, after}`; `{}` on creation. */
-                        changes: {
-                            id?: {
-                                before: string;
-                                after: string;
-                            };
-                            kind?: {
-                                /**
-                                 * @description A person or a company.
-                                 * @enum {string}
-                                 */
-                                before: "individual" | "company";
-                                /**
-                                 * @description A person or a company.
-                                 * @enum {string}
-                                 */
-                                after: "individual" | "company";
-                            };
-                            displayName?: {
-                                /** @description How the operator refers to the client. */
-                                before: string;
-                                /** @description How the operator refers to the client. */
-                                after: string;
-                            };
-                            legalName?: {
-                                /** @description Name for invoices, for companies. */
-                                before: string | null;
-                                /** @description Name for invoices, for companies. */
-                                after: string | null;
-                            };
-                            email?: {
-                                before: string | null;
-                                after: string | null;
-                            };
-                            phone?: {
-                                before: string | null;
-                                after: string | null;
-                            };
-                            countryIso?: {
-                                /** @description ISO 3166-1 alpha-2, upper-case. */
-                                before: string | null;
-                                /** @description ISO 3166-1 alpha-2, upper-case. */
-                                after: string | null;
-                            };
-                            language?: {
-                                /** @description Preferred language (a BCP 47 tag such as `pt` or `en-GB`). */
-                                before: string | null;
-                                /** @description Preferred language (a BCP 47 tag such as `pt` or `en-GB`). */
-                                after: string | null;
-                            };
-                            currency?: {
-                                /** @description Preferred currency, ISO 4217, upper-case. */
-                                before: string | null;
-                                /** @description Preferred currency, ISO 4217, upper-case. */
-                                after: string | null;
-                            };
-                            vatId?: {
-                                /** @description VAT identification number, for invoices. */
-                                before: string | null;
-                                /** @description VAT identification number, for invoices. */
-                                after: string | null;
-                            };
-                            tags?: {
-                                /** @description Free labels of the operator. */
-                                before: string[];
-                                /** @description Free labels of the operator. */
-                                after: string[];
-                            };
-                            notes?: {
-                                /** @description Internal notes of the operator. */
-                                before: string | null;
-                                /** @description Internal notes of the operator. */
-                                after: string | null;
-                            };
-                            archivedAt?: {
-                                /**
-                                 * Format: date-time
-                                 * @description Set while archived (the `archived` filter). UTC.
-                                 */
-                                before: string | null;
-                                /**
-                                 * Format: date-time
-                                 * @description Set while archived (the `archived` filter). UTC.
-                                 */
-                                after: string | null;
-                            };
-                            createdAt?: {
-                                /**
-                                 * Format: date-time
-                                 * @description Created at UTC.
-                                 */
-                                before: string | null;
-                                /**
-                                 * Format: date-time
-                                 * @description Created at UTC.
-                                 */
-                                after: string | null;
-                            };
-                            updatedAt?: {
-                                /**
-                                 * Format: date-time
-                                 * @description Last changed at UTC.
-                                 */
-                                before: string | null;
-                                /**
-                                 * Format: date-time
-                                 * @description Last changed at UTC.
-                                 */
-                                after: string | null;
-                            };
-                        };
+                        /** @description `{}`: a creation. */
+                        changes: Record<string, never>;
                     };
                 };
             };
@@ -12295,187 +12321,8 @@ export interface operations {
                              */
                             updatedAt: string | null;
                         };
-                        /** @description The public members this change moved, each `{before, after}`; `{}` on creation. */
-                        changes: {
-                            id?: {
-                                before: string;
-                                after: string;
-                            };
-                            tripNumber?: {
-                                /** @description Per-tenant reference; not a counter. */
-                                before: string;
-                                /** @description Per-tenant reference; not a counter. */
-                                after: string;
-                            };
-                            title?: {
-                                before: string;
-                                after: string;
-                            };
-                            status?: {
-                                /**
-                                 * @description Set by the operator console (admin API); new trips are `draft`.
-                                 * @enum {string}
-                                 */
-                                before: "draft" | "active" | "sent" | "accepted" | "rejected" | "archived";
-                                /**
-                                 * @description Set by the operator console (admin API); new trips are `draft`.
-                                 * @enum {string}
-                                 */
-                                after: "draft" | "active" | "sent" | "accepted" | "rejected" | "archived";
-                            };
-                            tripMode?: {
-                                /**
-                                 * @description `tailor_made` for one client, `template` to be copied.
-                                 * @enum {string}
-                                 */
-                                before: "tailor_made" | "template";
-                                /**
-                                 * @description `tailor_made` for one client, `template` to be copied.
-                                 * @enum {string}
-                                 */
-                                after: "tailor_made" | "template";
-                            };
-                            dateMode?: {
-                                /**
-                                 * @description Fixed departures, or any start within a range.
-                                 * @enum {string}
-                                 */
-                                before: "departure_based" | "range_based";
-                                /**
-                                 * @description Fixed departures, or any start within a range.
-                                 * @enum {string}
-                                 */
-                                after: "departure_based" | "range_based";
-                            };
-                            publicSlug?: {
-                                /** @description Storefront path segment; set at the first publication, then kept. */
-                                before: string | null;
-                                /** @description Storefront path segment; set at the first publication, then kept. */
-                                after: string | null;
-                            };
-                            publishedAt?: {
-                                /**
-                                 * Format: date-time
-                                 * @description When it was (last) published; null if never. UTC.
-                                 */
-                                before: string | null;
-                                /**
-                                 * Format: date-time
-                                 * @description When it was (last) published; null if never. UTC.
-                                 */
-                                after: string | null;
-                            };
-                            unpublishedAt?: {
-                                /**
-                                 * Format: date-time
-                                 * @description Set when taken off the storefront; null while published. UTC.
-                                 */
-                                before: string | null;
-                                /**
-                                 * Format: date-time
-                                 * @description Set when taken off the storefront; null while published. UTC.
-                                 */
-                                after: string | null;
-                            };
-                            startDate?: {
-                                /**
-                                 * Format: date-time
-                                 * @description First day, as midnight UTC.
-                                 */
-                                before: string | null;
-                                /**
-                                 * Format: date-time
-                                 * @description First day, as midnight UTC.
-                                 */
-                                after: string | null;
-                            };
-                            endDate?: {
-                                /**
-                                 * Format: date-time
-                                 * @description Last day, as midnight; null when open-ended. UTC.
-                                 */
-                                before: string | null;
-                                /**
-                                 * Format: date-time
-                                 * @description Last day, as midnight; null when open-ended. UTC.
-                                 */
-                                after: string | null;
-                            };
-                            daysCount?: {
-                                /** @description Length of the trip in days, 1-365. */
-                                before: number;
-                                /** @description Length of the trip in days, 1-365. */
-                                after: number;
-                            };
-                            startCityId?: {
-                                /** @description A city of the tenant's library. */
-                                before: string | null;
-                                /** @description A city of the tenant's library. */
-                                after: string | null;
-                            };
-                            endCityId?: {
-                                /** @description A city of the tenant's library. */
-                                before: string | null;
-                                /** @description A city of the tenant's library. */
-                                after: string | null;
-                            };
-                            transportMode?: {
-                                /** @enum {string} */
-                                before: "own_fleet" | "outsourced";
-                                /** @enum {string} */
-                                after: "own_fleet" | "outsourced";
-                            };
-                            pricingDisplayMode?: {
-                                /** @enum {string} */
-                                before: "per_person" | "per_couple" | "total_group";
-                                /** @enum {string} */
-                                after: "per_person" | "per_couple" | "total_group";
-                            };
-                            shortDescription?: {
-                                before: string | null;
-                                after: string | null;
-                            };
-                            longDescription?: {
-                                before: string | null;
-                                after: string | null;
-                            };
-                            clientId?: {
-                                /** @description The client it is made for, if any. */
-                                before: string | null;
-                                /** @description The client it is made for, if any. */
-                                after: string | null;
-                            };
-                            notes?: {
-                                /** @description Internal notes of the operator; never shown on the storefront. */
-                                before: string | null;
-                                /** @description Internal notes of the operator; never shown on the storefront. */
-                                after: string | null;
-                            };
-                            createdAt?: {
-                                /**
-                                 * Format: date-time
-                                 * @description Created at UTC.
-                                 */
-                                before: string | null;
-                                /**
-                                 * Format: date-time
-                                 * @description Created at UTC.
-                                 */
-                                after: string | null;
-                            };
-                            updatedAt?: {
-                                /**
-                                 * Format: date-time
-                                 * @description Last changed at UTC.
-                                 */
-                                before: string | null;
-                                /**
-                                 * Format: date-time
-                                 * @description Last changed at UTC.
-                                 */
-                                after: string | null;
-                            };
-                        };
+                        /** @description `{}`: a creation. */
+                        changes: Record<string, never>;
                     };
                 };
             };
@@ -13025,145 +12872,8 @@ export interface operations {
                              */
                             updatedAt: string | null;
                         };
-                        /** @description The public members this change moved, each `{before, after}`; `{}` on creation. */
-                        changes: {
-                            id?: {
-                                before: string;
-                                after: string;
-                            };
-                            bookingNumber?: {
-                                /** @description Per-tenant reference; not a counter. */
-                                before: string;
-                                /** @description Per-tenant reference; not a counter. */
-                                after: string;
-                            };
-                            tripId?: {
-                                before: string;
-                                after: string;
-                            };
-                            tripVersion?: {
-                                /** @description The trip `version` the booking was made on (its snapshot is kept). */
-                                before: number;
-                                /** @description The trip `version` the booking was made on (its snapshot is kept). */
-                                after: number;
-                            };
-                            status?: {
-                                /**
-                                 * @description Moved by checkout and the payment processor; see the `booking.*` events.
-                                 * @enum {string}
-                                 */
-                                before: "payment_pending" | "deposit_paid" | "confirmed" | "trip_in_progress" | "completed" | "cancelled" | "refunded" | "disputed";
-                                /**
-                                 * @description Moved by checkout and the payment processor; see the `booking.*` events.
-                                 * @enum {string}
-                                 */
-                                after: "payment_pending" | "deposit_paid" | "confirmed" | "trip_in_progress" | "completed" | "cancelled" | "refunded" | "disputed";
-                            };
-                            totalRetailCents?: {
-                                /** @description Price paid by the traveller, in minor units (cents) of `currency`. */
-                                before: number;
-                                /** @description Price paid by the traveller, in minor units (cents) of `currency`. */
-                                after: number;
-                            };
-                            applicationFeeCents?: {
-                                /** @description Platform fee taken from the total, in minor units (cents) of `currency`. */
-                                before: number;
-                                /** @description Platform fee taken from the total, in minor units (cents) of `currency`. */
-                                after: number;
-                            };
-                            currency?: {
-                                /** @description ISO 4217. */
-                                before: string;
-                                /** @description ISO 4217. */
-                                after: string;
-                            };
-                            travelerName?: {
-                                before: string | null;
-                                after: string | null;
-                            };
-                            travelerEmail?: {
-                                before: string | null;
-                                after: string | null;
-                            };
-                            confirmedAt?: {
-                                /**
-                                 * Format: date-time
-                                 * @description When it was first confirmed. UTC.
-                                 */
-                                before: string | null;
-                                /**
-                                 * Format: date-time
-                                 * @description When it was first confirmed. UTC.
-                                 */
-                                after: string | null;
-                            };
-                            cancelledAt?: {
-                                /**
-                                 * Format: date-time
-                                 * @description When it was cancelled. UTC.
-                                 */
-                                before: string | null;
-                                /**
-                                 * Format: date-time
-                                 * @description When it was cancelled. UTC.
-                                 */
-                                after: string | null;
-                            };
-                            departureId?: {
-                                /** @description The storefront departure booked, for departure-based trips. */
-                                before: string | null;
-                                /** @description The storefront departure booked, for departure-based trips. */
-                                after: string | null;
-                            };
-                            departureStartDate?: {
-                                /**
-                                 * Format: date-time
-                                 * @description First day of the departure, as midnight UTC.
-                                 */
-                                before: string | null;
-                                /**
-                                 * Format: date-time
-                                 * @description First day of the departure, as midnight UTC.
-                                 */
-                                after: string | null;
-                            };
-                            departureEndDate?: {
-                                /**
-                                 * Format: date-time
-                                 * @description Last day of the departure, as midnight UTC.
-                                 */
-                                before: string | null;
-                                /**
-                                 * Format: date-time
-                                 * @description Last day of the departure, as midnight UTC.
-                                 */
-                                after: string | null;
-                            };
-                            createdAt?: {
-                                /**
-                                 * Format: date-time
-                                 * @description Created at UTC.
-                                 */
-                                before: string | null;
-                                /**
-                                 * Format: date-time
-                                 * @description Created at UTC.
-                                 */
-                                after: string | null;
-                            };
-                            updatedAt?: {
-                                /**
-                                 * Format: date-time
-                                 * @description Last changed at UTC.
-                                 */
-                                before: string | null;
-                                /**
-                                 * Format: date-time
-                                 * @description Last changed at UTC.
-                                 */
-                                after: string | null;
-                            };
-                        };
+                        /** @description `{}`: a creation. */
+                        changes: Record<string, never>;
                     };
                 };
             };
@@ -13898,101 +13608,8 @@ export interface operations {
                             /** @description The processor's payment kind, e.g. `deposit`, `balance`. */
                             kind: string;
                         };
-                        /** @description The public members this change moved, each `{before, after}`; `{}` on creation. */
-                        changes: {
-                            id?: {
-                                before: string;
-                                after: string;
-                            };
-                            bookingId?: {
-                                before: string;
-                                after: string;
-                            };
-                            mode?: {
-                                /**
-                                 * @description How the booking is being paid.
-                                 * @enum {string}
-                                 */
-                                before: "full" | "deposit_only" | "installment";
-                                /**
-                                 * @description How the booking is being paid.
-                                 * @enum {string}
-                                 */
-                                after: "full" | "deposit_only" | "installment";
-                            };
-                            status?: {
-                                /**
-                                 * @description Moved by the payment processor; see `payment.succeeded` and `payment.failed`.
-                                 * @enum {string}
-                                 */
-                                before: "pending" | "scheduled" | "processing" | "succeeded" | "failed" | "cancelled";
-                                /**
-                                 * @description Moved by the payment processor; see `payment.succeeded` and `payment.failed`.
-                                 * @enum {string}
-                                 */
-                                after: "pending" | "scheduled" | "processing" | "succeeded" | "failed" | "cancelled";
-                            };
-                            label?: {
-                                /** @description Shown to the traveller, e.g. "Deposit 30%". */
-                                before: string;
-                                /** @description Shown to the traveller, e.g. "Deposit 30%". */
-                                after: string;
-                            };
-                            amountCents?: {
-                                /** @description Amount, in minor units (cents) of `currency`. */
-                                before: number;
-                                /** @description Amount, in minor units (cents) of `currency`. */
-                                after: number;
-                            };
-                            currency?: {
-                                /** @description ISO 4217. */
-                                before: string;
-                                /** @description ISO 4217. */
-                                after: string;
-                            };
-                            scheduledFor?: {
-                                /**
-                                 * Format: date-time
-                                 * @description When an instalment is due. UTC.
-                                 */
-                                before: string | null;
-                                /**
-                                 * Format: date-time
-                                 * @description When an instalment is due. UTC.
-                                 */
-                                after: string | null;
-                            };
-                            chargedAt?: {
-                                /**
-                                 * Format: date-time
-                                 * @description When it succeeded. UTC.
-                                 */
-                                before: string | null;
-                                /**
-                                 * Format: date-time
-                                 * @description When it succeeded. UTC.
-                                 */
-                                after: string | null;
-                            };
-                            isDeposit?: {
-                                /** @description True for the first payment of a booking. */
-                                before: boolean;
-                                /** @description True for the first payment of a booking. */
-                                after: boolean;
-                            };
-                            paymentRail?: {
-                                /** @description The processor's rail, e.g. `card`, `sepa_debit`. */
-                                before: string | null;
-                                /** @description The processor's rail, e.g. `card`, `sepa_debit`. */
-                                after: string | null;
-                            };
-                            kind?: {
-                                /** @description The processor's payment kind, e.g. `deposit`, `balance`. */
-                                before: string;
-                                /** @description The processor's payment kind, e.g. `deposit`, `balance`. */
-                                after: string;
-                            };
-                        };
+                        /** @description `{}`: a creation. */
+                        changes: Record<string, never>;
                     };
                 };
             };
@@ -14422,6 +14039,7 @@ export interface operations {
                         deliveryId: string;
                         eventId: string;
                         eventType: string;
+                        /** @description Attempts made; 0 when a crash loop (`worker_lost`) cut off every try of the first. */
                         attempts: number;
                     };
                 };

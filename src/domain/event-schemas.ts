@@ -47,21 +47,27 @@ const ClientEventData = Type.Object(
  * An event about a change of a resource: its own members, then `object` (the resource as its GET
  * shows it after the change) and `changes` (see change-events.ts).
  */
-function Changed<P extends TProperties, K extends ResourceKind>(members: TObject<P>, kind: K) {
+function Changed<P extends TProperties, K extends ResourceKind>(
+  members: TObject<P>,
+  kind: K,
+  made: 'changed' | 'created' = 'changed',
+) {
   const resource = RESOURCE_SCHEMAS[kind];
   const object = Type.Object(resource.properties as (typeof RESOURCE_SCHEMAS)[K]['properties'], {
     additionalProperties: false,
     description: `The ${kind} as its GET shows it after the change.`,
   });
-  return Type.Object(
-    { ...members.properties, object, changes: ChangesOf(resource) },
-    { additionalProperties: false },
-  );
+  // A creation changes nothing: its `changes` is `{}`, and a filter on one of them never matches.
+  const changes =
+    made === 'created'
+      ? Type.Object({}, { additionalProperties: false, description: '`{}`: a creation.' })
+      : ChangesOf(resource);
+  return Type.Object({ ...members.properties, object, changes }, { additionalProperties: false });
 }
 
 /** `data` of each event type, as the OpenAPI document's webhooks publish it. */
 export const EVENT_DATA_SCHEMAS = {
-  'booking.created': Changed(BookingEventData, 'booking'),
+  'booking.created': Changed(BookingEventData, 'booking', 'created'),
   'booking.updated': Changed(BookingEventData, 'booking'),
   'booking.confirmed': Changed(
     Type.Object(
@@ -74,15 +80,15 @@ export const EVENT_DATA_SCHEMAS = {
   'booking.refunded': Changed(BookingEventData, 'booking'),
   'dispute.opened': Changed(BookingEventData, 'booking'),
   'dispute.closed': Changed(BookingEventData, 'booking'),
-  'payment.created': Changed(PaymentEventData, 'payment'),
+  'payment.created': Changed(PaymentEventData, 'payment', 'created'),
   'payment.updated': Changed(PaymentEventData, 'payment'),
   'payment.succeeded': Changed(PaymentEventData, 'payment'),
   'payment.failed': Changed(PaymentEventData, 'payment'),
-  'trip.created': Changed(TripEventData, 'trip'),
+  'trip.created': Changed(TripEventData, 'trip', 'created'),
   'trip.updated': Changed(TripEventData, 'trip'),
   'trip.published': Changed(TripEventData, 'trip'),
   'trip.unpublished': Changed(TripEventData, 'trip'),
-  'client.created': Changed(ClientEventData, 'client'),
+  'client.created': Changed(ClientEventData, 'client', 'created'),
   'client.updated': Changed(ClientEventData, 'client'),
   'webhook.endpoint.paused': Type.Object(
     {

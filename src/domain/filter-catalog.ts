@@ -1,11 +1,23 @@
 import leven from 'leven';
+import type { FieldErrors } from '../lib/problems.ts';
 import { EVENT_DATA_SCHEMAS } from './event-schemas.ts';
+import {
+  assuming,
+  type Condition,
+  conditionsOf,
+  type FilterTree,
+  filterTree,
+  type SchemaNode,
+  witness,
+} from './filter-witness.ts';
+import type { PayloadFilter } from './payload-filter.ts';
 import { EVENT_TYPES, isOneOf } from './states.ts';
 
 /**
- * A payload filter held against the event catalog: each path must be a member some event of the
- * subscription's types has, and each operand must be one that member's values can match (see
- * checkFilter, which asks this for every condition of a well-formed filter).
+ * A payload filter held against the event catalog: refused exactly when no body the schema of any
+ * of the subscription's types allows can match it (see witness), and then named where it fails:
+ * each condition without which it could match (a path no event has, with the nearest one there
+ * is; an operand its member never holds), else the conditions that cannot hold together.
  */
 
 /** What a path of an event body can hold: JSON types, and the only values when they are listed. */
@@ -14,15 +26,6 @@ interface Member {
   /** Null: any value of its types. */
   values: Set<unknown> | null;
 }
-
-type SchemaNode = {
-  type?: string | string[];
-  const?: unknown;
-  enum?: unknown[];
-  anyOf?: SchemaNode[];
-  oneOf?: SchemaNode[];
-  properties?: Record<string, SchemaNode>;
-};
 
 const ANY = 'any';
 
@@ -92,8 +95,10 @@ function describe(member: Member): string {
 /** The members the events of a subscription's types hold, for checking a filter's conditions. */
 export class FilterTargets {
   private readonly members = new Map<string, Member>();
+  private readonly types: readonly string[];
 
   constructor(types: readonly string[]) {
+    this.types = types.filter((type) => isOneOf(EVENT_TYPES, type));
     this.members.set('type', { types: new Set(['string']), values: new Set(types) });
     for (const type of types) {
       for (const [path, member] of membersOf(type)) {
@@ -122,39 +127,62 @@ export class FilterTargets {
     return `is no member of an event of the subscription's types; the nearest is ${nearest}`;
   }
 
-  /** Why `operand` can never match under `operator` at `path` (a member); null if it can. */
-  operandFault(path: string, operator: string, operand: unknown): string | null {
-    const member = this.members.get(path);
-    if (member === undefined || member.types.has(ANY)) return null;
-    const never = (what: unknown) =>
-      `can never match: ${path} is ${describe(member)}, not ${JSON.stringify(what)}`;
-    const admits = (value: unknown) =>
-      member.types.has(jsonType(value)) && (member.values === null || member.values.has(value));
-    switch (operator) {
-      case '$eq':
-      case '$neq':
-        return admits(operand) ? null : never(operand);
-      case '$in':
-      case '$nin': {
-        const impossible = (operand as unknown[]).find((value) => !admits(value));
-        return impossible === undefined ? null : never(impossible);
-      }
-      case '$gt':
-      case '$gte':
-      case '$lt':
-      case '$lte':
-        return member.types.has(jsonType(operand))
-          ? null
-          : `can never match: ${path} is ${describe(member)}, no ${jsonType(operand)} to compare`;
-      case '$prefix': {
-        const starts = (value: unknown) =>
-          typeof value === 'string' && value.startsWith(operand as string);
-        if (!member.types.has('string')) return never(operand);
-        if (member.values !== null && ![...member.values].some(starts)) return never(operand);
-        return null;
-      }
-      default:
-        return null;
-    }
+  /** A body of one of the types that `filter` matches (the proof that it can), or null. */
+  witness(filter: PayloadFilter): { type: string; data: unknown } | null {
+    return this.witnessOf(filterTree(filter));
   }
+
+  /** The faults of a filter none of the types' events can match, by key; none if one can. */
+  faults(filter: PayloadFilter): FieldErrors {
+    const tree = filterTree(filter);
+    if (this.witnessOf(tree) !== null) return {};
+    const errors: FieldErrors = {};
+    for (const condition of conditionsOf(tree)) {
+      // Only a condition without which the filter could match is named.
+      if (this.witnessOf(assuming(tree, condition)) === null) continue;
+      const unknown = this.pathFault(condition.path);
+      if (unknown !== null) errors[condition.pathKey] ??= [unknown];
+      else if (this.witnessOf(condition) === null)
+        errors[condition.key] ??= [this.never(condition)];
+      else errors[condition.key] ??= [TOGETHER];
+    }
+    if (Object.keys(errors).length === 0) errors.filter = [NEVER];
+    return errors;
+  }
+
+  private witnessOf(tree: FilterTree): { type: string; data: unknown } | null {
+    for (const type of this.types) {
+      const body = witness(tree, bodySchema(type));
+      if (body !== null) return { type, data: body.data };
+    }
+    return null;
+  }
+
+  /** Why a condition alone matches no event of the types. */
+  private never(condition: Condition): string {
+    const member = this.members.get(condition.path) as Member;
+    const operand = JSON.stringify(condition.operand);
+    return `can never match: ${condition.path} is ${describe(member)} in the events of the subscription's types, and ${condition.operator} ${operand} holds for none`;
+  }
+}
+
+const TOGETHER =
+  "can never match beside the filter's other conditions: no event of the subscription's types holds them all";
+const NEVER = "can never match: no event of the subscription's types holds its conditions together";
+
+/** The body of an event of `type` as the filter reads it: `type` and `data`. */
+const bodySchemas = new Map<string, SchemaNode>();
+function bodySchema(type: string): SchemaNode {
+  let schema = bodySchemas.get(type);
+  if (schema === undefined) {
+    const data = EVENT_DATA_SCHEMAS[type as keyof typeof EVENT_DATA_SCHEMAS] as SchemaNode;
+    schema = {
+      type: 'object',
+      properties: { type: { type: 'string', const: type }, data },
+      required: ['type', 'data'],
+      additionalProperties: false,
+    };
+    bodySchemas.set(type, schema);
+  }
+  return schema;
 }

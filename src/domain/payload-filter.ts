@@ -42,7 +42,7 @@ export const FILTER_OPERATORS = [
   '$exists',
   '$prefix',
 ] as const;
-type Operator = (typeof FILTER_OPERATORS)[number];
+export type Operator = (typeof FILTER_OPERATORS)[number];
 
 const COMBINATORS = ['$and', '$or'] as const;
 
@@ -95,15 +95,15 @@ const PATH_RULE = 'is not a path: a key is type, data.<member>[.<member>…], $a
 
 /** What the events a filter is for can hold (see FilterTargets in filter-catalog.ts). */
 export interface FilterCatalog {
-  pathFault(path: string): string | null;
-  operandFault(path: string, operator: string, operand: unknown): string | null;
+  /** The faults of a well-formed filter that no event of the types can match; none if one can. */
+  faults(filter: PayloadFilter): FieldErrors;
 }
 
 /**
  * Every fault of a filter (`null` is no filter: every event), keyed `filter.<path inside it>`; an
  * empty object when there is none. Bounds: FILTER_LIMITS conditions (one per operator a path is
- * given), levels of nested condition objects, and bytes as JSON. With `catalog`, a path no event
- * of the filter's types has and an operand its member can never match are faults too.
+ * given), levels of nested condition objects, and bytes as JSON. With `catalog`, a well-formed
+ * filter that no event of the filter's types can match is a fault too, named where it is.
  */
 export function checkFilter(filter: unknown, catalog?: FilterCatalog): FieldErrors {
   const field = 'filter';
@@ -144,10 +144,6 @@ export function checkFilter(filter: unknown, catalog?: FilterCatalog): FieldErro
       } else if (!PATH.test(key)) {
         fault(here, PATH_RULE);
       } else {
-        // A path no event has is a fault of its own; its operands are still checked as written.
-        const unknown = catalog?.pathFault(key) ?? null;
-        if (unknown !== null) fault(here, unknown);
-        const members = unknown === null ? catalog : undefined;
         if (Array.isArray(value)) {
           fault(here, 'an array is no value to compare: use {"$in": […]}');
         } else if (isObject(value)) {
@@ -155,17 +151,12 @@ export function checkFilter(filter: unknown, catalog?: FilterCatalog): FieldErro
           if (operators.length === 0) fault(here, 'needs at least one operator');
           for (const operator of operators) {
             conditions += 1;
-            const message =
-              operandFault(operator, value[operator]) ??
-              members?.operandFault(key, operator, value[operator]);
+            const message = operandFault(operator, value[operator]);
             if (message) fault(`${here}.${operator}`, message);
           }
         } else {
           conditions += 1;
-          const message = isNonFinite(value)
-            ? NON_FINITE
-            : members?.operandFault(key, '$eq', value);
-          if (message) fault(here, message);
+          if (isNonFinite(value)) fault(here, NON_FINITE);
         }
       }
     }
@@ -173,6 +164,10 @@ export function checkFilter(filter: unknown, catalog?: FilterCatalog): FieldErro
   level(filter, field, 1);
   if (conditions > FILTER_LIMITS.conditions) {
     fault(field, `has ${conditions} conditions; at most ${FILTER_LIMITS.conditions}`);
+  }
+  // Held against the catalog once well-formed: refused only if no event of the types can match.
+  if (catalog !== undefined && Object.keys(errors).length === 0) {
+    Object.assign(errors, catalog.faults(filter));
   }
   return errors;
 }
@@ -252,7 +247,7 @@ function commonPrefix(a: string, b: string): number {
 }
 
 /** Absent: a path that names no own member (or walks through a non-object). */
-const MISSING = Symbol('missing');
+export const MISSING = Symbol('missing');
 
 type Reader = (event: FilterableEvent) => unknown;
 
@@ -272,7 +267,7 @@ function reader(path: string): Reader {
 type Test = (value: unknown) => boolean;
 
 /** A test of one operator against its (checked) operand. */
-function operatorTest(operator: Operator, operand: unknown): Test {
+export function operatorTest(operator: Operator, operand: unknown): Test {
   switch (operator) {
     case '$eq':
       return (value) => value === operand;

@@ -29,7 +29,6 @@ import {
   retireKey,
   servesStandardWebhooks,
 } from '../domain/signing.ts';
-import { EVENT_TYPES, isOneOf } from '../domain/states.ts';
 import { mayMove, subscriptionMove } from '../domain/webhook-moves.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
 import { firstIdAt, newId } from '../lib/ids.ts';
@@ -483,16 +482,16 @@ export class WebhooksService {
   }
 
   /**
-   * The dry run of a filter (422 as when it is set): whether it takes `event`, or which of the
+   * The dry run of a filter (422 as when it is set, but for a sample event only when it is not
+   * well-formed): whether it takes `event`, or which of the
    * subscription's last FILTER_TEST_EVENTS ledger events (oldest first) it would have taken,
    * `matches` telling whether any. Exactly one of the two is given.
    */
   async testFilter(tenantId: string, input: FilterTestInput): Promise<FilterTestResult> {
-    // Held against the catalog of the event's type, or of the subscription's events.
+    // Held against the catalog of the subscription's events; a sample event is only matched (a
+    // filter no event of its type can match answers `matches: false` for it, as for any).
     let types: readonly string[] | undefined;
-    if (input.event !== undefined) {
-      if (isOneOf(EVENT_TYPES, input.event.type)) types = [input.event.type];
-    } else if (input.subscriptionId !== undefined) {
+    if (input.event === undefined && input.subscriptionId !== undefined) {
       types = parseStoredJson<string[]>(
         (await this.existing(tenantId, input.subscriptionId)).events,
       );
