@@ -14,8 +14,7 @@ import {
 import { startWorker } from '../src/start-worker.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import { createSubscription, createTenant, type TenantFixture } from './helpers/fixtures.ts';
-import { HttpsReceiver } from './helpers/https-receiver.ts';
-import { eventually } from './helpers/until.ts';
+import { bodiesBySequence, HttpsReceiver } from './helpers/https-receiver.ts';
 
 // A tenant kept from its events alone: a random mix of writes over the public and admin APIs, one
 // subscription to every type, and a replica that applies each event's `object` in sequence order.
@@ -222,14 +221,7 @@ for (const backend of BACKENDS) {
 
       // Every event of the subscription delivered: its sequence runs 1…last without a gap.
       const last = await ctx.runtime.repositories.webhooks.lastSequence(tenant.id, subscriptionId);
-      const bodies = new Map<number, Body>();
-      await eventually(() => {
-        for (const request of receiver.requests) {
-          const body = JSON.parse(request.body) as Body;
-          bodies.set(body.sequence, body);
-        }
-        return bodies.size === last;
-      }, 'every event delivered');
+      const bodies = await bodiesBySequence<Body>(receiver, last);
 
       const catalog = (await ctx.api('GET', '/api/v1/event-types', { token: tenant.token })).json()
         .data as Array<{ type: string; schema: object }>;

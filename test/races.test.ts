@@ -11,9 +11,8 @@ import {
   type TestContext,
 } from './helpers/context.ts';
 import { createSubscription, createTenant, type TenantFixture } from './helpers/fixtures.ts';
-import { HttpsReceiver } from './helpers/https-receiver.ts';
+import { bodiesBySequence, HttpsReceiver } from './helpers/https-receiver.ts';
 import { type ChildService, callService, startTourops } from './helpers/processes.ts';
-import { eventually } from './helpers/until.ts';
 
 // Every change decided under its row's lock: writers racing on the same trips, bookings, payments
 // and clients over every write route, through two `tourops serve` processes on one database. The
@@ -227,14 +226,7 @@ for (const backend of BACKENDS) {
       worker = startWorker(ctx.runtime, { pollIntervalMs: 20 });
       // Every event of the subscription delivered: its sequence runs 1…last without a gap.
       const last = await ctx.runtime.repositories.webhooks.lastSequence(tenant.id, subscriptionId);
-      const bodies = new Map<number, Body>();
-      await eventually(() => {
-        for (const request of receiver.requests) {
-          const body = JSON.parse(request.body) as Body;
-          bodies.set(body.sequence, body);
-        }
-        return bodies.size === last;
-      }, 'every event delivered');
+      const bodies = await bodiesBySequence<Body>(receiver, last);
 
       /** Each object's last announced event: its object and its changes. */
       const announced = new Map<string, { object: Row; changes: string }>();

@@ -8,6 +8,8 @@ import {
   type FilterTree,
   filterTree,
   type SchemaNode,
+  SEARCH_STEPS,
+  type SearchBudget,
   witness,
 } from './filter-witness.ts';
 import type { PayloadFilter } from './payload-filter.ts';
@@ -127,22 +129,29 @@ export class FilterTargets {
     return `is no member of an event of the subscription's types; the nearest is ${nearest}`;
   }
 
-  /** A body of one of the types that `filter` matches (the proof that it can), or null. */
-  witness(filter: PayloadFilter): { type: string; data: unknown } | null {
-    return this.witnessOf(filterTree(filter));
+  /**
+   * A body of one of the types that `filter` matches (the proof that it can), null when there is
+   * none, undefined when the search's budget ran out first.
+   */
+  witness(filter: PayloadFilter): { type: string; data: unknown } | null | undefined {
+    return this.witnessOf(filterTree(filter), { steps: SEARCH_STEPS });
   }
 
-  /** The faults of a filter none of the types' events can match, by key; none if one can. */
+  /**
+   * The faults of a filter none of the types' events can match, by key; none if one can, or if
+   * telling would take more than one check's budget (a filter is never refused on a guess).
+   */
   faults(filter: PayloadFilter): FieldErrors {
     const tree = filterTree(filter);
-    if (this.witnessOf(tree) !== null) return {};
+    const budget = { steps: SEARCH_STEPS };
+    if (this.witnessOf(tree, budget) !== null) return {};
     const errors: FieldErrors = {};
     for (const condition of conditionsOf(tree)) {
       // Only a condition without which the filter could match is named.
-      if (this.witnessOf(assuming(tree, condition)) === null) continue;
+      if (!this.witnessOf(assuming(tree, condition), budget)) continue;
       const unknown = this.pathFault(condition.path);
       if (unknown !== null) errors[condition.pathKey] ??= [unknown];
-      else if (this.witnessOf(condition) === null)
+      else if (this.witnessOf(condition, budget) === null)
         errors[condition.key] ??= [this.never(condition)];
       else errors[condition.key] ??= [TOGETHER];
     }
@@ -150,12 +159,18 @@ export class FilterTargets {
     return errors;
   }
 
-  private witnessOf(tree: FilterTree): { type: string; data: unknown } | null {
+  /** See witness: the first type with a body, undefined if one's search ran out of budget. */
+  private witnessOf(
+    tree: FilterTree,
+    budget: SearchBudget,
+  ): { type: string; data: unknown } | null | undefined {
+    let unknown = false;
     for (const type of this.types) {
-      const body = witness(tree, bodySchema(type));
-      if (body !== null) return { type, data: body.data };
+      const body = witness(tree, bodySchema(type), budget);
+      if (body === undefined) unknown = true;
+      else if (body !== null) return { type, data: body.data };
     }
-    return null;
+    return unknown ? undefined : null;
   }
 
   /** Why a condition alone matches no event of the types. */

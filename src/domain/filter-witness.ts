@@ -252,26 +252,62 @@ function seen(choice: Choice): unknown {
   return choice.value;
 }
 
-/** Steps after which a search gives up and takes the filter as able to match (never refused). */
-const SEARCH_BOUND = 200_000;
+/**
+ * How many steps the searches of one check may take together (`steps` counts down): a filter
+ * whose search would take longer is not refused for it (see witness), so a check's time is
+ * bounded whatever filter is sent.
+ */
+export interface SearchBudget {
+  steps: number;
+}
+export const SEARCH_STEPS = 100_000;
+
+/** The conditions that must all hold for the tree to: its own, and those of `all`s within. */
+function conjuncts(tree: FilterTree): Condition[] {
+  if ('all' in tree) return tree.all.flatMap(conjuncts);
+  return 'any' in tree ? [] : [tree];
+}
 
 /**
- * A body `root` (an object schema) allows that `tree` matches, or null when there is none. The
- * body holds the chosen paths and, for every other required member, the least value its schema
- * takes (see sampleOf).
+ * A body `root` (an object schema) allows that `tree` matches, null when there is none, or
+ * undefined when `budget` ran out first. The body holds the chosen paths and, for every other
+ * required member, the least value its schema takes (see sampleOf).
  */
-export function witness(tree: FilterTree, root: SchemaNode): Record<string, unknown> | null {
+export function witness(
+  tree: FilterTree,
+  root: SchemaNode,
+  budget: SearchBudget = { steps: SEARCH_STEPS },
+): Record<string, unknown> | null | undefined {
+  // A condition that must hold and never can, alone, ends it at once (the common refusal).
+  if ('all' in tree || 'any' in tree) {
+    for (const condition of conjuncts(tree)) {
+      if (witness(condition, root, budget) === null) return null;
+    }
+  }
   const nodes = pathNodes(conditionsOf(tree));
   const byPath = new Map(nodes.map((node) => [node.path, node]));
   const choices = new Map<string, Choice>();
   const values = new Map<string, unknown>();
-  let steps = 0;
 
+  // A path's choices depend only on the branch of the object above it: made once for each.
+  const made = new Map<string, Map<SchemaNode, Choice[]>>();
   const options = (node: PathNode): Choice[] => {
     const parent =
       node.parent === null ? { kind: 'object', branch: root } : choices.get(node.parent);
     if (parent?.kind !== 'object') return [NONE];
-    const { branch } = parent;
+    let byBranch = made.get(node.path);
+    if (byBranch === undefined) {
+      byBranch = new Map();
+      made.set(node.path, byBranch);
+    }
+    let found = byBranch.get(parent.branch);
+    if (found === undefined) {
+      found = optionsUnder(node, parent.branch);
+      byBranch.set(parent.branch, found);
+    }
+    return found;
+  };
+  const optionsUnder = (node: PathNode, branch: SchemaNode): Choice[] => {
     const schema = propertyOf(branch, node.name);
     let candidates: Choice[];
     if (schema === undefined) {
@@ -297,7 +333,7 @@ export function witness(tree: FilterTree, root: SchemaNode): Record<string, unkn
   };
 
   const search = (index: number): boolean | undefined => {
-    if (++steps > SEARCH_BOUND) return undefined;
+    if (--budget.steps < 0) return undefined;
     const holds = verdict(tree, values);
     if (holds === false) return false;
     if (index === nodes.length) return holds === true;
@@ -314,9 +350,7 @@ export function witness(tree: FilterTree, root: SchemaNode): Record<string, unkn
   };
 
   const found = search(0);
-  if (found === false) return null;
-  // Beyond the bound: taken as able to match, with the least body as its stand-in.
-  if (found === undefined) return sampleOf(root) as Record<string, unknown>;
+  if (found !== true) return found === false ? null : undefined;
   const build = (branch: SchemaNode, prefix: string | null): Record<string, unknown> => {
     const body: Record<string, unknown> = {};
     const names = new Set([

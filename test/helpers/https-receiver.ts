@@ -6,7 +6,7 @@ import type { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { HUNG_AFTER_MS } from './until.ts';
+import { eventually, HUNG_AFTER_MS } from './until.ts';
 
 const run = promisify(execFile);
 
@@ -336,4 +336,23 @@ export class HttpsReceiver {
     this.requests.push(request);
     for (const waiter of this.waiters) waiter();
   }
+}
+
+/**
+ * The JSON bodies `receiver` got, by their `sequence`, once sequences 1…`last` have all arrived
+ * (each at least once: a body sent again is the same body).
+ */
+export async function bodiesBySequence<T extends { sequence: number }>(
+  receiver: HttpsReceiver,
+  last: number,
+): Promise<Map<number, T>> {
+  const bodies = new Map<number, T>();
+  await eventually(() => {
+    for (const request of receiver.requests) {
+      const body = JSON.parse(request.body) as T;
+      bodies.set(body.sequence, body);
+    }
+    return bodies.size === last;
+  }, 'every event delivered');
+  return bodies;
 }
