@@ -311,7 +311,8 @@ export class Recorder implements BatchRecorder {
   /**
    * Dead-letters the abandoned claims of a crash loop (see DeliveryQueue.crashLoops) and
    * announces each, one transaction a row: a row that cannot be dead-lettered or announced is
-   * its own fault (reported, tried again at the next sweep), never the sweep's. How many were.
+   * its own fault (reported, tried again at the next sweep), never the sweep's; a failure of the
+   * database ends the sweep. How many were.
    */
   async deadLetterAbandoned(asker: string, aliveSince: string, staleBefore: string) {
     const { database, queue } = this.deps;
@@ -326,6 +327,8 @@ export class Recorder implements BatchRecorder {
           lost += 1;
         });
       } catch (error) {
+        // The database's failure ends the sweep (the worker tries again at the next).
+        if (isTransient(error)) throw error;
         this.faulted(id, 'crash_loop', error);
       }
     }
