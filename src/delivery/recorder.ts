@@ -1,6 +1,7 @@
 import type { EventEmitter } from 'node:events';
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
+import { isRetryable } from '../db/ambient.ts';
 import type { Database } from '../db/database.ts';
 import { isDatabaseUnavailable } from '../db/unavailable.ts';
 import { storableText } from '../domain/attempts.ts';
@@ -55,8 +56,7 @@ export interface RecorderDeps extends FoldDeps {
  * serialization failure). Tried again as it was, never taken for a row's fault.
  */
 function isTransient(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  return isDatabaseUnavailable(error) || code === '40001' || code === '40P01';
+  return isDatabaseUnavailable(error) || isRetryable(error);
 }
 
 /** Who hears of a recorded batch: the claim loop's wakes, and the worker's own listeners. */
