@@ -22,12 +22,7 @@ export abstract class StatusRowsRepository<T extends StatusTable> extends Reposi
   protected abstract readonly parentColumn: 'tripId' | 'bookingId';
 
   findById(tenantId: string, id: string): Promise<Selectable<DB[T]> | undefined> {
-    return this.db
-      .selectFrom(this.table as 'bookings')
-      .selectAll()
-      .where('tenantId', '=', tenantId)
-      .where('id', '=', id)
-      .executeTakeFirst() as Promise<Selectable<DB[T]> | undefined>;
+    return this.byId(tenantId, id).executeTakeFirst() as Promise<Selectable<DB[T]> | undefined>;
   }
 
   /**
@@ -35,13 +30,18 @@ export abstract class StatusRowsRepository<T extends StatusTable> extends Reposi
    * before-image, its time) is the only one made from that state.
    */
   lockById(tenantId: string, id: string): Promise<Selectable<DB[T]> | undefined> {
-    return this.lockedRows(
-      this.db
-        .selectFrom(this.table as 'bookings')
-        .selectAll()
-        .where('tenantId', '=', tenantId)
-        .where('id', '=', id),
-    ).executeTakeFirst() as Promise<Selectable<DB[T]> | undefined>;
+    return this.lockedRows(this.byId(tenantId, id)).executeTakeFirst() as Promise<
+      Selectable<DB[T]> | undefined
+    >;
+  }
+
+  /** The select of one row of the tenant by id. */
+  private byId(tenantId: string, id: string) {
+    return this.db
+      .selectFrom(this.table as 'bookings')
+      .selectAll()
+      .where('tenantId', '=', tenantId)
+      .where('id', '=', id);
   }
 
   /** Keyset page by id ascending; fetches `limit + 1` rows so the caller can tell `hasMore`. */
