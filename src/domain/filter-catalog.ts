@@ -3,16 +3,18 @@ import type { FieldErrors } from '../lib/problems.ts';
 import { EVENT_DATA_SCHEMAS } from './event-schemas.ts';
 import {
   assuming,
-  type Condition,
   conditionsOf,
-  type FilterTree,
-  filterTree,
   type SchemaNode,
   SEARCH_STEPS,
   type SearchBudget,
   witness,
 } from './filter-witness.ts';
-import type { PayloadFilter } from './payload-filter.ts';
+import {
+  type Condition,
+  type FilterTree,
+  filterTree,
+  type PayloadFilter,
+} from './payload-filter.ts';
 import { EVENT_TYPES, isOneOf } from './states.ts';
 
 /**

@@ -1,6 +1,6 @@
 import Ajv, { type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
-import { dateTimeMs, MISSING, operatorTest, type PayloadFilter } from './payload-filter.ts';
+import { type Condition, dateTimeMs, type FilterTree, MISSING } from './payload-filter.ts';
 
 /**
  * Whether a filter can match an event at all: a search for a body that an event type's schema
@@ -29,52 +29,6 @@ export interface SchemaNode {
   maxLength?: number;
   minimum?: number;
   maximum?: number;
-}
-
-/** One condition of a filter: a path, an operator's test, and the error key it stands at. */
-export interface Condition {
-  path: string;
-  operator: string;
-  operand: unknown;
-  /** `filter.<where in the filter>.<path>[.<operator>]`: where a fault of it is reported. */
-  key: string;
-  /** The key of its path alone (`filter.<where>.<path>`), for a path no event has. */
-  pathKey: string;
-  test: (value: unknown) => boolean;
-}
-
-/** A filter as conditions combined: all of them, or any of them. */
-export type FilterTree = { all: FilterTree[] } | { any: FilterTree[] } | Condition;
-
-/** A well-formed filter (see checkFilter) as its tree of conditions. */
-export function filterTree(filter: PayloadFilter, at = 'filter'): FilterTree {
-  const all: FilterTree[] = [];
-  for (const [key, value] of Object.entries(filter)) {
-    if (key === '$and' || key === '$or') {
-      const items = (value as PayloadFilter[]).map((item, i) =>
-        filterTree(item, `${at}.${key}.${i}`),
-      );
-      all.push(key === '$and' ? { all: items } : { any: items });
-      continue;
-    }
-    const pathKey = `${at}.${key}`;
-    const operators =
-      typeof value === 'object' && value !== null && !Array.isArray(value)
-        ? Object.entries(value)
-        : [['$eq', value] as const];
-    for (const [operator, operand] of operators) {
-      const written = operators.length === 1 && operators[0][0] === '$eq' && operand === value;
-      all.push({
-        path: key,
-        operator,
-        operand,
-        key: written ? pathKey : `${pathKey}.${operator}`,
-        pathKey,
-        test: operatorTest(operator as '$eq', operand),
-      });
-    }
-  }
-  return { all };
 }
 
 /** Every condition of a tree, in the order it is written. */

@@ -42,7 +42,7 @@ export const FILTER_OPERATORS = [
   '$exists',
   '$prefix',
 ] as const;
-export type Operator = (typeof FILTER_OPERATORS)[number];
+type Operator = (typeof FILTER_OPERATORS)[number];
 
 const COMBINATORS = ['$and', '$or'] as const;
 
@@ -267,7 +267,7 @@ function reader(path: string): Reader {
 type Test = (value: unknown) => boolean;
 
 /** A test of one operator against its (checked) operand. */
-export function operatorTest(operator: Operator, operand: unknown): Test {
+function operatorTest(operator: Operator, operand: unknown): Test {
   switch (operator) {
     case '$eq':
       return (value) => value === operand;
@@ -312,26 +312,80 @@ function comparison(operand: number | string, holds: (order: number) => boolean)
   };
 }
 
-/** A checked filter as one function of the event; `null` matches every event. */
-export function compileFilter(filter: PayloadFilter | null): Matcher {
-  if (filter === null) return () => true;
-  const parts: Matcher[] = [];
+/** One condition of a filter: a path, an operator's test, and the error key it stands at. */
+export interface Condition {
+  path: string;
+  operator: string;
+  operand: unknown;
+  /** `filter.<where in the filter>.<path>[.<operator>]`: where a fault of it is reported. */
+  key: string;
+  /** The key of its path alone (`filter.<where>.<path>`), for a path no event has. */
+  pathKey: string;
+  test: (value: unknown) => boolean;
+}
+
+/** A filter as conditions combined: all of them, or any of them. */
+export type FilterTree = { all: FilterTree[] } | { any: FilterTree[] } | Condition;
+
+/**
+ * A well-formed filter (see checkFilter) as its tree of conditions: what the matcher is compiled
+ * from (compileFilter) and what the catalog check searches over (filter-witness.ts).
+ */
+export function filterTree(filter: PayloadFilter, at = 'filter'): FilterTree {
+  const all: FilterTree[] = [];
   for (const [key, value] of Object.entries(filter)) {
     if (key === '$and' || key === '$or') {
-      const items = (value as PayloadFilter[]).map(compileFilter);
-      parts.push(
-        key === '$and'
-          ? (event) => items.every((item) => item(event))
-          : (event) => items.some((item) => item(event)),
+      const items = (value as PayloadFilter[]).map((item, i) =>
+        filterTree(item, `${at}.${key}.${i}`),
       );
+      all.push(key === '$and' ? { all: items } : { any: items });
       continue;
     }
-    const read = reader(key);
-    const tests = isObject(value)
-      ? Object.entries(value).map(([operator, operand]) =>
-          operatorTest(operator as Operator, operand),
-        )
-      : [operatorTest('$eq', value)];
+    const pathKey = `${at}.${key}`;
+    // A scalar is equality, keyed by its path; an operator is keyed by its own name.
+    const scalar = !isObject(value);
+    const operators = scalar ? [['$eq', value] as const] : Object.entries(value);
+    for (const [operator, operand] of operators) {
+      all.push({
+        path: key,
+        operator,
+        operand,
+        key: scalar ? pathKey : `${pathKey}.${operator}`,
+        pathKey,
+        test: operatorTest(operator as Operator, operand),
+      });
+    }
+  }
+  return { all };
+}
+
+/** A checked filter as one function of the event; `null` matches every event. */
+export function compileFilter(filter: PayloadFilter | null): Matcher {
+  return filter === null ? () => true : matcherOf(filterTree(filter));
+}
+
+function matcherOf(tree: FilterTree): Matcher {
+  if ('any' in tree) {
+    const items = tree.any.map(matcherOf);
+    return (event) => items.some((item) => item(event));
+  }
+  const items = 'all' in tree ? tree.all : [tree];
+  const parts: Matcher[] = [];
+  for (let i = 0; i < items.length; ) {
+    const first = items[i];
+    if ('all' in first || 'any' in first) {
+      parts.push(matcherOf(first));
+      i++;
+      continue;
+    }
+    // The conditions on one path (one operator object) read its value once.
+    const tests: Test[] = [];
+    for (; i < items.length; i++) {
+      const item = items[i];
+      if ('all' in item || 'any' in item || item.pathKey !== first.pathKey) break;
+      tests.push(item.test);
+    }
+    const read = reader(first.path);
     parts.push(
       tests.length === 1
         ? (event) => tests[0](read(event))
