@@ -24,18 +24,7 @@ type Node = {
 
 /** Each path of a type's body below `data`, with the JSON types its schema names (read here). */
 function pathsOf(type: (typeof SUBSCRIBABLE_EVENT_TYPES)[number]): Map<string, string[]> {
-  const paths = new Map<string, string[]>();
-  const visit = (node: Node, path: string) => {
-    const types = node.anyOf
-      ? node.anyOf.flatMap((branch) => [branch.type ?? []].flat())
-      : [node.type ?? []].flat();
-    if (path !== 'data') paths.set(path, types);
-    for (const [name, child] of Object.entries(node.properties ?? {})) {
-      visit(child, `${path}.${name}`);
-    }
-  };
-  visit(EVENT_DATA_SCHEMAS[type] as unknown as Node, 'data');
-  return paths;
+  return new Map([...membersOf(type)].map(([path, member]) => [path, member.types]));
 }
 
 const faultsOf = (filter: object, types: readonly string[]) =>
