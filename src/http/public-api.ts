@@ -195,8 +195,8 @@ export const publicApi: FastifyPluginAsync<{
         ...RELEASE_EXTENSION,
         contact: { name: 'API reference', url: `${config.publicBaseUrl}/docs/` },
         license: {
-          name: 'Proprietary: for integrations with the service only',
-          identifier: 'LicenseRef-Proprietary',
+          name: 'Apache-2.0',
+          identifier: 'Apache-2.0',
         },
         description:
           'Server-to-server API for tour operators: trips, bookings, clients, payments, library ' +

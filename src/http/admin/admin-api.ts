@@ -59,8 +59,8 @@ export const adminApi: FastifyPluginAsync<{
         version: RELEASE,
         contact: { name: 'Operator documentation', url: `${config.publicBaseUrl}/admin/docs/` },
         license: {
-          name: 'Proprietary: for the operator console only',
-          identifier: 'LicenseRef-Proprietary',
+          name: 'Apache-2.0',
+          identifier: 'Apache-2.0',
         },
         description:
           'Operator console surface: tenants, members, tokens, catalogs and the state changes ' +
