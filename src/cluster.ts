@@ -5,8 +5,13 @@ import { type Config, describeDatabase } from './config.ts';
 import { CLUSTER_NOTIFY_MESSAGE } from './db/notifier.ts';
 import { DEFAULT_MAX_PER_SUBSCRIPTION, DEFAULT_MAX_RUNNING } from './delivery/worker.ts';
 import { CLUSTER_METRICS_MESSAGE } from './lib/metrics.ts';
-import { createRuntime } from './runtime.ts';
-import { adminApiLine, checkListenAddress, listeningLine, warnAtStartup } from './serve.ts';
+import {
+  adminApiLine,
+  checkListenAddress,
+  listeningLine,
+  runtimeWithProbes,
+  warnAtStartup,
+} from './serve.ts';
 
 /** More unplanned exits than this within RESTART_WINDOW_MS: the service is broken, stop it. */
 const MAX_RESTARTS = 5;
@@ -23,7 +28,7 @@ const RESTART_WINDOW_MS = 60_000;
  */
 export async function servePrimary(config: Config, processes: number): Promise<void> {
   await checkListenAddress(config);
-  const runtime = await createRuntime(config);
+  const runtime = await runtimeWithProbes(config, {});
   warnAtStartup(runtime);
   await runtime.close();
   if (config.redisUrl === null && config.databaseUrl === null) new RateLimiterClusterMaster();

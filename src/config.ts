@@ -17,6 +17,11 @@ export interface Config {
     statementTimeoutMs: number;
     /** Longest to wait for a connection (PostgreSQL). */
     connectTimeoutMs: number;
+    /**
+     * DATABASE_START_WAIT: how long a serving process or worker started while its database does
+     * not answer keeps trying before it exits (0: at once).
+     */
+    startWaitMs: number;
   };
   dataDir: string;
   redisUrl: string | null;
@@ -92,6 +97,7 @@ export const KNOWN_VARIABLES = [
   'DATABASE_URL',
   'DATABASE_STATEMENT_TIMEOUT',
   'DATABASE_CONNECT_TIMEOUT',
+  'DATABASE_START_WAIT',
   'DATA_DIR',
   'REDIS_URL',
   'PUBLIC_BASE_URL',
@@ -320,6 +326,8 @@ export function loadConfig(env: Env = process.env): Config {
       throw new ConfigError(`${name}: must be between 100ms and 1h`);
     }
   }
+  const startWaitMs = parseDuration('DATABASE_START_WAIT', get('DATABASE_START_WAIT') ?? '60s');
+  if (startWaitMs > 3_600_000) throw new ConfigError('DATABASE_START_WAIT: must be at most 1h');
   const redisUrl = get('REDIS_URL') ?? null;
   if (redisUrl !== null && !/^rediss?:\/\/.+/.test(redisUrl)) {
     throw new ConfigError('REDIS_URL: must be a redis:// or rediss:// URL');
@@ -367,7 +375,7 @@ export function loadConfig(env: Env = process.env): Config {
     port,
     host,
     databaseUrl,
-    database: { statementTimeoutMs, connectTimeoutMs },
+    database: { statementTimeoutMs, connectTimeoutMs, startWaitMs },
     dataDir: resolve(get('DATA_DIR') ?? './data'),
     redisUrl,
     publicBaseUrl,

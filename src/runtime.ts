@@ -5,6 +5,7 @@ import { createDatabase, type Database } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
 import { AUTH_CHANGES_CHANNEL, DELIVERIES_CHANNEL, HOLDS_CHANNEL } from './db/notifier.ts';
 import { PgListener } from './db/pg-listener.ts';
+import { isDatabaseUnavailable } from './db/unavailable.ts';
 import { DeliveryQueue } from './delivery/queue.ts';
 import { QueueFigures, queueStats } from './delivery/stats.ts';
 import type { Resolver } from './domain/address-guard.ts';
@@ -31,6 +32,70 @@ export interface Runtime {
   close(): Promise<void>;
 }
 
+type RuntimeOptions = NonNullable<Parameters<typeof createRuntime>[1]>;
+
+/** The process's JSON logger; with tracing on, every line names the active trace and span. */
+function processLogger(config: Config): pino.Logger {
+  return pino({
+    level: config.logLevel,
+    ...(tracing.on ? { mixin: () => activeIds() ?? {} } : {}),
+  });
+}
+
+/** Between tries of a database that does not answer at start. */
+const START_RETRY_MS = 1_000;
+
+/**
+ * createRuntime for a process that serves or delivers. Started while its database does not answer
+ * (`compose up` starts everything at once; a rolled restart can meet a fail-over), it tries again
+ * each second for DATABASE_START_WAIT, saying so in the log, then gives up as createRuntime does.
+ * `waiting` runs at the first failed try: the caller's probes say "starting" meanwhile.
+ */
+export async function createServingRuntime(
+  config: Config,
+  options: RuntimeOptions = {},
+  waiting?: () => void,
+): Promise<Runtime> {
+  const logger = options.logger ?? processLogger(config);
+  const deadline = Date.now() + config.database.startWaitMs;
+  // Stopped while it waits: nothing to finish. (As PID 1 of a container, a signal without a
+  // listener would be ignored.)
+  const stop = (signal: NodeJS.Signals) => {
+    logger.info({ signal }, 'stopped while waiting for the database');
+    process.exit(0);
+  };
+  try {
+    for (let tries = 1; ; tries++) {
+      try {
+        return await createRuntime(config, { ...options, logger });
+      } catch (error) {
+        const left = deadline - Date.now();
+        if (!isDatabaseUnavailable(error)) throw error;
+        if (left <= 0) {
+          if (tries > 1)
+            logger.error({ err: error, tries }, 'the database never answered; exiting');
+          throw error;
+        }
+        if (tries === 1) {
+          process.once('SIGTERM', stop).once('SIGINT', stop);
+          waiting?.();
+        }
+        // The first failure, then one line every ten tries: an outage is not a log flood.
+        if (tries % 10 === 1) {
+          const waitMs = config.database.startWaitMs;
+          logger.warn(
+            { err: error, tries, waitMs },
+            'waiting for the database (DATABASE_START_WAIT)',
+          );
+        }
+        await new Promise((resolve) => setTimeout(resolve, Math.min(START_RETRY_MS, left)));
+      }
+    }
+  } finally {
+    process.off('SIGTERM', stop).off('SIGINT', stop);
+  }
+}
+
 /**
  * The composition root: config → database → repositories → services. Nothing opens a
  * connection or reads the environment at import time; the server, CLI and tests all come here.
@@ -52,10 +117,7 @@ export async function createRuntime(
     secretKey?: 'required' | 'if-present';
   } = {},
 ): Promise<Runtime> {
-  // With tracing on, every line names the active trace and span (see src/tracing-sdk.ts).
-  const logger =
-    options.logger ??
-    pino({ level: config.logLevel, ...(tracing.on ? { mixin: () => activeIds() ?? {} } : {}) });
+  const logger = options.logger ?? processLogger(config);
   const keyNeed = options.secretKey ?? 'required';
   // PostgreSQL's key comes from the environment alone: a missing one stops start-up before any
   // connection. The embedded one lives in DATA_DIR, which the database opens (and checks) first.
@@ -122,7 +184,12 @@ export async function createRuntime(
     for (const channel of [AUTH_CHANGES_CHANNEL, DELIVERIES_CHANNEL, HOLDS_CHANNEL] as const) {
       listener.on(channel, (payload) => notifier.heard(channel, payload));
     }
-    await listener.start();
+    try {
+      await listener.start();
+    } catch (error) {
+      await database.close();
+      throw error;
+    }
   }
   const queue = new DeliveryQueue(database);
   const figures = new QueueFigures(database);

@@ -11,8 +11,9 @@ import {
 } from './config.ts';
 import type { WorkerOptions } from './delivery/types.ts';
 import { demoInstructions, seedDemoIfEmpty } from './demo.ts';
+import type { ProbeServer } from './http/probe-server.ts';
 import { tracing } from './lib/tracing.ts';
-import { createHttpApp, createRuntime, type Runtime } from './runtime.ts';
+import { createHttpApp, createServingRuntime, type Runtime } from './runtime.ts';
 import { startWorker } from './start-worker.ts';
 
 /**
@@ -27,7 +28,10 @@ export async function serve(
   // One of `tourops serve --processes N` (see cluster.ts): the primary checked and migrated.
   const inCluster = cluster.isWorker;
   if (!inCluster) await checkListenAddress(config);
-  const runtime = await createRuntime(config, { listen: true, migrate: !inCluster });
+  // A cluster's primary waited for the database, its probes on PORT meanwhile.
+  const runtime = inCluster
+    ? await createServingRuntime(config, { listen: true, migrate: false })
+    : await runtimeWithProbes(config, { listen: true });
   // The primary of a cluster has said it once for all its processes.
   if (!inCluster) warnAtStartup(runtime);
   if (inCluster) runtime.metrics.renderInPrimary();
@@ -70,6 +74,28 @@ export async function serve(
   process.stdout.write(
     `OpenAPI document: ${config.publicBaseUrl}/v1/openapi.json\n${adminApiLine(config)}\n\n`,
   );
+}
+
+/**
+ * The runtime of a process that listens on PORT, which answers its probes while it waits for its
+ * database (`/healthz` 200, `/readyz` 503 `starting`, the API's 503 problem elsewhere), and frees
+ * PORT once the database answers.
+ */
+export async function runtimeWithProbes(
+  config: Config,
+  options: Parameters<typeof createServingRuntime>[1],
+): Promise<Runtime> {
+  let probes: Promise<ProbeServer | null> = Promise.resolve(null);
+  const waiting = () => {
+    probes = import('./http/probe-server.ts').then(({ ProbeServer }) =>
+      ProbeServer.listen(config, config.port, 'unavailable'),
+    );
+  };
+  try {
+    return await createServingRuntime(config, options, waiting);
+  } finally {
+    await (await probes.catch(() => null))?.close();
+  }
 }
 
 /**

@@ -73,6 +73,8 @@ describe('configuration', () => {
       [{ DATABASE_STATEMENT_TIMEOUT: '5' }, /^DATABASE_STATEMENT_TIMEOUT:/],
       [{ DATABASE_STATEMENT_TIMEOUT: '10ms' }, /^DATABASE_STATEMENT_TIMEOUT:/],
       [{ DATABASE_CONNECT_TIMEOUT: 'soon' }, /^DATABASE_CONNECT_TIMEOUT:/],
+      [{ DATABASE_START_WAIT: 'soon' }, /^DATABASE_START_WAIT:/],
+      [{ DATABASE_START_WAIT: '2h' }, /^DATABASE_START_WAIT: must be at most 1h/],
       [{ SHUTDOWN_TIMEOUT: '10' }, /^SHUTDOWN_TIMEOUT:/],
     ];
     for (const [env, pattern] of cases) {
@@ -91,7 +93,12 @@ describe('configuration', () => {
   it('takes an admin token of 32 or more characters, and the time-outs with their defaults', () => {
     assert.equal(loadConfig({ ADMIN_API_TOKEN: 'x'.repeat(32) }).adminApiToken, 'x'.repeat(32));
     const config = loadConfig({});
-    assert.deepEqual(config.database, { statementTimeoutMs: 5_000, connectTimeoutMs: 2_000 });
+    assert.deepEqual(config.database, {
+      statementTimeoutMs: 5_000,
+      connectTimeoutMs: 2_000,
+      startWaitMs: 60_000,
+    });
+    assert.equal(loadConfig({ DATABASE_START_WAIT: '0s' }).database.startWaitMs, 0);
     assert.equal(config.shutdownTimeoutMs, 10_000);
     assert.equal(loadConfig({ SHUTDOWN_TIMEOUT: '2s' }).shutdownTimeoutMs, 2_000);
     assert.equal(config.shutdownDrainMs, 0);

@@ -72,8 +72,10 @@ const workerCommand: Command = {
       'lets running attempts finish within WEBHOOK_TIMEOUT_MS, records them and exits 0. Any number ' +
       'of workers (and `tourops serve` processes with their own worker) may share one PostgreSQL ' +
       "database: claims are atomic, and a killed worker's claims are sent again by another once " +
-      'its heartbeat is 10 s old. With WORKER_METRICS_PORT set it serves its ' +
-      'Prometheus metrics at /metrics on that port.',
+      'its heartbeat is WEBHOOK_WORKER_DEAD_AFTER old. With WORKER_METRICS_PORT set it serves ' +
+      'its Prometheus metrics at /metrics on that port, and /healthz and /readyz (503 while its ' +
+      'database does not answer, its heartbeat is late, or it stops). Started while its database ' +
+      'does not answer, it waits for it up to DATABASE_START_WAIT.',
   ],
   positionals: [],
   options: {},
@@ -81,26 +83,27 @@ const workerCommand: Command = {
   logsVariableNames: true,
   async run(ctx) {
     const config = ctx.config();
-    const [{ createRuntime }, { startWorker }, { stopOnSignals, warnAtStartup }] =
+    const [{ createServingRuntime }, { startWorker }, { stopOnSignals, warnAtStartup }, probes] =
       await Promise.all([
         import('../runtime.ts'),
         import('../start-worker.ts'),
         import('../serve.ts'),
+        import('../http/probe-server.ts'),
       ]);
-    const runtime = await createRuntime(config, { listen: true });
+    // Before the database: a worker waiting for it is alive, and not ready.
+    const port = config.metrics.workerPort;
+    const probeServer =
+      port === null ? null : await probes.ProbeServer.listen(config, port, 'not-found');
+    const runtime = await createServingRuntime(config, { listen: true });
     warnAtStartup(runtime, ctx.io.env);
     const worker = startWorker(runtime);
-    const metricsServer =
-      config.metrics.workerPort === null
-        ? null
-        : await (await import('../http/metrics-server.ts')).startMetricsServer(
-            config,
-            runtime.metrics,
-          );
-    // Before the announcement: whoever waits for it may signal at once.
+    const ready = probes.workerReadiness(worker.worker, runtime.database);
+    probeServer?.attach({ ready, metrics: runtime.metrics });
+    // Before the announcement: whoever waits for it may signal at once. The probes answer until
+    // the worker has stopped: `/readyz` says draining meanwhile.
     stopOnSignals(runtime, config.shutdownTimeoutMs, async () => {
-      metricsServer?.close();
       await worker.stop();
+      await probeServer?.close();
     });
     ctx.io.stdout.write(`Webhook delivery worker running (${describeDatabase(config)})\n`);
     return 'serving';

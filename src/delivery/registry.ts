@@ -46,6 +46,8 @@ export class WorkerRegistry {
   private joinedAtMs = Number.POSITIVE_INFINITY;
   private countedAtMs = Number.NEGATIVE_INFINITY;
   private othersAtJoin = true;
+  /** When this worker's heartbeat was last recorded (epoch ms); never, until it joined. */
+  private beatAtMs = Number.NEGATIVE_INFINITY;
   private timer: NodeJS.Timeout | null = null;
   private beats = 0;
   private failing = false;
@@ -82,9 +84,19 @@ export class WorkerRegistry {
     return this.joinedAtMs + 1_000 + (this.othersAtJoin ? 2 * this.beatMs : 0);
   }
 
+  /**
+   * Whether this worker's heartbeat is late at `nowMs`: none recorded within half of
+   * WEBHOOK_WORKER_DEAD_AFTER (two beats missed and more), so that its probe says so before
+   * other workers take its claims over. True before it joined.
+   */
+  lateAt(nowMs: number): boolean {
+    return nowMs - this.beatAtMs > this.deps.config.webhook.workerDeadAfterMs / 2;
+  }
+
   async join(): Promise<void> {
     const now = this.deps.clock.now();
     await this.deps.queue.joinWorker(this.id, now.toISOString());
+    this.beatAtMs = now.getTime();
     await this.countOthers(now.getTime());
     // Read after the count: a count of another worker that missed this one was made before it.
     this.joinedAtMs = this.deps.clock.now().getTime();
@@ -123,6 +135,7 @@ export class WorkerRegistry {
       if (!(await queue.heartbeat(this.id, now.toISOString()))) {
         await queue.joinWorker(this.id, now.toISOString());
       }
+      this.beatAtMs = Math.max(this.beatAtMs, now.getTime());
       await this.countOthers(now.getTime());
       this.beats += 1;
       if (this.beats % 900 === 1) {

@@ -114,6 +114,17 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     this.loop = this.join().then(() => this.run());
   }
 
+  /**
+   * What this worker's readiness probe says of it at `nowMs` (its database is the probe's to
+   * ask): `draining` once it stops, `joining` until it is in the registry, `late` while its
+   * heartbeat is (see WorkerRegistry.lateAt), else `running`.
+   */
+  readinessAt(nowMs: number): 'running' | 'joining' | 'late' | 'draining' {
+    if (this.state === 'stopping' || this.state === 'stopped') return 'draining';
+    if (this.state === 'joining') return 'joining';
+    return this.registry.lateAt(nowMs) ? 'late' : 'running';
+  }
+
   /** Joins the registry before the first claim, which carries this worker's id. */
   private async join(): Promise<void> {
     while (this.state === 'joining') {

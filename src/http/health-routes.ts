@@ -6,9 +6,7 @@ import type { Metrics } from '../lib/metrics.ts';
 import { serviceUnavailable } from '../lib/problems.ts';
 import type { OutageLog } from './pipeline/outage-log.ts';
 import { sendProblem } from './pipeline/problem-reply.ts';
-
-/** A readiness probe answers within this, whatever the database does. */
-const READY_PROBE_MS = 1_000;
+import { PROBE_DRAINING, withinProbeTime } from './probe-server.ts';
 
 /**
  * Liveness and readiness, outside /api/v1 and without authentication. A ready answer also says
@@ -25,24 +23,17 @@ export const healthRoutes: FastifyPluginAsync<{
 }> = async (app, { database, config, outage, metrics, draining }) => {
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
   app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
-    if (draining()) return reply.code(503).send({ status: 'draining' });
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error('readiness probe timed out')), READY_PROBE_MS);
-    });
+    if (draining()) return reply.code(503).send(PROBE_DRAINING.body);
     try {
-      const [, queue] = await Promise.race([
+      const [, queue] = await withinProbeTime(
         Promise.all([sql`select 1`.execute(database.db), metrics.queueStats()]),
-        timedOut,
-      ]);
+      );
       if (queue === null) return { status: 'ok' };
       const { pending, stuck, oldestDueAgeSeconds } = queue;
       return { status: 'ok', deliveries: { pending, stuck, oldestDueAgeSeconds } };
     } catch (error) {
       outage.failed(error);
       return sendProblem(reply, serviceUnavailable(), config.errorsBaseUrl);
-    } finally {
-      clearTimeout(timer);
     }
   });
 };
