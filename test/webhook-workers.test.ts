@@ -66,8 +66,10 @@ describe('tourops worker processes', { concurrency: 2 }, () => {
         const markers = () => s.receiver.requests.filter((r) => r.path === '/marker');
         for (let sent = 1; ; sent++) {
           await s.createClient(`Marker ${sent}`);
-          // The Crash event went to /marker too: one more than the markers sent.
-          await s.receiver.waitFor(s.receiver.requests.length + 2);
+          // Counted from what was sent, not from what had arrived once the write returned: both of
+          // a marker's requests may come before that. The hung one and the Crash event's to
+          // /marker, then two a marker, one to each path.
+          await s.receiver.waitFor(2 + 2 * sent);
           const ports = secondPorts();
           if (markers().some((r) => ports.has(r.remotePort))) break;
           assert.ok(sent < 50, 'no marker was sent by the second worker');
@@ -99,6 +101,10 @@ describe('tourops worker processes', { concurrency: 2 }, () => {
           `taken over ${log[0].startMs - lastBeat} ms after the last heartbeat`,
         );
         assert.equal((await s.delivery(crash)).status, 'success');
+      } catch (error) {
+        // What the workers logged (warnings and up) says why, when a wait gives up.
+        t.diagnostic(`first worker:\n${first.output()}\nsecond worker:\n${second.output()}`);
+        throw error;
       } finally {
         await first.stop('SIGKILL');
         assert.equal(await second.stop(), 0);
