@@ -24,21 +24,36 @@ export function killAllChildrenNow(): void {
 }
 process.on('exit', killAllChildrenNow);
 
-/** A free TCP port on the loopback interface, released for the child to bind. */
+/**
+ * A free TCP port on the loopback interface, released for the child to bind, from
+ * TEST_PORT_RANGE: at random, so that two runs sharing the range rarely try the same one, and
+ * each checked free by binding it.
+ */
 export async function freePort(): Promise<number> {
+  const { from, to } = portRange(process.env.TEST_PORT_RANGE);
   for (let tries = 0; tries < 100; tries++) {
-    const port = LOW_PORTS.from + Math.floor(Math.random() * (LOW_PORTS.to - LOW_PORTS.from));
+    const port = from + Math.floor(Math.random() * (to - from + 1));
     if (await bindable(port)) return port;
   }
-  throw new Error(`no free port between ${LOW_PORTS.from} and ${LOW_PORTS.to}`);
+  throw new Error(`no free port in TEST_PORT_RANGE ${from}-${to}`);
 }
 
 /**
- * Below Linux's ephemeral range (32768 and up by default), from which every outgoing connection
- * takes its local port: a port found free here is not taken by a connection before its server
+ * The ports the tests and the bench give their servers: TEST_PORT_RANGE (`<from>-<to>`), by
+ * default below Linux's ephemeral range (32768 and up), from which every outgoing connection
+ * takes its local port: a port found free there is not taken by a connection before its server
  * binds it, as a port from listen(0) may be.
  */
-const LOW_PORTS = { from: 20_000, to: 32_000 };
+export function portRange(setting = '20000-31999'): { from: number; to: number } {
+  const match = /^(\d+)-(\d+)$/.exec(setting.trim());
+  const [from, to] = match ? [Number(match[1]), Number(match[2])] : [0, 0];
+  if (!match || from < 1024 || to > 65535 || to - from < 100) {
+    throw new Error(
+      `TEST_PORT_RANGE: "${setting}" must be <from>-<to>, 1024-65535, 100 ports or more`,
+    );
+  }
+  return { from, to };
+}
 
 function bindable(port: number): Promise<boolean> {
   return new Promise((resolve) => {

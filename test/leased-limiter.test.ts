@@ -5,7 +5,7 @@ import { describe, it } from 'node:test';
 import { Worker } from 'node:worker_threads';
 import { RateLimiterMemory } from 'rate-limiter-flexible';
 import { LeasedLimiter, type Take } from '../src/rate-limit/leased-limiter.ts';
-import { until } from './helpers/until.ts';
+import { HUNG_AFTER_MS, until } from './helpers/until.ts';
 
 /** Counts the store's consume calls, so a test can see which takes went to it. */
 function countingStore(points: number, duration = 60) {
@@ -178,24 +178,29 @@ describe('LeasedLimiter', () => {
 describe('LeasedLimiter beside a local count (a shared store that may be slow)', () => {
   /**
    * A store whose answers travel a loopback socket to a thread of their own and back, so they
-   * arrive as I/O, also while this thread is busy; each waits `delayMs()` on the way.
+   * arrive as I/O, also while this thread is busy; each waits `delayMs()` on the way. `written`
+   * counts the answers in the kernel's hands (shared memory, readable while this thread blocks).
    */
   async function socketStore(points: number, delayMs: () => number) {
+    const written = new Int32Array(new SharedArrayBuffer(4));
     const echo = new Worker(
       `const net = require('node:net');
+      const { parentPort, workerData } = require('node:worker_threads');
       const server = net.createServer((socket) => {
         let text = '';
         socket.on('data', (data) => {
           text += data;
           for (let end = text.indexOf('\\n'); end >= 0; end = text.indexOf('\\n')) {
-            setTimeout(() => socket.write('.'), Number(text.slice(0, end)));
+            setTimeout(() => socket.write('.', () => {
+              Atomics.add(workerData, 0, 1);
+              Atomics.notify(workerData, 0);
+            }), Number(text.slice(0, end)));
             text = text.slice(end + 1);
           }
         });
       });
-      server.listen(0, '127.0.0.1', () =>
-        require('node:worker_threads').parentPort.postMessage(server.address().port));`,
-      { eval: true },
+      server.listen(0, '127.0.0.1', () => parentPort.postMessage(server.address().port));`,
+      { eval: true, workerData: written },
     );
     const [port] = await once(echo, 'message');
     const client = connect(port, '127.0.0.1');
@@ -219,12 +224,12 @@ describe('LeasedLimiter beside a local count (a shared store that may be slow)',
       client.destroy();
       await echo.terminate();
     };
-    return { store, calls, close };
+    return { store, calls, close, written };
   }
 
   it("takes a stall of the process's own event loop for no slow store", async () => {
     // The store refuses what the local count allows: the answer shows which one decided.
-    const { store, close } = await socketStore(0, () => 0);
+    const { store, close, written } = await socketStore(0, () => 0);
     const limiter = new LeasedLimiter(store, {
       local: new RateLimiterMemory({ points: 10, duration: 60 }),
       storeTimeoutMs: 50,
@@ -232,9 +237,12 @@ describe('LeasedLimiter beside a local count (a shared store that may be slow)',
     try {
       const take = settle(limiter.take('a'));
       await new Promise((resolve) => setImmediate(resolve));
-      // The answer arrives while this thread is busy for longer than the time-out.
-      const busyUntil = performance.now() + 150;
-      while (performance.now() < busyUntil);
+      // This thread's event loop stalls past the time-out, and until the answer is on its way
+      // however slowly the other thread gets to it: a loaded machine changes nothing.
+      const stalledUntil = performance.now() + 150;
+      Atomics.wait(written, 0, 0, HUNG_AFTER_MS);
+      assert.equal(Atomics.load(written, 0), 1, 'the store answered');
+      while (performance.now() < stalledUntil);
       assert.equal((await take).allowed, false);
     } finally {
       limiter.close();

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { FastifyInstance } from 'fastify';
+import { freePort } from '../bench/processes.ts';
 import { createHttpApp } from '../src/runtime.ts';
 import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
 import { createTenant, mintToken, type TenantFixture } from './helpers/fixtures.ts';
@@ -185,8 +186,10 @@ describe('rate limits shared through Redis', () => {
 describe('rate limits when Redis is down', () => {
   let ctx: TestContext;
   before(async () => {
-    // Nothing listens there: the store fails and the process's own count answers.
-    ctx = await createTestContext('sqlite', { env: { REDIS_URL: 'redis://127.0.0.1:6390' } });
+    // Nothing listens there (a port found free): the store fails and the process's own count
+    // answers.
+    const port = await freePort();
+    ctx = await createTestContext('sqlite', { env: { REDIS_URL: `redis://127.0.0.1:${port}` } });
   });
   after(() => ctx.close());
 

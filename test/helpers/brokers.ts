@@ -177,13 +177,10 @@ export async function rabbitUser(): Promise<{
   password: string;
   remove: () => Promise<void>;
 }> {
-  const username = 'tourops-test';
+  // A name of this run's own: another run on the machine may hold (and remove) another.
+  const username = `tourops-test-${randomBytes(4).toString('hex')}`;
   const password = `pw-${randomBytes(12).toString('hex')}`;
-  try {
-    await run('rabbitmqctl', ['add_user', username, password]);
-  } catch {
-    await run('rabbitmqctl', ['change_password', username, password]);
-  }
+  await run('rabbitmqctl', ['add_user', username, password]);
   await run('rabbitmqctl', ['set_permissions', '-p', '/', username, '.*', '.*', '.*']);
   const remove = async () => {
     await run('rabbitmqctl', ['delete_user', username]).catch(() => undefined);
