@@ -374,14 +374,14 @@ for (const backend of BACKENDS) {
       assert.match(output, /^ok\s+tourops\.example\/tourops/m);
     });
 
-    it('PHP: tests/run.php', async () => {
-      const output = await runner('php', ['tests/run.php'], {
+    it("PHP: PHPUnit (Debian's phpunit)", async () => {
+      const output = await runner('phpunit', ['--testdox'], {
         cwd: join(ROOT, 'sdk/php'),
         env: { TOUROPS_WEBHOOK_CASES: casesFile },
       });
-      const passed = output.match(/^ok \d+ - real delivery: /gm) ?? [];
+      const passed = output.match(/^ ✔ A real delivery with data set "/gm) ?? [];
       assert.equal(passed.length, cases.length, output);
-      assert.doesNotMatch(output, /^not ok/m);
+      assert.match(output, /^OK \(\d+ tests, \d+ assertions\)$/m, output);
     });
 
     it('each example receiver verifies a delivery and refuses a forgery', async () => {
