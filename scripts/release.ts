@@ -37,10 +37,11 @@ const MANIFESTS = {
 
 const SEMVER = /^\d+\.\d+\.\d+$/;
 
-const read = (path: string) => readFileSync(join(ROOT, path), 'utf8');
+const reader = (root: string) => (path: string) => readFileSync(join(root, path), 'utf8');
 
-/** package.json's version, checked against every manifest's. */
-export function releaseVersion(): string {
+/** package.json's version (in the checkout at `root`), checked against every manifest's. */
+export function releaseVersion(root = ROOT): string {
+  const read = reader(root);
   const version = JSON.parse(read('package.json')).version as string;
   for (const [path, pattern] of Object.entries(MANIFESTS)) {
     const found = pattern.exec(read(path))?.[2];
@@ -51,19 +52,24 @@ export function releaseVersion(): string {
   return version;
 }
 
-/** The release commit's first step: `version` in package.json and every manifest. */
-function setVersion(version: string): void {
+/**
+ * The release commit's first step: `version` in package.json and every manifest of the checkout
+ * at `root`, and in package-lock.json unless `lock` is false.
+ */
+export function setVersion(version: string, root = ROOT, lock = true): void {
   if (!SEMVER.test(version))
     throw new Error(`--version ${version}: must be <major>.<minor>.<patch>`);
+  const read = reader(root);
   const files: Array<[string, RegExp]> = [
     ['package.json', /^( {2}"version": ")([^"]+)(",)$/m],
     ...(Object.entries(MANIFESTS) as Array<[string, RegExp]>),
   ];
   for (const [path, pattern] of files) {
-    writeFileSync(join(ROOT, path), read(path).replace(pattern, `$1${version}$3`));
+    writeFileSync(join(root, path), read(path).replace(pattern, `$1${version}$3`));
   }
+  if (!lock) return;
   execFileSync('npm', ['install', '--package-lock-only', '--ignore-scripts', '--no-audit'], {
-    cwd: ROOT,
+    cwd: root,
     stdio: 'inherit',
   });
 }

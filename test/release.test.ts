@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
-import { buildRelease, GO_MODULE, releaseVersion } from '../scripts/release.ts';
+import { buildRelease, GO_MODULE, releaseVersion, setVersion } from '../scripts/release.ts';
 import { startWorker } from '../src/start-worker.ts';
 import { createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import { createClient, createTenant } from './helpers/fixtures.ts';
@@ -96,6 +96,31 @@ describe('npm run release', () => {
     await receiver?.close();
     await ctx?.close();
     rmSync(work, { recursive: true, force: true });
+  });
+
+  it('moves the version of package.json and every manifest together, and refuses a mismatch', () => {
+    const copy = join(work, 'checkout');
+    for (const path of [
+      'package.json',
+      'sdk/package.json',
+      'sdk/python/pyproject.toml',
+      'sdk/php/composer.json',
+    ]) {
+      cpSync(join(ROOT, path), join(copy, path), { recursive: true });
+    }
+    assert.equal(releaseVersion(copy), version);
+    setVersion('9.8.7', copy, false);
+    assert.equal(releaseVersion(copy), '9.8.7');
+    assert.equal(
+      JSON.parse(readFileSync(join(copy, 'sdk/php/composer.json'), 'utf8')).version,
+      '9.8.7',
+    );
+    assert.throws(() => setVersion('9.8', copy, false), /must be <major>\.<minor>\.<patch>/);
+    cpSync(join(ROOT, 'sdk/python/pyproject.toml'), join(copy, 'sdk/python/pyproject.toml'));
+    assert.throws(
+      () => releaseVersion(copy),
+      new RegExp(`sdk/python/pyproject.toml says version ${version}; package.json says 9.8.7`),
+    );
   });
 
   it('builds every artifact of one version, the version of every manifest', () => {
