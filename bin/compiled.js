@@ -61,7 +61,12 @@ async function compiledDirectory() {
       const now = new Date();
       utimesSync(directory, now, now);
       return directory;
-    } catch {
+    } catch (error) {
+      // A read-only install (an image's root filesystem) runs the build made into it.
+      if (error.code === 'EROFS' || error.code === 'EACCES' || error.code === 'EPERM') {
+        statSync(directory);
+        return directory;
+      }
       return await build(directory);
     }
   } catch {
