@@ -42,6 +42,19 @@ function processLogger(config: Config): pino.Logger {
   });
 }
 
+/**
+ * A database host whose name does not resolve: at start, often one not registered yet (a
+ * container's name on compose's network before that container runs), so it is waited for too.
+ */
+function notResolvedYet(error: unknown): boolean {
+  const codes = [
+    error,
+    (error as { cause?: unknown })?.cause,
+    ...((error as AggregateError)?.errors ?? []),
+  ].map((each) => (each as { code?: unknown } | null)?.code);
+  return codes.includes('ENOTFOUND');
+}
+
 /** Between tries of a database that does not answer at start. */
 const START_RETRY_MS = 1_000;
 
@@ -70,7 +83,7 @@ export async function createServingRuntime(
         return await createRuntime(config, { ...options, logger });
       } catch (error) {
         const left = deadline - Date.now();
-        if (!isDatabaseUnavailable(error)) throw error;
+        if (!isDatabaseUnavailable(error) && !notResolvedYet(error)) throw error;
         if (left <= 0) {
           if (tries > 1)
             logger.error({ err: error, tries }, 'the database never answered; exiting');

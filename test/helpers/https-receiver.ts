@@ -13,7 +13,7 @@ const run = promisify(execFile);
 export interface TestCa {
   /** PEM file of the CA, as WebhookSender's caFile. */
   caFile: string;
-  /** PEM key and certificate of the server (SANs IP:127.0.0.1, DNS:localhost). */
+  /** PEM key and certificate of the server (SANs IP:127.0.0.1, DNS:localhost, and DNS:receiver for the compose test's receiver container). */
   key: string;
   cert: string;
 }
@@ -101,7 +101,7 @@ async function generateCa(): Promise<TestCa> {
   writeFileSync(
     file('server.ext'),
     [
-      'subjectAltName=IP:127.0.0.1,DNS:localhost',
+      'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:receiver',
       'basicConstraints=CA:FALSE',
       'keyUsage=critical,digitalSignature',
       'extendedKeyUsage=serverAuth',

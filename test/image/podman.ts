@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -37,32 +37,70 @@ export async function podman(args: string[], options: { input?: string } = {}): 
 /** A podman command that may fail (a container already gone): nothing is thrown. */
 export const podmanQuietly = (args: string[]) => podman(args).catch(() => '');
 
-/** The base image made from Debian's packages (Node 20.19 from trixie), once per machine. */
-const DEBIAN_BASE = 'localhost/tourops-base:trixie';
-
-async function debianBase(): Promise<string> {
-  if (await exists()) return DEBIAN_BASE;
-  const dir = mkdtempSync(join(tmpdir(), 'tourops-base-'));
-  const tarball = join(dir, 'base.tar');
-  await run(
-    'mmdebstrap',
-    ['--variant=minbase', '--include=ca-certificates,nodejs', 'trixie', tarball],
-    {
-      maxBuffer: 64 * 1024 * 1024,
-    },
-  );
-  await podman(['import', tarball, DEBIAN_BASE]);
-  return DEBIAN_BASE;
-}
-
-const exists = async () => {
+const exists = async (image: string) => {
   try {
-    await podman(['image', 'exists', DEBIAN_BASE]);
+    await podman(['image', 'exists', image]);
     return true;
   } catch {
     return false;
   }
 };
+
+/** `image` made from Debian trixie's minimal base with `packages`, once per machine. */
+async function debianImage(image: string, packages: string[]): Promise<string> {
+  if (await exists(image)) return image;
+  const dir = mkdtempSync(join(tmpdir(), 'tourops-base-'));
+  try {
+    const tarball = join(dir, 'base.tar');
+    const include = `--include=${packages.join(',')}`;
+    await run('mmdebstrap', ['--variant=minbase', include, 'trixie', tarball], {
+      maxBuffer: 64 * 1024 * 1024,
+    });
+    await podman(['import', tarball, image]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return image;
+}
+
+/** The base image made from Debian's packages: Node 20.19 from trixie. */
+const debianBase = () =>
+  debianImage('localhost/tourops-base:trixie', ['ca-certificates', 'nodejs']);
+
+/**
+ * Stand-ins for the official postgres, redis and haproxy images compose.yaml names, from
+ * Debian's packages (test/image/stand-ins): the image of each.
+ */
+export async function standIns(): Promise<{ postgres: string; redis: string; haproxy: string }> {
+  const base = await debianImage('localhost/tourops-services:trixie', [
+    'ca-certificates',
+    'postgresql',
+    'redis-server',
+    'haproxy',
+    'socat',
+  ]);
+  const context = join(ROOT, 'test/image/stand-ins');
+  const build = (target: string, tag: string) =>
+    podman(['build', '--build-arg', `BASE=${base}`, '--target', target, '--tag', tag, context]);
+  await build('postgres', 'localhost/tourops-postgres:test');
+  await build('services', 'localhost/tourops-services:test');
+  return {
+    postgres: 'localhost/tourops-postgres:test',
+    redis: 'localhost/tourops-services:test',
+    haproxy: 'localhost/tourops-services:test',
+  };
+}
+
+/** `podman-compose <args>` (Debian's), with podman's configuration: its output. */
+export async function compose(args: string[], cwd: string): Promise<string> {
+  try {
+    const { stdout } = await run('podman-compose', args, { cwd, env, maxBuffer: 64 * 1024 * 1024 });
+    return stdout.trim();
+  } catch (error) {
+    const { stderr, stdout } = error as { stderr?: string; stdout?: string };
+    throw new Error(`podman-compose ${args.join(' ')}: ${stdout ?? ''}${stderr ?? error}`);
+  }
+}
 
 export const IMAGE = 'localhost/tourops:test';
 
