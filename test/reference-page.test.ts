@@ -135,7 +135,7 @@ describe('the API reference page in Chromium', { skip }, () => {
         assert.ok(text.includes(code), `the ${language} receiver is shown`);
       }
       assert.ok(text.includes('TimestampOutsideTolerance'), "the verifiers' errors");
-      assert.ok(text.includes('npm pack ./sdk'), "the SDK's README is shown");
+      assert.ok(text.includes('npm install ./dist/tourops-sdk-'), "the SDK's README is shown");
       assert.ok(!text.includes('Generate SDKs'), "Scalar's own toolbar is off");
       // One sidebar group per name: no tag is called like the section Scalar gives the events.
       assert.ok(!tags.has('Webhooks'), 'a tag named Webhooks beside the events');

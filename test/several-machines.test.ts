@@ -37,7 +37,8 @@ function balancerConfig(nodePorts: number[], retries: boolean): string {
   nodePorts.forEach((port, i) => {
     config = replaceOnce(
       config,
-      new RegExp(`server api${i + 1} \\S+`),
+      // The example's address form (the .else of deploy/haproxy.cfg), not compose's names.
+      new RegExp(`server api${i + 1} \\d+\\.\\d+\\.\\d+\\.\\d+:\\d+`),
       `server api${i + 1} 127.0.0.1:${port}`,
     );
   });

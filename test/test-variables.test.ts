@@ -21,9 +21,11 @@ const NOT_SETTINGS = new Set([
   'MODULE_LOG',
   // The receiver snippet's key, set by the test that runs it in-process.
   'TOUROPS_SIGNING_KEYS',
-  // Read by the program test/sdk-package.test.ts writes for a clean project, from its env.
+  // Read by the programs test/sdk-package.test.ts and test/release.test.ts write for a clean
+  // project, from the environment the test gives them.
   'TOKEN',
   'BASE_URL',
+  'CASE',
 ]);
 
 function sources(dir: string): string[] {
