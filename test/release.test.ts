@@ -232,8 +232,10 @@ print(json.dumps(out, separators=(",", ":")))
       GOPROXY: `file://${join(out, 'goproxy')}`,
       // As docs/verifiers.md says: no checksum database knows a module of your own proxy.
       GONOSUMDB: 'tourops.example',
+      // A module cache of its own (the module comes from the proxy), deletable afterwards; the
+      // build cache is the machine's.
       GOPATH: join(work, 'gopath'),
-      GOCACHE: join(work, 'gocache'),
+      GOFLAGS: '-modcacherw',
     };
     writeFileSync(join(project, 'go.mod'), 'module example.com/receiver\n\ngo 1.19\n');
     writeFileSync(
