@@ -85,8 +85,10 @@ export async function createServingRuntime(
         const left = deadline - Date.now();
         if (!isDatabaseUnavailable(error) && !notResolvedYet(error)) throw error;
         if (left <= 0) {
-          if (tries > 1)
+          // Said whenever there was a wait to spend (a slow first try may have spent it all).
+          if (config.database.startWaitMs > 0) {
             logger.error({ err: error, tries }, 'the database never answered; exiting');
+          }
           throw error;
         }
         if (tries === 1) {

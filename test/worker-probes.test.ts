@@ -150,16 +150,18 @@ describe('a process started before its database', {
         { ...envOf(pg), DATABASE_START_WAIT: wait },
         'cannot reach the database',
       ).catch((error: Error) => error);
-      // It exited: startTourops saw the line only in the output of a process that ended.
+      if (!(server instanceof Error)) {
+        // Both of its streams read to the end: the log line and the error line travel apart.
+        const { child } = server;
+        if (child.exitCode === null || child.stdout.readable) await once(child, 'close');
+        assert.equal(child.exitCode, 1);
+      }
       const output = server instanceof Error ? server.message : server.output();
       assert.match(output, /tourops: DATABASE_URL: cannot reach the database/);
-      // Tried again meanwhile, and said so, only when it was to wait.
-      assert.equal(/waiting for the database/.test(output), wait !== '0s', output);
+      // It says it gave up waiting only when it was to wait (a loaded machine's first try may
+      // outlast the 2 s: the wait itself is the test above's).
       assert.equal(/the database never answered; exiting/.test(output), wait !== '0s', output);
-      if (server instanceof Error) continue;
-      const { child } = server;
-      if (child.exitCode === null) await once(child, 'exit');
-      assert.equal(child.exitCode, 1);
+      if (wait === '0s') assert.doesNotMatch(output, /waiting for the database/);
     }
   });
 });
