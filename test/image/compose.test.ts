@@ -126,7 +126,6 @@ describe('compose.yaml (npm run test:image)', () => {
     );
   });
   after(async () => {
-    await compose([...files, 'down', '-v', '-t', '1'], dir).catch(() => undefined);
     for (const service of [
       'api-1',
       'api-2',
@@ -136,8 +135,13 @@ describe('compose.yaml (npm run test:image)', () => {
       'redis',
       'receiver',
     ]) {
-      await podmanQuietly(['rm', '--force', container(service)]);
+      // First, with its anonymous volumes (the image's /data), which `down` would leave.
+      await podmanQuietly(['rm', '--force', '--volumes', '--time', '0', container(service)]);
     }
+    // Then compose's own down, and what it leaves: the project's network and named volume.
+    await compose([...files, 'down', '-v', '-t', '1'], dir).catch(() => undefined);
+    await podmanQuietly(['volume', 'rm', '--force', `${project}_postgres`]);
+    await podmanQuietly(['network', 'rm', '--force', `${project}_default`]);
     rmSync(dir, { recursive: true, force: true });
   });
 
