@@ -4,7 +4,14 @@
 //
 //   npm run bench:image [-- --runs 5]
 import { parseArgs } from 'node:util';
-import { buildImage, IMAGE, podman, podmanQuietly, unique } from '../test/image/podman.ts';
+import {
+  buildImage,
+  IMAGE,
+  podman,
+  podmanQuietly,
+  runOnLoopback,
+  unique,
+} from '../test/image/podman.ts';
 import { freePort } from './processes.ts';
 
 const { values } = parseArgs({ options: { runs: { type: 'string', default: '5' } } });
@@ -15,22 +22,7 @@ async function startToReady(volume: string): Promise<number> {
   const port = await freePort();
   const name = unique('bench');
   const started = performance.now();
-  await podman([
-    'run',
-    '--detach',
-    '--name',
-    name,
-    '--read-only',
-    '--network',
-    'host',
-    '--env',
-    'HOST=127.0.0.1',
-    '--env',
-    `PORT=${port}`,
-    '--volume',
-    `${volume}:/data`,
-    IMAGE,
-  ]);
+  await runOnLoopback({ name, port, volume });
   try {
     for (;;) {
       const response = await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => null);

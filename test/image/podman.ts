@@ -136,5 +136,32 @@ export async function buildImage(): Promise<{ version: string; revision: string 
   return { version, revision };
 }
 
+/**
+ * The quick start's container, detached: IMAGE on the host's network listening on
+ * 127.0.0.1:`port` (so that it reaches a receiver on this machine's loopback), its root
+ * filesystem read-only, `volume` at /data; `env` and `mounts` (`--volume` values) besides.
+ */
+export async function runOnLoopback(options: {
+  name: string;
+  port: number;
+  volume: string;
+  env?: Record<string, string>;
+  mounts?: string[];
+}): Promise<void> {
+  const env = { HOST: '127.0.0.1', PORT: String(options.port), ...options.env };
+  await podman([
+    'run',
+    '--detach',
+    '--name',
+    options.name,
+    '--read-only',
+    '--network',
+    'host',
+    ...[`${options.volume}:/data`, ...(options.mounts ?? [])].flatMap((m) => ['--volume', m]),
+    ...Object.entries(env).flatMap(([key, value]) => ['--env', `${key}=${value}`]),
+    IMAGE,
+  ]);
+}
+
 /** A name of this run's own, for a container, a volume or a network. */
 export const unique = (what: string) => `tourops-test-${what}-${randomBytes(4).toString('hex')}`;

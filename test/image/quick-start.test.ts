@@ -4,7 +4,7 @@ import { freePort } from '../../bench/processes.ts';
 import { verifyWebhook } from '../../sdk/src/index.ts';
 import { HttpsReceiver, testCa } from '../helpers/https-receiver.ts';
 import { until } from '../helpers/until.ts';
-import { buildImage, IMAGE, podman, podmanQuietly, unique } from './podman.ts';
+import { buildImage, IMAGE, podman, podmanQuietly, runOnLoopback, unique } from './podman.ts';
 
 // The image as the README's quick start runs it: one container on the embedded database, its
 // data in a volume, the root filesystem read-only, stopped by SIGTERM as an orchestrator stops it.
@@ -35,31 +35,20 @@ describe('the image (npm run test:image)', () => {
   const start = async (port: number, env: Record<string, string> = {}) => {
     const name = unique('api');
     containers.push(name);
-    const variables = {
-      HOST: '127.0.0.1',
-      PORT: String(port),
-      ADMIN_API_TOKEN: ADMIN,
-      WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
-      WEBHOOK_CA_FILE: '/run/test-ca.pem',
-      SHUTDOWN_DRAIN: '2s',
-      SHUTDOWN_TIMEOUT: '10s',
-      ...env,
-    };
-    await podman([
-      'run',
-      '--detach',
-      '--name',
+    await runOnLoopback({
       name,
-      '--read-only',
-      '--network',
-      'host',
-      '--volume',
-      `${volume}:/data`,
-      '--volume',
-      `${caFile}:/run/test-ca.pem:ro`,
-      ...Object.entries(variables).flatMap(([key, value]) => ['--env', `${key}=${value}`]),
-      IMAGE,
-    ]);
+      port,
+      volume,
+      mounts: [`${caFile}:/run/test-ca.pem:ro`],
+      env: {
+        ADMIN_API_TOKEN: ADMIN,
+        WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+        WEBHOOK_CA_FILE: '/run/test-ca.pem',
+        SHUTDOWN_DRAIN: '2s',
+        SHUTDOWN_TIMEOUT: '10s',
+        ...env,
+      },
+    });
     const base = `http://127.0.0.1:${port}`;
     await until(async () => {
       const response = await fetch(`${base}/readyz`).catch(() => null);
