@@ -6,6 +6,8 @@ declare(strict_types=1);
 
 namespace TourOps\Webhooks\Tests;
 
+require_once __DIR__ . '/AssertsRefusal.php';
+
 use PHPUnit\Framework\TestCase;
 use TourOps\Webhooks\BodyNotRawException;
 use TourOps\Webhooks\InvalidKeyException;
@@ -17,6 +19,8 @@ use TourOps\Webhooks\Verifier;
 
 final class CapturedDeliveriesTest extends TestCase
 {
+    use AssertsRefusal;
+
     private const CHECKS = [
         'InvalidKey' => InvalidKeyException::class,
         'MissingHeader' => MissingHeaderException::class,
@@ -53,21 +57,9 @@ final class CapturedDeliveriesTest extends TestCase
             self::assertSame([$case['eventId'], $case['eventType']], [$event['id'], $event['type']]);
             // Decoded and encoded again, as a handler that read $request->toArray() first would.
             $again = json_encode(json_decode($case['body'], true));
-            self::assertRefused(BodyNotRawException::class, fn () => $verify($again));
+            self::assertThrowsExactly(BodyNotRawException::class, fn () => $verify($again));
             return;
         }
-        self::assertRefused(self::CHECKS[$case['expect']], fn () => $verify($case['body']));
-    }
-
-    /** The call must throw exactly $class (a subclass is another check). */
-    private static function assertRefused(string $class, callable $call): void
-    {
-        try {
-            $call();
-        } catch (\Throwable $error) {
-            self::assertSame($class, get_class($error), $error->getMessage());
-            return;
-        }
-        self::fail("did not throw {$class}");
+        self::assertThrowsExactly(self::CHECKS[$case['expect']], fn () => $verify($case['body']));
     }
 }

@@ -4,6 +4,8 @@ declare(strict_types=1);
 
 namespace TourOps\Webhooks\Tests;
 
+require_once __DIR__ . '/AssertsRefusal.php';
+
 use PHPUnit\Framework\TestCase;
 use TourOps\Webhooks\BodyNotRawException;
 use TourOps\Webhooks\InvalidKeyException;
@@ -15,6 +17,8 @@ use TourOps\Webhooks\Verifier;
 
 final class VerifierTest extends TestCase
 {
+    use AssertsRefusal;
+
     private const NOW = 1790000000;
     private const BODY = '{"id":"evt_1","type":"client.created","created":1790000000,"data":{"name":"Zoë / Ø <&>"}}';
 
@@ -25,18 +29,6 @@ final class VerifierTest extends TestCase
     {
         $this->key = 'whsec_' . base64_encode(str_repeat('k', 33));
         $this->oldKey = 'whsec_' . base64_encode(str_repeat('o', 33));
-    }
-
-    /** The call must throw exactly $class (a subclass is another check). */
-    private static function assertThrowsExactly(string $class, callable $call): void
-    {
-        try {
-            $call();
-        } catch (\Throwable $error) {
-            self::assertSame($class, get_class($error), $error->getMessage());
-            return;
-        }
-        self::fail("did not throw {$class}");
     }
 
     private static function serviceSignature(string $body, array $keys): array
