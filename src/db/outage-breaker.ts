@@ -52,6 +52,9 @@ export interface WatchedWaits {
 export class OutageBreaker {
   #open = false;
   #openedAt = 0;
+  /** When the last check ran, and when the last one that came late did (see check). */
+  #checkedAt: number;
+  #heldUntil = Number.NEGATIVE_INFINITY;
   /** How to fail each checkout still waiting when the breaker opens. */
   readonly #waiting = new Set<(error: Error) => void>();
   readonly #now: () => number;
@@ -66,6 +69,7 @@ export class OutageBreaker {
     private readonly options: OutageBreakerOptions,
   ) {
     this.#now = options.now ?? (() => performance.now());
+    this.#checkedAt = this.#now();
     this.#timer = setInterval(() => this.check(), options.checkEveryMs).unref();
   }
 
@@ -110,18 +114,28 @@ export class OutageBreaker {
     this.probe.close();
   }
 
+  /**
+   * A process held (its loop busy with one long callback, or no core for it on a busy machine)
+   * cannot tell a database that did not answer from answers it has not read yet: its timers come
+   * due before its loop reads what arrived meanwhile. So a check that comes late starts the
+   * waits' clock again, and an outage is a wait of outageAfterMs after the hold.
+   */
   private check(): void {
     const now = this.#now();
+    if (now - this.#checkedAt > 2 * this.options.checkEveryMs) this.#heldUntil = now;
+    this.#checkedAt = now;
     if (this.#open) {
       if (this.probe.ask(now, this.#openedAt) === 'answered') this.#open = false;
       return;
     }
     const statement = this.statements.oldestWaitSince();
-    const since =
+    const oldest =
       this.#checkouts > 0 && (statement === null || this.#checkoutsSince < statement)
         ? this.#checkoutsSince
         : statement;
-    if (since === null || now - since < this.options.probeAfterMs) return;
+    if (oldest === null) return;
+    const since = Math.max(oldest, this.#heldUntil);
+    if (now - since < this.options.probeAfterMs) return;
     // A recent answer (since the wait began, and within probeAfterMs) tells enough: the server
     // answers, the wait is slow. An older one may predate a freeze: asked again.
     const probe = this.probe.ask(now, Math.max(since, now - this.options.probeAfterMs));

@@ -4,6 +4,7 @@ import { literalAddress } from '../domain/address-guard.ts';
 import { type BrokerTarget, brokerTarget } from '../domain/destinations.ts';
 import { SECRET_MASK } from '../domain/redaction.ts';
 import { BoundedMap } from '../lib/bounded-map.ts';
+import { withDeadline } from '../lib/deadline.ts';
 import { AmqpSender } from './amqp-sender.ts';
 import type { BrokerDeps, BrokerMessage } from './broker-outcomes.ts';
 import type { SendResult } from './http-sender.ts';
@@ -46,11 +47,7 @@ export class BrokerSender {
       target.kind === 'amqp'
         ? this.amqp.send(key, target, password, message)
         : this.nats.send(key, target, password, message);
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<SendResult>((resolve) => {
-      timer = setTimeout(() => resolve(TIMED_OUT), this.timeoutMs);
-    });
-    const result = await Promise.race([sent, late]).finally(() => clearTimeout(timer));
+    const result = await withDeadline(sent, this.timeoutMs, () => TIMED_OUT);
     // Brokers do not echo passwords; should one, its words are kept without it (a password of a
     // few characters would only garble them).
     if (password === null || password.length < 4 || !result.body.includes(password)) return result;

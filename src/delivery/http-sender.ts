@@ -6,6 +6,7 @@ import { type AddressGuard, literalAddress } from '../domain/address-guard.ts';
 import { type AttemptErrorClass, RESPONSE_EXCERPT_BYTES } from '../domain/attempts.ts';
 import { tlsWords } from '../domain/receiver-auth.ts';
 import { BoundedMap } from '../lib/bounded-map.ts';
+import { deadline } from '../lib/deadline.ts';
 
 /**
  * What one send came to, whatever the destination: an HTTP answer (`status`), a broker's
@@ -231,10 +232,10 @@ export class WebhookSender {
     // a send several times as much, for the one event neither sends in most attempts.
     const abort = new EventEmitter();
     let timedOut = false;
-    const timer = setTimeout(() => {
+    const timer = deadline(this.timeoutMs, () => {
       timedOut = true;
       abort.emit('abort');
-    }, this.timeoutMs);
+    });
     let status: number | null = null;
     const kept: Buffer[] = [];
     let keptBytes = 0;
@@ -285,7 +286,7 @@ export class WebhookSender {
       }
       return { status, error: reason, errorClass, body: shown || excerpt(kept) };
     } finally {
-      clearTimeout(timer);
+      timer.cancel();
     }
   }
 

@@ -1,6 +1,7 @@
 import dns from 'node:dns';
 import { isIP, type LookupFunction } from 'node:net';
 import ipaddr from 'ipaddr.js';
+import { withDeadline } from '../lib/deadline.ts';
 import { brokerScheme, brokerTarget } from './destinations.ts';
 
 /** Every A/AAAA address of a host name. */
@@ -77,14 +78,9 @@ export class AddressGuard {
 
   /** The host's addresses, or an error whose code is ETIMEOUT when no answer came in time. */
   private resolve(hostname: string): Promise<string[]> {
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_resolve, reject) => {
-      timer = setTimeout(
-        () => reject(lookupError('ETIMEOUT', `${hostname} did not resolve in time`, hostname)),
-        this.timeoutMs,
-      );
+    return withDeadline(this.resolver(hostname), this.timeoutMs, () => {
+      throw lookupError('ETIMEOUT', `${hostname} did not resolve in time`, hostname);
     });
-    return Promise.race([this.resolver(hostname), late]).finally(() => clearTimeout(timer));
   }
 
   /**

@@ -2,6 +2,7 @@ import { createServer, type ServerResponse } from 'node:http';
 import { sql } from 'kysely';
 import type { Config } from '../config.ts';
 import type { Database } from '../db/database.ts';
+import { withDeadline } from '../lib/deadline.ts';
 import { type Metrics, metricsAccess } from '../lib/metrics.ts';
 import { ApiProblem, serviceUnavailable } from '../lib/problems.ts';
 import { PROBLEM_CONTENT_TYPE, problemBody } from './pipeline/problem-reply.ts';
@@ -10,16 +11,10 @@ import { PROBLEM_CONTENT_TYPE, problemBody } from './pipeline/problem-reply.ts';
 const READY_PROBE_MS = 1_000;
 
 /** `work`, or a rejection once it has taken READY_PROBE_MS. */
-export async function withinProbeTime<T>(work: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timedOut = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error('readiness probe timed out')), READY_PROBE_MS);
+export function withinProbeTime<T>(work: Promise<T>): Promise<T> {
+  return withDeadline(work, READY_PROBE_MS, () => {
+    throw new Error('readiness probe timed out');
   });
-  try {
-    return await Promise.race([work, timedOut]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 /** What a probe answers: 200 with a status, 503 with a status, or 503 with a problem. */

@@ -1,4 +1,5 @@
 import { type RateLimiterAbstract, RateLimiterRes } from 'rate-limiter-flexible';
+import { deadline } from '../lib/deadline.ts';
 
 /** One request counted against one window. */
 export interface Take {
@@ -193,26 +194,22 @@ export class LeasedLimiter {
 
   /**
    * The store's result; null when it failed or did not answer in time. Refusals reject. The time
-   * is judged after the I/O that arrived meanwhile is read (setImmediate runs after the poll
-   * phase), so a stall of this process's own event loop is not taken for a slow store. An answer
+   * is a deadline (src/lib/deadline.ts): a stall of this process's own event loop is not taken for
+   * a slow store. An answer
    * that comes after the time-out shows the store answers again: the avoidance ends with it.
    */
   private storeAnswer(key: string, points: number): Promise<RateLimiterRes | null> {
     return new Promise((resolve, reject) => {
       let settled = false;
       let timedOut = false;
-      const timer = setTimeout(
-        () =>
-          setImmediate(() => {
-            if (settled) return;
-            timedOut = true;
-            resolve(null);
-          }),
-        this.storeTimeoutMs,
-      );
+      const timer = deadline(this.storeTimeoutMs, () => {
+        if (settled) return;
+        timedOut = true;
+        resolve(null);
+      });
       const answered = (alive: boolean) => {
         settled = true;
-        clearTimeout(timer);
+        timer.cancel();
         if (alive && timedOut) this.storeAvoidedUntil = 0;
       };
       this.store.consume(key, points).then(

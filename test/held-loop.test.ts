@@ -1,0 +1,74 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { after, describe, it } from 'node:test';
+import { OutageBreaker, type Probe, ProbeConnection } from '../src/db/outage-breaker.ts';
+import { withDeadline } from '../src/lib/deadline.ts';
+import { reaped } from './helpers/children.ts';
+
+// A busy machine holds a process: a long callback, or no core for it. Its timers then come due
+// before its loop reads the answers that arrived meanwhile. Whatever judges an answer late (the
+// outage breaker, the readiness probe, a delivery's, a lookup's or a store's time-out) must read
+// those first: here the loop is held, synchronously, while the answer arrives.
+
+/** Holds this process's event loop for `ms`, as a long callback does. */
+const hold = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+const HOLD_MS = 1_500;
+
+describe('an answer that came while the loop was held is not late', () => {
+  it('withDeadline: the answer wins over a deadline that passed during the hold', async () => {
+    // Another process answers each line a tenth of a second after it reads it.
+    const echo = reaped(
+      spawn('sh', ['-c', 'while read line; do sleep 0.1; echo "$line"; done'], { detached: true }),
+      { group: true },
+    );
+    after(() => process.kill(-(echo.pid as number)));
+    const lines = echo.stdout as NodeJS.ReadableStream;
+    for (const round of [1, 2, 3]) {
+      const answered = once(lines, 'data').then(() => 'answered');
+      await new Promise((written) => echo.stdin?.write(`${round}\n`, written));
+      const outcome = withDeadline(answered, 50, () => 'late');
+      // After this turn's poll: the answer arrives while the loop is held, the deadline passes.
+      setImmediate(() => hold(HOLD_MS));
+      assert.equal(await outcome, 'answered', `round ${round}`);
+    }
+  });
+
+  it('the outage breaker reads a probe answered during the hold before it judges it', {
+    skip: process.env.TEST_DATABASE_URL ? false : 'TEST_DATABASE_URL is not set',
+  }, async () => {
+    const real = new ProbeConnection(process.env.TEST_DATABASE_URL as string, 500);
+    let holds = 0;
+    // The real probe on a real server; the loop is held as soon as one goes out, so its answer
+    // arrives during the hold.
+    const probe: Probe = {
+      ask(now, since) {
+        const answer = real.ask(now, since);
+        if (answer === 'waiting' && holds === 0) {
+          holds += 1;
+          setImmediate(() => hold(HOLD_MS));
+        }
+        return answer;
+      },
+      close: () => real.close(),
+    };
+    // A statement waiting from the start: what makes the breaker probe, and then judge.
+    const since = performance.now();
+    const waits = { oldestWaitSince: () => since, cutWaits: () => undefined };
+    const breaker = new OutageBreaker(probe, waits, {
+      probeAfterMs: 500,
+      outageAfterMs: 1_000,
+      probeTimeoutMs: 500,
+      checkEveryMs: 100,
+    });
+    after(() => breaker.close());
+    let opened = false;
+    // Until well past the hold: every check after it would open the breaker if it misread.
+    while (performance.now() - since < 500 + HOLD_MS + 1_000) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      opened ||= breaker.open;
+    }
+    assert.equal(holds, 1, 'the loop was held once, with a probe out');
+    assert.equal(opened, false, 'an answered probe is not an outage');
+  });
+});
