@@ -255,11 +255,14 @@ export function createDatabase(options: DatabaseOptions): Database {
           : pg.types.getTypeParser(oid, format as 'text'),
     };
     const statementTimeoutMs = options.statementTimeoutMs ?? 5_000;
+    const connectTimeoutMs = options.connectTimeoutMs ?? 2_000;
     const pool = new pg.Pool({
       connectionString: options.databaseUrl,
       max: options.poolSize ?? 10,
       types,
-      connectionTimeoutMillis: options.connectTimeoutMs ?? 2_000,
+      // A backstop: the driver's own deadline on running time is the connect time-out (pg's is a
+      // plain timer, which a held process meets before the server's answer; see PgDriver).
+      connectionTimeoutMillis: 4 * connectTimeoutMs,
       // Every statement here is short and index-bound; JIT compiling one whose cost estimate
       // passes jit_above_cost (a LIMIT over a large range, say) costs more than it saves (10+ ms).
       options: '-c jit=off',
@@ -287,9 +290,12 @@ export function createDatabase(options: DatabaseOptions): Database {
         : null;
     const camelCase = new SnakeCaseQueriesPlugin();
     const rows = new RowBuilders((name) => camelCase.toCamelCase(name));
-    const dialect = new AmbientDialect(new PgDialect(pool, rows, statements, breaker), {
-      pipelined: true,
-    });
+    const dialect = new AmbientDialect(
+      new PgDialect(pool, rows, statements, breaker, connectTimeoutMs),
+      {
+        pipelined: true,
+      },
+    );
     const db = new Kysely<DB>({ dialect, plugins: [camelCase] });
     return {
       db,

@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { runningNow } from '../lib/deadline.ts';
 
 /**
  * What a request gets while the database is known to be out: a 503 (isDatabaseUnavailable).
@@ -20,7 +21,10 @@ export interface OutageBreakerOptions {
   probeTimeoutMs: number;
   /** How often waits are checked, and, while out, the probe is tried again. */
   checkEveryMs: number;
-  /** The clock of the waits and the probe (ms, monotonic): performance.now() unless a test's. */
+  /**
+   * The clock of the waits and the probe (ms): the running clock unless a test's. Time this
+   * process was held says nothing of the database (src/lib/deadline.ts).
+   */
   now?: () => number;
 }
 
@@ -52,9 +56,6 @@ export interface WatchedWaits {
 export class OutageBreaker {
   #open = false;
   #openedAt = 0;
-  /** When the last check ran, and when the last one that came late did (see check). */
-  #checkedAt: number;
-  #heldUntil = Number.NEGATIVE_INFINITY;
   /** How to fail each checkout still waiting when the breaker opens. */
   readonly #waiting = new Set<(error: Error) => void>();
   readonly #now: () => number;
@@ -68,8 +69,7 @@ export class OutageBreaker {
     private readonly statements: WatchedWaits,
     private readonly options: OutageBreakerOptions,
   ) {
-    this.#now = options.now ?? (() => performance.now());
-    this.#checkedAt = this.#now();
+    this.#now = options.now ?? runningNow;
     this.#timer = setInterval(() => this.check(), options.checkEveryMs).unref();
   }
 
@@ -114,28 +114,18 @@ export class OutageBreaker {
     this.probe.close();
   }
 
-  /**
-   * A process held (its loop busy with one long callback, or no core for it on a busy machine)
-   * cannot tell a database that did not answer from answers it has not read yet: its timers come
-   * due before its loop reads what arrived meanwhile. So a check that comes late starts the
-   * waits' clock again, and an outage is a wait of outageAfterMs after the hold.
-   */
   private check(): void {
     const now = this.#now();
-    if (now - this.#checkedAt > 2 * this.options.checkEveryMs) this.#heldUntil = now;
-    this.#checkedAt = now;
     if (this.#open) {
       if (this.probe.ask(now, this.#openedAt) === 'answered') this.#open = false;
       return;
     }
     const statement = this.statements.oldestWaitSince();
-    const oldest =
+    const since =
       this.#checkouts > 0 && (statement === null || this.#checkoutsSince < statement)
         ? this.#checkoutsSince
         : statement;
-    if (oldest === null) return;
-    const since = Math.max(oldest, this.#heldUntil);
-    if (now - since < this.options.probeAfterMs) return;
+    if (since === null || now - since < this.options.probeAfterMs) return;
     // A recent answer (since the wait began, and within probeAfterMs) tells enough: the server
     // answers, the wait is slow. An older one may predate a freeze: asked again.
     const probe = this.probe.ask(now, Math.max(since, now - this.options.probeAfterMs));
@@ -165,7 +155,7 @@ export class ProbeConnection implements Probe {
   constructor(
     private readonly connectionString: string,
     private readonly timeoutMs: number,
-    private readonly now: () => number = () => performance.now(),
+    private readonly now: () => number = runningNow,
   ) {}
 
   /**

@@ -6,6 +6,7 @@ import {
   type QueryResult,
 } from 'kysely';
 import type pg from 'pg';
+import { runningNow, withDeadline } from '../lib/deadline.ts';
 import { DatabaseOutage, type OutageBreaker, type WatchedWaits } from './outage-breaker.ts';
 import { statementName } from './prepared.ts';
 import { type RowBuilders, storedParameters } from './row-builder.ts';
@@ -23,12 +24,13 @@ export class PgDialect extends PostgresDialect {
     private readonly rows: RowBuilders,
     private readonly statements: PgStatements,
     private readonly breaker: OutageBreaker | null,
+    private readonly connectTimeoutMs: number,
   ) {
     super({ pool });
   }
 
   override createDriver(): Driver {
-    return new PgDriver(this.pool, this.rows, this.statements, this.breaker);
+    return new PgDriver(this.pool, this.rows, this.statements, this.breaker, this.connectTimeoutMs);
   }
 }
 
@@ -76,14 +78,30 @@ class PgDriver implements Driver {
     private readonly rows: RowBuilders,
     private readonly statements: PgStatements,
     private readonly breaker: OutageBreaker | null,
+    private readonly connectTimeoutMs: number,
   ) {}
 
   async init(): Promise<void> {}
 
+  /**
+   * A checkout, new connection or pooled, within connectTimeoutMs of running time (a deadline,
+   * src/lib/deadline.ts): a connection whose handshake completed while this process was held is
+   * not a time-out. One handed out after its deadline goes back to the pool.
+   */
   async acquireConnection(): Promise<PgConnection> {
-    const client = this.breaker
-      ? await this.breaker.checkout(this.pool)
-      : await this.pool.connect();
+    const checkout = this.breaker ? this.breaker.checkout(this.pool) : this.pool.connect();
+    let client: pg.PoolClient;
+    try {
+      client = await withDeadline(checkout, this.connectTimeoutMs, () => {
+        throw new Error('timeout exceeded when trying to connect');
+      });
+    } catch (error) {
+      checkout.then(
+        (late) => late.release(),
+        () => undefined,
+      );
+      throw error;
+    }
     let connection = this.connections.get(client);
     if (!connection) {
       connection = new PgConnection(client, this.rows, this.statements, this.breaker);
@@ -169,7 +187,7 @@ class PgConnection implements DatabaseConnection {
     this.client.release(this.broken ? true : undefined);
   }
 
-  /** performance.now() since which the oldest unanswered statement waits, or null. */
+  /** The running clock's time (the breaker's) since which the oldest unanswered statement waits, or null. */
   waitingSince(): number | null {
     return this.#waiting.length > 0 ? this.#waitingSince : null;
   }
@@ -192,7 +210,7 @@ class PgConnection implements DatabaseConnection {
     // A statement of a transaction begun before the outage was known fails at once too.
     if (this.breaker?.open) return Promise.reject(new DatabaseOutage('at_once'));
     return new Promise((resolve, reject) => {
-      if (this.#waiting.length === 0) this.#waitingSince = performance.now();
+      if (this.#waiting.length === 0) this.#waitingSince = runningNow();
       this.#waiting.push(reject);
       this.client.query(
         {
@@ -206,7 +224,7 @@ class PgConnection implements DatabaseConnection {
           // Cut meanwhile: its caller already has its answer.
           if (index === -1) return;
           this.#waiting.splice(index, 1);
-          this.#waitingSince = performance.now();
+          this.#waitingSince = runningNow();
           if (!error) {
             resolve(this.toResult(result));
             return;
