@@ -25,33 +25,38 @@ const DEFAULT_FILES = ['test', 'src'];
 /** Test files directly in test/ (its subfolders hold helpers and fixtures), any depth in src/. */
 const TEST_FILE = /\.test\.ts$/;
 /**
- * The longest files, longest first (by their time alone on 2 cores). Node's runner starts files
- * in the order of their names, so their bundles are named to start first: a run then ends on
- * short files running side by side, not on a long one running alone. A file missing here only
- * starts in its alphabetical place.
+ * The longest files, longest first (by their tests' time in a full run on 2 cores). Node's
+ * runner starts files in the order of their names, so their bundles are named to start first: a
+ * run then ends on short files running side by side, not on a long one running alone. A file
+ * missing here only starts in its alphabetical place.
  */
 const LONGEST_FIRST = [
   'test/printed-hints.test.ts',
-  'test/several-machines.test.ts',
   'test/portal-browser.test.ts',
   'test/webhook-workers.test.ts',
-  'test/release.test.ts',
-  'test/retention.test.ts',
-  'test/fuzz.test.ts',
   'test/webhook-flow-control.test.ts',
-  'test/tracing-processes.test.ts',
-  'test/lifecycle.test.ts',
-  'test/worker-probes.test.ts',
+  'test/several-machines.test.ts',
+  'test/fuzz.test.ts',
+  'test/races.test.ts',
+  'test/retention.test.ts',
   'test/webhook-brokers.test.ts',
-  'test/startup-warnings.test.ts',
-  'test/scale-out-workers.test.ts',
+  'test/release.test.ts',
   'test/dependency-faults.test.ts',
-  'test/readme-paths.test.ts',
-  'test/receiver-snippets.test.ts',
+  'test/scale-out-workers.test.ts',
   'test/reference-page.test.ts',
   'test/processes.test.ts',
+  'test/verifier-packages.test.ts',
+  'test/crash-loops.test.ts',
+  'test/sdk-package.test.ts',
+  'test/mirroring.test.ts',
   'test/steady-heap.test.ts',
+  'test/held-loop.test.ts',
+  'test/cli.test.ts',
+  'test/webhook-receiver-auth.test.ts',
+  'test/lifecycle.test.ts',
+  'test/worker-probes.test.ts',
   'test/worker-fairness.test.ts',
+  'test/scale-out.test.ts',
 ];
 
 const options = process.argv.slice(2).filter((arg) => arg.startsWith('--'));
