@@ -50,7 +50,7 @@ const LONGEST_FIRST = [
   'test/sdk-package.test.ts',
   'test/mirroring.test.ts',
   'test/steady-heap.test.ts',
-  'test/held-loop.test.ts',
+  'test/stalled-loop.test.ts',
   'test/cli.test.ts',
   'test/webhook-receiver-auth.test.ts',
   'test/lifecycle.test.ts',

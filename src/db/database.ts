@@ -261,7 +261,7 @@ export function createDatabase(options: DatabaseOptions): Database {
       max: options.poolSize ?? 10,
       types,
       // A backstop: the driver's own deadline on running time is the connect time-out (pg's is a
-      // plain timer, which a held process meets before the server's answer; see PgDriver).
+      // plain timer, which a stalled process meets before the server's answer; see PgDriver).
       connectionTimeoutMillis: 4 * connectTimeoutMs,
       // Every statement here is short and index-bound; JIT compiling one whose cost estimate
       // passes jit_above_cost (a LIMIT over a large range, say) costs more than it saves (10+ ms).

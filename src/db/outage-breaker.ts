@@ -23,7 +23,7 @@ export interface OutageBreakerOptions {
   checkEveryMs: number;
   /**
    * The clock of the waits and the probe (ms): the running clock unless a test's. Time this
-   * process was held says nothing of the database (src/lib/deadline.ts).
+   * process was stalled says nothing of the database (src/lib/deadline.ts).
    */
   now?: () => number;
 }

@@ -85,7 +85,7 @@ class PgDriver implements Driver {
 
   /**
    * A checkout, new connection or pooled, within connectTimeoutMs of running time (a deadline,
-   * src/lib/deadline.ts): a connection whose handshake completed while this process was held is
+   * src/lib/deadline.ts): a connection whose handshake completed while this process was stalled is
    * not a time-out. One handed out after its deadline goes back to the pool.
    */
   async acquireConnection(): Promise<PgConnection> {
