@@ -89,12 +89,17 @@ class PgDriver implements Driver {
    * not a time-out. One handed out after its deadline goes back to the pool.
    */
   async acquireConnection(): Promise<PgConnection> {
+    // An idle connection, none waiting before it, is handed out without a wait to bound (the
+    // usual checkout; pg-pool queues it for a tick, so the counts are read before).
+    const waits = this.pool.idleCount === 0 || this.pool.waitingCount > 0;
     const checkout = this.breaker ? this.breaker.checkout(this.pool) : this.pool.connect();
     let client: pg.PoolClient;
     try {
-      client = await withDeadline(checkout, this.connectTimeoutMs, () => {
-        throw new Error('timeout exceeded when trying to connect');
-      });
+      client = waits
+        ? await withDeadline(checkout, this.connectTimeoutMs, () => {
+            throw new Error('timeout exceeded when trying to connect');
+          })
+        : await checkout;
     } catch (error) {
       checkout.then(
         (late) => late.release(),
