@@ -85,8 +85,8 @@ class PgDriver implements Driver {
 
   /**
    * A checkout, new connection or pooled, within connectTimeoutMs of running time (a deadline,
-   * src/lib/deadline.ts): a connection whose handshake completed while this process was stalled is
-   * not a time-out. One handed out after its deadline goes back to the pool.
+   * src/lib/deadline.ts): a connection whose handshake completed while this process was stalled
+   * is not a time-out. One handed out after its deadline goes back to the pool.
    */
   async acquireConnection(): Promise<PgConnection> {
     // An idle connection, none waiting before it, is handed out without a wait to bound (the
@@ -192,7 +192,10 @@ class PgConnection implements DatabaseConnection {
     this.client.release(this.broken ? true : undefined);
   }
 
-  /** The running clock's time (the breaker's) since which the oldest unanswered statement waits, or null. */
+  /**
+   * The running clock's time (the breaker's) since which the oldest unanswered statement waits,
+   * or null.
+   */
   waitingSince(): number | null {
     return this.#waiting.length > 0 ? this.#waitingSince : null;
   }

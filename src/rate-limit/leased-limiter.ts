@@ -194,9 +194,9 @@ export class LeasedLimiter {
 
   /**
    * The store's result; null when it failed or did not answer in time. Refusals reject. The time
-   * is a deadline (src/lib/deadline.ts): a stall of this process's own event loop is not taken for
-   * a slow store. An answer
-   * that comes after the time-out shows the store answers again: the avoidance ends with it.
+   * is a deadline (src/lib/deadline.ts): a stall of this process is not taken for a slow store.
+   * An answer that comes after the time-out shows the store answers again: the avoidance ends
+   * with it.
    */
   private storeAnswer(key: string, points: number): Promise<RateLimiterRes | null> {
     return new Promise((resolve, reject) => {
