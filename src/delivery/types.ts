@@ -106,12 +106,14 @@ export interface WorkerOptions {
 
 /**
  * What a worker reports as it goes (tests await these instead of polling the database):
- * `claimed` a batch of rows, `attempted` one POST, `givenBack` a claim given back unattempted (its
- * endpoint held, or its send slot missed), `recorded` a batch of outcomes committed, `paused` a
- * subscription auto-paused, `fault` one delivery's failure on our side.
+ * `claimed` a batch of rows, `started` an attempt's start (a capped subscription's with the send
+ * slot it waited for, epoch ms), `attempted` one POST, `givenBack` a claim given back unattempted
+ * (its endpoint held, or its send slot missed), `recorded` a batch of outcomes committed, `paused`
+ * a subscription auto-paused, `fault` one delivery's failure on our side.
  */
 export interface WorkerEvents {
   claimed: [deliveries: ClaimedDelivery[]];
+  started: [delivery: ClaimedDelivery, at: Date, slotMs: number | null];
   attempted: [attempt: SettledAttempt];
   givenBack: [delivery: ClaimedDelivery];
   recorded: [batch: SettledAttempt[]];

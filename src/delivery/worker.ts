@@ -306,6 +306,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     if (slot === null) return givenBack(clock.now());
     const start = await this.startAt(delivery, slot);
     if ('giveBack' in start) return givenBack(start.giveBack);
+    this.emit('started', delivery, start.at, slot?.atMs ?? null);
     const began = performance.now();
     let result: SendResult;
     try {
