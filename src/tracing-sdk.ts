@@ -1,10 +1,11 @@
 import { FastifyOtelInstrumentation } from '@fastify/otel';
-import { DiagLogLevel, diag, trace } from '@opentelemetry/api';
+import { DiagLogLevel, diag, type Span, trace } from '@opentelemetry/api';
 import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
 import { PgInstrumentation } from '@opentelemetry/instrumentation-pg';
 import { NodeSDK } from '@opentelemetry/sdk-node';
 import type { SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import pino from 'pino';
+import { loggedQuery } from './http/pipeline/log-fields.ts';
 import { LogThrottle } from './lib/log-throttle.ts';
 import { ATTR, tracing } from './lib/tracing.ts';
 
@@ -37,6 +38,10 @@ export function startTracing(options: { spanProcessors?: SpanProcessor[] } = {})
         // the exporter's own.
         ignoreOutgoingRequestHook: () => true,
         ignoreIncomingRequestHook: (request) => PROBES.has((request.url ?? '').split('?')[0]),
+        // Its query as a request line logs it (a search's text may be a person's name).
+        requestHook: (span, request) => {
+          if ('url' in request) queryAttributes(span, request.url ?? '');
+        },
       }),
       new FastifyOtelInstrumentation({
         registerOnInitialization: true,
@@ -48,6 +53,7 @@ export function startTracing(options: { spanProcessors?: SpanProcessor[] } = {})
         requestHook: (span, request) => {
           span.updateName(`${request.method} ${request.routeOptions.url ?? 'unmatched'}`);
           span.setAttribute(ATTR.requestId, request.id);
+          queryAttributes(span, request.url);
           // The HTTP server span, when the http instrumentation made one, is still the active one.
           trace.getActiveSpan()?.setAttribute(ATTR.requestId, request.id);
         },
@@ -61,6 +67,16 @@ export function startTracing(options: { spanProcessors?: SpanProcessor[] } = {})
   // A command that ends by itself (no signal) exports what it buffered on the way out.
   process.once('beforeExit', () => void sdk.shutdown().catch(() => undefined));
   return sdk;
+}
+
+/**
+ * `url.path` without the query, and `url.query` as a request line logs it (loggedQuery: only the
+ * values of the API's own non-text parameters), over what the instrumentations set.
+ */
+function queryAttributes(span: Span, url: string): void {
+  span.setAttribute('url.path', url.split('?')[0]);
+  const query = loggedQuery(url);
+  if (query !== undefined) span.setAttribute('url.query', query);
 }
 
 /** At most one line a minute about failed exports: a collector that is down fails every batch. */

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { SHOWN_QUERY_VALUES } from '../src/http/pipeline/log-fields.ts';
 import { startWorker } from '../src/start-worker.ts';
 import { createTestContext } from './helpers/context.ts';
 import { createTenant } from './helpers/fixtures.ts';
@@ -127,6 +128,44 @@ describe('logs that explain what happened', () => {
     } finally {
       await worker.stop();
       await receiver.close();
+      await ctx.close();
+    }
+  });
+
+  it("shows query values only for the documents' non-text parameters, and q is text", async () => {
+    const ctx = await createTestContext('sqlite');
+    try {
+      const documented = new Map<string, Record<string, unknown>>();
+      for (const document of [
+        (await ctx.app.inject({ url: '/v1/openapi.json' })).json(),
+        (await ctx.adminRequest('GET', '/admin/v1/openapi.json')).json(),
+      ]) {
+        for (const operations of Object.values<Record<string, { parameters?: unknown[] }>>(
+          document.paths,
+        )) {
+          for (const operation of Object.values(operations)) {
+            for (const parameter of (operation.parameters ?? []) as {
+              in: string;
+              name: string;
+              schema: Record<string, unknown>;
+            }[]) {
+              if (parameter.in === 'query') documented.set(parameter.name, parameter.schema);
+            }
+          }
+        }
+      }
+      assert.ok(documented.has('limit') && documented.has('q'), [...documented.keys()].join());
+      for (const name of SHOWN_QUERY_VALUES)
+        assert.ok(documented.has(name), `${name} is a parameter`);
+      // A documented free-text parameter (a string with no enum, format or id name) is never shown.
+      for (const [name, schema] of documented) {
+        const text = schema.type === 'string' && !schema.enum && !schema.format;
+        if (text && !/Id$|^cursor$|^kind$/.test(name)) {
+          assert.ok(!SHOWN_QUERY_VALUES.has(name), `${name} is free text`);
+        }
+      }
+      assert.ok(!SHOWN_QUERY_VALUES.has('q'));
+    } finally {
       await ctx.close();
     }
   });
