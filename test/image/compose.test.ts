@@ -165,6 +165,21 @@ describe('compose.yaml (npm run test:image)', () => {
     }
     return all.join('\n');
   };
+  /** For a failed request under the restart: HAProxy's server states, the nodes' warnings. */
+  const restartLogs = async () => {
+    const all: string[] = [];
+    for (const [service, keep] of [
+      ['haproxy', /Server tourops_api|backend tourops_api|NOSRV/],
+      ['api-1', /"level":[456]0/],
+      ['api-2', /"level":[456]0/],
+      ['worker', /"level":[456]0/],
+    ] as const) {
+      const text = await podman(['logs', container(service)]).catch((e) => String(e));
+      const lines = text.split('\n').filter((line) => keep.test(line));
+      all.push(`--- ${service}\n${lines.slice(-40).join('\n')}`);
+    }
+    return all.join('\n');
+  };
   const readyThroughBalancer = async () => {
     try {
       await until(async () => {
@@ -239,6 +254,10 @@ describe('compose.yaml (npm run test:image)', () => {
         return line?.split(',')[17] === 'UP' ? true : undefined;
       }, `${server} UP`);
     try {
+      // A roll starts with every node UP: the first stop, too, needs the other one serving (it
+      // may still be starting: the nodes waited for PostgreSQL, and one migrated).
+      await untilUp('api1');
+      await untilUp('api2');
       await moreAcked();
       for (const [service, server] of [
         ['api-1', 'api1'],
@@ -266,6 +285,7 @@ describe('compose.yaml (npm run test:image)', () => {
     t.diagnostic(
       `${load.requests} requests, ${load.acked.size} creates acked, answers ${JSON.stringify(Object.fromEntries(load.statuses))}`,
     );
+    if (load.failures.length > 0) t.diagnostic(await restartLogs());
     assert.deepEqual(load.failures, [], 'every request through HAProxy answered 2xx');
     for (const status of load.statuses.keys()) assert.match(status, /^2\d\d$/);
 
