@@ -4,6 +4,7 @@ import { SHOWN_QUERY_VALUES } from '../src/http/pipeline/log-fields.ts';
 import { startWorker } from '../src/start-worker.ts';
 import { createTestContext } from './helpers/context.ts';
 import { createTenant } from './helpers/fixtures.ts';
+import { operationsOf } from './helpers/fuzz.ts';
 import { HttpsReceiver, testCa } from './helpers/https-receiver.ts';
 import { captureLogs as capture } from './helpers/log-capture.ts';
 import { until } from './helpers/until.ts';
@@ -135,25 +136,18 @@ describe('logs that explain what happened', () => {
   it("shows query values only for the documents' non-text parameters, and q is text", async () => {
     const ctx = await createTestContext('sqlite');
     try {
-      const documented = new Map<string, Record<string, unknown>>();
-      for (const document of [
-        (await ctx.app.inject({ url: '/v1/openapi.json' })).json(),
-        (await ctx.adminRequest('GET', '/admin/v1/openapi.json')).json(),
-      ]) {
-        for (const operations of Object.values<Record<string, { parameters?: unknown[] }>>(
-          document.paths,
-        )) {
-          for (const operation of Object.values(operations)) {
-            for (const parameter of (operation.parameters ?? []) as {
-              in: string;
-              name: string;
-              schema: Record<string, unknown>;
-            }[]) {
-              if (parameter.in === 'query') documented.set(parameter.name, parameter.schema);
-            }
-          }
-        }
-      }
+      const documented = new Map(
+        [
+          ...operationsOf((await ctx.app.inject({ url: '/v1/openapi.json' })).json(), 'public'),
+          ...operationsOf(
+            (await ctx.adminRequest('GET', '/admin/v1/openapi.json')).json(),
+            'admin',
+          ),
+        ]
+          .flatMap((operation) => operation.parameters)
+          .filter((parameter) => parameter.in === 'query')
+          .map((parameter) => [parameter.name, parameter.schema] as const),
+      );
       assert.ok(documented.has('limit') && documented.has('q'), [...documented.keys()].join());
       for (const name of SHOWN_QUERY_VALUES)
         assert.ok(documented.has(name), `${name} is a parameter`);
