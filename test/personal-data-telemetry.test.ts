@@ -80,7 +80,7 @@ for (const backend of BACKENDS) {
           currency: 'EUR',
           ...TRAVELLER,
         });
-        // Every delivery attempted three times (its last attempt failed: dead-lettered).
+        // The booking's body sent, and the client's bodies three times (retries of failures).
         await until(
           () =>
             receiver.requests.some((r) => r.body.includes(TRAVELLER.travelerEmail)) &&
