@@ -39,6 +39,7 @@ interface Schema {
   const?: unknown;
   pattern?: string;
   additionalProperties?: unknown;
+  anyOf?: Schema[];
 }
 
 const WEBHOOK_HEADERS = [
@@ -171,8 +172,11 @@ describe('OpenAPI documents', () => {
   describe('webhooks', () => {
     let webhooks: Record<string, { post: WebhookOperation }>;
     let paths: Record<string, Record<string, { operationId: string }>>;
-    const bodySchema = (type: string) =>
-      webhooks[type].post.requestBody.content['application/json'].schema;
+    /** The body in the form given: a delivery is either (`anyOf`: full, then thin). */
+    const bodySchema = (type: string, form: 'full' | 'thin' = 'full') =>
+      (webhooks[type].post.requestBody.content['application/json'].schema.anyOf as Schema[])[
+        form === 'full' ? 0 : 1
+      ];
 
     before(async () => {
       const document = (await ctx.app.inject({ method: 'GET', url: '/v1/openapi.json' })).json();
@@ -195,6 +199,10 @@ describe('OpenAPI documents', () => {
         assert.equal(schema.properties?.type.const, type);
         assert.equal(schema.properties?.created.type, 'integer');
         assert.equal(schema.properties?.data.type, 'object');
+        const thin = bodySchema(type, 'thin');
+        assert.deepEqual(thin.required, schema.required);
+        assert.ok(thin.properties?.data.required?.includes('changed'), `${type}: thin data`);
+        assert.ok(!thin.properties?.data.properties?.object, `${type}: no object in thin data`);
         assert.ok(post.responses['2XX']?.description && post.responses.default?.description);
       }
     });
@@ -336,6 +344,12 @@ describe('OpenAPI documents', () => {
         if (operation.operationId === 'getMe' || operation.operationId === 'listEventTypes') {
           assert.equal(scope, undefined);
           assert.equal(forbidden?.type, `${errorsBase}plan-required`);
+          continue;
+        }
+        // The scope is the read scope of the event's resource (test/thin-payloads.test.ts).
+        if (operation.operationId === 'getEvent') {
+          assert.equal(scope, undefined);
+          assert.match(operation.description ?? '', /the read scope of the event's resource/);
           continue;
         }
         assert.ok(scope, `${operation.operationId} names no scope`);

@@ -511,6 +511,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/events/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get an event's full body
+         * @description The event as a `full` subscription gets it (without `sequence`, which is a subscription's), for a receiver of `thin` deliveries. Scope: the read scope of the event's resource (`trips:read`, `bookings:read`, `payments:read` for payments and disputes, `clients:read` for clients and `personal_data.erased`, `webhooks:read` for `webhook.*`). 404 for another tenant's event and past retention.
+         */
+        get: operations["getEvent"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/portal/sessions": {
         parameters: {
             query?: never;
@@ -544,7 +564,7 @@ export interface webhooks {
         put?: never;
         /**
          * Booking confirmed
-         * @description A booking moved from `deposit_paid` to `confirmed`. Sent to every active subscription that lists it.
+         * @description A booking moved from `deposit_paid` to `confirmed`. Sent to every active subscription that lists it. A `thin` subscription gets `data` as `bookingId`, `tripId`, `changed` only (the body's second form; the full body: `GET /api/v1/events/{id}`).
          *
          *     Each delivery is an HTTPS POST of the JSON envelope below.
          *
@@ -574,7 +594,7 @@ export interface webhooks {
         put?: never;
         /**
          * Booking cancelled
-         * @description A confirmed booking was cancelled. Sent to every active subscription that lists it.
+         * @description A confirmed booking was cancelled. Sent to every active subscription that lists it. A `thin` subscription gets `data` as `bookingId`, `tripId`, `changed` only (the body's second form; the full body: `GET /api/v1/events/{id}`).
          *
          *     Each delivery is an HTTPS POST of the JSON envelope below.
          *
@@ -604,7 +624,7 @@ export interface webhooks {
         put?: never;
         /**
          * Booking refunded
-         * @description A booking was refunded: a confirmed one, or a disputed one whose dispute closed with a refund (then `dispute.closed` is sent too). Sent to every active subscription that lists it.
+         * @description A booking was refunded: a confirmed one, or a disputed one whose dispute closed with a refund (then `dispute.closed` is sent too). Sent to every active subscription that lists it. A `thin` subscription gets `data` as `bookingId`, `tripId`, `changed` only (the body's second form; the full body: `GET /api/v1/events/{id}`).
          *
          *     Each delivery is an HTTPS POST of the JSON envelope below.
          *
@@ -634,7 +654,7 @@ export interface webhooks {
         put?: never;
         /**
          * Payment succeeded
-         * @description A payment succeeded. Sent to every active subscription that lists it.
+         * @description A payment succeeded. Sent to every active subscription that lists it. A `thin` subscription gets `data` as `paymentId`, `bookingId`, `changed` only (the body's second form; the full body: `GET /api/v1/events/{id}`).
          *
          *     Each delivery is an HTTPS POST of the JSON envelope below.
          *
@@ -664,7 +684,7 @@ export interface webhooks {
         put?: never;
         /**
          * Payment failed
-         * @description A payment failed. Sent to every active subscription that lists it.
+         * @description A payment failed. Sent to every active subscription that lists it. A `thin` subscription gets `data` as `paymentId`, `bookingId`, `changed` only (the body's second form; the full body: `GET /api/v1/events/{id}`).
          *
          *     Each delivery is an HTTPS POST of the JSON envelope below.
          *
@@ -694,7 +714,7 @@ export interface webhooks {
         put?: never;
         /**
          * Dispute opened
-         * @description A confirmed booking was disputed. Sent to every active subscription that lists it.
+         * @description A confirmed booking was disputed. Sent to every active subscription that lists it. A `thin` subscription gets `data` as `bookingId`, `tripId`, `changed` only (the body's second form; the full body: `GET /api/v1/events/{id}`).
          *
          *     Each delivery is an HTTPS POST of the JSON envelope below.
          *
@@ -724,7 +744,7 @@ export interface webhooks {
         put?: never;
         /**
          * Dispute closed
-         * @description A dispute ended: the booking is confirmed again, or refunded (then `booking.refunded` is sent too). Sent to every active subscription that lists it.
+         * @description A dispute ended: the booking is confirmed again, or refunded (then `booking.refunded` is sent too). Sent to every active subscription that lists it. A `thin` subscription gets `data` as `bookingId`, `tripId`, `changed` only (the body's second form; the full body: `GET /api/v1/events/{id}`).
          *
          *     Each delivery is an HTTPS POST of the JSON envelope below.
          *
@@ -754,7 +774,7 @@ export interface webhooks {
         put?: never;
         /**
          * Trip published
-         * @description A trip was published on the storefront. Sent to every active subscription that lists it.
+         * @description A trip was published on the storefront. Sent to every active subscription that lists it. A `thin` subscription gets `data` as `tripId`, `changed` only (the body's second form; the full body: `GET /api/v1/events/{id}`).
          *
          *     Each delivery is an HTTPS POST of the JSON envelope below.
          *
@@ -784,7 +804,7 @@ export interface webhooks {
         put?: never;
         /**
          * Trip unpublished
-         * @description A trip was taken off the storefront. Sent to every active subscription that lists it.
+         * @description A trip was taken off the storefront. Sent to every active subscription that lists it. A `thin` subscription gets `data` as `tripId`, `changed` only (the body's second form; the full body: `GET /api/v1/events/{id}`).
          *
          *     Each delivery is an HTTPS POST of the JSON envelope below.
          *
@@ -814,7 +834,7 @@ export interface webhooks {
         put?: never;
         /**
          * Client created
-         * @description A client was created. Sent to every active subscription that lists it.
+         * @description A client was created. Sent to every active subscription that lists it. A `thin` subscription gets `data` as `clientId`, `changed` only (the body's second form; the full body: `GET /api/v1/events/{id}`).
          *
          *     Each delivery is an HTTPS POST of the JSON envelope below.
          *
@@ -844,7 +864,7 @@ export interface webhooks {
         put?: never;
         /**
          * Trip created
-         * @description A trip was created (`POST /api/v1/trips`, or the operator console). Sent to every active subscription that lists it.
+         * @description A trip was created (`POST /api/v1/trips`, or the operator console). Sent to every active subscription that lists it. A `thin` subscription gets `data` as `tripId`, `changed` only (the body's second form; the full body: `GET /api/v1/events/{id}`).
          *
          *     Each delivery is an HTTPS POST of the JSON envelope below.
          *
@@ -874,7 +894,7 @@ export interface webhooks {
         put?: never;
         /**
          * Trip changed
-         * @description A trip changed otherwise than by its publication: a `PATCH /api/v1/trips/{id}`, or a move of its `status` (the operator console). Sent to every active subscription that lists it.
+         * @description A trip changed otherwise than by its publication: a `PATCH /api/v1/trips/{id}`, or a move of its `status` (the operator console). Sent to every active subscription that lists it. A `thin` subscription gets `data` as `tripId`, `changed` only (the body's second form; the full body: `GET /api/v1/events/{id}`).
          *
          *     Each delivery is an HTTPS POST of the JSON envelope below.
          *
@@ -904,7 +924,7 @@ export interface webhooks {
         put?: never;
         /**
          * Booking created
-         * @description A booking was created by checkout, in `payment_pending`. Sent to every active subscription that lists it.
+         * @description A booking was created by checkout, in `payment_pending`. Sent to every active subscription that lists it. A `thin` subscription gets `data` as `bookingId`, `tripId`, `changed` only (the body's second form; the full body: `GET /api/v1/events/{id}`).
          *
          *     Each delivery is an HTTPS POST of the JSON envelope below.
          *
@@ -934,7 +954,7 @@ export interface webhooks {
         put?: never;
         /**
          * Booking changed
-         * @description A booking moved to a status no other booking type announces: `deposit_paid`, `trip_in_progress` or `completed`. Sent to every active subscription that lists it.
+         * @description A booking moved to a status no other booking type announces: `deposit_paid`, `trip_in_progress` or `completed`. Sent to every active subscription that lists it. A `thin` subscription gets `data` as `bookingId`, `tripId`, `changed` only (the body's second form; the full body: `GET /api/v1/events/{id}`).
          *
          *     Each delivery is an HTTPS POST of the JSON envelope below.
          *
@@ -964,7 +984,7 @@ export interface webhooks {
         put?: never;
         /**
          * Client changed
-         * @description A client was archived or unarchived. Sent to every active subscription that lists it.
+         * @description A client was archived or unarchived. Sent to every active subscription that lists it. A `thin` subscription gets `data` as `clientId`, `changed` only (the body's second form; the full body: `GET /api/v1/events/{id}`).
          *
          *     Each delivery is an HTTPS POST of the JSON envelope below.
          *
@@ -994,7 +1014,7 @@ export interface webhooks {
         put?: never;
         /**
          * Payment created
-         * @description A payment was created by the payment processor, `pending`. Sent to every active subscription that lists it.
+         * @description A payment was created by the payment processor, `pending`. Sent to every active subscription that lists it. A `thin` subscription gets `data` as `paymentId`, `bookingId`, `changed` only (the body's second form; the full body: `GET /api/v1/events/{id}`).
          *
          *     Each delivery is an HTTPS POST of the JSON envelope below.
          *
@@ -1024,7 +1044,7 @@ export interface webhooks {
         put?: never;
         /**
          * Payment changed
-         * @description A payment moved to a status no other payment type announces: `scheduled`, `processing` or `cancelled`. Sent to every active subscription that lists it.
+         * @description A payment moved to a status no other payment type announces: `scheduled`, `processing` or `cancelled`. Sent to every active subscription that lists it. A `thin` subscription gets `data` as `paymentId`, `bookingId`, `changed` only (the body's second form; the full body: `GET /api/v1/events/{id}`).
          *
          *     Each delivery is an HTTPS POST of the JSON envelope below.
          *
@@ -1054,7 +1074,7 @@ export interface webhooks {
         put?: never;
         /**
          * Endpoint paused
-         * @description One of the tenant's webhook subscriptions was paused without anyone asking: its receiver answered 410 Gone (`reason` `gone`) or failed by the auto-pause rule (`consecutive_failures`). Sent to the tenant's other subscriptions that list it, never to the paused one. Enable it again with `PATCH` `active: true`, then `recover` with `missed: true`. Sent to every active subscription that lists it.
+         * @description One of the tenant's webhook subscriptions was paused without anyone asking: its receiver answered 410 Gone (`reason` `gone`) or failed by the auto-pause rule (`consecutive_failures`). Sent to the tenant's other subscriptions that list it, never to the paused one. Enable it again with `PATCH` `active: true`, then `recover` with `missed: true`. Sent to every active subscription that lists it. A `thin` subscription gets `data` as `subscriptionId`, `changed` only (the body's second form; the full body: `GET /api/v1/events/{id}`).
          *
          *     Each delivery is an HTTPS POST of the JSON envelope below.
          *
@@ -1084,7 +1104,7 @@ export interface webhooks {
         put?: never;
         /**
          * Delivery dead-lettered
-         * @description A delivery to one of the tenant's webhook subscriptions was given up after its last attempt, or because its attempts kept dying with their worker (the delivery's `lastError` `worker_lost`; `attempts` counts only those that finished, 0 if none did). Sent to the tenant's other subscriptions that list it, never to that one; the dead letter of an operational event announces nothing. `recover` or `redeliver` sends it again. Sent to every active subscription that lists it.
+         * @description A delivery to one of the tenant's webhook subscriptions was given up after its last attempt, or because its attempts kept dying with their worker (the delivery's `lastError` `worker_lost`; `attempts` counts only those that finished, 0 if none did). Sent to the tenant's other subscriptions that list it, never to that one; the dead letter of an operational event announces nothing. `recover` or `redeliver` sends it again. Sent to every active subscription that lists it. A `thin` subscription gets `data` as `subscriptionId`, `deliveryId`, `eventId`, `changed` only (the body's second form; the full body: `GET /api/v1/events/{id}`).
          *
          *     Each delivery is an HTTPS POST of the JSON envelope below.
          *
@@ -1114,7 +1134,7 @@ export interface webhooks {
         put?: never;
         /**
          * Test event
-         * @description Sent only on request (`POST /api/v1/webhooks/test`): to the subscription named, or to every active subscription whatever its events list (no subscription can list it), to check the endpoint and its signature verification. Its outcome changes none of the subscription's counters.
+         * @description Sent only on request (`POST /api/v1/webhooks/test`): to the subscription named, or to every active subscription whatever its events list (no subscription can list it), to check the endpoint and its signature verification. Its outcome changes none of the subscription's counters. A `thin` subscription gets `data` as `subscriptionId`, `changed` only (the body's second form; the full body: `GET /api/v1/events/{id}`).
          *
          *     Each delivery is an HTTPS POST of the JSON envelope below.
          *
@@ -1462,6 +1482,7 @@ export interface components {
          *       "filter": {
          *         "data.currency": "EUR"
          *       },
+         *       "payload": "full",
          *       "headers": {
          *         "X-Api-Key": "***"
          *       },
@@ -1544,6 +1565,11 @@ export interface components {
             filter: {
                 [key: string]: unknown;
             } | null;
+            /**
+             * @description `full` (the default): each body carries the event's whole `data`. `thin`: `data` carries only the members of the full `data` named `…Id` and `changed`, the names of the members the change moved (`[]` on a creation); no values, no `object`, so no personal data. Fetch the full body with `GET /api/v1/events/{id}`. Filters and `per_object` ordering still judge the full event; the signature covers the thin body as sent. Applies from the next attempt, redeliveries included. See [Personal data](#description/personal-data).
+             * @enum {string}
+             */
+            payload: "full" | "thin";
             /** @description The extra request headers, each value `***`; `{}` for none. */
             headers: {
                 [key: string]: string;
@@ -5536,6 +5562,7 @@ export interface operations {
                      *           "filter": {
                      *             "data.currency": "EUR"
                      *           },
+                     *           "payload": "full",
                      *           "headers": {
                      *             "X-Api-Key": "***"
                      *           },
@@ -5748,6 +5775,11 @@ export interface operations {
                         [key: string]: unknown;
                     } | null;
                     /**
+                     * @description `full` (the default): each body carries the event's whole `data`. `thin`: `data` carries only the members of the full `data` named `…Id` and `changed`, the names of the members the change moved (`[]` on a creation); no values, no `object`, so no personal data. Fetch the full body with `GET /api/v1/events/{id}`. Filters and `per_object` ordering still judge the full event; the signature covers the thin body as sent. Applies from the next attempt, redeliveries included. See [Personal data](#description/personal-data).
+                     * @enum {string}
+                     */
+                    payload?: "full" | "thin";
+                    /**
                      * @description Up to 10 extra request headers every attempt carries, for a gateway in front of the receiver (an API key, say). Values are stored sealed and shown as `***` in every read; in a PATCH, `***` keeps the stored value of that name while the URL keeps its origin. Names are refused when they are ours (`Service-…`), Standard Webhooks' (`webhook-…`), hop-by-hop, `host`, `content-…`, `user-agent`, trace context, or `authorization` while `auth` is set. `null` or `{}` removes them. HTTPS endpoints only.
                      * @example {
                      *       "x-api-key": "k_live_3f9a1c"
@@ -5837,6 +5869,7 @@ export interface operations {
                      *         "filter": {
                      *           "data.currency": "EUR"
                      *         },
+                     *         "payload": "full",
                      *         "headers": {
                      *           "X-Api-Key": "***"
                      *         },
@@ -6074,6 +6107,7 @@ export interface operations {
                      *         "filter": {
                      *           "data.currency": "EUR"
                      *         },
+                     *         "payload": "full",
                      *         "headers": {
                      *           "X-Api-Key": "***"
                      *         },
@@ -6503,6 +6537,11 @@ export interface operations {
                         [key: string]: unknown;
                     } | null;
                     /**
+                     * @description `full` (the default): each body carries the event's whole `data`. `thin`: `data` carries only the members of the full `data` named `…Id` and `changed`, the names of the members the change moved (`[]` on a creation); no values, no `object`, so no personal data. Fetch the full body with `GET /api/v1/events/{id}`. Filters and `per_object` ordering still judge the full event; the signature covers the thin body as sent. Applies from the next attempt, redeliveries included. See [Personal data](#description/personal-data).
+                     * @enum {string}
+                     */
+                    payload?: "full" | "thin";
+                    /**
                      * @description Up to 10 extra request headers every attempt carries, for a gateway in front of the receiver (an API key, say). Values are stored sealed and shown as `***` in every read; in a PATCH, `***` keeps the stored value of that name while the URL keeps its origin. Names are refused when they are ours (`Service-…`), Standard Webhooks' (`webhook-…`), hop-by-hop, `host`, `content-…`, `user-agent`, trace context, or `authorization` while `auth` is set. `null` or `{}` removes them. HTTPS endpoints only.
                      * @example {
                      *       "x-api-key": "k_live_3f9a1c"
@@ -6594,6 +6633,7 @@ export interface operations {
                      *         "filter": {
                      *           "data.currency": "EUR"
                      *         },
+                     *         "payload": "full",
                      *         "headers": {
                      *           "X-Api-Key": "***"
                      *         },
@@ -6847,6 +6887,7 @@ export interface operations {
                      *         "filter": {
                      *           "data.currency": "EUR"
                      *         },
+                     *         "payload": "full",
                      *         "headers": {
                      *           "X-Api-Key": "***"
                      *         },
@@ -7635,7 +7676,7 @@ export interface operations {
                             type: string;
                             /** @description Unix seconds of the event (push sends the time of the attempt). */
                             created: number;
-                            /** @description The event data, as push sends it. */
+                            /** @description The event data, as push sends it (its thin form for a `thin` subscription). */
                             data: {
                                 [key: string]: unknown;
                             };
@@ -8763,6 +8804,24 @@ export interface operations {
                      *               }
                      *             }
                      *           },
+                     *           "thinSchema": {
+                     *             "type": "object",
+                     *             "required": [
+                     *               "id",
+                     *               "type",
+                     *               "created",
+                     *               "data"
+                     *             ],
+                     *             "properties": {
+                     *               "data": {
+                     *                 "type": "object",
+                     *                 "required": [
+                     *                   "clientId",
+                     *                   "changed"
+                     *                 ]
+                     *               }
+                     *             }
+                     *           },
                      *           "example": {
                      *             "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
                      *             "type": "client.created",
@@ -8805,6 +8864,28 @@ export interface operations {
                              *     }
                              */
                             schema: unknown;
+                            /**
+                             * @description The JSON Schema (2020-12) of the body a subscription with `payload: thin` gets: the same envelope, `data` holding only the `…Id` members of the full `data` and `changed` (the names of the members the change moved).
+                             * @example {
+                             *       "type": "object",
+                             *       "required": [
+                             *         "id",
+                             *         "type",
+                             *         "created",
+                             *         "data"
+                             *       ],
+                             *       "properties": {
+                             *         "data": {
+                             *           "type": "object",
+                             *           "required": [
+                             *             "clientId",
+                             *             "changed"
+                             *           ]
+                             *         }
+                             *       }
+                             *     }
+                             */
+                            thinSchema: unknown;
                             /**
                              * @description A body of the type.
                              * @example {
@@ -8859,6 +8940,224 @@ export interface operations {
                      *       ],
                      *       "current_plan": "free",
                      *       "type": "https://api.tourops.test/errors/plan-required"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getEvent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event. */
+            200: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Requests allowed per minute (sustained). */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current minute. */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window refreshes. */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
+                     *         "type": "booking.confirmed",
+                     *         "created": 0,
+                     *         "test": true,
+                     *         "data": {}
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: {
+                            /**
+                             * Format: uuid
+                             * @description The event id (`Service-Event-Id`).
+                             */
+                            id: string;
+                            /**
+                             * @description The event type.
+                             * @enum {string}
+                             */
+                            type: "booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "trip.created" | "trip.updated" | "booking.created" | "booking.updated" | "client.updated" | "payment.created" | "payment.updated" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered" | "webhook.test";
+                            /** @description Unix seconds of the event (push sends the time of the attempt). */
+                            created: number;
+                            /**
+                             * @description Present only on a test fire: sample data.
+                             * @enum {boolean}
+                             */
+                            test?: true;
+                            /** @description The event's full `data`, as a `full` subscription gets it now: after an erasure, with that person's members redacted. */
+                            data: {
+                                [key: string]: unknown;
+                            };
+                        };
+                    };
+                };
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "title": "Plan required",
+                     *       "status": 403,
+                     *       "detail": "The free plan does not include API access.",
+                     *       "required_plans": [
+                     *         "starter",
+                     *         "pro",
+                     *         "enterprise"
+                     *       ],
+                     *       "current_plan": "free",
+                     *       "type": "https://api.tourops.test/errors/plan-required"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or owned by another tenant (`not-found`). */
+            404: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/not-found",
+                     *       "title": "Not found",
+                     *       "status": 404,
+                     *       "detail": "Trip not found."
                      *     }
                      */
                     "application/problem+json": components["schemas"]["Problem"];
@@ -9463,6 +9762,32 @@ export interface operations {
                             };
                         };
                     };
+                } | {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "booking.confirmed";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
+                    data: {
+                        bookingId: string;
+                        tripId: string;
+                        /** @description The names of the members this change moved (the keys of the full `data.changes`). */
+                        changed: ("id" | "bookingNumber" | "tripId" | "tripVersion" | "status" | "totalRetailCents" | "applicationFeeCents" | "currency" | "travelerName" | "travelerEmail" | "confirmedAt" | "cancelledAt" | "departureId" | "departureStartDate" | "departureEndDate" | "createdAt" | "updatedAt")[];
+                    };
                 };
             };
         };
@@ -9778,6 +10103,32 @@ export interface operations {
                                 after: string | null;
                             };
                         };
+                    };
+                } | {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "booking.cancelled";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
+                    data: {
+                        bookingId: string;
+                        tripId: string;
+                        /** @description The names of the members this change moved (the keys of the full `data.changes`). */
+                        changed: ("id" | "bookingNumber" | "tripId" | "tripVersion" | "status" | "totalRetailCents" | "applicationFeeCents" | "currency" | "travelerName" | "travelerEmail" | "confirmedAt" | "cancelledAt" | "departureId" | "departureStartDate" | "departureEndDate" | "createdAt" | "updatedAt")[];
                     };
                 };
             };
@@ -10095,6 +10446,32 @@ export interface operations {
                             };
                         };
                     };
+                } | {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "booking.refunded";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
+                    data: {
+                        bookingId: string;
+                        tripId: string;
+                        /** @description The names of the members this change moved (the keys of the full `data.changes`). */
+                        changed: ("id" | "bookingNumber" | "tripId" | "tripVersion" | "status" | "totalRetailCents" | "applicationFeeCents" | "currency" | "travelerName" | "travelerEmail" | "confirmedAt" | "cancelledAt" | "departureId" | "departureStartDate" | "departureEndDate" | "createdAt" | "updatedAt")[];
+                    };
                 };
             };
         };
@@ -10345,6 +10722,32 @@ export interface operations {
                             };
                         };
                     };
+                } | {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "payment.succeeded";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
+                    data: {
+                        paymentId: string;
+                        bookingId: string;
+                        /** @description The names of the members this change moved (the keys of the full `data.changes`). */
+                        changed: ("id" | "bookingId" | "mode" | "status" | "label" | "amountCents" | "currency" | "scheduledFor" | "chargedAt" | "isDeposit" | "paymentRail" | "kind")[];
+                    };
                 };
             };
         };
@@ -10590,6 +10993,32 @@ export interface operations {
                                 after: string;
                             };
                         };
+                    };
+                } | {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "payment.failed";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
+                    data: {
+                        paymentId: string;
+                        bookingId: string;
+                        /** @description The names of the members this change moved (the keys of the full `data.changes`). */
+                        changed: ("id" | "bookingId" | "mode" | "status" | "label" | "amountCents" | "currency" | "scheduledFor" | "chargedAt" | "isDeposit" | "paymentRail" | "kind")[];
                     };
                 };
             };
@@ -10907,6 +11336,32 @@ export interface operations {
                             };
                         };
                     };
+                } | {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "dispute.opened";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
+                    data: {
+                        bookingId: string;
+                        tripId: string;
+                        /** @description The names of the members this change moved (the keys of the full `data.changes`). */
+                        changed: ("id" | "bookingNumber" | "tripId" | "tripVersion" | "status" | "totalRetailCents" | "applicationFeeCents" | "currency" | "travelerName" | "travelerEmail" | "confirmedAt" | "cancelledAt" | "departureId" | "departureStartDate" | "departureEndDate" | "createdAt" | "updatedAt")[];
+                    };
                 };
             };
         };
@@ -11222,6 +11677,32 @@ export interface operations {
                                 after: string | null;
                             };
                         };
+                    };
+                } | {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "dispute.closed";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
+                    data: {
+                        bookingId: string;
+                        tripId: string;
+                        /** @description The names of the members this change moved (the keys of the full `data.changes`). */
+                        changed: ("id" | "bookingNumber" | "tripId" | "tripVersion" | "status" | "totalRetailCents" | "applicationFeeCents" | "currency" | "travelerName" | "travelerEmail" | "confirmedAt" | "cancelledAt" | "departureId" | "departureStartDate" | "departureEndDate" | "createdAt" | "updatedAt")[];
                     };
                 };
             };
@@ -11604,6 +12085,31 @@ export interface operations {
                             };
                         };
                     };
+                } | {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "trip.published";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
+                    data: {
+                        tripId: string;
+                        /** @description The names of the members this change moved (the keys of the full `data.changes`). */
+                        changed: ("id" | "tripNumber" | "title" | "status" | "tripMode" | "dateMode" | "publicSlug" | "publishedAt" | "unpublishedAt" | "startDate" | "endDate" | "daysCount" | "startCityId" | "endCityId" | "transportMode" | "pricingDisplayMode" | "shortDescription" | "longDescription" | "clientId" | "notes" | "createdAt" | "updatedAt")[];
+                    };
                 };
             };
         };
@@ -11981,6 +12487,31 @@ export interface operations {
                             };
                         };
                     };
+                } | {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "trip.unpublished";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
+                    data: {
+                        tripId: string;
+                        /** @description The names of the members this change moved (the keys of the full `data.changes`). */
+                        changed: ("id" | "tripNumber" | "title" | "status" | "tripMode" | "dateMode" | "publicSlug" | "publishedAt" | "unpublishedAt" | "startDate" | "endDate" | "daysCount" | "startCityId" | "endCityId" | "transportMode" | "pricingDisplayMode" | "shortDescription" | "longDescription" | "clientId" | "notes" | "createdAt" | "updatedAt")[];
+                    };
                 };
             };
         };
@@ -12134,6 +12665,31 @@ export interface operations {
                         };
                         /** @description `{}`: a creation. */
                         changes: Record<string, never>;
+                    };
+                } | {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "client.created";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
+                    data: {
+                        clientId: string;
+                        /** @description `[]`: the event changes no member (a creation, or no resource). */
+                        changed: string[];
                     };
                 };
             };
@@ -12323,6 +12879,31 @@ export interface operations {
                         };
                         /** @description `{}`: a creation. */
                         changes: Record<string, never>;
+                    };
+                } | {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "trip.created";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
+                    data: {
+                        tripId: string;
+                        /** @description `[]`: the event changes no member (a creation, or no resource). */
+                        changed: string[];
                     };
                 };
             };
@@ -12705,6 +13286,31 @@ export interface operations {
                             };
                         };
                     };
+                } | {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "trip.updated";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
+                    data: {
+                        tripId: string;
+                        /** @description The names of the members this change moved (the keys of the full `data.changes`). */
+                        changed: ("id" | "tripNumber" | "title" | "status" | "tripMode" | "dateMode" | "publicSlug" | "publishedAt" | "unpublishedAt" | "startDate" | "endDate" | "daysCount" | "startCityId" | "endCityId" | "transportMode" | "pricingDisplayMode" | "shortDescription" | "longDescription" | "clientId" | "notes" | "createdAt" | "updatedAt")[];
+                    };
                 };
             };
         };
@@ -12874,6 +13480,32 @@ export interface operations {
                         };
                         /** @description `{}`: a creation. */
                         changes: Record<string, never>;
+                    };
+                } | {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "booking.created";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
+                    data: {
+                        bookingId: string;
+                        tripId: string;
+                        /** @description `[]`: the event changes no member (a creation, or no resource). */
+                        changed: string[];
                     };
                 };
             };
@@ -13191,6 +13823,32 @@ export interface operations {
                             };
                         };
                     };
+                } | {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "booking.updated";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
+                    data: {
+                        bookingId: string;
+                        tripId: string;
+                        /** @description The names of the members this change moved (the keys of the full `data.changes`). */
+                        changed: ("id" | "bookingNumber" | "tripId" | "tripVersion" | "status" | "totalRetailCents" | "applicationFeeCents" | "currency" | "travelerName" | "travelerEmail" | "confirmedAt" | "cancelledAt" | "departureId" | "departureStartDate" | "departureEndDate" | "createdAt" | "updatedAt")[];
+                    };
                 };
             };
         };
@@ -13463,6 +14121,31 @@ export interface operations {
                             };
                         };
                     };
+                } | {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "client.updated";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
+                    data: {
+                        clientId: string;
+                        /** @description The names of the members this change moved (the keys of the full `data.changes`). */
+                        changed: ("id" | "kind" | "displayName" | "legalName" | "email" | "phone" | "countryIso" | "language" | "currency" | "vatId" | "tags" | "notes" | "archivedAt" | "createdAt" | "updatedAt")[];
+                    };
                 };
             };
         };
@@ -13610,6 +14293,32 @@ export interface operations {
                         };
                         /** @description `{}`: a creation. */
                         changes: Record<string, never>;
+                    };
+                } | {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "payment.created";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
+                    data: {
+                        paymentId: string;
+                        bookingId: string;
+                        /** @description `[]`: the event changes no member (a creation, or no resource). */
+                        changed: string[];
                     };
                 };
             };
@@ -13857,6 +14566,32 @@ export interface operations {
                             };
                         };
                     };
+                } | {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "payment.updated";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
+                    data: {
+                        paymentId: string;
+                        bookingId: string;
+                        /** @description The names of the members this change moved (the keys of the full `data.changes`). */
+                        changed: ("id" | "bookingId" | "mode" | "status" | "label" | "amountCents" | "currency" | "scheduledFor" | "chargedAt" | "isDeposit" | "paymentRail" | "kind")[];
+                    };
                 };
             };
         };
@@ -13946,6 +14681,31 @@ export interface operations {
                         subscriptionId: string;
                         url: string;
                         reason: "gone" | "consecutive_failures";
+                    };
+                } | {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "webhook.endpoint.paused";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
+                    data: {
+                        subscriptionId: string;
+                        /** @description `[]`: the event changes no member (a creation, or no resource). */
+                        changed: string[];
                     };
                 };
             };
@@ -14042,6 +14802,33 @@ export interface operations {
                         /** @description Attempts made; 0 when a crash loop (`worker_lost`) cut off every try of the first. */
                         attempts: number;
                     };
+                } | {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "webhook.delivery.dead_lettered";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
+                    data: {
+                        subscriptionId: string;
+                        deliveryId: string;
+                        eventId: string;
+                        /** @description `[]`: the event changes no member (a creation, or no resource). */
+                        changed: string[];
+                    };
                 };
             };
         };
@@ -14126,6 +14913,31 @@ export interface operations {
                     data: {
                         subscriptionId: string | null;
                         message: string;
+                    };
+                } | {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "webhook.test";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
+                    data: {
+                        subscriptionId: string | null;
+                        /** @description `[]`: the event changes no member (a creation, or no resource). */
+                        changed: string[];
                     };
                 };
             };

@@ -207,6 +207,15 @@ export class TourOps {
       this.#call(this.#client.GET('/api/v1/payments', { params: { query } })),
   };
 
+  readonly events = {
+    /**
+     * An event's full body, as a `full` subscription gets it (redacted after an erasure): what a
+     * receiver of `thin` deliveries fetches. Needs the read scope of the event's resource.
+     */
+    get: (id: string) =>
+      this.#data(this.#client.GET('/api/v1/events/{id}', { params: { path: { id } } })),
+  };
+
   /** The tenant's catalogs, by kind. */
   readonly libraries = {
     list: <K extends LibraryKind>(kind: K, options: ListOptions<'listHotels'> = {}) =>

@@ -8,6 +8,8 @@ export {
   type WriteOptions,
 } from './client.ts';
 export {
+  isThinEvent,
+  type ThinWebhookEvent,
   type VerificationCheck,
   type VerifyOptions,
   verifyWebhook,

@@ -1,14 +1,32 @@
 import { createHmac, createPublicKey, type KeyObject, timingSafeEqual, verify } from 'node:crypto';
 import type { webhooks } from './api.d.ts';
 
-/** Every event a subscription can receive, discriminated by `type`. */
-export type WebhookEvent = {
+/** Each body a subscription can receive, in either form. */
+type AnyBody = {
   [K in keyof webhooks]: webhooks[K]['post'] extends {
     requestBody: { content: { 'application/json': infer E } };
   }
     ? E
     : never;
 }[keyof webhooks];
+
+/** A thin `data`: ids and `changed`, the names of the members that moved. */
+type ThinData = { data: { changed: string[] } };
+
+/** Every event a subscription with `payload: full` (the default) receives, discriminated by `type`. */
+export type WebhookEvent = Exclude<AnyBody, ThinData>;
+
+/**
+ * What a subscription with `payload: thin` receives: the event's ids and the names of the members
+ * that changed (`data.changed`), discriminated by `type`. Fetch the full body with
+ * `events.get(id)`.
+ */
+export type ThinWebhookEvent = Extract<AnyBody, ThinData>;
+
+/** Whether a verified event is a thin one (its `data` has `changed` and no `object`). */
+export function isThinEvent(event: WebhookEvent | ThinWebhookEvent): event is ThinWebhookEvent {
+  return Array.isArray((event.data as { changed?: unknown }).changed);
+}
 
 /**
  * The check a delivery failed, by the name the Python, Go and PHP verifiers give it too. A
@@ -65,12 +83,23 @@ function header(headers: Headers, name: string): string | undefined {
  * `toleranceSeconds` of now. `rawBody` must be the bytes received, before any JSON parsing.
  * Throws WebhookVerificationError otherwise. Deduplicate on the event's `id`; a `sequence` past
  * the next one expected means a missed event: pull it with `webhooks.events(id, { after })`.
+ * A subscription with `payload: thin` names its type: `verifyWebhook<ThinWebhookEvent>(…)`.
  */
-export function verifyWebhook(
+export function verifyWebhook<E extends WebhookEvent | ThinWebhookEvent = WebhookEvent>(
   rawBody: string | Uint8Array,
   headers: Headers,
   signingKeys: string | readonly string[],
   options: VerifyOptions = {},
+): E {
+  // One check for both forms: the signature covers whichever body was sent.
+  return verifiedEvent(rawBody, headers, signingKeys, options) as E;
+}
+
+function verifiedEvent(
+  rawBody: string | Uint8Array,
+  headers: Headers,
+  signingKeys: string | readonly string[],
+  options: VerifyOptions,
 ): WebhookEvent {
   const body = typeof rawBody === 'string' ? Buffer.from(rawBody, 'utf8') : Buffer.from(rawBody);
   const given = typeof signingKeys === 'string' ? [signingKeys] : signingKeys;

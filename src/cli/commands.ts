@@ -13,7 +13,13 @@ import {
 } from './account-commands.ts';
 import { UsageError } from './args.ts';
 import { type Command, namingNotFound } from './command.ts';
-import { checkSigningKey, parseEventTypes, parseLoopbackUrl, parseProcesses } from './values.ts';
+import {
+  checkSigningKey,
+  parseEventTypes,
+  parseLoopbackUrl,
+  parsePayloadForm,
+  parseProcesses,
+} from './values.ts';
 import {
   deliveryListCommand,
   deliveryRecoverCommand,
@@ -249,6 +255,11 @@ const listenCommand: Command = {
       value: '<whsec_…>',
       description: 'sign with this key (keep one across runs); default: a new key each run',
     },
+    payload: {
+      type: 'string',
+      value: '<full|thin>',
+      description: "the bodies' form, as a subscription's `payload` (default: full)",
+    },
   },
   json: false,
   async run(ctx, args) {
@@ -259,6 +270,7 @@ const listenCommand: Command = {
     const events = types === undefined ? null : new Set(parseEventTypes(types, command));
     const key = args.string('signing-key');
     const signingKey = key === undefined ? newSigningKey() : checkSigningKey(key, command);
+    const payload = parsePayloadForm(args.string('payload'), command);
     const { forwardEvents } = await import('./listen.ts');
     const stop = new AbortController();
     const onSignal = () => stop.abort();
@@ -278,7 +290,7 @@ const listenCommand: Command = {
               `"${tenant.slug}" (${tenant.id}) to ${forwardTo.href}; Ctrl-C stops.\n` +
               `Signing key: ${signingKey}\n`,
           );
-        const options = { tenantId: tenant.id, events, forwardTo, signingKey, ready };
+        const options = { tenantId: tenant.id, events, forwardTo, signingKey, payload, ready };
         return forwardEvents(runtime, options, ctx.io.stdout, stop.signal);
       });
       ctx.io.stdout.write(`Stopped after forwarding ${forwarded} event(s).\n`);

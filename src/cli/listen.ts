@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { deliveryRequest, LISTEN_USER_AGENT } from '../domain/delivery-request.ts';
+import type { PayloadForm } from '../domain/thin-payload.ts';
 import type { Runtime } from '../runtime.ts';
 
 export interface ListenOptions {
@@ -8,6 +9,8 @@ export interface ListenOptions {
   events: ReadonlySet<string> | null;
   forwardTo: URL;
   signingKey: string;
+  /** The bodies' form, as a subscription's `payload`. */
+  payload: PayloadForm;
   /** Between two reads of the events table. */
   pollMs?: number;
   /** Called once where "from now on" starts is read: an event committed after it is forwarded. */
@@ -70,6 +73,7 @@ export async function forwardEvents(
             attempt: 1,
             userAgent: LISTEN_USER_AGENT,
           },
+          { payload: options.payload },
         );
         const answer = await post(options.forwardTo, request, timeoutMs);
         out.write(`${new Date().toISOString()}  ${row.type}  ${row.id}  → ${answer}\n`);

@@ -1,12 +1,13 @@
 import { availableParallelism } from 'node:os';
 import ipaddr from 'ipaddr.js';
 import { isScope, SCOPES } from '../domain/plans.ts';
-import { SUBSCRIBABLE_EVENT_TYPES, type SubscribableEventType } from '../domain/states.ts';
+import { isOneOf, SUBSCRIBABLE_EVENT_TYPES, type SubscribableEventType } from '../domain/states.ts';
 import {
   TENANT_NAME_MAX_LENGTH,
   TENANT_SLUG_PATTERN,
   TENANT_SLUG_RULE,
 } from '../domain/tenants.ts';
+import { PAYLOAD_FORMS, type PayloadForm } from '../domain/thin-payload.ts';
 import { UsageError } from './args.ts';
 
 /**
@@ -169,6 +170,15 @@ export function parseLoopbackUrl(raw: string, option: string, command: string): 
     );
   }
   return url;
+}
+
+/** `--payload`: `full` or `thin` (see domain/thin-payload.ts); absent, `full`. */
+export function parsePayloadForm(raw: string | undefined, command: string): PayloadForm {
+  if (raw === undefined) return 'full';
+  if (!isOneOf(PAYLOAD_FORMS, raw)) {
+    throw new UsageError(`--payload "${raw}" must be one of ${PAYLOAD_FORMS.join(', ')}`, command);
+  }
+  return raw;
 }
 
 /** `whsec_` and 32 to 100 URL-safe characters, like the keys the API issues. */

@@ -28,6 +28,7 @@ import * as m0025 from './migrations/0025_worker_losses.ts';
 import * as m0026 from './migrations/0026_payload_filters.ts';
 import * as m0027 from './migrations/0027_receiver_auth.ts';
 import * as m0028 from './migrations/0028_pace_margin.ts';
+import * as m0029 from './migrations/0029_thin_payloads.ts';
 
 interface Migration {
   id: string;
@@ -64,6 +65,7 @@ export const migrations: Migration[] = [
   { id: '0026_payload_filters', up: m0026.up },
   { id: '0027_receiver_auth', up: m0027.up },
   { id: '0028_pace_margin', up: m0028.up },
+  { id: '0029_thin_payloads', up: m0029.up },
 ];
 
 /** Arbitrary constant naming our advisory lock on PostgreSQL. */

@@ -14,6 +14,7 @@ import type {
   TRANSPORT_MODES,
   TripStatus,
 } from '../domain/states.ts';
+import type { PayloadForm } from '../domain/thin-payload.ts';
 
 /**
  * Row types as Kysely sees them through CamelCasePlugin (columns are snake_case in SQL).
@@ -280,6 +281,8 @@ export interface WebhookSubscriptionsTable {
   propagateTraceContext: boolean;
   /** The payload filter as checked JSON (domain/payload-filter.ts); null for every event. */
   filter: string | null;
+  /** The form of its bodies: the whole event or its ids (domain/thin-payload.ts). */
+  payload: PayloadForm;
   /** Receiver authentication as reads show it (secrets `***`), JSON; null for none. */
   receiverAuth: string | null;
   /** The same in clear, sealed like signingKey (domain/receiver-auth.ts); null for none. */

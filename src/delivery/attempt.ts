@@ -59,7 +59,7 @@ export class AttemptRunner {
         attempt: delivery.attempts,
         userAgent: this.userAgent,
       },
-      { standardWebhooks: delivery.standardWebhooks, keyPairs },
+      { standardWebhooks: delivery.standardWebhooks, keyPairs, payload: delivery.payload },
     );
     if (span !== null && delivery.propagateTraceContext) {
       const traceparent = traceparentOf(span);

@@ -178,6 +178,7 @@ export class DeliveryQueue extends Repository {
         's.signingKeyPair',
         'e.traceContext',
         's.propagateTraceContext',
+        's.payload',
       ])
       .where(jsonKeyIn(this.dialect, 'd.id', ids))
       .where('d.claimedAt', '=', now),

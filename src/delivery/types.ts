@@ -1,6 +1,7 @@
 import type { DeliveryStatus, WebhookAttemptsTable } from '../db/schema.ts';
 import type { DeliveryError } from '../domain/attempts.ts';
 import type { Ordering } from '../domain/flow-control.ts';
+import type { PayloadForm } from '../domain/thin-payload.ts';
 import type { PausedNotice } from '../notifications/mailer.ts';
 
 /** A claimed delivery with what sending it needs. */
@@ -42,6 +43,8 @@ export interface ClaimedDelivery {
   traceContext: string | null;
   /** Send the attempt's `traceparent` to the endpoint. */
   propagateTraceContext: boolean;
+  /** The body's form: the whole event or its ids. */
+  payload: PayloadForm;
 }
 
 /** What one attempt changes on its delivery row. */

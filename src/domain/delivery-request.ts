@@ -1,5 +1,6 @@
 import type { KeyObject } from 'node:crypto';
 import { asymmetricSignatures, signatureHeader, standardSignature } from './signing.ts';
+import { type PayloadForm, thinDataText } from './thin-payload.ts';
 
 /** An event as stored: its data is the validated JSON text. */
 export interface StoredEvent {
@@ -22,19 +23,25 @@ export interface AttemptLabels {
 /**
  * The body and headers of one delivery attempt, signed with `keys` (the current key first), and,
  * with Standard Webhooks, with `keyPairs` too (`v1a`, Ed25519: current first). The
- * worker and `tourops listen` both send this, so a receiver cannot tell them apart. The data is
- * spliced in, not parsed and re-serialized: the signature covers the exact text sent.
+ * worker and `tourops listen` both send this, so a receiver cannot tell them apart. The full data
+ * is spliced in, not parsed and re-serialized; the thin form (`payload: 'thin'`) is built from it.
+ * Either way the signature covers the exact text sent.
  */
 export function deliveryRequest(
   event: StoredEvent,
   createdSeconds: number,
   keys: readonly string[],
   labels: AttemptLabels,
-  options: { standardWebhooks?: boolean; keyPairs?: readonly KeyObject[] } = {},
+  options: {
+    standardWebhooks?: boolean;
+    keyPairs?: readonly KeyObject[];
+    payload?: PayloadForm;
+  } = {},
 ): { body: string; headers: Record<string, string> } {
   const test = event.isTest ? ',"test":true' : '';
   const sequence = event.sequence === null ? '' : `,"sequence":${event.sequence}`;
-  const body = `{"id":"${event.id}","type":"${event.type}","created":${createdSeconds}${test}${sequence},"data":${event.data}}`;
+  const data = options.payload === 'thin' ? thinDataText(event.data) : event.data;
+  const body = `{"id":"${event.id}","type":"${event.type}","created":${createdSeconds}${test}${sequence},"data":${data}}`;
   const headers: Record<string, string> = {
     'content-type': 'application/json',
     'user-agent': labels.userAgent,

@@ -49,3 +49,26 @@ export type Scope = (typeof SCOPES)[number];
 export function isScope(value: string): value is Scope {
   return (SCOPES as readonly string[]).includes(value);
 }
+
+/**
+ * The scope that reads an event (`GET /api/v1/events/{id}`): its resource's read scope, since the
+ * event carries that resource (payments and disputes: `payments:read`; `webhook.*`:
+ * `webhooks:read`; an erasure's announcement: `clients:read`, the scope's side that reads people).
+ */
+export function eventReadScope(type: string): Scope {
+  const prefix = type.slice(0, type.indexOf('.'));
+  switch (prefix) {
+    case 'trip':
+      return 'trips:read';
+    case 'booking':
+      return 'bookings:read';
+    case 'payment':
+    case 'dispute':
+      return 'payments:read';
+    case 'client':
+    case 'personal_data':
+      return 'clients:read';
+    default:
+      return 'webhooks:read';
+  }
+}

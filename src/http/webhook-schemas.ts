@@ -11,6 +11,7 @@ import { FILTER_LIMITS } from '../domain/payload-filter.ts';
 import { SECRET_MASK } from '../domain/redaction.ts';
 import { At, Nullable, StringEnum, Text } from '../domain/schema-kit.ts';
 import { DELIVERY_STATUSES, PAUSE_REASONS, SUBSCRIBABLE_EVENT_TYPES } from '../domain/states.ts';
+import { PAYLOAD_FORMS } from '../domain/thin-payload.ts';
 
 /** The webhook objects of the API: subscriptions, deliveries, attempts, and their settings. */
 
@@ -40,6 +41,12 @@ export const MaxPerSecond = Nullable(
 export const SubscriptionOrdering = StringEnum(ORDERINGS, {
   description:
     '`none` (the default): deliveries go as they fall due. `per_object`: at most one delivery per object in flight (the `bookingId` of booking, dispute and payment events, the `tripId` of trip events, the `clientId` of client events), in `sequence` order; a retry holds back the later events of its object only. A dead-lettered one lets the next go: the gap shows in `sequence`.',
+});
+
+/** The form of a subscription's bodies (set at creation or by PATCH). */
+export const SubscriptionPayload = StringEnum(PAYLOAD_FORMS, {
+  description:
+    "`full` (the default): each body carries the event's whole `data`. `thin`: `data` carries only the members of the full `data` named `…Id` and `changed`, the names of the members the change moved (`[]` on a creation); no values, no `object`, so no personal data. Fetch the full body with `GET /api/v1/events/{id}`. Filters and `per_object` ordering still judge the full event; the signature covers the thin body as sent. Applies from the next attempt, redeliveries included. See [Personal data](#description/personal-data).",
 });
 
 /** A subscription's payload filter (set at creation or by PATCH; the dry run takes one too). */
@@ -208,6 +215,7 @@ export const WebhookSubscription = Type.Object(
         "When the server exports traces (OpenTelemetry), deliveries carry the W3C `traceparent` (and `tracestate`) of the attempt's own span, so the receiver's trace continues it; never `baggage`. Default false.",
     }),
     filter: SubscriptionFilter,
+    payload: SubscriptionPayload,
     headers: Type.Record(Type.String(), Type.String(), {
       description: 'The extra request headers, each value `***`; `{}` for none.',
     }),

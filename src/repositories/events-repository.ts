@@ -16,6 +16,16 @@ export class EventsRepository extends Repository {
       .execute();
   }
 
+  /** One of the tenant's events, or undefined (another tenant's, or gone with retention). */
+  find(tenantId: string, id: string) {
+    return this.db
+      .selectFrom('events')
+      .select(['id', 'type', 'data', 'isTest', 'createdAt'])
+      .where('tenantId', '=', tenantId)
+      .where('id', '=', id)
+      .executeTakeFirst();
+  }
+
   /** The tenant's newest event's `seq`, or 0. */
   async newestSeq(tenantId: string): Promise<number> {
     const row = await this.db

@@ -3,6 +3,7 @@ import type { DeliveryStatus } from '../db/schema.ts';
 import { sampleEventData } from '../domain/event-samples.ts';
 import type { EventData } from '../domain/event-schemas.ts';
 import type { SubscribableEventType } from '../domain/states.ts';
+import { type PayloadForm, thinData } from '../domain/thin-payload.ts';
 import { mayRedeliver } from '../domain/webhook-moves.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
 import { keysetPage, type Page, type PageRequest } from '../lib/cursor.ts';
@@ -47,6 +48,12 @@ export const MAX_RECOVER = 10_000;
 /** Rows a recovery writes per statement. */
 const RECOVER_BATCH = 500;
 
+/** An event's `data` in the subscription's form, as push sends it. */
+function bodyData(stored: string, form: PayloadForm): Record<string, unknown> {
+  const data = parseStoredJson<Record<string, unknown>>(stored);
+  return form === 'thin' ? thinData(data) : data;
+}
+
 function toDelivery(row: DeliveryRow): Delivery {
   const { tenantId: _tenant, subscriptionId: _subscription, objectKey: _object, ...delivery } = row;
   return delivery;
@@ -83,7 +90,7 @@ export class DeliveriesService {
     id: string,
     query: LedgerQuery,
   ): Promise<{ data: LedgerEvent[]; meta: { hasMore: boolean } }> {
-    await this.deps.subscriptions.existing(tenantId, id);
+    const subscription = await this.deps.subscriptions.existing(tenantId, id);
     const { after, limit } = query;
     const rows = await this.deps.webhooks.ledger(tenantId, id, { ...query, limit: limit + 1 });
     const page = rows.slice(0, limit);
@@ -107,7 +114,7 @@ export class DeliveriesService {
         id: row.eventId,
         type: row.type,
         created: Math.floor(Date.parse(row.createdAt) / 1000),
-        data: parseStoredJson<Record<string, unknown>>(row.data),
+        data: bodyData(row.data, subscription.payload),
         sequence: row.sequence,
         deliveryStatus: row.status,
         deliveryId: row.deliveryId,

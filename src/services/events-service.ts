@@ -4,10 +4,12 @@ import { changesBetween, publicObject, resourceOfEvent } from '../domain/change-
 import { assertEventData, type EventData } from '../domain/event-schemas.ts';
 import { orderingKey } from '../domain/flow-control.ts';
 import { FilterMatchers } from '../domain/payload-filter.ts';
+import { eventReadScope } from '../domain/plans.ts';
 import type { EventType } from '../domain/states.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
 import { newEventId, newId } from '../lib/ids.ts';
 import { parseStoredJson } from '../lib/json.ts';
+import { notFound, scopeRequired } from '../lib/problems.ts';
 import { ATTR, traceparentOf, tracer, tracing } from '../lib/tracing.ts';
 import type { EventsRepository } from '../repositories/events-repository.ts';
 import type { DeliveryRow, WebhooksRepository } from '../repositories/webhooks-repository.ts';
@@ -29,6 +31,15 @@ interface EventsServiceDeps {
 export type ChangeEventType = {
   [K in EventType]: EventData<K> extends { object: unknown } ? K : never;
 }[EventType];
+
+/** An event's body as `GET /api/v1/events/{id}` answers it. */
+export interface EventBody {
+  id: string;
+  type: EventType;
+  created: number;
+  test?: true;
+  data: Record<string, unknown>;
+}
 
 export class EventsService {
   /** Each stored filter compiled once, for every emit of this process. */
@@ -133,6 +144,25 @@ export class EventsService {
       createdAt: options.createdAt ?? nowIso(this.deps.clock),
     });
     return id;
+  }
+
+  /**
+   * One event's full body as a full subscription gets it, without `sequence` (a ledger's, not the
+   * event's) and with its creation as `created`; 404 across tenants and past retention; 403 when
+   * `scopes` lack the read scope of the event's resource.
+   */
+  async body(tenantId: string, id: string, scopes: ReadonlySet<string>): Promise<EventBody> {
+    const row = await this.deps.events.find(tenantId, id);
+    if (row === undefined) throw notFound('Event');
+    const scope = eventReadScope(row.type);
+    if (!scopes.has(scope)) throw scopeRequired(scope);
+    return {
+      id: row.id,
+      type: row.type as EventType,
+      created: Math.floor(Date.parse(row.createdAt) / 1000),
+      ...(row.isTest ? { test: true as const } : {}),
+      data: parseStoredJson<Record<string, unknown>>(row.data),
+    };
   }
 
   /** Where a reader of the tenant's events from now on starts (`after`). */

@@ -6,6 +6,7 @@ import {
   shownReceiverAuth,
 } from '../domain/receiver-auth.ts';
 import type { PauseReason, SubscribableEventType } from '../domain/states.ts';
+import type { PayloadForm } from '../domain/thin-payload.ts';
 import { parseStoredJson } from '../lib/json.ts';
 import type { SubscriptionRow } from '../repositories/webhooks-repository.ts';
 
@@ -31,6 +32,7 @@ export interface Subscription {
   ordering: Ordering;
   propagateTraceContext: boolean;
   filter: PayloadFilter | null;
+  payload: PayloadForm;
   headers: ReceiverAuthShown['headers'];
   auth: ReceiverAuthShown['auth'];
   clientCertificate: ReceiverAuthShown['clientCertificate'];
@@ -107,6 +109,7 @@ export function toSubscription(
     ordering: row.ordering,
     propagateTraceContext: row.propagateTraceContext,
     filter: storedFilterOf(row),
+    payload: row.payload,
     ...NO_AUTH_SHOWN,
     ...(row.receiverAuth === null ? {} : parseStoredJson<ReceiverAuthShown>(row.receiverAuth)),
     deliveryState: deliveryState(row, activity.inFlight, now),

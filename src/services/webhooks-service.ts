@@ -29,6 +29,7 @@ import {
   retireKey,
   servesStandardWebhooks,
 } from '../domain/signing.ts';
+import type { PayloadForm } from '../domain/thin-payload.ts';
 import { mayMove, subscriptionMove } from '../domain/webhook-moves.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
 import { firstIdAt, newId } from '../lib/ids.ts';
@@ -64,6 +65,7 @@ export interface CreateSubscriptionInput {
   ordering?: Ordering;
   propagateTraceContext?: boolean;
   filter?: PayloadFilter | null;
+  payload?: PayloadForm;
   headers?: Record<string, string> | null;
   auth?: ReceiverAuthScheme | null;
   clientCertificate?: ClientCertificate | null;
@@ -80,6 +82,7 @@ export interface UpdateSubscriptionInput {
   ordering?: Ordering;
   propagateTraceContext?: boolean;
   filter?: PayloadFilter | null;
+  payload?: PayloadForm;
   headers?: Record<string, string> | null;
   auth?: ReceiverAuthScheme | null;
   clientCertificate?: ClientCertificate | null;
@@ -239,6 +242,7 @@ export class WebhooksService {
         ordering: input.ordering ?? 'none',
         propagateTraceContext: input.propagateTraceContext === true,
         filter,
+        payload: input.payload ?? 'full',
         ...this.sealed.receiverAuth(secrets, id),
         createdAt: nowIso(this.deps.clock),
       });
@@ -307,6 +311,7 @@ export class WebhooksService {
         patch.propagateTraceContext = input.propagateTraceContext;
       }
       if (filter !== undefined) patch.filter = filter;
+      if (input.payload !== undefined) patch.payload = input.payload;
       if (
         checked ||
         input.headers !== undefined ||

@@ -9,6 +9,7 @@ import {
 } from '../../domain/flow-control.ts';
 import { CERTIFICATE_WARNING_DAYS, expiresSoon } from '../../domain/receiver-auth.ts';
 import { DELIVERY_STATUSES, SUBSCRIBABLE_EVENT_TYPES } from '../../domain/states.ts';
+import { PAYLOAD_FORMS, THIN_DATA_SCHEMAS } from '../../domain/thin-payload.ts';
 import { mayRedeliver } from '../../domain/webhook-moves.ts';
 import type { Page } from '../../lib/cursor.ts';
 import type { Attempt, Delivery, LedgerEvent } from '../../services/deliveries-service.ts';
@@ -131,6 +132,15 @@ function flowFields(s: Subscription | null): string {
         o === 'none'
           ? 'none: as they fall due'
           : 'per_object: one at a time per booking, trip or client'
+      }</option>`,
+  )}</select>
+<label for="payload">Payload</label>
+<select id="payload" name="payload">!${PAYLOAD_FORMS.map(
+    (form) =>
+      html`<option value="${form}"!${(s?.payload ?? 'full') === form ? ' selected' : ''}>${
+        form === 'full'
+          ? 'full: the whole event'
+          : 'thin: ids and the names of what changed (fetch the rest with GET /api/v1/events/{id})'
       }</option>`,
   )}</select>
 <label class="check"><input type="checkbox" name="standardWebhooks" value="true"!${
@@ -501,7 +511,7 @@ export function catalogPage(view: View): string {
   return page(
     'Event catalog',
     html`<h1>Event catalog</h1>
-<p>Each delivery is a JSON envelope <code>{id, type, created, data}</code> signed with the endpoint's key; <code>data</code> follows the schema of its type.</p>
+<p>Each delivery is a JSON envelope <code>{id, type, created, data}</code> signed with the endpoint's key; <code>data</code> follows the schema of its type. An endpoint with the <code>thin</code> payload gets the thin <code>data</code> instead: ids and the names of the members that changed, no values.</p>
 <nav aria-label="Event types"><ul class="toc">!${SUBSCRIBABLE_EVENT_TYPES.map(
       (type) => html`<li><a href="#${type}">${type}</a></li>`,
     )}</ul></nav>
@@ -512,7 +522,8 @@ export function catalogPage(view: View): string {
 <div class="two">
 <div><h3>Schema of data</h3>!${json(EVENT_DATA_SCHEMAS[type], `Schema of ${type}`)}</div>
 <div><h3>Sample</h3>!${json(sampleEventData(type, new Date()), `Sample of ${type}`)}</div>
-</div></section>`,
+</div>
+<h3>Schema of thin data</h3>!${json(THIN_DATA_SCHEMAS[type], `Schema of thin ${type}`)}</section>`,
     )}`,
     view,
   );

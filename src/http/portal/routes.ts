@@ -61,6 +61,7 @@ const SUBSCRIPTION_FIELDS = {
   maxConcurrency: field.integer('maxConcurrency'),
   maxPerSecond: field.integer('maxPerSecond', null),
   ordering: field.text('ordering'),
+  payload: field.text('payload'),
   filter: field.json('filter'),
 };
 const CREATE_FIELDS = { ...SUBSCRIPTION_FIELDS, ...receiverAuthReaders(false) };

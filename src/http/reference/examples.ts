@@ -112,6 +112,7 @@ const SCHEMA_EXAMPLES: Record<string, unknown> = {
     ordering: 'none',
     propagateTraceContext: false,
     filter: { 'data.currency': 'EUR' },
+    payload: 'full',
     headers: { 'X-Api-Key': '***' },
     auth: null,
     clientCertificate: null,

@@ -7,6 +7,7 @@ import {
   isOneOf,
   SUBSCRIBABLE_EVENT_TYPES,
 } from '../../domain/states.ts';
+import { type PayloadForm, THIN_DATA_SCHEMAS } from '../../domain/thin-payload.ts';
 import { SHARED_SCHEMAS } from '../schemas.ts';
 
 type Json = { [key: string]: unknown };
@@ -317,8 +318,12 @@ function headers(type: EventType, options: WebhookDocsOptions) {
   ];
 }
 
-/** The body: the event envelope around that event type's `data` (`closed`: see toDocumentSchema). */
-function envelope(type: EventType, closed = false): Json {
+/**
+ * The body: the event envelope around that event type's `data` in the form given (`closed`: see
+ * toDocumentSchema).
+ */
+function envelope(type: EventType, closed = false, form: PayloadForm = 'full'): Json {
+  const data = form === 'thin' ? THIN_DATA_SCHEMAS[type] : EVENT_DATA_SCHEMAS[type];
   return {
     type: 'object',
     required: ['id', 'type', 'created', 'data'],
@@ -346,10 +351,16 @@ function envelope(type: EventType, closed = false): Json {
         description:
           "This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`.",
       },
-      data: toDocumentSchema(EVENT_DATA_SCHEMAS[type], SHARED_SCHEMAS, closed),
+      data: toDocumentSchema(data, SHARED_SCHEMAS, closed),
     },
     ...(closed ? { additionalProperties: false } : {}),
   };
+}
+
+/** What a thin body of the type carries in `data`, in a few words for its reference entry. */
+function thinSummary(type: EventType): string {
+  const members = Object.keys(THIN_DATA_SCHEMAS[type].properties).map((name) => `\`${name}\``);
+  return `A \`thin\` subscription gets \`data\` as ${members.join(', ')} only (the body's second form; the full body: \`GET /api/v1/events/{id}\`).`;
 }
 
 /** A delivery's body of the type, as the reference and the catalog show it. */
@@ -375,6 +386,10 @@ export function eventCatalog() {
     description: EVENT_DOCS[type].description,
     subscribable: isOneOf(SUBSCRIBABLE_EVENT_TYPES, type),
     schema: { $schema: 'https://json-schema.org/draft/2020-12/schema', ...envelope(type, true) },
+    thinSchema: {
+      $schema: 'https://json-schema.org/draft/2020-12/schema',
+      ...envelope(type, true, 'thin'),
+    },
     example: exampleBody(type),
   }));
 }
@@ -406,6 +421,7 @@ export function webhookDocs(options: WebhookDocsOptions) {
             EVENT_DOCS[type].description,
             // webhook.test is sent on request only, whatever the events lists.
             type === 'webhook.test' ? '' : ' Sent to every active subscription that lists it.',
+            ` ${thinSummary(type)}`,
             `\n\n${delivery}`,
           ].join(''),
           parameters: headers(type, options),
@@ -413,7 +429,9 @@ export function webhookDocs(options: WebhookDocsOptions) {
             required: true,
             content: {
               'application/json': {
-                schema: envelope(type),
+                // Either form (a thin `data` has `changed` and no `object`, a full one the
+                // reverse): `anyOf`, since linters cannot see that the two exclude each other.
+                schema: { anyOf: [envelope(type), envelope(type, false, 'thin')] },
                 example: exampleBody(type),
               },
             },

@@ -28,6 +28,18 @@ const EventTypeEntry = Type.Object(
         },
       ],
     }),
+    thinSchema: Type.Unknown({
+      description:
+        'The JSON Schema (2020-12) of the body a subscription with `payload: thin` gets: the same envelope, `data` holding only the `…Id` members of the full `data` and `changed` (the names of the members the change moved).',
+      examples: [
+        {
+          $schema: 'https://json-schema.org/draft/2020-12/schema',
+          type: 'object',
+          required: ['id', 'type', 'created', 'data'],
+          properties: { data: { type: 'object', required: ['clientId', 'changed'] } },
+        },
+      ],
+    }),
     example: Type.Unknown({
       description: 'A body of the type.',
       examples: [

@@ -5,6 +5,7 @@ import { registerIdempotency, Writes } from '../pipeline/idempotency.ts';
 import { bookingRoutes } from './bookings-routes.ts';
 import { clientRoutes } from './clients-routes.ts';
 import { eventTypeRoutes } from './event-types-routes.ts';
+import { eventRoutes } from './events-routes.ts';
 import { libraryRoutes } from './libraries-routes.ts';
 import { meRoutes } from './me-routes.ts';
 import type { RouteOptions } from './options.ts';
@@ -37,6 +38,7 @@ export const apiV1: FastifyPluginAsync<ApiOptions> = async (app, options) => {
     webhookRoutes,
     webhookDeliveryRoutes,
     eventTypeRoutes,
+    eventRoutes,
     portalRoutes,
   ]) {
     await app.register(routes, { config: options.config, services: options.services, writes });

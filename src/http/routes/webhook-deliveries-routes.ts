@@ -38,7 +38,7 @@ const LedgerEvent = Type.Object(
       description: 'Unix seconds of the event (push sends the time of the attempt).',
     }),
     data: Type.Record(Type.String(), Type.Unknown(), {
-      description: 'The event data, as push sends it.',
+      description: 'The event data, as push sends it (its thin form for a `thin` subscription).',
     }),
     sequence: Type.Integer({ minimum: 1, description: "The event's place in this ledger." }),
     deliveryStatus: StringEnum(DELIVERY_STATUSES, {

@@ -22,6 +22,7 @@ import {
   ReceiverHeaders,
   SubscriptionFilter,
   SubscriptionOrdering,
+  SubscriptionPayload,
   WebhookSubscription,
 } from '../webhook-schemas.ts';
 import type { RouteOptions } from './options.ts';
@@ -66,6 +67,7 @@ export const CreateWebhookBody = Type.Object(
     ordering: Type.Optional(SubscriptionOrdering),
     propagateTraceContext: Type.Optional(PropagateTraceContext),
     filter: Type.Optional(SubscriptionFilter),
+    payload: Type.Optional(SubscriptionPayload),
     headers: Type.Optional(ReceiverHeaders),
     auth: Type.Optional(ReceiverAuth),
     clientCertificate: Type.Optional(ClientCertificateBody),
@@ -84,6 +86,7 @@ export const UpdateWebhookBody = Type.Object(
     ordering: Type.Optional(SubscriptionOrdering),
     propagateTraceContext: Type.Optional(PropagateTraceContext),
     filter: Type.Optional(SubscriptionFilter),
+    payload: Type.Optional(SubscriptionPayload),
     headers: Type.Optional(ReceiverHeaders),
     auth: Type.Optional(ReceiverAuth),
     clientCertificate: Type.Optional(ClientCertificateBody),
