@@ -4,6 +4,7 @@ import type { WorkerOptions } from './delivery/types.ts';
 import { DEFAULT_MAX_RUNNING, DeliveryWorker } from './delivery/worker.ts';
 import { createMailer } from './notifications/mailer.ts';
 import type { Runtime } from './runtime.ts';
+import { ErasureRunner, type ErasureRunnerOptions } from './services/erasure-runner.ts';
 import { RetentionSweeper, type SweeperOptions } from './services/retention-sweeper.ts';
 
 /** A broker connection no attempt used for this long is closed. */
@@ -16,7 +17,7 @@ const BROKER_IDLE_MS = 60_000;
  */
 export function startWorker(
   runtime: Runtime,
-  options: WorkerOptions & { retention?: SweeperOptions } = {},
+  options: WorkerOptions & { retention?: SweeperOptions; erasures?: ErasureRunnerOptions } = {},
 ) {
   const { config, services } = runtime;
   const sender = new WebhookSender({
@@ -79,14 +80,20 @@ export function startWorker(
       metrics.retentionDeleted.labels(table).inc(report[table]);
     }
   });
+  // And runs the erasures asked for (POST /api/v1/erasures).
+  const erasures = new ErasureRunner(
+    { erasures: services.erasures, logger: runtime.logger },
+    options.erasures,
+  );
   worker.start();
   sweeper.start();
+  erasures.start();
   return {
     worker,
     sweeper,
     /** Graceful: running attempts finish (within the time-out) and are recorded. */
     async stop() {
-      await Promise.all([worker.stop(), sweeper.stop()]);
+      await Promise.all([worker.stop(), sweeper.stop(), erasures.stop()]);
       await Promise.all([sender.close(), brokers.close()]);
       mailer?.close();
     },

@@ -29,6 +29,7 @@ import * as m0026 from './migrations/0026_payload_filters.ts';
 import * as m0027 from './migrations/0027_receiver_auth.ts';
 import * as m0028 from './migrations/0028_pace_margin.ts';
 import * as m0029 from './migrations/0029_thin_payloads.ts';
+import * as m0030 from './migrations/0030_erasures.ts';
 
 interface Migration {
   id: string;
@@ -66,6 +67,7 @@ export const migrations: Migration[] = [
   { id: '0027_receiver_auth', up: m0027.up },
   { id: '0028_pace_margin', up: m0028.up },
   { id: '0029_thin_payloads', up: m0029.up },
+  { id: '0030_erasures', up: m0030.up },
 ];
 
 /** Arbitrary constant naming our advisory lock on PostgreSQL. */

@@ -1,5 +1,6 @@
 import type { Generated } from 'kysely';
 import type { AttemptErrorClass, DeliveryError } from '../domain/attempts.ts';
+import type { ErasureStage, ErasureStatus, ErasureSubjectKind } from '../domain/erasure.ts';
 import type { Ordering } from '../domain/flow-control.ts';
 import type { Tier } from '../domain/plans.ts';
 import type {
@@ -400,6 +401,31 @@ export interface IdempotencyKeysTable {
   expiresAt: string;
 }
 
+/** One person's erasure and how far it got (see migration 0030). */
+export interface ErasuresTable {
+  id: string;
+  tenantId: string;
+  status: ErasureStatus;
+  subjectKind: ErasureSubjectKind;
+  /** The client or booking named; null for an e-mail. */
+  subjectId: string | null;
+  /** The e-mail named, until the erasure is done; null otherwise. */
+  subjectEmail: string | null;
+  /** JSON arrays of the ids the subject resolved to when it was made. */
+  clientIds: string;
+  bookingIds: string;
+  stage: ErasureStage;
+  /** Where the stage's scan got to (an event `seq`, or an idempotency key); '' at its start. */
+  cursor: string;
+  /** JSON `{<store>: <count>}` of the rows changed so far. */
+  redacted: string;
+  leaseUntil: string | null;
+  leaseToken: string | null;
+  requestedAt: string;
+  startedAt: string | null;
+  completedAt: string | null;
+}
+
 /** Values about the installation itself (see migration 0012). */
 interface InstanceSettingsTable {
   name: string;
@@ -412,6 +438,7 @@ interface SchemaMigrationsTable {
 }
 
 export interface DB {
+  erasures: ErasuresTable;
   tenants: TenantsTable;
   members: MembersTable;
   apiTokens: ApiTokensTable;

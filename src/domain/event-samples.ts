@@ -162,6 +162,11 @@ export function sampleEventData<T extends EventType>(
       url: 'https://hooks.operator.test/tourops',
       reason: 'gone',
     },
+    'personal_data.erased': {
+      erasureId: id('era'),
+      clientIds: [id('cli')],
+      bookingIds: [],
+    },
     'webhook.delivery.dead_lettered': {
       subscriptionId: id('whs'),
       deliveryId: id('dlv'),

@@ -90,6 +90,18 @@ export const EVENT_DATA_SCHEMAS = {
   'trip.unpublished': Changed(TripEventData, 'trip'),
   'client.created': Changed(ClientEventData, 'client', 'created'),
   'client.updated': Changed(ClientEventData, 'client'),
+  'personal_data.erased': Type.Object(
+    {
+      erasureId: Type.String({ description: 'The erasure (`GET /api/v1/erasures/{id}`).' }),
+      clientIds: Type.Array(Type.String(), {
+        description: 'The clients whose personal members were redacted.',
+      }),
+      bookingIds: Type.Array(Type.String(), {
+        description: 'The bookings whose traveller was redacted.',
+      }),
+    },
+    { additionalProperties: false },
+  ),
   'webhook.endpoint.paused': Type.Object(
     {
       subscriptionId: Type.String(),

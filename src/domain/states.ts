@@ -179,6 +179,8 @@ export const EVENT_TYPES = [
   'client.updated',
   'payment.created',
   'payment.updated',
+  // An erasure's announcement (docs/personal-data.md): ids only.
+  'personal_data.erased',
   'webhook.endpoint.paused',
   'webhook.delivery.dead_lettered',
   'webhook.test',

@@ -19,7 +19,8 @@ export type IdPrefix =
   | 'act'
   | 'veh'
   | 'gde'
-  | 'pts';
+  | 'pts'
+  | 'era';
 
 /**
  * ulid's own generator asks the system for one random byte per character, 16 calls per id (a

@@ -6,6 +6,7 @@ import type { Clock } from '../lib/clock.ts';
 import { SecretBox } from '../lib/secret-box.ts';
 import { BookingsRepository } from '../repositories/bookings-repository.ts';
 import { ClientsRepository } from '../repositories/clients-repository.ts';
+import { ErasuresRepository } from '../repositories/erasures-repository.ts';
 import { EventsRepository } from '../repositories/events-repository.ts';
 import { IdempotencyRepository } from '../repositories/idempotency-repository.ts';
 import { InstanceSettingsRepository } from '../repositories/instance-settings-repository.ts';
@@ -23,6 +24,7 @@ import { AuthCache } from './auth-cache.ts';
 import { BookingsService } from './bookings-service.ts';
 import { ClientsService } from './clients-service.ts';
 import { DeliveriesService } from './deliveries-service.ts';
+import { ErasuresService } from './erasures-service.ts';
 import { EventsService } from './events-service.ts';
 import { IdempotencyService } from './idempotency-service.ts';
 import { LibraryService } from './library-service.ts';
@@ -46,6 +48,8 @@ export interface Services {
   clients: ClientsService;
   library: LibraryService;
   events: EventsService;
+  /** A person's data redacted on request (run by the worker). */
+  erasures: ErasuresService;
   idempotency: IdempotencyService;
   webhooks: WebhooksService;
   deliveries: DeliveriesService;
@@ -84,6 +88,7 @@ function createRepositories(database: Database) {
     clients: new ClientsRepository(database),
     library: new LibraryRepository(database),
     events: new EventsRepository(database),
+    erasures: new ErasuresRepository(database),
     notifications: new NotificationsRepository(database),
     idempotency: new IdempotencyRepository(database),
     webhooks: new WebhooksRepository(database),
@@ -133,6 +138,12 @@ export function createServices(
   const services: Services = {
     authCache,
     events,
+    erasures: new ErasuresService({
+      database,
+      erasures: repositories.erasures,
+      events,
+      clock,
+    }),
     tenants: new TenantsService({
       tenants: repositories.tenants,
       members: repositories.members,

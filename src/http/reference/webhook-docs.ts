@@ -102,6 +102,11 @@ const EVENT_DOCS: Record<EventType, { summary: string; description: string }> = 
     description:
       "One of the tenant's webhook subscriptions was paused without anyone asking: its receiver answered 410 Gone (`reason` `gone`) or failed by the auto-pause rule (`consecutive_failures`). Sent to the tenant's other subscriptions that list it, never to the paused one. Enable it again with `PATCH` `active: true`, then `recover` with `missed: true`.",
   },
+  'personal_data.erased': {
+    summary: 'Personal data erased',
+    description:
+      'An erasure (`POST /api/v1/erasures`) is done: the personal members of the clients and bookings named were redacted in the live resources and in every stored copy (events, attempt logs, saved answers). Ids only: a receiver that keeps copies applies the same placeholders to those ids (client `email`, `phone`, `legalName`, `vatId`, `notes` null, `tags` `[]`, `displayName` `"Erased client"`; booking `travelerName`, `travelerEmail` null). Sent once.',
+  },
   'webhook.delivery.dead_lettered': {
     summary: 'Delivery dead-lettered',
     description:

@@ -4,6 +4,7 @@ import { authenticateHook, ipGuardHook, refuseHook } from '../pipeline/auth.ts';
 import { registerIdempotency, Writes } from '../pipeline/idempotency.ts';
 import { bookingRoutes } from './bookings-routes.ts';
 import { clientRoutes } from './clients-routes.ts';
+import { erasureRoutes } from './erasures-routes.ts';
 import { eventTypeRoutes } from './event-types-routes.ts';
 import { eventRoutes } from './events-routes.ts';
 import { libraryRoutes } from './libraries-routes.ts';
@@ -33,6 +34,7 @@ export const apiV1: FastifyPluginAsync<ApiOptions> = async (app, options) => {
     tripRoutes,
     bookingRoutes,
     clientRoutes,
+    erasureRoutes,
     paymentRoutes,
     libraryRoutes,
     webhookRoutes,
