@@ -3,13 +3,16 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import fc from 'fast-check';
 import { sql } from 'kysely';
+import { publicObject } from '../src/domain/change-events.ts';
 import { SUBSCRIBABLE_EVENT_TYPES } from '../src/domain/states.ts';
 import { startWorker } from '../src/start-worker.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import { createSubscription, createTenant, type TenantFixture } from './helpers/fixtures.ts';
 import { HttpsReceiver } from './helpers/https-receiver.ts';
 import { PortalClient, pathOf } from './helpers/portal-client.ts';
+import { startTourops } from './helpers/processes.ts';
 import { eventually, until } from './helpers/until.ts';
+import { WORKER_READY } from './helpers/worker-processes.ts';
 
 // One person erased from a tenant whose events went to full and thin subscriptions (receivers
 // that echo the request into their answer, plainly and JSON-escaped), with keyed writes,
@@ -368,6 +371,103 @@ for (const backend of BACKENDS) {
         404,
       );
       assert.equal((await api('GET', '/api/v1/erasures/era_none')).statusCode, 404);
+    });
+  });
+}
+
+/** Events per tenant in the kill test: enough batches that a kill lands part-way. */
+const KILL_EVENTS = 8_000;
+
+for (const backend of BACKENDS) {
+  describe(`erasure killed part-way (${backend})`, () => {
+    let ctx: TestContext;
+
+    before(async () => {
+      ctx = await createWebhookTestContext(backend);
+    });
+    after(() => ctx.close());
+
+    /** A tenant with one person among others and many events about them all; the person's id. */
+    const seedTenant = async () => {
+      const tenant = await createTenant(ctx, { tier: 'enterprise' });
+      const { clients, events } = ctx.runtime.services;
+      const made = [];
+      for (let i = 0; i < 6; i++) {
+        made.push(
+          await clients.create(tenant.id, {
+            kind: 'individual',
+            displayName: `Kill Person ${i}`,
+            email: `kill${i}@example.test`,
+            phone: `+43 660 555000${i}`,
+          }),
+        );
+      }
+      await ctx.runtime.database.withTransaction(async () => {
+        for (let n = 0; n < KILL_EVENTS; n++) {
+          const client = made[n % made.length];
+          const renamed = { ...publicObject('client', client), notes: `note ${n}` };
+          await events.record(tenant.id, 'client.updated', {
+            clientId: client.id,
+            kind: client.kind,
+            displayName: client.displayName,
+            object: renamed,
+            changes: { notes: { before: null, after: renamed.notes } },
+          } as never);
+        }
+      });
+      return { tenant, person: made[0].id as string };
+    };
+    const erasureRow = (id: string) =>
+      ctx.runtime.database.db
+        .selectFrom('erasures')
+        .selectAll()
+        .where('id', '=', id)
+        .executeTakeFirstOrThrow();
+
+    it('resumes after kill -9 and counts what a run never interrupted counts', async () => {
+      const whole = await seedTenant();
+      const cut = await seedTenant();
+      const { erasures } = ctx.runtime.services;
+      const first = await erasures.create(whole.tenant.id, { clientId: whole.person });
+      while (await erasures.runNext('uninterrupted'));
+      const expected = await erasures.get(whole.tenant.id, first.id);
+      assert.equal(expected.status, 'done');
+      assert.equal(expected.redacted.events, Math.ceil(KILL_EVENTS / 6) + 1);
+
+      const second = await erasures.create(cut.tenant.id, { clientId: cut.person });
+      const killed = await startTourops(['worker'], ctx.env, WORKER_READY);
+      try {
+        await until(
+          async () => {
+            const row = await erasureRow(second.id);
+            return JSON.parse(row.cursor).seq > 0 ? row : undefined;
+          },
+          'the erasure part-way',
+          5,
+        );
+        assert.equal(await killed.stop('SIGKILL'), null, 'killed, no exit code');
+      } finally {
+        await killed.stop('SIGKILL');
+      }
+      const leftAt = await erasureRow(second.id);
+      assert.notEqual(leftAt.status, 'done', 'killed before it finished');
+      const resumed = await startTourops(['worker'], ctx.env, WORKER_READY);
+      try {
+        const done = await until(async () => {
+          const erasure = await erasures.get(cut.tenant.id, second.id);
+          return erasure.status === 'done' ? erasure : undefined;
+        }, 'the erasure resumed and done');
+        assert.deepEqual(done.redacted, expected.redacted);
+      } finally {
+        await resumed.stop();
+      }
+      const left = await ctx.runtime.database.db
+        .selectFrom('events')
+        .select('data')
+        .where('tenantId', '=', cut.tenant.id)
+        .execute();
+      assert.ok(!left.some((row) => row.data.includes('kill0@example.test')));
+      assert.ok(left.filter((row) => row.data.includes('kill1@example.test')).length > 1000);
     });
   });
 }

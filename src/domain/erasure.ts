@@ -9,7 +9,7 @@ export const ERASURE_STATUSES = ['pending', 'running', 'done'] as const;
 export type ErasureStatus = (typeof ERASURE_STATUSES)[number];
 
 /** What the operator named: one client, one booking, or an e-mail address. */
-export const ERASURE_SUBJECT_KINDS = ['clientId', 'bookingId', 'email'] as const;
+const ERASURE_SUBJECT_KINDS = ['clientId', 'bookingId', 'email'] as const;
 export type ErasureSubjectKind = (typeof ERASURE_SUBJECT_KINDS)[number];
 
 /**
@@ -17,7 +17,7 @@ export type ErasureSubjectKind = (typeof ERASURE_SUBJECT_KINDS)[number];
  * deliveries), then the idempotency store's saved answers, then, in one transaction, what was
  * written meanwhile, the live rows, and the announcement.
  */
-export const ERASURE_STAGES = ['events', 'idempotency', 'finish'] as const;
+const ERASURE_STAGES = ['events', 'idempotency', 'finish'] as const;
 export type ErasureStage = (typeof ERASURE_STAGES)[number];
 
 /** The stores an erasure reaches, as its record's `redacted` counts name them. */
@@ -28,7 +28,7 @@ export const ERASURE_STORES = [
   'webhookAttempts',
   'idempotencyKeys',
 ] as const;
-export type ErasureStore = (typeof ERASURE_STORES)[number];
+type ErasureStore = (typeof ERASURE_STORES)[number];
 export type ErasureCounts = Record<ErasureStore, number>;
 
 export const noCounts = (): ErasureCounts =>

@@ -39,7 +39,7 @@ export interface Erasure {
 /** Events, or saved answers, one batch reads: each batch is one short transaction. */
 const BATCH = 200;
 /** How long a runner holds an erasure without saving progress before another may take it. */
-export const ERASURE_LEASE_MS = 5_000;
+const ERASURE_LEASE_MS = 5_000;
 /**
  * How far before an erasure started the finish looks again at attempt logs and saved answers:
  * an attempt begun before it, or a request under way, may be recorded after its batch passed.

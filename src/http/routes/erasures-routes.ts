@@ -25,6 +25,7 @@ const CreateErasureBody = Type.Object(
     minProperties: 1,
     maxProperties: 1,
     description: 'Exactly one of `clientId`, `bookingId`, `email`.',
+    examples: [{ clientId: 'cli_01JD3X7E9P2QK5VN4T8R6MZWYC' }],
   },
 );
 
