@@ -391,7 +391,7 @@ for (const backend of BACKENDS) {
     const seedTenant = async () => {
       const tenant = await createTenant(ctx, { tier: 'enterprise' });
       const { clients, events } = ctx.runtime.services;
-      const made = [];
+      const made: Awaited<ReturnType<typeof clients.create>>[] = [];
       for (let i = 0; i < 6; i++) {
         made.push(
           await clients.create(tenant.id, {
