@@ -18,6 +18,9 @@ interface Ids {
   webhook: string;
   deletableWebhook: string;
   delivery: string;
+  /** The client's `client.created`. */
+  event: string;
+  erasure: string;
 }
 
 /** Nothing listens there and no worker runs in this suite: no delivery is ever attempted. */
@@ -52,6 +55,32 @@ const ROUTES: RouteCase[] = [
     scope: null,
     ownerStatus: 200,
     foreignStatus: 200,
+  },
+  {
+    method: 'GET',
+    template: '/api/v1/events/{id}',
+    url: (i) => `/api/v1/events/${i.event}`,
+    // The read scope of the event's resource: a client's.
+    scope: 'clients:read',
+    ownerStatus: 200,
+    foreignStatus: 404,
+  },
+  {
+    method: 'POST',
+    template: '/api/v1/erasures',
+    url: () => '/api/v1/erasures',
+    scope: 'clients:write',
+    body: (_t, i) => ({ clientId: i.client }),
+    ownerStatus: 202,
+    foreignStatus: 404,
+  },
+  {
+    method: 'GET',
+    template: '/api/v1/erasures/{id}',
+    url: (i) => `/api/v1/erasures/${i.erasure}`,
+    scope: 'clients:read',
+    ownerStatus: 200,
+    foreignStatus: 404,
   },
   {
     method: 'GET',
@@ -321,6 +350,21 @@ for (const backend of BACKENDS) {
         webhook,
         deletableWebhook: await subscribe(),
         delivery: deliveries.json().data[0].id,
+        event: (
+          await ctx.runtime.database.db
+            .selectFrom('events')
+            .select('id')
+            .where('tenantId', '=', owner.id)
+            .where('type', '=', 'client.created')
+            .executeTakeFirstOrThrow()
+        ).id,
+        // No worker runs here: the erasure stays pending, the client as it is.
+        erasure: (
+          await ctx.api('POST', '/api/v1/erasures', {
+            token: owner.token,
+            body: { email: 'nobody@example.test' },
+          })
+        ).json().data.id,
       };
 
       const revoked = await mintToken(ctx, owner.id, ['*']);

@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import Ajv2020 from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { isThinEvent, type ThinWebhookEvent, verifyWebhook } from '../sdk/src/index.ts';
 import { SUBSCRIBABLE_EVENT_TYPES } from '../src/domain/states.ts';
+import { thinPayloadTable } from '../src/domain/thin-payload.ts';
 import { startWorker } from '../src/start-worker.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import {
@@ -244,3 +246,14 @@ for (const backend of BACKENDS) {
     });
   });
 }
+
+describe('docs/personal-data.md', () => {
+  it("shows each type's thin data as the code renders it", () => {
+    const page = readFileSync('docs/personal-data.md', 'utf8');
+    const section = /<!-- thin-payloads:[^\n]*-->\n([\s\S]*?)\n<!-- end thin-payloads -->/.exec(
+      page,
+    );
+    assert.ok(section, 'the page has its rendered section');
+    assert.equal(section[1], thinPayloadTable(SUBSCRIBABLE_EVENT_TYPES));
+  });
+});

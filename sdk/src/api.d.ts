@@ -159,6 +159,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/erasures": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Erase a person's data
+         * @description Redacts one person's personal members wherever the service keeps them: the live client (`email`, `phone`, `legalName`, `vatId`, `notes` null, `tags` `[]`, `displayName` `"Erased client"`) or booking (`travelerName`, `travelerEmail` null), every stored event body about them (`object` and both sides of `changes`; deliveries still to be sent go out redacted, signed anew), attempt logs whose receiver echoed the data, and saved idempotent answers. Name exactly one of a client, a booking, or an e-mail address (every client and booking with it). Run by the worker in bounded batches; resumes after a restart; announced once by `personal_data.erased` (ids only). Copies receivers keep, and backups taken before, are outside its reach. 404 for an unknown client or booking. Scope `clients:write`.
+         */
+        post: operations["createErasure"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/erasures/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get an erasure
+         * @description Where the erasure stands and what it changed, by store. 404 across tenants. Scope `clients:read`.
+         */
+        get: operations["getErasure"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/payments": {
         parameters: {
             query?: never;
@@ -1063,6 +1103,36 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "personal_data.erased": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Personal data erased
+         * @description An erasure (`POST /api/v1/erasures`) is done: the personal members of the clients and bookings named were redacted in the live resources and in every stored copy (events, attempt logs, saved answers). Ids only: a receiver that keeps copies applies the same placeholders to those ids (client `email`, `phone`, `legalName`, `vatId`, `notes` null, `tags` `[]`, `displayName` `"Erased client"`; booking `travelerName`, `travelerEmail` null). Sent once. Sent to every active subscription that lists it. A `thin` subscription gets `data` as `erasureId`, `changed` only (the body's second form; the full body: `GET /api/v1/events/{id}`).
+         *
+         *     Each delivery is an HTTPS POST of the JSON envelope below.
+         *
+         *     **Verify** `Service-Signature` against the raw body before parsing it: each `v1` is the lower-case hex HMAC-SHA256, keyed by the whole signing key string (`whsec_…`), of `<t>.<raw body>`. Accept when any `v1` matches (compare in constant time) and reject old `t` values. Stripe's `stripe.webhooks.constructEvent` verifies it. For 24 hours after a key rotation the header also carries the retired key's `v1` (the new key first; a second rotation within them adds a third). Code for Node and Python: "Receiving webhooks" in the introduction.
+         *
+         *     **Deduplicate** on `id` (= `Service-Event-Id`): every retry and redelivery of the event carries it. Ignore unknown fields: new ones may be added.
+         *
+         *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
+         *
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
+         */
+        post: operations["personalDataErasedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "webhook.endpoint.paused": {
         parameters: {
             query?: never;
@@ -1502,7 +1572,7 @@ export interface components {
             /** @description HTTPS endpoint, or broker (`amqps://`, `tls://`), that receives events; a broker password shows as `***`. */
             url: string;
             /** @description Subscribed event types. */
-            events: ("booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "trip.created" | "trip.updated" | "booking.created" | "booking.updated" | "client.updated" | "payment.created" | "payment.updated" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered")[];
+            events: ("booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "trip.created" | "trip.updated" | "booking.created" | "booking.updated" | "client.updated" | "payment.created" | "payment.updated" | "personal_data.erased" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered")[];
             /** @description False while paused, and once deleted. */
             active: boolean;
             /**
@@ -4383,6 +4453,558 @@ export interface operations {
             };
         };
     };
+    createErasure: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the write safe to retry for 24 hours: the first answer (2xx or 4xx) is replayed byte for byte with `Idempotency-Replayed: true`. A UUID v4 per logical operation is recommended. */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Exactly one of `clientId`, `bookingId`, `email`. */
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "clientId": "cli_01JD3X7E9P2QK5VN4T8R6MZWYC"
+                 *     }
+                 */
+                "application/json": {
+                    /** @description A client of the tenant. */
+                    clientId?: string;
+                    /** @description A booking of the tenant. */
+                    bookingId?: string;
+                    /**
+                     * Format: email
+                     * @description Every client and booking traveller with this address, case-insensitive.
+                     */
+                    email?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The erasure, queued. */
+            202: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Requests allowed per minute (sustained). */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current minute. */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window refreshes. */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "era_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                     *         "status": "done",
+                     *         "subject": {
+                     *           "email": "***"
+                     *         },
+                     *         "requestedAt": "2026-11-30T09:12:44.120Z",
+                     *         "completedAt": "2026-11-30T09:12:46.480Z",
+                     *         "redacted": {
+                     *           "clients": 1,
+                     *           "bookings": 2,
+                     *           "events": 14,
+                     *           "webhookAttempts": 9,
+                     *           "idempotencyKeys": 1
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        /**
+                         * @example {
+                         *       "id": "era_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                         *       "status": "done",
+                         *       "subject": {
+                         *         "email": "***"
+                         *       },
+                         *       "requestedAt": "2026-11-30T09:12:44.120Z",
+                         *       "completedAt": "2026-11-30T09:12:46.480Z",
+                         *       "redacted": {
+                         *         "clients": 1,
+                         *         "bookings": 2,
+                         *         "events": 14,
+                         *         "webhookAttempts": 9,
+                         *         "idempotencyKeys": 1
+                         *       }
+                         *     }
+                         */
+                        data: {
+                            /** @description The erasure (`era_…`). */
+                            id: string;
+                            /**
+                             * @description `pending` until a worker takes it, `running` while its batches run, `done` once every store is redacted and `personal_data.erased` is sent.
+                             * @enum {string}
+                             */
+                            status: "pending" | "running" | "done";
+                            /** @description What was named. */
+                            subject: {
+                                /** @description A client of the tenant. */
+                                clientId?: string;
+                                /** @description A booking of the tenant. */
+                                bookingId?: string;
+                                /** @description The address named; `***` once the erasure is done. */
+                                email?: string;
+                            };
+                            /**
+                             * Format: date-time
+                             * @description When it was asked for.
+                             */
+                            requestedAt: string;
+                            /**
+                             * Format: date-time
+                             * @description When it was done. UTC.
+                             */
+                            completedAt: string | null;
+                            /** @description Rows changed so far, by store: the live `clients` and `bookings`, stored `events` bodies, `webhookAttempts` (receivers' answers that echoed the data) and `idempotencyKeys` (saved answers). No copy of what was removed is kept. */
+                            redacted: {
+                                clients: number;
+                                bookings: number;
+                                events: number;
+                                webhookAttempts: number;
+                                idempotencyKeys: number;
+                            };
+                        };
+                    };
+                };
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/scope-required",
+                     *       "title": "Scope required",
+                     *       "status": 403,
+                     *       "detail": "This token lacks clients:write.",
+                     *       "required_scope": "clients:write"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or owned by another tenant (`not-found`). */
+            404: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/not-found",
+                     *       "title": "Not found",
+                     *       "status": 404,
+                     *       "detail": "Trip not found."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description State clash (`conflict`), or the Idempotency-Key was used for another request (`idempotency-key-reuse`) or its first request is still running (`idempotency-in-progress`). */
+            409: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/conflict",
+                     *       "title": "Conflict",
+                     *       "status": 409,
+                     *       "detail": "Cannot move from draft to sent: from draft it may move to active, archived.",
+                     *       "code": "invalid_transition",
+                     *       "from": "draft",
+                     *       "allowed": [
+                     *         "active",
+                     *         "archived"
+                     *       ]
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getErasure: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The erasure. */
+            200: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Requests allowed per minute (sustained). */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current minute. */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window refreshes. */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "era_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                     *         "status": "done",
+                     *         "subject": {
+                     *           "email": "***"
+                     *         },
+                     *         "requestedAt": "2026-11-30T09:12:44.120Z",
+                     *         "completedAt": "2026-11-30T09:12:46.480Z",
+                     *         "redacted": {
+                     *           "clients": 1,
+                     *           "bookings": 2,
+                     *           "events": 14,
+                     *           "webhookAttempts": 9,
+                     *           "idempotencyKeys": 1
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        /**
+                         * @example {
+                         *       "id": "era_01JD3X7E9P2QK5VN4T8R6MZWYC",
+                         *       "status": "done",
+                         *       "subject": {
+                         *         "email": "***"
+                         *       },
+                         *       "requestedAt": "2026-11-30T09:12:44.120Z",
+                         *       "completedAt": "2026-11-30T09:12:46.480Z",
+                         *       "redacted": {
+                         *         "clients": 1,
+                         *         "bookings": 2,
+                         *         "events": 14,
+                         *         "webhookAttempts": 9,
+                         *         "idempotencyKeys": 1
+                         *       }
+                         *     }
+                         */
+                        data: {
+                            /** @description The erasure (`era_…`). */
+                            id: string;
+                            /**
+                             * @description `pending` until a worker takes it, `running` while its batches run, `done` once every store is redacted and `personal_data.erased` is sent.
+                             * @enum {string}
+                             */
+                            status: "pending" | "running" | "done";
+                            /** @description What was named. */
+                            subject: {
+                                /** @description A client of the tenant. */
+                                clientId?: string;
+                                /** @description A booking of the tenant. */
+                                bookingId?: string;
+                                /** @description The address named; `***` once the erasure is done. */
+                                email?: string;
+                            };
+                            /**
+                             * Format: date-time
+                             * @description When it was asked for.
+                             */
+                            requestedAt: string;
+                            /**
+                             * Format: date-time
+                             * @description When it was done. UTC.
+                             */
+                            completedAt: string | null;
+                            /** @description Rows changed so far, by store: the live `clients` and `bookings`, stored `events` bodies, `webhookAttempts` (receivers' answers that echoed the data) and `idempotencyKeys` (saved answers). No copy of what was removed is kept. */
+                            redacted: {
+                                clients: number;
+                                bookings: number;
+                                events: number;
+                                webhookAttempts: number;
+                                idempotencyKeys: number;
+                            };
+                        };
+                    };
+                };
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/scope-required",
+                     *       "title": "Scope required",
+                     *       "status": 403,
+                     *       "detail": "This token lacks clients:read.",
+                     *       "required_scope": "clients:read"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or owned by another tenant (`not-found`). */
+            404: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/not-found",
+                     *       "title": "Not found",
+                     *       "status": 404,
+                     *       "detail": "Trip not found."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     listPayments: {
         parameters: {
             query?: {
@@ -5746,7 +6368,7 @@ export interface operations {
                     /** @description An HTTPS endpoint, or a broker: `amqps://user:pass@host[:port]/vhost?exchange=<name>&routingKey=<key>` (RabbitMQ) or `tls://user:pass@host[:port]?subject=<subject>` (NATS JetStream); plaintext `amqp://` and `nats://` only where the instance allows private targets. Every address the host resolves to must be public (private, loopback, link-local and CGNAT addresses are refused). A host that does not resolve within `WEBHOOK_DNS_TIMEOUT` (2 s by default) is 422 too. A broker password is never shown back: reads show `***`, and a PATCH that sends the URL with `***` keeps the stored password (for the same user, host and port). */
                     url: string;
                     /** @description Event types from the catalog; `webhook.test` is not subscribable. */
-                    events: ("booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "trip.created" | "trip.updated" | "booking.created" | "booking.updated" | "client.updated" | "payment.created" | "payment.updated" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered")[];
+                    events: ("booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "trip.created" | "trip.updated" | "booking.created" | "booking.updated" | "client.updated" | "payment.created" | "payment.updated" | "personal_data.erased" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered")[];
                     /** @description Also send the Standard Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature`), verifiable with the same signing key by the `standardwebhooks` libraries. Default false. */
                     standardWebhooks?: boolean;
                     /** @description Also sign with an Ed25519 key pair (`v1a` in `webhook-signature`): the receiver verifies with the subscription `publicKey` and holds no secret that can sign. Needs `standardWebhooks: true` (422 otherwise). Default false; turning it off drops the pair, on again makes a new one. */
@@ -6508,7 +7130,7 @@ export interface operations {
                     /** @description An HTTPS endpoint, or a broker: `amqps://user:pass@host[:port]/vhost?exchange=<name>&routingKey=<key>` (RabbitMQ) or `tls://user:pass@host[:port]?subject=<subject>` (NATS JetStream); plaintext `amqp://` and `nats://` only where the instance allows private targets. Every address the host resolves to must be public (private, loopback, link-local and CGNAT addresses are refused). A host that does not resolve within `WEBHOOK_DNS_TIMEOUT` (2 s by default) is 422 too. A broker password is never shown back: reads show `***`, and a PATCH that sends the URL with `***` keeps the stored password (for the same user, host and port). */
                     url?: string;
                     /** @description Event types from the catalog; `webhook.test` is not subscribable. */
-                    events?: ("booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "trip.created" | "trip.updated" | "booking.created" | "booking.updated" | "client.updated" | "payment.created" | "payment.updated" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered")[];
+                    events?: ("booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "trip.created" | "trip.updated" | "booking.created" | "booking.updated" | "client.updated" | "payment.created" | "payment.updated" | "personal_data.erased" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered")[];
                     /** @description Also send the Standard Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature`), verifiable with the same signing key by the `standardwebhooks` libraries. Default false. */
                     standardWebhooks?: boolean;
                     /** @description Also sign with an Ed25519 key pair (`v1a` in `webhook-signature`): the receiver verifies with the subscription `publicKey` and holds no secret that can sign. Needs `standardWebhooks: true` (422 otherwise). Default false; turning it off drops the pair, on again makes a new one. */
@@ -7134,7 +7756,7 @@ export interface operations {
                          * @description The event type.
                          * @enum {string}
                          */
-                        type: "booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "trip.created" | "trip.updated" | "booking.created" | "booking.updated" | "client.updated" | "payment.created" | "payment.updated" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered";
+                        type: "booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "trip.created" | "trip.updated" | "booking.created" | "booking.updated" | "client.updated" | "payment.created" | "payment.updated" | "personal_data.erased" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered";
                         /** @description The event data, as a delivery carries it. */
                         data: {
                             [key: string]: unknown;
@@ -7400,7 +8022,7 @@ export interface operations {
                      * @description Send a sample of this event type (realistic data, ids that name no real row) instead of `webhook.test`. Its envelope has `"test": true` like every test event.
                      * @enum {string}
                      */
-                    eventType?: "booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "trip.created" | "trip.updated" | "booking.created" | "booking.updated" | "client.updated" | "payment.created" | "payment.updated" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered";
+                    eventType?: "booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "trip.created" | "trip.updated" | "booking.created" | "booking.updated" | "client.updated" | "payment.created" | "payment.updated" | "personal_data.erased" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered";
                 };
             };
         };
@@ -7620,7 +8242,7 @@ export interface operations {
                 /** @description Page size, 1-100. */
                 limit?: number;
                 /** @description Only events of this type. */
-                type?: "booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "trip.created" | "trip.updated" | "booking.created" | "booking.updated" | "client.updated" | "payment.created" | "payment.updated" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered";
+                type?: "booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "trip.created" | "trip.updated" | "booking.created" | "booking.updated" | "client.updated" | "payment.created" | "payment.updated" | "personal_data.erased" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered";
                 /** @description Only events whose latest delivery is in this status. */
                 deliveryStatus?: "pending" | "in_flight" | "success" | "dead_letter";
             };
@@ -8835,7 +9457,7 @@ export interface operations {
                     "application/json": {
                         data: {
                             /** @enum {string} */
-                            type: "booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "trip.created" | "trip.updated" | "booking.created" | "booking.updated" | "client.updated" | "payment.created" | "payment.updated" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered" | "webhook.test";
+                            type: "booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "trip.created" | "trip.updated" | "booking.created" | "booking.updated" | "client.updated" | "payment.created" | "payment.updated" | "personal_data.erased" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered" | "webhook.test";
                             /**
                              * @description What the event announces.
                              * @example A client was created.
@@ -9083,7 +9705,7 @@ export interface operations {
                              * @description The event type.
                              * @enum {string}
                              */
-                            type: "booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "trip.created" | "trip.updated" | "booking.created" | "booking.updated" | "client.updated" | "payment.created" | "payment.updated" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered" | "webhook.test";
+                            type: "booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "trip.created" | "trip.updated" | "booking.created" | "booking.updated" | "client.updated" | "payment.created" | "payment.updated" | "personal_data.erased" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered" | "webhook.test";
                             /** @description Unix seconds of the event (push sends the time of the attempt). */
                             created: number;
                             /**
@@ -14591,6 +15213,127 @@ export interface operations {
                         bookingId: string;
                         /** @description The names of the members this change moved (the keys of the full `data.changes`). */
                         changed: ("id" | "bookingId" | "mode" | "status" | "label" | "amountCents" | "currency" | "scheduledFor" | "chargedAt" | "isDeposit" | "paymentRail" | "kind")[];
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Received; any 2xx acknowledges the delivery. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other answer, a redirect or a time-out: the attempt failed. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    personalDataErasedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The body is JSON (UTF-8). */
+                "Content-Type": "application/json";
+                /** @description `Service-Webhooks/1.0`, then an informational address. */
+                "User-Agent": string;
+                /** @description `t=<unix seconds>,v1=<hex>`; another `v1` for 24 hours after a key rotation (new key first). */
+                "Service-Signature": string;
+                /** @description The event type; equals the body `type`. */
+                "Service-Event-Type": "personal_data.erased";
+                /** @description The event id; equals the body `id`, the same on every retry and redelivery. */
+                "Service-Event-Id": string;
+                /** @description `<delivery id>.<attempt>`: unique per HTTP attempt; quote it when contacting support. */
+                "Service-Request-Id": string;
+                /** @description Attempt number of this delivery, from 1; a redelivery starts again at 1. */
+                "Service-Delivery-Attempt": number;
+                /** @description The event's `sequence` in this subscription's ledger (equals the body's); absent on test events. */
+                "Service-Event-Sequence"?: number;
+                /** @description Standard Webhooks (when the subscription has `standardWebhooks`): the event id. */
+                "webhook-id"?: string;
+                /** @description Standard Webhooks: unix seconds, the `t` of `Service-Signature`. */
+                "webhook-timestamp"?: number;
+                /** @description Standard Webhooks: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<body>` per signing key (current first), space separated; the `standardwebhooks` libraries verify it with the same `whsec_` key string. With `asymmetricSignatures`, then `v1a,<base64 Ed25519 signature>` of the same text per key pair (current first), which the subscription `publicKey` (`whpk_…`) verifies. */
+                "webhook-signature"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
+                 *       "type": "personal_data.erased",
+                 *       "created": 1793870565,
+                 *       "sequence": 42,
+                 *       "data": {
+                 *         "erasureId": "era_01JD3XC8K2V5R7N4T9M6QWZBHF",
+                 *         "clientIds": [
+                 *           "cli_01JD3X9C2M7T4RK8V5N6QWZPYD"
+                 *         ],
+                 *         "bookingIds": []
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "personal_data.erased";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
+                    data: {
+                        /** @description The erasure (`GET /api/v1/erasures/{id}`). */
+                        erasureId: string;
+                        /** @description The clients whose personal members were redacted. */
+                        clientIds: string[];
+                        /** @description The bookings whose traveller was redacted. */
+                        bookingIds: string[];
+                    };
+                } | {
+                    /**
+                     * Format: uuid
+                     * @description Event id, the deduplication key; equals `Service-Event-Id`.
+                     */
+                    id: string;
+                    /**
+                     * @description The event type.
+                     * @constant
+                     */
+                    type: "personal_data.erased";
+                    /** @description Unix seconds when this attempt was sent. */
+                    created: number;
+                    /**
+                     * @description Present only on events fired by `POST /api/v1/webhooks/test`: sample data, ids that name no real row. Absent on real events.
+                     * @constant
+                     */
+                    test?: true;
+                    /** @description This event's place in the subscription's ledger: 1, 2, 3, … in commit order, no gap; a redelivery keeps it; absent on test events. A gap means a missed event: pull `GET /api/v1/webhooks/{id}/events?after=<the last one processed>`. */
+                    sequence?: number;
+                    data: {
+                        /** @description The erasure (`GET /api/v1/erasures/{id}`). */
+                        erasureId: string;
+                        /** @description `[]`: the event changes no member (a creation, or no resource). */
+                        changed: string[];
                     };
                 };
             };

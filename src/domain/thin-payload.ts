@@ -61,3 +61,21 @@ export const THIN_DATA_SCHEMAS = Object.fromEntries(
     thinSchemaOf(schema as TObject),
   ]),
 ) as Record<EventType, TObject>;
+
+/**
+ * The Markdown table docs/personal-data.md shows between its `thin-payloads` markers: each
+ * subscribable type and the members of its thin `data` (test/thin-payloads.test.ts holds the page
+ * to it).
+ */
+export function thinPayloadTable(types: readonly EventType[]): string {
+  return [
+    '| Event type | Thin `data` |',
+    '|---|---|',
+    ...types.map(
+      (type) =>
+        `| \`${type}\` | ${Object.keys(THIN_DATA_SCHEMAS[type].properties)
+          .map((name) => `\`${name}\``)
+          .join(', ')} |`,
+    ),
+  ].join('\n');
+}

@@ -119,6 +119,13 @@ const PAYLOAD_FILTERS = [
   demoteHeadings(repositoryText('docs/payload-filters.md')),
 ].join('\n\n');
 
+/** docs/personal-data.md, one heading level down: thin payloads, one event's body, erasure. */
+const PERSONAL_DATA = [
+  '',
+  '## Personal data',
+  demoteHeadings(repositoryText('docs/personal-data.md')),
+].join('\n\n');
+
 /**
  * The SDK's own README (sdk/README.md), one heading level down, so the reference shows how to
  * install and use it and cannot drift from the file beside the code.
@@ -209,6 +216,7 @@ export const publicApi: FastifyPluginAsync<{
           VERIFIER_PACKAGES +
           BROKER_DESTINATIONS +
           PAYLOAD_FILTERS +
+          PERSONAL_DATA +
           `\n\n${stateMachinesMarkdown({ operations: false })}` +
           TYPESCRIPT_SDK,
       },

@@ -59,7 +59,19 @@ const Erasure = Type.Object(
       },
     ),
   },
-  { additionalProperties: false },
+  {
+    additionalProperties: false,
+    examples: [
+      {
+        id: 'era_01JD3X7E9P2QK5VN4T8R6MZWYC',
+        status: 'done',
+        subject: { email: '***' },
+        requestedAt: '2026-11-30T09:12:44.120Z',
+        completedAt: '2026-11-30T09:12:46.480Z',
+        redacted: { clients: 1, bookings: 2, events: 14, webhookAttempts: 9, idempotencyKeys: 1 },
+      },
+    ],
+  },
 );
 
 /** A person's erasure (GDPR article 17): asked for, then followed. */
