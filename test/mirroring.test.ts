@@ -4,6 +4,7 @@ import Ajv2020 from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import fc from 'fast-check';
 import { changesBetween } from '../src/domain/change-events.ts';
+import { ERASED_BOOKING, ERASED_CLIENT } from '../src/domain/erasure.ts';
 import {
   BOOKING_TRANSITIONS,
   EVENT_TYPES,
@@ -15,6 +16,7 @@ import { startWorker } from '../src/start-worker.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import { createSubscription, createTenant, type TenantFixture } from './helpers/fixtures.ts';
 import { bodiesBySequence, HttpsReceiver } from './helpers/https-receiver.ts';
+import { eventually } from './helpers/until.ts';
 
 // A tenant kept from its events alone: a random mix of writes over the public and admin APIs, one
 // subscription to every type, and a replica that applies each event's `object` in sequence order.
@@ -65,10 +67,13 @@ for (const backend of BACKENDS) {
       ctx = await createWebhookTestContext(backend);
       tenant = await createTenant(ctx, { tier: 'enterprise' });
       receiver = await HttpsReceiver.start();
-      const events = SUBSCRIBABLE_EVENT_TYPES.filter((type) => kindOf(type) !== null);
+      const events = [
+        ...SUBSCRIBABLE_EVENT_TYPES.filter((type) => kindOf(type) !== null),
+        'personal_data.erased',
+      ];
       const created = await createSubscription(ctx, tenant, receiver.url('/mirror'), { events });
       subscriptionId = created.data.id;
-      worker = startWorker(ctx.runtime, { pollIntervalMs: 20 });
+      worker = startWorker(ctx.runtime, { pollIntervalMs: 20, erasures: { pollMs: 20 } });
     });
     after(async () => {
       await worker.stop();
@@ -219,6 +224,19 @@ for (const backend of BACKENDS) {
       }
       assert.equal(writes, OPERATIONS, `seed ${seed}: ${writes} writes`);
 
+      // One client and one booking erased: the replica follows from `personal_data.erased`.
+      const erased = [
+        ...(ids.client.length > 0 ? [{ clientId: pick('client', seed) }] : []),
+        ...(ids.booking.length > 0 ? [{ bookingId: pick('booking', seed) }] : []),
+      ];
+      for (const subject of erased) {
+        const made = await api('POST', '/api/v1/erasures', subject);
+        await eventually(
+          async () => (await api('GET', `/api/v1/erasures/${made.id}`)).status === 'done',
+          'the erasure done',
+        );
+      }
+
       // Every event of the subscription delivered: its sequence runs 1…last without a gap.
       const last = await ctx.runtime.repositories.webhooks.lastSequence(tenant.id, subscriptionId);
       const bodies = await bodiesBySequence<Body>(receiver, last);
@@ -234,6 +252,13 @@ for (const backend of BACKENDS) {
         const body = bodies.get(sequence) as Body;
         const validate = validators.get(body.type);
         assert.ok(validate?.(body), `${body.type}: ${ajv.errorsText(validate?.errors)}`);
+        if (body.type === 'personal_data.erased') {
+          // A receiver's own copies follow the erasure: the documented placeholders, by id.
+          const { clientIds, bookingIds } = body.data as unknown as Record<string, string[]>;
+          for (const id of clientIds) Object.assign(replica.get(id) as Row, ERASED_CLIENT);
+          for (const id of bookingIds) Object.assign(replica.get(id) as Row, ERASED_BOOKING);
+          continue;
+        }
         const { object, changes } = body.data;
         assert.ok(object && changes, `${body.type} carries its object and changes`);
         const history = states.get(object.id) ?? [];
