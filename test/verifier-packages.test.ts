@@ -217,7 +217,12 @@ for (const backend of BACKENDS) {
         standardWebhooks: true,
         asymmetricSignatures: true,
       });
-      const [p0, s0, a0] = await deliveries('/plain', '/standard', '/asymmetric');
+      const thin = await subscribe('/thin', {
+        payload: 'thin',
+        standardWebhooks: true,
+        asymmetricSignatures: true,
+      });
+      const [p0, s0, a0, t0] = await deliveries('/plain', '/standard', '/asymmetric', '/thin');
       await Promise.all([plain, standard, asymmetric].map(rotate));
       const [p1, s1, a1] = await deliveries('/plain', '/standard', '/asymmetric');
       clock.set(new Date(clock.now().getTime() + OVERLAP_MS + 60_000));
@@ -232,6 +237,11 @@ for (const backend of BACKENDS) {
       add('v1 beside v1a', v1(a0), [asymmetric.keys[1]], 'ok');
       add('v1a with the public key alone', v1(a0), [pk0], 'ok');
       add('v1a and a signing key given together', a0, [pk0, asymmetric.keys[1]], 'ok');
+      // A thin body (ids and `changed`) is verified as any other: the signature covers it as sent.
+      assert.ok(JSON.parse(t0.body).data.changed, 'a thin body');
+      add('a thin body, Service-Signature', t0, [thin.keys[0]], 'ok');
+      add('a thin body, Standard Webhooks v1', v1(t0), [thin.keys[0]], 'ok');
+      add('a thin body, v1a', v1(t0), [thin.publicKeys[0]], 'ok');
       for (const [scheme, d, keys] of [
         ['Service-Signature', p1, [k1, k0]],
         ['v1', v1(s1), [sk1, sk0]],

@@ -56,8 +56,11 @@ final class CapturedDeliveriesTest extends TestCase
             $event = $verify($case['body']);
             self::assertSame([$case['eventId'], $case['eventType']], [$event['id'], $event['type']]);
             // Decoded and encoded again, as a handler that read $request->toArray() first would.
+            // A body PHP writes back byte for byte (a thin one: ids only) is still the body signed.
             $again = json_encode(json_decode($case['body'], true));
-            self::assertThrowsExactly(BodyNotRawException::class, fn () => $verify($again));
+            if ($again !== $case['body']) {
+                self::assertThrowsExactly(BodyNotRawException::class, fn () => $verify($again));
+            }
             return;
         }
         self::assertThrowsExactly(self::CHECKS[$case['expect']], fn () => $verify($case['body']));
