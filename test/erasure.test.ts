@@ -9,6 +9,7 @@ import { startWorker } from '../src/start-worker.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import { createSubscription, createTenant, type TenantFixture } from './helpers/fixtures.ts';
 import { HttpsReceiver } from './helpers/https-receiver.ts';
+import { captureLogs } from './helpers/log-capture.ts';
 import { PortalClient, pathOf } from './helpers/portal-client.ts';
 import { startTourops } from './helpers/processes.ts';
 import { eventually, until } from './helpers/until.ts';
@@ -16,8 +17,9 @@ import { WORKER_READY } from './helpers/worker-processes.ts';
 
 // One person erased from a tenant whose events went to full and thin subscriptions (receivers
 // that echo the request into their answer, plainly and JSON-escaped), with keyed writes,
-// retries and redeliveries: afterwards no text column of any table, no API read and no portal
-// page holds that person's name, e-mail or phone in any form, and every other row is as before.
+// retries and redeliveries: afterwards no text column of any table, no API read, no portal page
+// and no log line holds that person's name, e-mail or phone in any form, and every other row
+// is as before.
 
 type Row = Record<string, unknown>;
 type Mode = 'client' | 'booking' | 'email';
@@ -93,9 +95,15 @@ for (const backend of BACKENDS) {
     let receiver: HttpsReceiver;
     let worker: ReturnType<typeof startWorker>;
     let tries = 0;
+    /** Every log line of the run, at trace level: none may name the person, before or after. */
+    const logs = captureLogs('trace');
 
     before(async () => {
-      ctx = await createWebhookTestContext(backend, { WEBHOOK_RETRY_SCHEDULE: '20ms,20ms' });
+      ctx = await createWebhookTestContext(
+        backend,
+        { WEBHOOK_RETRY_SCHEDULE: '20ms,20ms' },
+        { logger: logs.logger },
+      );
       tenant = await createTenant(ctx, { tier: 'enterprise' });
       receiver = await HttpsReceiver.start({
         responder: (request) => {
@@ -355,6 +363,9 @@ for (const backend of BACKENDS) {
         shown.push(delivery);
       }
       for (const text of shown) assert.ok(!held(text), `an API or portal read holds the person`);
+      assert.ok(logs.lines.length > 100, 'the run logged');
+      for (const line of logs.lines)
+        assert.ok(!held(JSON.stringify(line)), 'a log line names them');
     });
 
     it('refuses a subject that is not exactly one known client, booking or address', async () => {
