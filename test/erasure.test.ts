@@ -7,7 +7,12 @@ import { publicObject } from '../src/domain/change-events.ts';
 import { SUBSCRIBABLE_EVENT_TYPES } from '../src/domain/states.ts';
 import { startWorker } from '../src/start-worker.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
-import { createSubscription, createTenant, type TenantFixture } from './helpers/fixtures.ts';
+import {
+  createSubscription,
+  createTenant,
+  createTrip,
+  type TenantFixture,
+} from './helpers/fixtures.ts';
 import { HttpsReceiver } from './helpers/https-receiver.ts';
 import { captureLogs } from './helpers/log-capture.ts';
 import { PortalClient, pathOf } from './helpers/portal-client.ts';
@@ -153,15 +158,7 @@ for (const backend of BACKENDS) {
         numRuns: 1,
         seed,
       });
-      const trip = await api('POST', '/api/v1/trips', {
-        title: 'Erasure trip',
-        startDate: '2027-05-01',
-        endDate: '2027-05-06',
-        daysCount: 6,
-        startCityId: tenant.cityIds[0],
-        endCityId: tenant.cityIds[1],
-      });
-      const tripId = trip.json().data.id as string;
+      const tripId = (await createTrip(ctx, tenant)).id as string;
       await ctx.admin('POST', `/admin/v1/trips/${tripId}/publish`);
       const roles: Person['role'][] = ['client', 'traveller', 'both'];
       const people: Person[] = Array.from({ length: 12 }, (_, i) => {

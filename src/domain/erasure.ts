@@ -1,4 +1,4 @@
-import { credentialForms, redacted, SECRET_MASK } from './redaction.ts';
+import { credentialForms, SECRET_MASK } from './redaction.ts';
 
 /**
  * A person's erasure (GDPR article 17): what is redacted, to what, and in which stores. The
@@ -138,18 +138,13 @@ const SHORTEST_NEEDLE = 4;
 /**
  * Every form in which a removed value may come back in free text (a receiver's echo, a saved
  * answer): those the redaction of credentials searches for, and JSON with non-ASCII escaped as
- * `\uXXXX` (what Python's `json.dumps` writes by default). Longest first.
+ * `\uXXXX` (what Python's `json.dumps` writes by default). Longest first, for `redacted`.
  */
 export function needleForms(values: Iterable<string>): string[] {
   const kept = [...new Set(values)].filter((value) => value.length >= SHORTEST_NEEDLE);
   const forms = new Set(credentialForms(kept));
   for (const value of kept) forms.add(asciiJson(value));
   return [...forms].sort((a, b) => b.length - a.length);
-}
-
-/** `text` with every form of a removed value masked (see needleForms). */
-export function eraseText(text: string, forms: readonly string[]): string {
-  return redacted(text, forms);
 }
 
 /** What free text shows where a removed value was. */

@@ -1,6 +1,7 @@
 import { setImmediate as yieldTurn } from 'node:timers/promises';
 import type { Database } from '../db/database.ts';
 import {
+  ERASED_BOOKING,
   ERASED_CLIENT,
   ERASED_TEXT,
   type ErasureCounts,
@@ -8,10 +9,10 @@ import {
   type ErasureTarget,
   eraseAnswer,
   eraseEventData,
-  eraseText,
   needleForms,
   noCounts,
 } from '../domain/erasure.ts';
+import { redacted } from '../domain/redaction.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
 import { newId } from '../lib/ids.ts';
 import { parseStoredJson } from '../lib/json.ts';
@@ -228,7 +229,7 @@ export class ErasuresService {
   ): Promise<number> {
     let changed = 0;
     for (const attempt of attempts) {
-      const body = eraseText(attempt.responseBody, forms);
+      const body = redacted(attempt.responseBody, forms);
       if (body === attempt.responseBody) continue;
       await this.deps.erasures.setAttemptBody(tenantId, attempt.id, body);
       changed += 1;
@@ -245,22 +246,23 @@ export class ErasuresService {
   ): Promise<string | null> {
     const answers = await this.deps.erasures.answersAfter(row.tenantId, afterKey, BATCH);
     if (answers.length === 0) return null;
-    counts.idempotencyKeys += await this.eraseSavedAnswers(row, target, answers);
+    const forms = needleForms(await this.liveValues(row.tenantId, target, row.subjectEmail));
+    counts.idempotencyKeys += await this.eraseSavedAnswers(row.tenantId, target, answers, forms);
     return answers[answers.length - 1].key;
   }
 
   private async eraseSavedAnswers(
-    row: ErasureRow,
+    tenantId: string,
     target: ErasureTarget,
     answers: ReadonlyArray<{ key: string; responseBody: string | null }>,
+    forms: readonly string[],
   ): Promise<number> {
-    const forms = needleForms(await this.liveValues(row.tenantId, target, row.subjectEmail));
     let changed = 0;
     for (const answer of answers) {
       if (answer.responseBody === null) continue;
-      const body = eraseText(eraseAnswer(answer.responseBody, target), forms);
+      const body = redacted(eraseAnswer(answer.responseBody, target), forms);
       if (body === answer.responseBody) continue;
-      await this.deps.erasures.setAnswer(row.tenantId, answer.key, body);
+      await this.deps.erasures.setAnswer(tenantId, answer.key, body);
       changed += 1;
     }
     return changed;
@@ -287,15 +289,14 @@ export class ErasuresService {
       seq = await this.eraseEvents(tenantId, target, seq, BATCH, counts);
     }
     const since = new Date(Date.parse(startedAt) - FINISH_LOOKBACK_MS).toISOString();
-    const forms = needleForms(await this.liveValues(tenantId, target, row.subjectEmail));
+    // The rows locked above still hold what the batches searched for: read once, here.
+    const forms = needleForms(personalValues(clients, bookings, row.subjectEmail));
     const attempts = await erasures.attemptsSince(tenantId, since);
     counts.webhookAttempts += await this.eraseAttempts(tenantId, attempts, forms);
     const answers = await erasures.answersSince(tenantId, since);
-    counts.idempotencyKeys += await this.eraseSavedAnswers(row, target, answers);
-    counts.clients += clients.filter((client) => !isErasedClient(client)).length;
-    counts.bookings += bookings.filter(
-      (booking) => booking.travelerName !== null || booking.travelerEmail !== null,
-    ).length;
+    counts.idempotencyKeys += await this.eraseSavedAnswers(tenantId, target, answers, forms);
+    counts.clients += clients.filter((client) => !isErased(client, ERASED_CLIENT)).length;
+    counts.bookings += bookings.filter((booking) => !isErased(booking, ERASED_BOOKING)).length;
     await erasures.eraseClients(tenantId, [...target.clientIds]);
     await erasures.eraseBookings(tenantId, [...target.bookingIds]);
     await this.deps.events.emit(tenantId, 'personal_data.erased', {
@@ -312,38 +313,41 @@ export class ErasuresService {
     email: string | null = null,
   ): Promise<string[]> {
     const { erasures } = this.deps;
-    const values: string[] = email === null ? [] : [email];
-    for (const client of await erasures.lockClients(tenantId, [...target.clientIds])) {
-      const { id: _id, tags, ...members } = client;
-      values.push(...parseStoredJson<string[]>(tags));
-      for (const value of Object.values(members)) if (value !== null) values.push(value);
-    }
-    for (const booking of await erasures.lockBookings(tenantId, [...target.bookingIds])) {
-      if (booking.travelerName !== null) values.push(booking.travelerName);
-      if (booking.travelerEmail !== null) values.push(booking.travelerEmail);
-    }
-    // A client already erased shows its placeholder, which is no one's data.
-    return values.filter((value) => value !== ERASED_CLIENT.displayName);
+    return personalValues(
+      await erasures.lockClients(tenantId, [...target.clientIds]),
+      await erasures.lockBookings(tenantId, [...target.bookingIds]),
+      email,
+    );
   }
 }
 
-function isErasedClient(client: {
-  email: string | null;
-  phone: string | null;
-  legalName: string | null;
-  vatId: string | null;
-  notes: string | null;
-  displayName: string;
-  tags: string;
-}): boolean {
-  return (
-    client.email === ERASED_CLIENT.email &&
-    client.phone === ERASED_CLIENT.phone &&
-    client.legalName === ERASED_CLIENT.legalName &&
-    client.vatId === ERASED_CLIENT.vatId &&
-    client.notes === ERASED_CLIENT.notes &&
-    client.displayName === ERASED_CLIENT.displayName &&
-    parseStoredJson<string[]>(client.tags).length === 0
+type ClientMembers = Awaited<ReturnType<ErasuresRepository['lockClients']>>[number];
+type BookingMembers = Awaited<ReturnType<ErasuresRepository['lockBookings']>>[number];
+
+/** The personal values of these rows (and the e-mail named), placeholders left out. */
+function personalValues(
+  clients: readonly ClientMembers[],
+  bookings: readonly BookingMembers[],
+  email: string | null,
+): string[] {
+  const values: string[] = email === null ? [] : [email];
+  for (const { id: _id, tags, ...members } of clients) {
+    values.push(...parseStoredJson<string[]>(tags));
+    for (const value of Object.values(members)) if (value !== null) values.push(value);
+  }
+  for (const { id: _id, ...members } of bookings) {
+    for (const value of Object.values(members)) if (value !== null) values.push(value);
+  }
+  // A client already erased shows its placeholder, which is no one's data.
+  return values.filter((value) => value !== ERASED_CLIENT.displayName);
+}
+
+/** Whether a row already holds every placeholder (tags as stored: JSON text). */
+function isErased(row: Record<string, unknown>, placeholders: Record<string, unknown>): boolean {
+  return Object.entries(placeholders).every(([name, placeholder]) =>
+    name === 'tags'
+      ? JSON.stringify(parseStoredJson(row.tags as string)) === JSON.stringify(placeholder)
+      : row[name] === placeholder,
   );
 }
 
