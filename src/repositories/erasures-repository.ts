@@ -1,6 +1,7 @@
 import { type Insertable, type Selectable, sql, type Updateable } from 'kysely';
 import type { ErasuresTable } from '../db/schema.ts';
 import { ERASED_BOOKING, ERASED_CLIENT } from '../domain/erasure.ts';
+import { firstIdAt } from '../lib/ids.ts';
 import { Repository } from './repository.ts';
 
 export type ErasureRow = Selectable<ErasuresTable>;
@@ -115,13 +116,27 @@ export class ErasuresRepository extends Repository {
       .execute();
   }
 
-  async setEventData(tenantId: string, id: string, data: string): Promise<void> {
-    await this.db
-      .updateTable('events')
-      .set({ data })
-      .where('tenantId', '=', tenantId)
-      .where('id', '=', id)
-      .execute();
+  /** New bodies for these events, in one statement. */
+  async setEventData(tenantId: string, all: ReadonlyArray<{ id: string; data: string }>) {
+    for (const rows of chunks(all)) {
+      await this.db
+        .updateTable('events')
+        .set({
+          data: byKey(
+            'id',
+            'data',
+            rows.map((row) => [row.id, row.data]),
+          ),
+        })
+        // Not `tenant_id = ?`: SQLite without statistics would walk the tenant's index for it.
+        .where(sql`${sql.ref('tenantId')} || ''`, '=', tenantId)
+        .where(
+          'id',
+          'in',
+          rows.map((row) => row.id),
+        )
+        .execute();
+    }
   }
 
   /** The attempt logs of every delivery of these events (redeliveries included). */
@@ -136,23 +151,39 @@ export class ErasuresRepository extends Repository {
       .execute();
   }
 
-  /** The tenant's attempt logs recorded since `since` (what ran while an erasure did). */
+  /**
+   * The tenant's attempt logs recorded since `since` (what ran while an erasure did): ids are
+   * minted when an attempt is recorded, time first, so the range is the primary key's.
+   */
   attemptsSince(tenantId: string, since: string) {
     return this.db
       .selectFrom('webhookAttempts')
       .select(['id', 'responseBody'])
+      .where('id', '>=', firstIdAt('att', Date.parse(since)))
       .where('tenantId', '=', tenantId)
-      .where('startedAt', '>=', since)
       .execute();
   }
 
-  async setAttemptBody(tenantId: string, id: string, responseBody: string): Promise<void> {
-    await this.db
-      .updateTable('webhookAttempts')
-      .set({ responseBody })
-      .where('tenantId', '=', tenantId)
-      .where('id', '=', id)
-      .execute();
+  /** New answers for these attempt logs, in one statement. */
+  async setAttemptBodies(tenantId: string, all: ReadonlyArray<{ id: string; body: string }>) {
+    for (const rows of chunks(all)) {
+      await this.db
+        .updateTable('webhookAttempts')
+        .set({
+          responseBody: byKey(
+            'id',
+            'response_body',
+            rows.map((row) => [row.id, row.body]),
+          ),
+        })
+        .where('tenantId', '=', tenantId)
+        .where(
+          'id',
+          'in',
+          rows.map((row) => row.id),
+        )
+        .execute();
+    }
   }
 
   /** The tenant's saved answers after `afterKey`, by key. */
@@ -179,13 +210,26 @@ export class ErasuresRepository extends Repository {
       .execute();
   }
 
-  async setAnswer(tenantId: string, key: string, responseBody: string): Promise<void> {
-    await this.db
-      .updateTable('idempotencyKeys')
-      .set({ responseBody })
-      .where('tenantId', '=', tenantId)
-      .where('key', '=', key)
-      .execute();
+  /** New bodies for these saved answers, in one statement. */
+  async setAnswers(tenantId: string, all: ReadonlyArray<{ key: string; body: string }>) {
+    for (const rows of chunks(all)) {
+      await this.db
+        .updateTable('idempotencyKeys')
+        .set({
+          responseBody: byKey(
+            'key',
+            'response_body',
+            rows.map((row) => [row.key, row.body]),
+          ),
+        })
+        .where('tenantId', '=', tenantId)
+        .where(
+          'key',
+          'in',
+          rows.map((row) => row.key),
+        )
+        .execute();
+    }
   }
 
   /** The personal members of these clients as they stand, locked until the transaction ends. */
@@ -231,4 +275,20 @@ export class ErasuresRepository extends Repository {
       .where('id', 'in', ids)
       .execute();
   }
+}
+
+/** Rows a statement writes at most (bind parameters stay far under both backends' limits). */
+const CHUNK = 500;
+
+function* chunks<T>(rows: readonly T[]): Generator<readonly T[]> {
+  for (let i = 0; i < rows.length; i += CHUNK) yield rows.slice(i, i + CHUNK);
+}
+
+/**
+ * A column's new value for each row named by its key (`case key when … then … else column end`):
+ * one statement for a batch, where one per row took a round trip each on PostgreSQL.
+ */
+function byKey(key: string, column: string, values: ReadonlyArray<readonly [string, string]>) {
+  const arms = values.map(([k, value]) => sql`when ${k} then ${value}`);
+  return sql<string>`case ${sql.ref(key)} ${sql.join(arms, sql` `)} else ${sql.ref(column)} end`;
 }
