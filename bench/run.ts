@@ -41,6 +41,7 @@ import {
   PUSHBACK_MS,
 } from './deliveries.ts';
 import { benchDeliveryScale, type ScaleResult } from './delivery-scale.ts';
+import { benchErasure, type ErasureBenchResult } from './erasure.ts';
 import { benchFanOut, type FanOutResult } from './fan-out.ts';
 import {
   backgroundCpu,
@@ -91,7 +92,8 @@ const USAGE = `usage: npm run bench -- [options]
                        (default $BENCH_PG_URL or postgres://postgres@127.0.0.1:5432/test)
   --retries <n>        windows repeated, in all (0-10), because other processes took CPU during
                        them (default 2)
-  --only <what>        all | http | contention | deliveries | retention | scale | capacity | startup
+  --only <what>        all | http | contention | deliveries | retention | erasure | scale | capacity |
+                       startup
                        (default all; scale and capacity are PostgreSQL only, startup SQLite only)
   --deliveries <n>     events per webhook delivery run, each delivered to 4 subscriptions
                        (default 5000)
@@ -154,18 +156,20 @@ if (
     'contention',
     'deliveries',
     'retention',
+    'erasure',
     'scale',
     'capacity',
     'startup',
   ].includes(ONLY)
 )
   usageError(
-    '--only must be all, http, contention, deliveries, retention, scale, capacity or startup',
+    '--only must be all, http, contention, deliveries, retention, erasure, scale, capacity or startup',
   );
 const HTTP_ROWS = ONLY === 'all' || ONLY === 'http';
 const CONTENTION_ROWS = ONLY === 'all' || ONLY === 'contention';
 const DELIVERY_ROWS = ONLY === 'all' || ONLY === 'deliveries';
 const RETENTION_ROWS = ONLY === 'all' || ONLY === 'retention';
+const ERASURE_ROWS = ONLY === 'all' || ONLY === 'erasure';
 const SCALE_ROWS = ONLY === 'all' || ONLY === 'scale';
 const CAPACITY_ROWS = ONLY === 'all' || ONLY === 'capacity';
 const STARTUP_ROWS = ONLY === 'all' || ONLY === 'startup';
@@ -191,6 +195,10 @@ if (CAPACITY_DELIVERIES % CAPACITY_SUBSCRIPTIONS !== 0 || CAPACITY_HISTORY % 20 
 const RETENTION_PURGED = 200_000;
 /** The retention row's target: the read's p99 during the purge at most this times without. */
 const RETENTION_P99_FACTOR = 2;
+/** Client events of the tenant whose client the erasure row erases. */
+const ERASURE_EVENTS = 100_000;
+/** The erasure row's target: another tenant's read p99 during it at most this times without. */
+const ERASURE_P99_FACTOR = 2;
 const DELIVERY_EVENTS = integer('deliveries', args.deliveries, 100, 1_000_000);
 /** Events a fan-out run emits, each to 100 subscriptions (bench/fan-out.ts). */
 const FAN_OUT_EVENTS = 300;
@@ -289,6 +297,8 @@ const deliverySec = DELIVERY_ROWS
 const windowSec = DURATION / ROUNDS + ROUND_WARMUP + 1;
 // Per backend: seeding, a warm-up, two windows without the purge and one during it.
 const retentionSec = RETENTION_ROWS ? backendsPlanned * (WARMUP + 2 * DURATION + 360) : 0;
+// The same for the erasure row.
+const erasureSec = ERASURE_ROWS ? backendsPlanned * (WARMUP + 2 * DURATION + 360) : 0;
 // Per backend: seeding, the two create rows' windows, and the mixed window.
 const contentionSec = CONTENTION_ROWS
   ? backendsPlanned * (30 + 2 * (WARMUP + ROUNDS * windowSec) + WARMUP + DURATION + 10)
@@ -309,6 +319,7 @@ const budgetSec = Math.ceil(
     deliverySec +
     contentionSec +
     retentionSec +
+    erasureSec +
     scaleSec +
     capacitySec +
     startupSec +
@@ -338,6 +349,7 @@ const crashResults: CrashResult[] = [];
 const fanOutResults: FanOutResult[] = [];
 const changeEmitResults: ChangeEmitResult[] = [];
 const retentionResults: RetentionResult[] = [];
+const erasureResults: ErasureBenchResult[] = [];
 const startupResults: StartupResult[] = [];
 const contentionResults: ContentionResult[] = [];
 const scaleResults: ScaleResult[] = [];
@@ -812,6 +824,7 @@ async function benchSqlite(): Promise<null> {
   if (CONTENTION_ROWS) await contentionRows('SQLite', { DATA_DIR: join(root, 'contention') });
   if (DELIVERY_ROWS) await deliveryRows('SQLite', { DATA_DIR: join(root, 'deliveries') });
   if (RETENTION_ROWS) await retentionRows('SQLite', { DATA_DIR: join(root, 'retention') });
+  if (ERASURE_ROWS) await erasureRows('SQLite', { DATA_DIR: join(root, 'erasure') });
   if (STARTUP_ROWS) {
     await waitForQuiet(10_000);
     log(`start-up: ${STARTUP_RUNS} processes a row, each way`);
@@ -829,6 +842,25 @@ async function retentionRows(backend: string, dbEnv: Record<string, string>): Pr
       dbEnv,
       apiEnv: apiEnv({}),
       rows: RETENTION_PURGED,
+      connections: CONNECTIONS,
+      warmupSec: WARMUP,
+      durationSec: DURATION,
+      dbProcessName: backend === 'PostgreSQL' ? 'postgres' : undefined,
+      log,
+      track,
+    }),
+  );
+}
+
+async function erasureRows(backend: string, dbEnv: Record<string, string>): Promise<void> {
+  await waitForQuiet(10_000);
+  log(`${backend}: an erasure over ${fmtInt(ERASURE_EVENTS)} events under another tenant's load`);
+  erasureResults.push(
+    await benchErasure({
+      backend,
+      dbEnv,
+      apiEnv: apiEnv({}),
+      events: ERASURE_EVENTS,
       connections: CONNECTIONS,
       warmupSec: WARMUP,
       durationSec: DURATION,
@@ -912,6 +944,7 @@ async function benchPostgres(): Promise<string | null> {
     ...(CONTENTION_ROWS ? ['contention'] : []),
     ...(DELIVERY_ROWS ? ['deliveries'] : []),
     ...(RETENTION_ROWS ? ['retention'] : []),
+    ...(ERASURE_ROWS ? ['erasure'] : []),
     ...(SCALE_ROWS ? ['scale'] : []),
   ];
   for (const suffix of suffixes) {
@@ -947,6 +980,7 @@ async function benchPostgres(): Promise<string | null> {
   if (CONTENTION_ROWS) await contentionRows('PostgreSQL', named('contention'));
   if (DELIVERY_ROWS) await deliveryRows('PostgreSQL', named('deliveries'));
   if (RETENTION_ROWS) await retentionRows('PostgreSQL', named('retention'));
+  if (ERASURE_ROWS) await erasureRows('PostgreSQL', named('erasure'));
   if (SCALE_ROWS) {
     await waitForQuiet(10_000);
     log(`PostgreSQL: deliveries at scale: ${fmtInt(SCALE_HISTORY)} delivered rows`);
@@ -1429,6 +1463,52 @@ function capacityReport(): string[] {
   return out;
 }
 
+function erasureReport(): string[] {
+  if (erasureResults.length === 0) return [];
+  const out = [
+    '',
+    "### Erasure under another tenant's load",
+    '',
+    `One API process with its worker (\`src/main.ts\`) and two tenants: the reader's (1,000 trips) and one whose ` +
+      `${fmtInt(ERASURE_EVENTS)} client events over ten days are a quarter about the client erased, each of those ` +
+      "delivered once with an attempt log that echoes its e-mail. The reader's authenticated single read at " +
+      `${CONNECTIONS} connections (closed loop): ${fmtSec(DURATION)} s before and ${fmtSec(DURATION)} s after ` +
+      '("without"), and from `POST /api/v1/erasures` until its record says done ("during": the worker\'s first ' +
+      'look for it, on its timer, is inside).',
+    '',
+    '| scenario | backend | events read | redacted (events, attempts) | erasure s | req/s without | req/s during | p99 ms without | p99 ms during | p99 ratio | target | met |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|',
+  ];
+  for (const r of erasureResults) {
+    const ratio = r.during.p99 / r.without.p99;
+    const valid = isValid(r.without) && isValid(r.during);
+    const met = !valid
+      ? 'invalid run'
+      : (ratio <= ERASURE_P99_FACTOR ? '✅ yes' : '❌ no') +
+        ([r.without, r.during].some(isDisturbed) ? ' ⚠ disturbed' : '');
+    out.push(
+      `| \`GET /api/v1/trips/{id}\` during another tenant's erasure vs without | ${r.backend} | ` +
+        `${fmtInt(r.events)} | ${fmtInt(r.redacted.events)}, ${fmtInt(r.redacted.webhookAttempts)} | ` +
+        `${(r.erasureMs / 1000).toFixed(1)} | ${fmtInt(r.without.rps)} | ${fmtInt(r.during.rps)} | ` +
+        `${fmtMs(r.without.p99)} | ${fmtMs(r.during.p99)} | ${ratio.toFixed(2)} | ` +
+        `p99 ≤ ${ERASURE_P99_FACTOR}× without | ${met} |`,
+    );
+  }
+  out.push(
+    '',
+    'Server CPU per read without / during: ' +
+      erasureResults
+        .map(
+          (r) =>
+            `${r.backend} ${fmtInt(r.without.serverCpuUsPerRequest ?? Number.NaN)} / ${fmtInt(r.during.serverCpuUsPerRequest ?? Number.NaN)} µs`,
+        )
+        .join(', ') +
+      " (during includes the erasure's own work on SQLite, where it shares the process).",
+    '',
+  );
+  return out;
+}
+
 const CLAIM_BACKLOG_TEXT =
   'a backlog of 30,000 pending deliveries (1,500 events × 20 subscriptions)';
 
@@ -1439,6 +1519,7 @@ function printReport(notes: string[], startedAt: number): void {
     ...contentionReport(),
     ...deliveryReport(),
     ...retentionReport(),
+    ...erasureReport(),
     ...startupReport(),
     ...scaleReport(),
     ...capacityReport(),

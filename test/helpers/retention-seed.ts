@@ -100,9 +100,11 @@ export async function runSeed(db: Kysely<DB>, statements: RawBuilder<unknown>[])
   for (const statement of statements) await statement.execute(db);
 }
 
-const iso = (ms: number) => new Date(ms).toISOString();
-const text = (value: string) => sql`cast(${value} as varchar(40))`;
-const series = (n: number, from = 1) =>
+export const iso = (ms: number) => new Date(ms).toISOString();
+export const text = (value: string) => sql`cast(${value} as varchar(40))`;
+/** `n(i)`: the integers from `from`, `n` of them (a recursive series, the same SQL on both backends). */
+export const series = (n: number, from = 1) =>
   sql`with recursive n(i) as (select ${sql.lit(from)} union all select i + 1 from n where i < ${sql.lit(from + n - 1)})`;
-const idAt = (prefix: 'dlv' | 'att' | 'ntf', ms: number, group: number) =>
+/** Ids minted at `ms`, as the service mints them (time first), one per `i`, kept apart by `group`. */
+export const idAt = (prefix: 'dlv' | 'att' | 'ntf', ms: number, group: number) =>
   sql`cast(${firstIdAt(prefix, ms).slice(0, 14)} || ${String(group).padStart(9, '0')} || cast(i + 1000000 as text) as varchar(40))`;
