@@ -6,6 +6,7 @@ import { sql } from 'kysely';
 import { publicObject } from '../src/domain/change-events.ts';
 import { SUBSCRIBABLE_EVENT_TYPES } from '../src/domain/states.ts';
 import { startWorker } from '../src/start-worker.ts';
+import { RABBIT_PORT, RabbitQueue } from './helpers/brokers.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import {
   createSubscription,
@@ -21,7 +22,8 @@ import { eventually, until } from './helpers/until.ts';
 import { WORKER_READY } from './helpers/worker-processes.ts';
 
 // One person erased from a tenant whose events went to full and thin subscriptions (receivers
-// that echo the request into their answer, plainly and JSON-escaped), with keyed writes,
+// that echo the request into their answer, plainly and JSON-escaped, and a RabbitMQ exchange),
+// with keyed writes,
 // retries and redeliveries: afterwards no text column of any table, no API read, no portal page
 // and no log line holds that person's name, e-mail or phone in any form, and every other row
 // is as before.
@@ -98,6 +100,7 @@ for (const backend of BACKENDS) {
     let ctx: TestContext;
     let tenant: TenantFixture;
     let receiver: HttpsReceiver;
+    let rabbit: RabbitQueue;
     let worker: ReturnType<typeof startWorker>;
     let tries = 0;
     /** Every log line of the run, at trace level: none may name the person, before or after. */
@@ -126,11 +129,19 @@ for (const backend of BACKENDS) {
       await createSubscription(ctx, tenant, receiver.url('/echo'), { events });
       await createSubscription(ctx, tenant, receiver.url('/escaped'), { events });
       await createSubscription(ctx, tenant, receiver.url('/thin'), { events, payload: 'thin' });
+      rabbit = await RabbitQueue.open();
+      await createSubscription(
+        ctx,
+        tenant,
+        `amqp://guest:guest@127.0.0.1:${RABBIT_PORT}/?exchange=${rabbit.exchange}&routingKey=${rabbit.routingKey}`,
+        { events },
+      );
       worker = startWorker(ctx.runtime, { pollIntervalMs: 20, erasures: { pollMs: 20 } });
     });
     after(async () => {
       await worker.stop();
       await receiver.close();
+      await rabbit?.close();
       await ctx.close();
     });
 
@@ -234,6 +245,10 @@ for (const backend of BACKENDS) {
       assert.ok(
         [...(before.get('webhook_attempts') as Map<string, string>).values()].some(held),
         "the person is in the receivers' echoes before",
+      );
+      assert.ok(
+        rabbit.messages.some((m) => held(m.body)),
+        "the person is in the broker's messages before",
       );
 
       const subject =
@@ -346,6 +361,29 @@ for (const backend of BACKENDS) {
       const redelivered = receiver.requests.slice(sent);
       assert.ok(redelivered.some((r) => r.body.includes(String(personal[0].id))));
       for (const request of redelivered) assert.ok(!held(request.body), 'redelivered redacted');
+      // The broker's copy follows from the announcement, and a redelivery to it goes redacted.
+      const broker = subs.find((s) => String(s.url).startsWith('amqp://')) as Row;
+      const brokerDelivery = (
+        (await api('GET', `/api/v1/webhooks/${broker.id}/deliveries?limit=100`)).json()
+          .data as Row[]
+      ).find((d) => d.eventId === personal[0].id) as Row;
+      const published = rabbit.messages.length;
+      const again = await api(
+        'POST',
+        `/api/v1/webhooks/${broker.id}/deliveries/${brokerDelivery.id}/redeliver`,
+      );
+      assert.equal(again.statusCode, 202, again.body);
+      const republished = await until(
+        () =>
+          rabbit.messages.slice(published).find((m) => JSON.parse(m.body).id === personal[0].id),
+        'the redelivery on the broker',
+      );
+      assert.ok(!held(republished.body), 'redelivered to the broker redacted');
+      assert.ok(
+        rabbit.messages.some((m) => JSON.parse(m.body).type === 'personal_data.erased'),
+        'the broker heard of the erasure',
+      );
+      await settled();
       // The portal's pages.
       const link = await api('POST', '/api/v1/portal/sessions', {});
       const portal = new PortalClient(ctx);
