@@ -74,7 +74,8 @@ export class ErasuresRepository extends Repository {
       .limit(1)
       .executeTakeFirst();
     if (candidate === undefined) return undefined;
-    // Fenced on the token read: of two runners that read the same one, one wins.
+    // Fenced on the token read, and the lease still out: of two runners that read the same one,
+    // one wins, and a runner that renewed its lease meanwhile keeps it.
     const taken = await this.db
       .updateTable('erasures')
       .set({ leaseUntil, leaseToken: token })
@@ -84,6 +85,7 @@ export class ErasuresRepository extends Repository {
           ? eb('leaseToken', 'is', null)
           : eb('leaseToken', '=', candidate.leaseToken),
       )
+      .where((eb) => eb.or([eb('leaseUntil', 'is', null), eb('leaseUntil', '<', now)]))
       .returningAll()
       .executeTakeFirst();
     return taken;
@@ -103,13 +105,15 @@ export class ErasuresRepository extends Repository {
     return Number(result.numUpdatedRows) === 1;
   }
 
-  /** The tenant's events about a client or a booking after `afterSeq`, oldest first. */
-  personalEventsAfter(tenantId: string, afterSeq: number, limit: number) {
-    return this.db
+  /** The tenant's events about a client or a booking in (afterSeq, untilSeq], oldest first. */
+  personalEventsAfter(tenantId: string, afterSeq: number, untilSeq: number | null, limit: number) {
+    let query = this.db
       .selectFrom('events')
       .select(['seq', 'id', 'type', 'data'])
       .where('tenantId', '=', tenantId)
-      .where('seq', '>', afterSeq)
+      .where('seq', '>', afterSeq);
+    if (untilSeq !== null) query = query.where('seq', '<=', untilSeq);
+    return query
       .where((eb) => eb.or(PERSONAL_TYPE_PATTERNS.map((p) => eb('type', 'like', p))))
       .orderBy('seq')
       .limit(limit)

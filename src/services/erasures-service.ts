@@ -52,11 +52,24 @@ const ERASURE_LEASE_MS = 5_000;
  */
 const FINISH_LOOKBACK_MS = 600_000;
 
-/** Where the scans got to: the last event `seq` and the last idempotency key read. */
+/**
+ * Where the scans got to: the last event `seq` and the last idempotency key read; the events
+ * stage reads up to `until` (the tenant's newest event when the pass began; null: no bound) and
+ * has made `passes` passes after the first over what came meanwhile.
+ */
 interface Cursor {
   seq: number;
   key: string;
+  until?: number | null;
+  passes?: number;
 }
+
+/**
+ * Passes the events stage makes after its first, each up to the newest event when it begins: a
+ * tenant that writes as fast as the erasure reads would otherwise keep it from ever finishing.
+ * What comes after the last is read by the finish.
+ */
+const CATCH_UP_PASSES = 3;
 
 /** Another runner took the erasure over (this one stalled past its lease): stop, undo the batch. */
 class LeaseLost extends Error {}
@@ -111,7 +124,12 @@ export class ErasuresService {
         clientIds: JSON.stringify(ids.clientIds),
         bookingIds: JSON.stringify(ids.bookingIds),
         stage: 'events',
-        cursor: JSON.stringify({ seq: 0, key: '' } satisfies Cursor),
+        cursor: JSON.stringify({
+          seq: 0,
+          key: '',
+          until: await this.deps.events.newestSeq(tenantId),
+          passes: 0,
+        } satisfies Cursor),
         redacted: JSON.stringify(noCounts()),
         leaseUntil: null,
         leaseToken: null,
@@ -169,9 +187,16 @@ export class ErasuresService {
       const cursor = parseStoredJson<Cursor>(row.cursor);
       const next: ErasureRow = { ...row, ...fenced };
       if (row.stage === 'events') {
-        const read = await this.eraseEvents(row.tenantId, target, cursor.seq, BATCH, counts);
-        if (read === null) next.stage = 'idempotency';
-        else cursor.seq = read;
+        const until = cursor.until ?? null;
+        const read = await this.eraseEvents(row.tenantId, target, cursor.seq, until, counts);
+        if (read !== null) cursor.seq = read;
+        else if (until !== null && (cursor.passes ?? 0) < CATCH_UP_PASSES) {
+          const newest = await this.deps.events.newestSeq(row.tenantId);
+          if (newest > until) {
+            cursor.until = newest;
+            cursor.passes = (cursor.passes ?? 0) + 1;
+          } else next.stage = 'idempotency';
+        } else next.stage = 'idempotency';
       } else if (row.stage === 'idempotency') {
         const read = await this.eraseAnswers(row, target, cursor.key, counts);
         if (read === null) next.stage = 'finish';
@@ -193,19 +218,23 @@ export class ErasuresService {
   }
 
   /**
-   * Up to `limit` events about a client or booking after `afterSeq`: those of the target
-   * redacted, and the attempt logs of their deliveries cleared of what each removed. The last
-   * `seq` read, or null when none was left.
+   * A batch of events about a client or booking after `afterSeq` (up to `untilSeq` unless
+   * null): those of the target redacted, and the attempt logs of their deliveries cleared of
+   * what each removed. The last `seq` read, or null when none was left.
    */
   private async eraseEvents(
     tenantId: string,
     target: ErasureTarget,
     afterSeq: number,
-    limit: number,
+    untilSeq: number | null,
     counts: ErasureCounts,
   ): Promise<number | null> {
     const { erasures } = this.deps;
-    const rows = await erasures.personalEventsAfter(tenantId, afterSeq, limit);
+    // The target's rows first, locked: every change to them (with its event) is made under
+    // their lock, so none is in flight while the events are read. On PostgreSQL `seq` is not
+    // commit order, and a batch read past an event not yet committed would never see it.
+    const live = await this.liveValues(tenantId, target);
+    const rows = await erasures.personalEventsAfter(tenantId, afterSeq, untilSeq, BATCH);
     if (rows.length === 0) return null;
     const removed: string[] = [];
     const erased: string[] = [];
@@ -222,7 +251,7 @@ export class ErasuresService {
     await erasures.setEventData(tenantId, changed);
     counts.events += changed.length;
     if (erased.length > 0) {
-      const forms = needleForms([...removed, ...(await this.liveValues(tenantId, target))]);
+      const forms = needleForms([...removed, ...live]);
       const attempts = await erasures.attemptsOfEvents(tenantId, erased);
       counts.webhookAttempts += await this.eraseAttempts(tenantId, attempts, forms);
     }
@@ -291,7 +320,7 @@ export class ErasuresService {
     const bookings = await erasures.lockBookings(tenantId, [...target.bookingIds]);
     for (let seq: number | null = cursor.seq; seq !== null; ) {
       cursor.seq = seq;
-      seq = await this.eraseEvents(tenantId, target, seq, BATCH, counts);
+      seq = await this.eraseEvents(tenantId, target, seq, null, counts);
     }
     const since = new Date(Date.parse(startedAt) - FINISH_LOOKBACK_MS).toISOString();
     // The rows locked above still hold what the batches searched for: read once, here.
