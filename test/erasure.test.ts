@@ -2,12 +2,12 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import fc from 'fast-check';
-import { sql } from 'kysely';
 import { publicObject } from '../src/domain/change-events.ts';
 import { SUBSCRIBABLE_EVENT_TYPES } from '../src/domain/states.ts';
 import { startWorker } from '../src/start-worker.ts';
 import { RABBIT_PORT, RabbitQueue } from './helpers/brokers.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
+import { dump, formsOf } from './helpers/db-dump.ts';
 import {
   createSubscription,
   createTenant,
@@ -37,47 +37,6 @@ interface Person {
   role: 'client' | 'traveller' | 'both';
   clientId?: string;
   bookingIds: string[];
-}
-
-/** Every form in which a value could sit in a column or a page. */
-const formsOf = (value: string) => [
-  value,
-  JSON.stringify(value).slice(1, -1),
-  encodeURIComponent(value),
-  Buffer.from(value).toString('base64'),
-];
-
-/** Every text value of every table, by table and row (the row's JSON as its key's column). */
-async function dump(ctx: TestContext): Promise<Map<string, Map<string, string>>> {
-  const { db, dialect } = ctx.runtime.database;
-  const tables =
-    dialect === 'sqlite'
-      ? (
-          await sql<{ name: string }>`select name from sqlite_master where type = 'table'`.execute(
-            db,
-          )
-        ).rows.map((r) => r.name)
-      : (
-          await sql<{
-            name: string;
-          }>`select table_name as name from information_schema.tables where table_schema = current_schema()`.execute(
-            db,
-          )
-        ).rows.map((r) => r.name);
-  const out = new Map<string, Map<string, string>>();
-  for (const table of tables) {
-    const rows = (await sql<Row>`select * from ${sql.table(table)}`.execute(db)).rows;
-    const byKey = new Map<string, string>();
-    for (const row of rows) {
-      const key = String(row.id ?? row.key ?? row.seq ?? JSON.stringify(row));
-      const text = Object.values(row)
-        .filter((v) => typeof v === 'string')
-        .join('\u0000');
-      byKey.set(`${row.tenant_id ?? ''}/${key}`, text);
-    }
-    out.set(table, byKey);
-  }
-  return out;
 }
 
 /** Tables whose rows move by themselves (counters, heartbeats, claims, the erasure's own). */
