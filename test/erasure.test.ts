@@ -23,10 +23,9 @@ import { WORKER_READY } from './helpers/worker-processes.ts';
 
 // One person erased from a tenant whose events went to full and thin subscriptions (receivers
 // that echo the request into their answer, plainly and JSON-escaped, and a RabbitMQ exchange),
-// with keyed writes,
-// retries and redeliveries: afterwards no text column of any table, no API read, no portal page
-// and no log line holds that person's name, e-mail or phone in any form, and every other row
-// is as before.
+// with keyed writes, retries and redeliveries: afterwards no text column of any table, no API
+// read, no portal page and no log line holds that person's name, e-mail or phone in any form,
+// and every other row is as before.
 
 type Row = Record<string, unknown>;
 type Mode = 'client' | 'booking' | 'email';
