@@ -3,23 +3,20 @@
  * erases one client from a tenant's history of 100,000 client events, beside the same read
  * without an erasure.
  *
- * One API process (`src/main.ts`, what `npm start` runs, so on SQLite the erasure shares the
- * API's thread, as it does in production) on a database with two tenants: the reader's (1,000
- * trips) and the erased client's, whose events are written by the database itself over the ten
- * days before the run, a quarter of them about that client, each of those delivered once with an
- * attempt log that echoes the client's e-mail. Three windows of the same closed-loop load:
- * without (before), during (the measured part opens with the erasure's request and closes when
- * its record says done; the worker's first look for it, on its timer, is inside), without (after); the two "without" windows are combined.
+ * The windows are bench/beside-job.ts's ("during" opens with the erasure's request and closes
+ * when its record says done: the worker's first look for it, on its timer, is inside), on a
+ * database with two tenants: the reader's (1,000 trips) and the erased client's, whose events
+ * are written by the database itself over the ten days before the run, a quarter of them about
+ * that client, each of those delivered once with an attempt log that echoes the client's e-mail.
  */
 import { type RawBuilder, sql } from 'kysely';
 import pino from 'pino';
 import { loadConfig } from '../src/config.ts';
-import type { Database } from '../src/db/database.ts';
 import type { ErasureCounts } from '../src/domain/erasure.ts';
 import { createRuntime } from '../src/runtime.ts';
 import { idAt, iso, runSeed, series, text } from '../test/helpers/retention-seed.ts';
-import { combine, type Measurement, runWindow, type Window } from './measure.ts';
-import { type ServerProcess, startServer } from './processes.ts';
+import { analyze, type BesideJobOptions, readsBesideJob, secondsSince } from './beside-job.ts';
+import type { Measurement } from './measure.ts';
 import { seedTenant } from './seed.ts';
 
 export interface ErasureBenchResult {
@@ -32,21 +29,9 @@ export interface ErasureBenchResult {
   during: Measurement;
 }
 
-export interface ErasureBenchOptions {
-  backend: string;
-  /** The database's environment (DATA_DIR, or DATABASE_URL and SECRET_KEY). */
-  dbEnv: Record<string, string>;
-  /** The API's environment besides the database (log level, rate limits). */
-  apiEnv: Record<string, string>;
+export interface ErasureBenchOptions extends BesideJobOptions {
   /** Client events of the erased client's tenant (a multiple of 40). */
   events: number;
-  connections: number;
-  warmupSec: number;
-  /** Measured seconds of each window without an erasure. */
-  durationSec: number;
-  dbProcessName?: string;
-  log: (message: string) => void;
-  track: (server: ServerProcess, live: boolean) => void;
 }
 
 const DAY_MS = 86_400_000;
@@ -89,77 +74,47 @@ export async function benchErasure(options: ErasureBenchOptions): Promise<Erasur
   } finally {
     await runtime.close();
   }
-  log(`${backend}: erasure: seeded ${options.events} events in ${ms(seeding)}`);
+  log(`${backend}: erasure: seeded ${options.events} events in ${secondsSince(seeding)}`);
 
-  const server = await startServer({
-    name: `api-${backend}-erasure`,
-    entry: 'src/main.ts',
-    env: { ...options.dbEnv, ...options.apiEnv },
-  });
-  options.track(server, true);
-  try {
-    const load = (warmupSec: number, durationSec: number) => ({
-      url: `${server.baseUrl}/api/v1/trips/${reader.tripId}`,
-      headers: { authorization: `Bearer ${reader.token}` },
-      connections: options.connections,
-      warmupSec,
-      durationSec,
-    });
-    const hooks = { dbProcessName: options.dbProcessName };
-    const api = (path: string, init: RequestInit = {}) =>
-      fetch(`${server.baseUrl}${path}`, {
-        ...init,
-        headers: { authorization: `Bearer ${owner.token}`, 'content-type': 'application/json' },
-      }).then(async (response) => {
-        if (!response.ok) throw new Error(`${path}: ${response.status} ${await response.text()}`);
-        return (await response.json()) as { data: ErasureRecord };
+  const { job: erasure, ...windows } = await readsBesideJob(options, {
+    row: 'erasure',
+    what: 'an erasure',
+    reader,
+    limitSec: ERASURE_LIMIT_SEC,
+    run: async (server, limitMs) => {
+      const api = (path: string, init: RequestInit = {}) =>
+        fetch(`${server.baseUrl}${path}`, {
+          ...init,
+          headers: { authorization: `Bearer ${owner.token}`, 'content-type': 'application/json' },
+        }).then(async (response) => {
+          if (!response.ok) throw new Error(`${path}: ${response.status} ${await response.text()}`);
+          return ((await response.json()) as { data: ErasureRecord }).data;
+        });
+      const created = await api('/api/v1/erasures', {
+        method: 'POST',
+        body: JSON.stringify({ clientId }),
       });
-
-    const before = await runWindow(server, load(options.warmupSec, options.durationSec), hooks);
-    log(`${backend}: erasure: without an erasure ${rate(before)}`);
-    let done: ErasureRecord | null = null;
-    const during = await runWindow(
-      server,
-      {
-        ...load(2, ERASURE_LIMIT_SEC),
-        until: async () => {
-          const { data: created } = await api('/api/v1/erasures', {
-            method: 'POST',
-            body: JSON.stringify({ clientId }),
-          });
-          const record = () => api(`/api/v1/erasures/${created.id}`).then((answer) => answer.data);
-          done = await poll(
-            record,
-            (erasure) => erasure.status === 'done',
-            ERASURE_LIMIT_SEC * 1000,
-          );
-        },
-      },
-      hooks,
-    );
-    const erasure = done as ErasureRecord | null;
-    // The seeded quarter, and the client's own creation.
-    if (erasure === null || erasure.redacted.events !== options.events / 4 + 1) {
-      throw new Error(`the erasure redacted ${erasure?.redacted.events ?? 'no'} events`);
-    }
-    const erasureMs = Date.parse(erasure.completedAt as string) - Date.parse(erasure.requestedAt);
-    log(`${backend}: erasure: during the erasure (${erasureMs} ms) ${rate(during)}`);
-    const after = await runWindow(server, load(2, options.durationSec), hooks);
-    log(`${backend}: erasure: without an erasure, after it ${rate(after)}`);
-    const url = `${server.baseUrl}/api/v1/trips/{id}`;
-    return {
-      backend,
-      events: options.events,
-      erasureMs,
-      redacted: erasure.redacted,
-      without: combine('single read, no erasure', backend, url, [before, after]),
-      during: combine("single read during another tenant's erasure", backend, url, [during]),
-    };
-  } finally {
-    await server.stop();
-    options.track(server, false);
-  }
+      const record = () => api(`/api/v1/erasures/${created.id}`);
+      const done = await poll(record, (erasure) => erasure.status === 'done', limitMs);
+      // The seeded quarter, and the client's own creation.
+      if (done.redacted.events !== options.events / 4 + 1) {
+        throw new Error(`the erasure redacted ${done.redacted.events} events`);
+      }
+      return done;
+    },
+    describe: (done) => `${erasureMs(done)} ms`,
+  });
+  return {
+    backend,
+    events: options.events,
+    erasureMs: erasureMs(erasure),
+    redacted: erasure.redacted,
+    ...windows,
+  };
 }
+
+const erasureMs = (erasure: ErasureRecord) =>
+  Date.parse(erasure.completedAt as string) - Date.parse(erasure.requestedAt);
 
 interface ErasureRecord {
   id: string;
@@ -220,11 +175,6 @@ function history(
   return statements;
 }
 
-/** What autovacuum does to tables that grew (PostgreSQL plans from statistics). */
-async function analyze(database: Database): Promise<void> {
-  if (database.dialect === 'postgres') await sql`analyze`.execute(database.db);
-}
-
 async function poll<T>(read: () => Promise<T>, done: (value: T) => boolean, limitMs: number) {
   const end = performance.now() + limitMs;
   for (;;) {
@@ -234,6 +184,3 @@ async function poll<T>(read: () => Promise<T>, done: (value: T) => boolean, limi
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }
-
-const ms = (since: number) => `${((performance.now() - since) / 1000).toFixed(1)} s`;
-const rate = (w: Window) => `${Math.round(w.requests / w.wallSec)} req/s`;

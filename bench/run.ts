@@ -24,6 +24,7 @@ import { availableParallelism, cpus, platform, release, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
+import type { BesideJobOptions, BesideJobResult } from './beside-job.ts';
 import { benchCapacity, CAPACITY_SUBSCRIPTIONS, type CapacityResult } from './capacity.ts';
 import { benchChangeEmit, type ChangeEmitResult } from './change-emit.ts';
 import {
@@ -833,42 +834,33 @@ async function benchSqlite(): Promise<null> {
   return null;
 }
 
+/** What the rows measured beside a worker's job (bench/beside-job.ts) take from this run. */
+function besideJob(backend: string, dbEnv: Record<string, string>): BesideJobOptions {
+  return {
+    backend,
+    dbEnv,
+    apiEnv: apiEnv({}),
+    connections: CONNECTIONS,
+    warmupSec: WARMUP,
+    durationSec: DURATION,
+    dbProcessName: backend === 'PostgreSQL' ? 'postgres' : undefined,
+    log,
+    track,
+  };
+}
+
 async function retentionRows(backend: string, dbEnv: Record<string, string>): Promise<void> {
   await waitForQuiet(10_000);
   log(`${backend}: retention purge of ${fmtInt(RETENTION_PURGED)} deliveries under load`);
   retentionResults.push(
-    await benchRetention({
-      backend,
-      dbEnv,
-      apiEnv: apiEnv({}),
-      rows: RETENTION_PURGED,
-      connections: CONNECTIONS,
-      warmupSec: WARMUP,
-      durationSec: DURATION,
-      dbProcessName: backend === 'PostgreSQL' ? 'postgres' : undefined,
-      log,
-      track,
-    }),
+    await benchRetention({ ...besideJob(backend, dbEnv), rows: RETENTION_PURGED }),
   );
 }
 
 async function erasureRows(backend: string, dbEnv: Record<string, string>): Promise<void> {
   await waitForQuiet(10_000);
   log(`${backend}: an erasure over ${fmtInt(ERASURE_EVENTS)} events under another tenant's load`);
-  erasureResults.push(
-    await benchErasure({
-      backend,
-      dbEnv,
-      apiEnv: apiEnv({}),
-      events: ERASURE_EVENTS,
-      connections: CONNECTIONS,
-      warmupSec: WARMUP,
-      durationSec: DURATION,
-      dbProcessName: backend === 'PostgreSQL' ? 'postgres' : undefined,
-      log,
-      track,
-    }),
-  );
+  erasureResults.push(await benchErasure({ ...besideJob(backend, dbEnv), events: ERASURE_EVENTS }));
 }
 
 async function contentionRows(backend: string, dbEnv: Record<string, string>): Promise<void> {
@@ -1314,33 +1306,49 @@ function retentionReport(): string[] {
   ];
   for (const r of retentionResults) {
     const deleted = r.purge.deliveries + r.purge.events + r.purge.notifications;
-    const ratio = r.during.p99 / r.without.p99;
-    const valid = isValid(r.without) && isValid(r.during);
-    const met = !valid
-      ? 'invalid run'
-      : (ratio <= RETENTION_P99_FACTOR ? '✅ yes' : '❌ no') +
-        ([r.without, r.during].some(isDisturbed) ? ' ⚠ disturbed' : '');
     out.push(
       `| \`GET /api/v1/trips/{id}\` during a retention purge vs without | ${r.backend} | ${fmtInt(deleted)} | ` +
-        `${(r.purge.ms / 1000).toFixed(1)} | ${fmtInt(r.without.rps)} | ${fmtInt(r.during.rps)} | ` +
-        `${fmtMs(r.without.p99)} | ${fmtMs(r.during.p99)} | ${ratio.toFixed(2)} | ` +
-        `p99 ≤ ${RETENTION_P99_FACTOR}× without | ${met} |`,
+        `${(r.purge.ms / 1000).toFixed(1)} | ${besideJobColumns(r, RETENTION_P99_FACTOR)} |`,
     );
   }
   out.push(
     '',
-    'Rows deleted: deliveries (their attempts went with them by cascade, not counted) and events. Server CPU per ' +
-      'read without / during: ' +
-      retentionResults
-        .map(
-          (r) =>
-            `${r.backend} ${fmtInt(r.without.serverCpuUsPerRequest ?? Number.NaN)} / ${fmtInt(r.during.serverCpuUsPerRequest ?? Number.NaN)} µs`,
-        )
-        .join(', ') +
-      " (during includes the purge's own work on SQLite, where it shares the process).",
+    'Rows deleted: deliveries (their attempts went with them by cascade, not counted) and events. ' +
+      besideJobCpu(retentionResults, 'the purge'),
     '',
   );
   return out;
+}
+
+/** What the report shows of a row measured beside a worker's job. */
+type BesideJobRow = { backend: string } & Omit<BesideJobResult<unknown>, 'job'>;
+
+/** A row beside a worker's job: its rates, p99s, ratio, target and whether it met it. */
+function besideJobColumns(r: BesideJobRow, factor: number) {
+  const ratio = r.during.p99 / r.without.p99;
+  const valid = isValid(r.without) && isValid(r.during);
+  const met = !valid
+    ? 'invalid run'
+    : (ratio <= factor ? '✅ yes' : '❌ no') +
+      ([r.without, r.during].some(isDisturbed) ? ' ⚠ disturbed' : '');
+  return (
+    `${fmtInt(r.without.rps)} | ${fmtInt(r.during.rps)} | ${fmtMs(r.without.p99)} | ` +
+    `${fmtMs(r.during.p99)} | ${ratio.toFixed(2)} | p99 ≤ ${factor}× without | ${met}`
+  );
+}
+
+/** The server's CPU a read without and during a worker's job, by backend. */
+function besideJobCpu(results: BesideJobRow[], job: string) {
+  return (
+    'Server CPU per read without / during: ' +
+    results
+      .map(
+        (r) =>
+          `${r.backend} ${fmtInt(r.without.serverCpuUsPerRequest ?? Number.NaN)} / ${fmtInt(r.during.serverCpuUsPerRequest ?? Number.NaN)} µs`,
+      )
+      .join(', ') +
+    ` (during includes ${job}'s own work on SQLite, where it shares the process).`
+  );
 }
 
 function startupReport(): string[] {
@@ -1480,32 +1488,13 @@ function erasureReport(): string[] {
     '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|',
   ];
   for (const r of erasureResults) {
-    const ratio = r.during.p99 / r.without.p99;
-    const valid = isValid(r.without) && isValid(r.during);
-    const met = !valid
-      ? 'invalid run'
-      : (ratio <= ERASURE_P99_FACTOR ? '✅ yes' : '❌ no') +
-        ([r.without, r.during].some(isDisturbed) ? ' ⚠ disturbed' : '');
     out.push(
       `| \`GET /api/v1/trips/{id}\` during another tenant's erasure vs without | ${r.backend} | ` +
         `${fmtInt(r.events)} | ${fmtInt(r.redacted.events)}, ${fmtInt(r.redacted.webhookAttempts)} | ` +
-        `${(r.erasureMs / 1000).toFixed(1)} | ${fmtInt(r.without.rps)} | ${fmtInt(r.during.rps)} | ` +
-        `${fmtMs(r.without.p99)} | ${fmtMs(r.during.p99)} | ${ratio.toFixed(2)} | ` +
-        `p99 ≤ ${ERASURE_P99_FACTOR}× without | ${met} |`,
+        `${(r.erasureMs / 1000).toFixed(1)} | ${besideJobColumns(r, ERASURE_P99_FACTOR)} |`,
     );
   }
-  out.push(
-    '',
-    'Server CPU per read without / during: ' +
-      erasureResults
-        .map(
-          (r) =>
-            `${r.backend} ${fmtInt(r.without.serverCpuUsPerRequest ?? Number.NaN)} / ${fmtInt(r.during.serverCpuUsPerRequest ?? Number.NaN)} µs`,
-        )
-        .join(', ') +
-      " (during includes the erasure's own work on SQLite, where it shares the process).",
-    '',
-  );
+  out.push('', besideJobCpu(erasureResults, 'the erasure'), '');
   return out;
 }
 
