@@ -4,11 +4,16 @@ import { after, before, describe, it } from 'node:test';
 import fc from 'fast-check';
 import { sql } from 'kysely';
 import pg from 'pg';
-import { publicObject } from '../src/domain/change-events.ts';
 import { startWorker } from '../src/start-worker.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import { dump, formsOf } from './helpers/db-dump.ts';
-import { createTenant, createTrip, type TenantFixture } from './helpers/fixtures.ts';
+import {
+  clientUpdated,
+  createTenant,
+  createTrip,
+  recordClientUpdates,
+  type TenantFixture,
+} from './helpers/fixtures.ts';
 import { startTourops } from './helpers/processes.ts';
 import { until } from './helpers/until.ts';
 import { WORKER_READY } from './helpers/worker-processes.ts';
@@ -86,20 +91,9 @@ for (const backend of BACKENDS) {
         });
         people.push({ ...person, clientId: client.json().data.id, bookingId });
       }
-      const { clients, events } = ctx.runtime.services;
-      await ctx.runtime.database.withTransaction(async () => {
-        for (let n = 0; n < HISTORY; n++) {
-          const person = people[n % people.length];
-          const client = await clients.get(tenant.id, person.clientId);
-          await events.record(tenant.id, 'client.updated', {
-            clientId: client.id,
-            kind: client.kind,
-            displayName: client.displayName,
-            object: publicObject('client', client),
-            changes: { notes: { before: null, after: null } },
-          } as never);
-        }
-      });
+      const { clients } = ctx.runtime.services;
+      const made = await Promise.all(people.map((p) => clients.get(tenant.id, p.clientId)));
+      await recordClientUpdates(ctx, tenant.id, made, HISTORY);
       return { tenant, people };
     };
 
@@ -284,7 +278,7 @@ if (BACKENDS.includes('postgres')) {
     /** A tenant whose first client has many events, and that client's id. */
     const seedClient = async () => {
       const tenant = await createTenant(ctx, { tier: 'enterprise' });
-      const { clients, events } = ctx.runtime.services;
+      const { clients } = ctx.runtime.services;
       const made: Awaited<ReturnType<typeof clients.create>>[] = [];
       for (let i = 0; i < 3; i++) {
         made.push(
@@ -295,18 +289,7 @@ if (BACKENDS.includes('postgres')) {
           }),
         );
       }
-      await ctx.runtime.database.withTransaction(async () => {
-        for (let n = 0; n < 10_000; n++) {
-          const client = made[n % made.length];
-          await events.record(tenant.id, 'client.updated', {
-            clientId: client.id,
-            kind: client.kind,
-            displayName: client.displayName,
-            object: publicObject('client', client),
-            changes: { notes: { before: null, after: `n${n}` } },
-          } as never);
-        }
-      });
+      await recordClientUpdates(ctx, tenant.id, made, 10_000);
       return { tenant, clientId: made[0].id as string, email: made[0].email as string };
     };
     const erasureRow = (id: string) =>
@@ -327,7 +310,7 @@ if (BACKENDS.includes('postgres')) {
 
     it('waits for a change to the person still in flight, whose event has an earlier seq', async () => {
       const tenant = await createTenant(ctx, { tier: 'enterprise' });
-      const { clients, events, erasures } = ctx.runtime.services;
+      const { clients, erasures } = ctx.runtime.services;
       const email = `in-flight.${tenant.id.slice(-6).toLowerCase()}@example.test`;
       const client = await clients.create(tenant.id, {
         kind: 'individual',
@@ -343,13 +326,7 @@ if (BACKENDS.includes('postgres')) {
         await writer.query('begin');
         await writer.query('select id from clients where id = $1 for update', [clientId]);
         const late = randomUUID();
-        const data = {
-          clientId,
-          kind: client.kind,
-          displayName: client.displayName,
-          object: publicObject('client', client),
-          changes: { notes: { before: null, after: null } },
-        };
+        const data = clientUpdated(client);
         await writer.query(
           `insert into events (id, tenant_id, type, data, is_test, created_at)
            values ($1, $2, 'client.updated', $3, 0, $4)`,
@@ -357,13 +334,7 @@ if (BACKENDS.includes('postgres')) {
         );
         // A later event, committed at once: the erasure's first batch reads past the one above.
         const other = await clients.create(tenant.id, { kind: 'individual', displayName: 'Later' });
-        await events.record(tenant.id, 'client.updated', {
-          clientId: other.id,
-          kind: other.kind,
-          displayName: other.displayName,
-          object: publicObject('client', other),
-          changes: { notes: { before: null, after: null } },
-        } as never);
+        await recordClientUpdates(ctx, tenant.id, [other], 1);
         const erasure = await erasures.create(tenant.id, { clientId });
         const running = (async () => {
           while (await erasures.runNext('runner'));

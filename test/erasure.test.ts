@@ -2,7 +2,6 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import fc from 'fast-check';
-import { publicObject } from '../src/domain/change-events.ts';
 import { SUBSCRIBABLE_EVENT_TYPES } from '../src/domain/states.ts';
 import { startWorker } from '../src/start-worker.ts';
 import { RABBIT_PORT, RabbitQueue } from './helpers/brokers.ts';
@@ -12,6 +11,7 @@ import {
   createSubscription,
   createTenant,
   createTrip,
+  recordClientUpdates,
   type TenantFixture,
 } from './helpers/fixtures.ts';
 import { HttpsReceiver } from './helpers/https-receiver.ts';
@@ -394,7 +394,7 @@ for (const backend of BACKENDS) {
     /** A tenant with one person among others and many events about them all; the person's id. */
     const seedTenant = async () => {
       const tenant = await createTenant(ctx, { tier: 'enterprise' });
-      const { clients, events } = ctx.runtime.services;
+      const { clients } = ctx.runtime.services;
       const made: Awaited<ReturnType<typeof clients.create>>[] = [];
       for (let i = 0; i < 6; i++) {
         made.push(
@@ -406,19 +406,7 @@ for (const backend of BACKENDS) {
           }),
         );
       }
-      await ctx.runtime.database.withTransaction(async () => {
-        for (let n = 0; n < KILL_EVENTS; n++) {
-          const client = made[n % made.length];
-          const renamed = { ...publicObject('client', client), notes: `note ${n}` };
-          await events.record(tenant.id, 'client.updated', {
-            clientId: client.id,
-            kind: client.kind,
-            displayName: client.displayName,
-            object: renamed,
-            changes: { notes: { before: null, after: renamed.notes } },
-          } as never);
-        }
-      });
+      await recordClientUpdates(ctx, tenant.id, made, KILL_EVENTS);
       return { tenant, person: made[0].id as string };
     };
     const erasureRow = (id: string) =>

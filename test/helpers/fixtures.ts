@@ -1,3 +1,5 @@
+import { publicObject } from '../../src/domain/change-events.ts';
+import type { Client } from '../../src/services/clients-service.ts';
 import type { TestContext } from './context.ts';
 
 type Data<T> = { data: T };
@@ -142,4 +144,35 @@ export async function createClient(
   });
   if (response.statusCode !== 201) throw new Error(`client not created: ${response.body}`);
   return response.json().data as Row;
+}
+
+/** A `client.updated` event's data: `client` with these notes, and the notes as what changed. */
+export function clientUpdated(client: Client, notes: string | null = null) {
+  const object = { ...publicObject('client', client), notes };
+  return {
+    clientId: client.id,
+    kind: client.kind,
+    displayName: client.displayName,
+    object,
+    changes: { notes: { before: null, after: notes } },
+  };
+}
+
+/**
+ * `count` `client.updated` events about `clients` in turn, the nth with notes `note n`, recorded
+ * in one transaction: a long history in seconds (no delivery is made for them).
+ */
+export async function recordClientUpdates(
+  ctx: TestContext,
+  tenantId: string,
+  clients: readonly Client[],
+  count: number,
+): Promise<void> {
+  const { events } = ctx.runtime.services;
+  await ctx.runtime.database.withTransaction(async () => {
+    for (let n = 0; n < count; n++) {
+      const data = clientUpdated(clients[n % clients.length], `note ${n}`);
+      await events.record(tenantId, 'client.updated', data as never);
+    }
+  });
 }
