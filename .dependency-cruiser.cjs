@@ -1,20 +1,32 @@
 // The layers of src/, top to bottom (docs/development.md "Layout"): entry points (src/*.ts at the
 // top: runtime, serve, start-worker, cluster, main, demo; src/cli) → delivery (the engine) and
-// http (Fastify) → services → repositories and rate-limit → db → config → domain, lib and
-// notifications. An import may only point down; the entry points are the only files not listed.
+// http (Fastify) → services → repositories and rate-limit → db → config → domain, lib,
+// notifications and transformations (the sandbox). An import may only point down; the entry
+// points are the only files not listed.
 const layer = (name) => `^src/${name}(/|\\.ts$)`;
 const below = {
   lib: [],
   domain: ['lib'],
   notifications: ['lib', 'domain'],
+  transformations: ['lib', 'domain'],
   config: ['lib', 'domain'],
   'startup-error': ['lib', 'domain', 'config'],
   db: ['lib', 'domain', 'config'],
   repositories: ['lib', 'domain', 'db'],
   'rate-limit': ['lib', 'domain', 'config', 'db'],
-  services: ['lib', 'domain', 'notifications', 'config', 'db', 'repositories'],
-  http: ['lib', 'domain', 'config', 'db', 'repositories', 'rate-limit', 'services'],
-  delivery: ['lib', 'domain', 'notifications', 'config', 'db', 'repositories', 'rate-limit', 'services'],
+  services: ['lib', 'domain', 'notifications', 'transformations', 'config', 'db', 'repositories'],
+  http: ['lib', 'domain', 'transformations', 'config', 'db', 'repositories', 'rate-limit', 'services'],
+  delivery: [
+    'lib',
+    'domain',
+    'notifications',
+    'transformations',
+    'config',
+    'db',
+    'repositories',
+    'rate-limit',
+    'services',
+  ],
 };
 const layers = Object.keys(below);
 

@@ -23,8 +23,11 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SOURCES = join(ROOT, 'src');
 const CACHE = join(ROOT, 'node_modules', '.cache', 'tourops');
-/** The modules entry points import (src/-relative, no extension): bin/tourops.js, bin/start.js. */
-const ENTRIES = ['v8-flags', 'tracing-start', 'cli/main', 'main'];
+/**
+ * The modules entry points import (src/-relative, no extension): bin/tourops.js, bin/start.js,
+ * bin/sandbox-thread.js.
+ */
+const ENTRIES = ['v8-flags', 'tracing-start', 'cli/main', 'main', 'transformations/thread'];
 /** Bumped when the build's own options change, so older builds are not reused. */
 const BUILD_FORMAT = '2';
 /** A build nobody started for this long is removed when another is made. */

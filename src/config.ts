@@ -4,6 +4,7 @@ import { isIP } from 'node:net';
 import { join, resolve } from 'node:path';
 import ipaddr from 'ipaddr.js';
 import leven from 'leven';
+import { durationMs } from './domain/durations.ts';
 import { makePrivateDirectory } from './lib/private-dir.ts';
 
 export type DeploymentEnv = 'live' | 'test';
@@ -207,16 +208,14 @@ export function misspeltVariables(env: Env): MisspeltVariable[] {
   return found;
 }
 
-const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
-
 export function parseDuration(name: string, value: string): number {
-  const match = /^(\d+)(ms|s|m|h)$/.exec(value.trim());
-  if (!match) {
+  const ms = durationMs(value);
+  if (ms === null) {
     throw new ConfigError(
       `${name}: "${value}" is not a duration (a whole number followed by ms, s, m or h, e.g. 30s)`,
     );
   }
-  return Number(match[1]) * DURATION_UNITS[match[2]];
+  return ms;
 }
 
 function parsePositiveDuration(name: string, value: string): number {

@@ -219,6 +219,7 @@ export async function createRuntime(
     logger,
     secretKey,
     close: async () => {
+      await services.transformations.close();
       await listener?.close();
       await database.close();
     },

@@ -49,6 +49,7 @@ export function startWorker(
       secrets: services.secrets,
       sender,
       brokers,
+      transformations: services.transformations,
       clock: runtime.clock,
       logger: runtime.logger,
       mailer,

@@ -170,6 +170,7 @@ for (const backend of BACKENDS) {
               responseBody: '',
               retryAfter: null,
               concurrencyLimit: DUE,
+              cancelled: false,
             })),
             subscriptionIds: [...new Set(claimed.map((d) => d.subscriptionId))],
           }),

@@ -43,7 +43,11 @@ export type JsonColumn = readonly [name: string, type: 'text' | 'integer', membe
 export function jsonRowsOf(objects: readonly object[], columns: readonly JsonColumn[]): string {
   return JSON.stringify(
     objects.map((o) =>
-      columns.map(([, , member]) => (o as Record<string, unknown>)[member] ?? null),
+      columns.map(([, , member]) => {
+        const value = (o as Record<string, unknown>)[member];
+        // Booleans as the backends store them (see storedParameters).
+        return typeof value === 'boolean' ? Number(value) : (value ?? null);
+      }),
     ),
   );
 }

@@ -29,6 +29,7 @@ const STORED_BOOLEANS = everyBoolean([
   'active',
   'asymmetricSignatures',
   'backedOff',
+  'cancelled',
   'isDeposit',
   'isTest',
   'propagateTraceContext',

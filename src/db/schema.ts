@@ -284,6 +284,10 @@ export interface WebhookSubscriptionsTable {
   filter: string | null;
   /** The form of its bodies: the whole event or its ids (domain/thin-payload.ts). */
   payload: PayloadForm;
+  /** The JavaScript run before each attempt (domain/transformation.ts); null for none. */
+  transformation: string | null;
+  /** Its own waits between attempts, as written (a JSON array of durations); null: the default. */
+  retrySchedule: string | null;
   /** Receiver authentication as reads show it (secrets `***`), JSON; null for none. */
   receiverAuth: string | null;
   /** The same in clear, sealed like signingKey (domain/receiver-auth.ts); null for none. */
@@ -355,6 +359,8 @@ export interface WebhookAttemptsTable {
   retryAfter: string | null;
   /** The subscription's concurrency limit when it was sent; null before flow control. */
   concurrencyLimit: number | null;
+  /** Its transformation cancelled it: it succeeded, and nothing was sent. */
+  cancelled: boolean;
 }
 
 /** A running delivery worker process (see migration 0022). */

@@ -1,5 +1,9 @@
 import type { AttemptErrorClass } from '../domain/attempts.ts';
+import { retryScheduleMs } from '../domain/retry-schedule.ts';
+import { TRANSFORMATION_FAILED } from '../domain/transformation.ts';
 import { DELIVERY_STATUS } from '../domain/webhook-moves.ts';
+import { BoundedMap } from '../lib/bounded-map.ts';
+import { parseStoredJson } from '../lib/json.ts';
 import type { ClaimedDelivery, DeliveryOutcome } from './types.ts';
 
 /**
@@ -78,6 +82,25 @@ export function nextStep(
   };
 }
 
+/**
+ * The waits between a delivery's attempts: its subscription's own (`retrySchedule`, parsed once
+ * per schedule written: there are few, each seen again and again), or the deployment's.
+ */
+export class RetrySchedules {
+  private readonly parsed = new BoundedMap<string, number[]>(1000);
+
+  constructor(private readonly deployment: readonly number[]) {}
+
+  of(delivery: Pick<ClaimedDelivery, 'retrySchedule'>): readonly number[] {
+    const written = delivery.retrySchedule;
+    if (written === null) return this.deployment;
+    return (
+      this.parsed.get(written) ??
+      this.parsed.remember(written, retryScheduleMs(parseStoredJson<string[]>(written)))
+    );
+  }
+}
+
 /** A subscription's health counters, as stored. */
 export interface SubscriptionCounters {
   /** Every failed attempt since the last success. */
@@ -101,12 +124,13 @@ export interface AttemptSummary {
 
 /**
  * The receiver refusing what we send, which only its owner can mend: a 4xx answer, its token
- * server refusing the credentials, or a broker's `broker_refused` (refused credentials or
- * permissions, an unknown exchange, virtual host or stream, an unroutable message, a nack). The run
- * of these is what auto-pause counts. A token server that cannot be reached breaks it, as a 5xx.
+ * server refusing the credentials, its transformation failing, or a broker's `broker_refused`
+ * (refused credentials or permissions, an unknown exchange, virtual host or stream, an
+ * unroutable message, a nack). The run of these is what auto-pause counts. A token server that cannot be reached breaks it, as a 5xx.
  */
 function isRefusal(attempt: AttemptSummary): boolean {
   if (attempt.credentialsRefused === true) return true;
+  if (attempt.errorClass === TRANSFORMATION_FAILED) return true;
   if (attempt.status !== null) return attempt.status >= 400 && attempt.status < 500;
   return attempt.errorClass === 'broker_refused';
 }

@@ -35,6 +35,8 @@ export interface SendResult {
    * server answered 4xx): only its owner can mend that, so auto-pause counts it as a 4xx.
    */
   credentialsRefused?: true;
+  /** The subscription's transformation cancelled it: nothing was sent, and it succeeded. */
+  cancelled?: true;
 }
 
 /** What an attempt that failed on our side before or during the send is recorded as. */

@@ -47,6 +47,7 @@ const ATTEMPT_COLUMNS: readonly JsonColumn[] = [
   ['response_body', 'text', 'responseBody'],
   ['retry_after', 'text', 'retryAfter'],
   ['concurrency_limit', 'integer', 'concurrencyLimit'],
+  ['cancelled', 'integer', 'cancelled'],
 ];
 
 export interface ClaimOptions {
@@ -80,15 +81,11 @@ export interface ClaimOptions {
 
 /**
  * The delivery queue's statements: claim, give back, record outcomes and attempts, dead-letter
- * crash loops, the worker registry (the queue's figures are read in stats.ts; the pace
- * of capped subscriptions in pace-sql.ts).
- * They span tenants: the queue is one, whoever's rows are in it.
+ * crash loops, the worker registry (the queue's figures are read in stats.ts; the pace of capped
+ * subscriptions in pace-sql.ts). They span tenants: the queue is one, whoever's rows are in it.
  */
 export class DeliveryQueue extends Repository {
-  /**
-   * Claims up to `limit` due rows for `options.workerId` (see claimStatement) and returns what
-   * sending each needs.
-   */
+  /** Claims up to `limit` due rows for `options.workerId` (claimStatement): what sending needs. */
   async claim(now: Date, limit: number, options: ClaimOptions): Promise<ClaimedDelivery[]> {
     const at = now.toISOString();
     const nowUs = now.getTime() * 1000;
@@ -179,6 +176,9 @@ export class DeliveryQueue extends Repository {
         'e.traceContext',
         's.propagateTraceContext',
         's.payload',
+        's.transformation',
+        's.retrySchedule',
+        's.receiverAuth',
       ])
       .where(jsonKeyIn(this.dialect, 'd.id', ids))
       .where('d.claimedAt', '=', now),

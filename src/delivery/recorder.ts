@@ -11,7 +11,7 @@ import type { Clock } from '../lib/clock.ts';
 import { newId } from '../lib/ids.ts';
 import type { Mailer, PausedNotice } from '../notifications/mailer.ts';
 import type { EventsService } from '../services/events-service.ts';
-import { attemptOutcome } from './cascade.ts';
+import { attemptOutcome, RetrySchedules } from './cascade.ts';
 import type { SendResult } from './http-sender.ts';
 import type { DeliveryQueue } from './queue.ts';
 import { type FoldDeps, foldIntoSubscriptions } from './subscription-folds.ts';
@@ -74,11 +74,14 @@ export interface RecordedListeners {
  */
 export class Recorder implements BatchRecorder {
   private readonly mailing = new Set<Promise<void>>();
+  private readonly schedules: RetrySchedules;
 
   constructor(
     private readonly deps: RecorderDeps,
     private readonly listeners: RecordedListeners,
-  ) {}
+  ) {
+    this.schedules = new RetrySchedules(deps.webhook.retryScheduleMs);
+  }
 
   /**
    * The outcome of a finished attempt (see attemptOutcome), logged and queued for recording.
@@ -93,11 +96,13 @@ export class Recorder implements BatchRecorder {
     // time-out (null), like one that never answered. A broker's acknowledgement is the one place
     // a status is given that no HTTP answer carried: ACKNOWLEDGED_STATUS, as docs/brokers.md says.
     const answered = result.acknowledged ? ACKNOWLEDGED_STATUS : result.status;
-    const status = result.error === null ? answered : null;
+    // An attempt its transformation cancelled succeeded without a send: the cascade and the
+    // counters take it as delivered, and the attempt log says it was cancelled, with no status.
+    const status = result.cancelled ? ACKNOWLEDGED_STATUS : result.error === null ? answered : null;
     const { outcome, holdUntil } = attemptOutcome(
       delivery,
       { status, retryAfter: result.retryAfter, errorClass: result.errorClass },
-      this.deps.webhook.retryScheduleMs,
+      this.schedules.of(delivery),
       timing.endedAt.getTime(),
     );
     const settled: SettledAttempt = {
@@ -117,6 +122,7 @@ export class Recorder implements BatchRecorder {
         retryAfter:
           result.retryAfter === undefined ? null : storableText(result.retryAfter.slice(0, 100)),
         concurrencyLimit: delivery.concurrencyLimit,
+        cancelled: result.cancelled === true,
       },
     };
     // What an operator needs to explain a failure, one line per attempt (successes at debug).
@@ -192,8 +198,8 @@ export class Recorder implements BatchRecorder {
    * when the give-back failed too.
    */
   private async giveBackFaulted(delivery: ClaimedDelivery, error: unknown): Promise<boolean> {
-    const { database, queue, clock, webhook } = this.deps;
-    const wait = webhook.retryScheduleMs[0] ?? FAULT_RETRY_MS;
+    const { database, queue, clock } = this.deps;
+    const wait = this.schedules.of(delivery)[0] ?? FAULT_RETRY_MS;
     const nextAttemptAt = new Date(clock.now().getTime() + wait).toISOString();
     try {
       await database.withTransaction(() =>

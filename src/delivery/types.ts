@@ -45,6 +45,12 @@ export interface ClaimedDelivery {
   propagateTraceContext: boolean;
   /** The body's form: the whole event or its ids. */
   payload: PayloadForm;
+  /** The JavaScript run before each attempt (domain/transformation.ts), or null. */
+  transformation: string | null;
+  /** Its own waits between attempts as written (JSON), or null for the deployment's. */
+  retrySchedule: string | null;
+  /** Receiver authentication as reads show it (JSON, secrets masked), or null. */
+  receiverAuth: string | null;
 }
 
 /** What one attempt changes on its delivery row. */

@@ -3,6 +3,7 @@ import type { Config } from '../config.ts';
 import { DELIVERIES_CHANNEL, HOLDS_CHANNEL, type Notifier } from '../db/notifier.ts';
 import { MAX_CONCURRENCY } from '../domain/flow-control.ts';
 import type { SecretBox } from '../lib/secret-box.ts';
+import { TransformationRunner } from '../transformations/runner.ts';
 import {
   mayHaveMore,
   reopening,
@@ -28,6 +29,8 @@ export interface WorkerDependencies extends Omit<RecorderDeps, 'webhook'> {
   secrets: SecretBox;
   sender: WebhookSender;
   brokers: BrokerSender;
+  /** The sandbox that runs subscriptions' transformations; else the worker starts its own. */
+  transformations?: TransformationRunner;
 }
 
 /** What the loop is doing: `full` waits for a slot, `sleeping` for a signal or the poll. */
@@ -50,6 +53,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
   private readonly batchSize: number;
   private readonly pollIntervalMs: number;
   private readonly attempts: AttemptRunner;
+  private readonly transformations: TransformationRunner;
   private readonly recorder: Recorder;
   private readonly registry: WorkerRegistry;
   private readonly holds: Holds;
@@ -87,7 +91,12 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     this.pollIntervalMs = options.pollIntervalMs ?? 1_000;
     this.wakes = new Wakes(deps.clock, this.pollIntervalMs);
     this.holds = new Holds(storedHoldRead(deps.database));
-    this.attempts = new AttemptRunner({ ...deps, publicBaseUrl: deps.config.publicBaseUrl });
+    this.transformations = deps.transformations ?? new TransformationRunner();
+    this.attempts = new AttemptRunner({
+      ...deps,
+      publicBaseUrl: deps.config.publicBaseUrl,
+      transformations: this.transformations,
+    });
     this.registry = new WorkerRegistry(deps);
     this.pacer = new Pacer({ ...deps, registry: this.registry, wakes: this.wakes });
     this.recorder = new Recorder(
@@ -153,6 +162,7 @@ export class DeliveryWorker extends EventEmitter<WorkerEvents> {
     await this.claims.allEnd();
     await this.claims.close();
     await this.recorder.close();
+    if (this.deps.transformations === undefined) await this.transformations.close();
     await this.registry.leave();
     this.state = 'stopped';
   }

@@ -22,6 +22,7 @@ export const ATTEMPT_ERROR_CLASSES = [
   'broker_refused',
   'broker_busy',
   'auth_failed',
+  'transformation_failed',
 ] as const;
 export type AttemptErrorClass = (typeof ATTEMPT_ERROR_CLASSES)[number];
 

@@ -36,12 +36,11 @@ export function deliveryRequest(
     standardWebhooks?: boolean;
     keyPairs?: readonly KeyObject[];
     payload?: PayloadForm;
+    /** The body to sign and send instead of the event's: a transformation's. */
+    body?: string;
   } = {},
 ): { body: string; headers: Record<string, string> } {
-  const test = event.isTest ? ',"test":true' : '';
-  const sequence = event.sequence === null ? '' : `,"sequence":${event.sequence}`;
-  const data = options.payload === 'thin' ? thinDataText(event.data) : event.data;
-  const body = `{"id":"${event.id}","type":"${event.type}","created":${createdSeconds}${test}${sequence},"data":${data}}`;
+  const body = options.body ?? deliveryBody(event, createdSeconds, options.payload);
   const headers: Record<string, string> = {
     'content-type': 'application/json',
     'user-agent': labels.userAgent,
@@ -66,6 +65,18 @@ export function deliveryRequest(
     }
   }
   return { body, headers };
+}
+
+/** The body of a delivery of `event` created at `createdSeconds`, in the subscription's form. */
+export function deliveryBody(
+  event: StoredEvent,
+  createdSeconds: number,
+  payload: PayloadForm = 'full',
+): string {
+  const test = event.isTest ? ',"test":true' : '';
+  const sequence = event.sequence === null ? '' : `,"sequence":${event.sequence}`;
+  const data = payload === 'thin' ? thinDataText(event.data) : event.data;
+  return `{"id":"${event.id}","type":"${event.type}","created":${createdSeconds}${test}${sequence},"data":${data}}`;
 }
 
 /**

@@ -221,6 +221,19 @@ function nameFault(name: string, withAuth: boolean): string | null {
 }
 
 /**
+ * Why a header may not be sent as given (its name, as nameFault says, or its value), or null:
+ * the rule for a subscription's own headers and for those a transformation adds.
+ */
+export function headerFault(name: string, value: string, withAuth: boolean): string | null {
+  const fault = nameFault(name, withAuth);
+  if (fault !== null) return fault;
+  if (value.length > MAX_HEADER_VALUE || !HEADER_VALUE.test(value)) return VALUE_FAULT;
+  return null;
+}
+
+const VALUE_FAULT = `must be 1-${MAX_HEADER_VALUE} visible ASCII characters (spaces inside), no line breaks`;
+
+/**
  * The secrets a create or PATCH leaves, from what it sends (`undefined`: unchanged; `null`: none)
  * and what is stored; `keep` says whether a masked value may stand for the stored one (the same
  * origin). Faults are keyed `headers.<name>` and `auth.<member>`.
@@ -270,9 +283,7 @@ export function nextReceiverSecrets(
           headers[name] = kept;
         }
       } else if (value.length > MAX_HEADER_VALUE || !HEADER_VALUE.test(value)) {
-        errors[at] = [
-          `must be 1-${MAX_HEADER_VALUE} visible ASCII characters (spaces inside), no line breaks`,
-        ];
+        errors[at] = [VALUE_FAULT];
       } else {
         headers[name] = value;
       }

@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { ATTEMPT_ERROR_CLASSES, DELIVERY_ERRORS } from '../domain/attempts.ts';
+import { durationText } from '../domain/durations.ts';
 import {
   ADAPTIVE_LIMIT_RULE,
   DEFAULT_MAX_CONCURRENCY,
@@ -9,9 +10,11 @@ import {
 } from '../domain/flow-control.ts';
 import { FILTER_LIMITS } from '../domain/payload-filter.ts';
 import { SECRET_MASK } from '../domain/redaction.ts';
+import { RETRY_SCHEDULE_LIMITS } from '../domain/retry-schedule.ts';
 import { At, Nullable, StringEnum, Text } from '../domain/schema-kit.ts';
 import { DELIVERY_STATUSES, PAUSE_REASONS, SUBSCRIBABLE_EVENT_TYPES } from '../domain/states.ts';
 import { PAYLOAD_FORMS } from '../domain/thin-payload.ts';
+import { TRANSFORMATION_LIMITS } from '../domain/transformation.ts';
 
 /** The webhook objects of the API: subscriptions, deliveries, attempts, and their settings. */
 
@@ -54,6 +57,36 @@ export const SubscriptionFilter = Nullable(
   Type.Record(Type.String(), Type.Unknown(), {
     description: `Which events of its types the subscription takes: keys are paths into the event body (\`type\`, \`data.<member>[.<member>…]\`), each with a JSON scalar (equality) or an object of operators that must all hold: \`$eq\`, \`$neq\`, \`$in\`, \`$nin\` (arrays of scalars), \`$gt\`, \`$gte\`, \`$lt\`, \`$lte\` (a number, or an ISO 8601 date-time compared as an instant), \`$exists\` (boolean), \`$prefix\` (string); \`$and\` and \`$or\` take arrays of such objects. \`$neq\` and \`$nin\` also match a missing member. At most ${FILTER_LIMITS.conditions} conditions, ${FILTER_LIMITS.depth} levels, ${FILTER_LIMITS.bytes} bytes as JSON; a fault is 422 keyed \`filter.<path inside the filter>\`. An event it refuses gets no delivery and no \`sequence\`, and is not noted as missed while paused; test fires ignore it. null (the default) takes every event. See [Payload filters](#description/payload-filters).`,
     examples: [{ 'data.currency': 'EUR', 'data.amountCents': { $gte: 10000 } }],
+  }),
+);
+
+/** A subscription's transformation (set at creation or by PATCH). */
+export const SubscriptionTransformation = Nullable(
+  Type.Object(
+    {
+      code: Type.String({
+        minLength: 1,
+        maxLength: TRANSFORMATION_LIMITS.codeBytes,
+        description: `JavaScript defining \`function handler(webhook)\`, at most ${TRANSFORMATION_LIMITS.codeBytes / 1024} KB. Code that does not compile or defines no \`handler\` is 422 on \`transformation.code\`, with the compiler's message and line.`,
+        examples: [
+          "function handler(webhook) {\n  webhook.payload = { text: webhook.type + ': ' + webhook.payload.id };\n  return webhook;\n}",
+        ],
+      }),
+    },
+    {
+      additionalProperties: false,
+      description: `Reshapes each delivery before it is signed and sent. \`handler(webhook)\` is given \`{type, payload, url, headers}\` (\`payload\`: the body the subscription would get; \`headers\`: \`{}\`) and returns it changed: any JSON \`payload\` (sent as the body, and signed), up to ${TRANSFORMATION_LIMITS.headers} extra \`headers\` (never ours, Standard Webhooks', hop-by-hop, \`content-…\` or \`user-agent\`; \`authorization\` only without \`auth\`), another HTTPS \`url\` (the address guard checks it at every send), or \`cancel: true\` (nothing is sent; the attempt succeeds and the attempt log shows \`cancelled\`). It runs in a sandbox with no I/O, no timers, a clock that reads the delivery's \`created\` and no \`Math.random\`, for at most ${TRANSFORMATION_LIMITS.runMs} ms and ${TRANSFORMATION_LIMITS.memoryBytes / 1024 / 1024} MB a run; a run that throws, runs out or returns something invalid fails the attempt with \`errorClass\` \`transformation_failed\` (its message in \`responseBody\`), retried like any failure. Try it first with \`POST /api/v1/webhooks/transformations/test\`. null (the default) for none. See [Transformations](#description/transformations).`,
+    },
+  ),
+);
+
+/** A subscription's own retry schedule (set at creation or by PATCH). */
+export const SubscriptionRetrySchedule = Nullable(
+  Type.Array(Type.String({ maxLength: 20 }), {
+    minItems: 1,
+    maxItems: RETRY_SCHEDULE_LIMITS.waits,
+    description: `The waits between this subscription's attempts, in place of the deployment's schedule: 1 to ${RETRY_SCHEDULE_LIMITS.waits} durations (a whole number and \`s\`, \`m\` or \`h\`: \`"30s"\`, \`"5m"\`, \`"2h"\`), each from ${durationText(RETRY_SCHEDULE_LIMITS.minMs)} to ${durationText(RETRY_SCHEDULE_LIMITS.maxMs)}; attempts = waits + 1, then the delivery is dead-lettered. A \`Retry-After\` later than the wait still wins. Applies from the next attempt. null (the default): the deployment's schedule (the reference's webhooks say it).`,
+    examples: [['10s', '1m', '10m', '1h']],
   }),
 );
 
@@ -216,6 +249,8 @@ export const WebhookSubscription = Type.Object(
     }),
     filter: SubscriptionFilter,
     payload: SubscriptionPayload,
+    transformation: SubscriptionTransformation,
+    retrySchedule: SubscriptionRetrySchedule,
     headers: Type.Record(Type.String(), Type.String(), {
       description: 'The extra request headers, each value `***`; `{}` for none.',
     }),

@@ -20,10 +20,12 @@ import { TenantsRepository } from '../repositories/tenants-repository.ts';
 import { TokensRepository } from '../repositories/tokens-repository.ts';
 import { TripsRepository } from '../repositories/trips-repository.ts';
 import { WebhooksRepository } from '../repositories/webhooks-repository.ts';
+import { TransformationRunner } from '../transformations/runner.ts';
 import { AuthCache } from './auth-cache.ts';
 import { BookingsService } from './bookings-service.ts';
 import { ClientsService } from './clients-service.ts';
 import { DeliveriesService } from './deliveries-service.ts';
+import { DryRunsService } from './dry-runs-service.ts';
 import { ErasuresService } from './erasures-service.ts';
 import { EventsService } from './events-service.ts';
 import { IdempotencyService } from './idempotency-service.ts';
@@ -52,6 +54,8 @@ export interface Services {
   erasures: ErasuresService;
   idempotency: IdempotencyService;
   webhooks: WebhooksService;
+  /** The dry runs of a filter and of a transformation. */
+  dryRuns: DryRunsService;
   deliveries: DeliveriesService;
   /** Webhook portal links and the browser sessions they open. */
   portal: PortalService;
@@ -66,6 +70,8 @@ export interface Services {
   secretKeyCheck: SecretKeyCheck;
   /** Decides which webhook endpoints may be registered and connected to. */
   addressGuard: AddressGuard;
+  /** The sandbox subscriptions' transformations are checked and run in (one thread). */
+  transformations: TransformationRunner;
 }
 
 export type Repositories = ReturnType<typeof createRepositories>;
@@ -124,7 +130,9 @@ export function createServices(
     resolver: options.resolver,
   });
   const authCache = new AuthCache(AUTH_CACHE_TTL_MS);
+  const transformations = new TransformationRunner();
   const webhooks = new WebhooksService({
+    transformations,
     database,
     webhooks: repositories.webhooks,
     tenants: repositories.tenants,
@@ -196,6 +204,7 @@ export function createServices(
       secrets,
     }),
     webhooks,
+    dryRuns: new DryRunsService({ webhooks: repositories.webhooks, transformations, clock }),
     deliveries: new DeliveriesService({
       database,
       webhooks: repositories.webhooks,
@@ -223,6 +232,7 @@ export function createServices(
       keySource: options.keySource ?? 'SECRET_KEY',
     }),
     addressGuard,
+    transformations,
   };
   return { services, repositories };
 }

@@ -7,6 +7,7 @@ import {
 } from '../domain/receiver-auth.ts';
 import type { PauseReason, SubscribableEventType } from '../domain/states.ts';
 import type { PayloadForm } from '../domain/thin-payload.ts';
+import type { Transformation } from '../domain/transformation.ts';
 import { parseStoredJson } from '../lib/json.ts';
 import type { SubscriptionRow } from '../repositories/webhooks-repository.ts';
 
@@ -33,6 +34,8 @@ export interface Subscription {
   propagateTraceContext: boolean;
   filter: PayloadFilter | null;
   payload: PayloadForm;
+  transformation: Transformation | null;
+  retrySchedule: string[] | null;
   headers: ReceiverAuthShown['headers'];
   auth: ReceiverAuthShown['auth'];
   clientCertificate: ReceiverAuthShown['clientCertificate'];
@@ -110,6 +113,8 @@ export function toSubscription(
     propagateTraceContext: row.propagateTraceContext,
     filter: storedFilterOf(row),
     payload: row.payload,
+    transformation: row.transformation === null ? null : { code: row.transformation },
+    retrySchedule: row.retrySchedule === null ? null : parseStoredJson<string[]>(row.retrySchedule),
     ...NO_AUTH_SHOWN,
     ...(row.receiverAuth === null ? {} : parseStoredJson<ReceiverAuthShown>(row.receiverAuth)),
     deliveryState: deliveryState(row, activity.inFlight, now),

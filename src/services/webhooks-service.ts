@@ -10,18 +10,14 @@ import {
   INITIAL_CONCURRENCY,
   type Ordering,
 } from '../domain/flow-control.ts';
-import {
-  checkFilter,
-  compileFilter,
-  type FilterableEvent,
-  type PayloadFilter,
-} from '../domain/payload-filter.ts';
+import { checkFilter, type PayloadFilter } from '../domain/payload-filter.ts';
 import { effectiveWebhookEndpointCap, isTier, TIERS } from '../domain/plans.ts';
 import {
   type ClientCertificate,
   NO_RECEIVER_SECRETS,
   type ReceiverAuthScheme,
 } from '../domain/receiver-auth.ts';
+import { retryScheduleFaults } from '../domain/retry-schedule.ts';
 import {
   dropRetiredPairs,
   newSigningKey,
@@ -30,6 +26,7 @@ import {
   servesStandardWebhooks,
 } from '../domain/signing.ts';
 import type { PayloadForm } from '../domain/thin-payload.ts';
+import type { Transformation } from '../domain/transformation.ts';
 import { mayMove, subscriptionMove } from '../domain/webhook-moves.ts';
 import { type Clock, nowIso } from '../lib/clock.ts';
 import { firstIdAt, newId } from '../lib/ids.ts';
@@ -38,6 +35,7 @@ import { conflict, fieldError, forbidden, notFound, validationFailed } from '../
 import type { SecretBox } from '../lib/secret-box.ts';
 import type { TenantsRepository } from '../repositories/tenants-repository.ts';
 import type { SubscriptionRow, WebhooksRepository } from '../repositories/webhooks-repository.ts';
+import type { TransformationRunner } from '../transformations/runner.ts';
 import type { EventsService } from './events-service.ts';
 import { owningTenant } from './owner.ts';
 import {
@@ -66,6 +64,8 @@ export interface CreateSubscriptionInput {
   propagateTraceContext?: boolean;
   filter?: PayloadFilter | null;
   payload?: PayloadForm;
+  transformation?: Transformation | null;
+  retrySchedule?: string[] | null;
   headers?: Record<string, string> | null;
   auth?: ReceiverAuthScheme | null;
   clientCertificate?: ClientCertificate | null;
@@ -83,26 +83,13 @@ export interface UpdateSubscriptionInput {
   propagateTraceContext?: boolean;
   filter?: PayloadFilter | null;
   payload?: PayloadForm;
+  transformation?: Transformation | null;
+  retrySchedule?: string[] | null;
   headers?: Record<string, string> | null;
   auth?: ReceiverAuthScheme | null;
   clientCertificate?: ClientCertificate | null;
   active?: boolean;
 }
-
-/** A filter's dry run: against one event, or against a subscription's recent ledger. */
-export interface FilterTestInput {
-  filter: PayloadFilter | null;
-  event?: FilterableEvent;
-  subscriptionId?: string;
-}
-
-export interface FilterTestResult {
-  matches: boolean;
-  events?: Array<{ id: string; type: string; sequence: number; matches: boolean }>;
-}
-
-/** How many of a subscription's latest ledger events a dry run matches. */
-const FILTER_TEST_EVENTS = 50;
 
 const DAY_MS = 86_400_000;
 
@@ -121,6 +108,14 @@ function storedFilter(filter: PayloadFilter | null, events?: readonly string[]):
   return filter === null ? null : JSON.stringify(filter);
 }
 
+/** A retry schedule as stored: checked (422 keyed `retrySchedule[.<index>]`), then its JSON. */
+function storedRetrySchedule(waits: string[] | null): string | null {
+  if (waits === null) return null;
+  const errors = retryScheduleFaults(waits);
+  if (Object.keys(errors).length > 0) throw validationFailed(errors);
+  return JSON.stringify(waits);
+}
+
 const ASYMMETRIC_NEEDS_STANDARD =
   'needs standardWebhooks: true (v1a signatures travel in the webhook-signature header)';
 
@@ -135,6 +130,7 @@ interface WebhooksServiceDeps {
   secrets: SecretBox;
   clock: Clock;
   keyOverlapMs: number;
+  transformations: TransformationRunner;
 }
 
 export class WebhooksService {
@@ -198,6 +194,8 @@ export class WebhooksService {
     const checked = target ?? (await this.checkTarget(tenantId, input.url));
     await this.checkTokenUrl(input.auth);
     const filter = storedFilter(input.filter ?? null, input.events);
+    const transformation = await this.storedTransformation(input.transformation ?? null);
+    const retrySchedule = storedRetrySchedule(input.retrySchedule ?? null);
     const secrets = receiverSecretsFor(
       checked.url,
       input,
@@ -243,6 +241,8 @@ export class WebhooksService {
         propagateTraceContext: input.propagateTraceContext === true,
         filter,
         payload: input.payload ?? 'full',
+        transformation,
+        retrySchedule,
         ...this.sealed.receiverAuth(secrets, id),
         createdAt: nowIso(this.deps.clock),
       });
@@ -265,6 +265,12 @@ export class WebhooksService {
       input.url === undefined ? undefined : (target ?? (await this.checkUrl(input.url)));
     await this.checkTokenUrl(input.auth);
     const filter = input.filter === undefined ? undefined : storedFilter(input.filter);
+    const transformation =
+      input.transformation === undefined
+        ? undefined
+        : await this.storedTransformation(input.transformation);
+    const retrySchedule =
+      input.retrySchedule === undefined ? undefined : storedRetrySchedule(input.retrySchedule);
     const now = nowIso(this.deps.clock);
     const row = await this.deps.database.withTransaction(async () => {
       const current = await this.deps.webhooks.lockLiveSubscription(tenantId, id);
@@ -312,6 +318,8 @@ export class WebhooksService {
       }
       if (filter !== undefined) patch.filter = filter;
       if (input.payload !== undefined) patch.payload = input.payload;
+      if (transformation !== undefined) patch.transformation = transformation;
+      if (retrySchedule !== undefined) patch.retrySchedule = retrySchedule;
       if (
         checked ||
         input.headers !== undefined ||
@@ -365,6 +373,20 @@ export class WebhooksService {
     if (url.protocol !== 'https:') throw fieldError('auth.tokenUrl', 'must use https');
     const check = await this.deps.guard.checkUrl(auth.tokenUrl);
     if (!check.ok) throw fieldError('auth.tokenUrl', check.reason);
+  }
+
+  /**
+   * A transformation as stored (its code), once it compiles and defines `handler` in the
+   * sandbox: else 422 on `transformation.code` with the compiler's message and line. Outside any
+   * transaction, like checkUrl: the sandbox may take up to its time cap.
+   */
+  private async storedTransformation(
+    transformation: Transformation | null,
+  ): Promise<string | null> {
+    if (transformation === null) return null;
+    const fault = await this.deps.transformations.faultOf(transformation.code);
+    if (fault !== null) throw fieldError('transformation.code', fault);
+    return transformation.code;
   }
 
   /** The URL's check alone (a new URL for an existing endpoint): outside any transaction. */
@@ -484,44 +506,6 @@ export class WebhooksService {
     });
     if (!row) throw notFound('Webhook subscription');
     return this.shownOne(tenantId, row);
-  }
-
-  /**
-   * The dry run of a filter (422 as when it is set, but for a sample event only when it is not
-   * well-formed): whether it takes `event`, or which of the
-   * subscription's last FILTER_TEST_EVENTS ledger events (oldest first) it would have taken,
-   * `matches` telling whether any. Exactly one of the two is given.
-   */
-  async testFilter(tenantId: string, input: FilterTestInput): Promise<FilterTestResult> {
-    // Held against the catalog of the subscription's events; a sample event is only matched (a
-    // filter no event of its type can match answers `matches: false` for it, as for any).
-    let types: readonly string[] | undefined;
-    if (input.event === undefined && input.subscriptionId !== undefined) {
-      types = parseStoredJson<string[]>(
-        (await this.existing(tenantId, input.subscriptionId)).events,
-      );
-    }
-    const errors = checkFilter(input.filter, types && new FilterTargets(types));
-    if (input.event !== undefined && input.subscriptionId !== undefined) {
-      errors.subscriptionId = ['give an event or a subscriptionId, not both'];
-    } else if (input.event === undefined && input.subscriptionId === undefined) {
-      errors.event = ['give an event ({type, data}) or a subscriptionId'];
-    }
-    if (Object.keys(errors).length > 0) throw validationFailed(errors);
-    const matcher = compileFilter(input.filter);
-    if (input.event !== undefined) return { matches: matcher(input.event) };
-    const rows = await this.deps.webhooks.ledger(tenantId, input.subscriptionId as string, {
-      after: 0,
-      limit: FILTER_TEST_EVENTS,
-      newestFirst: true,
-    });
-    const events = rows.reverse().map((row) => ({
-      id: row.eventId,
-      type: row.type,
-      sequence: row.sequence,
-      matches: matcher({ type: row.type, data: parseStoredJson<unknown>(row.data) }),
-    }));
-    return { matches: events.some((event) => event.matches), events };
   }
 
   /** The tenant's subscription, deleted or not (listing history, redeliver). */

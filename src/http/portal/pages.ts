@@ -13,8 +13,8 @@ import { PAYLOAD_FORMS, THIN_DATA_SCHEMAS } from '../../domain/thin-payload.ts';
 import { mayRedeliver } from '../../domain/webhook-moves.ts';
 import type { Page } from '../../lib/cursor.ts';
 import type { Attempt, Delivery, LedgerEvent } from '../../services/deliveries-service.ts';
+import type { FilterTestResult } from '../../services/dry-runs-service.ts';
 import type { Subscription } from '../../services/subscription-view.ts';
-import type { FilterTestResult } from '../../services/webhooks-service.ts';
 import {
   actionButton,
   type Frame,

@@ -7,11 +7,11 @@ import {
   type SubscribableEventType,
 } from '../../domain/states.ts';
 import { fieldError } from '../../lib/problems.ts';
+import type { FilterTestInput } from '../../services/dry-runs-service.ts';
 import type { Services } from '../../services/index.ts';
 import type { PortalSession } from '../../services/portal-service.ts';
 import type {
   CreateSubscriptionInput,
-  FilterTestInput,
   UpdateSubscriptionInput,
 } from '../../services/webhooks-service.ts';
 import { RecoverWebhookBody } from '../routes/webhook-deliveries-routes.ts';
@@ -275,7 +275,7 @@ export const portalPages: FastifyPluginAsync<PortalPagesOptions> = async (
         { filter: field.json('filter') },
         { fixed: { subscriptionId: id } },
       );
-      const result = await webhooks.testFilter(tenantId, input);
+      const result = await services.dryRuns.testFilter(tenantId, input);
       return sendPage(
         reply,
         filterTestPage(view(request, reply), subscription, {

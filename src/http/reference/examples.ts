@@ -113,6 +113,8 @@ const SCHEMA_EXAMPLES: Record<string, unknown> = {
     propagateTraceContext: false,
     filter: { 'data.currency': 'EUR' },
     payload: 'full',
+    transformation: null,
+    retrySchedule: null,
     headers: { 'X-Api-Key': '***' },
     auth: null,
     clientCertificate: null,

@@ -1,4 +1,5 @@
 import type { TSchema } from '@sinclair/typebox';
+import { durationText } from '../../domain/durations.ts';
 import { sampleEventData } from '../../domain/event-samples.ts';
 import { EVENT_DATA_SCHEMAS } from '../../domain/event-schemas.ts';
 import {
@@ -200,18 +201,6 @@ export function toDocumentSchema(
   return convert(JSON.parse(JSON.stringify(schema)), []) as Json;
 }
 
-/** `90000` → `90s`, in the syntax of WEBHOOK_RETRY_SCHEDULE. */
-function duration(ms: number): string {
-  for (const [unit, size] of [
-    ['h', 3_600_000],
-    ['m', 60_000],
-    ['s', 1000],
-  ] as const) {
-    if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
-  }
-  return `${ms}ms`;
-}
-
 function deliveryDescription(options: WebhookDocsOptions): string {
   const attempts = options.retryScheduleMs.length + 1;
   return [
@@ -227,10 +216,11 @@ function deliveryDescription(options: WebhookDocsOptions): string {
       'carries it. Ignore unknown fields: new ones may be added.',
     '**Never miss one**: keep the last `sequence` processed per subscription; when one arrives ' +
       'past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.',
-    `**Answer** any 2xx within ${duration(options.timeoutMs)}. Any other status, a redirect ` +
+    `**Answer** any 2xx within ${durationText(options.timeoutMs)}. Any other status, a redirect ` +
       '(not followed) or a time-out is a failure, retried after ' +
-      `${options.retryScheduleMs.map(duration).join(', ')} (${attempts} attempts in all); ` +
-      'then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` ' +
+      `${options.retryScheduleMs.map(durationText).join(', ')} (${attempts} attempts in all; ` +
+      "a subscription's `retrySchedule` sets its own); then the delivery is dead-lettered. " +
+      '**Slow us down** with a 429 or 503 and `Retry-After` ' +
       '(seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint ' +
       'until then, and the answered one retries at the later of that and its scheduled wait. ' +
       'A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries ' +

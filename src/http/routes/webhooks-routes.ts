@@ -3,6 +3,7 @@ import { Type } from '@sinclair/typebox';
 import { MAX_URL_LENGTH } from '../../domain/address-guard.ts';
 import { DateTime, StringEnum } from '../../domain/schema-kit.ts';
 import { SUBSCRIBABLE_EVENT_TYPES } from '../../domain/states.ts';
+import { TRANSFORMATION_LIMITS } from '../../domain/transformation.ts';
 import { callerOf } from '../pipeline/auth.ts';
 import {
   DataOf,
@@ -23,6 +24,8 @@ import {
   SubscriptionFilter,
   SubscriptionOrdering,
   SubscriptionPayload,
+  SubscriptionRetrySchedule,
+  SubscriptionTransformation,
   WebhookSubscription,
 } from '../webhook-schemas.ts';
 import type { RouteOptions } from './options.ts';
@@ -68,6 +71,8 @@ export const CreateWebhookBody = Type.Object(
     propagateTraceContext: Type.Optional(PropagateTraceContext),
     filter: Type.Optional(SubscriptionFilter),
     payload: Type.Optional(SubscriptionPayload),
+    transformation: Type.Optional(SubscriptionTransformation),
+    retrySchedule: Type.Optional(SubscriptionRetrySchedule),
     headers: Type.Optional(ReceiverHeaders),
     auth: Type.Optional(ReceiverAuth),
     clientCertificate: Type.Optional(ClientCertificateBody),
@@ -87,6 +92,8 @@ export const UpdateWebhookBody = Type.Object(
     propagateTraceContext: Type.Optional(PropagateTraceContext),
     filter: Type.Optional(SubscriptionFilter),
     payload: Type.Optional(SubscriptionPayload),
+    transformation: Type.Optional(SubscriptionTransformation),
+    retrySchedule: Type.Optional(SubscriptionRetrySchedule),
     headers: Type.Optional(ReceiverHeaders),
     auth: Type.Optional(ReceiverAuth),
     clientCertificate: Type.Optional(ClientCertificateBody),
@@ -115,20 +122,22 @@ export const TestWebhookBody = Type.Object(
   { additionalProperties: false },
 );
 
+/** An event a dry run takes instead of a subscription's ledger. */
+const DryRunEvent = (what: string) =>
+  Type.Object(
+    {
+      type: StringEnum(SUBSCRIBABLE_EVENT_TYPES, { description: 'The event type.' }),
+      data: Type.Record(Type.String(), Type.Unknown(), {
+        description: 'The event data, as a delivery carries it.',
+      }),
+    },
+    { additionalProperties: false, description: what },
+  );
+
 export const FilterTestBody = Type.Object(
   {
     filter: SubscriptionFilter,
-    event: Type.Optional(
-      Type.Object(
-        {
-          type: StringEnum(SUBSCRIBABLE_EVENT_TYPES, { description: 'The event type.' }),
-          data: Type.Record(Type.String(), Type.Unknown(), {
-            description: 'The event data, as a delivery carries it.',
-          }),
-        },
-        { additionalProperties: false, description: 'An event to match the filter against.' },
-      ),
-    ),
+    event: Type.Optional(DryRunEvent('An event to match the filter against.')),
     subscriptionId: Type.Optional(
       Type.String({
         maxLength: 64,
@@ -138,6 +147,72 @@ export const FilterTestBody = Type.Object(
   },
   { additionalProperties: false },
 );
+
+const TransformationTestBody = Type.Object(
+  {
+    code: Type.String({
+      minLength: 1,
+      maxLength: TRANSFORMATION_LIMITS.codeBytes,
+      description:
+        'The transformation to try, as `transformation.code` takes it (a fault is 422 on `code`).',
+    }),
+    event: Type.Optional(
+      DryRunEvent(
+        `An event to run it over: a full body with id \`evt_dry_run\`, no sequence, \`created\` now, to the URL \`https://receiver.example/webhooks\`.`,
+      ),
+    ),
+    subscriptionId: Type.Optional(
+      Type.String({
+        maxLength: 64,
+        description:
+          "Run it over this subscription's last 50 ledger events instead, each as its delivery would go now (its URL, body form and authentication).",
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+const TransformedRequest = Type.Object(
+  {
+    payload: Type.Unknown({
+      description: 'The body that would be sent (and signed): this value as JSON.',
+      examples: [{ text: 'booking.created evt_01JD7YQ6T0R4CZ7M3B9ZKX2N5E' }],
+    }),
+    url: Type.String({ description: 'Where it would be sent.' }),
+    headers: Type.Record(Type.String(), Type.String(), {
+      description: 'The headers the transformation adds (names in lower case), besides ours.',
+    }),
+    cancel: Type.Boolean({ description: 'Nothing would be sent; the attempt would succeed.' }),
+  },
+  { additionalProperties: false, description: 'The request as the delivery would send it.' },
+);
+
+const DryRunError = Type.String({
+  description: "The attempt's `responseBody` had it failed with `transformation_failed`.",
+});
+
+const TransformationTestResult = Type.Union([
+  Type.Object({ result: TransformedRequest }, { additionalProperties: false }),
+  Type.Object({ error: DryRunError }, { additionalProperties: false }),
+  Type.Object(
+    {
+      events: Type.Array(
+        Type.Object(
+          {
+            id: Type.String({ description: 'The event id.' }),
+            type: Type.String({ description: 'The event type.' }),
+            sequence: Type.Integer({ minimum: 1, description: 'Its place in the ledger.' }),
+            result: Type.Optional(TransformedRequest),
+            error: Type.Optional(DryRunError),
+          },
+          { additionalProperties: false },
+        ),
+        { description: 'With a subscriptionId: its last 50 ledger events, oldest first.' },
+      ),
+    },
+    { additionalProperties: false },
+  ),
+]);
 
 const FilterTestResult = Type.Object(
   {
@@ -382,7 +457,34 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<RouteOptions> = async (
       const tenantId = callerOf(request).tenant.id;
       return writes.run(request, reply, async () => ({
         status: 200,
-        body: { data: await services.webhooks.testFilter(tenantId, request.body) },
+        body: { data: await services.dryRuns.testFilter(tenantId, request.body) },
+      }));
+    },
+  );
+
+  app.post(
+    '/webhooks/transformations/test',
+    {
+      config: { scope: 'webhooks:read' },
+      schema: {
+        operationId: 'testWebhookTransformation',
+        tags: ['Webhook endpoints'],
+        summary: 'Dry-run a transformation',
+        description:
+          "What `code` makes of `event`; or, given a `subscriptionId` instead, of each of that subscription's last 50 ledger events (deleted subscriptions included), as its deliveries would go at this second: each `result` (the body, URL and headers that would be sent, or `cancel`) or `error` (what the attempt would record with `transformation_failed`). Nothing is stored or sent. Code that does not compile, defines no `handler` or is too large is 422 on `code`; 404 for an unknown subscription. Scope `webhooks:read`.",
+        headers: IdempotencyHeaders,
+        body: TransformationTestBody,
+        response: {
+          200: ok(DataOf(TransformationTestResult), 'What the transformation makes of them.'),
+          ...problems(401, 403, 404, 409, 422, 429),
+        },
+      },
+    },
+    async (request, reply) => {
+      const tenantId = callerOf(request).tenant.id;
+      return writes.run(request, reply, async () => ({
+        status: 200,
+        body: { data: await services.dryRuns.testTransformation(tenantId, request.body) },
       }));
     },
   );

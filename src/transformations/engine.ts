@@ -1,0 +1,269 @@
+import { createHash } from 'node:crypto';
+import type {
+  QuickJSContext,
+  QuickJSHandle,
+  QuickJSRuntime,
+  QuickJSWASMModule,
+} from 'quickjs-emscripten-core';
+import { shouldInterruptAfterDeadline } from 'quickjs-emscripten-core';
+import { boundedMessage, TRANSFORMATION_LIMITS } from '../domain/transformation.ts';
+
+/**
+ * Transformations run in QuickJS compiled to WebAssembly (quickjs-emscripten): an interpreter with
+ * no host object in reach, so code sees the language's built-ins and nothing else (no require,
+ * no process, no fetch, no timers, no I/O). Each code version gets a runtime of its own, with a
+ * heap and a stack cap, compiled once and kept (the most recent COMPILED_KEPT); every run has a
+ * time cap, enforced by QuickJS's interrupt hook. The built-ins are frozen before the code runs
+ * and the code's top level runs afresh each run, so no run leaves anything to the next: a dry run
+ * and a delivery of the same webhook at the same second give the same answer. The clock reads
+ * the delivery's own time (`created`) and Math.random is refused, so runs are repeatable.
+ *
+ * This is synchronous work: it runs on the sandbox's own thread (see thread.ts, runner.ts).
+ */
+
+/** Code versions kept compiled; a runtime holds the compiled code and its frozen built-ins. */
+const COMPILED_KEPT = 64;
+
+/** The name errors' frames carry; lines are the code's own (the wrapper adds none). */
+const FILE_NAME = 'transformation.js';
+
+/**
+ * Evaluated once per runtime, before the code: fixes the clock, refuses randomness, drops what
+ * only a garbage collector decides (WeakRef, FinalizationRegistry), freezes every object reachable
+ * from the global object, and returns the host's two entry points, which the code cannot reach.
+ */
+const PRELUDE = `(function () {
+  'use strict';
+  const RealDate = Date;
+  let now = 0;
+  function FixedDate(...args) {
+    if (new.target === undefined) return new RealDate(now).toString();
+    return args.length === 0 ? new RealDate(now) : new RealDate(...args);
+  }
+  FixedDate.prototype = RealDate.prototype;
+  FixedDate.now = function now_() { return now; };
+  FixedDate.parse = RealDate.parse;
+  FixedDate.UTC = RealDate.UTC;
+  Object.defineProperty(RealDate.prototype, 'constructor', { value: FixedDate });
+  globalThis.Date = FixedDate;
+  Math.random = function random() {
+    throw new Error('Math.random is not available: a transformation gives the same answer every run');
+  };
+  delete globalThis.WeakRef;
+  delete globalThis.FinalizationRegistry;
+  const seen = new Set();
+  const freeze = (value) => {
+    if ((typeof value !== 'object' && typeof value !== 'function') || value === null) return;
+    if (seen.has(value)) return;
+    seen.add(value);
+    Object.freeze(value);
+    freeze(Object.getPrototypeOf(value));
+    for (const key of Reflect.ownKeys(value)) {
+      const d = Object.getOwnPropertyDescriptor(value, key);
+      if ('value' in d) freeze(d.value); else { freeze(d.get); freeze(d.set); }
+    }
+  };
+  freeze(globalThis);
+  const parse = JSON.parse, stringify = JSON.stringify;
+  const setNow = (ms) => { now = ms; };
+  const handlerOf = (factory) => {
+    const handler = factory();
+    if (typeof handler !== 'function') throw new TypeError('the code defines no function handler(webhook)');
+    return handler;
+  };
+  const run = (factory, input, limit) => {
+    const out = handlerOf(factory)(parse(input));
+    if (out !== null && typeof out === 'object' && typeof out.then === 'function') {
+      throw new TypeError('handler returned a Promise: return the webhook itself (handler runs synchronously)');
+    }
+    const text = stringify(out);
+    if (text === undefined) throw new TypeError('handler returned nothing: return the webhook');
+    if (text.length > limit) throw new RangeError('handler returned more than ' + limit + ' characters of JSON');
+    return text;
+  };
+  return { setNow, handlerOf, run };
+})()`;
+
+/** A code version compiled in its own runtime. */
+interface Compiled {
+  runtime: QuickJSRuntime;
+  context: QuickJSContext;
+  /** The host's entry points (PRELUDE's answer). */
+  host: QuickJSHandle;
+  /** The code, wrapped in a function that runs its top level and returns its `handler`. */
+  factory: QuickJSHandle;
+}
+
+/** A run's answer: the JSON its handler returned, or why there is none. */
+export type EngineAnswer = { ok: true; json: string } | { ok: false; error: string };
+
+/** Code, compiled: fine, or the compiler's (or its top level's) message, with its line. */
+export type CompileAnswer = { ok: true } | { ok: false; error: string; line: number | null };
+
+/** Faults QuickJS reports in its own words, said in ours. */
+function ownWords(name: string, message: string): string {
+  if (message === 'interrupted') {
+    return `ran longer than ${TRANSFORMATION_LIMITS.runMs} ms (the time cap of one run)`;
+  }
+  if (message === 'out of memory' || message === 'string too long') {
+    return `used more than ${TRANSFORMATION_LIMITS.memoryBytes / 1024 / 1024} MB of memory (${message})`;
+  }
+  if (message === 'stack overflow') return 'stack overflow: recursion too deep';
+  return `${name}: ${message}`;
+}
+
+/** The line of the code a QuickJS error points at: its own, or the first frame in the code. */
+function lineOf(error: Record<string, unknown>): number | null {
+  if (typeof error.lineNumber === 'number') return error.lineNumber;
+  const stack = typeof error.stack === 'string' ? error.stack : '';
+  const frame = new RegExp(`${FILE_NAME.replace('.', '\\.')}:(\\d+)`).exec(stack);
+  return frame === null ? null : Number(frame[1]);
+}
+
+/** A thrown value, as a bounded message and a line (no stack: it names nothing of ours anyway). */
+function describe(thrown: unknown): { error: string; line: number | null } {
+  if (typeof thrown === 'object' && thrown !== null) {
+    const error = thrown as Record<string, unknown>;
+    const name = typeof error.name === 'string' ? error.name : 'Error';
+    const message = typeof error.message === 'string' ? error.message : JSON.stringify(thrown);
+    const line = lineOf(error);
+    const words = ownWords(name, message);
+    return { error: boundedMessage(line === null ? words : `${words} (line ${line})`), line };
+  }
+  return { error: boundedMessage(`threw ${JSON.stringify(thrown) ?? String(thrown)}`), line: null };
+}
+
+export class SandboxEngine {
+  private readonly compiled = new Map<string, Compiled>();
+
+  constructor(private readonly module: QuickJSWASMModule) {}
+
+  /** Whether `code` compiles and defines `handler` (its top level run once, within the caps). */
+  check(code: string): CompileAnswer {
+    const made = this.compile(code);
+    if ('error' in made) return { ok: false, ...made };
+    const { context, host, factory } = made.compiled;
+    const probe = context.getProp(host, 'handlerOf');
+    const answer = this.within(made.compiled, () => context.callFunction(probe, host, factory));
+    probe.dispose();
+    if (!answer.ok) {
+      this.forget(code);
+      return { ok: false, ...describe(answer.thrown) };
+    }
+    return { ok: true };
+  }
+
+  /** One run of `code`'s handler over `input` (JSON), its clock at `nowMs`. */
+  run(code: string, input: string, nowMs: number): EngineAnswer {
+    const made = this.compiledOf(code);
+    if ('error' in made) return { ok: false, error: made.error };
+    const { context, host, factory } = made.compiled;
+    const setNow = context.getProp(host, 'setNow');
+    const run = context.getProp(host, 'run');
+    const answer = this.within(made.compiled, () => {
+      const at = context.newNumber(nowMs);
+      context.callFunction(setNow, host, at).unwrap().dispose();
+      at.dispose();
+      const text = context.newString(input);
+      const limit = context.newNumber(TRANSFORMATION_LIMITS.resultBytes);
+      const result = context.callFunction(run, host, factory, text, limit);
+      text.dispose();
+      limit.dispose();
+      return result;
+    });
+    setNow.dispose();
+    run.dispose();
+    if (!answer.ok) {
+      // A run cut off (time, memory, stack) may leave its runtime half-way: compile afresh.
+      this.forget(code);
+      return { ok: false, error: describe(answer.thrown).error };
+    }
+    return { ok: true, json: answer.value as string };
+  }
+
+  /** Drops every compiled version (the thread's end). */
+  dispose(): void {
+    for (const code of [...this.compiled.keys()]) this.forgetKey(code);
+  }
+
+  /** `call` under a fresh time cap; its value dumped out of the sandbox, or what it threw. */
+  private within(
+    compiled: Compiled,
+    call: () => ReturnType<QuickJSContext['callFunction']>,
+  ): { ok: true; value: unknown } | { ok: false; thrown: unknown } {
+    compiled.runtime.setInterruptHandler(
+      shouldInterruptAfterDeadline(Date.now() + TRANSFORMATION_LIMITS.runMs),
+    );
+    const result = call();
+    if (result.error) {
+      const thrown = compiled.context.dump(result.error);
+      result.error.dispose();
+      return { ok: false, thrown };
+    }
+    const value = compiled.context.dump(result.value);
+    result.value.dispose();
+    return { ok: true, value };
+  }
+
+  private compiledOf(code: string): { compiled: Compiled } | { error: string } {
+    const key = keyOf(code);
+    const kept = this.compiled.get(key);
+    if (kept !== undefined) {
+      // Most recently used last: the oldest is the one dropped.
+      this.compiled.delete(key);
+      this.compiled.set(key, kept);
+      return { compiled: kept };
+    }
+    const made = this.compile(code);
+    return 'error' in made ? { error: made.error } : made;
+  }
+
+  private compile(code: string): { compiled: Compiled } | { error: string; line: number | null } {
+    this.forget(code);
+    const runtime = this.module.newRuntime();
+    runtime.setMemoryLimit(TRANSFORMATION_LIMITS.memoryBytes);
+    runtime.setMaxStackSize(TRANSFORMATION_LIMITS.stackBytes);
+    runtime.setInterruptHandler(
+      shouldInterruptAfterDeadline(Date.now() + TRANSFORMATION_LIMITS.runMs),
+    );
+    const context = runtime.newContext();
+    const host = context.evalCode(PRELUDE, 'prelude.js').unwrap();
+    // On the code's first line, so that its lines keep their numbers in every message; strict, so
+    // that writing to a frozen built-in throws rather than doing nothing.
+    const wrapped = `(function () {'use strict';${code}\n;return typeof handler === 'function' ? handler : undefined;\n})`;
+    const made = context.evalCode(wrapped, FILE_NAME);
+    if (made.error) {
+      const thrown = context.dump(made.error);
+      made.error.dispose();
+      host.dispose();
+      context.dispose();
+      runtime.dispose();
+      return describe(thrown);
+    }
+    const compiled = { runtime, context, host, factory: made.value };
+    if (this.compiled.size >= COMPILED_KEPT) {
+      this.forgetKey(this.compiled.keys().next().value as string);
+    }
+    this.compiled.set(keyOf(code), compiled);
+    return { compiled };
+  }
+
+  private forget(code: string): void {
+    this.forgetKey(keyOf(code));
+  }
+
+  private forgetKey(key: string): void {
+    const compiled = this.compiled.get(key);
+    if (compiled === undefined) return;
+    this.compiled.delete(key);
+    compiled.factory.dispose();
+    compiled.host.dispose();
+    compiled.context.dispose();
+    compiled.runtime.dispose();
+  }
+}
+
+/** A code version's name: its digest (the code itself can be 64 KB). */
+function keyOf(code: string): string {
+  return createHash('sha256').update(code).digest('base64url');
+}
