@@ -4,6 +4,7 @@ import { Webhook } from 'standardwebhooks';
 import { sampleEventData } from '../src/domain/event-samples.ts';
 import { SUBSCRIBABLE_EVENT_TYPES } from '../src/domain/states.ts';
 import { startWorker } from '../src/start-worker.ts';
+import { attemptLog } from './helpers/attempt-log.ts';
 import { ManualClock } from './helpers/clock.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import { createSubscription, createTenant, type TenantFixture } from './helpers/fixtures.ts';
@@ -191,6 +192,127 @@ for (const backend of BACKENDS) {
       );
       const shown = await api('GET', `/api/v1/webhooks/${id}/deliveries?limit=100`);
       assert.equal(shown.statusCode, 200, shown.body);
+    });
+  });
+}
+
+for (const backend of BACKENDS) {
+  describe(`retry schedules and failing transformations (${backend})`, () => {
+    let ctx: TestContext;
+    let tenant: TenantFixture;
+    let other: TenantFixture;
+    let receiver: HttpsReceiver;
+
+    before(async () => {
+      // The deployment's schedule would not retry within the test: what retries is the
+      // subscription's own.
+      ctx = await createWebhookTestContext(backend, { WEBHOOK_RETRY_SCHEDULE: '1h' });
+      tenant = await createTenant(ctx, { tier: 'enterprise' });
+      other = await createTenant(ctx, { tier: 'enterprise' });
+      receiver = await HttpsReceiver.start({
+        responder: (r) => ({ status: r.path === '/failing' ? 500 : 204 }),
+      });
+    });
+    after(async () => {
+      await receiver.close();
+      await ctx.close();
+    });
+
+    const deliveries = (subscriptionId: string) =>
+      ctx.runtime.database.db
+        .selectFrom('webhookDeliveries')
+        .select(['id', 'status', 'attempts', 'lastError'])
+        .where('subscriptionId', '=', subscriptionId)
+        .execute();
+    const emitted = (t: TenantFixture) =>
+      ctx.runtime.database.withTransaction(() =>
+        ctx.runtime.services.events.emit(t.id, 'client.created', sampleEventData('client.created')),
+      );
+
+    it('waits exactly its own schedule between attempts, to the second, through a worker restart', async () => {
+      const waits = [1000, 2000, 1000];
+      const made = await createSubscription(ctx, tenant, receiver.url('/failing'), {
+        retrySchedule: ['1s', '2s', '1s'],
+      });
+      const id = made.data.id as string;
+      let worker = startWorker(ctx.runtime, { pollIntervalMs: 20 });
+      await emitted(tenant);
+      await eventually(async () => (await attemptLog(ctx.runtime.database.db, id)).length >= 2);
+      // Between the second attempt and the third: a new worker takes over.
+      await worker.stop();
+      worker = startWorker(ctx.runtime, { pollIntervalMs: 20 });
+      try {
+        await eventually(
+          async () => (await deliveries(id))[0]?.status === 'dead_letter',
+          'dead-lettered after its last attempt',
+        );
+      } finally {
+        await worker.stop();
+      }
+      const [delivery] = await deliveries(id);
+      assert.equal(delivery.attempts, waits.length + 1, 'attempts = waits + 1');
+      const log = await attemptLog(ctx.runtime.database.db, id);
+      assert.equal(log.length, waits.length + 1);
+      for (const [i, wait] of waits.entries()) {
+        const gap = log[i + 1].startMs - log[i].endMs;
+        // The log keeps whole milliseconds; the next attempt is due `wait` after the answer.
+        assert.ok(
+          gap >= wait - 2,
+          `attempt ${i + 2} came ${gap} ms after the answer, before ${wait}`,
+        );
+        assert.ok(gap < wait + 1000, `attempt ${i + 2} came ${gap} ms after the answer: late`);
+      }
+    });
+
+    it('a failing transformation fails the attempt, retries, dead-letters; another tenant is served', async () => {
+      const hostile = await createSubscription(ctx, tenant, receiver.url('/hostile'), {
+        transformation: {
+          code: 'function handler(webhook) {\n  while (true) {}\n}',
+        },
+        retrySchedule: ['1s', '1s'],
+      });
+      const plain = await createSubscription(ctx, other, receiver.url('/plain'));
+      const hostileId = hostile.data.id as string;
+      const plainId = plain.data.id as string;
+      const worker = startWorker(ctx.runtime, { pollIntervalMs: 20 });
+      try {
+        await emitted(tenant);
+        for (let i = 0; i < 5; i++) await emitted(other);
+        await eventually(
+          async () => (await deliveries(hostileId))[0]?.status === 'dead_letter',
+          'the hostile delivery dead-lettered',
+        );
+        await eventually(
+          async () => (await deliveries(plainId)).every((d) => d.status === 'success'),
+          "the other tenant's deliveries delivered",
+        );
+      } finally {
+        await worker.stop();
+      }
+      assert.equal(
+        receiver.requests.filter((r) => r.path === '/hostile').length,
+        0,
+        'nothing was sent',
+      );
+      const [delivery] = await deliveries(hostileId);
+      assert.equal(delivery.lastError, 'transformation_failed');
+      const attempts = await ctx.api(
+        'GET',
+        `/api/v1/webhooks/${hostileId}/deliveries/${delivery.id}/attempts`,
+        { token: tenant.token },
+      );
+      assert.equal(attempts.statusCode, 200, attempts.body);
+      const rows = attempts.json().data as Row[];
+      assert.equal(rows.length, 3);
+      for (const row of rows) {
+        assert.equal(row.errorClass, 'transformation_failed');
+        assert.equal(row.status, null);
+        assert.equal(row.cancelled, false);
+        assert.match(
+          String(row.responseBody),
+          /^ran longer than 100 ms \(the time cap of one run\)/,
+        );
+      }
     });
   });
 }

@@ -411,6 +411,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/webhooks/transformations/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Dry-run a transformation
+         * @description What `code` makes of `event`; or, given a `subscriptionId` instead, of each of that subscription's last 50 ledger events (deleted subscriptions included), as its deliveries would go at this second: each `result` (the body, URL and headers that would be sent, or `cancel`) or `error` (what the attempt would record with `transformation_failed`). Nothing is stored or sent. Code that does not compile, defines no `handler` or is too large is 422 on `code`; 404 for an unknown subscription. Scope `webhooks:read`.
+         */
+        post: operations["testWebhookTransformation"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/webhooks/test": {
         parameters: {
             query?: never;
@@ -614,7 +634,7 @@ export interface webhooks {
          *
          *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all; a subscription's `retrySchedule` sets its own); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
          */
         post: operations["bookingConfirmedEvent"];
         delete?: never;
@@ -644,7 +664,7 @@ export interface webhooks {
          *
          *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all; a subscription's `retrySchedule` sets its own); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
          */
         post: operations["bookingCancelledEvent"];
         delete?: never;
@@ -674,7 +694,7 @@ export interface webhooks {
          *
          *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all; a subscription's `retrySchedule` sets its own); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
          */
         post: operations["bookingRefundedEvent"];
         delete?: never;
@@ -704,7 +724,7 @@ export interface webhooks {
          *
          *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all; a subscription's `retrySchedule` sets its own); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
          */
         post: operations["paymentSucceededEvent"];
         delete?: never;
@@ -734,7 +754,7 @@ export interface webhooks {
          *
          *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all; a subscription's `retrySchedule` sets its own); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
          */
         post: operations["paymentFailedEvent"];
         delete?: never;
@@ -764,7 +784,7 @@ export interface webhooks {
          *
          *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all; a subscription's `retrySchedule` sets its own); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
          */
         post: operations["disputeOpenedEvent"];
         delete?: never;
@@ -794,7 +814,7 @@ export interface webhooks {
          *
          *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all; a subscription's `retrySchedule` sets its own); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
          */
         post: operations["disputeClosedEvent"];
         delete?: never;
@@ -824,7 +844,7 @@ export interface webhooks {
          *
          *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all; a subscription's `retrySchedule` sets its own); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
          */
         post: operations["tripPublishedEvent"];
         delete?: never;
@@ -854,7 +874,7 @@ export interface webhooks {
          *
          *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all; a subscription's `retrySchedule` sets its own); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
          */
         post: operations["tripUnpublishedEvent"];
         delete?: never;
@@ -884,7 +904,7 @@ export interface webhooks {
          *
          *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all; a subscription's `retrySchedule` sets its own); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
          */
         post: operations["clientCreatedEvent"];
         delete?: never;
@@ -914,7 +934,7 @@ export interface webhooks {
          *
          *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all; a subscription's `retrySchedule` sets its own); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
          */
         post: operations["tripCreatedEvent"];
         delete?: never;
@@ -944,7 +964,7 @@ export interface webhooks {
          *
          *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all; a subscription's `retrySchedule` sets its own); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
          */
         post: operations["tripUpdatedEvent"];
         delete?: never;
@@ -974,7 +994,7 @@ export interface webhooks {
          *
          *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all; a subscription's `retrySchedule` sets its own); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
          */
         post: operations["bookingCreatedEvent"];
         delete?: never;
@@ -1004,7 +1024,7 @@ export interface webhooks {
          *
          *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all; a subscription's `retrySchedule` sets its own); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
          */
         post: operations["bookingUpdatedEvent"];
         delete?: never;
@@ -1034,7 +1054,7 @@ export interface webhooks {
          *
          *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all; a subscription's `retrySchedule` sets its own); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
          */
         post: operations["clientUpdatedEvent"];
         delete?: never;
@@ -1064,7 +1084,7 @@ export interface webhooks {
          *
          *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all; a subscription's `retrySchedule` sets its own); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
          */
         post: operations["paymentCreatedEvent"];
         delete?: never;
@@ -1094,7 +1114,7 @@ export interface webhooks {
          *
          *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all; a subscription's `retrySchedule` sets its own); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
          */
         post: operations["paymentUpdatedEvent"];
         delete?: never;
@@ -1124,7 +1144,7 @@ export interface webhooks {
          *
          *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all; a subscription's `retrySchedule` sets its own); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
          */
         post: operations["personalDataErasedEvent"];
         delete?: never;
@@ -1154,7 +1174,7 @@ export interface webhooks {
          *
          *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all; a subscription's `retrySchedule` sets its own); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
          */
         post: operations["webhookEndpointPausedEvent"];
         delete?: never;
@@ -1184,7 +1204,7 @@ export interface webhooks {
          *
          *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all; a subscription's `retrySchedule` sets its own); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
          */
         post: operations["webhookDeliveryDeadLetteredEvent"];
         delete?: never;
@@ -1214,7 +1234,7 @@ export interface webhooks {
          *
          *     **Never miss one**: keep the last `sequence` processed per subscription; when one arrives past the next, pull `GET /api/v1/webhooks/{id}/events?after=<last>` for what is missing.
          *
-         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
+         *     **Answer** any 2xx within 10s. Any other status, a redirect (not followed) or a time-out is a failure, retried after 1m, 5m, 30m, 2h, 12h (6 attempts in all; a subscription's `retrySchedule` sets its own); then the delivery is dead-lettered. **Slow us down** with a 429 or 503 and `Retry-After` (seconds or an HTTP date, at most an hour is honoured): no delivery goes to the endpoint until then, and the answered one retries at the later of that and its scheduled wait. A 429, 502, 503, 504, time-out or refused connection also halves how many deliveries are in flight to it at once; the limit starts at 4 and grows back by one as you answer in time, up to the subscription's `maxConcurrency` (`deliveryState` shows it).
          */
         post: operations["webhookTestEvent"];
         delete?: never;
@@ -1553,6 +1573,8 @@ export interface components {
          *         "data.currency": "EUR"
          *       },
          *       "payload": "full",
+         *       "transformation": null,
+         *       "retrySchedule": null,
          *       "headers": {
          *         "X-Api-Key": "***"
          *       },
@@ -1640,6 +1662,27 @@ export interface components {
              * @enum {string}
              */
             payload: "full" | "thin";
+            /** @description Reshapes each delivery before it is signed and sent. `handler(webhook)` is given `{type, payload, url, headers}` (`payload`: the body the subscription would get; `headers`: `{}`) and returns it changed: any JSON `payload` (sent as the body, and signed), up to 10 extra `headers` (never ours, Standard Webhooks', hop-by-hop, `content-…` or `user-agent`; `authorization` only without `auth`), another HTTPS `url` (the address guard checks it at every send), or `cancel: true` (nothing is sent; the attempt succeeds and the attempt log shows `cancelled`). It runs in a sandbox with no I/O, no timers, a clock that reads the delivery's `created` and no `Math.random`, for at most 100 ms and 16 MB a run; a run that throws, runs out or returns something invalid fails the attempt with `errorClass` `transformation_failed` (its message in `responseBody`), retried like any failure. Try it first with `POST /api/v1/webhooks/transformations/test`. null (the default) for none. See [Transformations](#description/transformations). */
+            transformation: {
+                /**
+                 * @description JavaScript defining `function handler(webhook)`, at most 64 KB. Code that does not compile or defines no `handler` is 422 on `transformation.code`, with the compiler's message and line.
+                 * @example function handler(webhook) {
+                 *       webhook.payload = { text: webhook.type + ': ' + webhook.payload.id };
+                 *       return webhook;
+                 *     }
+                 */
+                code: string;
+            } | null;
+            /**
+             * @description The waits between this subscription's attempts, in place of the deployment's schedule: 1 to 10 durations (a whole number and `s`, `m` or `h`: `"30s"`, `"5m"`, `"2h"`), each from 1s to 24h; attempts = waits + 1, then the delivery is dead-lettered. A `Retry-After` later than the wait still wins. Applies from the next attempt. null (the default): the deployment's schedule (the reference's webhooks say it).
+             * @example [
+             *       "10s",
+             *       "1m",
+             *       "10m",
+             *       "1h"
+             *     ]
+             */
+            retrySchedule: string[] | null;
             /** @description The extra request headers, each value `***`; `{}` for none. */
             headers: {
                 [key: string]: string;
@@ -1763,7 +1806,7 @@ export interface components {
              * @description Why the last attempt got no usable answer (see the attempts); null after a 2xx, before any attempt, or when `lastResponseStatus` tells all. `worker_lost`: dead-lettered because its attempts kept dying with their worker (an attempt cut off by a crash is sent again, never counted as made).
              * @enum {string|null}
              */
-            lastError: "timeout" | "connection_refused" | "connection_reset" | "dns" | "tls" | "address_blocked" | "redirect" | "body_too_large" | "internal" | "broker_refused" | "broker_busy" | "auth_failed" | "worker_lost" | null;
+            lastError: "timeout" | "connection_refused" | "connection_reset" | "dns" | "tls" | "address_blocked" | "redirect" | "body_too_large" | "internal" | "broker_refused" | "broker_busy" | "auth_failed" | "transformation_failed" | "worker_lost" | null;
             /**
              * Format: date-time
              * @description Queued at UTC.
@@ -1780,7 +1823,8 @@ export interface components {
          *       "errorClass": "timeout",
          *       "responseBody": "",
          *       "retryAfter": null,
-         *       "concurrencyLimit": 16
+         *       "concurrencyLimit": 16,
+         *       "cancelled": false
          *     }
          */
         WebhookAttempt: {
@@ -1797,16 +1841,18 @@ export interface components {
             /** @description The HTTP status answered; null when none arrived. A broker destination: 200 when the broker acknowledged the message (a publisher confirm, a stream ack), else null. */
             status: number | null;
             /**
-             * @description `timeout`, `connection_refused`, `connection_reset` (any other failure of the connection too), `dns`, `tls`, `address_blocked` (refused before connecting), `redirect` (a 3xx; not followed), `body_too_large` (the answer went past 64 KiB and was cut), `internal` (a failure on our side before or during the attempt); for a broker destination also `broker_refused` (a nack, an unroutable message, an unknown exchange or stream, refused credentials) and `broker_busy` (the broker pushes back: a blocked connection, JetStream 429 or 503); `auth_failed` when the OAuth2 token server of the subscription refused or could not be reached (nothing was sent to the receiver; `responseBody` says why); null when the status tells all.
+             * @description `timeout`, `connection_refused`, `connection_reset` (any other failure of the connection too), `dns`, `tls`, `address_blocked` (refused before connecting), `redirect` (a 3xx; not followed), `body_too_large` (the answer went past 64 KiB and was cut), `internal` (a failure on our side before or during the attempt); for a broker destination also `broker_refused` (a nack, an unroutable message, an unknown exchange or stream, refused credentials) and `broker_busy` (the broker pushes back: a blocked connection, JetStream 429 or 503); `auth_failed` when the OAuth2 token server of the subscription refused or could not be reached (nothing was sent to the receiver; `responseBody` says why); `transformation_failed` when the transformation of the subscription threw, ran out of time or memory, or returned something that cannot be sent (nothing was sent; `responseBody` has its message; counted toward auto-pause as a refusal); null when the status tells all.
              * @enum {string|null}
              */
-            errorClass: "timeout" | "connection_refused" | "connection_reset" | "dns" | "tls" | "address_blocked" | "redirect" | "body_too_large" | "internal" | "broker_refused" | "broker_busy" | "auth_failed" | null;
+            errorClass: "timeout" | "connection_refused" | "connection_reset" | "dns" | "tls" | "address_blocked" | "redirect" | "body_too_large" | "internal" | "broker_refused" | "broker_busy" | "auth_failed" | "transformation_failed" | null;
             /** @description The first KiB of the response body, as text (an invalid UTF-8 byte or a NUL as U+FFFD); empty when none arrived. A broker destination: the broker's words on a failure, JetStream's ack (`stream`, `seq`, `duplicate`) on success. */
             responseBody: string;
             /** @description The `Retry-After` of a 429 or 503 answer, as received; a valid one held every delivery to the endpoint until then (at most an hour). Null otherwise. */
             retryAfter: string | null;
             /** @description The subscription's concurrency limit when this attempt was sent (see `deliveryState`). */
             concurrencyLimit: number | null;
+            /** @description The subscription's transformation cancelled it (`cancel: true`): nothing was sent, and the delivery succeeded; `status` is null. */
+            cancelled: boolean;
         };
         PortalSession: {
             /**
@@ -6185,6 +6231,8 @@ export interface operations {
                      *             "data.currency": "EUR"
                      *           },
                      *           "payload": "full",
+                     *           "transformation": null,
+                     *           "retrySchedule": null,
                      *           "headers": {
                      *             "X-Api-Key": "***"
                      *           },
@@ -6401,6 +6449,27 @@ export interface operations {
                      * @enum {string}
                      */
                     payload?: "full" | "thin";
+                    /** @description Reshapes each delivery before it is signed and sent. `handler(webhook)` is given `{type, payload, url, headers}` (`payload`: the body the subscription would get; `headers`: `{}`) and returns it changed: any JSON `payload` (sent as the body, and signed), up to 10 extra `headers` (never ours, Standard Webhooks', hop-by-hop, `content-…` or `user-agent`; `authorization` only without `auth`), another HTTPS `url` (the address guard checks it at every send), or `cancel: true` (nothing is sent; the attempt succeeds and the attempt log shows `cancelled`). It runs in a sandbox with no I/O, no timers, a clock that reads the delivery's `created` and no `Math.random`, for at most 100 ms and 16 MB a run; a run that throws, runs out or returns something invalid fails the attempt with `errorClass` `transformation_failed` (its message in `responseBody`), retried like any failure. Try it first with `POST /api/v1/webhooks/transformations/test`. null (the default) for none. See [Transformations](#description/transformations). */
+                    transformation?: {
+                        /**
+                         * @description JavaScript defining `function handler(webhook)`, at most 64 KB. Code that does not compile or defines no `handler` is 422 on `transformation.code`, with the compiler's message and line.
+                         * @example function handler(webhook) {
+                         *       webhook.payload = { text: webhook.type + ': ' + webhook.payload.id };
+                         *       return webhook;
+                         *     }
+                         */
+                        code: string;
+                    } | null;
+                    /**
+                     * @description The waits between this subscription's attempts, in place of the deployment's schedule: 1 to 10 durations (a whole number and `s`, `m` or `h`: `"30s"`, `"5m"`, `"2h"`), each from 1s to 24h; attempts = waits + 1, then the delivery is dead-lettered. A `Retry-After` later than the wait still wins. Applies from the next attempt. null (the default): the deployment's schedule (the reference's webhooks say it).
+                     * @example [
+                     *       "10s",
+                     *       "1m",
+                     *       "10m",
+                     *       "1h"
+                     *     ]
+                     */
+                    retrySchedule?: string[] | null;
                     /**
                      * @description Up to 10 extra request headers every attempt carries, for a gateway in front of the receiver (an API key, say). Values are stored sealed and shown as `***` in every read; in a PATCH, `***` keeps the stored value of that name while the URL keeps its origin. Names are refused when they are ours (`Service-…`), Standard Webhooks' (`webhook-…`), hop-by-hop, `host`, `content-…`, `user-agent`, trace context, or `authorization` while `auth` is set. `null` or `{}` removes them. HTTPS endpoints only.
                      * @example {
@@ -6492,6 +6561,8 @@ export interface operations {
                      *           "data.currency": "EUR"
                      *         },
                      *         "payload": "full",
+                     *         "transformation": null,
+                     *         "retrySchedule": null,
                      *         "headers": {
                      *           "X-Api-Key": "***"
                      *         },
@@ -6730,6 +6801,8 @@ export interface operations {
                      *           "data.currency": "EUR"
                      *         },
                      *         "payload": "full",
+                     *         "transformation": null,
+                     *         "retrySchedule": null,
                      *         "headers": {
                      *           "X-Api-Key": "***"
                      *         },
@@ -7163,6 +7236,27 @@ export interface operations {
                      * @enum {string}
                      */
                     payload?: "full" | "thin";
+                    /** @description Reshapes each delivery before it is signed and sent. `handler(webhook)` is given `{type, payload, url, headers}` (`payload`: the body the subscription would get; `headers`: `{}`) and returns it changed: any JSON `payload` (sent as the body, and signed), up to 10 extra `headers` (never ours, Standard Webhooks', hop-by-hop, `content-…` or `user-agent`; `authorization` only without `auth`), another HTTPS `url` (the address guard checks it at every send), or `cancel: true` (nothing is sent; the attempt succeeds and the attempt log shows `cancelled`). It runs in a sandbox with no I/O, no timers, a clock that reads the delivery's `created` and no `Math.random`, for at most 100 ms and 16 MB a run; a run that throws, runs out or returns something invalid fails the attempt with `errorClass` `transformation_failed` (its message in `responseBody`), retried like any failure. Try it first with `POST /api/v1/webhooks/transformations/test`. null (the default) for none. See [Transformations](#description/transformations). */
+                    transformation?: {
+                        /**
+                         * @description JavaScript defining `function handler(webhook)`, at most 64 KB. Code that does not compile or defines no `handler` is 422 on `transformation.code`, with the compiler's message and line.
+                         * @example function handler(webhook) {
+                         *       webhook.payload = { text: webhook.type + ': ' + webhook.payload.id };
+                         *       return webhook;
+                         *     }
+                         */
+                        code: string;
+                    } | null;
+                    /**
+                     * @description The waits between this subscription's attempts, in place of the deployment's schedule: 1 to 10 durations (a whole number and `s`, `m` or `h`: `"30s"`, `"5m"`, `"2h"`), each from 1s to 24h; attempts = waits + 1, then the delivery is dead-lettered. A `Retry-After` later than the wait still wins. Applies from the next attempt. null (the default): the deployment's schedule (the reference's webhooks say it).
+                     * @example [
+                     *       "10s",
+                     *       "1m",
+                     *       "10m",
+                     *       "1h"
+                     *     ]
+                     */
+                    retrySchedule?: string[] | null;
                     /**
                      * @description Up to 10 extra request headers every attempt carries, for a gateway in front of the receiver (an API key, say). Values are stored sealed and shown as `***` in every read; in a PATCH, `***` keeps the stored value of that name while the URL keeps its origin. Names are refused when they are ours (`Service-…`), Standard Webhooks' (`webhook-…`), hop-by-hop, `host`, `content-…`, `user-agent`, trace context, or `authorization` while `auth` is set. `null` or `{}` removes them. HTTPS endpoints only.
                      * @example {
@@ -7256,6 +7350,8 @@ export interface operations {
                      *           "data.currency": "EUR"
                      *         },
                      *         "payload": "full",
+                     *         "transformation": null,
+                     *         "retrySchedule": null,
                      *         "headers": {
                      *           "X-Api-Key": "***"
                      *         },
@@ -7510,6 +7606,8 @@ export interface operations {
                      *           "data.currency": "EUR"
                      *         },
                      *         "payload": "full",
+                     *         "transformation": null,
+                     *         "retrySchedule": null,
                      *         "headers": {
                      *           "X-Api-Key": "***"
                      *         },
@@ -7817,6 +7915,309 @@ export interface operations {
                                 sequence: number;
                                 /** @description Whether the filter takes it. */
                                 matches: boolean;
+                            }[];
+                        };
+                    };
+                };
+            };
+            /** @description Token missing, malformed, unknown, revoked or expired (`unauthorized`). */
+            401: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "detail": "The bearer token is revoked."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing scope (`scope-required`), plan without API access (`plan-required`) or quota full (`forbidden`). */
+            403: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/scope-required",
+                     *       "title": "Scope required",
+                     *       "status": 403,
+                     *       "detail": "This token lacks webhooks:read.",
+                     *       "required_scope": "webhooks:read"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or owned by another tenant (`not-found`). */
+            404: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/not-found",
+                     *       "title": "Not found",
+                     *       "status": 404,
+                     *       "detail": "Trip not found."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description State clash (`conflict`), or the Idempotency-Key was used for another request (`idempotency-key-reuse`) or its first request is still running (`idempotency-in-progress`). */
+            409: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/conflict",
+                     *       "title": "Conflict",
+                     *       "status": 409,
+                     *       "detail": "Cannot move from draft to sent: from draft it may move to active, archived.",
+                     *       "code": "invalid_transition",
+                     *       "from": "draft",
+                     *       "allowed": [
+                     *         "active",
+                     *         "archived"
+                     *       ]
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Bad JSON, wrong Content-Type, oversized body or a field failing its schema (`validation-failed`). */
+            422: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/validation-failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "detail": "The request is not valid.",
+                     *       "errors": {
+                     *         "startDate": [
+                     *           "must be a calendar date (YYYY-MM-DD)"
+                     *         ],
+                     *         "tags.3": [
+                     *           "is too long"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited (`rate-limited`): the token's burst (per second) or sustained (per minute) limit, or the per-IP guard, then also `X-RateLimit-Scope: ip`. Wait `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/rate-limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "detail": "Rate limit exceeded; retry later."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal fault (`internal`); quote `Service-Request-Id`. */
+            500: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/internal",
+                     *       "title": "Internal error",
+                     *       "status": 500,
+                     *       "detail": "An unexpected error occurred.",
+                     *       "requestId": "req_01JD3XF2K8M5Q7T4R9V6NWZBHC"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database) is unreachable or did not answer in time (`service-unavailable`). Retry after `Retry-After` seconds, with the same Idempotency-Key for writes. */
+            503: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "https://api.tourops.test/errors/service-unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "detail": "The database is unavailable; retry after the Retry-After delay."
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    testWebhookTransformation: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the write safe to retry for 24 hours: the first answer (2xx or 4xx) is replayed byte for byte with `Idempotency-Replayed: true`. A UUID v4 per logical operation is recommended. */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "code": "text",
+                 *       "event": {
+                 *         "type": "booking.confirmed",
+                 *         "data": {}
+                 *       },
+                 *       "subscriptionId": "text"
+                 *     }
+                 */
+                "application/json": {
+                    /** @description The transformation to try, as `transformation.code` takes it (a fault is 422 on `code`). */
+                    code: string;
+                    /** @description An event to run it over: a full body with id `evt_dry_run`, no sequence, `created` now, to the URL `https://receiver.example/webhooks`. */
+                    event?: {
+                        /**
+                         * @description The event type.
+                         * @enum {string}
+                         */
+                        type: "booking.confirmed" | "booking.cancelled" | "booking.refunded" | "payment.succeeded" | "payment.failed" | "dispute.opened" | "dispute.closed" | "trip.published" | "trip.unpublished" | "client.created" | "trip.created" | "trip.updated" | "booking.created" | "booking.updated" | "client.updated" | "payment.created" | "payment.updated" | "personal_data.erased" | "webhook.endpoint.paused" | "webhook.delivery.dead_lettered";
+                        /** @description The event data, as a delivery carries it. */
+                        data: {
+                            [key: string]: unknown;
+                        };
+                    };
+                    /** @description Run it over this subscription's last 50 ledger events instead, each as its delivery would go now (its URL, body form and authentication). */
+                    subscriptionId?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description What the transformation makes of them. */
+            200: {
+                headers: {
+                    /** @description The request's own Service-Request-Id, echoed, or one generated for it. */
+                    "Service-Request-Id"?: string;
+                    /** @description Requests allowed per minute (sustained). */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in the current minute. */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window refreshes. */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "result": {
+                     *           "payload": {
+                     *             "text": "booking.created evt_01JD7YQ6T0R4CZ7M3B9ZKX2N5E"
+                     *           },
+                     *           "url": "text",
+                     *           "headers": {},
+                     *           "cancel": true
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: {
+                            /** @description The request as the delivery would send it. */
+                            result: {
+                                /**
+                                 * @description The body that would be sent (and signed): this value as JSON.
+                                 * @example {
+                                 *       "text": "booking.created evt_01JD7YQ6T0R4CZ7M3B9ZKX2N5E"
+                                 *     }
+                                 */
+                                payload: unknown;
+                                /** @description Where it would be sent. */
+                                url: string;
+                                /** @description The headers the transformation adds (names in lower case), besides ours. */
+                                headers: {
+                                    [key: string]: string;
+                                };
+                                /** @description Nothing would be sent; the attempt would succeed. */
+                                cancel: boolean;
+                            };
+                        } | {
+                            /** @description The attempt's `responseBody` had it failed with `transformation_failed`. */
+                            error: string;
+                        } | {
+                            /** @description With a subscriptionId: its last 50 ledger events, oldest first. */
+                            events: {
+                                /** @description The event id. */
+                                id: string;
+                                /** @description The event type. */
+                                type: string;
+                                /** @description Its place in the ledger. */
+                                sequence: number;
+                                /** @description The request as the delivery would send it. */
+                                result?: {
+                                    /**
+                                     * @description The body that would be sent (and signed): this value as JSON.
+                                     * @example {
+                                     *       "text": "booking.created evt_01JD7YQ6T0R4CZ7M3B9ZKX2N5E"
+                                     *     }
+                                     */
+                                    payload: unknown;
+                                    /** @description Where it would be sent. */
+                                    url: string;
+                                    /** @description The headers the transformation adds (names in lower case), besides ours. */
+                                    headers: {
+                                        [key: string]: string;
+                                    };
+                                    /** @description Nothing would be sent; the attempt would succeed. */
+                                    cancel: boolean;
+                                };
+                                /** @description The attempt's `responseBody` had it failed with `transformation_failed`. */
+                                error?: string;
                             }[];
                         };
                     };
@@ -8750,7 +9151,8 @@ export interface operations {
                      *           "errorClass": "timeout",
                      *           "responseBody": "",
                      *           "retryAfter": null,
-                     *           "concurrencyLimit": 16
+                     *           "concurrencyLimit": 16,
+                     *           "cancelled": false
                      *         }
                      *       ],
                      *       "meta": {

@@ -358,7 +358,7 @@ export const WebhookAttempt = Type.Object(
     errorClass: Nullable(
       StringEnum(ATTEMPT_ERROR_CLASSES, {
         description:
-          '`timeout`, `connection_refused`, `connection_reset` (any other failure of the connection too), `dns`, `tls`, `address_blocked` (refused before connecting), `redirect` (a 3xx; not followed), `body_too_large` (the answer went past 64 KiB and was cut), `internal` (a failure on our side before or during the attempt); for a broker destination also `broker_refused` (a nack, an unroutable message, an unknown exchange or stream, refused credentials) and `broker_busy` (the broker pushes back: a blocked connection, JetStream 429 or 503); `auth_failed` when the OAuth2 token server of the subscription refused or could not be reached (nothing was sent to the receiver; `responseBody` says why); null when the status tells all.',
+          '`timeout`, `connection_refused`, `connection_reset` (any other failure of the connection too), `dns`, `tls`, `address_blocked` (refused before connecting), `redirect` (a 3xx; not followed), `body_too_large` (the answer went past 64 KiB and was cut), `internal` (a failure on our side before or during the attempt); for a broker destination also `broker_refused` (a nack, an unroutable message, an unknown exchange or stream, refused credentials) and `broker_busy` (the broker pushes back: a blocked connection, JetStream 429 or 503); `auth_failed` when the OAuth2 token server of the subscription refused or could not be reached (nothing was sent to the receiver; `responseBody` says why); `transformation_failed` when the transformation of the subscription threw, ran out of time or memory, or returned something that cannot be sent (nothing was sent; `responseBody` has its message; counted toward auto-pause as a refusal); null when the status tells all.',
       }),
     ),
     responseBody: Type.String({
@@ -379,6 +379,10 @@ export const WebhookAttempt = Type.Object(
           "The subscription's concurrency limit when this attempt was sent (see `deliveryState`).",
       }),
     ),
+    cancelled: Type.Boolean({
+      description:
+        "The subscription's transformation cancelled it (`cancel: true`): nothing was sent, and the delivery succeeded; `status` is null.",
+    }),
   },
   { $id: 'WebhookAttempt', additionalProperties: false },
 );

@@ -1,11 +1,17 @@
 import { createHash } from 'node:crypto';
+import releaseSync from '@jitl/quickjs-wasmfile-release-sync';
 import type {
   QuickJSContext,
   QuickJSHandle,
   QuickJSRuntime,
+  QuickJSSyncVariant,
   QuickJSWASMModule,
 } from 'quickjs-emscripten-core';
-import { shouldInterruptAfterDeadline } from 'quickjs-emscripten-core';
+import {
+  newQuickJSWASMModuleFromVariant,
+  newVariant,
+  shouldInterruptAfterDeadline,
+} from 'quickjs-emscripten-core';
 import { boundedMessage, TRANSFORMATION_LIMITS } from '../domain/transformation.ts';
 
 /**
@@ -84,6 +90,29 @@ const PRELUDE = `(function () {
   return { setNow, handlerOf, run };
 })()`;
 
+/**
+ * The sandbox's whole WebAssembly memory, every runtime's heap within it: QuickJS's own count
+ * (TRANSFORMATION_LIMITS.memoryBytes a runtime) misses some allocations (large strings, typed
+ * arrays' buffers), so this is the bound that holds whatever the code allocates. A run that
+ * reaches it fails as out of memory; its runtime is then dropped, which gives the memory back.
+ */
+const SANDBOX_MEMORY_BYTES = 64 * 1024 * 1024;
+
+/** WebAssembly's page: its memory grows by these. */
+const WASM_PAGE_BYTES = 64 * 1024;
+
+/** QuickJS compiled to WebAssembly, in a memory that cannot grow past SANDBOX_MEMORY_BYTES. */
+export function sandboxModule(): Promise<QuickJSWASMModule> {
+  const memory = new WebAssembly.Memory({
+    initial: 256,
+    maximum: SANDBOX_MEMORY_BYTES / WASM_PAGE_BYTES,
+  });
+  // Its types are CommonJS's (the default export as a namespace); imported, it is the variant.
+  const base = releaseSync as unknown as QuickJSSyncVariant;
+  const variant = newVariant(base, { wasmMemory: memory });
+  return newQuickJSWASMModuleFromVariant(variant);
+}
+
 /** A code version compiled in its own runtime. */
 interface Compiled {
   runtime: QuickJSRuntime;
@@ -106,7 +135,7 @@ function ownWords(name: string, message: string): string {
     return `ran longer than ${TRANSFORMATION_LIMITS.runMs} ms (the time cap of one run)`;
   }
   if (message === 'out of memory' || message === 'string too long') {
-    return `used more than ${TRANSFORMATION_LIMITS.memoryBytes / 1024 / 1024} MB of memory (${message})`;
+    return `ran out of memory (${message}; a run may use ${TRANSFORMATION_LIMITS.memoryBytes / 1024 / 1024} MB)`;
   }
   if (message === 'stack overflow') return 'stack overflow: recursion too deep';
   return `${name}: ${message}`;

@@ -26,10 +26,11 @@ export interface SandboxResponse {
 }
 
 /**
- * Past its run's time cap by this much, the thread is taken for hung (QuickJS's interrupt did not
- * end the run): it is stopped and a new one started for the next request.
+ * Past its run's time cap by this much, the thread is taken for hung: QuickJS's interrupt is
+ * polled between bytecodes, so one long native call (a built-in over a huge sparse array) can
+ * outrun the cap. The thread is stopped and a new one started for the next request.
  */
-const HUNG_AFTER_MS = TRANSFORMATION_LIMITS.runMs + 2_000;
+const HUNG_AFTER_MS = TRANSFORMATION_LIMITS.runMs + 400;
 
 /** Requests waiting for the thread, per queue key, at most; past it a run fails at once. */
 const QUEUED_PER_KEY = 1_000;
@@ -53,7 +54,7 @@ export class TransformationRunner {
   private thread: Worker | null = null;
   private ready: Promise<Worker> | null = null;
   private readonly queues = new Map<string, Queued[]>();
-  private running: { id: number; queued: Queued; timer: NodeJS.Timeout } | null = null;
+  private running: { id: number; queued: Queued; timer: NodeJS.Timeout | null } | null = null;
   private nextId = 1;
   private closing = false;
 
@@ -134,12 +135,13 @@ export class TransformationRunner {
     this.queues.delete(key);
     if (queue.length > 0) this.queues.set(key, queue);
     const id = this.nextId++;
-    const timer = setTimeout(() => this.hung(id), HUNG_AFTER_MS);
-    this.running = { id, queued, timer };
+    this.running = { id, queued, timer: null };
     this.started()
       .then((thread) => {
         if (this.running?.id !== id) return;
         thread.ref();
+        // From the send: a thread's start (its WebAssembly compiled) is not the run's time.
+        this.running.timer = setTimeout(() => this.hung(id), HUNG_AFTER_MS);
         thread.postMessage({ ...queued.request, id } as SandboxRequest);
       })
       .catch((error: unknown) => this.settle(id, failed(`the sandbox did not start: ${error}`)));
@@ -147,7 +149,7 @@ export class TransformationRunner {
 
   private settle(id: number, answer: CompileAnswer | EngineAnswer): void {
     if (this.running?.id !== id) return;
-    clearTimeout(this.running.timer);
+    if (this.running.timer !== null) clearTimeout(this.running.timer);
     const { queued } = this.running;
     this.running = null;
     queued.resolve(answer);
@@ -157,7 +159,12 @@ export class TransformationRunner {
   private hung(id: number): void {
     if (this.running?.id !== id) return;
     this.restart();
-    this.settle(id, failed(`the sandbox stopped answering (over ${HUNG_AFTER_MS} ms)`));
+    this.settle(
+      id,
+      failed(
+        `ran longer than ${TRANSFORMATION_LIMITS.runMs} ms (the time cap of one run): stopped after ${HUNG_AFTER_MS} ms in one call`,
+      ),
+    );
   }
 
   /** The thread, started and ready (its WebAssembly compiled) when none is. */

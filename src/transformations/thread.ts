@@ -1,6 +1,5 @@
 import { parentPort } from 'node:worker_threads';
-import { newQuickJSWASMModuleFromVariant } from 'quickjs-emscripten-core';
-import { SandboxEngine } from './engine.ts';
+import { SandboxEngine, sandboxModule } from './engine.ts';
 import type { SandboxRequest, SandboxResponse } from './runner.ts';
 
 /**
@@ -9,9 +8,7 @@ import type { SandboxRequest, SandboxResponse } from './runner.ts';
  */
 const port = parentPort;
 if (port === null) throw new Error('transformations/thread runs as a worker thread');
-const engine = new SandboxEngine(
-  await newQuickJSWASMModuleFromVariant(import('@jitl/quickjs-wasmfile-release-sync')),
-);
+const engine = new SandboxEngine(await sandboxModule());
 port.on('message', (request: SandboxRequest) => {
   const answer =
     request.op === 'check'

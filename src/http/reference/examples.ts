@@ -146,6 +146,7 @@ const SCHEMA_EXAMPLES: Record<string, unknown> = {
     responseBody: '',
     retryAfter: null,
     concurrencyLimit: 16,
+    cancelled: false,
   },
   City: { id: CITY_LISBON, name: 'Lisbon', countryIso: 'PT', ...stamps },
   Hotel: {
