@@ -5,6 +5,7 @@ import packageJson from '../../package.json' with { type: 'json' };
 import type { Config } from '../config.ts';
 import type { RateLimits } from '../rate-limit/rate-limits.ts';
 import type { Services } from '../services/index.ts';
+import { withGeneratedSections } from './reference/doc-sections.ts';
 import { addMediaExamples, instanceExamples } from './reference/examples.ts';
 import { registerPostmanCollection } from './reference/postman.ts';
 import { registerReferencePage } from './reference/reference-page.ts';
@@ -119,6 +120,16 @@ const PAYLOAD_FILTERS = [
   demoteHeadings(repositoryText('docs/payload-filters.md')),
 ].join('\n\n');
 
+/**
+ * docs/transformations.md, one heading level down, its generated sections (the limits) rendered
+ * from the code: transformations, their sandbox and dry run, retry schedules.
+ */
+const TRANSFORMATIONS = [
+  '',
+  '## Transformations',
+  demoteHeadings(withGeneratedSections(repositoryText('docs/transformations.md'))),
+].join('\n\n');
+
 /** docs/personal-data.md, one heading level down: thin payloads, one event's body, erasure. */
 const PERSONAL_DATA = [
   '',
@@ -216,6 +227,7 @@ export const publicApi: FastifyPluginAsync<{
           VERIFIER_PACKAGES +
           BROKER_DESTINATIONS +
           PAYLOAD_FILTERS +
+          TRANSFORMATIONS +
           PERSONAL_DATA +
           `\n\n${stateMachinesMarkdown({ operations: false })}` +
           TYPESCRIPT_SDK,

@@ -96,7 +96,7 @@ const PRELUDE = `(function () {
  * arrays' buffers), so this is the bound that holds whatever the code allocates. A run that
  * reaches it fails as out of memory; its runtime is then dropped, which gives the memory back.
  */
-const SANDBOX_MEMORY_BYTES = 64 * 1024 * 1024;
+export const SANDBOX_MEMORY_BYTES = 64 * 1024 * 1024;
 
 /** WebAssembly's page: its memory grows by these. */
 const WASM_PAGE_BYTES = 64 * 1024;
