@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -9,6 +9,7 @@ import { describeError } from '../src/cli/run.ts';
 import { parseExpiry, parseScopes } from '../src/cli/values.ts';
 import { ConfigError, describeDatabase, loadConfig } from '../src/config.ts';
 import { migrations } from '../src/db/migrate.ts';
+import { sampleEventData } from '../src/domain/event-samples.ts';
 import { SCOPES } from '../src/domain/plans.ts';
 import { WebhookSubscription } from '../src/http/webhook-schemas.ts';
 import type { Clock } from '../src/lib/clock.ts';
@@ -216,10 +217,11 @@ for (const backend of BACKENDS) {
       const plain = await cliHere(['webhook', 'list', '--tenant', tenantId], env);
       assertOk(plain);
       const [head, ...lines] = plain.stdout.trimEnd().split('\n');
-      assert.match(head, /^ID\s+STATE\s+URL\s+EVENTS\s+FILTER$/);
+      assert.match(head, /^ID\s+STATE\s+URL\s+EVENTS\s+FILTER\s+TRANSFORM\s+RETRIES$/);
       const line = lines.find((l) => l.startsWith(id));
       assert.ok(line, plain.stdout);
-      assert.ok(line.endsWith(JSON.stringify(filter)), line);
+      assert.ok(line.includes(JSON.stringify(filter)), line);
+      assert.match(line, /\s-\s+default$/, 'no transformation, the default schedule');
       const json = await cliHere(['webhook', 'list', '--tenant', tenantId, '--json'], env);
       assertOk(json);
       const listed = (JSON.parse(json.stdout) as Array<{ id: string; filter: unknown }>).find(
@@ -228,6 +230,54 @@ for (const backend of BACKENDS) {
       assert.deepEqual(listed?.filter, filter);
       const missing = await cliHere('webhook list --tenant nobody', env);
       assertFails(missing, 1, /Tenant "nobody" was not found/);
+    });
+
+    it("webhook transformation dry-runs code over a subscription's ledger", async () => {
+      const config = loadConfig({ ...env, WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true' });
+      const here = await createRuntime(config, { logger: pino({ level: 'silent' }) });
+      let id: string;
+      try {
+        const { subscription } = await here.services.webhooks.create(tenantId, {
+          url: 'https://127.0.0.1:9/cli-transform',
+          events: ['client.created'],
+          retrySchedule: ['30s', '5m'],
+        });
+        id = subscription.id;
+        await here.database.withTransaction(() =>
+          here.services.events.emit(tenantId, 'client.created', sampleEventData('client.created')),
+        );
+      } finally {
+        await here.close();
+      }
+      const dir = mkdtempSync(join(tmpdir(), 'cli-transform-'));
+      const code = join(dir, 'handler.js');
+      writeFileSync(
+        code,
+        'function handler(webhook) {\n  webhook.payload = { text: webhook.type };\n  return webhook;\n}\n',
+      );
+      const broken = join(dir, 'broken.js');
+      writeFileSync(broken, 'function handler(webhook) {\n  return webhook +;\n}\n');
+      try {
+        const plain = await cliHere(['webhook', 'transformation', id, '--code', code], env);
+        assertOk(plain);
+        assert.match(
+          plain.stdout,
+          /^SEQ\s+TYPE\s+SENDS\n1\s+client\.created\s+https:\/\/127\.0\.0\.1:9\/cli-transform \{"text":"client\.created"\}\n$/,
+        );
+        const json = await cliHere(
+          ['webhook', 'transformation', id, '--code', code, '--json'],
+          env,
+        );
+        assertOk(json);
+        const [event] = JSON.parse(json.stdout).events;
+        assert.deepEqual(event.result.payload, { text: 'client.created' });
+        const refused = await cliHere(['webhook', 'transformation', id, '--code', broken], env);
+        assertFails(refused, 1, /code: SyntaxError.*\(line 2\)/);
+        const listed = await cliHere(['webhook', 'list', '--tenant', tenantId], env);
+        assert.match(listed.stdout, new RegExp(`${id}.*\\s-\\s+30s,5m\\n`));
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
     });
 
     it('tenant create rejects an unknown tier and a bad slug as usage errors', async () => {

@@ -27,6 +27,7 @@ import {
   webhookEnableCommand,
   webhookListCommand,
   webhooksEnableCommand,
+  webhookTransformationCommand,
 } from './webhook-commands.ts';
 
 const serveCommand: Command = {
@@ -315,6 +316,7 @@ export const COMMANDS: Command[] = [
   tokenRevokeCommand,
   webhookListCommand,
   webhookEnableCommand,
+  webhookTransformationCommand,
   webhooksEnableCommand,
   deliveryListCommand,
   deliveryRedeliverCommand,

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { DELIVERY_STATUSES, isOneOf } from '../domain/states.ts';
 import { tenantOption } from './account-commands.ts';
 import { UsageError } from './args.ts';
@@ -13,8 +14,9 @@ export const webhookListCommand: Command = {
   name: 'webhook list',
   summary: "list a tenant's webhook subscriptions, newest first",
   description: [
-    'Each subscription with its state, its event types and its payload filter (none: every event ' +
-      'of its types). Deleted ones are listed too.',
+    'Each subscription with its state, its event types, its payload filter (none: every event ' +
+      'of its types), whether it has a transformation and its retry schedule (default: the ' +
+      "deployment's WEBHOOK_RETRY_SCHEDULE). Deleted ones are listed too.",
     "JSON: an array of subscriptions (the API's subscription objects), newest first.",
   ],
   positionals: [],
@@ -36,11 +38,13 @@ export const webhookListCommand: Command = {
       s.url,
       s.events.join(','),
       s.filter === null ? '-' : JSON.stringify(s.filter),
+      s.transformation === null ? '-' : 'yes',
+      s.retrySchedule === null ? 'default' : s.retrySchedule.join(','),
     ]);
     ctx.print(
       rows.length === 0
         ? 'No webhook subscriptions.\n'
-        : columns(['ID', 'STATE', 'URL', 'EVENTS', 'FILTER'], rows),
+        : columns(['ID', 'STATE', 'URL', 'EVENTS', 'FILTER', 'TRANSFORM', 'RETRIES'], rows),
       subscriptions,
     );
     return 'done';
@@ -66,6 +70,66 @@ export const webhookEnableCommand: Command = {
     ctx.print(
       `Webhook subscription ${subscription.id} enabled (${subscription.url}).\n`,
       subscription,
+    );
+    return 'done';
+  },
+};
+
+export const webhookTransformationCommand: Command = {
+  name: 'webhook transformation',
+  summary: "dry-run a transformation over a subscription's last 50 events",
+  description: [
+    'Runs the JavaScript in --code (a file defining handler(webhook)) over the last 50 events of ' +
+      "the subscription's ledger, each as its delivery would go now, as POST " +
+      '/api/v1/webhooks/transformations/test does: nothing is stored or sent. Each event prints ' +
+      'what would be sent (or that it would be cancelled), or why its attempt would fail with ' +
+      'transformation_failed. Code that does not compile is refused with its line.',
+    'JSON: {"events": [{"id", "type", "sequence", "result"?, "error"?}]}.',
+  ],
+  positionals: [{ name: 'id', description: 'the subscription id (whs_…)' }],
+  options: {
+    code: {
+      type: 'string',
+      value: '<file>',
+      required: true,
+      description: 'the transformation: a JavaScript file defining handler(webhook)',
+    },
+  },
+  json: true,
+  async run(ctx, args) {
+    const [id] = args.positionals;
+    const file = args.required('code');
+    let code: string;
+    try {
+      code = readFileSync(file, 'utf8');
+    } catch (error) {
+      throw new UsageError(
+        `--code: cannot read ${file} (${(error as Error).message})`,
+        'webhook transformation',
+      );
+    }
+    const answer = await ctx.withRuntime(async (runtime) => {
+      const { webhooks, dryRuns } = runtime.services;
+      const tenantId = await namingNotFound(
+        runtime,
+        webhooks.tenantOf(id),
+        `Webhook subscription "${id}"`,
+      );
+      return dryRuns.testTransformation(tenantId, { code, subscriptionId: id });
+    });
+    const events = 'events' in answer ? answer.events : [];
+    const rows = events.map((event) => [
+      String(event.sequence),
+      event.type,
+      'error' in event
+        ? `fails: ${event.error}`
+        : event.result.cancel
+          ? 'cancelled: nothing sent'
+          : `${event.result.url} ${JSON.stringify(event.result.payload).slice(0, 80)}`,
+    ]);
+    ctx.print(
+      rows.length === 0 ? 'No events in its ledger.\n' : columns(['SEQ', 'TYPE', 'SENDS'], rows),
+      answer,
     );
     return 'done';
   },
