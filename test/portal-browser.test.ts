@@ -328,6 +328,54 @@ for (const backend of BACKENDS) {
       await context.close();
     });
 
+    it('edits a transformation and tries it on the last events, read-only too', async () => {
+      const made = await ctx.api('POST', '/api/v1/webhooks', {
+        token: tenant.token,
+        body: { url: receiver.url('/transformed'), events: ['client.created'] },
+      });
+      const id = made.json().data.id as string;
+      for (const [kind, displayName] of [
+        ['company', 'Acme'],
+        ['individual', 'Ada'],
+      ]) {
+        await createClient(ctx, tenant, { kind, displayName });
+      }
+      const { page, context, problems } = await signIn();
+      await page.goto(`${origin}/portal/endpoints/${id}`);
+      // Saved through the edit form, as the API takes it.
+      await page.getByText('Transformation and retries').click();
+      await page
+        .getByLabel(/^Transformation: JavaScript/)
+        .fill(
+          'function handler(webhook) {\n  webhook.payload = { text: webhook.payload.data.displayName };\n  return webhook;\n}',
+        );
+      await page.getByLabel(/^Waits between attempts/).fill('30s, 5m');
+      await page.getByRole('button', { name: 'Save' }).click();
+      await page.getByText('Saved.').waitFor();
+      assert.match(await page.locator('main').innerText(), /Retries: after 30s, 5m\./);
+      await context.close();
+
+      const reader = await signIn(true);
+      await reader.page.goto(`${origin}/portal/endpoints/${id}`);
+      await reader.page
+        .getByLabel(/^Code to try/)
+        .fill(
+          "function handler(webhook) {\n  if (webhook.payload.data.kind === 'individual') return { ...webhook, cancel: true };\n  webhook.payload = { text: 'New client: ' + webhook.payload.data.displayName };\n  webhook.headers['x-channel'] = 'sales';\n  return webhook;\n}",
+        );
+      await reader.page.getByRole('button', { name: 'Try the code on the last 50 events' }).click();
+      await reader.page
+        .getByText('Of the last 2 events, 1 would be sent, 1 cancelled, 0 would fail.')
+        .waitFor();
+      assert.match(await reader.page.locator('tbody').innerText(), /"text": "New client: Acme"/);
+      await accessible(reader.page, 'the transformation dry run');
+      await nothingSpills(reader.page, 'the transformation dry run');
+      await shot(reader.page, 'transformation-dry-run');
+      assert.deepEqual(problems, []);
+      assert.deepEqual(reader.problems, []);
+      await reader.context.close();
+      await ctx.api('DELETE', `/api/v1/webhooks/${id}`, { token: tenant.token });
+    });
+
     it('sets receiver authentication in write-only fields; an edit keeps the secrets unseen', async () => {
       const { page, context, problems } = await signIn();
       const [apiKey, password] = ['k-chromium-93b1d0', 'pw-chromium-6a2f55'];

@@ -664,6 +664,112 @@ for (const backend of BACKENDS) {
       );
     });
 
+    it('sets a transformation and a retry schedule, refuses what the API refuses, and dry-runs code read-only', async () => {
+      const owner = await createTenant(ctx);
+      const client = await signedIn(owner);
+      const token = await client.csrf('/portal/endpoints/new');
+      const code =
+        'function handler(webhook) {\r\n  webhook.payload = { text: webhook.type };\r\n  return webhook;\r\n}';
+      const form = (transformation: string, retrySchedule: string): Array<[string, string]> => [
+        ['_csrf', token],
+        ['idempotencyKey', crypto.randomUUID()],
+        ['url', HOOK],
+        ['events', 'client.created'],
+        ['ordering', 'none'],
+        ['transformation', transformation],
+        ['retrySchedule', retrySchedule],
+      ];
+      const named = (body: string) =>
+        [...body.matchAll(/<li><code>([^<]+)<\/code>/g)].map((m) => m[1]);
+      for (const [transformation, retrySchedule, path] of [
+        ['function handler(webhook) {\n  return webhook +;\n}', '', 'transformation.code'],
+        ['const x = 1;', '', 'transformation.code'],
+        ['', '30s, 25h', 'retrySchedule.1'],
+        ['', 'soon', 'retrySchedule.0'],
+      ]) {
+        const refused = await client.post('/portal/endpoints', form(transformation, retrySchedule));
+        assert.equal(refused.statusCode, 422, `${transformation} ${retrySchedule}`);
+        assert.deepEqual(named(refused.body), [path]);
+      }
+      assert.equal((await ctx.runtime.services.webhooks.list(owner.id)).length, 0);
+
+      const created = await client.post('/portal/endpoints', form(code, '30s, 5m 2h'));
+      assert.equal(created.statusCode, 200, created.body.slice(0, 300));
+      const [subscription] = await ctx.runtime.services.webhooks.list(owner.id);
+      assert.deepEqual(subscription.transformation, { code: code.replaceAll('\r\n', '\n') });
+      assert.deepEqual(subscription.retrySchedule, ['30s', '5m', '2h']);
+      const page = (await client.get(`/portal/endpoints/${subscription.id}`)).body;
+      assert.match(page, /<pre class="code" aria-label="The transformation">function handler/);
+      assert.match(page, /Retries: after 30s, 5m, 2h\./);
+      assert.match(
+        page,
+        /<input id="retrySchedule" name="retrySchedule" type="text" autocomplete="off" value="30s, 5m, 2h">/,
+      );
+
+      await createClient(ctx, owner, { kind: 'company', displayName: 'Acme' });
+      await createClient(ctx, owner, { kind: 'individual', displayName: 'Ada' });
+      // Read-only sessions may try code: a POST for its length, yet a dry run that changes nothing.
+      const reader = await signedIn(owner, { readOnly: true });
+      const readerToken = await reader.csrf(`/portal/endpoints/${subscription.id}`);
+      const tried = await reader.post(`/portal/endpoints/${subscription.id}/transformation-test`, [
+        ['_csrf', readerToken],
+        [
+          'code',
+          "function handler(webhook) {\n  if (webhook.payload.data.kind === 'individual') return { ...webhook, cancel: true };\n  webhook.headers['x-kind'] = webhook.payload.data.kind;\n  return webhook;\n}",
+        ],
+      ]);
+      assert.equal(tried.statusCode, 200, tried.body.slice(0, 300));
+      assert.match(
+        tried.body,
+        /Of the last 2 events, 1 would be sent, 1 cancelled, 0 would fail\./,
+      );
+      assert.deepEqual(
+        [...tried.body.matchAll(/class="badge (?:ok|muted|bad)">(sent|cancelled|fails)/g)].map(
+          (m) => m[1],
+        ),
+        ['sent', 'cancelled'],
+      );
+      assert.match(tried.body, /with x-kind/);
+      const failing = await reader.post(
+        `/portal/endpoints/${subscription.id}/transformation-test`,
+        [
+          ['_csrf', readerToken],
+          ['code', 'function handler(webhook) { throw new Error("no partner id"); }'],
+        ],
+      );
+      assert.equal(failing.statusCode, 200);
+      assert.match(failing.body, /0 would be sent, 0 cancelled, 2 would fail/);
+      assert.match(failing.body, /Error: no partner id/);
+      const broken = await reader.post(`/portal/endpoints/${subscription.id}/transformation-test`, [
+        ['_csrf', readerToken],
+        ['code', 'function handler(webhook) {'],
+      ]);
+      assert.equal(broken.statusCode, 422);
+      assert.deepEqual(named(broken.body), ['code']);
+      // The read-only session still changes nothing else.
+      const paused = await reader.post(`/portal/endpoints/${subscription.id}/pause`, [
+        ['_csrf', readerToken],
+        ['idempotencyKey', crypto.randomUUID()],
+      ]);
+      assert.equal(paused.statusCode, 403);
+
+      // Emptied in the edit form: no transformation, the default schedule.
+      const edit = await client.csrf(`/portal/endpoints/${subscription.id}`);
+      const saved = await client.post(`/portal/endpoints/${subscription.id}`, [
+        ['_csrf', edit],
+        ['idempotencyKey', crypto.randomUUID()],
+        ['url', HOOK],
+        ['events', 'client.created'],
+        ['ordering', 'none'],
+        ['transformation', ' '],
+        ['retrySchedule', ''],
+      ]);
+      assert.equal(saved.statusCode, 303);
+      const after = await ctx.runtime.services.webhooks.get(owner.id, subscription.id);
+      assert.equal(after.transformation, null);
+      assert.equal(after.retrySchedule, null);
+    });
+
     it('sets receiver authentication in write-only fields, kept by an edit on the same origin', async () => {
       const owner = await createTenant(ctx);
       const client = await signedIn(owner);

@@ -68,6 +68,23 @@ export const field = {
         throw new FieldFault(`is not JSON: ${(error as Error).message}`);
       }
     },
+  /** A transformation's JavaScript: empty is none (null), else `{code}` with its line ends as LF. */
+  code:
+    (name: string): Reader =>
+    (form) => {
+      const value = form[name];
+      if (typeof value !== 'string') return value;
+      return value.trim() === '' ? null : { code: value.replace(/\r\n?/g, '\n') };
+    },
+  /** Durations apart by commas or spaces (`30s, 5m`), as a list; empty is null. */
+  durations:
+    (name: string): Reader =>
+    (form) => {
+      const value = form[name];
+      if (typeof value !== 'string') return value;
+      const list = value.split(/[\s,]+/).filter((part) => part !== '');
+      return list.length === 0 ? null : list;
+    },
   /** A checkbox of value `true`: unchecked (absent) is false. */
   checkbox:
     (name: string): Reader =>

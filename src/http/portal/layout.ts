@@ -113,3 +113,6 @@ export function statusBadge(status: string): string {
 
 /** An id in a path (ids are ours, but a path is no place for anything unescaped). */
 export const seg = (value: string) => encodeURIComponent(value);
+
+/** An endpoint's page in the portal. */
+export const endpointPath = (id: string) => `/portal/endpoints/${seg(id)}`;

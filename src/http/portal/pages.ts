@@ -17,6 +17,7 @@ import type { FilterTestResult } from '../../services/dry-runs-service.ts';
 import type { Subscription } from '../../services/subscription-view.ts';
 import {
   actionButton,
+  endpointPath,
   type Frame,
   formFields,
   json,
@@ -27,13 +28,12 @@ import {
   time,
 } from './layout.ts';
 import { receiverAuthFields } from './receiver-auth-form.ts';
+import { transformationFields, transformationSection } from './transformation-pages.ts';
 
 /** A page of a signed-in session: its frame, and a fresh idempotency key per rendered form. */
 export interface View extends Frame {
   key: () => string;
 }
-
-const endpointPath = (id: string) => `/portal/endpoints/${seg(id)}`;
 
 /** Why an endpoint is paused, in a few words. */
 const PAUSE_WHY: Record<NonNullable<Subscription['pauseReason']>, string> = {
@@ -171,6 +171,7 @@ export function newEndpointPage(view: View): string {
 <input id="url" name="url" type="url" required placeholder="https://example.com/webhooks" autocomplete="off">
 !${eventCheckboxes([])}
 !${filterField(null)}
+!${transformationFields(null)}
 !${flowFields(null)}
 !${receiverAuthFields(null)}
 <p><button type="submit" class="primary">Add endpoint</button> <a href="/portal/">Cancel</a></p>
@@ -231,6 +232,7 @@ export function endpointPage(view: View, data: EndpointPageData): string {
 </dl>
 <p><a href="${path}/events">Ledger: every event by sequence</a></p>
 !${filterSection(s, filterText(s.filter))}
+!${transformationSection(view, s, s.transformation?.code ?? '')}
 !${deliveriesSection(data, path)}
 !${canAct ? actions(view, s) : ''}
 !${canAct ? editSection(view, s) : ''}`,
@@ -414,6 +416,7 @@ function editSection(view: View, s: Subscription): string {
 <input id="edit-url" name="url" type="url" required value="${s.url}" autocomplete="off">
 !${eventCheckboxes(s.events)}
 !${filterField(s)}
+!${transformationFields(s)}
 !${flowFields(s)}
 !${receiverAuthFields(s)}
 <p><button type="submit" class="primary">Save</button></p>

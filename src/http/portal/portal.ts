@@ -26,6 +26,8 @@ declare module 'fastify' {
 
 const SESSION_COOKIE = 'tourops_portal';
 const CSRF_COOKIE = 'tourops_portal_csrf';
+/** POSTs that change nothing (a transformation's dry run): read-only sessions may send them. */
+const DRY_RUNS = /^\/portal\/endpoints\/[^/?]+\/transformation-test(\?|$)/;
 const FORM_BODY_LIMIT = 64 * 1024;
 
 /** The portal's own files, read once: no CDN, no third-party request. */
@@ -152,7 +154,11 @@ export const portal: FastifyPluginAsync<PortalOptions> = async (app, { services,
       }
       signedIn.csrfProtection(request, reply, (error?: Error) => {
         if (error) done(error);
-        else if (request.portal?.readOnly && request.url !== '/portal/sign-out') {
+        else if (
+          request.portal?.readOnly &&
+          request.url !== '/portal/sign-out' &&
+          !DRY_RUNS.test(request.url)
+        ) {
           done(new ReadOnly());
         } else done();
       });

@@ -7,7 +7,7 @@ import {
   type SubscribableEventType,
 } from '../../domain/states.ts';
 import { fieldError } from '../../lib/problems.ts';
-import type { FilterTestInput } from '../../services/dry-runs-service.ts';
+import type { FilterTestInput, TransformationTestInput } from '../../services/dry-runs-service.ts';
 import type { Services } from '../../services/index.ts';
 import type { PortalSession } from '../../services/portal-service.ts';
 import type {
@@ -19,6 +19,7 @@ import {
   CreateWebhookBody,
   FilterTestBody,
   TestWebhookBody,
+  TransformationTestBody,
   UpdateWebhookBody,
 } from '../routes/webhooks-routes.ts';
 import { bodyOf, type Form, field, formSchema } from './forms.ts';
@@ -35,6 +36,7 @@ import {
   type View,
 } from './pages.ts';
 import { RECEIVER_AUTH_FIELDS, receiverAuthReaders } from './receiver-auth-form.ts';
+import { transformationTestPage } from './transformation-pages.ts';
 
 export interface PortalPagesOptions {
   services: Services;
@@ -49,6 +51,7 @@ const updateBody = formSchema(UpdateWebhookBody);
 const recoverBody = formSchema(RecoverWebhookBody);
 const testBody = formSchema(TestWebhookBody);
 const filterTestBody = formSchema(FilterTestBody);
+const transformationTestBody = formSchema(TransformationTestBody);
 /** The changes that take no body in the API (delete, rotate, redeliver): their forms carry none. */
 const noBody = formSchema(Type.Object({}, { additionalProperties: false }));
 
@@ -63,6 +66,8 @@ const SUBSCRIPTION_FIELDS = {
   ordering: field.text('ordering'),
   payload: field.text('payload'),
   filter: field.json('filter'),
+  transformation: field.code('transformation'),
+  retrySchedule: field.durations('retrySchedule'),
 };
 const CREATE_FIELDS = { ...SUBSCRIPTION_FIELDS, ...receiverAuthReaders(false) };
 const EDIT_FIELDS = { ...SUBSCRIPTION_FIELDS, ...receiverAuthReaders(true) };
@@ -285,6 +290,29 @@ export const portalPages: FastifyPluginAsync<PortalPagesOptions> = async (
       );
     },
   );
+
+  // A POST (code is too long for a query string), yet a dry run: read-only sessions may send it
+  // (see DRY_RUNS in portal.ts).
+  app.post<IdParams>('/endpoints/:id/transformation-test', async (request, reply) => {
+    const tenantId = tenantOf(request);
+    const { id } = request.params;
+    const subscription = await webhooks.get(tenantId, id);
+    const code = typeof request.body.code === 'string' ? request.body.code : '';
+    const input = bodyOf<TransformationTestInput>(
+      transformationTestBody,
+      request.body,
+      {
+        code: (form) =>
+          typeof form.code === 'string' ? form.code.replace(/\r\n?/g, '\n') : form.code,
+      },
+      { fixed: { subscriptionId: id } },
+    );
+    const result = await services.dryRuns.testTransformation(tenantId, input);
+    return sendPage(
+      reply,
+      transformationTestPage(view(request, reply), subscription, { code, result }),
+    );
+  });
 
   app.get<{ Params: { id: string }; Querystring: { after?: string } }>(
     '/endpoints/:id/events',

@@ -148,7 +148,7 @@ export const FilterTestBody = Type.Object(
   { additionalProperties: false },
 );
 
-const TransformationTestBody = Type.Object(
+export const TransformationTestBody = Type.Object(
   {
     code: Type.String({
       minLength: 1,
