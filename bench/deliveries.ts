@@ -87,6 +87,15 @@ export interface DeliveryResult {
   /** The plain backlog run into RabbitMQ (publisher confirms), and into NATS JetStream (stream acks). */
   rabbitmq: Rate;
   nats: Rate;
+  /** The plain backlog run, each delivery through a trivial transformation (one header added). */
+  transformed: Rate;
+  /**
+   * The plain backlog run while another tenant's subscription retries deliveries whose
+   * transformation runs to its time cap every run (HOSTILE_EVENTS of them, a wait of 1 s).
+   */
+  besideHostile: Rate;
+  /** That subscription's failed runs during the besideHostile runs. */
+  hostileRuns: number;
   latency: { p50: number; p90: number; p99: number; max: number; samples: number; perSec: number };
   timeoutMs: number;
   /** The endpoint that answers 503 above PUSHBACK_CAPACITY requests at once. */
@@ -96,6 +105,13 @@ export interface DeliveryResult {
 }
 
 const HEALTHY = 4;
+/** The hostile tenant's deliveries in the besideHostile scenario, each retried every second. */
+const HOSTILE_EVENTS = 64;
+/** What the transformed scenario runs: as little as a transformation does. */
+const TRIVIAL_TRANSFORMATION =
+  "function handler(webhook) { webhook.headers['x-bench'] = '1'; return webhook; }";
+/** What the hostile tenant's runs do: loop until the sandbox's time cap ends them. */
+const HOSTILE_TRANSFORMATION = 'function handler(webhook) { for (;;) {} }';
 export const PUSHBACK_CAPACITY = 4;
 export const PUSHBACK_MS = 10;
 const PUSHBACK_EVENTS = 2_000;
@@ -427,6 +443,28 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
     });
     const setTimingOut = (active: boolean) =>
       runtime.repositories.webhooks.updateSubscription(tenant.id, timingOut.id, { active });
+    const setTransformation = async (code: string | null) => {
+      for (const id of healthy) {
+        await services.webhooks.update(tenant.id, id, {
+          transformation: code === null ? null : { code },
+        });
+      }
+    };
+    // Another tenant, whose subscription's every run loops to the cap; active in its scenario.
+    const hostileTenant = await services.tenants.create({
+      name: 'Bench Hostile',
+      slug: 'bench-hostile',
+      tier: 'enterprise',
+    });
+    const { subscription: hostile } = await services.webhooks.create(hostileTenant.id, {
+      url: receiver.url('/hostile'),
+      events: ['client.created'],
+      transformation: { code: HOSTILE_TRANSFORMATION },
+      retrySchedule: Array(10).fill('1s'),
+    });
+    const setHostile = (active: boolean) =>
+      runtime.repositories.webhooks.updateSubscription(hostileTenant.id, hostile.id, { active });
+    let hostileRuns = 0;
 
     const expected = options.events * HEALTHY;
     const runs = {
@@ -437,6 +475,8 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
       ed25519: [] as number[],
       rabbitmq: [] as number[],
       nats: [] as number[],
+      transformed: [] as number[],
+      besideHostile: [] as number[],
     };
     const cpu = {
       ceiling: [] as number[],
@@ -446,6 +486,8 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
       ed25519: [] as number[],
       rabbitmq: [] as number[],
       nats: [] as number[],
+      transformed: [] as number[],
+      besideHostile: [] as number[],
     };
     const bodyBytes = deliveredBodyBytes(options.events);
     let profile: string | null = null;
@@ -476,6 +518,8 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
         'ed25519',
         'rabbitmq',
         'nats',
+        'transformed',
+        'besideHostile',
       ] as const) {
         await runtime.database.db.deleteFrom('webhookDeliveries').execute();
         // Every run starts from the same table: without this, PostgreSQL's dead rows and stale
@@ -486,6 +530,8 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
         }
         await setTimingOut(scenario === 'withTimeouts');
         await setAsymmetric(scenario === 'ed25519');
+        await setTransformation(scenario === 'transformed' ? TRIVIAL_TRANSFORMATION : null);
+        await setHostile(scenario === 'besideHostile');
         await setDestinations(
           scenario === 'rabbitmq' ? rabbit.urls : scenario === 'nats' ? nats.urls : httpsUrls,
         );
@@ -493,6 +539,10 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
         const sink: Arrivals =
           scenario === 'rabbitmq' || scenario === 'nats' ? sinks[scenario] : receiver;
         sink.reset();
+        // The hostile tenant's deliveries first: due from the start, retried through the run.
+        if (scenario === 'besideHostile') {
+          await emitBacklog(runtime, hostileTenant.id, HOSTILE_EVENTS);
+        }
         const written = now();
         await emitBacklog(runtime, tenant.id, options.events);
         const writeSec = (now() - written) / 1000;
@@ -522,6 +572,16 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
           }
           const rate = steadyRate(sink.arrivals);
           runs[scenario].push(rate);
+          if (scenario === 'besideHostile') {
+            const failed = await runtime.database.db
+              .selectFrom('webhookAttempts as a')
+              .innerJoin('webhookDeliveries as d', 'd.id', 'a.deliveryId')
+              .select((eb) => eb.fn.countAll<number>().as('n'))
+              .where('d.subscriptionId', '=', hostile.id)
+              .where('a.errorClass', '=', 'transformation_failed')
+              .executeTakeFirstOrThrow();
+            hostileRuns += Number(failed.n);
+          }
           log(
             `${backend} deliveries round ${round}: ${scenario} ${Math.round(rate)}/s ` +
               `(backlog of ${expected} written in ${writeSec.toFixed(1)} s` +
@@ -545,6 +605,8 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
     }
 
     await setDestinations(httpsUrls);
+    await setTransformation(null);
+    await setHostile(false);
     await rabbit.close();
     await nats.close();
     const pushback = await pushbackRun(runtime, serverEnv, ca, options);
@@ -622,6 +684,9 @@ export async function benchDeliveries(options: DeliveryBenchOptions): Promise<De
       ed25519: rate(runs.ed25519, cpu.ed25519),
       rabbitmq: rate(runs.rabbitmq, cpu.rabbitmq),
       nats: rate(runs.nats, cpu.nats),
+      transformed: rate(runs.transformed, cpu.transformed),
+      besideHostile: rate(runs.besideHostile, cpu.besideHostile),
+      hostileRuns,
       pushback,
       latency: {
         p50: percentile(latencies, 50),

@@ -1231,6 +1231,14 @@ function deliveryReport(): string[] {
         `${fmtInt(r.nats.perSec)} (${runs(r.nats.runs)}) | ref ${fmtInt(r.plain.perSec)} | ` +
         `${(r.nats.perSec / r.plain.perSec).toFixed(2)} | – | – | ${cpu(r.nats.cpuUsPerDelivery)} (HTTPS ${cpu(r.plain.cpuUsPerDelivery)}) | ` +
         'informational (a broker destination against the HTTPS backlog run) | – |',
+      `| The same backlog run, each delivery through a trivial transformation (one header added) | ${r.backend} | ` +
+        `${fmtInt(r.transformed.perSec)} (${runs(r.transformed.runs)}) | ref ${fmtInt(r.plain.perSec)} | ` +
+        `${(r.transformed.perSec / r.plain.perSec).toFixed(2)} | – | – | ${cpu(r.transformed.cpuUsPerDelivery)} (none ${cpu(r.plain.cpuUsPerDelivery)}) | ` +
+        'informational (the cost of a transformation a delivery) | – |',
+      `| The same backlog run while another tenant's transformation loops to its time cap every run (${fmtInt(r.hostileRuns)} runs failed): the 4 others' rate | ${r.backend} | ` +
+        `${fmtInt(r.besideHostile.perSec)} (${runs(r.besideHostile.runs)}) | ref ${fmtInt(r.plain.perSec)} | ` +
+        `${(r.besideHostile.perSec / r.plain.perSec).toFixed(2)} | – | – | ${cpu(r.besideHostile.cpuUsPerDelivery)} | ` +
+        `ratio ≥ 0.90 | ${mark(r.besideHostile.perSec / r.plain.perSec >= 0.9)} |`,
       `| One endpoint serving ${PUSHBACK_CAPACITY} requests at a time (${PUSHBACK_MS} ms each), 503 to the rest: ` +
         `${fmtInt(r.pushback.deliveries)} deliveries, ${(r.pushback.wasted * 100).toFixed(1)}% of attempts refused | ${r.backend} | ` +
         `${fmtInt(r.pushback.perSec)} | ideal ${fmtInt(r.pushback.ideal)} | ${(r.pushback.perSec / r.pushback.ideal).toFixed(2)} | – | – | – | ` +
