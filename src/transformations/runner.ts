@@ -170,7 +170,9 @@ export class TransformationRunner {
   /** The thread, started and ready (its WebAssembly compiled) when none is. */
   private started(): Promise<Worker> {
     if (this.ready !== null) return this.ready;
-    const thread = new Worker(THREAD_URL);
+    // None of the process's preloads (tsx, tracing hooks, a bench agent): the thread runs its own
+    // module and nothing else.
+    const thread = new Worker(THREAD_URL, { execArgv: [] });
     this.thread = thread;
     this.ready = new Promise<Worker>((resolve, reject) => {
       thread.once('error', reject);
