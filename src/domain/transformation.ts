@@ -86,7 +86,7 @@ const isObject = (value: unknown): value is Record<string, unknown> =>
  */
 export function checkedResult(
   returned: unknown,
-  input: TransformationInput,
+  input: Pick<TransformationInput, 'type' | 'url'>,
   destination: { https: boolean; withAuth: boolean },
 ): TransformationOutcome {
   const fail = (error: string): TransformationOutcome => ({ ok: false, error });
@@ -147,6 +147,18 @@ function urlFault(url: unknown, https: boolean): string | null {
     return 'url must not carry credentials (set headers or the subscription auth)';
   }
   return null;
+}
+
+/**
+ * What a handler is given, as the sandbox takes it (JSON): `body`, the JSON text of the body the
+ * subscription would get, is spliced in whole rather than parsed and written again.
+ */
+export function transformationInputText(input: {
+  type: string;
+  url: string;
+  body: string;
+}): string {
+  return `{"type":${JSON.stringify(input.type)},"payload":${input.body},"url":${JSON.stringify(input.url)},"headers":{}}`;
 }
 
 /** The body a result sends: its payload as JSON, exactly as signed. */

@@ -1,16 +1,16 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import { TRANSFORMATION_LIMITS, type TransformationInput } from '../domain/transformation.ts';
+import { TRANSFORMATION_LIMITS } from '../domain/transformation.ts';
 import { TransformationRunner } from './runner.ts';
 
 // The runner and its thread, as the worker and the API use them: runs go to one thread, in turn
 // by tenant, and a run that outlasts its cap inside one native call is stopped with its thread.
 
-const INPUT: TransformationInput = {
+const PAYLOAD = { id: 'evt_1' };
+const INPUT = {
   type: 'booking.created',
-  payload: { id: 'evt_1' },
   url: 'https://receiver.test/hook',
-  headers: {},
+  body: JSON.stringify(PAYLOAD),
 };
 const HTTPS = { https: true, withAuth: false };
 const ECHO = 'function handler(webhook) { return webhook; }';
@@ -30,7 +30,9 @@ describe('the transformation runner', () => {
         order.push(key);
         return outcome;
       });
-    // Warm: the thread is started, both codes compiled.
+    // Warm: the thread started, the code compiled, and run once more (a first run in a new
+    // thread is slow while WebAssembly compiles its functions, which marks its key slow).
+    await track('good', ECHO);
     await track('good', ECHO);
     order.length = 0;
     const runs = [
@@ -41,8 +43,9 @@ describe('the transformation runner', () => {
       track('good', ECHO),
     ];
     const outcomes = await Promise.all(runs);
-    // The first hostile run is sent at once; then the keys take turns.
-    assert.deepEqual(order, ['hostile', 'hostile', 'good', 'hostile', 'good']);
+    // The first hostile run is sent at once; slow from then, the hostile key's runs go alone,
+    // in turn with the quick keys' batch.
+    assert.deepEqual(order, ['hostile', 'hostile', 'good', 'good', 'hostile']);
     for (const outcome of outcomes.slice(0, 3)) {
       assert.equal(outcome.ok, false);
       assert.match((outcome as { error: string }).error, /ran longer than 100 ms/);
@@ -60,7 +63,7 @@ describe('the transformation runner', () => {
     const next = await runner.transform('good', ECHO, INPUT, 0, HTTPS);
     assert.deepEqual(next, {
       ok: true,
-      result: { payload: INPUT.payload, url: INPUT.url, headers: {}, cancel: false },
+      result: { payload: PAYLOAD, url: INPUT.url, headers: {}, cancel: false },
     });
   });
 

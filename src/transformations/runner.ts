@@ -5,8 +5,8 @@ import {
   checkedResult,
   codeFault,
   TRANSFORMATION_LIMITS,
-  type TransformationInput,
   type TransformationOutcome,
+  transformationInputText,
 } from '../domain/transformation.ts';
 import { parseStoredJson } from '../lib/json.ts';
 import type { CompileAnswer, EngineAnswer } from './engine.ts';
@@ -17,25 +17,44 @@ type Unsent =
   | { op: 'run'; code: string; input: string; nowMs: number };
 
 /** A request to the sandbox's thread, `id` naming its answer. */
-export type SandboxRequest = Unsent & { id: number };
+type SandboxRequest = Unsent & { id: number };
 
-/** The thread's answer to request `id`. */
+/** The thread's answer to request `id`, and how long its run took there (compiling aside). */
 export interface SandboxResponse {
   id: number;
   answer: CompileAnswer | EngineAnswer;
+  ms: number;
+}
+
+/** What goes to the thread in one message, and what comes back. */
+export interface SandboxBatch {
+  requests: SandboxRequest[];
+}
+export interface SandboxAnswers {
+  answers: SandboxResponse[];
 }
 
 /**
- * Past its run's time cap by this much, the thread is taken for hung: QuickJS's interrupt is
- * polled between bytecodes, so one long native call (a built-in over a huge sparse array) can
- * outrun the cap. The thread is stopped and a new one started for the next request.
+ * Past its runs' time caps by this much, a batch is taken for hung: QuickJS's interrupt is polled
+ * between bytecodes, so one long native call (a search over a long string) can outrun the cap.
+ * The thread is stopped and a new one started.
  */
-const HUNG_AFTER_MS = TRANSFORMATION_LIMITS.runMs + 400;
+const HUNG_MARGIN_MS = 400;
+
+/**
+ * Requests sent to the thread in one message, at most: a message each way costs more than a
+ * trivial run, so runs go in batches. Only keys whose runs are quick share one (see SLOW_RUN_MS).
+ */
+const BATCH_SIZE = 32;
+
+/** A run longer than this marks its key slow: its next runs go alone, between the batches. */
+const SLOW_RUN_MS = 10;
 
 /** Requests waiting for the thread, per queue key, at most; past it a run fails at once. */
 const QUEUED_PER_KEY = 1_000;
 
 interface Queued {
+  key: string;
   request: Unsent;
   resolve: (answer: CompileAnswer | EngineAnswer) => void;
 }
@@ -44,17 +63,23 @@ interface Queued {
 const THREAD_URL = new URL('../../bin/sandbox-thread.js', import.meta.url);
 
 /**
- * The host's side of the sandbox: one thread (thread.ts) that compiles and runs transformations
- * one at a time, so that a run's cost is never paid on this process's event loop. Requests wait in
- * a queue per key (a tenant) and are taken in turn from each key, so a tenant whose code always
- * runs to its time cap delays another tenant's runs by at most one run, whatever its backlog. A
- * thread that dies or hangs fails the requests it held and is started again on the next.
+ * The host's side of the sandbox: one thread (thread.ts) that compiles and runs transformations,
+ * so that a run's cost is never paid on this process's event loop. Requests wait in a queue per
+ * key (a tenant) and are taken in turn from each key. Quick keys' runs go together, up to
+ * BATCH_SIZE a message; a key whose last run was slow (or ran to its cap) goes alone, taking turns
+ * with the batches, so a tenant whose code always runs to its cap delays another tenant's runs by
+ * one run at most, whatever its backlog. A thread that dies fails the requests it held; one that
+ * hangs on a batch has the batch's requests sent again one by one (the one that hangs alone is the
+ * one that fails); either way the next request starts another thread.
  */
 export class TransformationRunner {
   private thread: Worker | null = null;
   private ready: Promise<Worker> | null = null;
   private readonly queues = new Map<string, Queued[]>();
-  private running: { id: number; queued: Queued; timer: NodeJS.Timeout | null } | null = null;
+  /** Keys whose last run was slow: their runs go alone. */
+  private readonly slow = new Set<string>();
+  private running: { id: number; batch: Map<number, Queued>; timer: NodeJS.Timeout | null } | null =
+    null;
   private nextId = 1;
   private closing = false;
 
@@ -72,20 +97,20 @@ export class TransformationRunner {
   }
 
   /**
-   * One run of `code` over `input`, its clock at `nowMs` (the delivery's `created`), checked as a
+   * One run of `code` over `input` (`body`: the JSON text of the body), its clock at `nowMs` (the delivery's `created`), checked as a
    * delivery takes it (see checkedResult). `key`: whose queue it waits in.
    */
   async transform(
     key: string,
     code: string,
-    input: TransformationInput,
+    input: { type: string; url: string; body: string },
     nowMs: number,
     destination: { https: boolean; withAuth: boolean },
   ): Promise<TransformationOutcome> {
     const answer = (await this.enqueue(key, {
       op: 'run',
       code,
-      input: JSON.stringify(input),
+      input: transformationInputText(input),
       nowMs,
     })) as EngineAnswer;
     if (!answer.ok) return answer;
@@ -116,53 +141,112 @@ export class TransformationRunner {
     }
     this.queues.set(key, queue);
     return new Promise((resolve) => {
-      queue.push({ request, resolve });
+      queue.push({ key, request, resolve });
       this.pump();
     });
   }
 
-  /** Sends the next request, the first of the key least recently served, when the thread is free. */
+  /** The first request of `key`; the key goes to the back of the turn (an emptied one leaves). */
+  private take(key: string): Queued {
+    const queue = this.queues.get(key) as Queued[];
+    const queued = queue.shift() as Queued;
+    this.queues.delete(key);
+    if (queue.length > 0) this.queues.set(key, queue);
+    return queued;
+  }
+
+  /**
+   * The next batch: the first key's request alone when that key is slow, else one request of each
+   * quick key in turn, round after round, up to BATCH_SIZE.
+   */
+  private nextBatch(): Queued[] {
+    const first = this.queues.keys().next();
+    if (first.done) return [];
+    if (this.slow.has(first.value)) return [this.take(first.value)];
+    const batch: Queued[] = [];
+    while (batch.length < BATCH_SIZE) {
+      const quick = [...this.queues.keys()].filter((key) => !this.slow.has(key));
+      if (quick.length === 0) break;
+      for (const key of quick.slice(0, BATCH_SIZE - batch.length)) batch.push(this.take(key));
+    }
+    return batch;
+  }
+
+  /** Sends the next batch when the thread is free. */
   private pump(): void {
     if (this.running !== null || this.closing) return;
-    const first = this.queues.entries().next();
-    if (first.done) {
+    const next = this.nextBatch();
+    if (next.length === 0) {
       this.thread?.unref();
       return;
     }
-    const [key, queue] = first.value;
-    const queued = queue.shift() as Queued;
-    // The key goes to the back of the turn; an emptied one leaves it.
-    this.queues.delete(key);
-    if (queue.length > 0) this.queues.set(key, queue);
+    const batch = new Map(next.map((queued) => [this.nextId++, queued]));
     const id = this.nextId++;
-    this.running = { id, queued, timer: null };
+    this.running = { id, batch, timer: null };
     this.started()
       .then((thread) => {
         if (this.running?.id !== id) return;
         thread.ref();
-        // From the send: a thread's start (its WebAssembly compiled) is not the run's time.
-        this.running.timer = setTimeout(() => this.hung(id), HUNG_AFTER_MS);
-        thread.postMessage({ ...queued.request, id } as SandboxRequest);
+        // From the send: a thread's start (its WebAssembly compiled) is not the runs' time.
+        const within = batch.size * TRANSFORMATION_LIMITS.runMs + HUNG_MARGIN_MS;
+        this.running.timer = setTimeout(() => this.hung(id), within);
+        const requests = [...batch].map(([n, queued]) => ({ ...queued.request, id: n }));
+        thread.postMessage({ requests } as SandboxBatch);
       })
-      .catch((error: unknown) => this.settle(id, failed(`the sandbox did not start: ${error}`)));
+      .catch((error: unknown) => this.end(id, failed(`the sandbox did not start: ${error}`)));
   }
 
-  private settle(id: number, answer: CompileAnswer | EngineAnswer): void {
-    if (this.running?.id !== id) return;
-    if (this.running.timer !== null) clearTimeout(this.running.timer);
-    const { queued } = this.running;
+  /** The batch's answers: each request settled, its key's speed noted, the next batch sent. */
+  private answered(answers: readonly SandboxResponse[]): void {
+    const running = this.running;
+    if (running === null) return;
+    for (const { id, answer, ms } of answers) {
+      const queued = running.batch.get(id);
+      if (queued === undefined) continue;
+      running.batch.delete(id);
+      if (ms > SLOW_RUN_MS) this.slow.add(queued.key);
+      else this.slow.delete(queued.key);
+      queued.resolve(answer);
+    }
+    if (running.batch.size === 0) this.end(running.id, null);
+  }
+
+  /** Ends batch `id`: what is left of it fails with `answer` (none: nothing is left). */
+  private end(id: number, answer: CompileAnswer | EngineAnswer | null): void {
+    const running = this.running;
+    if (running?.id !== id) return;
+    if (running.timer !== null) clearTimeout(running.timer);
     this.running = null;
-    queued.resolve(answer);
+    if (answer !== null) for (const queued of running.batch.values()) queued.resolve(answer);
     this.pump();
   }
 
+  /**
+   * A batch past its time: the thread is stopped. A run alone fails; a batch's requests go back
+   * to the front of their queues, their keys slow, so each runs alone and only the one that
+   * hangs again fails.
+   */
   private hung(id: number): void {
-    if (this.running?.id !== id) return;
+    const running = this.running;
+    if (running?.id !== id) return;
     this.restart();
-    this.settle(
+    if (running.batch.size > 1) {
+      for (const queued of [...running.batch.values()].reverse()) {
+        this.slow.add(queued.key);
+        const queue = this.queues.get(queued.key) ?? [];
+        queue.unshift(queued);
+        this.queues.delete(queued.key);
+        this.queues.set(queued.key, queue);
+      }
+      running.batch.clear();
+      this.end(id, null);
+      return;
+    }
+    for (const queued of running.batch.values()) this.slow.add(queued.key);
+    this.end(
       id,
       failed(
-        `ran longer than ${TRANSFORMATION_LIMITS.runMs} ms (the time cap of one run): stopped after ${HUNG_AFTER_MS} ms in one call`,
+        `ran longer than ${TRANSFORMATION_LIMITS.runMs} ms (the time cap of one run): stopped after ${TRANSFORMATION_LIMITS.runMs + HUNG_MARGIN_MS} ms in one call`,
       ),
     );
   }
@@ -178,20 +262,20 @@ export class TransformationRunner {
       thread.once('error', reject);
       thread.once('message', () => resolve(thread));
     });
-    thread.on('message', (message: SandboxResponse | { ready: true }) => {
-      if ('id' in message) this.settle(message.id, message.answer);
+    thread.on('message', (message: SandboxAnswers | { ready: true }) => {
+      if ('answers' in message && this.thread === thread) this.answered(message.answers);
     });
     thread.on('error', (error) => {
       if (this.thread !== thread) return;
       this.restart();
       if (this.running !== null) {
-        this.settle(this.running.id, failed(`the sandbox failed: ${error.message}`));
+        this.end(this.running.id, failed(`the sandbox failed: ${error.message}`));
       }
     });
     thread.on('exit', () => {
       if (this.thread !== thread) return;
       this.restart();
-      if (this.running !== null) this.settle(this.running.id, failed('the sandbox stopped'));
+      if (this.running !== null) this.end(this.running.id, failed('the sandbox stopped'));
     });
     return this.ready;
   }
@@ -205,7 +289,7 @@ export class TransformationRunner {
   }
 
   private failAll(error: string): void {
-    if (this.running !== null) this.settle(this.running.id, failed(error));
+    if (this.running !== null) this.end(this.running.id, failed(error));
     for (const queue of this.queues.values()) {
       for (const queued of queue) queued.resolve(failed(error));
     }
@@ -246,7 +330,7 @@ export function transformedRequest(
   return runner.transform(
     subscription.tenantId,
     subscription.transformation ?? '',
-    { type, payload: JSON.parse(body), url: subscription.url, headers: {} },
+    { type, url: subscription.url, body },
     created * 1000,
     {
       https: destinationKind(subscription.url) === 'https',

@@ -2,11 +2,11 @@ import { readlinkSync } from 'node:fs';
 import { setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
 import { SandboxEngine, sandboxModule } from './engine.ts';
-import type { SandboxRequest, SandboxResponse } from './runner.ts';
+import type { SandboxAnswers, SandboxBatch, SandboxResponse } from './runner.ts';
 
 /**
- * The sandbox's thread: one engine, answering the runner's requests one at a time. Its runs
- * take their time here, never on the event loop of the process that sends deliveries.
+ * The sandbox's thread: one engine, answering the runner's batches of requests, each run in turn.
+ * Its runs take their time here, never on the event loop of the process that sends deliveries.
  */
 const port = parentPort;
 if (port === null) throw new Error('transformations/thread runs as a worker thread');
@@ -24,11 +24,13 @@ try {
   // Not Linux: runs stay bounded by their caps and turns alone.
 }
 const engine = new SandboxEngine(await sandboxModule());
-port.on('message', (request: SandboxRequest) => {
-  const answer =
-    request.op === 'check'
-      ? engine.check(request.code)
-      : engine.run(request.code, request.input, request.nowMs);
-  port.postMessage({ id: request.id, answer } satisfies SandboxResponse);
+port.on('message', ({ requests }: SandboxBatch) => {
+  const answers = requests.map((request): SandboxResponse => {
+    if (request.op === 'check')
+      return { id: request.id, answer: engine.check(request.code), ms: 0 };
+    const answer = engine.run(request.code, request.input, request.nowMs);
+    return { id: request.id, answer, ms: engine.lastRunMs };
+  });
+  port.postMessage({ answers } satisfies SandboxAnswers);
 });
 port.postMessage({ ready: true });
