@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import releaseSync from '@jitl/quickjs-wasmfile-release-sync';
 import type {
   QuickJSContext,
@@ -7,11 +8,7 @@ import type {
   QuickJSSyncVariant,
   QuickJSWASMModule,
 } from 'quickjs-emscripten-core';
-import {
-  newQuickJSWASMModuleFromVariant,
-  newVariant,
-  shouldInterruptAfterDeadline,
-} from 'quickjs-emscripten-core';
+import { newQuickJSWASMModuleFromVariant, newVariant } from 'quickjs-emscripten-core';
 import { boundedMessage, TRANSFORMATION_LIMITS } from '../domain/transformation.ts';
 
 /**
@@ -129,6 +126,42 @@ export type EngineAnswer = { ok: true; json: string } | { ok: false; error: stri
 /** Code, compiled: fine, or the compiler's (or its top level's) message, with its line. */
 export type CompileAnswer = { ok: true } | { ok: false; error: string; line: number | null };
 
+/** An interrupt handler that never interrupts. */
+const NEVER = () => false;
+
+/**
+ * This thread's CPU time in ms (Linux: /proc/thread-self/schedstat, nanoseconds on a CPU), or
+ * null where there is no such file.
+ */
+function threadCpuMs(): number | null {
+  try {
+    return Number(readFileSync('/proc/thread-self/schedstat', 'utf8').split(' ')[0]) / 1e6;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * An interrupt handler that ends a run once it has had `capMs` of this thread's CPU time: the
+ * thread runs at the lowest priority (thread.ts), so on a busy machine a run may wait for a CPU
+ * longer than it runs, and a wall-clock cap would end code that did nothing wrong. The CPU time
+ * is read only once the wall clock says the cap may be reached, and again no sooner than it could
+ * be (where it cannot be read, the wall clock is the cap).
+ */
+function afterRunTime(capMs: number): () => boolean {
+  const cpuAtStart = threadCpuMs();
+  let checkAt = performance.now() + capMs;
+  return () => {
+    const now = performance.now();
+    if (now < checkAt) return false;
+    if (cpuAtStart === null) return true;
+    const used = (threadCpuMs() ?? Number.POSITIVE_INFINITY) - cpuAtStart;
+    if (used >= capMs) return true;
+    checkAt = now + (capMs - used);
+    return false;
+  };
+}
+
 /** Faults QuickJS reports in its own words, said in ours. */
 function ownWords(name: string, message: string): string {
   if (message === 'interrupted') {
@@ -191,19 +224,20 @@ export class SandboxEngine {
     const { context, host, factory } = made.compiled;
     const setNow = context.getProp(host, 'setNow');
     const run = context.getProp(host, 'run');
+    // The clock and the input go in before the run's time starts: no cap can cut them off.
+    made.compiled.runtime.setInterruptHandler(NEVER);
+    const at = context.newNumber(nowMs);
+    context.callFunction(setNow, host, at).unwrap().dispose();
+    at.dispose();
+    const text = context.newString(input);
+    const limit = context.newNumber(TRANSFORMATION_LIMITS.resultBytes);
     const started = performance.now();
-    const answer = this.within(made.compiled, () => {
-      const at = context.newNumber(nowMs);
-      context.callFunction(setNow, host, at).unwrap().dispose();
-      at.dispose();
-      const text = context.newString(input);
-      const limit = context.newNumber(TRANSFORMATION_LIMITS.resultBytes);
-      const result = context.callFunction(run, host, factory, text, limit);
-      text.dispose();
-      limit.dispose();
-      return result;
-    });
+    const answer = this.within(made.compiled, () =>
+      context.callFunction(run, host, factory, text, limit),
+    );
     this.lastRunMs = performance.now() - started;
+    text.dispose();
+    limit.dispose();
     setNow.dispose();
     run.dispose();
     if (!answer.ok) {
@@ -224,9 +258,7 @@ export class SandboxEngine {
     compiled: Compiled,
     call: () => ReturnType<QuickJSContext['callFunction']>,
   ): { ok: true; value: unknown } | { ok: false; thrown: unknown } {
-    compiled.runtime.setInterruptHandler(
-      shouldInterruptAfterDeadline(Date.now() + TRANSFORMATION_LIMITS.runMs),
-    );
+    compiled.runtime.setInterruptHandler(afterRunTime(TRANSFORMATION_LIMITS.runMs));
     const result = call();
     if (result.error) {
       const thrown = compiled.context.dump(result.error);
@@ -256,9 +288,7 @@ export class SandboxEngine {
     const runtime = this.module.newRuntime();
     runtime.setMemoryLimit(TRANSFORMATION_LIMITS.memoryBytes);
     runtime.setMaxStackSize(TRANSFORMATION_LIMITS.stackBytes);
-    runtime.setInterruptHandler(
-      shouldInterruptAfterDeadline(Date.now() + TRANSFORMATION_LIMITS.runMs),
-    );
+    runtime.setInterruptHandler(afterRunTime(TRANSFORMATION_LIMITS.runMs));
     const context = runtime.newContext();
     const host = context.evalCode(PRELUDE, 'prelude.js').unwrap();
     // On the code's first line, so that its lines keep their numbers in every message; strict, so

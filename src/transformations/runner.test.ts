@@ -23,7 +23,7 @@ describe('the transformation runner', () => {
   const runner = new TransformationRunner();
   after(() => runner.close());
 
-  it('serves tenants in turn: one whose runs all time out delays another by one run', async () => {
+  it('serves tenants in turn; code that runs to its cap rests, its runs refused unrun', async () => {
     const order: string[] = [];
     const track = (key: string, code: string) =>
       runner.transform(key, code, INPUT, 0, HTTPS).then((outcome) => {
@@ -43,18 +43,26 @@ describe('the transformation runner', () => {
       track('good', ECHO),
     ];
     const outcomes = await Promise.all(runs);
-    // The first hostile run is sent at once; slow from then, the hostile key's runs go alone,
-    // in turn with the quick keys' batch.
-    assert.deepEqual(order, ['hostile', 'hostile', 'good', 'good', 'hostile']);
-    for (const outcome of outcomes.slice(0, 3)) {
-      assert.equal(outcome.ok, false);
-      assert.match((outcome as { error: string }).error, /ran longer than 100 ms/);
+    // The first hostile run is sent at once; the two after it are refused as soon as it has run
+    // to its cap, before the quick key's batch.
+    assert.deepEqual(order, ['hostile', 'hostile', 'hostile', 'good', 'good']);
+    const errors = outcomes.map((outcome) => (outcome.ok ? null : outcome.error));
+    assert.match(errors[0] ?? '', /^ran longer than 100 ms/);
+    for (const error of errors.slice(1, 3)) {
+      assert.match(
+        error ?? '',
+        /^not run: this code's runs reach the time cap of 100 ms, and such code runs at most a quarter of the time \(again in \d+ ms\)$/,
+      );
     }
-    assert.ok(outcomes.slice(3).every((outcome) => outcome.ok));
+    assert.deepEqual(errors.slice(3), [null, null]);
+    // Refused at once while it rests, whatever the code (the key is the tenant).
+    const resting = await runner.transform('hostile', ECHO, INPUT, 0, HTTPS);
+    assert.match((resting as { error: string }).error, /^not run/);
   });
 
   it('stops a run caught in one native call with its thread, and serves the next on a new one', async () => {
-    const stopped = await runner.transform('hostile', NATIVE, INPUT, 0, HTTPS);
+    // (Its key then rests too.)
+    const stopped = await runner.transform('native', NATIVE, INPUT, 0, HTTPS);
     assert.equal(stopped.ok, false);
     assert.match(
       (stopped as { error: string }).error,

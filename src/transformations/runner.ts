@@ -37,9 +37,10 @@ export interface SandboxAnswers {
 /**
  * Past its runs' time caps by this much, a batch is taken for hung: QuickJS's interrupt is polled
  * between bytecodes, so one long native call (a search over a long string) can outrun the cap.
- * The thread is stopped and a new one started.
+ * The thread is stopped and a new one started. Wall-clock time, with room for a thread that
+ * waited for a CPU (its caps count CPU time: see afterRunTime).
  */
-const HUNG_MARGIN_MS = 400;
+const HUNG_MARGIN_MS = 2_000;
 
 /**
  * Requests sent to the thread in one message, at most: a message each way costs more than a
@@ -49,6 +50,13 @@ const BATCH_SIZE = 32;
 
 /** A run longer than this marks its key slow: its next runs go alone, between the batches. */
 const SLOW_RUN_MS = 10;
+
+/**
+ * After a run that reached its time cap, its key rests this many times the cap: its runs fail at
+ * once meanwhile, without running, so code that always runs to its cap has at most a quarter of
+ * the thread's time, however many of its deliveries retry.
+ */
+const REST_FACTOR = 3;
 
 /** Requests waiting for the thread, per queue key, at most; past it a run fails at once. */
 const QUEUED_PER_KEY = 1_000;
@@ -68,7 +76,7 @@ const THREAD_URL = new URL('../../bin/sandbox-thread.js', import.meta.url);
  * key (a tenant) and are taken in turn from each key. Quick keys' runs go together, up to
  * BATCH_SIZE a message; a key whose last run was slow (or ran to its cap) goes alone, taking turns
  * with the batches, so a tenant whose code always runs to its cap delays another tenant's runs by
- * one run at most, whatever its backlog. A thread that dies fails the requests it held; one that
+ * one run at most, whatever its backlog; after such a run its key rests (REST_FACTOR). A thread that dies fails the requests it held; one that
  * hangs on a batch has the batch's requests sent again one by one (the one that hangs alone is the
  * one that fails); either way the next request starts another thread.
  */
@@ -78,6 +86,8 @@ export class TransformationRunner {
   private readonly queues = new Map<string, Queued[]>();
   /** Keys whose last run was slow: their runs go alone. */
   private readonly slow = new Set<string>();
+  /** Keys resting after a run to the cap, until when (performance.now()); see REST_FACTOR. */
+  private readonly resting = new Map<string, number>();
   private running: { id: number; batch: Map<number, Queued>; timer: NodeJS.Timeout | null } | null =
     null;
   private nextId = 1;
@@ -135,6 +145,8 @@ export class TransformationRunner {
   }
 
   private enqueue(key: string, request: Unsent): Promise<CompileAnswer | EngineAnswer> {
+    const rest = this.restOf(key);
+    if (rest !== null) return Promise.resolve(rest);
     const queue = this.queues.get(key) ?? [];
     if (queue.length >= QUEUED_PER_KEY) {
       return Promise.resolve(failed('too many transformations waiting for the sandbox'));
@@ -155,12 +167,33 @@ export class TransformationRunner {
     return queued;
   }
 
+  /** The answer of a request of `key` while it rests (see REST_FACTOR), or null. */
+  private restOf(key: string): ReturnType<typeof failed> | null {
+    const until = this.resting.get(key);
+    if (until === undefined) return null;
+    const left = until - performance.now();
+    if (left <= 0) {
+      this.resting.delete(key);
+      return null;
+    }
+    return failed(
+      `not run: this code's runs reach the time cap of ${TRANSFORMATION_LIMITS.runMs} ms, and such code runs at most a quarter of the time (again in ${Math.ceil(left)} ms)`,
+    );
+  }
+
   /**
    * The next batch: the first key's request alone when that key is slow, else one request of each
-   * quick key in turn, round after round, up to BATCH_SIZE.
+   * quick key in turn, round after round, up to BATCH_SIZE. A resting key's requests are answered
+   * on the way, unrun.
    */
   private nextBatch(): Queued[] {
-    const first = this.queues.keys().next();
+    let first = this.queues.keys().next();
+    while (!first.done && this.restOf(first.value) !== null) {
+      const rest = this.restOf(first.value) as ReturnType<typeof failed>;
+      for (const queued of this.queues.get(first.value) ?? []) queued.resolve(rest);
+      this.queues.delete(first.value);
+      first = this.queues.keys().next();
+    }
     if (first.done) return [];
     if (this.slow.has(first.value)) return [this.take(first.value)];
     const batch: Queued[] = [];
@@ -206,6 +239,9 @@ export class TransformationRunner {
       running.batch.delete(id);
       if (ms > SLOW_RUN_MS) this.slow.add(queued.key);
       else this.slow.delete(queued.key);
+      if (ms >= TRANSFORMATION_LIMITS.runMs) {
+        this.resting.set(queued.key, performance.now() + REST_FACTOR * TRANSFORMATION_LIMITS.runMs);
+      }
       queued.resolve(answer);
     }
     if (running.batch.size === 0) this.end(running.id, null);
@@ -242,11 +278,15 @@ export class TransformationRunner {
       this.end(id, null);
       return;
     }
-    for (const queued of running.batch.values()) this.slow.add(queued.key);
+    const stoppedAfter = TRANSFORMATION_LIMITS.runMs + HUNG_MARGIN_MS;
+    for (const queued of running.batch.values()) {
+      this.slow.add(queued.key);
+      this.resting.set(queued.key, performance.now() + REST_FACTOR * stoppedAfter);
+    }
     this.end(
       id,
       failed(
-        `ran longer than ${TRANSFORMATION_LIMITS.runMs} ms (the time cap of one run): stopped after ${TRANSFORMATION_LIMITS.runMs + HUNG_MARGIN_MS} ms in one call`,
+        `ran longer than ${TRANSFORMATION_LIMITS.runMs} ms (the time cap of one run): stopped after ${stoppedAfter} ms in one call`,
       ),
     );
   }
