@@ -301,6 +301,19 @@ const ROUTES: RouteCase[] = [
   },
   {
     method: 'POST',
+    template: '/api/v1/webhooks/transformations/test',
+    url: () => '/api/v1/webhooks/transformations/test',
+    body: (_tenant, i) => ({
+      code: 'function handler(webhook) { return webhook; }',
+      subscriptionId: i.webhook,
+    }),
+    scope: 'webhooks:read',
+    // A dry run on the owner's ledger: another tenant's id is not found.
+    ownerStatus: 200,
+    foreignStatus: 404,
+  },
+  {
+    method: 'POST',
     template: '/api/v1/webhooks/test',
     url: () => '/api/v1/webhooks/test',
     scope: 'webhooks:write',

@@ -78,16 +78,25 @@ export function boundedMessage(message: string): string {
 const isObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
 
+/** What the checks of a result need to know of where the delivery goes. */
+export interface Destination {
+  /** An HTTPS endpoint (only those may be moved, and only to another HTTPS URL). */
+  https: boolean;
+  /** The subscription sends `Authorization` itself (`auth`). */
+  withAuth: boolean;
+  /** The origin its receiver authentication (headers, auth, certificate) is for; null for none. */
+  secretsOrigin: string | null;
+}
+
 /**
  * The checked form of what a handler returned (`returned`: parsed from the JSON the sandbox
- * wrote), given what it was handed. `https`: the destination is an HTTPS endpoint (only those may
- * be moved, and only to another HTTPS URL, which the sender's address guard then checks as it
- * checks the subscription's); `withAuth`: the subscription sends `Authorization` itself.
+ * wrote), given what it was handed and where it goes. A new URL is checked here by the rules of
+ * a subscription's, and by the sender's address guard when it connects, as the subscription's is.
  */
 export function checkedResult(
   returned: unknown,
   input: Pick<TransformationInput, 'type' | 'url'>,
-  destination: { https: boolean; withAuth: boolean },
+  destination: Destination,
 ): TransformationOutcome {
   const fail = (error: string): TransformationOutcome => ({ ok: false, error });
   if (!isObject(returned)) {
@@ -108,6 +117,12 @@ export function checkedResult(
   if (url !== undefined && url !== input.url) {
     const fault = urlFault(url, destination.https);
     if (fault !== null) return fail(fault);
+    const origin = new URL(url as string).origin;
+    if (destination.secretsOrigin !== null && origin !== destination.secretsOrigin) {
+      return fail(
+        "url is on another origin than the subscription's: its receiver authentication goes to its own origin only",
+      );
+    }
     target = url as string;
   }
   const extra: Record<string, string> = {};

@@ -122,7 +122,7 @@ export class DryRunsService {
     }
     if (Object.keys(errors).length > 0) throw validationFailed(errors);
     const code = input.code;
-    const fault = await this.deps.transformations.faultOf(code);
+    const fault = await this.deps.transformations.faultOf(tenantId, code);
     if (fault !== null) throw fieldError('code', fault);
     const created = Math.floor(this.deps.clock.now().getTime() / 1000);
     const answer = async (
@@ -141,7 +141,13 @@ export class DryRunsService {
       return outcome.ok ? { result: outcome.result } : { error: outcome.error };
     };
     if (input.event !== undefined) {
-      const sample = { tenantId, url: SAMPLE_URL, receiverAuth: null, transformation: code };
+      const sample = {
+        tenantId,
+        url: SAMPLE_URL,
+        receiverAuth: null,
+        receiverSecrets: null,
+        transformation: code,
+      };
       return answer(
         sample,
         {

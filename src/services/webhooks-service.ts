@@ -194,7 +194,7 @@ export class WebhooksService {
     const checked = target ?? (await this.checkTarget(tenantId, input.url));
     await this.checkTokenUrl(input.auth);
     const filter = storedFilter(input.filter ?? null, input.events);
-    const transformation = await this.storedTransformation(input.transformation ?? null);
+    const transformation = await this.storedTransformation(tenantId, input.transformation ?? null);
     const retrySchedule = storedRetrySchedule(input.retrySchedule ?? null);
     const secrets = receiverSecretsFor(
       checked.url,
@@ -268,7 +268,7 @@ export class WebhooksService {
     const transformation =
       input.transformation === undefined
         ? undefined
-        : await this.storedTransformation(input.transformation);
+        : await this.storedTransformation(tenantId, input.transformation);
     const retrySchedule =
       input.retrySchedule === undefined ? undefined : storedRetrySchedule(input.retrySchedule);
     const now = nowIso(this.deps.clock);
@@ -381,10 +381,11 @@ export class WebhooksService {
    * transaction, like checkUrl: the sandbox may take up to its time cap.
    */
   private async storedTransformation(
+    tenantId: string,
     transformation: Transformation | null,
   ): Promise<string | null> {
     if (transformation === null) return null;
-    const fault = await this.deps.transformations.faultOf(transformation.code);
+    const fault = await this.deps.transformations.faultOf(tenantId, transformation.code);
     if (fault !== null) throw fieldError('transformation.code', fault);
     return transformation.code;
   }

@@ -12,7 +12,7 @@ const INPUT = {
   url: 'https://receiver.test/hook',
   body: JSON.stringify(PAYLOAD),
 };
-const HTTPS = { https: true, withAuth: false };
+const HTTPS = { https: true, withAuth: false, secretsOrigin: null };
 const ECHO = 'function handler(webhook) { return webhook; }';
 const ENDLESS = 'function handler(webhook) { for (;;) {} }';
 /** One native call that runs for seconds, past QuickJS's interrupt: only the thread's end stops it. */
@@ -100,7 +100,7 @@ describe('the transformation runner', () => {
       "function handler(webhook) { webhook.url = 'amqps://elsewhere/'; return webhook; }",
       { ...INPUT, url: 'amqps://user:***@broker.test/vhost?exchange=x&routingKey=y' },
       0,
-      { https: false, withAuth: false },
+      { https: false, withAuth: false, secretsOrigin: null },
     );
     assert.match((broker as { error: string }).error, /broker destination's url cannot be changed/);
     const auth = await runner.transform(
@@ -108,8 +108,25 @@ describe('the transformation runner', () => {
       "function handler(webhook) { webhook.headers.Authorization = 'Bearer x'; return webhook; }",
       INPUT,
       0,
-      { https: true, withAuth: true },
+      { https: true, withAuth: true, secretsOrigin: 'https://receiver.test' },
     );
     assert.match((auth as { error: string }).error, /what `auth` sends/);
+    // The subscription's receiver authentication never goes to another origin.
+    const moved = await runner.transform(
+      't',
+      "function handler(webhook) { webhook.url = 'https://elsewhere.test/hook'; return webhook; }",
+      INPUT,
+      0,
+      { https: true, withAuth: false, secretsOrigin: 'https://receiver.test' },
+    );
+    assert.match((moved as { error: string }).error, /another origin .*its own origin only/);
+    const samePlace = await runner.transform(
+      't',
+      "function handler(webhook) { webhook.url = 'https://receiver.test/other'; return webhook; }",
+      INPUT,
+      0,
+      { https: true, withAuth: false, secretsOrigin: 'https://receiver.test' },
+    );
+    assert.equal(samePlace.ok && samePlace.result.url, 'https://receiver.test/other');
   });
 });

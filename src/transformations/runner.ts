@@ -4,6 +4,7 @@ import {
   boundedMessage,
   checkedResult,
   codeFault,
+  type Destination,
   TRANSFORMATION_LIMITS,
   type TransformationOutcome,
   transformationInputText,
@@ -93,29 +94,33 @@ export class TransformationRunner {
   private nextId = 1;
   private closing = false;
 
-  /** Whether `code` compiles and defines `handler`: the compiler's message and line when not. */
-  check(code: string): Promise<CompileAnswer> {
-    return this.enqueue('check', { op: 'check', code }) as Promise<CompileAnswer>;
+  /**
+   * Whether `code` compiles and defines `handler`: the compiler's message and line when not.
+   * `key`: whose queue it waits in (the tenant's, as for its runs).
+   */
+  check(key: string, code: string): Promise<CompileAnswer> {
+    return this.enqueue(key, { op: 'check', code }) as Promise<CompileAnswer>;
   }
 
   /** Why `code` cannot be a transformation (its size, the compiler's message, no handler), or null. */
-  async faultOf(code: string): Promise<string | null> {
+  async faultOf(key: string, code: string): Promise<string | null> {
     const fault = codeFault(code);
     if (fault !== null) return fault;
-    const compiled = await this.check(code);
+    const compiled = await this.check(key, code);
     return compiled.ok ? null : compiled.error;
   }
 
   /**
-   * One run of `code` over `input` (`body`: the JSON text of the body), its clock at `nowMs` (the delivery's `created`), checked as a
-   * delivery takes it (see checkedResult). `key`: whose queue it waits in.
+   * One run of `code` over `input` (`body`: the JSON text of the body), its clock at `nowMs` (the
+   * delivery's `created`), checked as a delivery takes it (see checkedResult). `key`: whose queue
+   * it waits in (the tenant's).
    */
   async transform(
     key: string,
     code: string,
     input: { type: string; url: string; body: string },
     nowMs: number,
-    destination: { https: boolean; withAuth: boolean },
+    destination: Destination,
   ): Promise<TransformationOutcome> {
     const answer = (await this.enqueue(key, {
       op: 'run',
@@ -348,6 +353,8 @@ export interface TransformedSubscription {
   url: string;
   /** Receiver authentication as reads show it (JSON), or null. */
   receiverAuth: string | null;
+  /** Its secrets, sealed; null for none. */
+  receiverSecrets: string | null;
   transformation: string | null;
 }
 
@@ -363,6 +370,7 @@ export function transformedRequest(
   body: string,
   created: number,
 ): Promise<TransformationOutcome> {
+  const https = destinationKind(subscription.url) === 'https';
   const shown =
     subscription.receiverAuth === null
       ? null
@@ -373,8 +381,10 @@ export function transformedRequest(
     { type, url: subscription.url, body },
     created * 1000,
     {
-      https: destinationKind(subscription.url) === 'https',
+      https,
       withAuth: (shown?.auth ?? null) !== null,
+      secretsOrigin:
+        https && subscription.receiverSecrets !== null ? new URL(subscription.url).origin : null,
     },
   );
 }

@@ -284,6 +284,10 @@ const REQUEST_EXAMPLES: Record<string, unknown> = {
     filter: { 'data.currency': 'EUR', 'data.amountCents': { $gte: 10000 } },
     subscriptionId: SUBSCRIPTION,
   },
+  testWebhookTransformation: {
+    code: "function handler(webhook) {\n  const b = webhook.payload.data.object;\n  if (b.status !== 'confirmed') return { ...webhook, cancel: true };\n  webhook.payload = { message: `Confirmed: ${b.bookingNumber}, ${b.travelerName}` };\n  return webhook;\n}",
+    subscriptionId: SUBSCRIPTION,
+  },
   recoverWebhook: { since: '2026-11-05T00:00:00.000Z', until: '2026-11-06T00:00:00.000Z' },
   adminCreateTenant: { name: 'Atlântico Tours', slug: 'atlantico-tours', tier: 'pro' },
   adminUpdateTenant: { tier: 'enterprise', tripQuota: null },
@@ -361,6 +365,40 @@ const RESPONSE_EXAMPLES: Record<string, unknown> = {
     token: TOKEN,
     tier: 'pro',
     env: 'live',
+  },
+  'testWebhookTransformation 200': {
+    data: {
+      events: [
+        {
+          id: '0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90',
+          type: 'booking.confirmed',
+          sequence: 41,
+          result: {
+            payload: { message: 'Confirmed: BK-4HQ8ZD, Ana Lima' },
+            url: 'https://hooks.operator.test/tourops',
+            headers: {},
+            cancel: false,
+          },
+        },
+        {
+          id: '5c2d9e31-7a4b-4f08-8e15-2b6d3f9a0c47',
+          type: 'booking.updated',
+          sequence: 42,
+          result: {
+            payload: { message: 'Confirmed: BK-4HQ8ZD, Ana Lima' },
+            url: 'https://hooks.operator.test/tourops',
+            headers: {},
+            cancel: true,
+          },
+        },
+        {
+          id: '9a4f1c27-2e8b-4d6a-b3f0-7c5e2d1a8b64',
+          type: 'booking.created',
+          sequence: 43,
+          error: "TypeError: cannot read property 'bookingNumber' of undefined (line 2)",
+        },
+      ],
+    },
   },
   'testWebhookFilter 200': {
     data: {

@@ -176,7 +176,7 @@ const TransformedRequest = Type.Object(
   {
     payload: Type.Unknown({
       description: 'The body that would be sent (and signed): this value as JSON.',
-      examples: [{ text: 'booking.created evt_01JD7YQ6T0R4CZ7M3B9ZKX2N5E' }],
+      examples: [{ message: 'Confirmed: BK-4HQ8ZD, Ana Lima' }],
     }),
     url: Type.String({ description: 'Where it would be sent.' }),
     headers: Type.Record(Type.String(), Type.String(), {
