@@ -7,13 +7,13 @@
 import { PLANS_WITH_API } from '../../domain/plans.ts';
 import { TRIP_TRANSITIONS } from '../../domain/states.ts';
 import { invalidTransition } from '../../lib/problems.ts';
+import { DRY_RUN_REQUESTS, DRY_RUN_RESPONSES, SUBSCRIPTION } from './dry-run-examples.ts';
 
 const CITY_LISBON = 'cty_01JD3X5Q8M4V2RZK7N9T6WBHCE';
 const CITY_PORTO = 'cty_01JD3X5QB2T7YHK4P8R3M6VDFA';
 const TRIP = 'trp_01JD3X7E9P2QK5VN4T8R6MZWYC';
 const BOOKING = 'bkg_01JD3XA4F7R2N8QK6T5V9MWZHB';
 const CLIENT = 'cli_01JD3X9C2M7T4RK8V5N6QWZPYD';
-const SUBSCRIPTION = 'whs_01JD3XC8K2V5R7N4T9M6QWZBHF';
 const CREATED = '2026-11-02T09:14:27.512Z';
 const UPDATED = '2026-11-03T16:40:05.128Z';
 
@@ -233,6 +233,7 @@ export const PROBLEM_EXAMPLES: Record<number, unknown> = {
 
 /** Request bodies, by operationId: what a client would really send. */
 const REQUEST_EXAMPLES: Record<string, unknown> = {
+  ...DRY_RUN_REQUESTS,
   createTrip: {
     title: 'Lisbon and Porto in spring',
     startDate: '2027-04-12',
@@ -280,14 +281,6 @@ const REQUEST_EXAMPLES: Record<string, unknown> = {
     },
   },
   testWebhooks: { subscriptionId: SUBSCRIPTION, eventType: 'booking.confirmed' },
-  testWebhookFilter: {
-    filter: { 'data.currency': 'EUR', 'data.amountCents': { $gte: 10000 } },
-    subscriptionId: SUBSCRIPTION,
-  },
-  testWebhookTransformation: {
-    code: "function handler(webhook) {\n  const b = webhook.payload.data.object;\n  if (b.status !== 'confirmed') return { ...webhook, cancel: true };\n  webhook.payload = { message: `Confirmed: ${b.bookingNumber}, ${b.travelerName}` };\n  return webhook;\n}",
-    subscriptionId: SUBSCRIPTION,
-  },
   recoverWebhook: { since: '2026-11-05T00:00:00.000Z', until: '2026-11-06T00:00:00.000Z' },
   adminCreateTenant: { name: 'Atlântico Tours', slug: 'atlantico-tours', tier: 'pro' },
   adminUpdateTenant: { tier: 'enterprise', tripQuota: null },
@@ -360,64 +353,12 @@ const TOKEN = {
 
 /** Answers whose schema is not a shared one, by `<operationId> <status>`. */
 const RESPONSE_EXAMPLES: Record<string, unknown> = {
+  ...DRY_RUN_RESPONSES,
   'getMe 200': {
     tenant: { id: TENANT.id, name: TENANT.name, slug: TENANT.slug, active: true },
     token: TOKEN,
     tier: 'pro',
     env: 'live',
-  },
-  'testWebhookTransformation 200': {
-    data: {
-      events: [
-        {
-          id: '0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90',
-          type: 'booking.confirmed',
-          sequence: 41,
-          result: {
-            payload: { message: 'Confirmed: BK-4HQ8ZD, Ana Lima' },
-            url: 'https://hooks.operator.test/tourops',
-            headers: {},
-            cancel: false,
-          },
-        },
-        {
-          id: '5c2d9e31-7a4b-4f08-8e15-2b6d3f9a0c47',
-          type: 'booking.updated',
-          sequence: 42,
-          result: {
-            payload: { message: 'Confirmed: BK-4HQ8ZD, Ana Lima' },
-            url: 'https://hooks.operator.test/tourops',
-            headers: {},
-            cancel: true,
-          },
-        },
-        {
-          id: '9a4f1c27-2e8b-4d6a-b3f0-7c5e2d1a8b64',
-          type: 'booking.created',
-          sequence: 43,
-          error: "TypeError: cannot read property 'bookingNumber' of undefined (line 2)",
-        },
-      ],
-    },
-  },
-  'testWebhookFilter 200': {
-    data: {
-      matches: true,
-      events: [
-        {
-          id: '0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90',
-          type: 'payment.succeeded',
-          sequence: 41,
-          matches: true,
-        },
-        {
-          id: '5c2d9e31-7a4b-4f08-8e15-2b6d3f9a0c47',
-          type: 'payment.succeeded',
-          sequence: 42,
-          matches: false,
-        },
-      ],
-    },
   },
   'redeliverWebhook 202': {
     data: {
