@@ -83,6 +83,11 @@ describe('the transformation sandbox', () => {
       ['require', "require('fs'); return webhook;", /ReferenceError: 'require' is not defined/],
       ['process', 'process.exit(1); return webhook;', /ReferenceError: 'process' is not defined/],
       [
+        'the host reached for through a prototype',
+        "webhook.constructor.constructor('return process')(); return webhook;",
+        /ReferenceError: 'process' is not defined/,
+      ],
+      [
         'fetch',
         "fetch('https://example.com'); return webhook;",
         /ReferenceError: 'fetch' is not defined/,
@@ -127,6 +132,13 @@ describe('the transformation sandbox', () => {
       ),
     );
     assert.equal(answer.ok && JSON.parse(answer.json).payload, 'none', 'no module loads');
+  });
+
+  it('compiles a code version once, however many runs it has', () => {
+    const code = handler('webhook.payload = 1; return webhook;');
+    const before = engine.compiles;
+    for (let i = 0; i < 100; i++) assert.equal(run(code).ok, true);
+    assert.equal(engine.compiles - before, 1);
   });
 
   it('a run starts from nothing another run left', () => {

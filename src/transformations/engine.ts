@@ -199,6 +199,8 @@ export class SandboxEngine {
   private readonly compiled = new Map<string, Compiled>();
   /** How long the last run's call took, compiling aside (what makes a tenant's runs slow). */
   lastRunMs = 0;
+  /** Code versions compiled so far (each once, while it is kept). */
+  compiles = 0;
 
   constructor(private readonly module: QuickJSWASMModule) {}
 
@@ -285,6 +287,7 @@ export class SandboxEngine {
 
   private compile(code: string): { compiled: Compiled } | { error: string; line: number | null } {
     this.forget(code);
+    this.compiles += 1;
     const runtime = this.module.newRuntime();
     runtime.setMemoryLimit(TRANSFORMATION_LIMITS.memoryBytes);
     runtime.setMaxStackSize(TRANSFORMATION_LIMITS.stackBytes);
