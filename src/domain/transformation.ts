@@ -13,7 +13,7 @@ import { headerFault } from './receiver-auth.ts';
 export const TRANSFORMATION_LIMITS = Object.freeze({
   /** The code, as UTF-8. */
   codeBytes: 64 * 1024,
-  /** One run's time, compiling included, on the sandbox's own thread. */
+  /** One run's CPU time on the sandbox's thread (a check's compile and top level too). */
   runMs: 100,
   /** One code version's heap inside the sandbox. */
   memoryBytes: 16 * 1024 * 1024,
