@@ -1662,7 +1662,7 @@ export interface components {
              * @enum {string}
              */
             payload: "full" | "thin";
-            /** @description Reshapes each delivery before it is signed and sent. `handler(webhook)` is given `{type, payload, url, headers}` (`payload`: the body the subscription would get; `headers`: `{}`) and returns it changed: any JSON `payload` (sent as the body, and signed), up to 10 extra `headers` (never ours, Standard Webhooks', hop-by-hop, `content-…` or `user-agent`; `authorization` only without `auth`), another HTTPS `url` (the address guard checks it at every send), or `cancel: true` (nothing is sent; the attempt succeeds and the attempt log shows `cancelled`). It runs in a sandbox with no I/O, no timers, a clock that reads the delivery's `created` and no `Math.random`, for at most 100 ms and 16 MB a run; a run that throws, runs out or returns something invalid fails the attempt with `errorClass` `transformation_failed` (its message in `responseBody`), retried like any failure. Try it first with `POST /api/v1/webhooks/transformations/test`. null (the default) for none. See [Transformations](#description/transformations). */
+            /** @description Reshapes each delivery before it is signed and sent. `handler(webhook)` is given `{type, payload, url, headers}` (`payload`: the body the subscription would get; `headers`: `{}`) and returns it changed: any JSON `payload` (sent as the body, and signed), up to 10 extra `headers` (never ours, Standard Webhooks', hop-by-hop, `content-…` or `user-agent`; `authorization` only without `auth`), another HTTPS `url` (the address guard checks it at every send; on the subscription's origin while it has receiver authentication), or `cancel: true` (nothing is sent; the attempt succeeds and the attempt log shows `cancelled`). It runs in a sandbox with no I/O, no timers, a clock that reads the delivery's `created` and no `Math.random`, for at most 100 ms and 16 MB a run; a run that throws, runs out or returns something invalid fails the attempt with `errorClass` `transformation_failed` (its message in `responseBody`), retried like any failure. Try it first with `POST /api/v1/webhooks/transformations/test`. null (the default) for none. See [Transformations](#description/transformations). */
             transformation: {
                 /**
                  * @description JavaScript defining `function handler(webhook)`, at most 64 KB. Code that does not compile or defines no `handler` is 422 on `transformation.code`, with the compiler's message and line.
@@ -6449,7 +6449,7 @@ export interface operations {
                      * @enum {string}
                      */
                     payload?: "full" | "thin";
-                    /** @description Reshapes each delivery before it is signed and sent. `handler(webhook)` is given `{type, payload, url, headers}` (`payload`: the body the subscription would get; `headers`: `{}`) and returns it changed: any JSON `payload` (sent as the body, and signed), up to 10 extra `headers` (never ours, Standard Webhooks', hop-by-hop, `content-…` or `user-agent`; `authorization` only without `auth`), another HTTPS `url` (the address guard checks it at every send), or `cancel: true` (nothing is sent; the attempt succeeds and the attempt log shows `cancelled`). It runs in a sandbox with no I/O, no timers, a clock that reads the delivery's `created` and no `Math.random`, for at most 100 ms and 16 MB a run; a run that throws, runs out or returns something invalid fails the attempt with `errorClass` `transformation_failed` (its message in `responseBody`), retried like any failure. Try it first with `POST /api/v1/webhooks/transformations/test`. null (the default) for none. See [Transformations](#description/transformations). */
+                    /** @description Reshapes each delivery before it is signed and sent. `handler(webhook)` is given `{type, payload, url, headers}` (`payload`: the body the subscription would get; `headers`: `{}`) and returns it changed: any JSON `payload` (sent as the body, and signed), up to 10 extra `headers` (never ours, Standard Webhooks', hop-by-hop, `content-…` or `user-agent`; `authorization` only without `auth`), another HTTPS `url` (the address guard checks it at every send; on the subscription's origin while it has receiver authentication), or `cancel: true` (nothing is sent; the attempt succeeds and the attempt log shows `cancelled`). It runs in a sandbox with no I/O, no timers, a clock that reads the delivery's `created` and no `Math.random`, for at most 100 ms and 16 MB a run; a run that throws, runs out or returns something invalid fails the attempt with `errorClass` `transformation_failed` (its message in `responseBody`), retried like any failure. Try it first with `POST /api/v1/webhooks/transformations/test`. null (the default) for none. See [Transformations](#description/transformations). */
                     transformation?: {
                         /**
                          * @description JavaScript defining `function handler(webhook)`, at most 64 KB. Code that does not compile or defines no `handler` is 422 on `transformation.code`, with the compiler's message and line.
@@ -7236,7 +7236,7 @@ export interface operations {
                      * @enum {string}
                      */
                     payload?: "full" | "thin";
-                    /** @description Reshapes each delivery before it is signed and sent. `handler(webhook)` is given `{type, payload, url, headers}` (`payload`: the body the subscription would get; `headers`: `{}`) and returns it changed: any JSON `payload` (sent as the body, and signed), up to 10 extra `headers` (never ours, Standard Webhooks', hop-by-hop, `content-…` or `user-agent`; `authorization` only without `auth`), another HTTPS `url` (the address guard checks it at every send), or `cancel: true` (nothing is sent; the attempt succeeds and the attempt log shows `cancelled`). It runs in a sandbox with no I/O, no timers, a clock that reads the delivery's `created` and no `Math.random`, for at most 100 ms and 16 MB a run; a run that throws, runs out or returns something invalid fails the attempt with `errorClass` `transformation_failed` (its message in `responseBody`), retried like any failure. Try it first with `POST /api/v1/webhooks/transformations/test`. null (the default) for none. See [Transformations](#description/transformations). */
+                    /** @description Reshapes each delivery before it is signed and sent. `handler(webhook)` is given `{type, payload, url, headers}` (`payload`: the body the subscription would get; `headers`: `{}`) and returns it changed: any JSON `payload` (sent as the body, and signed), up to 10 extra `headers` (never ours, Standard Webhooks', hop-by-hop, `content-…` or `user-agent`; `authorization` only without `auth`), another HTTPS `url` (the address guard checks it at every send; on the subscription's origin while it has receiver authentication), or `cancel: true` (nothing is sent; the attempt succeeds and the attempt log shows `cancelled`). It runs in a sandbox with no I/O, no timers, a clock that reads the delivery's `created` and no `Math.random`, for at most 100 ms and 16 MB a run; a run that throws, runs out or returns something invalid fails the attempt with `errorClass` `transformation_failed` (its message in `responseBody`), retried like any failure. Try it first with `POST /api/v1/webhooks/transformations/test`. null (the default) for none. See [Transformations](#description/transformations). */
                     transformation?: {
                         /**
                          * @description JavaScript defining `function handler(webhook)`, at most 64 KB. Code that does not compile or defines no `handler` is 422 on `transformation.code`, with the compiler's message and line.
@@ -8109,12 +8109,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "code": "text",
-                 *       "event": {
-                 *         "type": "booking.confirmed",
-                 *         "data": {}
-                 *       },
-                 *       "subscriptionId": "text"
+                 *       "code": "function handler(webhook) {\n  const b = webhook.payload.data.object;\n  if (b.status !== 'confirmed') return { ...webhook, cancel: true };\n  webhook.payload = { message: 'Confirmed: ' + b.bookingNumber + ', ' + b.travelerName };\n  return webhook;\n}",
+                 *       "subscriptionId": "whs_01JD3XC8K2V5R7N4T9M6QWZBHF"
                  *     }
                  */
                 "application/json": {
@@ -8155,14 +8151,40 @@ export interface operations {
                     /**
                      * @example {
                      *       "data": {
-                     *         "result": {
-                     *           "payload": {
-                     *             "text": "booking.created evt_01JD7YQ6T0R4CZ7M3B9ZKX2N5E"
+                     *         "events": [
+                     *           {
+                     *             "id": "0b7e8f52-3c1d-4e7a-9f26-5d8c1a4b7e90",
+                     *             "type": "booking.confirmed",
+                     *             "sequence": 41,
+                     *             "result": {
+                     *               "payload": {
+                     *                 "message": "Confirmed: BK-4HQ8ZD, Ana Lima"
+                     *               },
+                     *               "url": "https://hooks.operator.test/tourops",
+                     *               "headers": {},
+                     *               "cancel": false
+                     *             }
                      *           },
-                     *           "url": "text",
-                     *           "headers": {},
-                     *           "cancel": true
-                     *         }
+                     *           {
+                     *             "id": "5c2d9e31-7a4b-4f08-8e15-2b6d3f9a0c47",
+                     *             "type": "booking.updated",
+                     *             "sequence": 42,
+                     *             "result": {
+                     *               "payload": {
+                     *                 "message": "Confirmed: BK-4HQ8ZD, Ana Lima"
+                     *               },
+                     *               "url": "https://hooks.operator.test/tourops",
+                     *               "headers": {},
+                     *               "cancel": true
+                     *             }
+                     *           },
+                     *           {
+                     *             "id": "9a4f1c27-2e8b-4d6a-b3f0-7c5e2d1a8b64",
+                     *             "type": "booking.created",
+                     *             "sequence": 43,
+                     *             "error": "TypeError: cannot read property 'bookingNumber' of undefined (line 2)"
+                     *           }
+                     *         ]
                      *       }
                      *     }
                      */
@@ -8173,7 +8195,7 @@ export interface operations {
                                 /**
                                  * @description The body that would be sent (and signed): this value as JSON.
                                  * @example {
-                                 *       "text": "booking.created evt_01JD7YQ6T0R4CZ7M3B9ZKX2N5E"
+                                 *       "message": "Confirmed: BK-4HQ8ZD, Ana Lima"
                                  *     }
                                  */
                                 payload: unknown;
@@ -8203,7 +8225,7 @@ export interface operations {
                                     /**
                                      * @description The body that would be sent (and signed): this value as JSON.
                                      * @example {
-                                     *       "text": "booking.created evt_01JD7YQ6T0R4CZ7M3B9ZKX2N5E"
+                                     *       "message": "Confirmed: BK-4HQ8ZD, Ana Lima"
                                      *     }
                                      */
                                     payload: unknown;

@@ -166,18 +166,20 @@ export class DryRunsService {
       limit: DRY_RUN_EVENTS,
       newestFirst: true,
     });
-    const events = [];
-    for (const entry of rows.reverse()) {
-      const event = {
-        id: entry.eventId,
-        type: entry.type,
-        data: entry.data,
-        isTest: false,
-        sequence: entry.sequence,
-      };
-      const one = await answer({ ...row, transformation: code }, event, row.payload);
-      events.push({ id: entry.eventId, type: entry.type, sequence: entry.sequence, ...one });
-    }
+    // All at once: the sandbox takes them in a batch.
+    const events = await Promise.all(
+      rows.reverse().map(async (entry) => {
+        const event = {
+          id: entry.eventId,
+          type: entry.type,
+          data: entry.data,
+          isTest: false,
+          sequence: entry.sequence,
+        };
+        const one = await answer({ ...row, transformation: code }, event, row.payload);
+        return { id: entry.eventId, type: entry.type, sequence: entry.sequence, ...one };
+      }),
+    );
     return { events };
   }
 
