@@ -51,6 +51,20 @@ export type TransformationTestResult =
 const SAMPLE_EVENT_ID = 'evt_dry_run';
 const SAMPLE_URL = 'https://receiver.example/webhooks';
 
+/** A dry run takes an event or a subscription's ledger, exactly one: else its faults. */
+function sourceFaults(input: {
+  event?: unknown;
+  subscriptionId?: string;
+}): Record<string, string[]> {
+  if (input.event !== undefined && input.subscriptionId !== undefined) {
+    return { subscriptionId: ['give an event or a subscriptionId, not both'] };
+  }
+  if (input.event === undefined && input.subscriptionId === undefined) {
+    return { event: ['give an event ({type, data}) or a subscriptionId'] };
+  }
+  return {};
+}
+
 /**
  * The dry runs of a subscription's settings: a payload filter and a transformation, each over one
  * event or over a subscription's recent ledger. Nothing is stored or sent; each answers as the
@@ -80,12 +94,10 @@ export class DryRunsService {
         (await this.subscription(tenantId, input.subscriptionId)).events,
       );
     }
-    const errors = checkFilter(input.filter, types && new FilterTargets(types));
-    if (input.event !== undefined && input.subscriptionId !== undefined) {
-      errors.subscriptionId = ['give an event or a subscriptionId, not both'];
-    } else if (input.event === undefined && input.subscriptionId === undefined) {
-      errors.event = ['give an event ({type, data}) or a subscriptionId'];
-    }
+    const errors = {
+      ...checkFilter(input.filter, types && new FilterTargets(types)),
+      ...sourceFaults(input),
+    };
     if (Object.keys(errors).length > 0) throw validationFailed(errors);
     const matcher = compileFilter(input.filter);
     if (input.event !== undefined) return { matches: matcher(input.event) };
@@ -114,12 +126,7 @@ export class DryRunsService {
     tenantId: string,
     input: TransformationTestInput,
   ): Promise<TransformationTestResult> {
-    const errors: Record<string, string[]> = {};
-    if (input.event !== undefined && input.subscriptionId !== undefined) {
-      errors.subscriptionId = ['give an event or a subscriptionId, not both'];
-    } else if (input.event === undefined && input.subscriptionId === undefined) {
-      errors.event = ['give an event ({type, data}) or a subscriptionId'];
-    }
+    const errors = sourceFaults(input);
     if (Object.keys(errors).length > 0) throw validationFailed(errors);
     const code = input.code;
     const fault = await this.deps.transformations.faultOf(tenantId, code);

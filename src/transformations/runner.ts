@@ -186,21 +186,27 @@ export class TransformationRunner {
     );
   }
 
+  /** The first key of the turn not resting; the resting ones before it answered, unrun. */
+  private firstAwake(): string | undefined {
+    for (;;) {
+      const first = this.queues.keys().next().value as string | undefined;
+      if (first === undefined) return undefined;
+      const rest = this.restOf(first);
+      if (rest === null) return first;
+      for (const queued of this.queues.get(first) ?? []) queued.resolve(rest);
+      this.queues.delete(first);
+    }
+  }
+
   /**
    * The next batch: the first key's request alone when that key is slow, else one request of each
    * quick key in turn, round after round, up to BATCH_SIZE. A resting key's requests are answered
    * on the way, unrun.
    */
   private nextBatch(): Queued[] {
-    let first = this.queues.keys().next();
-    while (!first.done && this.restOf(first.value) !== null) {
-      const rest = this.restOf(first.value) as ReturnType<typeof failed>;
-      for (const queued of this.queues.get(first.value) ?? []) queued.resolve(rest);
-      this.queues.delete(first.value);
-      first = this.queues.keys().next();
-    }
-    if (first.done) return [];
-    if (this.slow.has(first.value)) return [this.take(first.value)];
+    const first = this.firstAwake();
+    if (first === undefined) return [];
+    if (this.slow.has(first)) return [this.take(first)];
     const batch: Queued[] = [];
     while (batch.length < BATCH_SIZE) {
       const quick = [...this.queues.keys()].filter((key) => !this.slow.has(key));

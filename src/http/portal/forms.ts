@@ -68,13 +68,20 @@ export const field = {
         throw new FieldFault(`is not JSON: ${(error as Error).message}`);
       }
     },
-  /** A transformation's JavaScript: empty is none (null), else `{code}` with its line ends as LF. */
-  code:
+  /** Source code, its line ends as LF (a browser sends a textarea's as CRLF). */
+  script:
     (name: string): Reader =>
     (form) => {
       const value = form[name];
+      return typeof value === 'string' ? value.replace(/\r\n?/g, '\n') : value;
+    },
+  /** A transformation's JavaScript: empty is none (null), else `{code}` (see `script`). */
+  code:
+    (name: string): Reader =>
+    (form) => {
+      const value = field.script(name)(form);
       if (typeof value !== 'string') return value;
-      return value.trim() === '' ? null : { code: value.replace(/\r\n?/g, '\n') };
+      return value.trim() === '' ? null : { code: value };
     },
   /** Durations apart by commas or spaces (`30s, 5m`), as a list; empty is null. */
   durations:

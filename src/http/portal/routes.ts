@@ -301,10 +301,7 @@ export const portalPages: FastifyPluginAsync<PortalPagesOptions> = async (
     const input = bodyOf<TransformationTestInput>(
       transformationTestBody,
       request.body,
-      {
-        code: (form) =>
-          typeof form.code === 'string' ? form.code.replace(/\r\n?/g, '\n') : form.code,
-      },
+      { code: field.script('code') },
       { fixed: { subscriptionId: id } },
     );
     const result = await services.dryRuns.testTransformation(tenantId, input);
