@@ -9,7 +9,6 @@ import { describeError } from '../src/cli/run.ts';
 import { parseExpiry, parseScopes } from '../src/cli/values.ts';
 import { ConfigError, describeDatabase, loadConfig } from '../src/config.ts';
 import { migrations } from '../src/db/migrate.ts';
-import { sampleEventData } from '../src/domain/event-samples.ts';
 import { SCOPES } from '../src/domain/plans.ts';
 import { WebhookSubscription } from '../src/http/webhook-schemas.ts';
 import type { Clock } from '../src/lib/clock.ts';
@@ -20,6 +19,7 @@ import { AUTH_CACHE_TTL_MS } from '../src/services/index.ts';
 import { type CliResult, cliHere, tourops } from './helpers/cli.ts';
 import { ManualClock } from './helpers/clock.ts';
 import { BACKENDS, createTestDatabase, type TestDatabase } from './helpers/context.ts';
+import { emitSample } from './helpers/fixtures.ts';
 import { ROOT, startTourops } from './helpers/processes.ts';
 
 /**
@@ -243,9 +243,7 @@ for (const backend of BACKENDS) {
           retrySchedule: ['30s', '5m'],
         });
         id = subscription.id;
-        await here.database.withTransaction(() =>
-          here.services.events.emit(tenantId, 'client.created', sampleEventData('client.created')),
-        );
+        await emitSample(here, tenantId, 'client.created');
       } finally {
         await here.close();
       }

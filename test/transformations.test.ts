@@ -1,13 +1,17 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Webhook } from 'standardwebhooks';
-import { sampleEventData } from '../src/domain/event-samples.ts';
 import { SUBSCRIBABLE_EVENT_TYPES } from '../src/domain/states.ts';
 import { startWorker } from '../src/start-worker.ts';
 import { attemptLog } from './helpers/attempt-log.ts';
 import { ManualClock } from './helpers/clock.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
-import { createSubscription, createTenant, type TenantFixture } from './helpers/fixtures.ts';
+import {
+  createSubscription,
+  createTenant,
+  emitSample,
+  type TenantFixture,
+} from './helpers/fixtures.ts';
 import { HttpsReceiver } from './helpers/https-receiver.ts';
 import { eventually } from './helpers/until.ts';
 
@@ -57,10 +61,8 @@ for (const backend of BACKENDS) {
 
     const api = (method: 'POST' | 'PATCH' | 'GET', url: string, body?: Row) =>
       ctx.api(method, url, { token: tenant.token, body });
-    const emitted = async (type: (typeof SUBSCRIBABLE_EVENT_TYPES)[number]) =>
-      ctx.runtime.database.withTransaction(() =>
-        ctx.runtime.services.events.emit(tenant.id, type, sampleEventData(type, clock.now())),
-      );
+    const emitted = (type: (typeof SUBSCRIBABLE_EVENT_TYPES)[number]) =>
+      emitSample(ctx.runtime, tenant.id, type, clock.now());
 
     it('refuses code that cannot run, at write and in the dry run, naming its line', async () => {
       const cases: Array<[string, RegExp]> = [
@@ -224,10 +226,7 @@ for (const backend of BACKENDS) {
         .select(['id', 'status', 'attempts', 'lastError'])
         .where('subscriptionId', '=', subscriptionId)
         .execute();
-    const emitted = (t: TenantFixture) =>
-      ctx.runtime.database.withTransaction(() =>
-        ctx.runtime.services.events.emit(t.id, 'client.created', sampleEventData('client.created')),
-      );
+    const emitted = (t: TenantFixture) => emitSample(ctx.runtime, t.id, 'client.created');
 
     it('waits exactly its own schedule between attempts, to the second, through a worker restart', async () => {
       const waits = [1000, 2000, 1000];

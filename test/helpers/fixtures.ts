@@ -1,4 +1,7 @@
 import { publicObject } from '../../src/domain/change-events.ts';
+import { sampleEventData } from '../../src/domain/event-samples.ts';
+import type { SubscribableEventType } from '../../src/domain/states.ts';
+import type { Runtime } from '../../src/runtime.ts';
 import type { Client } from '../../src/services/clients-service.ts';
 import type { TestContext } from './context.ts';
 
@@ -175,4 +178,19 @@ export async function recordClientUpdates(
       await events.record(tenantId, 'client.updated', data as never);
     }
   });
+}
+
+/**
+ * A sample event of `type` (its data as a test fire's, ids that name no row) emitted for the
+ * tenant through the events service, in a transaction of its own: one delivery per subscription.
+ */
+export function emitSample(
+  runtime: Pick<Runtime, 'database' | 'services'>,
+  tenantId: string,
+  type: SubscribableEventType,
+  at?: Date,
+): Promise<string> {
+  return runtime.database.withTransaction(() =>
+    runtime.services.events.emit(tenantId, type, sampleEventData(type, at)),
+  );
 }
