@@ -192,8 +192,19 @@ export async function timeClaims(
     });
     if (claimed.length === 0) break;
     durations.push(performance.now() - t0);
-    await sql`update webhook_deliveries set status = 'success', claimed_at = null, claimed_by = null
-      where status = 'in_flight'`.execute(runtime.database.db);
+    // Settled as delivered: off the queue, success in the history.
+    await sql`delete from webhook_queue where claimed_by = 'wkr_bench'`.execute(
+      runtime.database.db,
+    );
+    await runtime.database.db
+      .updateTable('webhookDeliveries')
+      .set({ status: 'success' })
+      .where(
+        'id',
+        'in',
+        claimed.map((d) => d.id),
+      )
+      .execute();
   }
   durations.sort((a, b) => a - b);
   return {

@@ -4,6 +4,7 @@ import { after, before, describe, it } from 'node:test';
 import type { LightMyRequestResponse as Answer } from 'fastify';
 import { startWorker } from '../src/start-worker.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
+import { deliveryRows } from './helpers/delivery-rows.ts';
 import {
   createBooking,
   createTenant,
@@ -274,8 +275,7 @@ for (const backend of BACKENDS) {
     it('runs every write route at once, keyed and not: no 5xx, each write applied once', async () => {
       const trip = await createTrip(ctx, tenant);
       const published = await createTrip(ctx, tenant);
-      const delivered = await ctx.runtime.database.db
-        .selectFrom('webhookDeliveries')
+      const delivered = await deliveryRows(ctx.runtime.database.db)
         .select(['id', 'subscriptionId'])
         .where('tenantId', '=', tenant.id)
         .where('status', '=', 'success')
@@ -356,8 +356,7 @@ for (const backend of BACKENDS) {
     it('delivered every delivery the writes queued, each once, while they ran', async () => {
       const { db } = ctx.runtime.database;
       const unsettled = () =>
-        db
-          .selectFrom('webhookDeliveries')
+        deliveryRows(db)
           .select('id')
           .where('tenantId', '=', tenant.id)
           .where('status', 'in', ['pending', 'in_flight'])
@@ -367,8 +366,7 @@ for (const backend of BACKENDS) {
         'every delivery recorded',
         50,
       );
-      const delivered = await db
-        .selectFrom('webhookDeliveries')
+      const delivered = await deliveryRows(db)
         .select(['id', 'status'])
         .where('tenantId', '=', tenant.id)
         .where('subscriptionId', '=', hookId)

@@ -3,6 +3,7 @@ import { describe, it } from 'node:test';
 import Ajv2020 from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { BACKENDS } from './helpers/context.ts';
+import { deliveryRows } from './helpers/delivery-rows.ts';
 import type { ReceivedRequest } from './helpers/https-receiver.ts';
 import { type ChildService, startTourops } from './helpers/processes.ts';
 import { until } from './helpers/until.ts';
@@ -108,8 +109,7 @@ describe('crash loops of `tourops worker` processes', { concurrency: 2 }, () => 
       const validate = addFormats
         .default(new Ajv2020.default({ strict: false }))
         .compile(entry?.schema ?? {});
-      const deliveries = await s.ctx.runtime.database.db
-        .selectFrom('webhookDeliveries')
+      const deliveries = await deliveryRows(s.ctx.runtime.database.db)
         .select(['id', 'subscriptionId', 'status', 'attempts', 'lastError', 'workerLosses'])
         .where('eventId', '=', looping ?? '')
         .execute();

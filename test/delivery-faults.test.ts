@@ -3,6 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import type { DeliveryQueue } from '../src/delivery/queue.ts';
 import { startWorker } from '../src/start-worker.ts';
 import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
+import { deliveryRows } from './helpers/delivery-rows.ts';
 import {
   createClient,
   createSubscription,
@@ -46,8 +47,7 @@ for (const backend of BACKENDS) {
       (await ctx.runtime.metrics.deliveryFaults.get()).values.find((v) => v.labels.stage === stage)
         ?.value ?? 0;
     const statuses = async (ids: string[]) => {
-      const rows = await db()
-        .selectFrom('webhookDeliveries')
+      const rows = await deliveryRows(db())
         .select(['subscriptionId', 'status', 'attempts'])
         .where('subscriptionId', 'in', ids)
         .execute();
@@ -91,8 +91,7 @@ for (const backend of BACKENDS) {
         await faulty(
           'record',
           (record) => async (batch) => {
-            const rows = await db()
-              .selectFrom('webhookDeliveries')
+            const rows = await deliveryRows(db())
               .select('id')
               .where('subscriptionId', '=', poisoned)
               .execute();
@@ -155,8 +154,7 @@ for (const backend of BACKENDS) {
       // No worker runs yet: the event's rows stay pending, then are made crash loops by hand
       // (their third claim's worker long dead, the first attempt never finished).
       await createClient(ctx, tenant, { displayName: 'Looped' });
-      const rows = await db()
-        .selectFrom('webhookDeliveries')
+      const rows = await deliveryRows(db())
         .select(['id', 'subscriptionId'])
         .where('subscriptionId', 'in', loops)
         .orderBy('subscriptionId')
@@ -206,8 +204,7 @@ for (const backend of BACKENDS) {
         );
         // The fault gone, the next sweep dead-letters it.
         await eventually(async () => {
-          const row = await db()
-            .selectFrom('webhookDeliveries')
+          const row = await deliveryRows(db())
             .select(['status', 'lastError'])
             .where('id', '=', stuck)
             .executeTakeFirstOrThrow();

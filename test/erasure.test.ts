@@ -7,6 +7,7 @@ import { startWorker } from '../src/start-worker.ts';
 import { RABBIT_PORT, RabbitQueue } from './helpers/brokers.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
 import { dump, formsOf } from './helpers/db-dump.ts';
+import { deliveryRows } from './helpers/delivery-rows.ts';
 import {
   createSubscription,
   createTenant,
@@ -112,8 +113,7 @@ for (const backend of BACKENDS) {
     const settled = async () =>
       eventually(async () => {
         const { db } = ctx.runtime.database;
-        const open = await db
-          .selectFrom('webhookDeliveries')
+        const open = await deliveryRows(db)
           .select(db.fn.countAll<number>().as('n'))
           .where('status', 'in', ['pending', 'in_flight'])
           .executeTakeFirstOrThrow();

@@ -8,6 +8,7 @@ import {
   createWebhookTestContext,
   type TestContext,
 } from './helpers/context.ts';
+import { deliveryRows } from './helpers/delivery-rows.ts';
 import { createTenant, tripBody } from './helpers/fixtures.ts';
 import { HttpsReceiver } from './helpers/https-receiver.ts';
 import { startTourops } from './helpers/processes.ts';
@@ -217,7 +218,7 @@ for (const backend of BACKENDS) {
         const at = (ago: number) => new Date(now - ago).toISOString();
         await ctx.runtime.queue.joinWorker('wkr_dead', at(60_000));
         await ctx.runtime.queue.joinWorker('wkr_live', at(0));
-        const rows = await db.selectFrom('webhookDeliveries').select('id').orderBy('id').execute();
+        const rows = await deliveryRows(db).select('id').orderBy('id').execute();
         for (const [i, { id }] of rows.entries()) {
           await db
             .updateTable('webhookDeliveries')

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
+import { deliveryRows } from './helpers/delivery-rows.ts';
 import { createClient, createTenant, mintToken, type TenantFixture } from './helpers/fixtures.ts';
 import { testClientPki } from './helpers/https-receiver.ts';
 import { PortalClient, pathOf } from './helpers/portal-client.ts';
@@ -397,8 +398,7 @@ for (const backend of BACKENDS) {
       const shown = await ctx.runtime.services.webhooks.get(tenant.id, id);
       assert.equal(shown.active, true);
       assert.equal(shown.pauseReason, null);
-      const queued = await ctx.runtime.database.db
-        .selectFrom('webhookDeliveries')
+      const queued = await deliveryRows(ctx.runtime.database.db)
         .select(['sequence', 'status'])
         .where('subscriptionId', '=', id)
         .orderBy('sequence')
@@ -568,8 +568,7 @@ for (const backend of BACKENDS) {
       }
       assert.deepEqual(await stored(), before.subscription);
       assert.equal(await count(), before.count);
-      const recovered = await ctx.runtime.database.db
-        .selectFrom('webhookDeliveries')
+      const recovered = await deliveryRows(ctx.runtime.database.db)
         .select('id')
         .where('subscriptionId', '=', id)
         .execute();

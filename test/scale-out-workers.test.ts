@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { attemptLog, mostWithin } from './helpers/attempt-log.ts';
 import { BACKENDS } from './helpers/context.ts';
+import { deliveryRows } from './helpers/delivery-rows.ts';
 import { createTenant } from './helpers/fixtures.ts';
 import { type ChildService, startTourops } from './helpers/processes.ts';
 import { until } from './helpers/until.ts';
@@ -41,8 +42,7 @@ if (BACKENDS.includes('postgres')) {
       await s.receiver.waitFor(EVENTS * paths.length);
       // Every row recorded: no claim is held any more, so no send (a duplicate) can follow.
       await until(async () => {
-        const open = await s.ctx.runtime.database.db
-          .selectFrom('webhookDeliveries')
+        const open = await deliveryRows(s.ctx.runtime.database.db)
           .select('id')
           .where('tenantId', '=', s.tenant.id)
           .where('status', '!=', 'success')
@@ -79,8 +79,7 @@ if (BACKENDS.includes('postgres')) {
           assert.ok(served > 0, `worker ${index + 1} delivered nothing`);
         }
       }
-      const counts = await s.ctx.runtime.database.db
-        .selectFrom('webhookDeliveries')
+      const counts = await deliveryRows(s.ctx.runtime.database.db)
         .select(['status'])
         .select((eb) => eb.fn.countAll<number>().as('n'))
         .where('tenantId', '=', s.tenant.id)

@@ -11,6 +11,7 @@ import {
   describeEachBackend,
   type TestContext,
 } from './helpers/context.ts';
+import { deliveryRows } from './helpers/delivery-rows.ts';
 import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
 import { HttpsReceiver } from './helpers/https-receiver.ts';
 import { until } from './helpers/until.ts';
@@ -131,8 +132,7 @@ describeEachBackend('a resolver that never answers', (backend) => {
 
   it("delivered the other tenant's events meanwhile, resolving its name at connect time", async () => {
     const pending = () =>
-      ctx.runtime.database.db
-        .selectFrom('webhookDeliveries')
+      deliveryRows(ctx.runtime.database.db)
         .select('id')
         .where('tenantId', '=', other.id)
         .where('status', '!=', 'success')

@@ -6,6 +6,7 @@ import { startWorker } from '../src/start-worker.ts';
 import { attemptLog } from './helpers/attempt-log.ts';
 import { ManualClock } from './helpers/clock.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
+import { deliveryRows } from './helpers/delivery-rows.ts';
 import {
   createSubscription,
   createTenant,
@@ -130,8 +131,7 @@ for (const backend of BACKENDS) {
       const cancelled = events.filter((type) => type === 'trip.updated').length;
       const settled = async () =>
         (
-          await ctx.runtime.database.db
-            .selectFrom('webhookDeliveries')
+          await deliveryRows(ctx.runtime.database.db)
             .select('id')
             .where('subscriptionId', '=', id)
             .where('status', '=', 'success')
@@ -221,8 +221,7 @@ for (const backend of BACKENDS) {
     });
 
     const deliveries = (subscriptionId: string) =>
-      ctx.runtime.database.db
-        .selectFrom('webhookDeliveries')
+      deliveryRows(ctx.runtime.database.db)
         .select(['id', 'status', 'attempts', 'lastError'])
         .where('subscriptionId', '=', subscriptionId)
         .execute();

@@ -27,6 +27,7 @@ import {
 } from './helpers/brokers.ts';
 import { reaped } from './helpers/children.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
+import { deliveryRows } from './helpers/delivery-rows.ts';
 import {
   createClient,
   createSubscription,
@@ -756,8 +757,7 @@ for (const backend of BACKENDS) {
         const { db } = ctx.runtime.database;
         const eventOf = new Map(
           (
-            await db
-              .selectFrom('webhookDeliveries')
+            await deliveryRows(db)
               .select(['id', 'eventId'])
               .where('subscriptionId', 'in', [httpsId, ids[1]])
               .execute()

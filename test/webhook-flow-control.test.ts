@@ -3,6 +3,7 @@ import { after, afterEach, before, describe, it } from 'node:test';
 import { startWorker } from '../src/start-worker.ts';
 import { attemptLog, mostWithin } from './helpers/attempt-log.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
+import { deliveryRows } from './helpers/delivery-rows.ts';
 import {
   createSubscription,
   createTenant,
@@ -259,8 +260,7 @@ for (const backend of BACKENDS) {
           if (i > 0) assert.ok(slot - slots[i - 1] >= 1000 / 5, `slots ${slots.join(', ')}`);
         }
         // Waiting for its slot, a claim is one attempt.
-        const attempts = await ctx.runtime.database.db
-          .selectFrom('webhookDeliveries')
+        const attempts = await deliveryRows(ctx.runtime.database.db)
           .select('attempts')
           .where('subscriptionId', '=', id)
           .execute();

@@ -4,6 +4,7 @@ import type { ClaimOptions } from '../src/delivery/queue.ts';
 import { abandonedBefore } from '../src/delivery/registry.ts';
 import type { DeliveryOutcome } from '../src/delivery/types.ts';
 import { BACKENDS, createTestContext, type TestContext } from './helpers/context.ts';
+import { deliveryRows } from './helpers/delivery-rows.ts';
 import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
 
 // The delivery queue's own statements: claims and fenced outcomes, on both backends.
@@ -68,8 +69,7 @@ for (const backend of BACKENDS) {
       }
     }
     const rows = () =>
-      db()
-        .selectFrom('webhookDeliveries')
+      deliveryRows(db())
         .selectAll()
         .where('subscriptionId', '=', subscriptionId)
         .orderBy('id')
@@ -150,6 +150,7 @@ for (const backend of BACKENDS) {
         id: first.id,
         claimedAt,
         status: 'success',
+        attempts: 1,
         lastResponseStatus: status,
         lastError: null,
         nextAttemptAt: null,
@@ -188,7 +189,7 @@ for (const backend of BACKENDS) {
       await reset();
       await queued(1);
       const [first] = await claimDue(at(0), 10);
-      await db().updateTable('webhookDeliveries').set({ claimedBy: null }).execute();
+      await db().updateTable('webhookQueue').set({ claimedBy: null }).execute();
       assert.deepEqual(await claimDue(at(61_000), 10), [], 'still leased');
       const [second] = await claimDue(at(63_000), 10);
       assert.equal(second.id, first.id);
@@ -243,9 +244,9 @@ for (const backend of BACKENDS) {
       // On its last attempt of six: a lost attempt was never counted as made.
       const [row0] = await rows();
       await db()
-        .updateTable('webhookDeliveries')
+        .updateTable('webhookQueue')
         .set({ attempts: 5 })
-        .where('id', '=', row0.id)
+        .where('deliveryId', '=', row0.id)
         .execute();
       await queue().joinWorker('wkr_dead', at(0));
       const [lost] = await claimDue(at(0), 10, { workerId: 'wkr_dead' });
@@ -283,6 +284,7 @@ for (const backend of BACKENDS) {
           {
             id: h.id,
             claimedAt: h.claimedAt,
+            attempts: h.attempts,
             status: 'pending',
             lastResponseStatus: 500,
             lastError: null,
@@ -293,9 +295,9 @@ for (const backend of BACKENDS) {
       );
       // The first row was taken by wkr_a along with it: a worker that dies too.
       await db()
-        .updateTable('webhookDeliveries')
+        .updateTable('webhookQueue')
         .set({ claimedBy: 'wkr_3' })
-        .where('id', '=', loop.id)
+        .where('deliveryId', '=', loop.id)
         .execute();
       now += DEAD_AFTER_MS + 1;
       /** Each crash loop found, dead-lettered (as the recorder does, one row at a time). */
@@ -359,6 +361,7 @@ for (const backend of BACKENDS) {
           {
             id: retry.id,
             claimedAt: retry.claimedAt,
+            attempts: retry.attempts,
             status: 'pending',
             lastResponseStatus: null,
             lastError: null,
@@ -368,6 +371,7 @@ for (const backend of BACKENDS) {
           {
             id: dead.id,
             claimedAt: dead.claimedAt,
+            attempts: dead.attempts,
             status: 'dead_letter',
             lastResponseStatus: 500,
             lastError: null,
@@ -377,6 +381,7 @@ for (const backend of BACKENDS) {
           {
             id: ok.id,
             claimedAt: ok.claimedAt,
+            attempts: ok.attempts,
             status: 'success',
             lastResponseStatus: 200,
             lastError: null,
@@ -433,6 +438,7 @@ for (const backend of BACKENDS) {
             {
               id: claim.id,
               claimedAt: claim.claimedAt,
+              attempts: claim.attempts,
               status: 'pending',
               lastResponseStatus,
               lastError: null,

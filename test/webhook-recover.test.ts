@@ -5,6 +5,7 @@ import { MAX_RECOVER } from '../src/services/deliveries-service.ts';
 import { startWorker } from '../src/start-worker.ts';
 import { cliHere } from './helpers/cli.ts';
 import { BACKENDS, createWebhookTestContext, type TestContext } from './helpers/context.ts';
+import { deliveryRows } from './helpers/delivery-rows.ts';
 import { createTenant, type TenantFixture } from './helpers/fixtures.ts';
 import { HttpsReceiver } from './helpers/https-receiver.ts';
 import { eventually, until } from './helpers/until.ts';
@@ -225,8 +226,7 @@ for (const backend of BACKENDS) {
       // Deleted: nothing to recover, ever.
       await ctx.api('DELETE', `/api/v1/webhooks/${gone}`, { token: tenant.token });
       assert.equal((await recover(gone, { since, missed: true })).statusCode, 409);
-      const sentToDeleted = await ctx.runtime.database.db
-        .selectFrom('webhookDeliveries')
+      const sentToDeleted = await deliveryRows(ctx.runtime.database.db)
         .select('id')
         .where('subscriptionId', '=', gone)
         .where('createdAt', '>=', since)
@@ -286,8 +286,7 @@ for (const backend of BACKENDS) {
         until: '2026-11-01T12:00:00Z',
       });
       assert.deepEqual(exactly.json(), { data: { queued: 0 } }, 'until is excluded');
-      const pending = await ctx.runtime.database.db
-        .selectFrom('webhookDeliveries')
+      const pending = await deliveryRows(ctx.runtime.database.db)
         .select((eb) => eb.fn.countAll<number>().as('n'))
         .where('subscriptionId', '=', id)
         .where('status', '=', 'pending')

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { attemptLog, mostWithin, startsAfter } from './helpers/attempt-log.ts';
 import { BACKENDS } from './helpers/context.ts';
+import { deliveryRows } from './helpers/delivery-rows.ts';
 import type { ReceivedRequest } from './helpers/https-receiver.ts';
 import { startTourops } from './helpers/processes.ts';
 import { until } from './helpers/until.ts';
@@ -16,8 +17,7 @@ const DEAD_AFTER_MS = 1_500;
 
 /** A subscription's in-flight rows with the worker that claimed each. */
 const claimsOf = (s: Setup, subscriptionId: string) =>
-  s.ctx.runtime.database.db
-    .selectFrom('webhookDeliveries')
+  deliveryRows(s.ctx.runtime.database.db)
     .select(['id', 'status', 'claimedBy', 'claimedAt'])
     .where('subscriptionId', '=', subscriptionId)
     .where('status', '=', 'in_flight')

@@ -31,6 +31,7 @@ import * as m0028 from './migrations/0028_pace_margin.ts';
 import * as m0029 from './migrations/0029_thin_payloads.ts';
 import * as m0030 from './migrations/0030_erasures.ts';
 import * as m0031 from './migrations/0031_transformations.ts';
+import * as m0032 from './migrations/0032_delivery_queue.ts';
 
 interface Migration {
   id: string;
@@ -70,6 +71,7 @@ export const migrations: Migration[] = [
   { id: '0029_thin_payloads', up: m0029.up },
   { id: '0030_erasures', up: m0030.up },
   { id: '0031_transformations', up: m0031.up },
+  { id: '0032_delivery_queue', up: m0032.up },
 ];
 
 /** Arbitrary constant naming our advisory lock on PostgreSQL. */

@@ -363,6 +363,23 @@ export interface WebhookAttemptsTable {
   cancelled: boolean;
 }
 
+/**
+ * A delivery still to be sent: its place in the queue (see migration 0032). `attempts` counts
+ * the attempt claimed, while it is; `sequence` and `objectKey` only for a `per_object`
+ * subscription's rows.
+ */
+interface WebhookQueueTable {
+  deliveryId: string;
+  subscriptionId: string;
+  nextAttemptAt: string;
+  attempts: Generated<number>;
+  workerLosses: Generated<number>;
+  claimedAt: string | null;
+  claimedBy: string | null;
+  sequence: number | null;
+  objectKey: string | null;
+}
+
 /** A running delivery worker process (see migration 0022). */
 interface WebhookWorkersTable {
   id: string;
@@ -465,6 +482,7 @@ export interface DB {
   webhookMissedEvents: WebhookMissedEventsTable;
   webhookDeliveries: WebhookDeliveriesTable;
   webhookAttempts: WebhookAttemptsTable;
+  webhookQueue: WebhookQueueTable;
   webhookWorkers: WebhookWorkersTable;
   webhookPacing: WebhookPacingTable;
   instanceSettings: InstanceSettingsTable;

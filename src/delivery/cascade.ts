@@ -222,6 +222,7 @@ export function attemptOutcome(
       id: delivery.id,
       claimedAt: delivery.claimedAt,
       status: step.status,
+      attempts: delivery.attempts,
       lastResponseStatus: answer.status,
       lastError: step.status === DELIVERY_STATUS.success ? null : answer.errorClass,
       nextAttemptAt: step.nextAttemptAt,

@@ -3,24 +3,16 @@ import type { Dialect } from '../db/database.ts';
 import { jsonMembers, keyIn } from '../db/json-params.ts';
 import { WORKER_LOSSES_LIMIT } from '../domain/attempts.ts';
 import { EFFECTIVE_CONCURRENCY_LIMIT_SQL, PACE_CLAIM_ROWS_SQL } from '../domain/flow-control.ts';
-import { DELIVERY_MOVES, DELIVERY_STATUS } from '../domain/webhook-moves.ts';
 
 /**
- * The statuses as SQL literals, not parameters: a planner uses a partial index on status only
- * when the query's condition visibly implies the index's (a bound parameter does not, on SQLite,
- * nor in a generic plan on PostgreSQL).
- */
-export const PENDING = sql.lit(DELIVERY_STATUS.pending);
-const IN_FLIGHT = sql.lit(DELIVERY_STATUS.inFlight);
-
-/**
- * The claim, as one statement (compiled once by DeliveryQueue: every list is one JSON parameter,
- * so its text never changes and PostgreSQL plans it once per connection). It takes, for every
- * active subscription not skipped and not held, its earliest due pending rows: at most
+ * The claim, as one statement over the queue's rows alone (webhook_queue; the history is not
+ * written: see migration 0032), compiled once by DeliveryQueue: every list is one JSON parameter,
+ * so its text never changes and PostgreSQL plans it once per connection. It takes, for every
+ * active subscription not skipped and not held, its earliest due unclaimed rows: at most
  * `rowsPerSubscription`, no more than its concurrency limit less its rows in flight (over every
  * worker, less this worker's settled ones), and for a capped subscription only while its next
  * send slot is within the pace horizon, at most PACE_CLAIM_ROWS_SQL; then at most each tenant's
- * room, the earliest due overall, `limit` in all. Besides those, in-flight rows abandoned by their
+ * room, the earliest due overall, `limit` in all. Besides those, claims abandoned by their
  * worker (see `abandoned`) short of a crash loop (see WORKER_LOSSES_LIMIT). Each row chosen gets
  * this worker's claim; a pending row's attempt is counted, an abandoned one's is the same attempt
  * sent again (its loss counted instead). On PostgreSQL concurrent workers skip each other's locked
@@ -49,14 +41,14 @@ export function claimStatement(
   const big = (value: number) => (pg ? sql`cast(${value} as bigint)` : sql`${value}`);
   const members = (list: string) => jsonMembers(dialect, list);
   // A `per_object` subscription's row waits while an earlier one of its object is still to go
-  // (in flight, or pending with a lower sequence), through webhook_deliveries_object_idx.
+  // (claimed, or due later with a lower sequence), through webhook_queue_object_idx: only such
+  // a subscription's rows carry an object key in the queue.
   const inOrder = (
     row: string,
   ) => sql`(s.ordering = 'none' or ${sql.ref(`${row}.object_key`)} is null or not exists (
-    select 1 from webhook_deliveries o
+    select 1 from webhook_queue o
     where o.subscription_id = ${sql.ref(`${row}.subscription_id`)} and o.object_key = ${sql.ref(`${row}.object_key`)}
-      and o.status in (${PENDING}, ${IN_FLIGHT})
-      and (o.status = ${IN_FLIGHT} or o.sequence < ${sql.ref(`${row}.sequence`)})))`;
+      and (o.claimed_at is not null or o.sequence < ${sql.ref(`${row}.sequence`)})))`;
   const eligible = sql`s.active = 1 and (s.held_until is null or s.held_until <= ${p.now})
     and s.id not in ${members(p.skip)} and s.tenant_id not in ${members(p.skipTenants)}`;
   // A subscription's concurrency limit, within the ceiling its owner set.
@@ -74,12 +66,13 @@ export function claimStatement(
       select q.id, q.next_attempt_at, s.tenant_id
       from webhook_subscriptions s
       cross join lateral (
-        select count(*) as n from webhook_deliveries f
-        where f.subscription_id = s.id and f.status = ${IN_FLIGHT} and f.id not in ${members(p.settled)}
+        select count(*) as n from webhook_queue f
+        where f.subscription_id = s.id and f.claimed_at is not null
+          and f.delivery_id not in ${members(p.settled)}
       ) b
       cross join lateral (
-        select d.id, d.next_attempt_at from webhook_deliveries d
-        where d.subscription_id = s.id and d.status = ${PENDING} and d.next_attempt_at <= ${p.now}
+        select d.delivery_id as id, d.next_attempt_at from webhook_queue d
+        where d.subscription_id = s.id and d.claimed_at is null and d.next_attempt_at <= ${p.now}
           and ${inOrder('d')}
         order by d.next_attempt_at
         limit greatest(0, least(cast(${p.rowsPerSubscription} as integer), ${cap} - b.n, ${paceRoom}))
@@ -88,18 +81,20 @@ export function claimStatement(
       where ${eligible}`
     : sql`
       select id, next_attempt_at, tenant_id from (
-        select d.id, d.next_attempt_at, s.tenant_id, ${cap} as cap, ${paceRoom} as pace,
+        select d.delivery_id as id, d.next_attempt_at, s.tenant_id, ${cap} as cap,
+          ${paceRoom} as pace,
           row_number() over (partition by s.id order by d.next_attempt_at) as rank,
           coalesce(b.n, 0) as busy
         from webhook_subscriptions s
-        cross join webhook_deliveries d
+        cross join webhook_queue d
         left join (
-          select subscription_id, count(*) as n from webhook_deliveries
-          where status = ${IN_FLIGHT} and id not in ${members(p.settled)} group by subscription_id
+          select subscription_id, count(*) as n from webhook_queue
+          where claimed_at is not null and delivery_id not in ${members(p.settled)}
+          group by subscription_id
         ) b on b.subscription_id = s.id
-        where d.id in (
-          select d2.id from webhook_deliveries d2
-          where d2.subscription_id = s.id and d2.status = ${PENDING} and d2.next_attempt_at <= ${p.now}
+        where d.delivery_id in (
+          select d2.delivery_id from webhook_queue d2
+          where d2.subscription_id = s.id and d2.claimed_at is null and d2.next_attempt_at <= ${p.now}
             and ${inOrder('d2')}
           order by d2.next_attempt_at
           limit ${p.rowsPerSubscription}
@@ -120,7 +115,7 @@ export function claimStatement(
     order by next_attempt_at
     limit ${p.limit}`;
   const stale = sql`
-    select d.id from webhook_deliveries d
+    select d.delivery_id as id from webhook_queue d
     join webhook_subscriptions s on s.id = d.subscription_id
     where ${abandoned('d', p.aliveSince, p.staleBefore, p.workerId)}
       and d.worker_losses < ${sql.lit(WORKER_LOSSES_LIMIT - 1)} and s.active = 1 and d.subscription_id not in ${members(p.skip)}
@@ -129,28 +124,27 @@ export function claimStatement(
     ${pg ? sql`for update of d skip locked` : sql``}`;
   // The rows chosen, found by primary key (see keyIn).
   const chosen = sql`select id from (${due}) as due_rows union all select id from (${stale}) as stale_rows`;
-  // DELIVERY_MOVES: a due row's `claim`, an abandoned one's `takeOver`.
-  const { claim, takeOver } = DELIVERY_MOVES;
-  const takenOver = sql`status = ${sql.lit(takeOver.from)}`;
+  // DELIVERY_MOVES: a due row's `claim` (no claim yet), an abandoned one's `takeOver`.
+  const takenOver = sql`claimed_at is not null`;
   return sql<{ id: string }>`
-    update webhook_deliveries
-    set status = ${sql.lit(claim.to)}, claimed_at = ${p.now}, claimed_by = ${p.workerId},
+    update webhook_queue
+    set claimed_at = ${p.now}, claimed_by = ${p.workerId},
       attempts = case when ${takenOver} then attempts else attempts + 1 end,
       worker_losses = case when ${takenOver} then worker_losses + 1 else worker_losses end
-    where ${keyIn(dialect, 'id', chosen)}
-    returning id`;
+    where ${keyIn(dialect, 'delivery_id', chosen)}
+    returning delivery_id as id`;
 }
 
 /**
- * Whether the in-flight row `alias` was abandoned: its worker's heartbeat is older than
+ * Whether the queue row `alias` holds an abandoned claim: its worker's heartbeat is older than
  * `aliveSince` (it died, or stopped without recording it), or, for a claim older than the worker
  * registry (no `claimed_by`), the claim is older than `staleBefore`. Never a claim of `asker`: a
  * worker holds its own claims, whatever the clock says of its heartbeat. Through the partial
- * in-flight index (there are few such rows); the live workers are read once, not per row.
+ * claims index (there are few such rows); the live workers are read once, not per row.
  */
 export function abandoned(alias: string, aliveSince: string, staleBefore: string, asker: string) {
   const row = (column: string) => sql.ref(`${alias}.${column}`);
-  return sql<boolean>`${row('status')} = ${IN_FLIGHT} and (
+  return sql<boolean>`${row('claimed_at')} is not null and (
     (${row('claimed_by')} is null and ${row('claimed_at')} < ${staleBefore})
     or (${row('claimed_by')} <> ${asker} and ${row('claimed_by')} not in (
       select w.id from webhook_workers w where w.heartbeat_at >= ${aliveSince})))`;

@@ -5,19 +5,21 @@ import {
   jsonMembers,
   jsonRows,
   jsonRowsOf,
+  keyIn,
 } from '../db/json-params.ts';
 import { prepare } from '../db/prepared.ts';
 import type { WebhookAttemptsTable, WebhookSubscriptionsTable } from '../db/schema.ts';
 import { WORKER_LOSSES_LIMIT } from '../domain/attempts.ts';
 import { EFFECTIVE_CONCURRENCY_LIMIT_SQL } from '../domain/flow-control.ts';
 import { DELIVERY_MOVES } from '../domain/webhook-moves.ts';
-import { Repository } from '../repositories/repository.ts';
 import { abandoned, claimStatement } from './claim-sql.ts';
-import type { ClaimedDelivery, DeliveryOutcome } from './types.ts';
+import { RegistryStatements } from './registry-sql.ts';
+import type { ClaimedDelivery, ClaimOptions, DeliveryOutcome } from './types.ts';
 
-const { giveBack } = DELIVERY_MOVES;
-/** An attempt's outcome (DELIVERY_MOVES retry, deliver, deadLetter) settles an in-flight row. */
-const SETTLED_FROM = DELIVERY_MOVES.retry.from;
+export type { ClaimOptions };
+
+/** An outcome that leaves the delivery to be sent again (DELIVERY_MOVES.retry) keeps its queue row. */
+const RETRIED = sql.lit(DELIVERY_MOVES.retry.to);
 /** A claim given back, its columns in its statement's JSON parameter (see jsonRows). */
 const GIVEN_BACK_COLUMNS: readonly JsonColumn[] = [
   ['id', 'text', 'id'],
@@ -29,6 +31,7 @@ const OUTCOME_COLUMNS: readonly JsonColumn[] = [
   ['id', 'text', 'id'],
   ['claimed_at', 'text', 'claimedAt'],
   ['status', 'text', 'status'],
+  ['attempts', 'integer', 'attempts'],
   ['last_response_status', 'integer', 'lastResponseStatus'],
   ['next_attempt_at', 'text', 'nextAttemptAt'],
   ['delivered_at', 'text', 'deliveredAt'],
@@ -50,41 +53,12 @@ const ATTEMPT_COLUMNS: readonly JsonColumn[] = [
   ['cancelled', 'integer', 'cancelled'],
 ];
 
-export interface ClaimOptions {
-  /** The claiming worker (webhook_workers.id). */
-  workerId: string;
-  /** Claims whose worker's heartbeat is older than this are abandoned (ISO 8601). */
-  aliveSince: string;
-  /** Claims without a worker (older versions) are abandoned once older than this. */
-  staleBefore: string;
-  /** Most rows of one subscription. */
-  rowsPerSubscription: number;
-  /**
-   * How far ahead a capped subscription's next slot may be for it to be claimed for (µs); null
-   * claims no capped subscription's rows.
-   */
-  paceHorizonUs: number | null;
-  /** Subscriptions to leave alone (at their level in this worker, or held). */
-  skip?: readonly string[];
-  /** Most rows of each tenant listed, over all its subscriptions. */
-  tenantRoom?: ReadonlyMap<string, number>;
-  /** Most rows of a tenant not listed. */
-  newcomerRoom?: number;
-  skipTenants?: readonly string[];
-  /**
-   * Deliveries whose attempt this worker finished but has not recorded yet: their rows are still
-   * in flight, their slots free. By id, not by count: one recorded while the claim runs must not
-   * be taken off twice.
-   */
-  settled?: readonly string[];
-}
-
 /**
  * The delivery queue's statements: claim, give back, record outcomes and attempts, dead-letter
- * crash loops, the worker registry (the queue's figures are read in stats.ts; the pace of capped
+ * crash loops, and the worker registry's (registry-sql.ts; the queue's figures are read in stats.ts; the pace of capped
  * subscriptions in pace-sql.ts). They span tenants: the queue is one, whoever's rows are in it.
  */
-export class DeliveryQueue extends Repository {
+export class DeliveryQueue extends RegistryStatements {
   /** Claims up to `limit` due rows for `options.workerId` (claimStatement): what sending needs. */
   async claim(now: Date, limit: number, options: ClaimOptions): Promise<ClaimedDelivery[]> {
     const at = now.toISOString();
@@ -148,7 +122,8 @@ export class DeliveryQueue extends Repository {
   /** What sending each claimed row needs (`ids`: a JSON array), compiled once. */
   private readonly claimedRows = prepare(this.db, (now: string, ids: string) =>
     this.db
-      .selectFrom('webhookDeliveries as d')
+      .selectFrom('webhookQueue as q')
+      .innerJoin('webhookDeliveries as d', 'd.id', 'q.deliveryId')
       .innerJoin('events as e', 'e.id', 'd.eventId')
       .innerJoin('webhookSubscriptions as s', 's.id', 'd.subscriptionId')
       .select([
@@ -157,8 +132,8 @@ export class DeliveryQueue extends Repository {
         'd.subscriptionId',
         'd.eventId',
         'd.eventType',
-        'd.attempts',
-        'd.claimedAt',
+        'q.attempts',
+        'q.claimedAt',
         'e.data',
         'e.isTest',
         'd.sequence',
@@ -180,8 +155,8 @@ export class DeliveryQueue extends Repository {
         's.retrySchedule',
         's.receiverAuth',
       ])
-      .where(jsonKeyIn(this.dialect, 'd.id', ids))
-      .where('d.claimedAt', '=', now),
+      .where(jsonKeyIn(this.dialect, 'q.delivery_id', ids))
+      .where('q.claimedAt', '=', now),
   );
 
   /**
@@ -218,16 +193,13 @@ export class DeliveryQueue extends Repository {
     this.db,
     (rows: string) => sql`
       with v as ${jsonRows(this.dialect, rows, GIVEN_BACK_COLUMNS)}
-      update webhook_deliveries
-      set status = ${sql.lit(giveBack.to)},
-          claimed_at = null,
+      update webhook_queue
+      set claimed_at = null,
           claimed_by = null,
           next_attempt_at = v.next_attempt_at,
-          attempts = webhook_deliveries.attempts - 1
+          attempts = webhook_queue.attempts - 1
       from v
-      where webhook_deliveries.id = v.id
-        and webhook_deliveries.status = ${sql.lit(giveBack.from)}
-        and webhook_deliveries.claimed_at = v.claimed_at`,
+      where webhook_queue.delivery_id = v.id and webhook_queue.claimed_at = v.claimed_at`,
   );
 
   /**
@@ -237,49 +209,113 @@ export class DeliveryQueue extends Repository {
    */
   async giveBackUnknown(workerId: string, known: readonly string[], now: string): Promise<number> {
     const result = await this.db
-      .updateTable('webhookDeliveries')
+      .updateTable('webhookQueue')
       .set((eb) => ({
-        status: giveBack.to,
         claimedAt: null,
         claimedBy: null,
         nextAttemptAt: now,
         attempts: eb('attempts', '-', 1),
       }))
-      // A literal: the in-flight rows' partial index serves it (see PENDING in claim-sql.ts).
-      .where('status', '=', sql.lit(giveBack.from))
+      // Through the claims' partial index (see webhook_queue_claimed_idx).
+      .where('claimedAt', 'is not', null)
       .where('claimedBy', '=', workerId)
-      .where(sql<boolean>`id not in ${jsonMembers(this.dialect, JSON.stringify(known))}`)
+      .where(sql<boolean>`delivery_id not in ${jsonMembers(this.dialect, JSON.stringify(known))}`)
       .executeTakeFirst();
     return Number(result.numUpdatedRows);
   }
 
   /**
-   * Settles a batch of attempts in one statement (both backends run UPDATE … FROM a VALUES list);
-   * each row only if the same claim is still its own. A null lastResponseStatus (no answer) keeps
-   * the last one the endpoint gave.
+   * Settles a batch of attempts, each only if the same claim is still its own: a retried row's
+   * queue row due again, a delivered or dead-lettered one's removed, then the history of those
+   * (status, attempts, the answer). A null lastResponseStatus (no answer) keeps the last one the
+   * endpoint gave. One statement on PostgreSQL; SQLite, without writes in a WITH, runs three.
    */
   async recordOutcomes(outcomes: readonly DeliveryOutcome[]): Promise<void> {
-    if (outcomes.length > 0) await this.outcomesStatement(jsonRowsOf(outcomes, OUTCOME_COLUMNS));
+    if (outcomes.length === 0) return;
+    const rows = jsonRowsOf(outcomes, OUTCOME_COLUMNS);
+    if (this.dialect === 'postgres') {
+      await this.settledStatement(rows);
+      return;
+    }
+    const settled = new Set<string>();
+    for (const statement of [this.retriedStatement, this.finishedStatement]) {
+      for (const { id } of await statement(rows)) settled.add(id);
+    }
+    const own =
+      settled.size === outcomes.length ? outcomes : outcomes.filter((o) => settled.has(o.id));
+    if (own.length > 0) await this.historyStatement(jsonRowsOf(own, OUTCOME_COLUMNS));
   }
 
-  /** The outcomes' statement (`rows`: see OUTCOME_COLUMNS), compiled once. */
-  private readonly outcomesStatement = prepare(
-    this.db,
-    (rows: string) => sql`
-      with v as ${jsonRows(this.dialect, rows, OUTCOME_COLUMNS)}
-      update webhook_deliveries
-      set status = v.status,
+  /** The history of a settlement, from `v` (see OUTCOME_COLUMNS). */
+  private readonly historySet = sql`status = v.status,
+          attempts = v.attempts,
           last_response_status = coalesce(v.last_response_status, webhook_deliveries.last_response_status),
           next_attempt_at = v.next_attempt_at,
           delivered_at = v.delivered_at,
           last_error = v.last_error,
           claimed_at = null,
           claimed_by = null,
+          worker_losses = 0`;
+
+  /** PostgreSQL's settlement in one statement (`rows`: see OUTCOME_COLUMNS), compiled once. */
+  private readonly settledStatement = prepare(
+    this.db,
+    (rows: string) => sql`
+      with v as ${jsonRows(this.dialect, rows, OUTCOME_COLUMNS)},
+      retried as (
+        update webhook_queue q
+        set next_attempt_at = v.next_attempt_at, claimed_at = null, claimed_by = null,
+          worker_losses = 0
+        from v
+        where q.delivery_id = v.id and q.claimed_at = v.claimed_at and v.status = ${RETRIED}
+        returning q.delivery_id),
+      finished as (
+        delete from webhook_queue q using v
+        where q.delivery_id = v.id and q.claimed_at = v.claimed_at and v.status <> ${RETRIED}
+        returning q.delivery_id)
+      update webhook_deliveries
+      set ${this.historySet}
+      from v
+      where webhook_deliveries.id = v.id and v.id in (
+        select delivery_id from retried union all select delivery_id from finished)`,
+  );
+
+  /** A retried row's queue row, due again (`rows`: see OUTCOME_COLUMNS), compiled once. */
+  private readonly retriedStatement = prepare(
+    this.db,
+    (rows: string) => sql<{ id: string }>`
+      with v as ${jsonRows(this.dialect, rows, OUTCOME_COLUMNS)}
+      update webhook_queue
+      set next_attempt_at = v.next_attempt_at,
+          claimed_at = null,
+          claimed_by = null,
           worker_losses = 0
       from v
-      where webhook_deliveries.id = v.id
-        and webhook_deliveries.status = ${sql.lit(SETTLED_FROM)}
-        and webhook_deliveries.claimed_at = v.claimed_at`,
+      where webhook_queue.delivery_id = v.id and webhook_queue.claimed_at = v.claimed_at
+        and v.status = ${RETRIED}
+      returning webhook_queue.delivery_id as id`,
+  );
+
+  /** A delivered or dead-lettered row's queue row, removed (`rows`: see OUTCOME_COLUMNS). */
+  private readonly finishedStatement = prepare(
+    this.db,
+    (rows: string) => sql<{ id: string }>`
+      with v as ${jsonRows(this.dialect, rows, OUTCOME_COLUMNS)}
+      delete from webhook_queue
+      where ${keyIn(this.dialect, 'delivery_id', sql`select v.id from v where v.status <> ${RETRIED}`)}
+        and claimed_at = (select v.claimed_at from v where v.id = webhook_queue.delivery_id)
+      returning delivery_id as id`,
+  );
+
+  /** The settled rows' history (`rows`: see OUTCOME_COLUMNS), compiled once. */
+  private readonly historyStatement = prepare(
+    this.db,
+    (rows: string) => sql`
+      with v as ${jsonRows(this.dialect, rows, OUTCOME_COLUMNS)}
+      update webhook_deliveries
+      set ${this.historySet}
+      from v
+      where webhook_deliveries.id = v.id`,
   );
 
   /** Records finished attempts (see WebhookAttemptsTable) in one statement. */
@@ -318,14 +354,14 @@ export class DeliveryQueue extends Repository {
   /** Crash loops (see deadLetterAbandoned), the oldest claim first, at most `limit`. */
   async crashLoops(asker: string, aliveSince: string, staleBefore: string, limit: number) {
     const rows = await this.db
-      .selectFrom('webhookDeliveries as d')
-      .select('d.id')
+      .selectFrom('webhookQueue as d')
+      .select('d.deliveryId')
       .where(abandoned('d', aliveSince, staleBefore, asker))
       .where('d.workerLosses', '>=', WORKER_LOSSES_LIMIT - 1)
       .orderBy('d.claimedAt')
       .limit(limit)
       .execute();
-    return rows.map((row) => row.id);
+    return rows.map((row) => row.deliveryId);
   }
 
   /**
@@ -334,65 +370,28 @@ export class DeliveryQueue extends Repository {
    * `worker_lost`, and the attempt cut off uncounted, like every attempt lost to a crash.
    */
   async deadLetterAbandoned(id: string, asker: string, aliveSince: string, staleBefore: string) {
-    return (
-      this.db
-        .updateTable('webhookDeliveries as d')
-        .set((eb) => ({
-          status: DELIVERY_MOVES.deadLetter.to,
-          claimedAt: null,
-          claimedBy: null,
-          nextAttemptAt: null,
-          lastError: 'worker_lost',
-          attempts: eb('d.attempts', '-', 1),
-          workerLosses: eb('d.workerLosses', '+', 1),
-        }))
-        .where('d.id', '=', id)
-        .where(abandoned('d', aliveSince, staleBefore, asker))
-        .where('d.workerLosses', '>=', WORKER_LOSSES_LIMIT - 1)
-        // Unqualified: SQLite's RETURNING takes no table alias.
-        .returning(['id', 'tenantId', 'subscriptionId', 'eventId', 'eventType', 'attempts'])
-        .returning('isTest')
-        .executeTakeFirst()
-    );
-  }
-
-  /** How many workers other than `id` beat since `aliveSince`. */
-  async otherLiveWorkers(id: string, aliveSince: string): Promise<number> {
-    const row = await this.db
-      .selectFrom('webhookWorkers')
-      .select((eb) => eb.fn.countAll<number>().as('n'))
-      .where('id', '<>', id)
-      .where('heartbeatAt', '>=', aliveSince)
-      .executeTakeFirstOrThrow();
-    return Number(row.n);
-  }
-
-  /** Registers a worker, beating now. */
-  async joinWorker(id: string, now: string): Promise<void> {
-    await this.db
-      .insertInto('webhookWorkers')
-      .values({ id, startedAt: now, heartbeatAt: now })
-      .onConflict((conflict) => conflict.column('id').doUpdateSet({ heartbeatAt: now }))
-      .execute();
-  }
-
-  /** A worker's heartbeat; false when its row is gone (taken for dead: it joins again). */
-  async heartbeat(id: string, now: string): Promise<boolean> {
-    const result = await this.db
-      .updateTable('webhookWorkers')
-      .set({ heartbeatAt: now })
-      .where('id', '=', id)
+    const lost = await this.db
+      .deleteFrom('webhookQueue as d')
+      .where('d.deliveryId', '=', id)
+      .where(abandoned('d', aliveSince, staleBefore, asker))
+      .where('d.workerLosses', '>=', WORKER_LOSSES_LIMIT - 1)
+      // Unqualified: SQLite's RETURNING takes no table alias.
+      .returning(['attempts', 'workerLosses'])
       .executeTakeFirst();
-    return Number(result.numUpdatedRows) > 0;
-  }
-
-  /** A worker that stopped, or workers silent since `before` (their claims were taken over). */
-  async forgetWorkers(filter: { id: string } | { before: string }): Promise<void> {
-    let query = this.db.deleteFrom('webhookWorkers');
-    query =
-      'id' in filter
-        ? query.where('id', '=', filter.id)
-        : query.where('heartbeatAt', '<', filter.before);
-    await query.execute();
+    if (lost === undefined) return undefined;
+    return this.db
+      .updateTable('webhookDeliveries')
+      .set({
+        status: DELIVERY_MOVES.deadLetter.to,
+        claimedAt: null,
+        claimedBy: null,
+        nextAttemptAt: null,
+        lastError: 'worker_lost',
+        attempts: lost.attempts - 1,
+        workerLosses: lost.workerLosses + 1,
+      })
+      .where('id', '=', id)
+      .returning(['id', 'tenantId', 'subscriptionId', 'eventId', 'eventType', 'attempts', 'isTest'])
+      .executeTakeFirstOrThrow();
   }
 }

@@ -3,14 +3,14 @@ import { expiresSoon, type ReceiverAuthShown } from '../domain/receiver-auth.ts'
 import type { Clock } from '../lib/clock.ts';
 import type { QueueStats } from '../lib/metrics.ts';
 import { Repository } from '../repositories/repository.ts';
-import { abandoned, PENDING } from './claim-sql.ts';
+import { abandoned } from './claim-sql.ts';
 import { abandonedBefore } from './registry.ts';
 
 /** The statements behind the queue's gauges; they span tenants, as the queue does. */
 export class QueueFigures extends Repository {
   /**
    * What the queue holds (the metrics' gauges): pending rows and the earliest due time, through
-   * webhook_deliveries_pending_idx (partial: pending rows only, whatever the history); abandoned
+   * webhook_queue_due_idx (partial: unclaimed rows only); abandoned
    * claims; paused live subscriptions; the client certificates of live ones, as reads show them.
    */
   async read(
@@ -25,7 +25,7 @@ export class QueueFigures extends Repository {
     receiverAuth: string[];
   }> {
     const queue = await this.db
-      .selectFrom('webhookDeliveries')
+      .selectFrom('webhookQueue')
       .select((eb) => [
         eb.fn.countAll<number>().as('n'),
         eb.fn
@@ -39,10 +39,10 @@ export class QueueFigures extends Repository {
           )
           .as('oldestDue'),
       ])
-      .where('status', '=', PENDING)
+      .where('claimedAt', 'is', null)
       .executeTakeFirstOrThrow();
     const lost = await this.db
-      .selectFrom('webhookDeliveries as d')
+      .selectFrom('webhookQueue as d')
       .select((eb) => eb.fn.countAll<number>().as('n'))
       .where(abandoned('d', aliveSince, staleBefore, ''))
       .executeTakeFirstOrThrow();

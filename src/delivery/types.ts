@@ -59,6 +59,8 @@ export interface DeliveryOutcome {
   /** The claim being settled: a row reclaimed by another worker since is left alone. */
   claimedAt: string;
   status: DeliveryStatus;
+  /** The attempts counted, this one included (the history's count from then on). */
+  attempts: number;
   /** The endpoint's answer; null when it gave none (the last answer is then kept). */
   lastResponseStatus: number | null;
   /** The attempt's error class; null when its status tells all (or it delivered). */
@@ -135,4 +137,33 @@ export interface WorkerEvents {
 export interface DeliveryFault {
   deliveryId: string;
   stage: 'record' | 'crash_loop';
+}
+
+export interface ClaimOptions {
+  /** The claiming worker (webhook_workers.id). */
+  workerId: string;
+  /** Claims whose worker's heartbeat is older than this are abandoned (ISO 8601). */
+  aliveSince: string;
+  /** Claims without a worker (older versions) are abandoned once older than this. */
+  staleBefore: string;
+  /** Most rows of one subscription. */
+  rowsPerSubscription: number;
+  /**
+   * How far ahead a capped subscription's next slot may be for it to be claimed for (µs); null
+   * claims no capped subscription's rows.
+   */
+  paceHorizonUs: number | null;
+  /** Subscriptions to leave alone (at their level in this worker, or held). */
+  skip?: readonly string[];
+  /** Most rows of each tenant listed, over all its subscriptions. */
+  tenantRoom?: ReadonlyMap<string, number>;
+  /** Most rows of a tenant not listed. */
+  newcomerRoom?: number;
+  skipTenants?: readonly string[];
+  /**
+   * Deliveries whose attempt this worker finished but has not recorded yet: their rows are still
+   * in flight, their slots free. By id, not by count: one recorded while the claim runs must not
+   * be taken off twice.
+   */
+  settled?: readonly string[];
 }

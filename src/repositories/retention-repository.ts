@@ -12,8 +12,8 @@ export class RetentionRepository extends Repository {
   /**
    * Deletes up to `limit` deliveries with an id in (afterId, beforeId) (ids sort by creation
    * time) that no one will send again: delivered, dead-lettered, or pending for a deleted
-   * subscription. Their attempts go with them (ON DELETE CASCADE). In-flight rows are left to
-   * their worker. Returns the ids deleted, in id order.
+   * subscription. Their attempts and queue rows go with them (ON DELETE CASCADE). Claimed rows
+   * (in flight) are left to their worker. Returns the ids deleted, in id order.
    *
    * The status test is a CASE so that no planner answers it from an index on the status (such an
    * index finds every matching row of the table, to be sorted for each batch); the primary key
@@ -29,7 +29,9 @@ export class RetentionRepository extends Repository {
           when ${sql.lit(DELIVERY_STATUS.deadLetter)} then 1
           when ${sql.lit(DELIVERY_STATUS.pending)} then (
             select count(*) from webhook_subscriptions s
-            where s.id = t.subscription_id and s.deleted_at is not null)
+            where s.id = t.subscription_id and s.deleted_at is not null
+              and not exists (select 1 from webhook_queue q
+                where q.delivery_id = t.id and q.claimed_at is not null))
           else 0 end = 1`,
       limit,
     );

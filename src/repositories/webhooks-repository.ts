@@ -8,11 +8,15 @@ import type {
   WebhookMissedEventsTable,
   WebhookSubscriptionsTable,
 } from '../db/schema.ts';
+import type { Ordering } from '../domain/flow-control.ts';
 import { DELIVERY_STATUS } from '../domain/webhook-moves.ts';
 import { Repository } from './repository.ts';
 
 export type SubscriptionRow = Selectable<WebhookSubscriptionsTable>;
-export type DeliveryRow = Selectable<WebhookDeliveriesTable>;
+/** A delivery as reads show it (see shownDeliveries). */
+export type DeliveryRow = Omit<Selectable<WebhookDeliveriesTable>, 'claimedBy' | 'workerLosses'>;
+
+const IN_FLIGHT = sql.lit(DELIVERY_STATUS.inFlight);
 export type AttemptRow = Selectable<WebhookAttemptsTable>;
 
 /** What a batch of attempts folds into a subscription (see foldAttempts, foldConcurrency). */
@@ -292,10 +296,11 @@ export class WebhooksRepository extends Repository {
     let select = this.db
       .selectFrom('webhookDeliveries as d')
       .innerJoin('events as e', 'e.id', 'd.eventId')
+      .leftJoin('webhookQueue as q', 'q.deliveryId', 'd.id')
       .select([
         'd.sequence',
         'd.id as deliveryId',
-        'd.status',
+        shownStatus().as('status'),
         'd.eventId',
         'e.type',
         'e.data',
@@ -317,7 +322,7 @@ export class WebhooksRepository extends Repository {
       );
     if (query.type !== undefined) select = select.where('d.eventType', '=', query.type);
     if (query.deliveryStatus !== undefined) {
-      select = select.where('d.status', '=', query.deliveryStatus);
+      select = select.where(shownStatus(), '=', query.deliveryStatus);
     }
     return (await select
       .orderBy('d.sequence', query.newestFirst === true ? 'desc' : 'asc')
@@ -371,6 +376,25 @@ export class WebhooksRepository extends Repository {
     return row?.first === null || row?.first === undefined ? null : Number(row.first);
   }
 
+  /**
+   * The queued rows of a subscription whose ordering changes (under its lock): only a
+   * `per_object` subscription's queue rows carry their object and sequence (the claim's
+   * per-object rule walks no other), so they take them from the history, or drop them.
+   */
+  async orderQueued(tenantId: string, subscriptionId: string, ordering: Ordering): Promise<void> {
+    const fromHistory = (column: string) =>
+      ordering === 'per_object'
+        ? sql`(select ${sql.ref(`d.${column}`)} from webhook_deliveries d where d.id = webhook_queue.delivery_id)`
+        : sql`null`;
+    await sql`update webhook_queue
+      set object_key = ${fromHistory('object_key')}, sequence = ${fromHistory('sequence')}
+      where subscription_id = ${subscriptionId} and exists (
+        select 1 from webhook_subscriptions s where s.id = ${subscriptionId} and s.tenant_id = ${tenantId})`.execute(
+      this.db,
+    );
+  }
+
+  /** The queue row of each pending one comes from the database (see migration 0032). */
   insertDeliveries(rows: Insertable<WebhookDeliveriesTable>[]) {
     return this.db.insertInto('webhookDeliveries').values(rows).execute();
   }
@@ -386,16 +410,14 @@ export class WebhooksRepository extends Repository {
       eventType?: string;
     },
   ): Promise<DeliveryRow[]> {
-    let query = this.db
-      .selectFrom('webhookDeliveries')
-      .selectAll()
-      .where('tenantId', '=', tenantId)
-      .where('subscriptionId', '=', subscriptionId);
-    if (filter.beforeId !== null) query = query.where('id', '<', filter.beforeId);
-    if (filter.status !== undefined) query = query.where('status', '=', filter.status);
-    if (filter.eventType !== undefined) query = query.where('eventType', '=', filter.eventType);
+    let query = this.shownDeliveries()
+      .where('d.tenantId', '=', tenantId)
+      .where('d.subscriptionId', '=', subscriptionId);
+    if (filter.beforeId !== null) query = query.where('d.id', '<', filter.beforeId);
+    if (filter.status !== undefined) query = query.where(shownStatus(), '=', filter.status);
+    if (filter.eventType !== undefined) query = query.where('d.eventType', '=', filter.eventType);
     return query
-      .orderBy('id', 'desc')
+      .orderBy('d.id', 'desc')
       .limit(filter.limit + 1)
       .execute();
   }
@@ -416,13 +438,43 @@ export class WebhooksRepository extends Repository {
     subscriptionId: string,
     id: string,
   ): Promise<DeliveryRow | undefined> {
-    return this.db
-      .selectFrom('webhookDeliveries')
-      .selectAll()
-      .where('tenantId', '=', tenantId)
-      .where('subscriptionId', '=', subscriptionId)
-      .where('id', '=', id)
+    return this.shownDeliveries()
+      .where('d.tenantId', '=', tenantId)
+      .where('d.subscriptionId', '=', subscriptionId)
+      .where('d.id', '=', id)
       .executeTakeFirst();
+  }
+
+  /**
+   * Deliveries as reads show them: the history, and while one is claimed its claim from the
+   * queue (in flight, its attempt counted; the history is not written on a claim), and while it
+   * waits its due time there (a claim given back moves only that).
+   */
+  private shownDeliveries() {
+    return this.db
+      .selectFrom('webhookDeliveries as d')
+      .leftJoin('webhookQueue as q', 'q.deliveryId', 'd.id')
+      .select((eb) => [
+        'd.id',
+        'd.tenantId',
+        'd.subscriptionId',
+        'd.eventId',
+        'd.eventType',
+        shownStatus().as('status'),
+        sql<number>`case when q.claimed_at is not null then q.attempts else d.attempts end`.as(
+          'attempts',
+        ),
+        'd.lastResponseStatus',
+        eb.fn.coalesce('q.nextAttemptAt', 'd.nextAttemptAt').as('nextAttemptAt'),
+        'd.deliveredAt',
+        'q.claimedAt',
+        'd.redeliveredFromId',
+        'd.lastError',
+        'd.isTest',
+        'd.sequence',
+        'd.objectKey',
+        'd.createdAt',
+      ]);
   }
 
   /**
@@ -447,19 +499,20 @@ export class WebhooksRepository extends Repository {
       .execute();
   }
 
-  /** Each subscription's deliveries in flight, through the partial in-flight index. */
+  /** Each subscription's deliveries in flight, through the queue's partial claims index. */
   inFlightCounts(
     tenantId: string,
     subscriptionIds: string[],
   ): Promise<Array<{ subscriptionId: string; n: number }>> {
     if (subscriptionIds.length === 0) return Promise.resolve([]);
     return this.db
-      .selectFrom('webhookDeliveries')
-      .select((eb) => ['subscriptionId', eb.fn.countAll<number>().as('n')])
-      .where('subscriptionId', 'in', subscriptionIds)
-      .where('status', '=', DELIVERY_STATUS.inFlight)
-      .where('tenantId', '=', tenantId)
-      .groupBy('subscriptionId')
+      .selectFrom('webhookQueue as q')
+      .innerJoin('webhookSubscriptions as s', 's.id', 'q.subscriptionId')
+      .select((eb) => ['q.subscriptionId', eb.fn.countAll<number>().as('n')])
+      .where('q.subscriptionId', 'in', subscriptionIds)
+      .where('q.claimedAt', 'is not', null)
+      .where('s.tenantId', '=', tenantId)
+      .groupBy('q.subscriptionId')
       .execute();
   }
 
@@ -519,4 +572,12 @@ export class WebhooksRepository extends Repository {
       .limit(filter.limit + 1)
       .execute();
   }
+}
+
+/**
+ * A delivery's status as reads show it: in flight while the queue row `q` holds a claim, else
+ * the history's (see shownDeliveries).
+ */
+function shownStatus() {
+  return sql<DeliveryStatus>`case when q.claimed_at is not null then ${IN_FLIGHT} else d.status end`;
 }

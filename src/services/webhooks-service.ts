@@ -343,6 +343,9 @@ export class WebhooksService {
         Object.assign(patch, subscriptionMove('pause', now));
       }
       if (Object.keys(patch).length === 0) return current;
+      if (input.ordering !== undefined && input.ordering !== current.ordering) {
+        await this.deps.webhooks.orderQueued(tenantId, id, input.ordering);
+      }
       return this.deps.webhooks.updateSubscription(tenantId, id, patch);
     });
     if (!row) throw notFound('Webhook subscription');
