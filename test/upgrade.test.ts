@@ -4,6 +4,8 @@ import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { createDatabase } from '../src/db/database.ts';
+import { attemptLog, mostWithin } from './helpers/attempt-log.ts';
 import { ADMIN_TOKEN, BACKENDS, createTestDatabase, type TestDatabase } from './helpers/context.ts';
 import { HttpsReceiver, testCa } from './helpers/https-receiver.ts';
 import {
@@ -14,7 +16,7 @@ import {
   runShell,
   startTourops,
 } from './helpers/processes.ts';
-import { eventually } from './helpers/until.ts';
+import { eventually, until } from './helpers/until.ts';
 
 // A rolled upgrade runs two releases at once on one database: `tourops migrate` of the new one
 // first, then each process restarted in turn, so the previous release's code serves on the
@@ -188,6 +190,173 @@ describe('the previous release on a database the current code migrated', {
         }
       } finally {
         await Promise.all(servers.map((server) => server.stop()));
+        await database.drop();
+      }
+    });
+
+    // The queue's own migration (0032): what the previous release left queued is sent by the
+    // current code exactly as it would have been, and what it queues after the migration too.
+    it(`moves a live queue while the previous release serves (${release.version}, ${backend})`, async () => {
+      const database: TestDatabase = await createTestDatabase(backend);
+      const ca = await testCa();
+      const env = {
+        ...database.env,
+        ADMIN_API_TOKEN: ADMIN_TOKEN,
+        WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+        WEBHOOK_CA_FILE: ca.caFile,
+      };
+      const servers: ChildService[] = [];
+      const db = createDatabase({
+        databaseUrl: database.env.DATABASE_URL ?? null,
+        dataDir: database.env.DATA_DIR,
+      });
+      try {
+        // The previous release alone, its API only: what it queues stays queued.
+        const previous = await startTourops(
+          ['serve', '--no-worker'],
+          env,
+          'listening on',
+          releaseDir,
+        );
+        servers.push(previous);
+        const { token } = await adminTenantToken(previous, ADMIN_TOKEN, {
+          name: 'Queue',
+          slug: `queue-${backend}`,
+          tier: 'enterprise',
+        });
+        const call = (method: string, path: string, body?: unknown, headers = {}) =>
+          callService(previous, method, path, token, body, headers);
+        const subscription = async (name: string, extra: Record<string, unknown> = {}) => {
+          const created = await call('POST', '/api/v1/webhooks', {
+            url: receiver.url(`/queue-${backend}/${name}`),
+            events: ['client.created'],
+            ...extra,
+          });
+          assert.equal(created.status, 201, created.text);
+          return JSON.parse(created.text).data.id as string;
+        };
+        const ids = {
+          plain: await subscription('plain'),
+          held: await subscription('held'),
+          paced: await subscription('paced', { maxPerSecond: 1 }),
+          ordered: await subscription('ordered', { ordering: 'per_object' }),
+          dead: await subscription('dead'),
+        };
+        const writeClients = async (from: number, count: number) => {
+          for (let i = from; i < from + count; i++) {
+            const created = await call(
+              'POST',
+              '/api/v1/clients',
+              { kind: 'company', displayName: `Queue ${i}` },
+              { 'idempotency-key': `queue-${i}` },
+            );
+            assert.equal(created.status, 201, created.text);
+          }
+        };
+        await writeClients(0, 3);
+
+        // Its queue as a running deployment leaves it: an endpoint held by its Retry-After, a
+        // subscription's deliveries dead-lettered, one attempt in flight with a worker killed.
+        const now = Date.now();
+        const heldUntil = new Date(now + 3_000).toISOString();
+        const long = new Date(now - 3_600_000).toISOString();
+        await db.db
+          .updateTable('webhookSubscriptions')
+          .set({ heldUntil })
+          .where('id', '=', ids.held)
+          .execute();
+        await db.db
+          .updateTable('webhookDeliveries')
+          .set({ status: 'dead_letter', nextAttemptAt: null, attempts: 6, lastResponseStatus: 500 })
+          .where('subscriptionId', '=', ids.dead)
+          .execute();
+        await db.db
+          .insertInto('webhookWorkers')
+          .values({ id: 'wkr_killed', startedAt: long, heartbeatAt: long })
+          .execute();
+        const [inFlight] = await db.db
+          .selectFrom('webhookDeliveries')
+          .select('id')
+          .where('subscriptionId', '=', ids.plain)
+          .orderBy('id')
+          .limit(1)
+          .execute();
+        await db.db
+          .updateTable('webhookDeliveries')
+          .set({ status: 'in_flight', claimedAt: long, claimedBy: 'wkr_killed', attempts: 1 })
+          .where('id', '=', inFlight.id)
+          .execute();
+
+        // The migration, while the previous release serves; then it queues more.
+        runShell('node bin/tourops.js migrate', env);
+        await writeClients(3, 1);
+        const expected = await db.db
+          .selectFrom('webhookDeliveries')
+          .select(['id', 'subscriptionId', 'eventId', 'sequence'])
+          .where('status', 'in', ['pending', 'in_flight'])
+          .execute();
+        // 4 clients to 5 subscriptions, less the 3 dead letters.
+        assert.equal(expected.length, 4 * 5 - 3);
+        // Only the `per_object` subscription's queue rows carry their object and sequence.
+        const keyed = await db.db
+          .selectFrom('webhookQueue')
+          .select(['subscriptionId'])
+          .where('objectKey', 'is not', null)
+          .where('sequence', 'is not', null)
+          .execute();
+        assert.deepEqual(
+          keyed.map((row) => row.subscriptionId),
+          [ids.ordered, ids.ordered, ids.ordered, ids.ordered],
+        );
+
+        servers.push(await startTourops(['serve'], env));
+        const path = (id: string) =>
+          `/queue-${backend}/${Object.entries(ids).find(([, value]) => value === id)?.[0]}`;
+        const received = () =>
+          receiver.requests
+            .filter((r) => r.path.startsWith(`/queue-${backend}/`))
+            .map((r) => {
+              const body = JSON.parse(r.body);
+              return `${r.path} ${body.id} ${body.sequence}`;
+            });
+        await eventually(() => received().length >= expected.length, 'every queued delivery');
+        // Nothing is left to send: then a second send of any would have been made by now.
+        await until(async () => {
+          const { n } = await db.db
+            .selectFrom('webhookQueue')
+            .select((eb) => eb.fn.countAll<number>().as('n'))
+            .executeTakeFirstOrThrow();
+          return Number(n) === 0 ? true : undefined;
+        }, 'the queue emptied');
+        assert.deepEqual(
+          received().sort(),
+          expected.map((d) => `${path(d.subscriptionId)} ${d.eventId} ${d.sequence}`).sort(),
+          'each sent once, with its sequence',
+        );
+
+        const lost = await db.db
+          .selectFrom('webhookAttempts')
+          .select('attempt')
+          .where('deliveryId', '=', inFlight.id)
+          .execute();
+        assert.deepEqual(lost, [{ attempt: 1 }], 'the killed attempt sent again as itself');
+        const held = await attemptLog(db.db, ids.held);
+        assert.ok(
+          held.every((a) => a.startMs >= Date.parse(heldUntil)),
+          'none before the hold',
+        );
+        const paced = await attemptLog(db.db, ids.paced);
+        assert.ok(mostWithin(paced.map((a) => a.startMs)) <= 1, 'one a second');
+        for (const server of servers) {
+          const errors = server
+            .output()
+            .split('\n')
+            .filter((line) => /"level":(50|60)/.test(line));
+          assert.deepEqual(errors, [], 'no error logged');
+        }
+      } finally {
+        await Promise.all(servers.map((server) => server.stop()));
+        await db.close();
         await database.drop();
       }
     });

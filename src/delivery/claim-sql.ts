@@ -1,6 +1,6 @@
 import { type RawBuilder, sql } from 'kysely';
 import type { Dialect } from '../db/database.ts';
-import { jsonMembers, keyIn } from '../db/json-params.ts';
+import { jsonMembers } from '../db/json-params.ts';
 import { WORKER_LOSSES_LIMIT } from '../domain/attempts.ts';
 import { EFFECTIVE_CONCURRENCY_LIMIT_SQL, PACE_CLAIM_ROWS_SQL } from '../domain/flow-control.ts';
 
@@ -40,6 +40,8 @@ export function claimStatement(
   const int = (value: number) => (pg ? sql`cast(${value} as integer)` : sql`${value}`);
   const big = (value: number) => (pg ? sql`cast(${value} as bigint)` : sql`${value}`);
   const members = (list: string) => jsonMembers(dialect, list);
+  // PostgreSQL's candidates carry where each row lies (see `chosen`).
+  const tid = pg ? sql`, tid` : sql``;
   // A `per_object` subscription's row waits while an earlier one of its object is still to go
   // (claimed, or due later with a lower sequence), through webhook_queue_object_idx: only such
   // a subscription's rows carry an object key in the queue.
@@ -63,7 +65,7 @@ export function claimStatement(
   // (else SQLite scans every delivery), and the room applied to the rows it found.
   const candidates = pg
     ? sql`
-      select q.id, q.next_attempt_at, s.tenant_id
+      select q.id, q.tid, q.next_attempt_at, s.tenant_id
       from webhook_subscriptions s
       cross join lateral (
         select count(*) as n from webhook_queue f
@@ -71,7 +73,7 @@ export function claimStatement(
           and f.delivery_id not in ${members(p.settled)}
       ) b
       cross join lateral (
-        select d.delivery_id as id, d.next_attempt_at from webhook_queue d
+        select d.delivery_id as id, d.ctid as tid, d.next_attempt_at from webhook_queue d
         where d.subscription_id = s.id and d.claimed_at is null and d.next_attempt_at <= ${p.now}
           and ${inOrder('d')}
         order by d.next_attempt_at
@@ -107,23 +109,26 @@ export function claimStatement(
     ? sql`coalesce(cast(cast(${p.rooms} as jsonb) ->> ranked.tenant_id as integer), cast(${p.newcomerRoom} as integer))`
     : sql`coalesce((select r.value from json_each(${p.rooms}) as r where r.key = ranked.tenant_id), ${p.newcomerRoom})`;
   const due = sql`
-    select id from (
-      select id, next_attempt_at, tenant_id, row_number() over (partition by tenant_id order by next_attempt_at) as rank
+    select id${tid} from (
+      select id${tid}, next_attempt_at, tenant_id, row_number() over (partition by tenant_id order by next_attempt_at) as rank
       from (${candidates}) as candidates
     ) as ranked
     where rank <= ${roomOf}
     order by next_attempt_at
     limit ${p.limit}`;
   const stale = sql`
-    select d.delivery_id as id from webhook_queue d
+    select d.delivery_id as id${pg ? sql`, d.ctid as tid` : sql``} from webhook_queue d
     join webhook_subscriptions s on s.id = d.subscription_id
     where ${abandoned('d', p.aliveSince, p.staleBefore, p.workerId)}
       and d.worker_losses < ${sql.lit(WORKER_LOSSES_LIMIT - 1)} and s.active = 1 and d.subscription_id not in ${members(p.skip)}
     order by d.claimed_at
     limit ${p.limit}
     ${pg ? sql`for update of d skip locked` : sql``}`;
-  // The rows chosen, found by primary key (see keyIn).
-  const chosen = sql`select id from (${due}) as due_rows union all select id from (${stale}) as stale_rows`;
+  // The rows chosen, found where they lie on PostgreSQL (a TID scan: the rows are locked, so
+  // none moves before the update; a churning queue's statistics never make it a walk), by
+  // primary key on SQLite.
+  const key = pg ? sql`tid` : sql`id`;
+  const chosen = sql`select ${key} from (${due}) as due_rows union all select ${key} from (${stale}) as stale_rows`;
   // DELIVERY_MOVES: a due row's `claim` (no claim yet), an abandoned one's `takeOver`.
   const takenOver = sql`claimed_at is not null`;
   return sql<{ id: string }>`
@@ -131,7 +136,7 @@ export function claimStatement(
     set claimed_at = ${p.now}, claimed_by = ${p.workerId},
       attempts = case when ${takenOver} then attempts else attempts + 1 end,
       worker_losses = case when ${takenOver} then worker_losses + 1 else worker_losses end
-    where ${keyIn(dialect, 'delivery_id', chosen)}
+    where ${pg ? sql`ctid = any(array(${chosen}))` : sql`delivery_id in (${chosen})`}
     returning delivery_id as id`;
 }
 

@@ -238,8 +238,13 @@ export class DeliveryQueue extends RegistryStatements {
       return;
     }
     const settled = new Set<string>();
-    for (const statement of [this.retriedStatement, this.finishedStatement]) {
-      for (const { id } of await statement(rows)) settled.add(id);
+    const retried = outcomes.some((o) => o.status === DELIVERY_MOVES.retry.to);
+    const finished = outcomes.some((o) => o.status !== DELIVERY_MOVES.retry.to);
+    for (const [statement, any] of [
+      [this.retriedStatement, retried],
+      [this.finishedStatement, finished],
+    ] as const) {
+      if (any) for (const { id } of await statement(rows)) settled.add(id);
     }
     const own =
       settled.size === outcomes.length ? outcomes : outcomes.filter((o) => settled.has(o.id));
@@ -267,11 +272,13 @@ export class DeliveryQueue extends RegistryStatements {
         set next_attempt_at = v.next_attempt_at, claimed_at = null, claimed_by = null,
           worker_losses = 0
         from v
-        where q.delivery_id = v.id and q.claimed_at = v.claimed_at and v.status = ${RETRIED}
+        where ${keyIn(this.dialect, 'q.delivery_id', sql`select id from v where status = ${RETRIED}`)}
+          and q.delivery_id = v.id and q.claimed_at = v.claimed_at
         returning q.delivery_id),
       finished as (
         delete from webhook_queue q using v
-        where q.delivery_id = v.id and q.claimed_at = v.claimed_at and v.status <> ${RETRIED}
+        where ${keyIn(this.dialect, 'q.delivery_id', sql`select id from v where status <> ${RETRIED}`)}
+          and q.delivery_id = v.id and q.claimed_at = v.claimed_at
         returning q.delivery_id)
       update webhook_deliveries
       set ${this.historySet}
@@ -302,8 +309,8 @@ export class DeliveryQueue extends RegistryStatements {
     (rows: string) => sql<{ id: string }>`
       with v as ${jsonRows(this.dialect, rows, OUTCOME_COLUMNS)}
       delete from webhook_queue
-      where ${keyIn(this.dialect, 'delivery_id', sql`select v.id from v where v.status <> ${RETRIED}`)}
-        and claimed_at = (select v.claimed_at from v where v.id = webhook_queue.delivery_id)
+      where (delivery_id, claimed_at) in (
+        select v.id, v.claimed_at from v where v.status <> ${RETRIED})
       returning delivery_id as id`,
   );
 
