@@ -1,18 +1,12 @@
 import { type Insertable, type Selectable, sql } from 'kysely';
-import {
-  type JsonColumn,
-  jsonKeyIn,
-  jsonMembers,
-  jsonRows,
-  jsonRowsOf,
-  keyIn,
-} from '../db/json-params.ts';
+import { jsonKeyIn, jsonMembers, jsonRows, jsonRowsOf, keyIn } from '../db/json-params.ts';
 import { prepare } from '../db/prepared.ts';
 import type { WebhookAttemptsTable, WebhookSubscriptionsTable } from '../db/schema.ts';
 import { WORKER_LOSSES_LIMIT } from '../domain/attempts.ts';
 import { EFFECTIVE_CONCURRENCY_LIMIT_SQL } from '../domain/flow-control.ts';
 import { DELIVERY_MOVES } from '../domain/webhook-moves.ts';
 import { abandoned, claimStatement } from './claim-sql.ts';
+import { ATTEMPT_COLUMNS, GIVEN_BACK_COLUMNS, OUTCOME_COLUMNS } from './queue-columns.ts';
 import { RegistryStatements } from './registry-sql.ts';
 import type { ClaimedDelivery, ClaimOptions, DeliveryOutcome } from './types.ts';
 
@@ -20,38 +14,6 @@ export type { ClaimOptions };
 
 /** An outcome that leaves the delivery to be sent again (DELIVERY_MOVES.retry) keeps its queue row. */
 const RETRIED = sql.lit(DELIVERY_MOVES.retry.to);
-/** A claim given back, its columns in its statement's JSON parameter (see jsonRows). */
-const GIVEN_BACK_COLUMNS: readonly JsonColumn[] = [
-  ['id', 'text', 'id'],
-  ['claimed_at', 'text', 'claimedAt'],
-  ['next_attempt_at', 'text', 'nextAttemptAt'],
-];
-/** An outcome's columns in its statement's JSON parameter (see jsonRows). */
-const OUTCOME_COLUMNS: readonly JsonColumn[] = [
-  ['id', 'text', 'id'],
-  ['claimed_at', 'text', 'claimedAt'],
-  ['status', 'text', 'status'],
-  ['attempts', 'integer', 'attempts'],
-  ['last_response_status', 'integer', 'lastResponseStatus'],
-  ['next_attempt_at', 'text', 'nextAttemptAt'],
-  ['delivered_at', 'text', 'deliveredAt'],
-  ['last_error', 'text', 'lastError'],
-];
-/** An attempt's, in the attempt log's columns (see WebhookAttemptsTable). */
-const ATTEMPT_COLUMNS: readonly JsonColumn[] = [
-  ['id', 'text', 'id'],
-  ['tenant_id', 'text', 'tenantId'],
-  ['delivery_id', 'text', 'deliveryId'],
-  ['attempt', 'integer', 'attempt'],
-  ['started_at', 'text', 'startedAt'],
-  ['duration_ms', 'integer', 'durationMs'],
-  ['status', 'integer', 'status'],
-  ['error_class', 'text', 'errorClass'],
-  ['response_body', 'text', 'responseBody'],
-  ['retry_after', 'text', 'retryAfter'],
-  ['concurrency_limit', 'integer', 'concurrencyLimit'],
-  ['cancelled', 'integer', 'cancelled'],
-];
 
 /**
  * The delivery queue's statements: claim, give back, record outcomes and attempts, dead-letter
