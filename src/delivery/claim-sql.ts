@@ -67,10 +67,16 @@ export function claimStatement(
     ? sql`
       select q.id, q.tid, q.next_attempt_at, s.tenant_id
       from webhook_subscriptions s
+      -- Counted up to the limit: a plain index scan, which marks the entries of claims gone
+      -- since (a churning queue leaves many) so that later claims skip them; a bitmap scan
+      -- would walk them again until a vacuum.
       cross join lateral (
-        select count(*) as n from webhook_queue f
-        where f.subscription_id = s.id and f.claimed_at is not null
-          and f.delivery_id not in ${members(p.settled)}
+        select count(*) as n from (
+          select 1 from webhook_queue f
+          where f.subscription_id = s.id and f.claimed_at is not null
+            and f.delivery_id not in ${members(p.settled)}
+          limit ${cap}
+        ) f
       ) b
       cross join lateral (
         select d.delivery_id as id, d.ctid as tid, d.next_attempt_at from webhook_queue d

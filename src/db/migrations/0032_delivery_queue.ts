@@ -62,9 +62,10 @@ export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
     await db.schema.dropIndex(`webhook_deliveries_${index}_idx`).execute();
   }
   if (pg) {
-    // Room on each page for a row's next version: an outcome then stays on its page, with no
-    // entry in any index (a HOT update), now that no index holds the columns it writes.
-    await sql`alter table webhook_deliveries set (fillfactor = 70)`.execute(db);
+    // Each row is written twice (created, then its attempt's outcome): half of each page is
+    // left for the second version, so that an outcome stays on its row's page with no entry in
+    // any index (a HOT update), now that no index holds a column it writes.
+    await sql`alter table webhook_deliveries set (fillfactor = 50)`.execute(db);
     await postgresTriggers(db);
   } else await sqliteTriggers(db);
 }
