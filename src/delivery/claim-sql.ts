@@ -18,7 +18,7 @@ import { EFFECTIVE_CONCURRENCY_LIMIT_SQL, PACE_CLAIM_ROWS_SQL } from '../domain/
  * sent again (its loss counted instead). On PostgreSQL concurrent workers skip each other's locked
  * rows; SQLite runs the statement under its write lock, so no row is claimed twice either way.
  */
-export function claimStatement(
+function claimStatement(
   dialect: Dialect,
   p: {
     now: string;
@@ -35,7 +35,7 @@ export function claimStatement(
     rooms: string;
     settled: string;
   },
-): RawBuilder<{ id: string }> {
+): RawBuilder<{ deliveryId: string; attempts: number; claimedAt: string }> {
   const pg = dialect === 'postgres';
   const int = (value: number) => (pg ? sql`cast(${value} as integer)` : sql`${value}`);
   const big = (value: number) => (pg ? sql`cast(${value} as bigint)` : sql`${value}`);
@@ -137,13 +137,13 @@ export function claimStatement(
   const chosen = sql`select ${key} from (${due}) as due_rows union all select ${key} from (${stale}) as stale_rows`;
   // DELIVERY_MOVES: a due row's `claim` (no claim yet), an abandoned one's `takeOver`.
   const takenOver = sql`claimed_at is not null`;
-  return sql<{ id: string }>`
+  return sql<{ deliveryId: string; attempts: number; claimedAt: string }>`
     update webhook_queue
     set claimed_at = ${p.now}, claimed_by = ${p.workerId},
       attempts = case when ${takenOver} then attempts else attempts + 1 end,
       worker_losses = case when ${takenOver} then worker_losses + 1 else worker_losses end
     where ${pg ? sql`ctid = any(array(${chosen}))` : sql`delivery_id in (${chosen})`}
-    returning delivery_id as id`;
+    returning delivery_id, attempts, claimed_at`;
 }
 
 /**
@@ -159,4 +159,42 @@ export function abandoned(alias: string, aliveSince: string, staleBefore: string
     (${row('claimed_by')} is null and ${row('claimed_at')} < ${staleBefore})
     or (${row('claimed_by')} <> ${asker} and ${row('claimed_by')} not in (
       select w.id from webhook_workers w where w.heartbeat_at >= ${aliveSince})))`;
+}
+
+/** The claim's parameters: see claimStatement. */
+export type ClaimParameters = [
+  now: string,
+  nowUs: number,
+  paceHorizonUs: number,
+  workerId: string,
+  aliveSince: string,
+  staleBefore: string,
+  limit: number,
+  rowsPerSubscription: number,
+  newcomerRoom: number,
+  skip: string,
+  skipTenants: string,
+  rooms: string,
+  settled: string,
+];
+
+/** The claim's statement, its parameters in the order DeliveryQueue.claim passes them. */
+export function claimStatementOf(dialect: Dialect, p: ClaimParameters) {
+  const [now, nowUs, paceHorizonUs, workerId, aliveSince, staleBefore, limit, ...rest] = p;
+  const [rowsPerSubscription, newcomerRoom, skip, skipTenants, rooms, settled] = rest;
+  return claimStatement(dialect, {
+    now,
+    nowUs,
+    paceHorizonUs,
+    workerId,
+    aliveSince,
+    staleBefore,
+    limit,
+    rowsPerSubscription,
+    newcomerRoom,
+    skip,
+    skipTenants,
+    rooms,
+    settled,
+  });
 }

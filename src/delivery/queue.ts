@@ -1,11 +1,11 @@
-import { type Insertable, type Selectable, sql } from 'kysely';
+import { type Insertable, type Selectable, type SelectQueryBuilder, sql } from 'kysely';
 import { jsonKeyIn, jsonMembers, jsonRows, jsonRowsOf, keyIn } from '../db/json-params.ts';
 import { prepare } from '../db/prepared.ts';
-import type { WebhookAttemptsTable, WebhookSubscriptionsTable } from '../db/schema.ts';
+import type { DB, WebhookAttemptsTable, WebhookSubscriptionsTable } from '../db/schema.ts';
 import { WORKER_LOSSES_LIMIT } from '../domain/attempts.ts';
 import { EFFECTIVE_CONCURRENCY_LIMIT_SQL } from '../domain/flow-control.ts';
 import { DELIVERY_MOVES } from '../domain/webhook-moves.ts';
-import { abandoned, claimStatement } from './claim-sql.ts';
+import { abandoned, type ClaimParameters, claimStatementOf } from './claim-sql.ts';
 import { ATTEMPT_COLUMNS, GIVEN_BACK_COLUMNS, OUTCOME_COLUMNS } from './queue-columns.ts';
 import { RegistryStatements } from './registry-sql.ts';
 import type { ClaimedDelivery, ClaimOptions, DeliveryOutcome } from './types.ts';
@@ -25,7 +25,7 @@ export class DeliveryQueue extends RegistryStatements {
   async claim(now: Date, limit: number, options: ClaimOptions): Promise<ClaimedDelivery[]> {
     const at = now.toISOString();
     const nowUs = now.getTime() * 1000;
-    const claimed = await this.claimRows(
+    const parameters: ClaimParameters = [
       at,
       nowUs,
       // No slot lies before the epoch: a horizon reaching back past it leaves out every one.
@@ -40,51 +40,53 @@ export class DeliveryQueue extends RegistryStatements {
       JSON.stringify(options.skipTenants ?? []),
       JSON.stringify(Object.fromEntries(options.tenantRoom ?? [])),
       JSON.stringify(options.settled ?? []),
-    );
+    ];
+    if (this.dialect === 'postgres') return this.claimedAndRead(...parameters);
+    const claimed = await this.claimRows(...parameters);
     if (claimed.length === 0) return [];
-    return this.claimedRows(at, JSON.stringify(claimed.map((row) => row.id))) as Promise<
+    return this.claimedRows(at, JSON.stringify(claimed.map((row) => row.deliveryId))) as Promise<
       ClaimedDelivery[]
     >;
   }
 
-  private readonly claimRows = prepare(
-    this.db,
-    (
-      now: string,
-      nowUs: number,
-      paceHorizonUs: number,
-      workerId: string,
-      aliveSince: string,
-      staleBefore: string,
-      limit: number,
-      rowsPerSubscription: number,
-      newcomerRoom: number,
-      skip: string,
-      skipTenants: string,
-      rooms: string,
-      settled: string,
-    ) =>
-      claimStatement(this.dialect, {
-        now,
-        nowUs,
-        paceHorizonUs,
-        workerId,
-        aliveSince,
-        staleBefore,
-        limit,
-        rowsPerSubscription,
-        newcomerRoom,
-        skip,
-        skipTenants,
-        rooms,
-        settled,
-      }),
+  /** SQLite's claim, compiled once; its rows are then read (claimedRows). */
+  private readonly claimRows = prepare(this.db, (...p: ClaimParameters) =>
+    claimStatementOf(this.dialect, p),
   );
 
-  /** What sending each claimed row needs (`ids`: a JSON array), compiled once. */
+  /** What sending each claimed row needs (`ids`: a JSON array), compiled once (SQLite's). */
   private readonly claimedRows = prepare(this.db, (now: string, ids: string) =>
-    this.db
-      .selectFrom('webhookQueue as q')
+    this.sendingNeeds(this.db.selectFrom('webhookQueue as q'))
+      .where(jsonKeyIn(this.dialect, 'q.delivery_id', ids))
+      .where('q.claimedAt', '=', now),
+  );
+
+  /**
+   * PostgreSQL's claim and the read of what sending its rows needs, one statement: the claim's
+   * rows (`claimed`: delivery_id, attempts, claimed_at) joined to the history, event and
+   * subscription. A claim and its read are one round trip, and no claim's answer can be lost
+   * between them.
+   */
+  private readonly claimedAndRead = prepare(
+    this.db,
+    (...params: ClaimParameters) =>
+      sql<ClaimedDelivery>`with claimed as (${claimStatementOf(this.dialect, params)})
+        ${this.sendingNeeds(
+          this.db.selectFrom(
+            sql<{ deliveryId: string; attempts: number; claimedAt: string }>`claimed`.as('q'),
+          ),
+        )}`,
+  );
+
+  /** The columns sending a claimed row needs, from the queue rows `q` (see claimedRows). */
+  private sendingNeeds<
+    Q extends SelectQueryBuilder<
+      DB & { q: { deliveryId: string; attempts: number; claimedAt: string | null } },
+      'q',
+      object
+    >,
+  >(from: Q) {
+    return from
       .innerJoin('webhookDeliveries as d', 'd.id', 'q.deliveryId')
       .innerJoin('events as e', 'e.id', 'd.eventId')
       .innerJoin('webhookSubscriptions as s', 's.id', 'd.subscriptionId')
@@ -116,10 +118,8 @@ export class DeliveryQueue extends RegistryStatements {
         's.transformation',
         's.retrySchedule',
         's.receiverAuth',
-      ])
-      .where(jsonKeyIn(this.dialect, 'q.delivery_id', ids))
-      .where('q.claimedAt', '=', now),
-  );
+      ]);
+  }
 
   /**
    * A worker's batch of settlements, in the caller's transaction: claims given back, outcomes,
