@@ -149,10 +149,12 @@ for (const backend of BACKENDS) {
         });
         assert.ok(claimed.length > 0, 'the due rows were claimed');
         const at = new Date().toISOString();
+        // One claim given back, the others settled.
+        const [back, ...settled] = claimed;
         await database.withTransaction(() =>
           queue.record({
-            givenBack: [],
-            outcomes: claimed.map((d) => ({
+            givenBack: [{ id: back.id, claimedAt: back.claimedAt, nextAttemptAt: at }],
+            outcomes: settled.map((d) => ({
               id: d.id,
               claimedAt: d.claimedAt,
               status: DELIVERY_STATUS.success,
@@ -162,7 +164,7 @@ for (const backend of BACKENDS) {
               nextAttemptAt: null,
               deliveredAt: at,
             })),
-            attempts: claimed.map((d) => ({
+            attempts: settled.map((d) => ({
               id: `att_plan${d.id}`,
               tenantId: d.tenantId,
               deliveryId: d.id,
@@ -176,7 +178,7 @@ for (const backend of BACKENDS) {
               concurrencyLimit: DUE,
               cancelled: false,
             })),
-            subscriptionIds: [...new Set(claimed.map((d) => d.subscriptionId))],
+            subscriptionIds: [...new Set(settled.map((d) => d.subscriptionId))],
           }),
         );
       } finally {
@@ -184,15 +186,16 @@ for (const backend of BACKENDS) {
       }
 
       const read = statements.filter((s) => /^\s*(with|select|update|insert)\b/i.test(s.sql));
-      // The claim, the claimed rows' read, the outcomes, the attempts and the subscriptions' lock:
-      // the statements the queue compiles once (see prepare), which it runs through executeQuery.
+      // The claim, the claimed rows' read, the give-back, the outcomes, the attempts and the
+      // subscriptions' lock: the statements the queue compiles once (see prepare), which it runs
+      // through executeQuery.
       // PostgreSQL claims and reads in one statement and settles in one; SQLite claims, then
       // reads, and settles the delivered rows' queue rows, then their history (a retried row's
       // would be one more: see recordOutcomes).
       const pg = ctx.backend === 'postgres';
       const claimAndRead = pg ? 1 : 2;
       const outcomes = pg ? 1 : 2;
-      assert.equal(read.length, claimAndRead + outcomes + 2, read.map((s) => s.sql).join('\n'));
+      assert.equal(read.length, claimAndRead + outcomes + 3, read.map((s) => s.sql).join('\n'));
       for (const statement of read) {
         assert.deepEqual(await walkedBy(ctx, statement), [], statement.sql);
       }

@@ -17,8 +17,9 @@ const RETRIED = sql.lit(DELIVERY_MOVES.retry.to);
 
 /**
  * The delivery queue's statements: claim, give back, record outcomes and attempts, dead-letter
- * crash loops, and the worker registry's (registry-sql.ts; the queue's figures are read in stats.ts; the pace of capped
- * subscriptions in pace-sql.ts). They span tenants: the queue is one, whoever's rows are in it.
+ * crash loops, and the worker registry's (registry-sql.ts). The queue's figures are read in
+ * stats.ts, the pace of capped subscriptions in pace-sql.ts. They span tenants: the queue is
+ * one, whoever's rows are in it.
  */
 export class DeliveryQueue extends RegistryStatements {
   /** Claims up to `limit` due rows for `options.workerId` (claimStatement): what sending needs. */
@@ -161,7 +162,8 @@ export class DeliveryQueue extends RegistryStatements {
           next_attempt_at = v.next_attempt_at,
           attempts = webhook_queue.attempts - 1
       from v
-      where webhook_queue.delivery_id = v.id and webhook_queue.claimed_at = v.claimed_at`,
+      where ${keyIn(this.dialect, 'webhook_queue.delivery_id', sql`select id from v`)}
+        and webhook_queue.delivery_id = v.id and webhook_queue.claimed_at = v.claimed_at`,
   );
 
   /**
