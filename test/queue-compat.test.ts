@@ -161,8 +161,7 @@ for (const backend of BACKENDS) {
       const [taken] = await claimDue(later, 10);
       assert.equal(taken.id, lost);
       assert.equal(taken.attempts, 1, 'the same attempt, sent again');
-      // Its late outcome changes nothing; this release's settles the row.
-      await oldOutcome(lost, at(0), { status: 'pending', nextAttemptAt: at(5) });
+      // This release's outcome settles the row; the dead worker's late one then changes nothing.
       await ctx.runtime.database.withTransaction(() =>
         ctx.runtime.queue.recordOutcomes([
           {
@@ -177,6 +176,8 @@ for (const backend of BACKENDS) {
           },
         ]),
       );
+      assert.deepEqual(await queueRows(), []);
+      await oldOutcome(lost, at(0), { status: 'pending', nextAttemptAt: at(5) });
       assert.deepEqual(await queueRows(), []);
       const [row] = await rows();
       assert.deepEqual([row.status, row.attempts, row.deliveredAt], ['success', 1, later]);

@@ -192,37 +192,27 @@ export class DeliveryQueue extends RegistryStatements {
    * Settles a batch of attempts, each only if the same claim is still its own: a retried row's
    * queue row due again, a delivered or dead-lettered one's removed, then the history of those
    * (status, attempts, the answer). A null lastResponseStatus (no answer) keeps the last one the
-   * endpoint gave. One statement on PostgreSQL; SQLite, without writes in a WITH, runs three.
+   * endpoint gave. One statement either way: on PostgreSQL its queue writes are in its WITH; on
+   * SQLite, which has no writes there, a trigger moves each history row's queue row.
    */
   async recordOutcomes(outcomes: readonly DeliveryOutcome[]): Promise<void> {
     if (outcomes.length === 0) return;
     const rows = jsonRowsOf(outcomes, OUTCOME_COLUMNS);
-    if (this.dialect === 'postgres') {
-      await this.settledStatement(rows);
-      return;
-    }
-    const settled = new Set<string>();
-    const retried = outcomes.some((o) => o.status === DELIVERY_MOVES.retry.to);
-    const finished = outcomes.some((o) => o.status !== DELIVERY_MOVES.retry.to);
-    for (const [statement, any] of [
-      [this.retriedStatement, retried],
-      [this.finishedStatement, finished],
-    ] as const) {
-      if (any) for (const { id } of await statement(rows)) settled.add(id);
-    }
-    const own =
-      settled.size === outcomes.length ? outcomes : outcomes.filter((o) => settled.has(o.id));
-    if (own.length > 0) await this.historyStatement(jsonRowsOf(own, OUTCOME_COLUMNS));
+    await (this.dialect === 'postgres' ? this.settledStatement : this.historyStatement)(rows);
   }
 
-  /** The history of a settlement, from `v` (see OUTCOME_COLUMNS). */
+  /**
+   * The history of a settlement, from `v` (see OUTCOME_COLUMNS). `claimed_at` names the claim
+   * settled: SQLite's trigger moves the queue row that still holds it (reads take a claim's time
+   * from the queue, so the history's is never shown).
+   */
   private readonly historySet = sql`status = v.status,
           attempts = v.attempts,
           last_response_status = coalesce(v.last_response_status, webhook_deliveries.last_response_status),
           next_attempt_at = v.next_attempt_at,
           delivered_at = v.delivered_at,
           last_error = v.last_error,
-          claimed_at = null,
+          claimed_at = v.claimed_at,
           claimed_by = null,
           worker_losses = 0`;
 
@@ -251,34 +241,10 @@ export class DeliveryQueue extends RegistryStatements {
         select delivery_id from retried union all select delivery_id from finished)`,
   );
 
-  /** A retried row's queue row, due again (`rows`: see OUTCOME_COLUMNS), compiled once. */
-  private readonly retriedStatement = prepare(
-    this.db,
-    (rows: string) => sql<{ id: string }>`
-      with v as ${jsonRows(this.dialect, rows, OUTCOME_COLUMNS)}
-      update webhook_queue
-      set next_attempt_at = v.next_attempt_at,
-          claimed_at = null,
-          claimed_by = null,
-          worker_losses = 0
-      from v
-      where webhook_queue.delivery_id = v.id and webhook_queue.claimed_at = v.claimed_at
-        and v.status = ${RETRIED}
-      returning webhook_queue.delivery_id as id`,
-  );
-
-  /** A delivered or dead-lettered row's queue row, removed (`rows`: see OUTCOME_COLUMNS). */
-  private readonly finishedStatement = prepare(
-    this.db,
-    (rows: string) => sql<{ id: string }>`
-      with v as ${jsonRows(this.dialect, rows, OUTCOME_COLUMNS)}
-      delete from webhook_queue
-      where (delivery_id, claimed_at) in (
-        select v.id, v.claimed_at from v where v.status <> ${RETRIED})
-      returning delivery_id as id`,
-  );
-
-  /** The settled rows' history (`rows`: see OUTCOME_COLUMNS), compiled once. */
+  /**
+   * SQLite's settlement (`rows`: see OUTCOME_COLUMNS), compiled once: the history of the rows
+   * whose claim is still their own; each row's queue row follows it (a trigger, migration 0032).
+   */
   private readonly historyStatement = prepare(
     this.db,
     (rows: string) => sql`
@@ -286,7 +252,8 @@ export class DeliveryQueue extends RegistryStatements {
       update webhook_deliveries
       set ${this.historySet}
       from v
-      where webhook_deliveries.id = v.id`,
+      where webhook_deliveries.id = v.id and exists (
+        select 1 from webhook_queue q where q.delivery_id = v.id and q.claimed_at = v.claimed_at)`,
   );
 
   /** Records finished attempts (see WebhookAttemptsTable) in one statement. */

@@ -16,8 +16,9 @@ import type { Dialect } from '../database.ts';
  * release's claim takes the queue row only while no one else holds it (else its update of that
  * row is skipped: no delivery is sent by both releases at once); its settlements and give-backs
  * move or remove the queue row they held. Its claims walk the history without the dropped
- * indexes until its last worker is gone. A later release drops the triggers that follow
- * `status` (the one that enqueues stays).
+ * indexes until its last worker is gone. A later release drops the triggers that follow its
+ * `in_flight` (the one that enqueues stays, and on SQLite the one that moves a queue row with
+ * this release's outcome: SQLite has no writes in a WITH to do it in the outcome's statement).
  *
  * Pending and in-flight rows are copied into the queue here, in-flight ones with their claim, so
  * a claim whose worker died before the upgrade is taken over as it would have been.
@@ -131,6 +132,18 @@ async function sqliteTriggers(db: Kysely<unknown>): Promise<void> {
       insert into webhook_queue ${sql.raw(ENQUEUED_COLUMNS)}
       select ${sql.raw(enqueued('new'))}
       from webhook_subscriptions s where s.id = new.subscription_id;
+    end`.execute(db);
+  // This release's outcome on SQLite: the history's update names the claim it settles
+  // (`claimed_at`), and the queue row that still holds that claim follows in the same
+  // statement: due again on a retry, removed otherwise.
+  await sql`create trigger webhook_queue_settle after update of status, next_attempt_at on webhook_deliveries
+    when new.claimed_at is not null and new.status <> 'in_flight'
+    begin
+      delete from webhook_queue
+      where delivery_id = new.id and claimed_at = new.claimed_at and new.status <> 'pending';
+      update webhook_queue
+      set claimed_at = null, claimed_by = null, next_attempt_at = new.next_attempt_at, worker_losses = 0
+      where delivery_id = new.id and claimed_at = new.claimed_at and new.status = 'pending';
     end`.execute(db);
   // RAISE(IGNORE) in a BEFORE trigger leaves this row's update out, and the statement goes on.
   await sql`create trigger webhook_queue_follow_claim before update on webhook_deliveries
