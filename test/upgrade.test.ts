@@ -74,6 +74,27 @@ function checkOut(commit: string): string {
   return dir;
 }
 
+/** What both releases run with: the database, the admin token, the receiver's CA. */
+async function serviceEnv(database: TestDatabase): Promise<Record<string, string>> {
+  return {
+    ...database.env,
+    ADMIN_API_TOKEN: ADMIN_TOKEN,
+    WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+    WEBHOOK_CA_FILE: (await testCa()).caFile,
+  };
+}
+
+/** No process logged at error or fatal. */
+function assertNoErrorLogged(servers: readonly ChildService[]): void {
+  for (const server of servers) {
+    const errors = server
+      .output()
+      .split('\n')
+      .filter((line) => /"level":(50|60)/.test(line));
+    assert.deepEqual(errors, [], 'no error logged');
+  }
+}
+
 // The backends side by side: each test is mostly waiting for its processes.
 describe('the previous release on a database the current code migrated', {
   concurrency: true,
@@ -94,13 +115,7 @@ describe('the previous release on a database the current code migrated', {
   for (const backend of BACKENDS) {
     it(`serves reads, writes and deliveries beside the current code (${release.version}, ${backend})`, async () => {
       const database: TestDatabase = await createTestDatabase(backend);
-      const ca = await testCa();
-      const env = {
-        ...database.env,
-        ADMIN_API_TOKEN: ADMIN_TOKEN,
-        WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
-        WEBHOOK_CA_FILE: ca.caFile,
-      };
+      const env = await serviceEnv(database);
       const servers: ChildService[] = [];
       try {
         // The upgrade's first step, by the current code.
@@ -181,13 +196,7 @@ describe('the previous release on a database the current code migrated', {
           assert.equal(deliveries.status, 200, deliveries.text);
           assert.equal(JSON.parse(deliveries.text).data.length, created.length);
         }
-        for (const server of servers) {
-          const errors = server
-            .output()
-            .split('\n')
-            .filter((line) => /"level":(50|60)/.test(line));
-          assert.deepEqual(errors, [], 'no error logged');
-        }
+        assertNoErrorLogged(servers);
       } finally {
         await Promise.all(servers.map((server) => server.stop()));
         await database.drop();
@@ -198,13 +207,7 @@ describe('the previous release on a database the current code migrated', {
     // current code exactly as it would have been, and what it queues after the migration too.
     it(`moves a live queue while the previous release serves (${release.version}, ${backend})`, async () => {
       const database: TestDatabase = await createTestDatabase(backend);
-      const ca = await testCa();
-      const env = {
-        ...database.env,
-        ADMIN_API_TOKEN: ADMIN_TOKEN,
-        WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
-        WEBHOOK_CA_FILE: ca.caFile,
-      };
+      const env = await serviceEnv(database);
       const servers: ChildService[] = [];
       const db = createDatabase({
         databaseUrl: database.env.DATABASE_URL ?? null,
@@ -347,13 +350,7 @@ describe('the previous release on a database the current code migrated', {
         );
         const paced = await attemptLog(db.db, ids.paced);
         assert.ok(mostWithin(paced.map((a) => a.startMs)) <= 1, 'one a second');
-        for (const server of servers) {
-          const errors = server
-            .output()
-            .split('\n')
-            .filter((line) => /"level":(50|60)/.test(line));
-          assert.deepEqual(errors, [], 'no error logged');
-        }
+        assertNoErrorLogged(servers);
       } finally {
         await Promise.all(servers.map((server) => server.stop()));
         await db.close();

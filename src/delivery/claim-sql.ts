@@ -180,8 +180,21 @@ export type ClaimParameters = [
 
 /** The claim's statement, its parameters in the order DeliveryQueue.claim passes them. */
 export function claimStatementOf(dialect: Dialect, p: ClaimParameters) {
-  const [now, nowUs, paceHorizonUs, workerId, aliveSince, staleBefore, limit, ...rest] = p;
-  const [rowsPerSubscription, newcomerRoom, skip, skipTenants, rooms, settled] = rest;
+  const [
+    now,
+    nowUs,
+    paceHorizonUs,
+    workerId,
+    aliveSince,
+    staleBefore,
+    limit,
+    rowsPerSubscription,
+    newcomerRoom,
+    skip,
+    skipTenants,
+    rooms,
+    settled,
+  ] = p;
   return claimStatement(dialect, {
     now,
     nowUs,

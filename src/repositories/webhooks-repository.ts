@@ -461,9 +461,7 @@ export class WebhooksRepository extends Repository {
         'd.eventId',
         'd.eventType',
         shownStatus().as('status'),
-        sql<number>`case when q.claimed_at is not null then q.attempts else d.attempts end`.as(
-          'attempts',
-        ),
+        shownAttempts().as('attempts'),
         'd.lastResponseStatus',
         eb.fn.coalesce('q.nextAttemptAt', 'd.nextAttemptAt').as('nextAttemptAt'),
         'd.deliveredAt',
@@ -576,8 +574,13 @@ export class WebhooksRepository extends Repository {
 
 /**
  * A delivery's status as reads show it: in flight while the queue row `q` holds a claim, else
- * the history's (see shownDeliveries).
+ * the history `d`'s (see shownDeliveries).
  */
-function shownStatus() {
+export function shownStatus() {
   return sql<DeliveryStatus>`case when q.claimed_at is not null then ${IN_FLIGHT} else d.status end`;
+}
+
+/** Its attempts as reads show them: the claimed attempt counted while `q` holds a claim. */
+export function shownAttempts() {
+  return sql<number>`case when q.claimed_at is not null then q.attempts else d.attempts end`;
 }

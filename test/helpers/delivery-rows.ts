@@ -1,10 +1,11 @@
 import { type Kysely, sql } from 'kysely';
 import type { DB } from '../../src/db/schema.ts';
+import { shownAttempts, shownStatus } from '../../src/repositories/webhooks-repository.ts';
 
 /**
  * The deliveries with their live state as the engine holds it (see migration 0032): the
- * history's row, and while it is queued its queue row's due time, claim, attempts and losses;
- * in flight while claimed. A select over one table, so that tests read it as they read any.
+ * history's row, and while it is queued its queue row's due time, claim and losses; status and
+ * attempts as reads show them (shownStatus, shownAttempts). A select over one table, so that tests read it as they read any.
  */
 export function deliveryRows(db: Kysely<DB>) {
   const live = db
@@ -16,10 +17,8 @@ export function deliveryRows(db: Kysely<DB>) {
       'd.subscriptionId',
       'd.eventId',
       'd.eventType',
-      sql<string>`case when q.claimed_at is not null then 'in_flight' else d.status end`.as(
-        'status',
-      ),
-      sql<number>`coalesce(q.attempts, d.attempts)`.as('attempts'),
+      shownStatus().as('status'),
+      shownAttempts().as('attempts'),
       'd.lastResponseStatus',
       eb.fn.coalesce('q.nextAttemptAt', 'd.nextAttemptAt').as('nextAttemptAt'),
       'd.deliveredAt',
