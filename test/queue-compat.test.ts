@@ -35,6 +35,7 @@ for (const backend of BACKENDS) {
     after(() => ctx.close());
 
     const db = () => ctx.runtime.database.db;
+    const repo = () => ctx.runtime.repositories.webhooks;
     const claimDue = (now: string, limit: number, options: Partial<ClaimOptions> = {}) =>
       ctx.runtime.queue.claim(new Date(now), limit, {
         workerId: 'wkr_new',
@@ -181,6 +182,61 @@ for (const backend of BACKENDS) {
       assert.deepEqual(await queueRows(), []);
       const [row] = await rows();
       assert.deepEqual([row.status, row.attempts, row.deliveredAt], ['success', 1, later]);
+    });
+
+    it('never lets both releases claim one row when their claims race', async () => {
+      await reset();
+      await repo().updateSubscription(tenant.id, subscriptionId, {
+        maxConcurrency: 64,
+        concurrencyLimit: 64,
+      });
+      try {
+        for (const worker of ['wkr_n1', 'wkr_n2', 'wkr_n3', 'wkr_o1', 'wkr_o2', 'wkr_o3']) {
+          await ctx.runtime.queue.joinWorker(worker, at(10_000_000));
+        }
+        // The previous release's claim of its subscription's due rows, as its claim-sql.ts
+        // takes them (pending, earliest first, skipping rows another claim has locked).
+        const oldDueClaim = async (worker: string, now: string) => {
+          const locked = backend === 'postgres' ? sql`for update skip locked` : sql``;
+          const result = await sql<{ id: string }>`
+            update webhook_deliveries
+            set status = 'in_flight', claimed_at = ${now}, claimed_by = ${worker},
+              attempts = attempts + 1
+            where id in (select id from webhook_deliveries
+              where status = 'pending' and subscription_id = ${subscriptionId}
+              order by next_attempt_at limit 20 ${locked})
+            returning id`.execute(db());
+          return result.rows.map((row) => row.id);
+        };
+        for (let round = 0; round < 10; round++) {
+          await db().deleteFrom('webhookDeliveries').execute();
+          await queued(60);
+          const now = at(round);
+          const newClaim = (worker: string) =>
+            claimDue(now, 20, { workerId: worker }).then((claimed) => claimed.map((d) => d.id));
+          const claims = await Promise.all([
+            newClaim('wkr_n1'),
+            oldDueClaim('wkr_o1', now),
+            newClaim('wkr_n2'),
+            oldDueClaim('wkr_o2', now),
+            newClaim('wkr_n3'),
+            oldDueClaim('wkr_o3', now),
+          ]);
+          const all = claims.flat();
+          assert.equal(new Set(all).size, all.length, `round ${round}: no row claimed twice`);
+          const held = (await queueRows()).filter((row) => row.claimedAt !== null);
+          assert.deepEqual(
+            held.map((row) => row.deliveryId).sort(),
+            [...all].sort(),
+            `round ${round}: the queue holds every claim, of either release`,
+          );
+        }
+      } finally {
+        await repo().updateSubscription(tenant.id, subscriptionId, {
+          maxConcurrency: 16,
+          concurrencyLimit: 4,
+        });
+      }
     });
   });
 }
