@@ -159,4 +159,38 @@ describe('WorkerClaims: the one record of a claim, from the claim to its recorde
     assert.deepEqual([...claims.runningByTenant], []);
     await claims.close();
   });
+
+  it('keeps a claim taken again while its last settlement was being recorded', async () => {
+    // The settlement's commit makes the row claimable before its answer is read here: a claim
+    // on another connection can take the row again first, and the new claim is the one held.
+    let commit: () => void = () => undefined;
+    const batches: SettledBatch[] = [];
+    const claims = new WorkerClaims({
+      recorder: {
+        record: (batch) => {
+          batches.push(batch);
+          return new Promise((resolve) => {
+            commit = () => resolve([]);
+          });
+        },
+      },
+      logger: pino({ level: 'silent' }),
+      maxPerSubscription: 4,
+    });
+    const d1 = row('d1');
+    claims.claimed([d1]);
+    claims.settled(attempt(d1));
+    const recording = claims.record();
+    claims.claimed([d1]);
+    commit();
+    await recording;
+    assert.deepEqual(claims.claimedIds(), ['d1'], 'the new claim is held');
+    assert.equal(claims.running, 1);
+    assert.notEqual(claims.settled(attempt(d1)), null, 'and its settlement counts');
+    const closing = claims.close();
+    commit();
+    await closing;
+    assert.deepEqual(batches.map(idsOf), [['d1'], ['d1']], 'each settlement recorded');
+    assert.deepEqual(claims.claimedIds(), []);
+  });
 });

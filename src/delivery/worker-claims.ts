@@ -128,7 +128,13 @@ export class WorkerClaims {
     this.recording = this.deps.recorder.record(batch).then(
       (left) => {
         const unrecorded = new Set(left);
-        for (const id of ids) if (!unrecorded.has(id)) this.claims.delete(id);
+        // Committed, a retried row is claimable before this answer is read: a claim that took it
+        // again meanwhile is the one held now, and is kept.
+        for (const id of ids) {
+          if (!unrecorded.has(id) && this.claims.get(id)?.stage === 'recording') {
+            this.claims.delete(id);
+          }
+        }
         if (left.length === 0) return;
         this.deps.logger.error(
           { left: left.length },
