@@ -20,6 +20,8 @@ export interface WindowResult {
   rate: number;
   /** Where the CPU went (see cpuSplitWords), printed after the window's line. */
   split?: string;
+  /** An open loop's latency (from each request's scheduled time), and whether others took CPU. */
+  tail?: { p50Ms: number; p99Ms: number; disturbed: boolean };
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
@@ -32,27 +34,45 @@ export async function runPairs(
 ): Promise<{ cpuA: number; cpuB: number }> {
   const cpu: Record<Checkout, number[]> = { A: [], B: [] };
   const rates: Record<Checkout, number[]> = { A: [], B: [] };
+  const p99s: Record<Checkout, number[]> = { A: [], B: [] };
   for (let pair = 0; pair < pairs; pair++) {
     const order: Checkout[] = pair % 2 === 0 ? ['A', 'B'] : ['B', 'A'];
     for (const label of order) {
-      const { cpuUs, rate, split } = await window(label, pair + 1);
+      const { cpuUs, rate, split, tail } = await window(label, pair + 1);
       cpu[label].push(cpuUs);
       rates[label].push(rate);
+      if (tail) p99s[label].push(tail.p99Ms);
+      const latency =
+        tail &&
+        `; p50 ${tail.p50Ms.toFixed(2)} ms, p99 ${tail.p99Ms.toFixed(2)} ms` +
+          (tail.disturbed ? ' (disturbed: other processes took CPU)' : '');
       console.log(
         `pair ${pair + 1} ${label}: ${fmt(rate)} ${units.rate}, ${fmt(cpuUs)} ${units.cpu}` +
+          (latency ?? '') +
           (split === undefined ? '' : `; ${split}`),
       );
     }
   }
   const ratios = cpu.B.map((b, i) => b / cpu.A[i]);
-  const geomean = Math.exp(ratios.reduce((sum, r) => sum + Math.log(r), 0) / ratios.length);
   console.log(
     `\n${units.cpu}, median: A ${fmt(median(cpu.A))}, B ${fmt(median(cpu.B))}; ` +
       `${units.rate}, median: A ${fmt(median(rates.A))}, B ${fmt(median(rates.B))}\n` +
-      `B/A CPU per pair: ${ratios.map((r) => r.toFixed(2)).join(' ')}; geometric mean ` +
-      `${geomean.toFixed(3)}; B cheaper in ${ratios.filter((r) => r < 1).length} of ${ratios.length}`,
+      `B/A CPU per pair: ${pairRatios(ratios)}; B cheaper in ${ratios.filter((r) => r < 1).length} of ${ratios.length}`,
   );
+  if (p99s.B.length > 0) {
+    const tails = p99s.B.map((b, i) => b / p99s.A[i]);
+    console.log(
+      `p99 ms, median: A ${median(p99s.A).toFixed(2)}, B ${median(p99s.B).toFixed(2)}\n` +
+        `B/A p99 per pair: ${pairRatios(tails)}; B lower in ${tails.filter((r) => r < 1).length} of ${tails.length}`,
+    );
+  }
   return { cpuA: median(cpu.A), cpuB: median(cpu.B) };
+}
+
+/** Each pair's ratio, and their geometric mean. */
+function pairRatios(ratios: number[]): string {
+  const geomean = Math.exp(ratios.reduce((sum, r) => sum + Math.log(r), 0) / ratios.length);
+  return `${ratios.map((r) => r.toFixed(2)).join(' ')}; geometric mean ${geomean.toFixed(3)}`;
 }
 
 /** --backend and --pg-url, checked (`--help` prints `text` and exits). */

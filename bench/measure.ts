@@ -72,6 +72,8 @@ export interface Window {
   generatorStallMs?: number;
   /** Open loop: the mark-compacts the server ran in the measured part (NaN: unknown). */
   serverMarkCompacts?: number;
+  /** Open loop: the errors by their words (see OpenLoopResult). */
+  errorKinds?: Record<string, number>;
 }
 
 export interface Measurement {
@@ -344,6 +346,7 @@ export async function runOpenLoopWindow(
     clientCpuSec: result.cpuSec,
     generatorStallMs: result.stallMs,
     serverMarkCompacts: markCompacts,
+    errorKinds: result.errorKinds,
   };
 }
 

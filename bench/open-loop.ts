@@ -36,6 +36,8 @@ export interface OpenLoopResult {
   non2xx: number;
   /** Errors, and requests still unanswered 10 s after the last was due. */
   errors: number;
+  /** The errors by their words (the code, else the message), at most a few kinds. */
+  errorKinds: Record<string, number>;
   statusCodes: Record<string, number>;
   bytes: number;
   /** Latencies of the 2xx answers of the measured part, ms. */
@@ -46,6 +48,9 @@ export interface OpenLoopResult {
   stallMs: number;
 }
 
+/** Error kinds kept apart in a result; the rest are counted in `errors` only. */
+const MAX_ERROR_KINDS = 5;
+
 async function run(config: OpenLoopConfig): Promise<OpenLoopResult> {
   const target = new URL(config.url);
   const pool = new Pool(target.origin, { connections: config.connections, pipelining: 1 });
@@ -55,6 +60,7 @@ async function run(config: OpenLoopConfig): Promise<OpenLoopResult> {
   let requests = 0;
   let non2xx = 0;
   let errors = 0;
+  const errorKinds: Record<string, number> = {};
   let bytes = 0;
   const stalls = monitorEventLoopDelay({ resolution: 1 });
   let cpuFrom: NodeJS.CpuUsage | null = null;
@@ -84,8 +90,14 @@ async function run(config: OpenLoopConfig): Promise<OpenLoopResult> {
           non2xx++;
         }
       })
-      .catch(() => {
-        if (counted) errors++;
+      .catch((error: Error & { code?: string }) => {
+        if (!counted) return;
+        errors++;
+        // An invalid run says why: a refused connection, a reset, a time-out of the pool's.
+        const kind = `${error.code ?? error.name}: ${error.message}`.slice(0, 200);
+        if (kind in errorKinds || Object.keys(errorKinds).length < MAX_ERROR_KINDS) {
+          errorKinds[kind] = (errorKinds[kind] ?? 0) + 1;
+        }
       })
       .finally(() => inFlight.delete(done));
     inFlight.add(done);
@@ -126,6 +138,7 @@ async function run(config: OpenLoopConfig): Promise<OpenLoopResult> {
     requests,
     non2xx,
     errors: errors + unanswered,
+    errorKinds: unanswered > 0 ? { ...errorKinds, unanswered } : errorKinds,
     statusCodes,
     bytes,
     latencies,

@@ -489,6 +489,10 @@ async function measureOpenLoop(
     [window],
   );
   measurements.push(m);
+  if (m.errors > 0) {
+    const kinds = Object.entries(window.errorKinds ?? {}).map(([kind, n]) => `${n} × ${kind}`);
+    log(`    ${fmtInt(m.errors)} errors: ${kinds.join('; ') || 'of no kind the generator kept'}`);
+  }
   log(
     `    p50 ${fmtMs(m.p50)} ms; the generator's longest pause ${fmtMs(generatorStallMs)} ms; ` +
       `the API's mark-compacts ${markCompacts}`,
