@@ -22,7 +22,14 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { checkoutOptions, runPairs, scratchDatabase } from './ab-pairs.ts';
-import { combine, runOpenLoopWindow, runWindow, type Window, windowDisturbed } from './measure.ts';
+import {
+  combine,
+  errorKindWords,
+  runOpenLoopWindow,
+  runWindow,
+  type Window,
+  windowDisturbed,
+} from './measure.ts';
 import {
   checkProbe,
   createClientProbe,
@@ -209,10 +216,10 @@ try {
               rate: RATE,
             });
       if (window.non2xx > 0 || window.errors > 0 || window.timeouts > 0) {
-        const kinds = Object.entries(window.errorKinds ?? {}).map(([k, n]) => `${n} × ${k}`);
+        const kinds = errorKindWords(window);
         throw new Error(
           `window ${pair} ${label}: ${window.non2xx} non-2xx answers, ${window.errors} errors, ${window.timeouts} timeouts` +
-            (kinds.length > 0 ? ` (${kinds.join('; ')})` : ''),
+            (kinds === '' ? '' : ` (${kinds})`),
         );
       }
       if (window.serverCpuSec === null || window.requests === 0) {

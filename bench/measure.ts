@@ -350,6 +350,13 @@ export async function runOpenLoopWindow(
   };
 }
 
+/** An open-loop window's errors by kind, in words (`3 × ECONNREFUSED: …; …`); '' for none kept. */
+export function errorKindWords(window: Pick<Window, 'errorKinds'>): string {
+  return Object.entries(window.errorKinds ?? {})
+    .map(([kind, count]) => `${count} × ${kind}`)
+    .join('; ');
+}
+
 function sumOrNull(values: Array<number | null>): number | null {
   return values.some((v) => v === null) ? null : values.reduce<number>((a, b) => a + (b ?? 0), 0);
 }

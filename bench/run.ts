@@ -48,6 +48,7 @@ import {
   backgroundCpu,
   combine,
   DISTURBED_PCT,
+  errorKindWords,
   isDisturbed,
   isValid,
   type Measurement,
@@ -490,8 +491,8 @@ async function measureOpenLoop(
   );
   measurements.push(m);
   if (m.errors > 0) {
-    const kinds = Object.entries(window.errorKinds ?? {}).map(([kind, n]) => `${n} × ${kind}`);
-    log(`    ${fmtInt(m.errors)} errors: ${kinds.join('; ') || 'of no kind the generator kept'}`);
+    const kinds = errorKindWords(window);
+    log(`    ${fmtInt(m.errors)} errors: ${kinds || 'of no kind the generator kept'}`);
   }
   log(
     `    p50 ${fmtMs(m.p50)} ms; the generator's longest pause ${fmtMs(generatorStallMs)} ms; ` +
